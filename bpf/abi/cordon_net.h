@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Network egress policy ABI: the contents of the two LPM tries a compiled
+ * policy becomes.
+ *
+ * Lookup is two constant-cost steps, whatever the number of rules:
+ *  1. addr_rules: longest-prefix match of the destination, always as a
+ *     128-bit IPv6 address; IPv4 (and IPv4-mapped IPv6, ::ffff:a.b.c.d) is
+ *     ::ffff:a.b.c.d, so an IPv4 rule a.b.c.d/n is stored as ::ffff:a.b.c.d/(96+n)
+ *     and a mapped destination is judged as the IPv4 address it denotes.
+ *     The value names a port set. The compiler folds every covering (shorter)
+ *     rule into each prefix's set, so the longest match alone decides.
+ *  2. port_rules: longest-prefix match of (port_set, protocol, port). A port
+ *     range becomes at most 30 aligned prefixes.
+ */
+#ifndef CORDON_ABI_NET_H
+#define CORDON_ABI_NET_H
+
+#include "cordon_common.h"
+
+/* Socket families a policy may allow (bit numbers in cfg.families). Only
+ * inet/inet6 are visible to cgroup/sock_create; the others need BPF LSM or
+ * seccomp (see docs). */
+enum cordon_family {
+	CORDON_FAM_UNIX = 0,
+	CORDON_FAM_INET = 1,
+	CORDON_FAM_INET6 = 2,
+	CORDON_FAM_NETLINK = 3,
+	CORDON_FAM_PACKET = 4,
+	CORDON_FAM_VSOCK = 5,
+	CORDON_FAM_OTHER = 31,
+};
+
+/* Extra inet socket kinds (bit numbers in cfg.sock_protos). Plain TCP and
+ * UDP stream/datagram sockets are always allowed in an allowed family. */
+enum cordon_sock_proto {
+	CORDON_SP_RAW = 0,     /* SOCK_RAW, any protocol */
+	CORDON_SP_ICMP = 1,    /* SOCK_DGRAM/IPPROTO_ICMP ping sockets */
+	CORDON_SP_ICMPV6 = 2,  /* SOCK_DGRAM/IPPROTO_ICMPV6 ping sockets */
+	CORDON_SP_SCTP = 3,
+	CORDON_SP_MPTCP = 4,
+	CORDON_SP_UDPLITE = 5,
+};
+
+#define CORDON_ADDR_MAX_PREFIX 128
+
+struct cordon_addr_key {
+	__u32 prefixlen;  /* in bits over addr */
+	__u8 addr[16];    /* IPv6, network order; IPv4 as ::ffff:a.b.c.d */
+};
+
+#define CORDON_PORT_SET_ALL 0xffffffffu /* every port, every protocol */
+
+struct cordon_addr_value {
+	__u32 port_set;  /* id in port_rules, or CORDON_PORT_SET_ALL */
+	__u32 rule;      /* 1-based index of the (most specific) policy rule */
+};
+
+/* prefixlen counts bits over port_set (32), proto (8), port (16). */
+struct cordon_port_key {
+	__u32 prefixlen;
+	__u8 port_set[4]; /* big endian */
+	__u8 proto;       /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 port[2];     /* big endian */
+	__u8 pad;
+};
+
+#define CORDON_PORT_KEY_BITS (32 + 8 + 16)
+
+struct cordon_port_value {
+	__u32 rule; /* 1-based index of a policy rule that allows it */
+};
+
+#endif
