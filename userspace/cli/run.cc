@@ -1,1 +1,269 @@
-// placeholder
+// `cordon run`: a command in a fresh, ephemeral sandbox.
+//
+// Order matters for "no unconfined window": the cgroup is created and the
+// policy attached before the command exists; clone3(CLONE_INTO_CGROUP) then
+// creates the child directly inside the sandbox cgroup, so its first
+// instruction already runs confined. On the way out, every process left in
+// the cgroup is killed before anything is detached.
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "abi/cordon_common.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "events/reader.h"
+#include "events/sink.h"
+#include "loader/cgroup.h"
+#include "loader/kernel_features.h"
+#include "loader/sandbox.h"
+#include "util/fs.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+namespace cordon::cli {
+namespace {
+
+const char* kRunHelp =
+    "usage: cordon run [--policy FILE] [--mode enforce|audit] [--audit FILE] [--name NAME]\n"
+    "                  [--quiet] -- CMD [ARGS...]\n"
+    "\n"
+    "Creates a fresh cgroup, attaches the policy (default: the built-in no-egress policy),\n"
+    "starts CMD directly inside it (clone3 CLONE_INTO_CGROUP: no unconfined window), forwards\n"
+    "SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to it, waits, kills whatever it left behind,\n"
+    "removes the cgroup and all its state, and exits with CMD's status (128+N for signal N).\n"
+    "Violation events go to --audit FILE (default /var/log/cordon/run-<time>-<pid>.jsonl);\n"
+    "a one-line summary is printed to stderr at the end unless --quiet.\n";
+
+const int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
+
+std::string DefaultAuditPath() {
+  char stamp[32];
+  time_t now = time(nullptr);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  return std::string("/var/log/cordon/run-") + stamp + "-" + std::to_string(::getpid()) + ".jsonl";
+}
+
+pid_t Clone3IntoCgroup(int cgroup_fd, int* pidfd) {
+  struct clone_args ca;
+  std::memset(&ca, 0, sizeof ca);
+  ca.flags = CLONE_INTO_CGROUP | CLONE_PIDFD;
+  ca.pidfd = reinterpret_cast<uintptr_t>(pidfd);
+  ca.exit_signal = SIGCHLD;
+  ca.cgroup = static_cast<uint64_t>(cgroup_fd);
+  return static_cast<pid_t>(::syscall(SYS_clone3, &ca, sizeof ca));
+}
+
+struct Summary {
+  std::map<std::string, uint64_t> by_kind;
+  uint64_t denied = 0;
+  uint64_t audited = 0;
+  uint64_t lost = 0;
+};
+
+}  // namespace
+
+int RunCommand(const Args& args) {
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) return std::fputs(kRunHelp, stdout), 0;
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args,
+                 {{"--policy", "", true}, {"--audit", "", true}, {"--mode", "", true}, {"--name", "", true},
+                  {"--quiet", "-q"}, {"--help", "-h"}},
+                 &parsed, &error, /*stop_at_first_positional=*/true)) {
+    PrintError(error);
+    std::fputs(kRunHelp, stderr);
+    return 2;
+  }
+  if (parsed.Has("--help")) return std::fputs(kRunHelp, stdout), 0;
+  std::vector<std::string> command = parsed.positionals;
+  command.insert(command.end(), parsed.after_dashdash.begin(), parsed.after_dashdash.end());
+  if (command.empty()) {
+    PrintError("run needs a command: cordon run [options] -- CMD [ARGS...]");
+    return 2;
+  }
+  auto compiled = LoadPolicy(parsed.Get("--policy").value_or(""), parsed.Get("--mode").value_or(""));
+  if (!compiled) return 1;
+  if (!IsRoot()) return PrintError("run needs root (it creates a cgroup and loads BPF programs)"), 1;
+  bool quiet = parsed.Has("--quiet");
+
+  std::string audit_path = parsed.Get("--audit").value_or(DefaultAuditPath());
+  auto sink = JsonlFileSink::Open(audit_path);
+  if (!sink) return PrintError(sink.error().ToString()), 1;
+
+  std::random_device rd;
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%08x", rd());
+  std::string relative = "/cordon/run-" + std::to_string(::getpid()) + "-" + suffix;
+  auto cgroup = CreateCgroup(relative);
+  if (!cgroup) return PrintError("create sandbox cgroup: " + cgroup.error().ToString()), 1;
+
+  AttachOptions options;
+  options.name = parsed.Get("--name").value_or("run-" + std::to_string(::getpid()));
+  options.ephemeral = true;
+  auto attached = AttachSandbox(*cgroup, *compiled, options);
+  if (!attached) {
+    (void)KillAndRemoveCgroup(*cgroup);
+    return PrintError(attached.error().ToString() + "; command not started"), 1;
+  }
+  const uint64_t sandbox_id = cgroup->id;
+  auto cleanup = [&]() -> bool {
+    bool ok = true;
+    Status removed = KillAndRemoveCgroup(*cgroup);
+    if (!removed.ok()) PrintError("cleanup: " + removed.error().ToString()), ok = false;
+    Status detached = DetachSandbox(sandbox_id);
+    if (!detached.ok()) PrintError("cleanup: " + detached.error().ToString()), ok = false;
+    return ok;
+  };
+  if (!quiet)
+    for (const auto& line : UnenforcedControls(*compiled)) PrintNote(line);
+
+  Summary summary;
+  Status sink_status;
+  EventReader reader(cgroup->mount, [&](const cordon::v1::AuditEvent& event) {
+    if (event.kind() == "loss") {
+      summary.lost += event.loss().dropped();
+    } else {
+      summary.by_kind[event.kind()]++;
+      (event.verdict() == "denied" ? summary.denied : summary.audited)++;
+    }
+    Status s = (*sink)->Write(event);
+    if (!s.ok() && sink_status.ok()) sink_status = s;
+  });
+  {
+    auto events = OpenSandboxMap(sandbox_id, "events");
+    auto counters = OpenSandboxMap(sandbox_id, "counters");
+    Status added = events && counters ? reader.Add({sandbox_id, options.name, compiled->name, cgroup->relative},
+                                                    std::move(*events), std::move(*counters))
+                                      : Status(Error{"open the sandbox's event maps"});
+    if (!added.ok()) {
+      cleanup();
+      return PrintError(added.error().ToString()), 1;
+    }
+  }
+
+  sigset_t forwarded, previous;
+  sigemptyset(&forwarded);
+  for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &previous);
+  UniqueFd sigfd(::signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
+
+  int exec_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    cleanup();
+    return PrintError(std::string("pipe: ") + std::strerror(errno)), 1;
+  }
+  std::vector<char*> argv;
+  for (auto& a : command) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int pidfd_raw = -1;
+  pid_t parent = ::getpid();
+  pid_t child = Clone3IntoCgroup(cgroup->fd.get(), &pidfd_raw);
+  if (child == 0) {
+    // Child: already inside the sandbox cgroup and confined.
+    ::close(exec_pipe[0]);
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) _exit(127);
+    ::execvp(argv[0], argv.data());
+    int err = errno;
+    (void)!::write(exec_pipe[1], &err, sizeof err);
+    _exit(127);
+  }
+  ::close(exec_pipe[1]);
+  if (child < 0) {
+    int err = errno;
+    ::close(exec_pipe[0]);
+    cleanup();
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
+    return PrintError(std::string("clone3 into the sandbox cgroup: ") + std::strerror(err)), 1;
+  }
+  UniqueFd pidfd(pidfd_raw);
+  int exec_errno = 0;
+  ssize_t got = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+  ::close(exec_pipe[0]);
+
+  int exit_status = 0;
+  UniqueFd epfd(::epoll_create1(EPOLL_CLOEXEC));
+  auto add = [&](int fd) {
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    ::epoll_ctl(epfd.get(), EPOLL_CTL_ADD, fd, &ev);
+  };
+  add(pidfd.get());
+  add(sigfd.get());
+  add(reader.epoll_fd());
+  bool exited = false;
+  while (!exited) {
+    struct epoll_event evs[4];
+    int n = ::epoll_wait(epfd.get(), evs, 4, 500);
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < n; ++i) {
+      int fd = evs[i].data.fd;
+      if (fd == sigfd.get()) {
+        struct signalfd_siginfo si;
+        while (::read(sigfd.get(), &si, sizeof si) == sizeof si) {
+          // Terminal-generated signals (SI_KERNEL) already reached the
+          // child's process group; forward only those sent to cordon itself.
+          if (si.ssi_code != SI_KERNEL) ::syscall(SYS_pidfd_send_signal, pidfd.get(), si.ssi_signo, nullptr, 0);
+        }
+      } else if (fd == pidfd.get()) {
+        siginfo_t info = {};
+        if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd.get()), &info, WEXITED) == 0) {
+          exited = true;
+          exit_status = info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+        }
+      }
+    }
+    (void)reader.Drain();
+    reader.CheckLosses();
+  }
+  bool cleaned = cleanup();  // kills leftovers first, then detaches
+  (void)reader.Drain();
+  reader.CheckLosses();
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
+  (void)(*sink)->Flush();
+
+  if (got == sizeof exec_errno) {
+    PrintError("cannot execute " + command[0] + ": " + std::strerror(exec_errno));
+    exit_status = 127;
+  }
+  if (!sink_status.ok()) PrintError("audit log incomplete: " + sink_status.error().ToString());
+  if (!quiet) {
+    std::string line;
+    if (summary.denied + summary.audited == 0) {
+      line = "no violations";
+    } else {
+      line = std::to_string(summary.denied + summary.audited) + " violation" +
+             (summary.denied + summary.audited == 1 ? "" : "s") + " (" + std::to_string(summary.denied) +
+             " denied, " + std::to_string(summary.audited) + " audited:";
+      for (const auto& [kind, count] : summary.by_kind) line += " " + kind + " x" + std::to_string(count);
+      line += ")";
+    }
+    if (summary.lost) line += "; " + std::to_string(summary.lost) + " events LOST (ring buffer full)";
+    std::fprintf(stderr, "cordon: %s; audit log: %s\n", line.c_str(), audit_path.c_str());
+  }
+  if (!cleaned && exit_status == 0) exit_status = 1;
+  return exit_status;
+}
+
+}  // namespace cordon::cli

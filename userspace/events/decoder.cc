@@ -1,1 +1,200 @@
-// placeholder
+#include "events/decoder.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+
+#include "abi/cordon_event.h"
+#include "loader/cgroup.h"
+#include "policy/cidr.h"
+
+namespace cordon {
+namespace {
+
+int64_t NowNs(clockid_t clock) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+google::protobuf::Timestamp BootToRealtime(uint64_t boot_ns) {
+  int64_t offset = NowNs(CLOCK_REALTIME) - NowNs(CLOCK_BOOTTIME);
+  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(static_cast<int64_t>(boot_ns) + offset);
+}
+
+std::string ReasonText(const cordon_event& e, const std::string& target) {
+  switch (e.reason) {
+    case CORDON_REASON_NO_RULE:
+      return "no egress rule allows " + target;
+    case CORDON_REASON_PORT:
+      return "egress rule #" + std::to_string(e.rule) + " matches the address but not " + std::to_string(e.port) +
+             "/" + ProtocolName(e.protocol);
+    case CORDON_REASON_FAMILY:
+      return "socket family " + SocketFamilyName(e.family) + " is not in spec.network.families";
+    case CORDON_REASON_SOCK_KIND:
+      return SocketTypeName(e.sock_type) + " " + ProtocolName(e.protocol) +
+             " sockets are not allowed (spec.network.extraProtocols)";
+  }
+  return "unknown";
+}
+
+std::string CommString(const char (&comm)[16]) { return std::string(comm, strnlen(comm, sizeof comm)); }
+
+// Comm is chosen by the sandboxed process: keep it printable.
+std::string Printable(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s;
+}
+
+}  // namespace
+
+std::string KindName(uint32_t kind) {
+  switch (kind) {
+    case CORDON_EV_NET_CONNECT: return "net.connect";
+    case CORDON_EV_NET_SENDMSG: return "net.sendmsg";
+    case CORDON_EV_NET_SOCKET: return "net.socket";
+  }
+  return "";
+}
+
+std::string ProtocolName(uint32_t protocol) {
+  switch (protocol) {
+    case 0: return "ip";
+    case 1: return "icmp";
+    case 6: return "tcp";
+    case 17: return "udp";
+    case 58: return "icmpv6";
+    case 132: return "sctp";
+    case 136: return "udplite";
+    case 255: return "raw";
+    case 262: return "mptcp";
+  }
+  return std::to_string(protocol);
+}
+
+std::string SocketFamilyName(uint32_t family) {
+  switch (family) {
+    case 1: return "unix";
+    case 2: return "inet";
+    case 10: return "inet6";
+    case 16: return "netlink";
+    case 17: return "packet";
+    case 40: return "vsock";
+  }
+  return std::to_string(family);
+}
+
+std::string SocketTypeName(uint32_t type) {
+  switch (type & 0xf) {
+    case 1: return "stream";
+    case 2: return "dgram";
+    case 3: return "raw";
+    case 4: return "rdm";
+    case 5: return "seqpacket";
+  }
+  return std::to_string(type);
+}
+
+std::string EventDecoder::CgroupPath(uint64_t cgroup_id, const SandboxContext& sandbox) {
+  if (cgroup_id == sandbox.id) return sandbox.cgroup_path;
+  auto it = cgroup_paths_.find(cgroup_id);
+  if (it != cgroup_paths_.end()) return it->second;
+  std::string path = CgroupPathFromId(cgroup_mount_, cgroup_id);
+  if (cgroup_paths_.size() > 4096) cgroup_paths_.clear();  // bounded: ids are chosen by the sandbox
+  cgroup_paths_[cgroup_id] = path;
+  return path;
+}
+
+Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t size, const SandboxContext& sandbox) {
+  if (size < sizeof(cordon_event))
+    return Error{"malformed event: " + std::to_string(size) + " bytes, expected " + std::to_string(sizeof(cordon_event))};
+  cordon_event e;
+  std::memcpy(&e, data, sizeof e);
+  if (e.size != sizeof(cordon_event))
+    return Error{"malformed event: declares " + std::to_string(e.size) + " bytes, expected " +
+                 std::to_string(sizeof(cordon_event))};
+  std::string kind = KindName(e.kind);
+  if (kind.empty()) return Error{"malformed event: unknown kind " + std::to_string(e.kind)};
+  if (e.verdict != CORDON_VERDICT_DENIED && e.verdict != CORDON_VERDICT_AUDITED)
+    return Error{"malformed event: unknown verdict " + std::to_string(e.verdict)};
+  if (e.reason < CORDON_REASON_NO_RULE || e.reason > CORDON_REASON_SOCK_KIND)
+    return Error{"malformed event: unknown reason " + std::to_string(e.reason)};
+
+  cordon::v1::AuditEvent out;
+  *out.mutable_time() = BootToRealtime(e.boot_ns);
+  out.set_sandbox(sandbox.name);
+  out.set_cgroup_path(CgroupPath(e.cgroup_id, sandbox));
+  out.set_cgroup_id(e.cgroup_id);
+  out.set_sandbox_cgroup_id(e.sandbox_id);
+  out.set_pid(e.pid);
+  out.set_tid(e.tid);
+  out.set_ppid(e.ppid);
+  out.set_uid(e.uid);
+  out.set_gid(e.gid);
+  out.set_comm(Printable(CommString(e.comm)));
+  char exe[4096];
+  std::string link = "/proc/" + std::to_string(e.pid) + "/exe";
+  ssize_t n = ::readlink(link.c_str(), exe, sizeof exe);
+  if (n > 0) out.set_exe(Printable(std::string(exe, static_cast<size_t>(n))));
+  out.set_kind(kind);
+  out.set_verdict(e.verdict == CORDON_VERDICT_DENIED ? "denied" : "audited");
+  out.set_policy(sandbox.policy);
+  out.set_enforcement("kernel-cgroup");
+  auto* net = out.mutable_net();
+  net->set_family(SocketFamilyName(e.family));
+  net->set_sock_type(SocketTypeName(e.sock_type));
+  net->set_protocol(ProtocolName(e.protocol));
+  std::string target;
+  if (e.kind != CORDON_EV_NET_SOCKET) {
+    std::array<uint8_t, 16> addr;
+    std::memcpy(addr.data(), e.addr, 16);
+    net->set_address(policy::AddressToString(addr));
+    net->set_port(e.port);
+    net->set_rule(e.rule);
+    target = net->address() + " port " + std::to_string(e.port) + "/" + net->protocol();
+  }
+  out.set_reason(ReasonText(e, target));
+  return out;
+}
+
+cordon::v1::AuditEvent EventDecoder::LossRecord(const SandboxContext& sandbox, uint64_t dropped) const {
+  cordon::v1::AuditEvent out;
+  *out.mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(NowNs(CLOCK_REALTIME));
+  out.set_sandbox(sandbox.name);
+  out.set_cgroup_path(sandbox.cgroup_path);
+  out.set_sandbox_cgroup_id(sandbox.id);
+  out.set_cgroup_id(sandbox.id);
+  out.set_kind("loss");
+  out.set_policy(sandbox.policy);
+  out.set_reason(std::to_string(dropped) + " events lost: the sandbox's ring buffer was full");
+  out.mutable_loss()->set_dropped(dropped);
+  return out;
+}
+
+std::string ToJsonLine(const cordon::v1::AuditEvent& event) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = false;
+  options.preserve_proto_field_names = false;
+  (void)google::protobuf::util::MessageToJsonString(event, &json, options);
+  return json;
+}
+
+std::string ToCompactLine(const cordon::v1::AuditEvent& event) {
+  std::string time = google::protobuf::util::TimeUtil::ToString(event.time());
+  std::string line = time + " " + event.sandbox() + " ";
+  if (event.kind() == "loss") return line + "LOSS " + event.reason();
+  line += event.verdict() + " " + event.kind() + " " + event.comm() + "[" + std::to_string(event.pid()) + "]";
+  if (event.has_net() && !event.net().address().empty())
+    line += " -> " + event.net().address() + ":" + std::to_string(event.net().port()) + "/" + event.net().protocol();
+  else if (event.has_net())
+    line += " socket(" + event.net().family() + ", " + event.net().sock_type() + ", " + event.net().protocol() + ")";
+  return line + ": " + event.reason();
+}
+
+}  // namespace cordon

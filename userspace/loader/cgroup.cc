@@ -1,1 +1,200 @@
-// placeholder
+#include "loader/cgroup.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "util/fs.h"
+
+namespace cordon {
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string UnescapeMountField(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      int v = 0;
+      bool ok = true;
+      for (int k = 1; k <= 3; ++k) {
+        char c = s[i + k];
+        if (c < '0' || c > '7') ok = false;
+        v = v * 8 + (c - '0');
+      }
+      if (ok) {
+        out.push_back(static_cast<char>(v));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+std::string Normalize(const std::string& path) {
+  // Collapse "//" and "/./"; reject ".." by the caller via realpath.
+  std::string out;
+  for (char c : path) {
+    if (c == '/' && !out.empty() && out.back() == '/') continue;
+    out.push_back(c);
+  }
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> FindCgroup2Mount() {
+  std::ifstream in("/proc/self/mountinfo");
+  if (!in) return SysError("open /proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    // id parent major:minor root mountpoint options [optional...] - fstype source superopts
+    size_t sep = line.find(" - ");
+    if (sep == std::string::npos) continue;
+    std::istringstream tail(line.substr(sep + 3));
+    std::string fstype;
+    tail >> fstype;
+    if (fstype != "cgroup2") continue;
+    std::istringstream head(line.substr(0, sep));
+    std::string id, parent, dev, root, mountpoint;
+    head >> id >> parent >> dev >> root >> mountpoint;
+    if (root != "/") continue;  // a bind mount of a sub-cgroup: keep looking for the real root
+    return UnescapeMountField(mountpoint);
+  }
+  return Error{"no cgroup2 filesystem is mounted (cordon needs cgroup v2; see /proc/self/mountinfo)"};
+}
+
+Result<CgroupRef> ResolveCgroup(const std::string& user_path) {
+  if (user_path.empty()) return Error{"empty cgroup path"};
+  auto mount = FindCgroup2Mount();
+  if (!mount) return mount.error();
+  std::string candidate = user_path[0] == '/' ? user_path : JoinPath(*mount, user_path);
+  // A path given relative to the mount may also be absolute-looking, e.g.
+  // "/sandboxes/a": prefer the literal path if it exists, else try below the mount.
+  struct stat st;
+  if (user_path[0] == '/' && ::stat(candidate.c_str(), &st) != 0 && errno == ENOENT) {
+    std::string below = JoinPath(*mount, user_path);
+    if (::stat(below.c_str(), &st) == 0) candidate = below;
+  }
+  char real[PATH_MAX];
+  if (!::realpath(candidate.c_str(), real)) {
+    if (errno == ENOENT) return Error{"cgroup " + user_path + " does not exist (looked at " + candidate + ")"};
+    return SysError("resolve cgroup path " + candidate);
+  }
+  std::string path = Normalize(real);
+  if (::stat(path.c_str(), &st) != 0) return SysError("stat " + path);
+  if (!S_ISDIR(st.st_mode)) return Error{path + " is not a cgroup directory"};
+  struct statfs sfs;
+  if (::statfs(path.c_str(), &sfs) != 0) return SysError("statfs " + path);
+  if (sfs.f_type == CGROUP_SUPER_MAGIC)
+    return Error{path + " is on a cgroup v1 hierarchy; cordon needs a cgroup v2 directory (cgroup2 is mounted at " +
+                 *mount + ")"};
+  if (sfs.f_type != CGROUP2_SUPER_MAGIC)
+    return Error{path + " is not on a cgroup filesystem (cgroup2 is mounted at " + *mount + ")"};
+  std::string mnt = Normalize(*mount);
+  std::string rel;
+  if (path == mnt) {
+    rel = "/";
+  } else if (path.compare(0, mnt.size() + 1, mnt + "/") == 0) {
+    rel = path.substr(mnt.size());
+  } else {
+    return Error{path + " is outside the cgroup2 mount " + mnt};
+  }
+  if (rel == "/") return Error{"refusing to confine the root cgroup (every process on the host); give a sandbox cgroup"};
+  CgroupRef ref;
+  ref.mount = mnt;
+  ref.path = path;
+  ref.relative = rel;
+  ref.id = st.st_ino;
+  ref.fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!ref.fd.valid()) return SysError("open cgroup " + path);
+  return ref;
+}
+
+Result<CgroupRef> CreateCgroup(const std::string& relative) {
+  auto mount = FindCgroup2Mount();
+  if (!mount) return mount.error();
+  std::string path = JoinPath(*mount, relative);
+  CORDON_TRY(MakeDirs(path));
+  return ResolveCgroup(path);
+}
+
+Status MoveToCgroup(const CgroupRef& cgroup, int pid) {
+  return WriteFile(JoinPath(cgroup.path, "cgroup.procs"), std::to_string(pid));
+}
+
+namespace {
+
+bool Populated(const std::string& path) {
+  auto events = ReadFile(JoinPath(path, "cgroup.events"));
+  if (!events) return false;  // gone
+  return events->find("populated 1") != std::string::npos;
+}
+
+// Children first, so rmdir succeeds.
+Status RemoveTree(const std::string& path) {
+  auto names = ListDir(path);
+  if (names) {
+    for (const auto& name : *names) {
+      std::string child = JoinPath(path, name);
+      struct stat st;
+      if (::lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) CORDON_TRY(RemoveTree(child));
+    }
+  }
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return SysError("rmdir " + path);
+  return {};
+}
+
+}  // namespace
+
+Status KillAndRemoveCgroup(const CgroupRef& cgroup, int timeout_ms) {
+  if (Populated(cgroup.path)) {
+    // cgroup.kill (5.14+) kills the whole subtree atomically, forks included.
+    Status killed = WriteFile(JoinPath(cgroup.path, "cgroup.kill"), "1");
+    if (!killed.ok()) return killed.error().Wrap("kill processes of " + cgroup.path);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (Populated(cgroup.path)) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return Error{"processes of " + cgroup.path + " did not exit within " + std::to_string(timeout_ms) + " ms"};
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  return RemoveTree(cgroup.path);
+}
+
+std::string CgroupPathFromId(const std::string& mount, uint64_t id) {
+  // cgroup2 (kernfs) file handles are the 64-bit cgroup id (FILEID_KERNFS).
+  struct {
+    struct file_handle fh;
+    uint64_t id;
+  } handle;
+  handle.fh.handle_bytes = sizeof(uint64_t);
+  handle.fh.handle_type = 0xfe;  // FILEID_KERNFS
+  std::memcpy(handle.fh.f_handle, &id, sizeof id);
+  UniqueFd mfd(::open(mount.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!mfd.valid()) return "";
+  UniqueFd fd(::open_by_handle_at(mfd.get(), &handle.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return "";
+  char buf[PATH_MAX];
+  std::string link = "/proc/self/fd/" + std::to_string(fd.get());
+  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string path(buf, static_cast<size_t>(n));
+  // The link is relative to this process's cgroup namespace root: "/a/b".
+  if (path.compare(0, mount.size(), mount) == 0) path = path.substr(mount.size());
+  return path.empty() ? "/" : path;
+}
+
+}  // namespace cordon

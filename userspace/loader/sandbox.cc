@@ -1,1 +1,420 @@
-// placeholder
+#include "loader/sandbox.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "abi/cordon_pins.h"
+#include "cordon_net.skel.h"
+#include "loader/bpffs.h"
+#include "loader/libbpf_log.h"
+#include "util/fs.h"
+
+namespace cordon {
+namespace {
+
+struct SkelDeleter {
+  void operator()(cordon_net* skel) const { cordon_net__destroy(skel); }
+};
+using NetSkel = std::unique_ptr<cordon_net, SkelDeleter>;
+
+struct LinkDeleter {
+  void operator()(bpf_link* link) const { bpf_link__destroy(link); }
+};
+using Link = std::unique_ptr<bpf_link, LinkDeleter>;
+
+// The hooks of a sandbox, in attach order. Socket creation first, so that
+// while attaching no socket exists that was created under fewer rules than
+// its connect will be judged by.
+struct Hook {
+  const char* pin;
+  bpf_program* (*program)(cordon_net*);
+};
+const Hook kHooks[] = {
+    {"link_sock_create", [](cordon_net* s) { return s->progs.cordon_sock_create; }},
+    {"link_connect4", [](cordon_net* s) { return s->progs.cordon_connect4; }},
+    {"link_connect6", [](cordon_net* s) { return s->progs.cordon_connect6; }},
+    {"link_sendmsg4", [](cordon_net* s) { return s->progs.cordon_sendmsg4; }},
+    {"link_sendmsg6", [](cordon_net* s) { return s->progs.cordon_sendmsg6; }},
+};
+
+// Maps replaced with every policy; counters and events live as long as the
+// sandbox so that nothing is lost across a replacement.
+struct PolicyMap {
+  const char* pin;
+  bpf_map* (*map)(cordon_net*);
+};
+const PolicyMap kPolicyMaps[] = {
+    {"sandbox_cfg", [](cordon_net* s) { return s->maps.sandbox_cfg; }},
+    {"addr_rules", [](cordon_net* s) { return s->maps.addr_rules; }},
+    {"port_rules", [](cordon_net* s) { return s->maps.port_rules; }},
+};
+constexpr const char* kCountersPin = "counters";
+constexpr const char* kEventsPin = "events";
+constexpr const char* kInfoPin = "info";
+
+uint64_t RealtimeNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+void CopyName(char* dst, size_t cap, const std::string& src) {
+  std::memset(dst, 0, cap);
+  std::memcpy(dst, src.data(), std::min(cap - 1, src.size()));
+}
+
+Status CheckRingbufSize(uint32_t bytes) {
+  long page = ::sysconf(_SC_PAGESIZE);
+  if (bytes < static_cast<uint32_t>(page) || (bytes & (bytes - 1)) != 0)
+    return Error{"ring buffer size " + std::to_string(bytes) + " must be a power of two of at least " +
+                 std::to_string(page) + " bytes"};
+  return {};
+}
+
+// Opens the object and sizes its maps; reuses counters/events when given.
+Result<NetSkel> OpenSkeleton(const policy::CompiledPolicy& policy, uint32_t ringbuf_bytes, int counters_fd,
+                             int events_fd) {
+  LibbpfLogCapture log;
+  NetSkel skel(cordon_net__open());
+  if (!skel) return SysError("open BPF object" + log.Tail());
+  auto entries = [](size_t n) { return static_cast<uint32_t>(std::max<size_t>(1, n)); };
+  if (bpf_map__set_max_entries(skel->maps.addr_rules, entries(policy.addr_entries.size())) ||
+      bpf_map__set_max_entries(skel->maps.port_rules, entries(policy.port_entries.size())) ||
+      bpf_map__set_max_entries(skel->maps.events, ringbuf_bytes))
+    return SysError("size BPF maps");
+  if (counters_fd >= 0 && bpf_map__reuse_fd(skel->maps.counters, counters_fd))
+    return SysError("reuse the sandbox's counters map");
+  if (events_fd >= 0 && bpf_map__reuse_fd(skel->maps.events, events_fd))
+    return SysError("reuse the sandbox's event ring buffer");
+  if (int err = cordon_net__load(skel.get()))
+    return Error{"load BPF programs into the kernel (is this a kernel with BTF and cgroup BPF?)" + log.Tail(), -err};
+  return skel;
+}
+
+Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, uint64_t sandbox_id) {
+  struct cordon_sandbox_cfg cfg = {};
+  cfg.sandbox_id = sandbox_id;
+  cfg.mode = policy.mode;
+  cfg.families = policy.families;
+  cfg.sock_protos = policy.sock_protos;
+  cfg.layout_version = CORDON_LAYOUT_VERSION;
+  uint32_t zero = 0;
+  if (bpf_map_update_elem(bpf_map__fd(skel->maps.sandbox_cfg), &zero, &cfg, BPF_ANY))
+    return SysError("write sandbox_cfg");
+  int addr_fd = bpf_map__fd(skel->maps.addr_rules);
+  for (const auto& [key, value] : policy.addr_entries)
+    if (bpf_map_update_elem(addr_fd, &key, &value, BPF_NOEXIST)) return SysError("write addr_rules");
+  int port_fd = bpf_map__fd(skel->maps.port_rules);
+  for (const auto& [key, value] : policy.port_entries)
+    if (bpf_map_update_elem(port_fd, &key, &value, BPF_NOEXIST)) return SysError("write port_rules");
+  return {};
+}
+
+Result<UniqueFd> CreateInfoMap(const cordon_sandbox_info& info) {
+  UniqueFd fd(bpf_map_create(BPF_MAP_TYPE_ARRAY, "cordon_info", sizeof(uint32_t), sizeof(info), 1, nullptr));
+  if (!fd.valid()) return SysError("create info map");
+  uint32_t zero = 0;
+  if (bpf_map_update_elem(fd.get(), &zero, &info, BPF_ANY)) return SysError("write info map");
+  return fd;
+}
+
+Result<cordon_sandbox_info> ReadInfo(const std::string& dir) {
+  UniqueFd fd(bpf_obj_get((dir + "/" + kInfoPin).c_str()));
+  if (!fd.valid()) return SysError("open " + dir + "/" + kInfoPin);
+  struct bpf_map_info minfo = {};
+  uint32_t len = sizeof(minfo);
+  if (bpf_obj_get_info_by_fd(fd.get(), &minfo, &len)) return SysError("inspect " + dir + "/" + kInfoPin);
+  if (minfo.value_size != sizeof(cordon_sandbox_info))
+    return Error{dir + " was written by a cordon with another state layout (info size " +
+                 std::to_string(minfo.value_size) + "); refusing to touch it"};
+  cordon_sandbox_info info = {};
+  uint32_t zero = 0;
+  if (bpf_map_lookup_elem(fd.get(), &zero, &info)) return SysError("read " + dir + "/" + kInfoPin);
+  if (info.layout_version != CORDON_LAYOUT_VERSION)
+    return Error{dir + " has state layout version " + std::to_string(info.layout_version) + ", this cordon knows " +
+                 std::to_string(CORDON_LAYOUT_VERSION) + "; refusing to touch it"};
+  return info;
+}
+
+Status WriteInfo(const std::string& dir, const cordon_sandbox_info& info) {
+  UniqueFd fd(bpf_obj_get((dir + "/" + kInfoPin).c_str()));
+  if (!fd.valid()) return SysError("open " + dir + "/" + kInfoPin);
+  uint32_t zero = 0;
+  if (bpf_map_update_elem(fd.get(), &zero, &info, BPF_ANY)) return SysError("write " + dir + "/" + kInfoPin);
+  return {};
+}
+
+// Detaches every link pinned in `dir` and removes the directory.
+Status DestroyPinDir(const std::string& dir) {
+  auto names = ListDir(dir);
+  if (!names) return names.error();
+  Status first_error;
+  for (const auto& name : *names) {
+    std::string path = dir + "/" + name;
+    if (name.rfind("link_", 0) == 0) {
+      UniqueFd link(bpf_obj_get(path.c_str()));
+      // Explicit detach: a link fd leaked elsewhere must not keep enforcing
+      // a sandbox the operator removed (and must not keep it half-attached).
+      if (link.valid() && bpf_link_detach(link.get()) && errno != EINVAL && first_error.ok())
+        first_error = SysError("detach " + path);
+    }
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT && first_error.ok()) first_error = SysError("unpin " + path);
+  }
+  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT && first_error.ok()) first_error = SysError("remove " + dir);
+  return first_error;
+}
+
+// Staging directories left by a cordon that died mid-attach hold links that
+// may be attached: detach them so nothing stays half-attached.
+void CleanStaleStaging(const std::string& root) {
+  auto names = ListDir(root);
+  if (!names) return;
+  for (const auto& name : *names) {
+    if (name.rfind(".staging-", 0) != 0) continue;
+    size_t dash = name.rfind('-');
+    int pid = std::atoi(name.c_str() + dash + 1);
+    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) continue;  // still running
+    (void)DestroyPinDir(root + "/" + name);
+  }
+}
+
+Status PinAll(cordon_net* skel, int info_fd, const std::vector<Link>& links, const std::string& dir) {
+  for (const auto& m : kPolicyMaps)
+    if (bpf_map__pin(m.map(skel), (dir + "/" + m.pin).c_str())) return SysError("pin " + dir + "/" + m.pin);
+  if (bpf_map__pin(skel->maps.counters, (dir + "/" + kCountersPin).c_str())) return SysError("pin counters");
+  if (bpf_map__pin(skel->maps.events, (dir + "/" + kEventsPin).c_str())) return SysError("pin events");
+  if (bpf_obj_pin(info_fd, (dir + "/" + kInfoPin).c_str())) return SysError("pin info");
+  for (size_t i = 0; i < links.size(); ++i)
+    if (bpf_link__pin(links[i].get(), (dir + "/" + kHooks[i].pin).c_str()))
+      return SysError(std::string("pin ") + kHooks[i].pin);
+  return {};
+}
+
+Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgroup,
+                                 const policy::CompiledPolicy& policy, const AttachOptions& options) {
+  auto skel = OpenSkeleton(policy, options.ringbuf_bytes, -1, -1);
+  if (!skel) return skel.error();
+  CORDON_TRY(FillPolicyMaps(skel->get(), policy, cgroup.id));
+
+  cordon_sandbox_info info = {};
+  info.layout_version = CORDON_LAYOUT_VERSION;
+  info.mode = policy.mode;
+  info.sandbox_id = cgroup.id;
+  info.attached_at_ns = info.updated_at_ns = RealtimeNs();
+  info.flags = options.ephemeral ? CORDON_INFO_F_EPHEMERAL : 0;
+  std::string name = options.name.empty() ? cgroup.relative.substr(cgroup.relative.rfind('/') + 1) : options.name;
+  CopyName(info.name, sizeof info.name, name);
+  CopyName(info.policy, sizeof info.policy, policy.name);
+  if (cgroup.relative.size() >= sizeof info.cgroup_path)
+    return Error{"cgroup path longer than " + std::to_string(sizeof info.cgroup_path - 1) + " bytes"};
+  CopyName(info.cgroup_path, sizeof info.cgroup_path, cgroup.relative);
+  auto info_fd = CreateInfoMap(info);
+  if (!info_fd) return info_fd.error();
+
+  std::string staging = root + "/.staging-" + std::to_string(cgroup.id) + "-" + std::to_string(::getpid());
+  if (::mkdir(staging.c_str(), 0700) != 0) return SysError("create " + staging);
+
+  // From here a failure must leave nothing attached: links not yet pinned
+  // detach when their owners are destroyed; pinned ones via DestroyPinDir.
+  std::vector<Link> links;
+  auto fail = [&](const Error& error) -> Error {
+    (void)DestroyPinDir(staging);
+    links.clear();
+    return error;
+  };
+  for (const auto& hook : kHooks) {
+    Link link(bpf_program__attach_cgroup(hook.program(skel->get()), cgroup.fd.get()));
+    if (!link) return fail(SysError(std::string("attach ") + hook.pin + " to " + cgroup.path));
+    links.push_back(std::move(link));
+  }
+  if (Status pinned = PinAll(skel->get(), info_fd->get(), links, staging); !pinned.ok()) return fail(pinned.error());
+  std::string dir = SandboxPinDir(root, cgroup.id);
+  if (::rename(staging.c_str(), dir.c_str()) != 0) return fail(SysError("publish " + dir));
+
+  AttachResult result;
+  result.replaced = false;
+  auto got = GetSandbox(cgroup.id);
+  if (!got) return got.error();
+  result.info = std::move(*got);
+  return result;
+}
+
+Result<UniqueFd> ProgramOfLink(int link_fd) {
+  struct bpf_link_info linfo = {};
+  uint32_t len = sizeof(linfo);
+  if (bpf_obj_get_info_by_fd(link_fd, &linfo, &len)) return SysError("inspect link");
+  UniqueFd prog(bpf_prog_get_fd_by_id(linfo.prog_id));
+  if (!prog.valid()) return SysError("open program of link");
+  return prog;
+}
+
+Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
+                             const AttachOptions& options) {
+  auto info = ReadInfo(dir);
+  if (!info) return info.error();
+  std::vector<UniqueFd> link_fds;
+  for (const auto& hook : kHooks) {
+    UniqueFd fd(bpf_obj_get((dir + "/" + hook.pin).c_str()));
+    if (!fd.valid())
+      return SysError("sandbox state in " + dir + " is incomplete (" + hook.pin + "); run `cordon detach` first");
+    link_fds.push_back(std::move(fd));
+  }
+  UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
+  UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
+  if (!counters.valid() || !events.valid())
+    return SysError("sandbox state in " + dir + " is incomplete (counters/events); run `cordon detach` first");
+  struct bpf_map_info einfo = {};
+  uint32_t len = sizeof einfo;
+  if (bpf_obj_get_info_by_fd(events.get(), &einfo, &len)) return SysError("inspect events map");
+
+  auto skel = OpenSkeleton(policy, einfo.max_entries, counters.get(), events.get());
+  if (!skel) return skel.error();
+  CORDON_TRY(FillPolicyMaps(skel->get(), policy, cgroup.id));
+
+  // Each hook switches program atomically (the kernel swaps one pointer), so
+  // every operation is judged wholly by the old or wholly by the new policy.
+  std::vector<UniqueFd> old_progs;
+  for (size_t i = 0; i < link_fds.size(); ++i) {
+    auto old_prog = ProgramOfLink(link_fds[i].get());
+    if (!old_prog) return old_prog.error();
+    old_progs.push_back(std::move(*old_prog));
+  }
+  for (size_t i = 0; i < link_fds.size(); ++i) {
+    if (bpf_link_update(link_fds[i].get(), bpf_program__fd(kHooks[i].program(skel->get())), nullptr)) {
+      Error error = SysError(std::string("swap program of ") + kHooks[i].pin);
+      for (size_t j = 0; j < i; ++j) (void)bpf_link_update(link_fds[j].get(), old_progs[j].get(), nullptr);
+      return error;
+    }
+  }
+  // Re-pin the new policy maps over the old ones (rename is atomic in bpffs).
+  for (const auto& m : kPolicyMaps) {
+    std::string final_path = dir + "/" + m.pin;
+    std::string tmp = final_path + ".new";
+    ::unlink(tmp.c_str());
+    if (bpf_obj_pin(bpf_map__fd(m.map(skel->get())), tmp.c_str()) || ::rename(tmp.c_str(), final_path.c_str()))
+      return SysError("re-pin " + final_path + " (enforcement already uses the new policy)");
+  }
+  info->mode = policy.mode;
+  info->updated_at_ns = RealtimeNs();
+  info->generation += 1;
+  if (!options.name.empty()) CopyName(info->name, sizeof info->name, options.name);
+  CopyName(info->policy, sizeof info->policy, policy.name);
+  CORDON_TRY(WriteInfo(dir, *info));
+
+  AttachResult result;
+  result.replaced = true;
+  auto got = GetSandbox(cgroup.id);
+  if (!got) return got.error();
+  result.info = std::move(*got);
+  return result;
+}
+
+}  // namespace
+
+Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
+                                   const AttachOptions& options) {
+  CORDON_TRY(CheckRingbufSize(options.ringbuf_bytes));
+  auto root = SandboxPinRoot();
+  if (!root) return root.error();
+  auto lock = LockPinRoot(*root);
+  if (!lock) return lock.error();
+  CleanStaleStaging(*root);
+  std::string dir = SandboxPinDir(*root, cgroup.id);
+  if (Exists(dir)) return Replace(dir, cgroup, policy, options);
+  return AttachFresh(*root, cgroup, policy, options);
+}
+
+Status DetachSandbox(uint64_t sandbox_id) {
+  auto root = SandboxPinRoot();
+  if (!root) return root.error();
+  auto lock = LockPinRoot(*root);
+  if (!lock) return lock.error();
+  std::string dir = SandboxPinDir(*root, sandbox_id);
+  if (!Exists(dir)) return Error{"no sandbox is attached to cgroup id " + std::to_string(sandbox_id)};
+  return DestroyPinDir(dir);
+}
+
+Result<std::array<uint64_t, CORDON_CNT_MAX>> ReadCounters(int counters_fd) {
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return Error{"count possible CPUs", -ncpu};
+  std::array<uint64_t, CORDON_CNT_MAX> sums{};
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
+  for (uint32_t i = 0; i < CORDON_CNT_MAX; ++i) {
+    if (bpf_map_lookup_elem(counters_fd, &i, per_cpu.data())) return SysError("read counters");
+    for (uint64_t v : per_cpu) sums[i] += v;
+  }
+  return sums;
+}
+
+Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
+  auto root = SandboxPinRoot();
+  if (!root) return root.error();
+  std::string dir = SandboxPinDir(*root, sandbox_id);
+  if (!Exists(dir)) return Error{"no sandbox is attached to cgroup id " + std::to_string(sandbox_id)};
+  SandboxInfo out;
+  out.id = sandbox_id;
+  out.pin_dir = dir;
+  auto info = ReadInfo(dir);
+  if (!info) {
+    out.problem = info.error().ToString();
+    return out;
+  }
+  out.name = info->name;
+  out.policy = info->policy;
+  out.cgroup_path = info->cgroup_path;
+  out.mode = info->mode;
+  out.generation = info->generation;
+  out.ephemeral = info->flags & CORDON_INFO_F_EPHEMERAL;
+  out.attached_at_ns = info->attached_at_ns;
+  out.updated_at_ns = info->updated_at_ns;
+  auto mount = FindCgroup2Mount();
+  out.cgroup_alive = mount && !CgroupPathFromId(*mount, sandbox_id).empty();
+  for (const auto& hook : kHooks)
+    if (!Exists(dir + "/" + hook.pin)) out.problem = std::string("missing ") + hook.pin + "; enforcement incomplete";
+  UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
+  if (counters.valid()) {
+    auto sums = ReadCounters(counters.get());
+    if (sums) out.counters = *sums;
+  }
+  return out;
+}
+
+Result<std::vector<SandboxInfo>> ListSandboxes() {
+  auto root = SandboxPinRoot();
+  if (!root) return root.error();
+  auto names = ListDir(*root);
+  if (!names) return names.error();
+  std::vector<SandboxInfo> out;
+  for (const auto& name : *names) {
+    if (name.empty() || name[0] == '.') continue;
+    uint64_t id = std::strtoull(name.c_str(), nullptr, 10);
+    auto info = GetSandbox(id);
+    if (info) out.push_back(std::move(*info));
+  }
+  return out;
+}
+
+Result<UniqueFd> OpenSandboxMap(uint64_t sandbox_id, const std::string& map_name) {
+  auto root = SandboxPinRoot();
+  if (!root) return root.error();
+  std::string path = SandboxPinDir(*root, sandbox_id) + "/" + map_name;
+  UniqueFd fd(bpf_obj_get(path.c_str()));
+  if (!fd.valid()) return SysError("open " + path);
+  return fd;
+}
+
+}  // namespace cordon

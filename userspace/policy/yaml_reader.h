@@ -19,7 +19,7 @@ struct YamlNode {
   int column = 0;  // 1-based
   // kScalar
   std::string scalar;
-  bool quoted = false;  // single- or double-quoted in the source (so "443" is a string)
+  bool quoted = false;  // quoted, block (| >) or !!str in the source: always a string, never null/int/bool
   // kSequence
   std::vector<std::unique_ptr<YamlNode>> items;
   // kMapping, in source order (duplicates are rejected by the reader)
@@ -27,8 +27,10 @@ struct YamlNode {
 };
 
 // Parses exactly one document. Rejects: syntax errors, anchors/aliases,
-// multiple documents, non-scalar mapping keys, duplicate keys, nesting deeper
-// than 64, and more than 1,000,000 nodes. On failure, appends to *diags and returns null.
+// tags other than !!str, multiple documents, an empty stream, non-scalar
+// mapping keys, duplicate keys, nesting deeper than 64, and more than 2,000,000
+// nodes (keys count; a 100,000-rule policy needs about 1.4M). On failure,
+// appends to *diags (each naming file:line:column) and returns null.
 std::unique_ptr<YamlNode> ReadYaml(std::string_view text, const std::string& file, Diagnostics* diags);
 
 }  // namespace cordon::policy

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Pinned state of an attached sandbox, under
+ *   <bpffs>/cordon/v<CORDON_LAYOUT_VERSION>/sandboxes/<sandbox cgroup id>/
+ * holding the maps (sandbox_cfg, addr_rules, port_rules, counters, events),
+ * the links (link_connect4 ...), and `info`: an array map with one
+ * struct cordon_sandbox_info, written only by userspace. Enforcement lives in
+ * the links; it survives every cordon process exiting or crashing.
+ */
+#ifndef CORDON_ABI_PINS_H
+#define CORDON_ABI_PINS_H
+
+#include "cordon_common.h"
+
+#define CORDON_NAME_MAX 64
+#define CORDON_CGROUP_PATH_MAX 3968
+
+struct cordon_sandbox_info {
+	__u32 layout_version;           /* CORDON_LAYOUT_VERSION */
+	__u32 mode;                     /* enum cordon_mode, as last set */
+	__u64 sandbox_id;               /* cgroup id */
+	__u64 attached_at_ns;           /* CLOCK_REALTIME of the first attach */
+	__u64 updated_at_ns;            /* CLOCK_REALTIME of the last policy change */
+	__u32 generation;               /* policy replacements so far */
+	__u32 flags;                    /* CORDON_INFO_F_* */
+	char name[CORDON_NAME_MAX];     /* sandbox name */
+	char policy[CORDON_NAME_MAX];   /* policy metadata.name */
+	char cgroup_path[CORDON_CGROUP_PATH_MAX]; /* relative to the cgroup2 mount */
+};
+
+/* Created by `cordon run`: ephemeral, removed with its command. */
+#define CORDON_INFO_F_EPHEMERAL 1u
+
+#endif

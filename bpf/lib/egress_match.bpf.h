@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The egress matcher: two LPM lookups, constant cost whatever the number of
+ * rules (see bpf/abi/cordon_net.h for why the longest match alone decides).
+ */
+#ifndef CORDON_BPF_EGRESS_MATCH_H
+#define CORDON_BPF_EGRESS_MATCH_H
+
+#include "lib/common.bpf.h"
+#include <bpf/bpf_endian.h>
+
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define IPPROTO_UDPLITE 136
+#define IPPROTO_MPTCP 262
+
+/* Egress rules speak of tcp and udp; MPTCP is TCP on the wire and UDP-Lite
+ * is UDP's sibling, so they are judged by those rules. Anything else matches
+ * no port rule and is denied. */
+static __always_inline __u8 cordon_rule_proto(__u32 protocol)
+{
+	if (protocol == IPPROTO_MPTCP)
+		return IPPROTO_TCP;
+	if (protocol == IPPROTO_UDPLITE)
+		return IPPROTO_UDP;
+	return protocol > 255 ? 255 : (__u8)protocol;
+}
+
+/* Returns 1 if allowed. On denial *reason says why; *rule names the rule that
+ * matched the address (0 if none). */
+static __always_inline int cordon_egress_allowed(const __u8 addr[16], __u16 port, __u8 proto,
+						 __u32 *rule, __u8 *reason)
+{
+	struct cordon_addr_key key = { .prefixlen = CORDON_ADDR_MAX_PREFIX };
+	__builtin_memcpy(key.addr, addr, 16);
+	struct cordon_addr_value *av = bpf_map_lookup_elem(&addr_rules, &key);
+	if (!av) {
+		*rule = 0;
+		*reason = CORDON_REASON_NO_RULE;
+		return 0;
+	}
+	*rule = av->rule;
+	if (av->port_set == CORDON_PORT_SET_ALL)
+		return 1;
+
+	struct cordon_port_key pkey = { .prefixlen = CORDON_PORT_KEY_BITS };
+	pkey.port_set[0] = av->port_set >> 24;
+	pkey.port_set[1] = av->port_set >> 16;
+	pkey.port_set[2] = av->port_set >> 8;
+	pkey.port_set[3] = av->port_set;
+	pkey.proto = proto;
+	pkey.port[0] = port >> 8;
+	pkey.port[1] = port & 0xff;
+	struct cordon_port_value *pv = bpf_map_lookup_elem(&port_rules, &pkey);
+	if (!pv) {
+		*reason = CORDON_REASON_PORT;
+		return 0;
+	}
+	*rule = pv->rule;
+	return 1;
+}
+
+/* Decides a connect()/sendmsg() on a sock_addr hook and reports denials.
+ * Returns the hook's verdict: 1 let it through, 0 refuse with EPERM. */
+static __always_inline int cordon_sock_addr_decide(struct bpf_sock_addr *ctx, const __u8 addr[16],
+						   __u16 family, __u16 kind, __u32 allowed_counter,
+						   __u32 denied_counter, __u32 audited_counter)
+{
+	const struct cordon_sandbox_cfg *cfg = cordon_cfg();
+	if (!cfg)
+		return 0; /* unreachable: array map; fail closed */
+
+	__u16 port = bpf_ntohs((__u16)ctx->user_port);
+	__u32 protocol = ctx->protocol;
+	__u32 rule = 0;
+	__u8 reason = 0;
+	if (cordon_egress_allowed(addr, port, cordon_rule_proto(protocol), &rule, &reason)) {
+		cordon_count(allowed_counter);
+		return 1;
+	}
+
+	int audit = cfg->mode == CORDON_MODE_AUDIT;
+	cordon_count(audit ? audited_counter : denied_counter);
+	struct cordon_event *e = cordon_event_begin(
+		cfg, kind, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason);
+	if (e) {
+		__builtin_memcpy(e->addr, addr, 16);
+		e->port = port;
+		e->family = family;
+		e->sock_type = ctx->type;
+		e->protocol = protocol;
+		e->rule = rule;
+		cordon_event_submit(e);
+	}
+	return audit ? 1 : 0;
+}
+
+#endif

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Maps of one sandbox instance. Defined once in bpf/net/maps.bpf.c and
+ * declared extern here, so every program file linked into the object by
+ * `bpftool gen object` shares them.
+ *
+ * One instance (this whole object) is loaded per sandbox: its programs are
+ * attached to the sandbox cgroup and, by cgroup inheritance, judge every
+ * descendant cgroup too. Sandboxes never share a rule map, so one sandbox's
+ * policy cannot leak into another's.
+ */
+#ifndef CORDON_BPF_MAPS_H
+#define CORDON_BPF_MAPS_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#include "abi/cordon_common.h"
+#include "abi/cordon_event.h"
+#include "abi/cordon_net.h"
+
+#define CORDON_MAPS_DECLARE(storage)                                           \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_sandbox_cfg);                      \
+	} sandbox_cfg SEC(".maps");                                            \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                           \
+		__uint(max_entries, 1); /* resized by the loader */            \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_addr_key);                           \
+		__type(value, struct cordon_addr_value);                       \
+	} addr_rules SEC(".maps");                                             \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                           \
+		__uint(max_entries, 1); /* resized by the loader */            \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_port_key);                           \
+		__type(value, struct cordon_port_value);                       \
+	} port_rules SEC(".maps");                                             \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                       \
+		__uint(max_entries, CORDON_CNT_MAX);                           \
+		__type(key, __u32);                                            \
+		__type(value, __u64);                                          \
+	} counters SEC(".maps");                                               \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_RINGBUF);                            \
+		__uint(max_entries, 256 * 1024); /* resized by the loader */   \
+	} events SEC(".maps")
+
+#endif

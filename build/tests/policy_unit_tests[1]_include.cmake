@@ -1,0 +1,1 @@
+include("/work/main/build/tests/policy_unit_tests[1]_include.cmake")

@@ -1,0 +1,23 @@
+// The cordon subcommands. Each takes its arguments (after the subcommand
+// name) and returns the process exit status: 0 success, 1 failure (policy
+// errors, kernel refusals), 2 usage errors. Messages go to stderr, one clear
+// line per problem, prefixed "cordon: ".
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace cordon::cli {
+
+using Args = std::vector<std::string>;
+
+int PolicyCommand(const Args& args);
+int AttachCommand(const Args& args);
+int DetachCommand(const Args& args);
+int StatusCommand(const Args& args);
+int TailCommand(const Args& args);
+int RunCommand(const Args& args);
+
+int Main(int argc, char** argv);
+
+}  // namespace cordon::cli

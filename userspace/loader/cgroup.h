@@ -1,0 +1,42 @@
+// cgroup v2: finding the mount, resolving user-given paths, creating and
+// removing the ephemeral cgroups of `cordon run`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace cordon {
+
+// The cgroup2 mount point, from /proc/self/mountinfo (never assumed).
+Result<std::string> FindCgroup2Mount();
+
+struct CgroupRef {
+  std::string mount;     // cgroup2 mount point
+  std::string path;      // absolute path of the cgroup directory
+  std::string relative;  // path below the mount, starting with "/" ("/" for the root)
+  uint64_t id = 0;       // cgroup id (inode number), what bpf_get_current_cgroup_id() returns
+  UniqueFd fd;           // O_DIRECTORY fd, for attaching and CLONE_INTO_CGROUP
+};
+
+// Resolves an absolute path or one relative to the cgroup2 mount. Errors name
+// the problem: missing, not a directory, on a cgroup v1 hierarchy, outside the
+// cgroup2 mount, the root cgroup.
+Result<CgroupRef> ResolveCgroup(const std::string& user_path);
+
+// Creates <mount>/<relative> (parents too) and returns it resolved.
+Result<CgroupRef> CreateCgroup(const std::string& relative);
+
+// Kills every process in the cgroup subtree (cgroup.kill), waits until it is
+// empty, then removes it and its child cgroups. Only for cgroups cordon created.
+Status KillAndRemoveCgroup(const CgroupRef& cgroup, int timeout_ms = 5000);
+
+// Path of a cgroup id relative to the cgroup2 mount ("" if it no longer exists).
+std::string CgroupPathFromId(const std::string& mount, uint64_t id);
+
+// Moves process `pid` into cgroup.
+Status MoveToCgroup(const CgroupRef& cgroup, int pid);
+
+}  // namespace cordon

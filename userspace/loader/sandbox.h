@@ -1,0 +1,64 @@
+// Attaching a compiled policy to a cgroup: load one instance of the BPF
+// object for the sandbox, fill its maps, attach and pin. Follows
+// prepare -> setup: every kernel object is created and verified before the
+// first attach, and a failure half-way detaches what was attached.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "abi/cordon_common.h"
+#include "loader/cgroup.h"
+#include "policy/compiler.h"
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace cordon {
+
+struct AttachOptions {
+  std::string name;                    // sandbox name; default: cgroup directory name
+  uint32_t ringbuf_bytes = 256 * 1024; // power of two, >= page size
+  bool ephemeral = false;              // created by `cordon run`
+};
+
+struct SandboxInfo {
+  uint64_t id = 0;                // sandbox cgroup id
+  std::string pin_dir;
+  std::string name;
+  std::string policy;
+  std::string cgroup_path;        // relative to the cgroup2 mount, as attached
+  bool cgroup_alive = true;       // false: the cgroup was removed under us
+  uint32_t mode = CORDON_MODE_ENFORCE;
+  uint32_t generation = 0;
+  bool ephemeral = false;
+  uint64_t attached_at_ns = 0;
+  uint64_t updated_at_ns = 0;
+  std::array<uint64_t, CORDON_CNT_MAX> counters{};  // summed over CPUs
+  std::string problem;            // non-empty: pinned state is incomplete or foreign
+};
+
+struct AttachResult {
+  SandboxInfo info;
+  bool replaced = false;  // an existing policy was swapped
+};
+
+// Attaches `policy` to `cgroup`, or atomically replaces the policy of a
+// sandbox already attached there (counters and pending events carry over).
+Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
+                                   const AttachOptions& options);
+
+// Detaches and unpins everything of the sandbox. NotFound is an error.
+Status DetachSandbox(uint64_t sandbox_id);
+
+Result<std::vector<SandboxInfo>> ListSandboxes();
+Result<SandboxInfo> GetSandbox(uint64_t sandbox_id);
+
+// An fd of one of the sandbox's pinned maps ("events", "counters", ...).
+Result<UniqueFd> OpenSandboxMap(uint64_t sandbox_id, const std::string& map_name);
+
+// Sums a per-CPU counters map.
+Result<std::array<uint64_t, CORDON_CNT_MAX>> ReadCounters(int counters_fd);
+
+}  // namespace cordon
