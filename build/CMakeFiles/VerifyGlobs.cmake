@@ -5,6 +5,10 @@ cmake_policy(SET CMP0009 NEW)
 # INTEGRATION_SOURCES at tests/CMakeLists.txt:21 (file)
 file(GLOB NEW_GLOB LIST_DIRECTORIES true "/work/main/tests/integration/*.cc")
 set(OLD_GLOB
+  "/work/main/tests/integration/harness.cc"
+  "/work/main/tests/integration/lifecycle_test.cc"
+  "/work/main/tests/integration/net_enforcement_test.cc"
+  "/work/main/tests/integration/run_test.cc"
   )
 if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
   message("-- GLOB mismatch!")
@@ -23,6 +27,8 @@ endif()
 # POLICY_UNIT_SOURCES at tests/CMakeLists.txt:5 (file)
 file(GLOB NEW_GLOB LIST_DIRECTORIES true "/work/main/tests/unit/policy_*_test.cc")
 set(OLD_GLOB
+  "/work/main/tests/unit/policy_cidr_test.cc"
+  "/work/main/tests/unit/policy_parser_test.cc"
   )
 if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
   message("-- GLOB mismatch!")

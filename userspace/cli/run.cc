@@ -130,6 +130,9 @@ int RunCommand(const Args& args) {
     if (!removed.ok()) PrintError("cleanup: " + removed.error().ToString()), ok = false;
     Status detached = DetachSandbox(sandbox_id);
     if (!detached.ok()) PrintError("cleanup: " + detached.error().ToString()), ok = false;
+    // The shared parent of run cgroups goes when the last run ends (another
+    // run still inside keeps it: ENOTEMPTY/EBUSY are expected then).
+    ::rmdir((cgroup->mount + "/cordon").c_str());
     return ok;
   };
   if (!quiet)

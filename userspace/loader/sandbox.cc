@@ -184,7 +184,7 @@ void CleanStaleStaging(const std::string& root) {
   auto names = ListDir(root);
   if (!names) return;
   for (const auto& name : *names) {
-    if (name.rfind(".staging-", 0) != 0) continue;
+    if (name.rfind("staging-", 0) != 0) continue;
     size_t dash = name.rfind('-');
     int pid = std::atoi(name.c_str() + dash + 1);
     if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) continue;  // still running
@@ -225,7 +225,7 @@ Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgrou
   auto info_fd = CreateInfoMap(info);
   if (!info_fd) return info_fd.error();
 
-  std::string staging = root + "/.staging-" + std::to_string(cgroup.id) + "-" + std::to_string(::getpid());
+  std::string staging = root + "/staging-" + std::to_string(cgroup.id) + "-" + std::to_string(::getpid());
   if (::mkdir(staging.c_str(), 0700) != 0) return SysError("create " + staging);
 
   // From here a failure must leave nothing attached: links not yet pinned
@@ -303,7 +303,7 @@ Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, co
   // Re-pin the new policy maps over the old ones (rename is atomic in bpffs).
   for (const auto& m : kPolicyMaps) {
     std::string final_path = dir + "/" + m.pin;
-    std::string tmp = final_path + ".new";
+    std::string tmp = dir + "/new_" + m.pin;  // bpffs forbids "." in names
     ::unlink(tmp.c_str());
     if (bpf_obj_pin(bpf_map__fd(m.map(skel->get())), tmp.c_str()) || ::rename(tmp.c_str(), final_path.c_str()))
       return SysError("re-pin " + final_path + " (enforcement already uses the new policy)");
@@ -400,7 +400,7 @@ Result<std::vector<SandboxInfo>> ListSandboxes() {
   if (!names) return names.error();
   std::vector<SandboxInfo> out;
   for (const auto& name : *names) {
-    if (name.empty() || name[0] == '.') continue;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;  // staging-*
     uint64_t id = std::strtoull(name.c_str(), nullptr, 10);
     auto info = GetSandbox(id);
     if (info) out.push_back(std::move(*info));

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Sets up a Debian 12 machine to build and test cordon, then builds it.
+# Idempotent; run as root. Installs exactly the Debian packages listed here
+# (apt-get update runs once, and only when something is missing). Nothing is
+# downloaded at build time.
+#
+#   ./setup.sh            install packages, build into ./build
+#   ./setup.sh --deps     install packages only
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(
+  build-essential cmake pkg-config      # C++20 toolchain (g++ 12) and build
+  clang llvm libclang-rt-14-dev         # clang -target bpf; libFuzzer runtime
+  bpftool libbpf-dev libelf-dev zlib1g-dev  # skeletons, libbpf
+  protobuf-compiler libprotobuf-dev     # policy and event schemas
+  libyaml-dev                           # policy files
+  libgtest-dev                          # tests
+  python3 util-linux iproute2           # tests and examples (python3, setpriv, ip)
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup.sh: run as root (it installs Debian packages)" >&2
+  exit 1
+fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+[ "${1:-}" = "--deps" ] && exit 0
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)"
+echo "setup.sh: built build/cordon"

@@ -1,0 +1,371 @@
+#include "tests/integration/harness.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <google/protobuf/util/json_util.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace cordon::test {
+namespace {
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+void WriteString(const std::string& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)!::write(fd, data.data(), data.size());
+  ::close(fd);
+}
+
+std::atomic<int> g_counter{0};
+
+}  // namespace
+
+CommandResult Run(const std::vector<std::string>& argv, const std::string& stdin_data) {
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) || ::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC)) return {};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    _exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  // Feed stdin from a thread so a large input cannot deadlock with output.
+  std::thread feeder([&] {
+    size_t off = 0;
+    while (off < stdin_data.size()) {
+      ssize_t n = ::write(in[1], stdin_data.data() + off, stdin_data.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    ::close(in[1]);
+  });
+  CommandResult result;
+  std::thread err_reader([&] { result.err = ReadAll(err[0]); });
+  result.out = ReadAll(out[0]);
+  err_reader.join();
+  feeder.join();
+  ::close(out[0]);
+  ::close(err[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+CommandResult Cordon(const std::vector<std::string>& args, const std::string& stdin_data) {
+  std::vector<std::string> argv = {CORDON_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Run(argv, stdin_data);
+}
+
+std::string Cgroup2Mount() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t sep = line.find(" - cgroup2 ");
+    if (sep == std::string::npos) continue;
+    std::istringstream head(line.substr(0, sep));
+    std::string a, b, c, root, mnt;
+    head >> a >> b >> c >> root >> mnt;
+    if (root == "/") return mnt;
+  }
+  return "";
+}
+
+TestCgroup::TestCgroup(const std::string& tag) {
+  relative_ = "/cordon-test-" + std::to_string(::getpid()) + "-" + std::to_string(g_counter++) + "-" + tag;
+  path_ = Cgroup2Mount() + relative_;
+  ::mkdir(path_.c_str(), 0755);
+}
+
+uint64_t TestCgroup::id() const {
+  struct stat st;
+  return ::stat(path_.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+namespace {
+void RemoveCgroupTree(const std::string& path) {
+  // Processes first: only ever the ones this test put there.
+  WriteString(path + "/cgroup.kill", "1");
+  for (int i = 0; i < 400; ++i) {
+    std::ifstream ev(path + "/cgroup.events");
+    std::string content((std::istreambuf_iterator<char>(ev)), std::istreambuf_iterator<char>());
+    if (content.find("populated 1") == std::string::npos) break;
+    ::usleep(5000);
+  }
+  // Children (created by tests that escape into sub-cgroups) before the parent.
+  {
+    std::vector<std::string> dirs;
+    if (auto* d = ::opendir(path.c_str())) {
+      while (auto* e = ::readdir(d)) {
+        if (e->d_type == DT_DIR && std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, ".."))
+          dirs.push_back(path + "/" + e->d_name);
+      }
+      ::closedir(d);
+    }
+    for (const auto& d : dirs) RemoveCgroupTree(d);
+  }
+  ::rmdir(path.c_str());
+}
+}  // namespace
+
+TestCgroup::~TestCgroup() {
+  uint64_t cg_id = id();
+  if (cg_id) Cordon({"detach", "--id", std::to_string(cg_id)});
+  RemoveCgroupTree(path_);
+}
+
+int RunInCgroup(const std::string& cgroup_path, const std::function<int()>& body) {
+  WaitingChild child(cgroup_path, body);
+  return child.Go();
+}
+
+WaitingChild::WaitingChild(const std::string& cgroup_path, std::function<int()> body) {
+  int go[2], result[2];
+  if (::pipe2(go, O_CLOEXEC) || ::pipe2(result, O_CLOEXEC)) return;
+  int joined[2];
+  if (::pipe2(joined, O_CLOEXEC)) return;
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::close(go[1]);
+    ::close(result[0]);
+    ::close(joined[0]);
+    std::string pid = std::to_string(::getpid());
+    int fd = ::open((cgroup_path + "/cgroup.procs").c_str(), O_WRONLY);
+    int ok = fd >= 0 && ::write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size()) ? 0 : errno;
+    if (fd >= 0) ::close(fd);
+    (void)!::write(joined[1], &ok, sizeof ok);
+    if (ok != 0) _exit(1);
+    char c;
+    if (::read(go[0], &c, 1) != 1) _exit(1);
+    int r = body();
+    (void)!::write(result[1], &r, sizeof r);
+    _exit(0);
+  }
+  ::close(go[0]);
+  ::close(result[1]);
+  ::close(joined[1]);
+  int join_status = -1;
+  if (::read(joined[0], &join_status, sizeof join_status) != sizeof join_status || join_status != 0) {
+    std::fprintf(stderr, "child could not join %s: %s\n", cgroup_path.c_str(), std::strerror(join_status));
+  }
+  ::close(joined[0]);
+  go_fd_ = go[1];
+  result_fd_ = result[0];
+}
+
+int WaitingChild::Go() {
+  if (go_fd_ < 0) return -1000;
+  char c = 'g';
+  (void)!::write(go_fd_, &c, 1);
+  ::close(go_fd_);
+  go_fd_ = -1;
+  int r = -1000;
+  if (::read(result_fd_, &r, sizeof r) != sizeof r) r = -1000;
+  ::close(result_fd_);
+  result_fd_ = -1;
+  int status;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return r;
+}
+
+WaitingChild::~WaitingChild() {
+  if (go_fd_ >= 0) ::close(go_fd_);
+  if (result_fd_ >= 0) ::close(result_fd_);
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);  // our own child only
+    int status;
+    ::waitpid(pid_, &status, 0);
+  }
+}
+
+sockaddr_storage V4(const char* ip, uint16_t port) {
+  sockaddr_storage ss = {};
+  auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
+  sin->sin_family = AF_INET;
+  sin->sin_port = htons(port);
+  ::inet_pton(AF_INET, ip, &sin->sin_addr);
+  return ss;
+}
+
+sockaddr_storage V6(const char* ip, uint16_t port) {
+  sockaddr_storage ss = {};
+  auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  sin6->sin6_family = AF_INET6;
+  sin6->sin6_port = htons(port);
+  ::inet_pton(AF_INET6, ip, &sin6->sin6_addr);
+  return ss;
+}
+
+namespace {
+socklen_t Len(const sockaddr_storage& a) {
+  return a.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+}
+int WithSocket(int family, int type, int protocol, const std::function<int(int)>& fn) {
+  int fd = ::socket(family, type | SOCK_CLOEXEC, protocol);
+  if (fd < 0) return errno;
+  int r = fn(fd);
+  ::close(fd);
+  return r;
+}
+}  // namespace
+
+int TcpConnect(const sockaddr_storage& addr) {
+  return WithSocket(addr.ss_family, SOCK_STREAM, 0, [&](int fd) {
+    return ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), Len(addr)) == 0 ? 0 : errno;
+  });
+}
+
+int UdpConnect(const sockaddr_storage& addr) {
+  return WithSocket(addr.ss_family, SOCK_DGRAM, 0, [&](int fd) {
+    return ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), Len(addr)) == 0 ? 0 : errno;
+  });
+}
+
+int UdpSendto(const sockaddr_storage& addr) {
+  return WithSocket(addr.ss_family, SOCK_DGRAM, 0, [&](int fd) {
+    const char msg[] = "x";
+    return ::sendto(fd, msg, 1, 0, reinterpret_cast<const sockaddr*>(&addr), Len(addr)) == 1 ? 0 : errno;
+  });
+}
+
+int UdpSendmmsg(const sockaddr_storage& addr) {
+  return WithSocket(addr.ss_family, SOCK_DGRAM, 0, [&](int fd) {
+    char payload[2] = {'a', 'b'};
+    struct iovec iov[2] = {{&payload[0], 1}, {&payload[1], 1}};
+    struct mmsghdr msgs[2] = {};
+    for (int i = 0; i < 2; ++i) {
+      msgs[i].msg_hdr.msg_name = const_cast<sockaddr_storage*>(&addr);
+      msgs[i].msg_hdr.msg_namelen = Len(addr);
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    int n = ::sendmmsg(fd, msgs, 2, 0);
+    return n == 2 ? 0 : (n < 0 ? errno : -n - 1);
+  });
+}
+
+int TcpFastOpen(const sockaddr_storage& addr) {
+  return WithSocket(addr.ss_family, SOCK_STREAM, 0, [&](int fd) {
+    const char msg[] = "GET";
+    ssize_t n = ::sendto(fd, msg, 3, MSG_FASTOPEN, reinterpret_cast<const sockaddr*>(&addr), Len(addr));
+    return n >= 0 ? 0 : errno;
+  });
+}
+
+int SocketCreate(int family, int type, int protocol) {
+  return WithSocket(family, type, protocol, [](int) { return 0; });
+}
+
+TcpListener::TcpListener(bool v6) {
+  fd_ = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int one = 1;
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_FASTOPEN, &one, sizeof one);
+  sockaddr_storage a = v6 ? V6("::1", 0) : V4("127.0.0.1", 0);
+  ::bind(fd_, reinterpret_cast<sockaddr*>(&a), Len(a));
+  ::listen(fd_, 128);
+  socklen_t len = sizeof a;
+  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+}
+
+TcpListener::~TcpListener() { ::close(fd_); }
+
+int TcpListener::AcceptPending() {
+  int n = 0;
+  for (;;) {
+    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) break;
+    ::close(c);
+    ++n;
+  }
+  return n;
+}
+
+UdpReceiver::UdpReceiver(bool v6) {
+  fd_ = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_storage a = v6 ? V6("::1", 0) : V4("127.0.0.1", 0);
+  ::bind(fd_, reinterpret_cast<sockaddr*>(&a), Len(a));
+  socklen_t len = sizeof a;
+  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+}
+
+UdpReceiver::~UdpReceiver() { ::close(fd_); }
+
+int UdpReceiver::Received() {
+  int n = 0;
+  char buf[64];
+  while (::recv(fd_, buf, sizeof buf, 0) >= 0) ++n;
+  return n;
+}
+
+PolicyFile::PolicyFile(const std::string& yaml) {
+  char tmpl[] = "/tmp/cordon-policy-XXXXXX.yaml";
+  int fd = ::mkstemps(tmpl, 5);
+  path_ = tmpl;
+  (void)!::write(fd, yaml.data(), yaml.size());
+  ::close(fd);
+}
+
+PolicyFile::~PolicyFile() { ::unlink(path_.c_str()); }
+
+std::vector<cordon::v1::AuditEvent> ParseJsonLines(const std::string& text) {
+  std::vector<cordon::v1::AuditEvent> events;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    cordon::v1::AuditEvent e;
+    if (google::protobuf::util::JsonStringToMessage(line, &e).ok()) events.push_back(e);
+    else std::fprintf(stderr, "unparseable event line: %s\n", line.c_str());
+  }
+  return events;
+}
+
+std::vector<cordon::v1::AuditEvent> TakeEvents(const std::string& cgroup_path) {
+  CommandResult r = Cordon({"tail", "--cgroup", cgroup_path, "-o", "json"});
+  if (r.status != 0) std::fprintf(stderr, "cordon tail failed: %s\n", r.err.c_str());
+  return ParseJsonLines(r.out);
+}
+
+std::string LoopbackPolicy(const std::string& name, uint16_t port, const std::string& mode) {
+  return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: " + name + "\nspec:\n  mode: " + mode +
+         "\n  network:\n    egress:\n      - cidr: 127.0.0.1\n        ports: [" + std::to_string(port) +
+         "]\n      - cidr: ::1\n        ports: [" + std::to_string(port) + "]\n";
+}
+
+}  // namespace cordon::test

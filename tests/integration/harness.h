@@ -1,0 +1,120 @@
+// Root integration-test harness: real cgroups, real processes, real syscalls,
+// and the real cordon binary. Everything created here is removed in
+// destructors (cgroups, processes this harness started, sandboxes).
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "event.pb.h"
+
+namespace cordon::test {
+
+struct CommandResult {
+  int status = -1;  // exit status, or 128+signal
+  std::string out;
+  std::string err;
+};
+
+// Runs the cordon binary under test with `args`.
+CommandResult Cordon(const std::vector<std::string>& args, const std::string& stdin_data = "");
+// Runs any command.
+CommandResult Run(const std::vector<std::string>& argv, const std::string& stdin_data = "");
+
+// A cgroup v2 directory made for one test; processes it holds are killed and
+// the cgroup (and any sandbox attached to it) removed at the end.
+class TestCgroup {
+ public:
+  explicit TestCgroup(const std::string& tag);
+  ~TestCgroup();
+  TestCgroup(const TestCgroup&) = delete;
+  TestCgroup& operator=(const TestCgroup&) = delete;
+
+  const std::string& path() const { return path_; }          // absolute
+  const std::string& relative() const { return relative_; }  // below the cgroup2 mount
+  uint64_t id() const;
+
+ private:
+  std::string path_;
+  std::string relative_;
+};
+
+std::string Cgroup2Mount();
+
+// Forks a child that joins `cgroup_path` (absolute) and runs `body`, whose
+// return value is sent back (typically 0 or an errno). Returns it, or -1000
+// if the child died.
+int RunInCgroup(const std::string& cgroup_path, const std::function<int()>& body);
+
+// A child that joins the cgroup and then waits for Go(): lets a test attach
+// a policy to a cgroup whose process is already running.
+class WaitingChild {
+ public:
+  WaitingChild(const std::string& cgroup_path, std::function<int()> body);
+  ~WaitingChild();
+  int pid() const { return pid_; }
+  int Go();  // releases the child and returns its body's result
+
+ private:
+  int pid_ = -1;
+  int go_fd_ = -1;
+  int result_fd_ = -1;
+};
+
+// Syscall bodies: return 0 on success or errno.
+int TcpConnect(const sockaddr_storage& addr);
+int UdpConnect(const sockaddr_storage& addr);
+int UdpSendto(const sockaddr_storage& addr);
+int UdpSendmmsg(const sockaddr_storage& addr);
+int TcpFastOpen(const sockaddr_storage& addr);
+int SocketCreate(int family, int type, int protocol);
+
+sockaddr_storage V4(const char* ip, uint16_t port);
+sockaddr_storage V6(const char* ip, uint16_t port);
+
+// Loopback listeners owned by the test process (outside every sandbox).
+class TcpListener {
+ public:
+  explicit TcpListener(bool v6 = false);
+  ~TcpListener();
+  uint16_t port() const { return port_; }
+  int AcceptPending();  // number of connections accepted without blocking
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+class UdpReceiver {
+ public:
+  explicit UdpReceiver(bool v6 = false);
+  ~UdpReceiver();
+  uint16_t port() const { return port_; }
+  int Received();  // datagrams waiting, drained
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+// Writes a temporary policy file; removed at destruction.
+class PolicyFile {
+ public:
+  explicit PolicyFile(const std::string& yaml);
+  ~PolicyFile();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Events currently waiting for the sandbox on `cgroup_path` (consumes them).
+std::vector<cordon::v1::AuditEvent> TakeEvents(const std::string& cgroup_path);
+std::vector<cordon::v1::AuditEvent> ParseJsonLines(const std::string& text);
+
+// A policy allowing egress to loopback TCP/UDP `port` only (IPv4 and IPv6).
+std::string LoopbackPolicy(const std::string& name, uint16_t port, const std::string& mode = "enforce");
+
+}  // namespace cordon::test

@@ -1,0 +1,206 @@
+// attach / replace / detach / status / tail and bad input, on the host kernel.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <fstream>
+
+#include "tests/integration/harness.h"
+
+namespace cordon::test {
+namespace {
+
+class Lifecycle : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+  }
+};
+
+std::string PinDir(uint64_t id) { return "/sys/fs/bpf/cordon/v1/sandboxes/" + std::to_string(id); }
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+TEST_F(Lifecycle, AttachPersistsReplaceSwapsDetachRemovesEverything) {
+  TestCgroup cg("life");
+  TcpListener l1, l2;
+  PolicyFile p1(LoopbackPolicy("first", l1.port()));
+  PolicyFile p2(LoopbackPolicy("second", l2.port()));
+
+  // Relative path (below the cgroup2 mount) works as well as absolute.
+  CommandResult r = Cordon({"attach", "--cgroup", cg.relative().substr(1), "--policy", p1.path(), "--name", "life"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("attached sandbox 'life'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("NOT refused"), std::string::npos) << "must state the families it cannot enforce: " << r.err;
+  EXPECT_NE(r.err.find("file and exec rules: NOT enforced"), std::string::npos) << r.err;
+  ASSERT_TRUE(Exists(PinDir(cg.id()) + "/link_connect4"));
+
+  // Enforcement persists after the attaching process has exited.
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", l1.port())); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", l2.port())); }), EPERM);
+
+  // Attaching again replaces the policy; counters carry over.
+  r = Cordon({"attach", "--cgroup", cg.path(), "--policy", p2.path()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("replaced policy"), std::string::npos) << r.err;
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", l1.port())); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", l2.port())); }), 0);
+
+  r = Cordon({"status", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::string id = "\"id\":" + std::to_string(cg.id());
+  size_t at = r.out.find(id);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::string entry = r.out.substr(at, r.out.find('}', r.out.find("\"problem\"", at)) - at);
+  EXPECT_NE(entry.find("\"name\":\"life\""), std::string::npos) << entry;
+  EXPECT_NE(entry.find("\"policy\":\"second\""), std::string::npos) << entry;
+  EXPECT_NE(entry.find("\"generation\":1"), std::string::npos) << entry;
+  EXPECT_NE(entry.find("\"connect\":2"), std::string::npos) << "two denied connects across both policies: " << entry;
+
+  // Both denials' events are still waiting (the ring buffer survived the swap).
+  auto events = TakeEvents(cg.path());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].policy(), "second");  // decoded with the current name
+
+  r = Cordon({"status"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("life"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NOT enforced: file/exec"), std::string::npos) << r.out;
+
+  r = Cordon({"detach", "--cgroup", cg.path()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(Exists(PinDir(cg.id())));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", l1.port())); }), 0);
+  r = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("no sandbox is attached"), std::string::npos) << r.err;
+}
+
+TEST_F(Lifecycle, BadInputGetsOneClearLineAndNothingAttached) {
+  TestCgroup cg("bad");
+  PolicyFile good(LoopbackPolicy("good", 80));
+  PolicyFile bad("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: bad}\nspec:\n  network:\n"
+                 "    egress:\n      - cidr: 10.0.0.0/8\n        ports: [70000]\n");
+
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", bad.path()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(bad.path() + ":8:"), std::string::npos) << "file and line: " << r.err;
+  EXPECT_NE(r.err.find("spec.network.egress[0].ports[0]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nothing attached"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists(PinDir(cg.id())));
+
+  r = Cordon({"attach", "--cgroup", "/no/such/cgroup", "--policy", good.path()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+
+  // This host runs cgroups in hybrid mode: memory is a v1 hierarchy.
+  if (Exists("/sys/fs/cgroup/memory/cgroup.procs")) {
+    r = Cordon({"attach", "--cgroup", "/sys/fs/cgroup/memory", "--policy", good.path()});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("cgroup v1"), std::string::npos) << r.err;
+  }
+  r = Cordon({"attach", "--cgroup", "/tmp", "--policy", good.path()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("not on a cgroup filesystem"), std::string::npos) << r.err;
+
+  r = Cordon({"attach", "--cgroup", Cgroup2Mount(), "--policy", good.path()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("root cgroup"), std::string::npos) << r.err;
+
+  r = Cordon({"attach", "--policy", good.path()});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--cgroup PATH is required"), std::string::npos) << r.err;
+
+  r = Cordon({"attach", "--cgroup", cg.path(), "--mode", "permissive"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--mode must be enforce or audit"), std::string::npos) << r.err;
+
+  r = Cordon({"attach", "--cgroup", cg.path(), "--bogus"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown option --bogus"), std::string::npos) << r.err;
+
+  r = Cordon({"frobnicate"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_FALSE(Exists(PinDir(cg.id())));
+
+  // Non-root: refused with a clear line, nothing attached.
+  r = cordon::test::Run(
+      {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", CORDON_BINARY, "attach", "--cgroup", cg.path()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("needs root"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists(PinDir(cg.id())));
+}
+
+TEST_F(Lifecycle, DefaultPolicyDeniesAllEgressIncludingLoopback) {
+  TestCgroup cg("default");
+  TcpListener listener;
+  UdpReceiver udp;
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V6("::1", listener.port())); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("127.0.0.1", udp.port())); }), EPERM);
+  // Sockets themselves may still be created (unix, inet, inet6).
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET6, SOCK_STREAM, 0); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_UNIX, SOCK_STREAM, 0); }), 0);
+  auto events = TakeEvents(cg.path());
+  ASSERT_EQ(events.size(), 3u);
+  for (const auto& e : events) {
+    EXPECT_EQ(e.policy(), "default");
+    EXPECT_NE(e.reason().find("no egress rule"), std::string::npos) << e.reason();
+  }
+}
+
+TEST_F(Lifecycle, FullRingBufferIsCountedAndReportedAsLoss) {
+  TestCgroup cg("loss");
+  PolicyFile policy(LoopbackPolicy("loss", 1));
+  // The smallest ring buffer: one page holds a few dozen events.
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--ringbuf-size",
+                            std::to_string(::sysconf(_SC_PAGESIZE))});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const int kAttempts = 500;
+  int denied = RunInCgroup(cg.path(), [] {
+    int n = 0;
+    for (int i = 0; i < kAttempts; ++i) n += UdpSendto(V4("127.0.0.1", 9)) == EPERM;
+    return n;
+  });
+  EXPECT_EQ(denied, kAttempts);
+  auto events = TakeEvents(cg.path());
+  uint64_t delivered = 0, lost = 0;
+  for (const auto& e : events) {
+    if (e.kind() == "loss") lost += e.loss().dropped();
+    else if (e.kind() == "net.sendmsg") ++delivered;
+  }
+  EXPECT_GT(lost, 0u);
+  EXPECT_EQ(delivered + lost, static_cast<uint64_t>(kAttempts)) << "every denial is delivered or counted lost";
+  r = Cordon({"status", "--json"});
+  EXPECT_NE(r.out.find("\"eventsDropped\":" + std::to_string(lost)), std::string::npos) << r.out;
+}
+
+TEST_F(Lifecycle, HostileEventPayloadNamesAreSanitized) {
+  // comm is chosen by the sandboxed process: control characters must not
+  // reach a terminal or break the JSON line.
+  TestCgroup cg("comm");
+  PolicyFile policy(LoopbackPolicy("comm", 1));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path()}).status, 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] {
+              ::prctl(PR_SET_NAME, "evil\n\x1b[2Jx", 0, 0, 0);
+              return TcpConnect(V4("127.0.0.1", 9));
+            }),
+            EPERM);
+  CommandResult r = Cordon({"tail", "--cgroup", cg.path(), "-o", "compact"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("evil?"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace cordon::test

@@ -1,0 +1,270 @@
+// Network enforcement on the host kernel: a real process in a real cgroup
+// makes the real syscall; each test asserts the errno AND the audit event.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+
+#include "tests/integration/harness.h"
+
+namespace cordon::test {
+namespace {
+
+class NetEnforcement : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+  }
+
+  // Attaches `yaml` to the cgroup; fails the test on error.
+  void Attach(const TestCgroup& cg, const std::string& yaml, std::vector<std::string> extra = {}) {
+    PolicyFile policy(yaml);
+    std::vector<std::string> args = {"attach", "--cgroup", cg.path(), "--policy", policy.path()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult r = Cordon(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+};
+
+const cordon::v1::AuditEvent* FindEvent(const std::vector<cordon::v1::AuditEvent>& events, const std::string& kind,
+                                        const std::string& address, uint32_t port) {
+  for (const auto& e : events)
+    if (e.kind() == kind && e.net().address() == address && e.net().port() == port) return &e;
+  return nullptr;
+}
+
+TEST_F(NetEnforcement, TcpConnectDeniedWithEventAllowedPortStillWorks) {
+  TestCgroup cg("tcp");
+  TcpListener allowed, denied;
+  Attach(cg, LoopbackPolicy("tcp-test", allowed.port()));
+
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", allowed.port())); }), 0);
+  EXPECT_EQ(allowed.AcceptPending(), 1);
+  WaitingChild child(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", denied.port())); });
+  int child_pid = child.pid();
+  EXPECT_EQ(child.Go(), EPERM);
+  EXPECT_EQ(denied.AcceptPending(), 0);
+
+  auto events = TakeEvents(cg.path());
+  const auto* e = FindEvent(events, "net.connect", "127.0.0.1", denied.port());
+  ASSERT_NE(e, nullptr) << "no net.connect event for the denied port";
+  EXPECT_EQ(e->verdict(), "denied");
+  EXPECT_EQ(e->net().protocol(), "tcp");
+  EXPECT_EQ(e->net().family(), "inet");
+  EXPECT_EQ(e->pid(), static_cast<uint32_t>(child_pid));
+  EXPECT_EQ(e->ppid(), static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(e->uid(), 0u);
+  EXPECT_EQ(e->policy(), "tcp-test");
+  EXPECT_EQ(e->cgroup_path(), cg.relative());
+  EXPECT_EQ(e->cgroup_id(), cg.id());
+  EXPECT_FALSE(e->comm().empty());
+  EXPECT_TRUE(e->has_time());
+  EXPECT_NE(e->reason().find("rule #1"), std::string::npos) << e->reason();  // 127.0.0.1 matched, port did not
+  EXPECT_EQ(FindEvent(events, "net.connect", "127.0.0.1", allowed.port()), nullptr);
+}
+
+TEST_F(NetEnforcement, UdpConnectSendtoAndSendmmsgDenied) {
+  TestCgroup cg("udp");
+  UdpReceiver allowed, denied;
+  Attach(cg, LoopbackPolicy("udp-test", allowed.port()));
+
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("127.0.0.1", allowed.port())); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpConnect(V4("127.0.0.1", denied.port())); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("127.0.0.1", denied.port())); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendmmsg(V4("127.0.0.1", denied.port())); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V6("::1", denied.port())); }), EPERM);
+  EXPECT_EQ(allowed.Received(), 1);
+  EXPECT_EQ(denied.Received(), 0);
+
+  auto events = TakeEvents(cg.path());
+  const auto* connect = FindEvent(events, "net.connect", "127.0.0.1", denied.port());
+  ASSERT_NE(connect, nullptr);
+  EXPECT_EQ(connect->net().protocol(), "udp");
+  int sendmsg_events = 0;
+  for (const auto& e : events)
+    if (e.kind() == "net.sendmsg" && e.net().address() == "127.0.0.1" && e.net().port() == denied.port()) ++sendmsg_events;
+  EXPECT_EQ(sendmsg_events, 2) << "one for sendto, one for the first datagram of sendmmsg";
+  EXPECT_NE(FindEvent(events, "net.sendmsg", "::1", denied.port()), nullptr);
+}
+
+TEST_F(NetEnforcement, TcpFastOpenDenied) {
+  TestCgroup cg("tfo");
+  TcpListener listener;
+  Attach(cg, LoopbackPolicy("tfo-test", 1));  // allows only port 1
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpFastOpen(V4("127.0.0.1", listener.port())); }), EPERM);
+  EXPECT_EQ(listener.AcceptPending(), 0);
+  auto events = TakeEvents(cg.path());
+  EXPECT_NE(FindEvent(events, "net.connect", "127.0.0.1", listener.port()), nullptr);
+}
+
+TEST_F(NetEnforcement, Ipv4MappedIpv6IsJudgedAsIpv4) {
+  TestCgroup cg("mapped");
+  TcpListener listener6;  // IPv4 127.0.0.1: an IPv6 socket reaches it via ::ffff:127.0.0.1
+  // Bypass attempt: only 127.0.0.2 allowed; ::ffff:127.0.0.1 must not slip through as "IPv6".
+  Attach(cg, "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: mapped}\nspec:\n  network:\n"
+             "    egress:\n      - cidr: 127.0.0.2/32\n      - cidr: 2001:db8::/32\n");
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V6("::ffff:127.0.0.1", listener6.port())); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V6("::ffff:169.254.169.254", 80)); }), EPERM);
+  auto events = TakeEvents(cg.path());
+  const auto* e = FindEvent(events, "net.connect", "127.0.0.1", listener6.port());
+  ASSERT_NE(e, nullptr) << "mapped destination must be reported as the IPv4 address";
+  EXPECT_EQ(e->net().family(), "inet6");
+  EXPECT_NE(FindEvent(events, "net.sendmsg", "169.254.169.254", 80), nullptr);
+
+  // And an IPv4 rule admits the mapped form of its address.
+  Attach(cg, "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: mapped2}\nspec:\n  network:\n"
+             "    egress:\n      - cidr: 127.0.0.0/8\n");
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V6("::ffff:127.0.0.1", listener6.port())); }), 0);
+  EXPECT_EQ(listener6.AcceptPending(), 1);
+}
+
+TEST_F(NetEnforcement, RawAndIcmpSocketsDeniedUnlessListed) {
+  TestCgroup cg("raw");
+  Attach(cg, LoopbackPolicy("raw-test", 1));
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_RAW, IPPROTO_TCP); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6); }), EPERM);
+  // Ping sockets: the ping group range is per network namespace; open it in
+  // a namespace the child makes for itself so the kernel gets to our hook.
+  auto ping = [] {
+    if (::unshare(CLONE_NEWNET) != 0) return errno + 1000;
+    std::ofstream("/proc/sys/net/ipv4/ping_group_range") << "0 2147483647";
+    return SocketCreate(AF_INET, SOCK_DGRAM, IPPROTO_ICMP);
+  };
+  EXPECT_EQ(RunInCgroup(cg.path(), ping), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_DGRAM, IPPROTO_UDPLITE); }), EPERM);
+  int sctp = RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_STREAM, IPPROTO_SCTP); });
+  EXPECT_TRUE(sctp == EPERM || sctp == EPROTONOSUPPORT) << "SCTP refused, or not in this kernel: " << sctp;
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_STREAM, 0); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET6, SOCK_DGRAM, 0); }), 0);
+
+  auto events = TakeEvents(cg.path());
+  int raw = 0, icmp = 0;
+  for (const auto& e : events) {
+    if (e.kind() != "net.socket") continue;
+    EXPECT_EQ(e.verdict(), "denied");
+    if (e.net().sock_type() == "raw") ++raw;
+    if (e.net().protocol() == "icmp" && e.net().sock_type() == "dgram") ++icmp;
+  }
+  EXPECT_EQ(raw, 2);
+  EXPECT_EQ(icmp, 1);
+
+  Attach(cg, "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: ping}\nspec:\n  network:\n"
+             "    extraProtocols: [icmp, raw]\n");
+  EXPECT_EQ(RunInCgroup(cg.path(), ping), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_RAW, IPPROTO_TCP); }), 0);
+}
+
+TEST_F(NetEnforcement, FamiliesOmittingInet6DenyInet6Sockets) {
+  TestCgroup cg("fam");
+  Attach(cg, "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: v4only}\nspec:\n  network:\n"
+             "    families: [unix, inet]\n");
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET6, SOCK_STREAM, 0); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_STREAM, 0); }), 0);
+  auto events = TakeEvents(cg.path());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind(), "net.socket");
+  EXPECT_EQ(events[0].net().family(), "inet6");
+  EXPECT_NE(events[0].reason().find("families"), std::string::npos);
+}
+
+TEST_F(NetEnforcement, ChildCgroupCannotEscape) {
+  TestCgroup cg("escape");
+  TcpListener listener;
+  Attach(cg, LoopbackPolicy("escape-test", 1));
+  std::string child_cg = cg.path() + "/inner";
+  // The sandboxed process creates a sub-cgroup, moves itself there, connects.
+  int r = RunInCgroup(cg.path(), [&] {
+    if (::mkdir(child_cg.c_str(), 0755) != 0) return 1000 + errno;
+    std::ofstream(child_cg + "/cgroup.procs") << ::getpid();
+    return TcpConnect(V4("127.0.0.1", listener.port()));
+  });
+  EXPECT_EQ(r, EPERM);
+  auto events = TakeEvents(cg.path());
+  const auto* e = FindEvent(events, "net.connect", "127.0.0.1", listener.port());
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->cgroup_path(), cg.relative() + "/inner");
+  EXPECT_EQ(e->sandbox_cgroup_id(), cg.id());
+}
+
+TEST_F(NetEnforcement, TwoSandboxesDifferentPoliciesSideBySide) {
+  TestCgroup a("side-a"), b("side-b");
+  TcpListener la, lb;
+  Attach(a, LoopbackPolicy("policy-a", la.port()));
+  Attach(b, LoopbackPolicy("policy-b", lb.port()));
+  EXPECT_EQ(RunInCgroup(a.path(), [&] { return TcpConnect(V4("127.0.0.1", la.port())); }), 0);
+  EXPECT_EQ(RunInCgroup(a.path(), [&] { return TcpConnect(V4("127.0.0.1", lb.port())); }), EPERM);
+  EXPECT_EQ(RunInCgroup(b.path(), [&] { return TcpConnect(V4("127.0.0.1", lb.port())); }), 0);
+  EXPECT_EQ(RunInCgroup(b.path(), [&] { return TcpConnect(V4("127.0.0.1", la.port())); }), EPERM);
+  auto ea = TakeEvents(a.path());
+  auto eb = TakeEvents(b.path());
+  ASSERT_EQ(ea.size(), 1u);
+  ASSERT_EQ(eb.size(), 1u);
+  EXPECT_EQ(ea[0].policy(), "policy-a");
+  EXPECT_EQ(ea[0].net().port(), lb.port());
+  EXPECT_EQ(eb[0].policy(), "policy-b");
+  EXPECT_EQ(eb[0].net().port(), la.port());
+  // An unconfined process is untouched.
+  EXPECT_EQ(TcpConnect(V4("127.0.0.1", la.port())), 0);
+}
+
+TEST_F(NetEnforcement, AttachConfinesAlreadyRunningProcess) {
+  TestCgroup cg("running");
+  TcpListener listener;
+  WaitingChild child(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); });
+  Attach(cg, LoopbackPolicy("late", 1));  // the child is already inside
+  EXPECT_EQ(child.Go(), EPERM);
+  EXPECT_EQ(listener.AcceptPending(), 0);
+  auto events = TakeEvents(cg.path());
+  EXPECT_NE(FindEvent(events, "net.connect", "127.0.0.1", listener.port()), nullptr);
+}
+
+TEST_F(NetEnforcement, AuditModeAllowsAndReports) {
+  TestCgroup cg("audit");
+  TcpListener listener;
+  UdpReceiver udp;
+  Attach(cg, LoopbackPolicy("audit-test", 1, "audit"));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("127.0.0.1", udp.port())); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_RAW, IPPROTO_UDP); }), 0);
+  EXPECT_EQ(listener.AcceptPending(), 1);
+  EXPECT_EQ(udp.Received(), 1);
+  auto events = TakeEvents(cg.path());
+  const auto* c = FindEvent(events, "net.connect", "127.0.0.1", listener.port());
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->verdict(), "audited");
+  const auto* s = FindEvent(events, "net.sendmsg", "127.0.0.1", udp.port());
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->verdict(), "audited");
+  bool socket_audited = false;
+  for (const auto& e : events) socket_audited |= e.kind() == "net.socket" && e.verdict() == "audited";
+  EXPECT_TRUE(socket_audited);
+
+  // --mode overrides the file; switching to enforce takes effect.
+  Attach(cg, LoopbackPolicy("audit-test", 1, "audit"), {"--mode", "enforce"});
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); }), EPERM);
+}
+
+TEST_F(NetEnforcement, TenThousandCidrRules) {
+  TestCgroup cg("many");
+  TcpListener listener;
+  std::string yaml = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: many}\nspec:\n  network:\n    egress:\n";
+  for (int i = 0; i < 10000; ++i)
+    yaml += "      - cidr: 10." + std::to_string(i / 256) + "." + std::to_string(i % 256) + ".0/24\n        ports: [443]\n";
+  yaml += "      - cidr: 127.0.0.1\n        ports: [" + std::to_string(listener.port()) + "]\n";
+  Attach(cg, yaml);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("10.39.15.7", 443)); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("10.39.15.7", 444)); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("10.40.0.1", 443)); }), EPERM);
+  EXPECT_EQ(listener.AcceptPending(), 1);
+  auto events = TakeEvents(cg.path());
+  const auto* e = FindEvent(events, "net.sendmsg", "10.39.15.7", 444);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->net().rule(), 10000u);  // 10.39.15.0/24 is the 10,000th rule
+}
+
+}  // namespace
+}  // namespace cordon::test

@@ -1,0 +1,159 @@
+// `cordon run`: the main job, end to end with the real binary.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/integration/harness.h"
+
+namespace cordon::test {
+namespace {
+
+class RunCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+    char tmpl[] = "/tmp/cordon-audit-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    audit_ = dir_ + "/audit.jsonl";
+  }
+  void TearDown() override {
+    ::unlink(audit_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+  std::vector<cordon::v1::AuditEvent> AuditEvents() {
+    std::ifstream in(audit_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ParseJsonLines(ss.str());
+  }
+  // Run-mode cgroups that still exist (there must be none after a run).
+  static int LeftoverRunCgroups() {
+    int n = 0;
+    std::string parent = Cgroup2Mount() + "/cordon";
+    if (auto* d = ::opendir(parent.c_str())) {
+      std::string mine = "run-";
+      while (auto* e = ::readdir(d)) n += std::string(e->d_name).rfind(mine, 0) == 0;
+      ::closedir(d);
+    }
+    return n;
+  }
+  std::string dir_, audit_;
+};
+
+std::string PythonConnect(uint16_t port) {
+  return "import socket,sys\n"
+         "s=socket.socket()\n"
+         "try:\n"
+         "  s.connect(('127.0.0.1'," + std::to_string(port) + "))\n"
+         "except OSError as e:\n"
+         "  print('errno', e.errno); sys.exit(e.errno)\n"
+         "print('connected')\n";
+}
+
+TEST_F(RunCommand, DefaultPolicyDeniesLoopbackConnectAndLogsEvent) {
+  TcpListener listener;
+  int before = LeftoverRunCgroups();
+  CommandResult r = Cordon({"run", "--audit", audit_, "--", "python3", "-c", PythonConnect(listener.port())});
+  EXPECT_EQ(r.status, EPERM) << r.out << r.err;
+  EXPECT_NE(r.out.find("errno 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("1 violation (1 denied, 0 audited: net.connect x1)"), std::string::npos) << r.err;
+  EXPECT_EQ(listener.AcceptPending(), 0);
+  auto events = AuditEvents();
+  ASSERT_EQ(events.size(), 1u);
+  const auto& e = events[0];
+  EXPECT_EQ(e.kind(), "net.connect");
+  EXPECT_EQ(e.verdict(), "denied");
+  EXPECT_EQ(e.net().address(), "127.0.0.1");
+  EXPECT_EQ(e.net().port(), listener.port());
+  EXPECT_EQ(e.policy(), "default");
+  EXPECT_NE(e.exe().find("python3"), std::string::npos) << e.exe();
+  EXPECT_EQ(e.cgroup_path().rfind("/cordon/run-", 0), 0u) << e.cgroup_path();
+  EXPECT_EQ(LeftoverRunCgroups(), before) << "run must remove its cgroup";
+}
+
+TEST_F(RunCommand, PolicyAllowingThePortLetsItThrough) {
+  TcpListener listener;
+  PolicyFile policy(LoopbackPolicy("allow-port", listener.port()));
+  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "python3", "-c",
+                            PythonConnect(listener.port())});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("connected"), std::string::npos);
+  EXPECT_NE(r.err.find("no violations"), std::string::npos) << r.err;
+  EXPECT_EQ(listener.AcceptPending(), 1);
+  EXPECT_TRUE(AuditEvents().empty());
+}
+
+TEST_F(RunCommand, CommandStartsInsideTheSandboxCgroup) {
+  // The first thing the command sees is its sandbox cgroup: no unconfined window.
+  CommandResult r = Cordon({"run", "--audit", audit_, "--quiet", "--", "cat", "/proc/self/cgroup"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("0::/cordon/run-"), std::string::npos) << r.out;
+  EXPECT_TRUE(r.err.empty()) << "--quiet: " << r.err;
+}
+
+TEST_F(RunCommand, ExitStatusAndSignalsPropagate) {
+  EXPECT_EQ(Cordon({"run", "--audit", audit_, "--", "sh", "-c", "exit 7"}).status, 7);
+  EXPECT_EQ(Cordon({"run", "--audit", audit_, "--", "sh", "-c", "kill -TERM $$"}).status, 128 + SIGTERM);
+  CommandResult r = Cordon({"run", "--audit", audit_, "--", "/nonexistent/program"});
+  EXPECT_EQ(r.status, 127);
+  EXPECT_NE(r.err.find("cannot execute /nonexistent/program"), std::string::npos) << r.err;
+}
+
+TEST_F(RunCommand, SignalsToCordonAreForwarded) {
+  int before = LeftoverRunCgroups();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 2);
+    ::execl(CORDON_BINARY, CORDON_BINARY, "run", "--audit", audit_.c_str(), "--", "sleep", "60", nullptr);
+    _exit(127);
+  }
+  // Wait until the sandbox exists, then signal cordon (not the child).
+  for (int i = 0; i < 200 && LeftoverRunCgroups() == before; ++i) ::usleep(10000);
+  ::usleep(100000);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_EQ(LeftoverRunCgroups(), before);
+}
+
+TEST_F(RunCommand, BackgroundedDescendantsAreKilledAndStateRemoved) {
+  int before = LeftoverRunCgroups();
+  auto start = std::chrono::steady_clock::now();
+  CommandResult r = Cordon({"run", "--audit", audit_, "--", "sh", "-c", "sleep 300 & echo $!"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  int sleeper = std::atoi(r.out.c_str());
+  ASSERT_GT(sleeper, 0);
+  // Gone, or a zombie waiting for init to reap it: either way no longer running.
+  std::ifstream stat("/proc/" + std::to_string(sleeper) + "/stat");
+  std::string pid, comm, state;
+  stat >> pid >> comm >> state;
+  EXPECT_TRUE(!stat || state == "Z" || state == "X") << "the backgrounded sleep must be gone: " << state;
+  EXPECT_EQ(LeftoverRunCgroups(), before);
+  CommandResult status = Cordon({"status", "--json"});
+  EXPECT_EQ(status.out.find("\"ephemeral\":true"), std::string::npos) << status.out;
+}
+
+TEST_F(RunCommand, BadArgumentsAreRejected) {
+  CommandResult r = Cordon({"run"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("run needs a command"), std::string::npos);
+  PolicyFile bad("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: x}\nspec: {mode: strict}\n");
+  r = Cordon({"run", "--policy", bad.path(), "--", "true"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(bad.path() + ":4:"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace cordon::test

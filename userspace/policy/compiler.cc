@@ -1,0 +1,617 @@
+// Policy validation and the map images of bpf/abi/cordon_net.h.
+//
+// Folding: the kernel consults only the longest matching address prefix, so
+// each distinct rule prefix P carries the union of the allowances of every
+// rule whose prefix contains P. Prefixes sorted by (address, length) visit
+// every ancestor before its descendants, and the ancestors of the current
+// prefix are exactly a stack (at most 129 deep), so each prefix is folded once
+// against its nearest ancestor's already-folded set: O(n log n) overall.
+#include "policy/compiler.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <queue>
+#include <unordered_map>
+
+namespace cordon::policy {
+namespace {
+
+constexpr size_t kMaxEgressRules = 100'000;
+// Fold work (port segments processed) above which a policy is refused rather
+// than compiled into an enormous image; no sensible policy comes near it.
+constexpr size_t kMaxFoldWork = 64'000'000;
+constexpr uint32_t kAllPorts = 0xffff;
+
+constexpr const char* kApiVersion = "cordon/v1";
+constexpr const char* kKind = "SandboxPolicy";
+
+struct NamedBit {
+  const char* name;
+  int bit;
+};
+
+constexpr NamedBit kFamilies[] = {
+    {"unix", CORDON_FAM_UNIX},       {"inet", CORDON_FAM_INET},     {"inet6", CORDON_FAM_INET6},
+    {"netlink", CORDON_FAM_NETLINK}, {"packet", CORDON_FAM_PACKET}, {"vsock", CORDON_FAM_VSOCK},
+};
+constexpr NamedBit kSockProtos[] = {
+    {"raw", CORDON_SP_RAW},   {"icmp", CORDON_SP_ICMP},   {"icmpv6", CORDON_SP_ICMPV6},
+    {"sctp", CORDON_SP_SCTP}, {"mptcp", CORDON_SP_MPTCP}, {"udplite", CORDON_SP_UDPLITE},
+};
+constexpr uint32_t kDefaultFamilies = (1u << CORDON_FAM_UNIX) | (1u << CORDON_FAM_INET) | (1u << CORDON_FAM_INET6);
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+  });
+}
+
+// Keeps error sentences short and terminal-safe when they quote user input.
+std::string Quote(const std::string& text) {
+  std::string shown = text.size() > 64 ? text.substr(0, 64) + "..." : text;
+  for (char& c : shown) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return "'" + shown + "'";
+}
+
+class Validator {
+ public:
+  Validator(const ParsedPolicy& parsed, Diagnostics* diags) : parsed_(parsed), diags_(diags) {}
+
+  // Fills everything but the map images. Returns false if anything was wrong.
+  bool Run(CompiledPolicy* out);
+
+ private:
+  void Error(const std::string& field, std::string message) { diags_->push_back(parsed_.At(field, std::move(message))); }
+  bool Present(const std::string& field) const { return parsed_.positions.count(field) != 0; }
+  int LineOf(const std::string& field) const {
+    auto it = parsed_.positions.find(field);
+    return it == parsed_.positions.end() ? 0 : it->second.line;
+  }
+  // " (first at line N)" for duplicate reports.
+  std::string FirstAt(const std::string& field) const {
+    const int line = LineOf(field);
+    return line > 0 ? " (first at line " + std::to_string(line) + ")" : "";
+  }
+  // Names from `table` in a repeated field -> bits. Unknown and repeated names are errors.
+  template <size_t N>
+  uint32_t NamedBits(const google::protobuf::RepeatedPtrField<std::string>& names, const std::string& field,
+                     const char* what, const NamedBit (&table)[N]);
+  void Rule(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out);
+  void Ports(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out);
+  void Protocols(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out);
+
+  const ParsedPolicy& parsed_;
+  Diagnostics* diags_;
+};
+
+template <size_t N>
+uint32_t Validator::NamedBits(const google::protobuf::RepeatedPtrField<std::string>& names, const std::string& field,
+                              const char* what, const NamedBit (&table)[N]) {
+  uint32_t bits = 0;
+  std::map<std::string, int> first;  // name -> index of its first mention
+  for (int i = 0; i < names.size(); ++i) {
+    const std::string item = field + "[" + std::to_string(i) + "]";
+    const NamedBit* found = nullptr;
+    for (const auto& entry : table) {
+      if (names[i] == entry.name) found = &entry;
+    }
+    if (!found) {
+      std::string expected;
+      for (const auto& entry : table) expected += std::string(expected.empty() ? "" : ", ") + entry.name;
+      Error(item, "unknown " + std::string(what) + " " + Quote(names[i]) + " (expected one of: " + expected + ")");
+      continue;
+    }
+    auto [it, inserted] = first.emplace(names[i], i);
+    if (!inserted) {
+      Error(item, "duplicate " + std::string(what) + " " + Quote(names[i]) +
+                      FirstAt(field + "[" + std::to_string(it->second) + "]"));
+      continue;
+    }
+    bits |= 1u << found->bit;
+  }
+  return bits;
+}
+
+void Validator::Ports(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out) {
+  const std::string ports_field = field + ".ports";
+  if (rule.ports_size() == 0) {
+    // proto3 cannot tell `ports: []` from an omitted key, and "no ports" would
+    // be a rule that allows nothing: refuse the ambiguity.
+    if (Present(ports_field)) Error(ports_field, "empty list (omit 'ports' to allow every port)");
+    return;
+  }
+  struct Indexed {
+    PortRange range;
+    int index;
+  };
+  std::vector<Indexed> ranges;
+  for (int i = 0; i < rule.ports_size(); ++i) {
+    std::string error;
+    auto range = ParsePortRange(rule.ports(i), &error);
+    if (!range) {
+      Error(ports_field + "[" + std::to_string(i) + "]", error);
+      continue;
+    }
+    out->ports.push_back(*range);
+    ranges.push_back({*range, i});
+  }
+  // Duplicates and overlaps: sweep in (lo, hi, file) order, remembering the
+  // first of a run of equal ranges and the range reaching furthest so far.
+  std::sort(ranges.begin(), ranges.end(), [](const Indexed& a, const Indexed& b) {
+    if (a.range.lo != b.range.lo) return a.range.lo < b.range.lo;
+    return a.range.hi != b.range.hi ? a.range.hi < b.range.hi : a.index < b.index;
+  });
+  auto text = [](const PortRange& r) {
+    return r.lo == r.hi ? std::to_string(r.lo) : std::to_string(r.lo) + "-" + std::to_string(r.hi);
+  };
+  auto where = [&](const Indexed& other) {
+    const int line = LineOf(ports_field + "[" + std::to_string(other.index) + "]");
+    return " (ports[" + std::to_string(other.index) + "]" + (line > 0 ? ", line " + std::to_string(line) : "") + ")";
+  };
+  const Indexed* furthest = nullptr;
+  const Indexed* run_start = nullptr;
+  for (const Indexed& current : ranges) {
+    if (run_start && run_start->range == current.range) {
+      Error(ports_field + "[" + std::to_string(current.index) + "]",
+            "duplicate port " + text(current.range) + where(*run_start));
+    } else {
+      run_start = &current;
+      if (furthest && current.range.lo <= furthest->range.hi) {
+        // Reported at whichever comes later in the file, naming the other.
+        const bool current_later = current.index > furthest->index;
+        const Indexed& later = current_later ? current : *furthest;
+        const Indexed& earlier = current_later ? *furthest : current;
+        Error(ports_field + "[" + std::to_string(later.index) + "]",
+              "port " + text(later.range) + " overlaps " + text(earlier.range) + where(earlier));
+      }
+    }
+    if (!furthest || current.range.hi > furthest->range.hi) furthest = &current;
+  }
+}
+
+void Validator::Protocols(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out) {
+  const std::string protocols_field = field + ".protocols";
+  if (rule.protocols_size() == 0) {
+    if (Present(protocols_field)) Error(protocols_field, "empty list (omit 'protocols' to allow both tcp and udp)");
+    return;  // omitted: both
+  }
+  out->tcp = out->udp = false;
+  for (int i = 0; i < rule.protocols_size(); ++i) {
+    const std::string item = protocols_field + "[" + std::to_string(i) + "]";
+    const std::string& name = rule.protocols(i);
+    bool* flag = name == "tcp" ? &out->tcp : name == "udp" ? &out->udp : nullptr;
+    if (!flag) {
+      Error(item, "unknown protocol " + Quote(name) + " (expected tcp or udp)");
+      continue;
+    }
+    if (*flag) {
+      int first = 0;
+      while (rule.protocols(first) != name) ++first;
+      Error(item, "duplicate protocol " + Quote(name) + FirstAt(protocols_field + "[" + std::to_string(first) + "]"));
+    }
+    *flag = true;
+  }
+}
+
+void Validator::Rule(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out) {
+  out->name = rule.name();
+  if (rule.cidr().empty()) {
+    Error(field + ".cidr", "required: the destination address or CIDR (e.g. 10.0.0.0/8, 2001:db8::/32)");
+  } else {
+    std::string error;
+    auto prefix = ParsePrefix(rule.cidr(), &error);
+    if (prefix) {
+      out->prefix = *prefix;
+    } else {
+      Error(field + ".cidr", error);
+    }
+  }
+  Ports(rule, field, out);
+  Protocols(rule, field, out);
+}
+
+bool Validator::Run(CompiledPolicy* out) {
+  const size_t diags_before = diags_->size();
+  const cordon::v1::SandboxPolicy& policy = parsed_.proto;
+
+  if (policy.api_version().empty()) {
+    Error("apiVersion", std::string("required: apiVersion: ") + kApiVersion);
+  } else if (policy.api_version() != kApiVersion) {
+    Error("apiVersion",
+          "unsupported apiVersion " + Quote(policy.api_version()) + " (expected '" + kApiVersion + "')");
+  }
+  if (policy.kind().empty()) {
+    Error("kind", std::string("required: kind: ") + kKind);
+  } else if (policy.kind() != kKind) {
+    Error("kind", "unsupported kind " + Quote(policy.kind()) + " (expected '" + kKind + "')");
+  }
+
+  const std::string& name = policy.metadata().name();
+  if (name.empty()) {
+    Error("metadata.name", "required: a policy name of 1-63 characters from A-Z a-z 0-9 . _ -");
+  } else if (!ValidName(name)) {
+    Error("metadata.name", "invalid name " + Quote(name) + " (use 1-63 characters from A-Z a-z 0-9 . _ -)");
+  }
+  out->name = name;
+
+  const std::string& mode = policy.spec().mode();
+  if (mode.empty() || mode == "enforce") {
+    out->mode = CORDON_MODE_ENFORCE;
+  } else if (mode == "audit") {
+    out->mode = CORDON_MODE_AUDIT;
+  } else {
+    Error("spec.mode", "unknown mode " + Quote(mode) + " (expected enforce or audit)");
+  }
+
+  const cordon::v1::Network& network = policy.spec().network();
+  // Presence matters here: an omitted list means the default, `families: []` means none.
+  out->families = Present("spec.network.families")
+                      ? NamedBits(network.families(), "spec.network.families", "family", kFamilies)
+                      : kDefaultFamilies;
+  out->sock_protos =
+      NamedBits(network.extra_protocols(), "spec.network.extraProtocols", "extra protocol", kSockProtos);
+
+  if (static_cast<size_t>(network.egress_size()) > kMaxEgressRules) {
+    Error("spec.network.egress", "too many egress rules: " + std::to_string(network.egress_size()) +
+                                     " (the limit is " + std::to_string(kMaxEgressRules) + ")");
+    return false;
+  }
+  out->rules.resize(static_cast<size_t>(network.egress_size()));
+  std::unordered_map<std::string, int> names;  // rule name -> index of first use
+  for (int i = 0; i < network.egress_size(); ++i) {
+    const std::string field = "spec.network.egress[" + std::to_string(i) + "]";
+    const cordon::v1::EgressRule& rule = network.egress(i);
+    Rule(rule, field, &out->rules[static_cast<size_t>(i)]);
+    if (!rule.name().empty()) {
+      auto [it, inserted] = names.emplace(rule.name(), i);
+      if (!inserted) {
+        Error(field + ".name", "duplicate rule name " + Quote(rule.name()) +
+                                   FirstAt("spec.network.egress[" + std::to_string(it->second) + "].name"));
+      }
+    }
+  }
+  return diags_->size() == diags_before;
+}
+
+// ---- Map images -------------------------------------------------------------
+
+// A port range with the rule it is attributed to (1-based).
+struct Segment {
+  uint32_t lo;
+  uint32_t hi;  // inclusive
+  uint32_t rule;
+};
+using Segments = std::vector<Segment>;  // sorted, disjoint
+
+// One protocol's share of a prefix's folded allowance.
+struct ProtoPorts {
+  Segments segments;              // with attribution, for port_entries' rule
+  std::vector<uint32_t> content;  // merged ranges as (lo << 16 | hi), the identity of the set
+};
+
+struct Allowance {
+  ProtoPorts tcp, udp;
+  bool IsAll() const {
+    return tcp.content.size() == 1 && tcp.content[0] == kAllPorts && udp.content.size() == 1 &&
+           udp.content[0] == kAllPorts;
+  }
+};
+
+struct Candidate {
+  uint32_t lo, hi, rule;
+  uint64_t priority;  // lower wins where candidates overlap
+};
+
+// Resolves overlapping candidates into disjoint segments, each attributed to
+// its highest-priority candidate. Sweep with a heap: O(m log m).
+Segments Flatten(std::vector<Candidate> candidates) {
+  Segments out;
+  if (candidates.empty()) return out;
+  std::vector<uint32_t> points;
+  points.reserve(candidates.size() * 2);
+  for (const auto& c : candidates) {
+    points.push_back(c.lo);
+    points.push_back(c.hi + 1);
+  }
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end()), points.end());
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.lo < b.lo; });
+  auto worse = [](const Candidate* a, const Candidate* b) { return a->priority > b->priority; };
+  std::priority_queue<const Candidate*, std::vector<const Candidate*>, decltype(worse)> active(worse);
+  size_t next = 0;
+  for (size_t p = 0; p + 1 < points.size(); ++p) {
+    const uint32_t x = points[p];
+    while (next < candidates.size() && candidates[next].lo <= x) active.push(&candidates[next++]);
+    while (!active.empty() && active.top()->hi < x) active.pop();
+    if (active.empty()) continue;
+    const uint32_t end = points[p + 1] - 1;
+    const uint32_t rule = active.top()->rule;
+    if (!out.empty() && out.back().hi + 1 == x && out.back().rule == rule) {
+      out.back().hi = end;
+    } else {
+      out.push_back({x, end, rule});
+    }
+  }
+  return out;
+}
+
+std::vector<uint32_t> Merge(const Segments& segments) {
+  std::vector<uint32_t> out;
+  uint32_t lo = 0, hi = 0;
+  bool open = false;
+  for (const auto& s : segments) {
+    if (open && s.lo == hi + 1) {
+      hi = s.hi;
+      continue;
+    }
+    if (open) out.push_back(lo << 16 | hi);
+    lo = s.lo;
+    hi = s.hi;
+    open = true;
+  }
+  if (open) out.push_back(lo << 16 | hi);
+  return out;
+}
+
+bool Covers(const std::vector<uint32_t>& content, uint32_t lo, uint32_t hi) {
+  // The last merged range starting at or before lo must reach hi.
+  auto it = std::upper_bound(content.begin(), content.end(), lo, [](uint32_t v, uint32_t packed) {
+    return v < (packed >> 16);
+  });
+  if (it == content.begin()) return false;
+  --it;
+  return (*it & 0xffff) >= hi;
+}
+
+uint32_t RuleAt(const Segments& segments, uint32_t port) {
+  auto it = std::upper_bound(segments.begin(), segments.end(), port,
+                             [](uint32_t v, const Segment& s) { return v < s.lo; });
+  return it == segments.begin() ? 0 : std::prev(it)->rule;
+}
+
+void AppendPortEntries(uint32_t set_id, uint8_t proto, const ProtoPorts& ports, CompiledPolicy* out) {
+  for (uint32_t packed : ports.content) {
+    uint32_t lo = packed >> 16;
+    const uint32_t hi = packed & 0xffff;
+    // Range -> minimal aligned blocks: at each step the largest block that
+    // starts at lo (aligned) and does not pass hi.
+    while (lo <= hi) {
+      uint32_t size = lo == 0 ? 0x10000 : (lo & -lo);
+      while (lo + size - 1 > hi) size >>= 1;
+      int block_bits = 0;
+      while ((1u << block_bits) < size) ++block_bits;
+      cordon_port_key key{};
+      key.prefixlen = 32 + 8 + static_cast<__u32>(16 - block_bits);
+      key.port_set[0] = static_cast<__u8>(set_id >> 24);
+      key.port_set[1] = static_cast<__u8>(set_id >> 16);
+      key.port_set[2] = static_cast<__u8>(set_id >> 8);
+      key.port_set[3] = static_cast<__u8>(set_id);
+      key.proto = proto;
+      key.port[0] = static_cast<__u8>(lo >> 8);
+      key.port[1] = static_cast<__u8>(lo);
+      cordon_port_value value{};
+      value.rule = RuleAt(ports.segments, lo);
+      out->port_entries.emplace_back(key, value);
+      lo += size;
+    }
+  }
+}
+
+class ImageBuilder {
+ public:
+  explicit ImageBuilder(CompiledPolicy* out) : out_(out) {}
+  bool Build(std::string* error);
+
+ private:
+  struct Node {
+    Prefix prefix;
+    uint32_t set_id;
+    std::shared_ptr<const Allowance> allowance;
+  };
+  // Folds the rules with exactly this prefix into the parent's allowance.
+  Node Fold(const Prefix& prefix, const std::vector<uint32_t>& rule_indices, const Node* parent);
+  uint32_t SetId(const Allowance& allowance);
+
+  CompiledPolicy* out_;
+  std::map<std::pair<std::vector<uint32_t>, std::vector<uint32_t>>, uint32_t> set_ids_;
+  size_t work_ = 0;
+};
+
+uint32_t ImageBuilder::SetId(const Allowance& allowance) {
+  if (allowance.IsAll()) return CORDON_PORT_SET_ALL;
+  auto [it, inserted] =
+      set_ids_.emplace(std::make_pair(allowance.tcp.content, allowance.udp.content), set_ids_.size() + 1);
+  if (inserted) {
+    AppendPortEntries(it->second, kProtoTcp, allowance.tcp, out_);
+    AppendPortEntries(it->second, kProtoUdp, allowance.udp, out_);
+  }
+  return it->second;
+}
+
+ImageBuilder::Node ImageBuilder::Fold(const Prefix& prefix, const std::vector<uint32_t>& rule_indices,
+                                      const Node* parent) {
+  if (parent && parent->set_id == CORDON_PORT_SET_ALL) return Node{prefix, parent->set_id, parent->allowance};
+
+  // Own rules outrank inherited ones (they are more specific); among own
+  // rules the first in the file wins.
+  std::vector<Candidate> tcp, udp;
+  for (uint32_t index : rule_indices) {
+    const CompiledRule& rule = out_->rules[index];
+    auto add = [&](uint32_t lo, uint32_t hi) {
+      if (rule.tcp) tcp.push_back({lo, hi, index + 1, index});
+      if (rule.udp) udp.push_back({lo, hi, index + 1, index});
+    };
+    if (rule.ports.empty()) add(0, kAllPorts);
+    for (const PortRange& range : rule.ports) add(range.lo, range.hi);
+  }
+  if (parent) {
+    // Nothing new: share the parent's set (keeps nested rules cheap).
+    bool subset = std::all_of(tcp.begin(), tcp.end(),
+                              [&](const Candidate& c) { return Covers(parent->allowance->tcp.content, c.lo, c.hi); }) &&
+                  std::all_of(udp.begin(), udp.end(),
+                              [&](const Candidate& c) { return Covers(parent->allowance->udp.content, c.lo, c.hi); });
+    if (subset) return Node{prefix, parent->set_id, parent->allowance};
+    constexpr uint64_t kInherited = ~uint64_t{0};
+    for (const Segment& s : parent->allowance->tcp.segments) tcp.push_back({s.lo, s.hi, s.rule, kInherited});
+    for (const Segment& s : parent->allowance->udp.segments) udp.push_back({s.lo, s.hi, s.rule, kInherited});
+  }
+  work_ += tcp.size() + udp.size();
+  auto allowance = std::make_shared<Allowance>();
+  allowance->tcp.segments = Flatten(std::move(tcp));
+  allowance->udp.segments = Flatten(std::move(udp));
+  allowance->tcp.content = Merge(allowance->tcp.segments);
+  allowance->udp.content = Merge(allowance->udp.segments);
+  uint32_t set_id = SetId(*allowance);
+  return Node{prefix, set_id, std::move(allowance)};
+}
+
+bool ImageBuilder::Build(std::string* error) {
+  // Rule indices sorted by prefix (address, then length), then file order.
+  std::vector<uint32_t> order(out_->rules.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto& rules = out_->rules;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    const Prefix& pa = rules[a].prefix;
+    const Prefix& pb = rules[b].prefix;
+    if (pa.addr != pb.addr) return pa.addr < pb.addr;
+    if (pa.length != pb.length) return pa.length < pb.length;
+    return a < b;
+  });
+
+  std::vector<Node> ancestors;
+  std::vector<uint32_t> group;
+  for (size_t start = 0; start < order.size();) {
+    const Prefix& prefix = rules[order[start]].prefix;
+    group.clear();
+    size_t end = start;
+    while (end < order.size() && rules[order[end]].prefix.addr == prefix.addr &&
+           rules[order[end]].prefix.length == prefix.length) {
+      group.push_back(order[end++]);
+    }
+    while (!ancestors.empty() && !ancestors.back().prefix.Contains(prefix)) ancestors.pop_back();
+    Node node = Fold(prefix, group, ancestors.empty() ? nullptr : &ancestors.back());
+    if (work_ > kMaxFoldWork) {
+      *error = "policy too complex to compile: nested rules with many port ranges multiply (simplify the ports "
+               "of rules that contain other rules)";
+      return false;
+    }
+    cordon_addr_key key{};
+    key.prefixlen = static_cast<__u32>(prefix.length);
+    std::memcpy(key.addr, prefix.addr.data(), 16);
+    cordon_addr_value value{};
+    value.port_set = node.set_id;
+    value.rule = group.front() + 1;  // the first rule with exactly this prefix
+    out_->addr_entries.emplace_back(key, value);
+    ancestors.push_back(std::move(node));
+    start = end;
+  }
+  return true;
+}
+
+// Compares the first `bits` bits of a and b.
+bool LeadingBitsEqual(const uint8_t* a, const uint8_t* b, uint32_t bits) {
+  const uint32_t full = bits / 8;
+  if (std::memcmp(a, b, full) != 0) return false;
+  const uint32_t rest = bits % 8;
+  if (rest == 0) return true;
+  const uint8_t mask = static_cast<uint8_t>(0xff << (8 - rest));
+  return (a[full] & mask) == (b[full] & mask);
+}
+
+}  // namespace
+
+bool Compile(const ParsedPolicy& parsed, CompiledPolicy* out, Diagnostics* diags) {
+  CompiledPolicy compiled;
+  Validator validator(parsed, diags);
+  if (!validator.Run(&compiled)) return false;
+  ImageBuilder builder(&compiled);
+  std::string error;
+  if (!builder.Build(&error)) {
+    diags->push_back(parsed.At("spec.network.egress", error));
+    return false;
+  }
+  *out = std::move(compiled);
+  return true;
+}
+
+CompiledPolicy DefaultPolicy() {
+  CompiledPolicy policy;
+  policy.name = "default";
+  policy.mode = CORDON_MODE_ENFORCE;
+  policy.families = kDefaultFamilies;
+  policy.sock_protos = 0;
+  return policy;
+}
+
+const char* DefaultPolicyYaml() {
+  return R"(# cordon's built-in default policy: sockets of the common families may be
+# created, but no connection or datagram may leave the sandbox (loopback
+# included). Copy it as a starting point and add egress rules.
+apiVersion: cordon/v1
+kind: SandboxPolicy
+metadata:
+  name: default
+  description: No network egress; unix, inet and inet6 sockets may be created.
+spec:
+  mode: enforce
+  network:
+    families: [unix, inet, inet6]
+    egress: []
+)";
+}
+
+bool EvaluateImage(const CompiledPolicy& policy, const std::array<uint8_t, 16>& addr, uint16_t port, uint8_t proto,
+                   uint32_t* rule) {
+  const cordon_addr_value* best = nullptr;
+  uint32_t best_length = 0;
+  for (const auto& [key, value] : policy.addr_entries) {
+    if (key.prefixlen > CORDON_ADDR_MAX_PREFIX || (best && key.prefixlen <= best_length)) continue;
+    if (LeadingBitsEqual(key.addr, addr.data(), key.prefixlen)) {
+      best = &value;
+      best_length = key.prefixlen;
+    }
+  }
+  if (!best) return false;
+  if (best->port_set == CORDON_PORT_SET_ALL) {
+    if (rule) *rule = best->rule;
+    return true;
+  }
+  // The key's data as the BPF program builds it: port_set, proto, port (big endian).
+  const uint8_t probe[7] = {static_cast<uint8_t>(best->port_set >> 24), static_cast<uint8_t>(best->port_set >> 16),
+                            static_cast<uint8_t>(best->port_set >> 8),  static_cast<uint8_t>(best->port_set),
+                            proto, static_cast<uint8_t>(port >> 8), static_cast<uint8_t>(port)};
+  const cordon_port_value* match = nullptr;
+  uint32_t match_length = 0;
+  for (const auto& [key, value] : policy.port_entries) {
+    if (key.prefixlen > CORDON_PORT_KEY_BITS || (match && key.prefixlen <= match_length)) continue;
+    const uint8_t data[7] = {key.port_set[0], key.port_set[1], key.port_set[2], key.port_set[3],
+                             key.proto,       key.port[0],     key.port[1]};
+    if (LeadingBitsEqual(data, probe, key.prefixlen)) {
+      match = &value;
+      match_length = key.prefixlen;
+    }
+  }
+  if (!match) return false;
+  if (rule) *rule = match->rule;
+  return true;
+}
+
+bool EvaluateRules(const CompiledPolicy& policy, const std::array<uint8_t, 16>& addr, uint16_t port, uint8_t proto) {
+  for (const CompiledRule& rule : policy.rules) {
+    if (!rule.prefix.Contains(addr)) continue;
+    if (!(proto == kProtoTcp && rule.tcp) && !(proto == kProtoUdp && rule.udp)) continue;
+    if (rule.ports.empty()) return true;
+    for (const PortRange& range : rule.ports) {
+      if (port >= range.lo && port <= range.hi) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace cordon::policy

@@ -1,0 +1,101 @@
+#include "policy/describe.h"
+
+namespace cordon::policy {
+namespace {
+
+// Lists the names of the set bits, "none" if there are none.
+std::string BitNames(uint32_t bits, std::string (*name)(int)) {
+  std::string out;
+  for (int bit = 0; bit < 32; ++bit) {
+    if (!(bits & (1u << bit))) continue;
+    if (!out.empty()) out += ", ";
+    out += name(bit);
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::string PortsText(const std::vector<PortRange>& ports) {
+  if (ports.empty()) return "all ports";
+  std::string out = ports.size() == 1 && ports[0].lo == ports[0].hi ? "port " : "ports ";
+  for (size_t i = 0; i < ports.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(ports[i].lo);
+    if (ports[i].hi != ports[i].lo) out += "-" + std::to_string(ports[i].hi);
+  }
+  return out;
+}
+
+// Rule names come from the policy file: keep them on one printable line.
+std::string Printable(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FamilyName(int cordon_family_bit) {
+  switch (cordon_family_bit) {
+    case CORDON_FAM_UNIX:
+      return "unix";
+    case CORDON_FAM_INET:
+      return "inet";
+    case CORDON_FAM_INET6:
+      return "inet6";
+    case CORDON_FAM_NETLINK:
+      return "netlink";
+    case CORDON_FAM_PACKET:
+      return "packet";
+    case CORDON_FAM_VSOCK:
+      return "vsock";
+    case CORDON_FAM_OTHER:
+      return "other";
+  }
+  return "family-bit-" + std::to_string(cordon_family_bit);
+}
+
+std::string SockProtoName(int cordon_sock_proto_bit) {
+  switch (cordon_sock_proto_bit) {
+    case CORDON_SP_RAW:
+      return "raw";
+    case CORDON_SP_ICMP:
+      return "icmp";
+    case CORDON_SP_ICMPV6:
+      return "icmpv6";
+    case CORDON_SP_SCTP:
+      return "sctp";
+    case CORDON_SP_MPTCP:
+      return "mptcp";
+    case CORDON_SP_UDPLITE:
+      return "udplite";
+  }
+  return "protocol-bit-" + std::to_string(cordon_sock_proto_bit);
+}
+
+std::string Describe(const CompiledPolicy& policy) {
+  std::string out;
+  out += "policy: " + Printable(policy.name) + "\n";
+  out += std::string("mode: ") +
+         (policy.mode == CORDON_MODE_AUDIT ? "audit (denials are reported, not enforced)" : "enforce") + "\n";
+  out += "socket families: " + BitNames(policy.families, FamilyName) +
+         (policy.families == 0 ? " (every socket() is denied)" : "") + "\n";
+  out += "extra inet protocols: " + BitNames(policy.sock_protos, SockProtoName) +
+         (policy.sock_protos == 0 ? " (only tcp and udp sockets)" : "") + "\n";
+  out += "egress rules: " + std::to_string(policy.rules.size()) + " (compiled to " +
+         std::to_string(policy.addr_entries.size()) + " address and " + std::to_string(policy.port_entries.size()) +
+         " port map entries)\n";
+  for (size_t i = 0; i < policy.rules.size(); ++i) {
+    const CompiledRule& rule = policy.rules[i];
+    const char* protocols = rule.tcp && rule.udp ? "tcp,udp" : rule.tcp ? "tcp" : "udp";
+    out += "  " + std::to_string(i + 1) + ". allow " + protocols + " " + rule.prefix.ToString() + " " +
+           PortsText(rule.ports);
+    if (!rule.name.empty()) out += "  (" + Printable(rule.name) + ")";
+    out += "\n";
+  }
+  out += "egress: nothing else (default deny)\n";
+  return out;
+}
+
+}  // namespace cordon::policy
