@@ -276,6 +276,11 @@ bool Validator::Run(CompiledPolicy* out) {
       }
     }
   }
+  // Checks run field by field; present the findings in file order.
+  std::stable_sort(diags_->begin() + static_cast<std::ptrdiff_t>(diags_before), diags_->end(),
+                   [](const Diagnostic& a, const Diagnostic& b) {
+                     return a.line != b.line ? a.line < b.line : a.column < b.column;
+                   });
   return diags_->size() == diags_before;
 }
 
@@ -369,25 +374,20 @@ bool Covers(const std::vector<uint32_t>& content, uint32_t lo, uint32_t hi) {
   return (*it & 0xffff) >= hi;
 }
 
-uint32_t RuleAt(const Segments& segments, uint32_t port) {
-  auto it = std::upper_bound(segments.begin(), segments.end(), port,
-                             [](uint32_t v, const Segment& s) { return v < s.lo; });
-  return it == segments.begin() ? 0 : std::prev(it)->rule;
-}
-
+// Emits each attributed segment as the minimal list of aligned port blocks
+// (at most 30 for a 16-bit range), so every entry's rule allows every port
+// of its block. Segments are split only where attribution changes.
 void AppendPortEntries(uint32_t set_id, uint8_t proto, const ProtoPorts& ports, CompiledPolicy* out) {
-  for (uint32_t packed : ports.content) {
-    uint32_t lo = packed >> 16;
-    const uint32_t hi = packed & 0xffff;
-    // Range -> minimal aligned blocks: at each step the largest block that
-    // starts at lo (aligned) and does not pass hi.
-    while (lo <= hi) {
-      uint32_t size = lo == 0 ? 0x10000 : (lo & -lo);
-      while (lo + size - 1 > hi) size >>= 1;
-      int block_bits = 0;
+  for (const Segment& segment : ports.segments) {
+    uint32_t lo = segment.lo;
+    // At each step the largest block that starts at lo (aligned) and does not pass hi.
+    while (lo <= segment.hi) {
+      uint32_t size = lo == 0 ? 0x10000 : (lo & (~lo + 1));
+      while (lo + size - 1 > segment.hi) size >>= 1;
+      uint32_t block_bits = 0;
       while ((1u << block_bits) < size) ++block_bits;
       cordon_port_key key{};
-      key.prefixlen = 32 + 8 + static_cast<__u32>(16 - block_bits);
+      key.prefixlen = 32 + 8 + (16 - block_bits);
       key.port_set[0] = static_cast<__u8>(set_id >> 24);
       key.port_set[1] = static_cast<__u8>(set_id >> 16);
       key.port_set[2] = static_cast<__u8>(set_id >> 8);
@@ -396,7 +396,7 @@ void AppendPortEntries(uint32_t set_id, uint8_t proto, const ProtoPorts& ports, 
       key.port[0] = static_cast<__u8>(lo >> 8);
       key.port[1] = static_cast<__u8>(lo);
       cordon_port_value value{};
-      value.rule = RuleAt(ports.segments, lo);
+      value.rule = segment.rule;
       out->port_entries.emplace_back(key, value);
       lo += size;
     }

@@ -1,0 +1,179 @@
+// Event decoding and JSON encoding, without a kernel: the decoder must
+// reject malformed records and never misread or crash on hostile input.
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "abi/cordon_event.h"
+#include "cli/args.h"
+#include "events/decoder.h"
+
+namespace cordon {
+namespace {
+
+cordon_event SampleEvent() {
+  cordon_event e = {};
+  e.size = sizeof e;
+  e.kind = CORDON_EV_NET_CONNECT;
+  e.verdict = CORDON_VERDICT_DENIED;
+  e.reason = CORDON_REASON_PORT;
+  e.boot_ns = 123456789;
+  e.sandbox_id = 42;
+  e.cgroup_id = 42;
+  e.pid = 1000;
+  e.tid = 1001;
+  e.ppid = 999;
+  e.uid = 1234;
+  e.gid = 5678;
+  e.rule = 2;
+  std::strcpy(e.comm, "python3");
+  const uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, 169, 254};
+  std::memcpy(e.addr, mapped, 16);
+  e.port = 80;
+  e.family = 10;
+  e.sock_type = 1;
+  e.protocol = 6;
+  return e;
+}
+
+const SandboxContext kSandbox{42, "agent-1", "build-agent", "/sandboxes/agent-1"};
+
+TEST(EventDecoder, DecodesAllFields) {
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  cordon_event e = SampleEvent();
+  auto event = decoder.Decode(&e, sizeof e, kSandbox);
+  ASSERT_TRUE(event.ok()) << event.error().ToString();
+  EXPECT_EQ(event->kind(), "net.connect");
+  EXPECT_EQ(event->verdict(), "denied");
+  EXPECT_EQ(event->sandbox(), "agent-1");
+  EXPECT_EQ(event->policy(), "build-agent");
+  EXPECT_EQ(event->cgroup_path(), "/sandboxes/agent-1");
+  EXPECT_EQ(event->pid(), 1000u);
+  EXPECT_EQ(event->tid(), 1001u);
+  EXPECT_EQ(event->ppid(), 999u);
+  EXPECT_EQ(event->uid(), 1234u);
+  EXPECT_EQ(event->gid(), 5678u);
+  EXPECT_EQ(event->comm(), "python3");
+  EXPECT_EQ(event->net().address(), "169.254.169.254");  // mapped shown as IPv4
+  EXPECT_EQ(event->net().port(), 80u);
+  EXPECT_EQ(event->net().protocol(), "tcp");
+  EXPECT_EQ(event->net().family(), "inet6");
+  EXPECT_EQ(event->net().sock_type(), "stream");
+  EXPECT_EQ(event->net().rule(), 2u);
+  EXPECT_NE(event->reason().find("rule #2"), std::string::npos);
+  EXPECT_EQ(event->enforcement(), "kernel-cgroup");
+}
+
+TEST(EventDecoder, JsonIsCanonicalProtobufJson) {
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  cordon_event e = SampleEvent();
+  auto event = decoder.Decode(&e, sizeof e, kSandbox);
+  ASSERT_TRUE(event.ok());
+  std::string line = ToJsonLine(*event);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_NE(line.find("\"kind\":\"net.connect\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"cgroupPath\":\"/sandboxes/agent-1\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"cgroupId\":\"42\""), std::string::npos) << "uint64 as string: " << line;
+  // RFC 3339 UTC with a fractional part.
+  size_t t = line.find("\"time\":\"");
+  ASSERT_NE(t, std::string::npos);
+  std::string time = line.substr(t + 8, line.find('"', t + 8) - t - 8);
+  EXPECT_EQ(time.size() >= 20u, true) << time;
+  EXPECT_EQ(time[4], '-');
+  EXPECT_EQ(time[10], 'T');
+  EXPECT_EQ(time.back(), 'Z');
+  // Round trip.
+  cordon::v1::AuditEvent parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &parsed).ok());
+  EXPECT_EQ(parsed.SerializeAsString(), event->SerializeAsString());
+}
+
+TEST(EventDecoder, RejectsMalformedRecords) {
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  cordon_event e = SampleEvent();
+  EXPECT_FALSE(decoder.Decode(&e, sizeof e - 1, kSandbox).ok());
+  EXPECT_FALSE(decoder.Decode(&e, 0, kSandbox).ok());
+  cordon_event bad = e;
+  bad.size = 12;
+  EXPECT_FALSE(decoder.Decode(&bad, sizeof bad, kSandbox).ok());
+  bad = e;
+  bad.kind = 99;
+  auto r = decoder.Decode(&bad, sizeof bad, kSandbox);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("unknown kind 99"), std::string::npos);
+  bad = e;
+  bad.verdict = 7;
+  EXPECT_FALSE(decoder.Decode(&bad, sizeof bad, kSandbox).ok());
+  bad = e;
+  bad.reason = 0;
+  EXPECT_FALSE(decoder.Decode(&bad, sizeof bad, kSandbox).ok());
+}
+
+TEST(EventDecoder, SanitizesProcessChosenStrings) {
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  cordon_event e = SampleEvent();
+  std::memcpy(e.comm, "a\nb\x1b[2J\x7f\x01zzzzzzz", 16);  // 16 bytes, no terminating NUL
+  auto event = decoder.Decode(&e, sizeof e, kSandbox);
+  ASSERT_TRUE(event.ok());
+  EXPECT_EQ(event->comm().size(), 16u);
+  for (char c : event->comm()) EXPECT_GE(static_cast<unsigned char>(c), 0x20);
+  EXPECT_EQ(ToCompactLine(*event).find('\n'), std::string::npos);
+}
+
+TEST(EventDecoder, RandomBytesNeverCrash) {
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  std::mt19937 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    cordon_event e = SampleEvent();
+    auto* bytes = reinterpret_cast<uint8_t*>(&e);
+    for (int k = 0; k < 4; ++k) bytes[rng() % sizeof e] = static_cast<uint8_t>(rng());
+    auto event = decoder.Decode(&e, sizeof e, kSandbox);
+    if (event.ok()) {
+      std::string line = ToJsonLine(*event);
+      EXPECT_FALSE(line.empty());
+    }
+  }
+}
+
+TEST(EventDecoder, LossRecord) {
+  EventDecoder decoder("/x");
+  auto loss = decoder.LossRecord(kSandbox, 17);
+  EXPECT_EQ(loss.kind(), "loss");
+  EXPECT_EQ(loss.loss().dropped(), 17u);
+  EXPECT_NE(ToCompactLine(loss).find("LOSS 17 events lost"), std::string::npos) << ToCompactLine(loss);
+}
+
+TEST(Args, StrictParsing) {
+  using cli::OptionSpec;
+  std::vector<OptionSpec> specs = {{"--policy", "", true}, {"--quiet", "-q"}, {"--tag", "", true, true}};
+  cli::ParsedArgs a;
+  std::string err;
+  ASSERT_TRUE(cli::ParseArgs({"--policy=p.yaml", "-q", "--tag", "x", "--tag", "y", "--", "cmd", "--policy"}, specs,
+                             &a, &err))
+      << err;
+  EXPECT_EQ(a.Get("--policy").value(), "p.yaml");
+  EXPECT_TRUE(a.Has("--quiet"));
+  EXPECT_EQ(a.options["--tag"].size(), 2u);
+  EXPECT_EQ(a.after_dashdash, (std::vector<std::string>{"cmd", "--policy"}));
+
+  cli::ParsedArgs b;
+  EXPECT_FALSE(cli::ParseArgs({"--policy"}, specs, &b, &err));
+  EXPECT_EQ(err, "option --policy needs a value");
+  cli::ParsedArgs c;
+  EXPECT_FALSE(cli::ParseArgs({"--policy", "a", "--policy", "b"}, specs, &c, &err));
+  EXPECT_EQ(err, "option --policy given more than once");
+  cli::ParsedArgs d;
+  EXPECT_FALSE(cli::ParseArgs({"--nope"}, specs, &d, &err));
+  EXPECT_EQ(err, "unknown option --nope");
+  cli::ParsedArgs e;
+  EXPECT_FALSE(cli::ParseArgs({"--quiet=1"}, specs, &e, &err));
+  cli::ParsedArgs f;
+  ASSERT_TRUE(cli::ParseArgs({"-q", "python3", "-c", "x"}, specs, &f, &err, /*stop_at_first_positional=*/true));
+  EXPECT_EQ(f.positionals, (std::vector<std::string>{"python3"}));
+  EXPECT_EQ(f.after_dashdash, (std::vector<std::string>{"-c", "x"}));
+}
+
+}  // namespace
+}  // namespace cordon
