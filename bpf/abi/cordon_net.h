@@ -49,7 +49,7 @@ struct cordon_addr_key {
 	__u8 addr[16];    /* IPv6, network order; IPv4 as ::ffff:a.b.c.d */
 };
 
-#define CORDON_PORT_SET_ALL 0xffffffffu /* every port, every protocol */
+#define CORDON_PORT_SET_ALL 0xffffffffu /* every port of tcp and udp */
 
 struct cordon_addr_value {
 	__u32 port_set;  /* id in port_rules, or CORDON_PORT_SET_ALL */

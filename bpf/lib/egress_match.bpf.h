@@ -40,8 +40,13 @@ static __always_inline int cordon_egress_allowed(const __u8 addr[16], __u16 port
 		return 0;
 	}
 	*rule = av->rule;
-	if (av->port_set == CORDON_PORT_SET_ALL)
-		return 1;
+	if (av->port_set == CORDON_PORT_SET_ALL) {
+		/* Rules speak of tcp and udp only; anything else is refused. */
+		if (proto == IPPROTO_TCP || proto == IPPROTO_UDP)
+			return 1;
+		*reason = CORDON_REASON_PORT;
+		return 0;
+	}
 
 	struct cordon_port_key pkey = { .prefixlen = CORDON_PORT_KEY_BITS };
 	pkey.port_set[0] = av->port_set >> 24;

@@ -152,8 +152,21 @@ TEST_F(NetEnforcement, RawAndIcmpSocketsDeniedUnlessListed) {
   EXPECT_EQ(icmp, 1);
 
   Attach(cg, "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: ping}\nspec:\n  network:\n"
-             "    extraProtocols: [icmp, raw]\n");
+             "    extraProtocols: [icmp, raw]\n    egress:\n      - cidr: 127.0.0.0/8\n");
   EXPECT_EQ(RunInCgroup(cg.path(), ping), 0);
+  // Egress rules speak of tcp and udp: connecting a ping socket is refused
+  // even to an address whose rule allows every port.
+  auto ping_connect = [] {
+    if (::unshare(CLONE_NEWNET) != 0) return errno + 1000;
+    std::ofstream("/proc/sys/net/ipv4/ping_group_range") << "0 2147483647";
+    int fd = ::socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP);
+    if (fd < 0) return errno + 2000;
+    sockaddr_storage a = V4("127.0.0.1", 0);
+    int r = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(sockaddr_in)) == 0 ? 0 : errno;
+    ::close(fd);
+    return r;
+  };
+  EXPECT_EQ(RunInCgroup(cg.path(), ping_connect), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_RAW, IPPROTO_TCP); }), 0);
 }
 

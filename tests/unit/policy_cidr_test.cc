@@ -29,7 +29,7 @@ Prefix MustParse(const char* text) {
   return prefix.value_or(Prefix{});
 }
 
-std::string ErrorOf(const char* text) {
+std::string ErrorOf(const std::string& text) {
   std::string error;
   auto prefix = ParsePrefix(text, &error);
   EXPECT_FALSE(prefix.has_value()) << text << " parsed as " << prefix->ToString();
@@ -80,6 +80,7 @@ TEST(PolicyCidr, Ipv6) {
   EXPECT_EQ(MustParse("2001:DB8::/32").ToString(), "2001:db8::/32");
   EXPECT_EQ(ErrorOf("2001:db8::/129"), "prefix length /129 is out of range for IPv6 (0-128)");
   EXPECT_EQ(ErrorOf("2001:db8::1/32"), "host bits set: 2001:db8::1/32 (did you mean 2001:db8::/32?)");
+  EXPECT_EQ(ErrorOf(std::string("::1\0junk", 8)).rfind("invalid IPv6 address", 0), 0u);  // NUL from JSON
   for (const char* bad : {"2001:db8:::/32", "fe80::1%eth0", "2001:db8::g", "::ffff:010.0.0.0", "1:2:3:4:5:6:7:8:9",
                           "2001:db8::/1000", "[::1]"}) {
     ErrorOf(bad);

@@ -316,7 +316,8 @@ TEST(PolicyCompiler, NestedPrefixesFoldCoveringRules) {
   }
 
   // A wide rule allowing everything makes every nested prefix "all".
-  CompiledPolicy wide = MustCompile("    egress:\n      - {cidr: 10.0.0.0/8}\n      - {cidr: 10.1.0.0/16, ports: [80]}\n");
+  CompiledPolicy wide =
+      MustCompile("    egress:\n      - {cidr: 10.0.0.0/8}\n      - {cidr: 10.1.0.0/16, ports: [80]}\n");
   for (const auto& [key, value] : wide.addr_entries) EXPECT_EQ(value.port_set, CORDON_PORT_SET_ALL);
   EXPECT_TRUE(EvaluateImage(wide, V4("10.1.0.1"), 9999, kProtoUdp));
 }
@@ -357,13 +358,16 @@ TEST(PolicyCompiler, MappedAddressesAndWholeSpaceRules) {
   EXPECT_TRUE(EvaluateImage(mix, V6("2001:db8::1"), 443, kProtoUdp));
 }
 
-TEST(PolicyCompiler, OtherProtocolsAreDeniedUnlessTheAddressAllowsEverything) {
-  CompiledPolicy p = MustCompile("    egress:\n      - {cidr: 10.0.0.0/8, ports: [443]}\n      - {cidr: 192.0.2.0/24}\n");
+TEST(PolicyCompiler, OtherProtocolsAreAlwaysDenied) {
+  CompiledPolicy p =
+      MustCompile("    egress:\n      - {cidr: 10.0.0.0/8, ports: [443]}\n      - {cidr: 192.0.2.0/24}\n");
   const uint8_t kSctp = 132;
   EXPECT_FALSE(EvaluateImage(p, V4("10.0.0.1"), 443, kSctp));
   EXPECT_FALSE(EvaluateRules(p, V4("10.0.0.1"), 443, kSctp));
-  // CORDON_PORT_SET_ALL means every protocol to the kernel (bpf/abi/cordon_net.h).
-  EXPECT_TRUE(EvaluateImage(p, V4("192.0.2.1"), 0, kSctp));
+  // Even where every port is allowed: rules speak of tcp and udp only.
+  EXPECT_FALSE(EvaluateImage(p, V4("192.0.2.1"), 0, kSctp));
+  EXPECT_FALSE(EvaluateRules(p, V4("192.0.2.1"), 0, kSctp));
+  EXPECT_TRUE(EvaluateImage(p, V4("192.0.2.1"), 0, kProtoUdp));
 }
 
 TEST(PolicyCompiler, DescribeSummarizes) {
@@ -617,7 +621,8 @@ TEST(PolicyCompiler, RandomPoliciesImageAgreesWithRules) {
     for (int i = 0; i < kProbesPerPolicy; ++i) {
       Addr addr = ProbeAddress(rng, random);
       uint16_t port = ProbePort(rng, compiled);
-      uint8_t proto = rng() % 2 ? kProtoTcp : kProtoUdp;
+      const uint8_t kProtos[] = {kProtoTcp, kProtoUdp, kProtoTcp, kProtoUdp, 1 /* icmp */, 132 /* sctp */};
+      uint8_t proto = kProtos[rng() % 6];
       uint32_t rule = 0;
       bool by_image = EvaluateImage(compiled, addr, port, proto, &rule);
       bool by_rules = EvaluateRules(compiled, addr, port, proto);

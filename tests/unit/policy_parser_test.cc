@@ -339,6 +339,8 @@ TEST(PolicyParser, DiagnosticFormatting) {
   EXPECT_EQ((Diagnostic{"f", 0, 0, "", "bad"}).ToString(), "f: bad");
   EXPECT_EQ((Diagnostic{"", 0, 0, "x", "bad"}).ToString(), "x: bad");
   EXPECT_EQ(FormatDiagnostics({{"f", 1, 1, "", "a"}, {"f", 2, 1, "", "b"}}), "f:1:1: a\nf:2:1: b\n");
+  EXPECT_EQ((Diagnostic{"f", 1, 1, "a\x1b[31m", "unknown field 'a\x1b[31m'"}).ToString(),
+            "f:1:1: a?[31m: unknown field 'a?[31m'");
 }
 
 }  // namespace

@@ -117,9 +117,13 @@ std::optional<Prefix> ParsePrefix(std::string_view text, std::string* error) {
 
   Prefix prefix;
   if (ipv6) {
-    // inet_pton is strict: no zone ids, no spaces, embedded IPv4 without leading zeros.
+    // inet_pton is strict (no zone ids, no spaces, embedded IPv4 without
+    // leading zeros) but stops at a NUL, which JSON can smuggle in ("\u0000").
     std::string copy(address);
-    if (inet_pton(AF_INET6, copy.c_str(), prefix.addr.data()) != 1) {
+    const bool plain = std::all_of(copy.begin(), copy.end(), [](char c) {
+      return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.';
+    });
+    if (!plain || inet_pton(AF_INET6, copy.c_str(), prefix.addr.data()) != 1) {
       *error = "invalid IPv6 address '" + copy + "'";
       return std::nullopt;
     }

@@ -67,7 +67,9 @@ class Validator {
   bool Run(CompiledPolicy* out);
 
  private:
-  void Error(const std::string& field, std::string message) { diags_->push_back(parsed_.At(field, std::move(message))); }
+  void Error(const std::string& field, std::string message) {
+    diags_->push_back(parsed_.At(field, std::move(message)));
+  }
   bool Present(const std::string& field) const { return parsed_.positions.count(field) != 0; }
   int LineOf(const std::string& field) const {
     auto it = parsed_.positions.find(field);
@@ -579,6 +581,8 @@ bool EvaluateImage(const CompiledPolicy& policy, const std::array<uint8_t, 16>& 
   }
   if (!best) return false;
   if (best->port_set == CORDON_PORT_SET_ALL) {
+    // Every port of tcp and udp, as the BPF matcher decides it.
+    if (proto != kProtoTcp && proto != kProtoUdp) return false;
     if (rule) *rule = best->rule;
     return true;
   }

@@ -40,10 +40,23 @@ struct CompiledPolicy {
   std::vector<std::pair<cordon_port_key, cordon_port_value>> port_entries;
 };
 
-// Validates and compiles. Errors (each naming file, line and field): wrong
-// apiVersion or kind, missing/invalid metadata.name, unknown mode, unknown or
-// duplicate family / protocol / extra protocol, bad CIDR, bad port or range,
-// duplicate rule names. On error returns false with *diags non-empty.
+// Validates and compiles. Errors (each naming file, line and field, all of
+// them reported, in file order): wrong apiVersion or kind, missing/invalid
+// metadata.name, unknown mode, unknown or duplicate family / protocol / extra
+// protocol, missing or bad CIDR, bad port or range, duplicate or overlapping
+// ports within a rule, explicit empty `ports: []` / `protocols: []` (proto3
+// cannot tell them from omitted, and "no ports" would allow nothing), duplicate
+// rule names, more than 100,000 rules. On error returns false with *diags
+// non-empty and *out untouched.
+//
+// The image: one addr entry per distinct prefix; its port set folds in every
+// rule whose prefix contains it, and is CORDON_PORT_SET_ALL when that covers
+// every port (0-65535) of both tcp and udp; its rule is the first rule with
+// exactly that prefix. Port sets are numbered from 1 in order of first use,
+// deduplicated by their (protocol, port) content. Port entries are grouped by
+// set, tcp then udp, ascending; each entry's rule allows every port of its
+// block (for the prefix that first produced the set: with sharing, not
+// necessarily for every address using it).
 bool Compile(const ParsedPolicy& parsed, CompiledPolicy* out, Diagnostics* diags);
 
 // The built-in default: unix, inet and inet6 sockets may be created, no
@@ -54,7 +67,11 @@ const char* DefaultPolicyYaml();
 
 // Reference decision from the map image, emulating LPM semantics exactly
 // as the BPF programs use it. addr is 16 bytes (IPv4 as ::ffff:a.b.c.d).
-// *rule receives the deciding rule (1-based) when allowed.
+// *rule receives the deciding rule (1-based) when allowed: the port entry's
+// rule, or the addr entry's for CORDON_PORT_SET_ALL. A linear scan: meant
+// for tests and one-off queries, not bulk use.
+// Agrees with EvaluateRules for every protocol: only tcp and udp are ever
+// allowed (the kernel maps MPTCP to tcp and UDP-Lite to udp before asking).
 bool EvaluateImage(const CompiledPolicy& policy, const std::array<uint8_t, 16>& addr, uint16_t port,
                    uint8_t proto, uint32_t* rule = nullptr);
 

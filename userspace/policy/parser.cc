@@ -39,7 +39,13 @@ std::string Diagnostic::ToString() const {
   }
   if (!out.empty()) out += " ";
   if (!field.empty()) out += field + ": ";
-  return out + message;
+  out += message;
+  // Field paths and messages quote the policy file: keep them on one
+  // printable line (no terminal escapes from a hostile file).
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
 }
 
 std::string FormatDiagnostics(const Diagnostics& diags) {
@@ -255,7 +261,9 @@ void Converter::Scalar(const YamlNode& value, pb::Message* msg, const pb::FieldD
     return;
   }
   const std::string& text = value.scalar;
-  auto bad = [&](const char* expected) { Error(value, path, std::string("expected ") + expected + ", got " + WhatIs(value)); };
+  auto bad = [&](const char* expected) {
+    Error(value, path, std::string("expected ") + expected + ", got " + WhatIs(value));
+  };
   long long s = 0;
   unsigned long long u = 0;
   switch (field->cpp_type()) {

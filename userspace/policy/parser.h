@@ -21,7 +21,11 @@ struct SourcePos {
 struct ParsedPolicy {
   cordon::v1::SandboxPolicy proto;
   std::string file;
-  // Field path (same spelling as Diagnostic::field) -> position of its value.
+  // Field path (same spelling as Diagnostic::field) -> position of its value,
+  // for every field written with a non-null value, every list item
+  // ("spec.network.egress[3]") and map entry ("metadata.labels.team"); ""
+  // is the document. Presence here is how the compiler tells `x: []` from an
+  // omitted x (proto3 cannot).
   std::map<std::string, SourcePos> positions;
 
   // A diagnostic for `field`, positioned at the field if known, else at its
@@ -30,7 +34,16 @@ struct ParsedPolicy {
 };
 
 // Parses YAML or JSON text. Maximum accepted input: 16 MiB.
-// Returns false and fills *diags (never empty on failure) on any error.
+// Returns false and fills *diags (never empty on failure) on any error; every
+// error is reported, not just the first.
+//
+// Value rules: string fields take any scalar as written (`443` -> "443");
+// bool/integer fields only unquoted literals; messages need mappings, repeated
+// fields sequences, map fields mappings. A YAML null value (`key:`, `~`,
+// `null`, unquoted) leaves the field unset exactly as if the key were absent,
+// and its position is not recorded; so `families:` alone means "omitted"
+// while `families: []` is present and empty (see `positions`). A null list
+// item is an error; a null map value is "".
 bool ParsePolicyText(std::string_view text, const std::string& file, ParsedPolicy* out, Diagnostics* diags);
 
 // Reads and parses a file ("-" is standard input). I/O errors become diagnostics too.
