@@ -65,6 +65,27 @@ static __always_inline int cordon_egress_allowed(const __u8 addr[16], __u16 port
 	return 1;
 }
 
+/* The destination of a sock_addr hook as the 16-byte key form. */
+static __always_inline void cordon_dest_v4(struct bpf_sock_addr *ctx, __u8 out[16])
+{
+	__u32 ip4_be = ctx->user_ip4;
+	__builtin_memset(out, 0, 10);
+	out[10] = 0xff;
+	out[11] = 0xff;
+	__builtin_memcpy(out + 12, &ip4_be, 4);
+}
+
+static __always_inline void cordon_dest_v6(struct bpf_sock_addr *ctx, __u32 out[4])
+{
+	/* Each 32-bit word is read separately: the ctx only allows aligned
+	 * 4-byte loads of user_ip6. ::ffff:a.b.c.d lands in the same trie
+	 * slot as a.b.c.d, so mapped destinations obey the IPv4 rules. */
+	out[0] = ctx->user_ip6[0];
+	out[1] = ctx->user_ip6[1];
+	out[2] = ctx->user_ip6[2];
+	out[3] = ctx->user_ip6[3];
+}
+
 /* Decides a connect()/sendmsg() on a sock_addr hook and reports denials.
  * Returns the hook's verdict: 1 let it through, 0 refuse with EPERM. */
 static __always_inline int cordon_sock_addr_decide(struct bpf_sock_addr *ctx, const __u8 addr[16],

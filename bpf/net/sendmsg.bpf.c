@@ -10,11 +10,7 @@ SEC("cgroup/sendmsg4")
 int cordon_sendmsg4(struct bpf_sock_addr *ctx)
 {
 	__u8 addr[16];
-	__u32 ip4 = ctx->user_ip4;
-	__builtin_memset(addr, 0, 10);
-	addr[10] = 0xff;
-	addr[11] = 0xff;
-	__builtin_memcpy(addr + 12, &ip4, 4);
+	cordon_dest_v4(ctx, addr);
 	return cordon_sock_addr_decide(ctx, addr, AF_INET, CORDON_EV_NET_SENDMSG,
 				       CORDON_CNT_ALLOWED_SENDMSG, CORDON_CNT_DENIED_SENDMSG,
 				       CORDON_CNT_AUDITED_SENDMSG);
@@ -24,10 +20,7 @@ SEC("cgroup/sendmsg6")
 int cordon_sendmsg6(struct bpf_sock_addr *ctx)
 {
 	__u32 addr[4];
-	addr[0] = ctx->user_ip6[0];
-	addr[1] = ctx->user_ip6[1];
-	addr[2] = ctx->user_ip6[2];
-	addr[3] = ctx->user_ip6[3];
+	cordon_dest_v6(ctx, addr);
 	return cordon_sock_addr_decide(ctx, (const __u8 *)addr, AF_INET6, CORDON_EV_NET_SENDMSG,
 				       CORDON_CNT_ALLOWED_SENDMSG, CORDON_CNT_DENIED_SENDMSG,
 				       CORDON_CNT_AUDITED_SENDMSG);

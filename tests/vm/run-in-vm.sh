@@ -83,7 +83,7 @@ cp "$kdir/base.cpio" "$tmp/initrd.cpio"
   || die "cannot build the initramfs"
 
 qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 512M -smp 2
-  -nographic -no-reboot -nic none
+  -nographic -no-reboot -nic none -fw_cfg name=etc/sercon-port,string=0
   -kernel "$kdir/vmlinux" -initrd "$tmp/initrd.cpio" -append "$append"
   -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
@@ -106,6 +106,7 @@ write_share() {
   {
     echo "VM_CWD=$(shq "$(pwd -P)")"
     echo "VM_MODULES=$(shq "$kdir/modules")"
+    echo "VM_9P_CACHE=$(shq "${CORDON_VM_9P_CACHE:-loose}")"
   } >"$r/vm.conf"
   [ -n "$rw_list" ] && printf '%s' "$rw_list" >"$r/rw.list"
   {
@@ -121,7 +122,7 @@ write_share() {
 # proc_alive PID: true while PID runs (a zombie child does not count).
 proc_alive() {
   local st
-  read -r _ _ st _ <"/proc/$1/stat" 2>/dev/null || return 1
+  { read -r _ _ st _ <"/proc/$1/stat"; } 2>/dev/null || return 1
   [ "$st" != Z ]
 }
 

@@ -61,24 +61,58 @@ file -L "$BUSYBOX" | grep -q 'statically linked' || die "$BUSYBOX is not the sta
 
 # ---- helpers -----------------------------------------------------------------
 
-# resolve_image META -> prints "PACKAGE VERSION" of the generic amd64 kernel
-# image the metapackage currently depends on.
-resolve_image() {
-  local meta="$1" deps pkg ver
-  if ! deps="$(apt-cache depends "$meta" 2>/dev/null)" || [ -z "$deps" ]; then
-    apt_update_once
-    deps="$(apt-cache depends "$meta")" || die "apt-cache depends $meta failed"
+# Which package and version each flavour resolves to depends only on apt's
+# lists and configuration. apt-cache costs ~0.6 s per call here (no pkgcache),
+# so the answer is remembered in $CACHE/resolved, keyed by this fingerprint.
+apt_state() {
+  { stat -c '%n %s %Y' /var/lib/apt/lists/*_Packages* /etc/apt/sources.list \
+      /etc/apt/sources.list.d/* /etc/apt/preferences /etc/apt/preferences.d/* 2>/dev/null || true
+  } | sha256sum | cut -c1-16
+}
+
+# resolve KEY...: sets PKG[KEY] and VER[KEY] to the generic amd64 kernel image
+# that the flavour's metapackage currently depends on.
+declare -A PKG=() VER=()
+resolve() {
+  local state key todo=() metas=() deps line meta pkg
+  state="$(apt_state)"
+  if [ -f "$CACHE/resolved" ]; then
+    while read -r s key pkg ver; do
+      [ "$s" = "$state" ] && PKG[$key]="$pkg" VER[$key]="$ver"
+    done <"$CACHE/resolved"
   fi
-  # Signed generic image first (linux-image-6.1.0-57-amd64,
-  # linux-image-6.12.117+deb12-amd64); unsigned only if that is the dependency.
-  # Never cloud-amd64, rt-amd64 or -dbg.
-  pkg="$(sed -n 's/^ *|\?Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' <<<"$deps" | head -n1)"
-  [ -n "$pkg" ] || pkg="$(sed -n 's/^ *|\?Depends: \(linux-image-[0-9][^ ]*-amd64-unsigned\)$/\1/p' <<<"$deps" | head -n1)"
-  [ -n "$pkg" ] || die "no generic amd64 image among the dependencies of $meta:"$'\n'"$deps"
-  case "$pkg" in *cloud*|*-rt-*|*-dbg*) die "unexpected flavour $pkg for $meta";; esac
-  ver="$(apt-cache policy "$pkg" | sed -n 's/^ *Candidate: //p')"
-  [ -n "$ver" ] && [ "$ver" != "(none)" ] || die "no installable version of $pkg"
-  echo "$pkg $ver"
+  for key in "$@"; do [ -n "${VER[$key]:-}" ] || todo+=("$key"); done
+  [ "${#todo[@]}" -gt 0 ] || return 0
+
+  for key in "${todo[@]}"; do metas+=("${META[$key]}"); done
+  if ! deps="$(apt-cache depends "${metas[@]}" 2>/dev/null)"; then
+    apt_update_once
+    state="$(apt_state)"
+    deps="$(apt-cache depends "${metas[@]}")" || die "apt-cache depends ${metas[*]} failed"
+  fi
+  for key in "${todo[@]}"; do
+    meta="${META[$key]}"
+    # this metapackage's block of the output: its name, then indented lines
+    local block
+    block="$(awk -v m="$meta" '/^[^ ]/ { on = ($0 == m) } on' <<<"$deps")"
+    # The signed generic image (linux-image-6.1.0-57-amd64,
+    # linux-image-6.12.117+deb12-amd64); the unsigned one only if that is the
+    # dependency; never cloud-amd64, rt-amd64 or -dbg.
+    pkg="$(sed -n 's/^ *|\?Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' <<<"$block" | head -n1)"
+    [ -n "$pkg" ] || pkg="$(sed -n 's/^ *|\?Depends: \(linux-image-[0-9][^ ]*-amd64-unsigned\)$/\1/p' <<<"$block" | head -n1)"
+    [ -n "$pkg" ] || die "no generic amd64 image among the dependencies of $meta:"$'\n'"$block"
+    case "$pkg" in *cloud*|*-rt-*|*-dbg*) die "unexpected flavour $pkg for $meta";; esac
+    PKG[$key]="$pkg"
+  done
+  local pkgs=() policy
+  for key in "${todo[@]}"; do pkgs+=("${PKG[$key]}"); done
+  policy="$(apt-cache policy "${pkgs[@]}")" || die "apt-cache policy failed"
+  for key in "${todo[@]}"; do
+    VER[$key]="$(awk -v p="${PKG[$key]}:" '/^[^ ]/ { on = ($0 == p) } on && $1 == "Candidate:" { print $2 }' <<<"$policy")"
+    case "${VER[$key]}" in ""|"(none)") die "no installable version of ${PKG[$key]}";; esac
+  done
+  for key in "${!VER[@]}"; do echo "$state $key ${PKG[$key]} ${VER[$key]}"; done >"$CACHE/resolved.tmp"
+  mv "$CACHE/resolved.tmp" "$CACHE/resolved"
 }
 
 # extract_vmlinux BZIMAGE OUT: finds the xz or zstd payload inside the bzImage
@@ -117,8 +151,7 @@ modinfo_field() {
 # prepare KEY: makes $CACHE/KEY point at a ready kernel dir for the current
 # package version, building it if needed.
 prepare() {
-  local key="$1" pkg ver dir
-  read -r pkg ver < <(resolve_image "${META[$key]}")
+  local key="$1" pkg="${PKG[$1]}" ver="${VER[$1]}" dir
   dir="$CACHE/kernels/${pkg}_${ver//:/%3a}"
   if [ -f "$dir/READY" ] && [ "$(cat "$dir/READY")" = "$FORMAT" ]; then
     ln -sfn "kernels/$(basename "$dir")" "$CACHE/$key"
@@ -223,6 +256,7 @@ prepare() {
 mkdir -p "$CACHE/kernels"
 exec 9>"$CACHE/.lock"
 flock 9   # concurrent setups wait for each other
+resolve "${keys[@]}"
 for key in "${keys[@]}"; do
   prepare "$key"
 done
