@@ -46,6 +46,12 @@ enum cordon_counter {
 	CORDON_CNT_EVENTS_DROPPED = 6, /* ring buffer full: bpf_ringbuf_reserve failed */
 	CORDON_CNT_ALLOWED_CONNECT = 7,
 	CORDON_CNT_ALLOWED_SENDMSG = 8,
+	CORDON_CNT_DENIED_FILE = 9,     /* file.* denials (BPF LSM) */
+	CORDON_CNT_AUDITED_FILE = 10,
+	CORDON_CNT_DENIED_TAMPER = 11,  /* tamper.* denials (BPF LSM) */
+	CORDON_CNT_AUDITED_TAMPER = 12,
+	CORDON_CNT_DENIED_LSM_NET = 13, /* net.socket (non-inet) and net.unix denials (BPF LSM) */
+	CORDON_CNT_AUDITED_LSM_NET = 14,
 	CORDON_CNT_MAX = 16,
 };
 

@@ -13,6 +13,25 @@ enum cordon_event_kind {
 	CORDON_EV_NET_CONNECT = 1,
 	CORDON_EV_NET_SENDMSG = 2,
 	CORDON_EV_NET_SOCKET = 3,
+	CORDON_EV_NET_UNIX = 4,       /* connect/send to a unix socket */
+	CORDON_EV_FILE_OPEN = 10,
+	CORDON_EV_FILE_CREATE = 11,   /* create, mkdir, mknod, symlink */
+	CORDON_EV_FILE_UNLINK = 12,   /* unlink, rmdir */
+	CORDON_EV_FILE_RENAME = 13,
+	CORDON_EV_FILE_LINK = 14,
+	CORDON_EV_FILE_EXEC = 15,
+	CORDON_EV_FILE_MMAP_EXEC = 16,
+	CORDON_EV_FILE_SETATTR = 17,  /* truncate, chmod, chown, setxattr, removexattr */
+	CORDON_EV_TAMPER_BPF = 30,
+	CORDON_EV_TAMPER_SIGNAL = 31,
+	CORDON_EV_TAMPER_PTRACE = 32,
+	CORDON_EV_TAMPER_MOUNT = 33,
+	CORDON_EV_TAMPER_MODULE = 34,
+	CORDON_EV_TAMPER_USERNS = 35,
+	CORDON_EV_TAMPER_CLOCK = 36,
+	CORDON_EV_TAMPER_REBOOT = 37,
+	CORDON_EV_TAMPER_CGROUP = 38,
+	CORDON_EV_TAMPER_CAPABILITY = 39,
 };
 
 enum cordon_verdict {
@@ -25,7 +44,16 @@ enum cordon_reason {
 	CORDON_REASON_PORT = 2,              /* address matches, port/protocol does not */
 	CORDON_REASON_FAMILY = 3,            /* socket family not in spec.network.families */
 	CORDON_REASON_SOCK_KIND = 4,         /* raw or non-TCP/UDP protocol not allowed */
+	CORDON_REASON_FILE_RULE = 5,         /* no files rule grants the access */
+	CORDON_REASON_PATH_TOO_DEEP = 6,     /* ancestry deeper than CORDON_WALK_MAX */
+	CORDON_REASON_LINK_GAIN = 7,         /* link/rename would grant more rights */
+	CORDON_REASON_DEVICE_NODE = 8,       /* mknod of a char/block device */
+	CORDON_REASON_MEMFD_EXEC = 9,        /* exec/mmap of an anonymous file */
+	CORDON_REASON_ABSTRACT_UNIX = 10,    /* abstract unix socket */
+	CORDON_REASON_OUTSIDE_SANDBOX = 11,  /* target task/cgroup outside the sandbox */
+	CORDON_REASON_FORBIDDEN = 12,        /* operation never allowed in a sandbox */
 };
+
 
 struct cordon_event {
 	__u32 size;          /* sizeof(struct cordon_event) as the writer knew it */
@@ -48,6 +76,26 @@ struct cordon_event {
 	__u16 family;        /* AF_INET / AF_INET6 as passed by the caller */
 	__u16 sock_type;     /* SOCK_STREAM, SOCK_DGRAM, SOCK_RAW ... */
 	__u16 protocol;      /* IPPROTO_* */
+};
+
+/* A file or tamper event: the common header, then the path of the object
+ * (whole, up to CORDON_PATH_MAX; CORDON_PATH_F_TRUNCATED when cut), without NUL.
+ * hdr.size is the whole record's size: sizeof(struct cordon_file_event) + path_len. */
+#define CORDON_PATH_F_TRUNCATED 1u
+#define CORDON_PATH_F_TOO_DEEP 2u
+
+struct cordon_file_event {
+	struct cordon_event hdr;
+	__u32 access;   /* CORDON_FILE_* requested */
+	__u32 granted;  /* CORDON_FILE_* the path has */
+	__u64 ino;
+	__u32 dev;
+	__u32 path_len;
+	__u32 path_flags;
+	__u32 target_pid;  /* tamper.signal / tamper.ptrace */
+	__u32 arg;         /* signal number, capability, bpf cmd, mount flags; net.socket: family */
+	__u32 arg2;        /* net.socket: type << 16 | protocol */
+	/* followed by path_len bytes of path */
 };
 
 #endif

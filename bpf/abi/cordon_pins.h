@@ -30,5 +30,7 @@ struct cordon_sandbox_info {
 
 /* Created by `cordon run`: ephemeral, removed with its command. */
 #define CORDON_INFO_F_EPHEMERAL 1u
+/* Registered with the BPF LSM object: file, exec, family and tamper rules enforced. */
+#define CORDON_INFO_F_LSM 2u
 
 #endif

@@ -87,7 +87,6 @@ const char* kPolicyHelp =
 
 const char* kAttachHelp =
     "usage: cordon attach --cgroup PATH [--policy FILE] [--mode enforce|audit] [--name NAME]\n"
-    "                     [--ringbuf-size BYTES]\n"
     "\n"
     "Confines every process in an existing cgroup v2 directory, and any cgroup created below it,\n"
     "from this moment: processes already inside are confined too. PATH is absolute or relative to\n"
@@ -154,7 +153,9 @@ int PolicyCheck(const Args& args) {
     if (parsed.Has("--quiet")) continue;
     std::printf("%s: ok\n", file.empty() ? "<default>" : file.c_str());
     std::fputs(policy::Describe(*compiled).c_str(), stdout);
-    for (const auto& line : UnenforcedControls(*compiled)) std::printf("  not enforced here: %s\n", line.c_str());
+    if (IsRoot())
+      for (const auto& line : UnenforcedControls(*compiled, ProbeLsm()))
+        std::printf("  not enforced here: %s\n", line.c_str());
   }
   return status;
 }
@@ -176,8 +177,7 @@ int AttachCommand(const Args& args) {
   ParsedArgs parsed;
   std::string error;
   if (!ParseArgs(args,
-                 {{"--cgroup", "", true}, {"--policy", "", true}, {"--mode", "", true}, {"--name", "", true},
-                  {"--ringbuf-size", "", true}},
+                 {{"--cgroup", "", true}, {"--policy", "", true}, {"--mode", "", true}, {"--name", "", true}},
                  &parsed, &error)) {
     Usage(error, kAttachHelp);
     return 2;
@@ -188,12 +188,6 @@ int AttachCommand(const Args& args) {
   AttachOptions options;
   options.name = parsed.Get("--name").value_or("");
   if (options.name.size() >= 64) return PrintError("--name is longer than 63 bytes"), 2;
-  if (auto size = parsed.Get("--ringbuf-size")) {
-    char* end = nullptr;
-    unsigned long v = std::strtoul(size->c_str(), &end, 10);
-    if (size->empty() || *end != '\0' || v > (1ul << 30)) return PrintError("--ringbuf-size: not a size: " + *size), 2;
-    options.ringbuf_bytes = static_cast<uint32_t>(v);
-  }
   auto compiled = LoadPolicy(parsed.Get("--policy").value_or(""), parsed.Get("--mode").value_or(""));
   if (!compiled) return 1;
   if (!IsRoot()) return PrintError("attach needs root (CAP_SYS_ADMIN and CAP_BPF); nothing attached"), 1;
@@ -205,7 +199,8 @@ int AttachCommand(const Args& args) {
   std::fprintf(stderr, "cordon: %s sandbox '%s' on %s (cgroup id %llu): policy '%s', mode %s\n",
                result->replaced ? "replaced policy of" : "attached", info.name.c_str(), cgroup->path.c_str(),
                static_cast<unsigned long long>(info.id), compiled->name.c_str(), ModeName(compiled->mode).c_str());
-  for (const auto& line : UnenforcedControls(*compiled)) PrintNote(line);
+  for (const auto& line : UnenforcedControls(*compiled, ProbeLsm())) PrintNote(line);
+  for (const auto& path : result->skipped_paths) PrintNote("profile path absent on this host, skipped: " + path);
   return 0;
 }
 
@@ -250,7 +245,11 @@ int StatusCommand(const Args& args) {
   if (!list) return PrintError(list.error().ToString()), 1;
   if (parsed.Has("--json")) {
     std::ostringstream out;
-    out << "{\"enforcement\":" << JsonString(EnforcementSummary()) << ",\"sandboxes\":[";
+    const LsmAvailability& lsm = ProbeLsm();
+    out << "{\"enforcement\":" << JsonString(EnforcementSummary(lsm)) << ",\"bpfLsm\":{\"listed\":"
+        << (lsm.listed ? "true" : "false") << ",\"loadable\":" << (lsm.loadable ? "true" : "false")
+        << ",\"usable\":" << (lsm.usable() ? "true" : "false") << ",\"detail\":" << JsonString(lsm.detail)
+        << "},\"sandboxes\":[";
     bool first = true;
     for (const auto& s : *list) {
       if (!first) out << ",";
@@ -259,11 +258,16 @@ int StatusCommand(const Args& args) {
       out << "{\"id\":" << s.id << ",\"name\":" << JsonString(s.name) << ",\"cgroup\":" << JsonString(s.cgroup_path)
           << ",\"cgroupAlive\":" << (s.cgroup_alive ? "true" : "false") << ",\"policy\":" << JsonString(s.policy)
           << ",\"mode\":" << JsonString(ModeName(s.mode)) << ",\"generation\":" << s.generation
-          << ",\"ephemeral\":" << (s.ephemeral ? "true" : "false") << ",\"enforcementLevel\":\"kernel-cgroup\""
+          << ",\"ephemeral\":" << (s.ephemeral ? "true" : "false") << ",\"enforcementLevel\":"
+          << (s.lsm ? "\"kernel-lsm\"" : "\"kernel-cgroup\"")
           << ",\"denied\":{\"connect\":" << c[CORDON_CNT_DENIED_CONNECT]
-          << ",\"sendmsg\":" << c[CORDON_CNT_DENIED_SENDMSG] << ",\"socket\":" << c[CORDON_CNT_DENIED_SOCKET] << "}"
+          << ",\"sendmsg\":" << c[CORDON_CNT_DENIED_SENDMSG]
+          << ",\"socket\":" << c[CORDON_CNT_DENIED_SOCKET] + c[CORDON_CNT_DENIED_LSM_NET]
+          << ",\"file\":" << c[CORDON_CNT_DENIED_FILE] << ",\"tamper\":" << c[CORDON_CNT_DENIED_TAMPER] << "}"
           << ",\"audited\":{\"connect\":" << c[CORDON_CNT_AUDITED_CONNECT]
-          << ",\"sendmsg\":" << c[CORDON_CNT_AUDITED_SENDMSG] << ",\"socket\":" << c[CORDON_CNT_AUDITED_SOCKET]
+          << ",\"sendmsg\":" << c[CORDON_CNT_AUDITED_SENDMSG]
+          << ",\"socket\":" << c[CORDON_CNT_AUDITED_SOCKET] + c[CORDON_CNT_AUDITED_LSM_NET]
+          << ",\"file\":" << c[CORDON_CNT_AUDITED_FILE] << ",\"tamper\":" << c[CORDON_CNT_AUDITED_TAMPER]
           << "},\"allowed\":{\"connect\":" << c[CORDON_CNT_ALLOWED_CONNECT]
           << ",\"sendmsg\":" << c[CORDON_CNT_ALLOWED_SENDMSG] << "},\"eventsDropped\":" << c[CORDON_CNT_EVENTS_DROPPED]
           << ",\"problem\":" << JsonString(s.problem) << "}";
@@ -272,24 +276,25 @@ int StatusCommand(const Args& args) {
     std::fputs(out.str().c_str(), stdout);
     return 0;
   }
-  std::printf("%s\n", EnforcementSummary().c_str());
+  std::printf("%s\n", EnforcementSummary(ProbeLsm()).c_str());
   if (list->empty()) {
     std::printf("no sandboxes attached\n");
     return 0;
   }
-  std::printf("%-20s %-12s %-32s %-16s %-7s %-22s %-8s %s\n", "SANDBOX", "CGROUP-ID", "CGROUP", "POLICY", "MODE",
-              "DENIED conn/send/sock", "AUDITED", "DROPPED");
+  std::printf("%-20s %-12s %-32s %-16s %-7s %-13s %-30s %-8s %s\n", "SANDBOX", "CGROUP-ID", "CGROUP", "POLICY",
+              "MODE", "LEVEL", "DENIED conn/send/sock/file/tamp", "AUDITED", "DROPPED");
   for (const auto& s : *list) {
     const auto& c = s.counters;
     std::string denied = std::to_string(c[CORDON_CNT_DENIED_CONNECT]) + "/" +
                          std::to_string(c[CORDON_CNT_DENIED_SENDMSG]) + "/" +
-                         std::to_string(c[CORDON_CNT_DENIED_SOCKET]);
-    uint64_t audited =
-        c[CORDON_CNT_AUDITED_CONNECT] + c[CORDON_CNT_AUDITED_SENDMSG] + c[CORDON_CNT_AUDITED_SOCKET];
+                         std::to_string(c[CORDON_CNT_DENIED_SOCKET] + c[CORDON_CNT_DENIED_LSM_NET]) + "/" +
+                         std::to_string(c[CORDON_CNT_DENIED_FILE]) + "/" + std::to_string(c[CORDON_CNT_DENIED_TAMPER]);
+    uint64_t audited = c[CORDON_CNT_AUDITED_CONNECT] + c[CORDON_CNT_AUDITED_SENDMSG] + c[CORDON_CNT_AUDITED_SOCKET] +
+                       c[CORDON_CNT_AUDITED_LSM_NET] + c[CORDON_CNT_AUDITED_FILE] + c[CORDON_CNT_AUDITED_TAMPER];
     std::string cgroup = s.cgroup_path + (s.cgroup_alive ? "" : " (removed)");
-    std::printf("%-20s %-12llu %-32s %-16s %-7s %-22s %-8llu %llu\n", s.name.c_str(),
+    std::printf("%-20s %-12llu %-32s %-16s %-7s %-13s %-30s %-8llu %llu\n", s.name.c_str(),
                 static_cast<unsigned long long>(s.id), cgroup.c_str(), s.policy.c_str(), ModeName(s.mode).c_str(),
-                denied.c_str(), static_cast<unsigned long long>(audited),
+                s.lsm ? "kernel-lsm" : "kernel-cgroup", denied.c_str(), static_cast<unsigned long long>(audited),
                 static_cast<unsigned long long>(c[CORDON_CNT_EVENTS_DROPPED]));
     if (!s.problem.empty()) std::printf("  problem: %s\n", s.problem.c_str());
   }

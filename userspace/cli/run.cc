@@ -136,7 +136,7 @@ int RunCommand(const Args& args) {
     return ok;
   };
   if (!quiet)
-    for (const auto& line : UnenforcedControls(*compiled)) PrintNote(line);
+    for (const auto& line : UnenforcedControls(*compiled, ProbeLsm())) PrintNote(line);
 
   Summary summary;
   Status sink_status;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "abi/cordon_event.h"
+#include "abi/cordon_file.h"
 #include "loader/cgroup.h"
 #include "policy/cidr.h"
 
@@ -38,6 +39,22 @@ std::string ReasonText(const cordon_event& e, const std::string& target) {
     case CORDON_REASON_SOCK_KIND:
       return SocketTypeName(e.sock_type) + " " + ProtocolName(e.protocol) +
              " sockets are not allowed (spec.network.extraProtocols)";
+    case CORDON_REASON_FILE_RULE:
+      return "no files rule grants " + target;
+    case CORDON_REASON_PATH_TOO_DEEP:
+      return "path deeper than " + std::to_string(CORDON_WALK_MAX) + " levels: denied";
+    case CORDON_REASON_LINK_GAIN:
+      return "the new name would have more rights than the old (" + target + ")";
+    case CORDON_REASON_DEVICE_NODE:
+      return "device nodes may not be created in a sandbox";
+    case CORDON_REASON_MEMFD_EXEC:
+      return "executing anonymous memory files needs spec.files.allowMemfdExec";
+    case CORDON_REASON_ABSTRACT_UNIX:
+      return "abstract unix sockets need spec.network.abstractUnix";
+    case CORDON_REASON_OUTSIDE_SANDBOX:
+      return "the target is outside the sandbox" + (target.empty() ? std::string() : " (" + target + ")");
+    case CORDON_REASON_FORBIDDEN:
+      return "never allowed inside a sandbox" + (target.empty() ? std::string() : " (" + target + ")");
   }
   return "unknown";
 }
@@ -58,8 +75,44 @@ std::string KindName(uint32_t kind) {
     case CORDON_EV_NET_CONNECT: return "net.connect";
     case CORDON_EV_NET_SENDMSG: return "net.sendmsg";
     case CORDON_EV_NET_SOCKET: return "net.socket";
+    case CORDON_EV_NET_UNIX: return "net.unix";
+    case CORDON_EV_FILE_OPEN: return "file.open";
+    case CORDON_EV_FILE_CREATE: return "file.create";
+    case CORDON_EV_FILE_UNLINK: return "file.unlink";
+    case CORDON_EV_FILE_RENAME: return "file.rename";
+    case CORDON_EV_FILE_LINK: return "file.link";
+    case CORDON_EV_FILE_EXEC: return "file.exec";
+    case CORDON_EV_FILE_MMAP_EXEC: return "file.mmap_exec";
+    case CORDON_EV_FILE_SETATTR: return "file.setattr";
+    case CORDON_EV_TAMPER_BPF: return "tamper.bpf";
+    case CORDON_EV_TAMPER_SIGNAL: return "tamper.signal";
+    case CORDON_EV_TAMPER_PTRACE: return "tamper.ptrace";
+    case CORDON_EV_TAMPER_MOUNT: return "tamper.mount";
+    case CORDON_EV_TAMPER_MODULE: return "tamper.module";
+    case CORDON_EV_TAMPER_USERNS: return "tamper.userns";
+    case CORDON_EV_TAMPER_CLOCK: return "tamper.clock";
+    case CORDON_EV_TAMPER_REBOOT: return "tamper.reboot";
+    case CORDON_EV_TAMPER_CGROUP: return "tamper.cgroup";
   }
   return "";
+}
+
+std::string RightsString(uint32_t rights) {
+  static const struct {
+    uint32_t bit;
+    const char* name;
+  } kNames[] = {{CORDON_FILE_READ, "read"},
+                {CORDON_FILE_WRITE, "write"},
+                {CORDON_FILE_CREATE, "create"},
+                {CORDON_FILE_EXEC, "exec"},
+                {CORDON_FILE_MAP_EXEC, "map_exec"}};
+  std::string out;
+  for (const auto& n : kNames) {
+    if (!(rights & n.bit)) continue;
+    if (!out.empty()) out += ",";
+    out += n.name;
+  }
+  return out;
 }
 
 std::string ProtocolName(uint32_t protocol) {
@@ -110,20 +163,40 @@ std::string EventDecoder::CgroupPath(uint64_t cgroup_id, const SandboxContext& s
   return path;
 }
 
+namespace {
+
+bool IsLsmKind(uint16_t kind) { return kind >= CORDON_EV_NET_UNIX; }
+
+}  // namespace
+
 Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t size, const SandboxContext& sandbox) {
   if (size < sizeof(cordon_event))
-    return Error{"malformed event: " + std::to_string(size) + " bytes, expected " + std::to_string(sizeof(cordon_event))};
+    return Error{"malformed event: " + std::to_string(size) + " bytes, expected at least " +
+                 std::to_string(sizeof(cordon_event))};
   cordon_event e;
   std::memcpy(&e, data, sizeof e);
-  if (e.size != sizeof(cordon_event))
-    return Error{"malformed event: declares " + std::to_string(e.size) + " bytes, expected " +
-                 std::to_string(sizeof(cordon_event))};
   std::string kind = KindName(e.kind);
   if (kind.empty()) return Error{"malformed event: unknown kind " + std::to_string(e.kind)};
   if (e.verdict != CORDON_VERDICT_DENIED && e.verdict != CORDON_VERDICT_AUDITED)
     return Error{"malformed event: unknown verdict " + std::to_string(e.verdict)};
-  if (e.reason < CORDON_REASON_NO_RULE || e.reason > CORDON_REASON_SOCK_KIND)
+  if (e.reason < CORDON_REASON_NO_RULE || e.reason > CORDON_REASON_FORBIDDEN)
     return Error{"malformed event: unknown reason " + std::to_string(e.reason)};
+
+  // LSM events (and LSM net.socket ones) are a cordon_file_event plus a path.
+  bool lsm_layout = IsLsmKind(e.kind) || (e.kind == CORDON_EV_NET_SOCKET && e.size != sizeof(cordon_event));
+  cordon_file_event fe = {};
+  std::string path;
+  if (lsm_layout) {
+    if (size < sizeof fe) return Error{"malformed event: " + std::to_string(size) + " bytes for a " + kind + " record"};
+    std::memcpy(&fe, data, sizeof fe);
+    if (fe.path_len >= CORDON_PATH_MAX || e.size != sizeof fe + fe.path_len || size < e.size)
+      return Error{"malformed event: " + kind + " record declares " + std::to_string(e.size) + " bytes with a " +
+                   std::to_string(fe.path_len) + "-byte path, got " + std::to_string(size)};
+    path.assign(static_cast<const char*>(data) + sizeof fe, fe.path_len);
+  } else if (e.size != sizeof(cordon_event)) {
+    return Error{"malformed event: declares " + std::to_string(e.size) + " bytes, expected " +
+                 std::to_string(sizeof(cordon_event))};
+  }
 
   cordon::v1::AuditEvent out;
   *out.mutable_time() = BootToRealtime(e.boot_ns);
@@ -144,19 +217,53 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
   out.set_kind(kind);
   out.set_verdict(e.verdict == CORDON_VERDICT_DENIED ? "denied" : "audited");
   out.set_policy(sandbox.policy);
-  out.set_enforcement("kernel-cgroup");
-  auto* net = out.mutable_net();
-  net->set_family(SocketFamilyName(e.family));
-  net->set_sock_type(SocketTypeName(e.sock_type));
-  net->set_protocol(ProtocolName(e.protocol));
+  out.set_enforcement(lsm_layout ? "kernel-lsm" : "kernel-cgroup");
   std::string target;
-  if (e.kind != CORDON_EV_NET_SOCKET) {
-    std::array<uint8_t, 16> addr;
-    std::memcpy(addr.data(), e.addr, 16);
-    net->set_address(policy::AddressToString(addr));
-    net->set_port(e.port);
-    net->set_rule(e.rule);
-    target = net->address() + " port " + std::to_string(e.port) + "/" + net->protocol();
+  if (lsm_layout) {
+    if (e.kind == CORDON_EV_NET_SOCKET) {
+      // LSM socket_create: family in arg, type << 16 | protocol in arg2.
+      e.family = static_cast<uint16_t>(fe.arg);
+      e.sock_type = static_cast<uint16_t>(fe.arg2 >> 16);
+      e.protocol = static_cast<uint16_t>(fe.arg2 & 0xffff);
+      auto* net = out.mutable_net();
+      net->set_family(SocketFamilyName(e.family));
+      net->set_sock_type(SocketTypeName(e.sock_type));
+      net->set_protocol(ProtocolName(e.protocol));
+    } else {
+      bool has_object = fe.path_len > 0;
+      if (has_object) {
+        auto* file = out.mutable_file();
+        file->set_path(Printable(path));
+        file->set_access(RightsString(fe.access));
+        file->set_granted(RightsString(fe.granted));
+        file->set_truncated(fe.path_flags & CORDON_PATH_F_TRUNCATED);
+        file->set_inode(fe.ino);
+        file->set_device(fe.dev);
+        file->set_rule(e.rule);
+        target = file->access().empty() ? file->path() : file->access() + " on " + file->path();
+      }
+      if (kind.rfind("tamper.", 0) == 0) {
+        auto* t = out.mutable_target();
+        t->set_pid(fe.target_pid);
+        t->set_arg(fe.arg);
+        if (fe.target_pid) target = "pid " + std::to_string(fe.target_pid);
+        if (e.kind == CORDON_EV_TAMPER_SIGNAL) target += ", signal " + std::to_string(fe.arg);
+        if (e.kind == CORDON_EV_TAMPER_CGROUP) target = "cgroup id " + std::to_string(fe.arg);
+      }
+    }
+  } else {
+    auto* net = out.mutable_net();
+    net->set_family(SocketFamilyName(e.family));
+    net->set_sock_type(SocketTypeName(e.sock_type));
+    net->set_protocol(ProtocolName(e.protocol));
+    if (e.kind != CORDON_EV_NET_SOCKET) {
+      std::array<uint8_t, 16> addr;
+      std::memcpy(addr.data(), e.addr, 16);
+      net->set_address(policy::AddressToString(addr));
+      net->set_port(e.port);
+      net->set_rule(e.rule);
+      target = net->address() + " port " + std::to_string(e.port) + "/" + net->protocol();
+    }
   }
   out.set_reason(ReasonText(e, target));
   return out;
@@ -194,6 +301,8 @@ std::string ToCompactLine(const cordon::v1::AuditEvent& event) {
     line += " -> " + event.net().address() + ":" + std::to_string(event.net().port()) + "/" + event.net().protocol();
   else if (event.has_net())
     line += " socket(" + event.net().family() + ", " + event.net().sock_type() + ", " + event.net().protocol() + ")";
+  else if (event.has_file())
+    line += " " + event.file().path();
   return line + ": " + event.reason();
 }
 

@@ -47,5 +47,6 @@ std::string KindName(uint32_t kind);
 std::string ProtocolName(uint32_t protocol);
 std::string SocketFamilyName(uint32_t family);
 std::string SocketTypeName(uint32_t type);
+std::string RightsString(uint32_t rights);  // "read,write,create,exec,map_exec"
 
 }  // namespace cordon

@@ -5,8 +5,10 @@
 
 namespace cordon {
 
-std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy) {
+std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy, const LsmAvailability& lsm) {
   std::vector<std::string> out;
+  if (lsm.usable()) return out;
+  std::string why = lsm.detail.empty() ? "BPF LSM is not usable on this kernel" : lsm.detail;
   // cgroup/sock_create is an inet hook (measured): socket(AF_PACKET/AF_NETLINK/
   // AF_VSOCK/...) is invisible to it. Refusing those needs BPF LSM or seccomp.
   std::string denied_other;
@@ -17,17 +19,23 @@ std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy
   }
   if (!denied_other.empty())
     out.push_back("socket families " + denied_other +
-                  " are NOT refused: only inet/inet6 sockets are enforced (cgroup/sock_create); other families "
-                  "need BPF LSM socket_create or a seccomp filter, which this build does not install yet");
-  out.push_back(
-      "file and exec rules: NOT enforced (this build has no BPF LSM file programs yet); the sandbox can read and "
-      "write files as its uid allows");
+                  " are NOT refused: only inet/inet6 sockets are enforced (cgroup/sock_create); the rest needs BPF "
+                  "LSM");
+  if (policy.has_files)
+    out.push_back("file and exec rules are NOT enforced: " + why + "; the sandbox can read and write files as its "
+                  "uid allows");
+  out.push_back("tamper protection (bpf(), mounts, signals and ptrace outside the sandbox, cgroup escape) is NOT "
+                "enforced: it needs BPF LSM");
   return out;
 }
 
-std::string EnforcementSummary() {
-  return "enforced: network egress (connect/sendmsg, IPv4/IPv6) and inet socket kinds, in the kernel "
-         "(cgroup hooks); NOT enforced: file/exec rules, non-inet socket families";
+std::string EnforcementSummary(const LsmAvailability& lsm) {
+  if (lsm.usable())
+    return "enforced in the kernel: network egress and socket kinds (cgroup hooks); socket families, unix sockets, "
+           "files, exec and tamper protection (BPF LSM)";
+  return "enforced in the kernel: network egress (connect/sendmsg, IPv4/IPv6) and inet socket kinds (cgroup "
+         "hooks); NOT enforced: file/exec rules, non-inet socket families, tamper protection (" +
+         (lsm.detail.empty() ? std::string("no BPF LSM") : lsm.detail) + ")";
 }
 
 }  // namespace cordon

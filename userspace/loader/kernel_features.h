@@ -5,15 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "loader/lsm.h"
 #include "policy/compiler.h"
 
 namespace cordon {
 
-// Lines naming each part of the policy that is NOT enforced here, e.g. socket
-// families other than inet/inet6 (cgroup/sock_create does not see them).
-std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy);
+// Lines naming each part of the policy that is NOT enforced here, given
+// whether BPF LSM is usable.
+std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy, const LsmAvailability& lsm);
 
-// One line summarising the enforcement in force, for status output.
-std::string EnforcementSummary();
+// One line summarising the enforcement this kernel allows, for status output.
+std::string EnforcementSummary(const LsmAvailability& lsm);
 
 }  // namespace cordon

@@ -16,6 +16,7 @@
 #include "cordon_net.skel.h"
 #include "loader/bpffs.h"
 #include "loader/libbpf_log.h"
+#include "loader/lsm.h"
 #include "util/fs.h"
 
 namespace cordon {
@@ -75,14 +76,6 @@ bool Exists(const std::string& path) {
 void CopyName(char* dst, size_t cap, const std::string& src) {
   std::memset(dst, 0, cap);
   std::memcpy(dst, src.data(), std::min(cap - 1, src.size()));
-}
-
-Status CheckRingbufSize(uint32_t bytes) {
-  long page = ::sysconf(_SC_PAGESIZE);
-  if (bytes < static_cast<uint32_t>(page) || (bytes & (bytes - 1)) != 0)
-    return Error{"ring buffer size " + std::to_string(bytes) + " must be a power of two of at least " +
-                 std::to_string(page) + " bytes"};
-  return {};
 }
 
 // Opens the object and sizes its maps; reuses counters/events when given.
@@ -206,7 +199,7 @@ Status PinAll(cordon_net* skel, int info_fd, const std::vector<Link>& links, con
 
 Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgroup,
                                  const policy::CompiledPolicy& policy, const AttachOptions& options) {
-  auto skel = OpenSkeleton(policy, options.ringbuf_bytes, -1, -1);
+  auto skel = OpenSkeleton(policy, kRingbufBytes, -1, -1);
   if (!skel) return skel.error();
   CORDON_TRY(FillPolicyMaps(skel->get(), policy, cgroup.id));
 
@@ -323,19 +316,60 @@ Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, co
   return result;
 }
 
+uint32_t CgroupLevel(const std::string& relative) {
+  uint32_t level = 0;
+  for (char c : relative) level += c == '/';
+  return relative == "/" ? 0 : level;
+}
+
+// Registers the sandbox with the LSM object, sharing its events and counters.
+Status AddToLsm(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
+                const std::vector<ResolvedFileRule>& rules) {
+  UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
+  UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
+  if (!events.valid() || !counters.valid()) return SysError("open the sandbox's events/counters");
+  CORDON_TRY(LsmAddSandbox(cgroup.id, CgroupLevel(cgroup.relative), policy, rules, events.get(), counters.get()));
+  auto info = ReadInfo(dir);
+  if (!info) return info.error();
+  info->flags |= CORDON_INFO_F_LSM;
+  return WriteInfo(dir, *info);
+}
+
 }  // namespace
 
 Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
                                    const AttachOptions& options) {
-  CORDON_TRY(CheckRingbufSize(options.ringbuf_bytes));
+  // Everything that can fail on bad input is decided before anything attaches.
+  const LsmAvailability& lsm = ProbeLsm();
+  std::vector<ResolvedFileRule> rules;
+  std::vector<std::string> skipped;
+  if (lsm.usable()) {
+    auto resolved = ResolveFileRules(policy, &skipped);
+    if (!resolved) return resolved.error().Wrap("resolve file rules");
+    rules = std::move(*resolved);
+  }
   auto root = SandboxPinRoot();
   if (!root) return root.error();
   auto lock = LockPinRoot(*root);
   if (!lock) return lock.error();
   CleanStaleStaging(*root);
   std::string dir = SandboxPinDir(*root, cgroup.id);
-  if (Exists(dir)) return Replace(dir, cgroup, policy, options);
-  return AttachFresh(*root, cgroup, policy, options);
+  bool existed = Exists(dir);
+  auto result = existed ? Replace(dir, cgroup, policy, options) : AttachFresh(*root, cgroup, policy, options);
+  if (!result) return result;
+  if (lsm.usable()) {
+    Status added = AddToLsm(dir, cgroup, policy, rules);
+    if (!added.ok()) {
+      if (!existed) {
+        (void)LsmRemoveSandbox(cgroup.id);
+        (void)DestroyPinDir(dir);
+      }
+      return added.error().Wrap("register with BPF LSM");
+    }
+    result->info.lsm = true;
+  }
+  result->skipped_paths = std::move(skipped);
+  return result;
 }
 
 Status DetachSandbox(uint64_t sandbox_id) {
@@ -345,7 +379,10 @@ Status DetachSandbox(uint64_t sandbox_id) {
   if (!lock) return lock.error();
   std::string dir = SandboxPinDir(*root, sandbox_id);
   if (!Exists(dir)) return Error{"no sandbox is attached to cgroup id " + std::to_string(sandbox_id)};
-  return DestroyPinDir(dir);
+  Status lsm_removed = LsmRemoveSandbox(sandbox_id);
+  Status removed = DestroyPinDir(dir);
+  if (!lsm_removed.ok()) return lsm_removed.error().Wrap("remove from BPF LSM");
+  return removed;
 }
 
 Result<std::array<uint64_t, CORDON_CNT_MAX>> ReadCounters(int counters_fd) {
@@ -379,6 +416,7 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
   out.mode = info->mode;
   out.generation = info->generation;
   out.ephemeral = info->flags & CORDON_INFO_F_EPHEMERAL;
+  out.lsm = info->flags & CORDON_INFO_F_LSM;
   out.attached_at_ns = info->attached_at_ns;
   out.updated_at_ns = info->updated_at_ns;
   auto mount = FindCgroup2Mount();

@@ -17,9 +17,12 @@
 
 namespace cordon {
 
+// Every sandbox's event ring buffer has this size: the BPF LSM programs reach
+// it through a map-in-map whose inner maps must all match.
+constexpr uint32_t kRingbufBytes = 256 * 1024;
+
 struct AttachOptions {
   std::string name;                    // sandbox name; default: cgroup directory name
-  uint32_t ringbuf_bytes = 256 * 1024; // power of two, >= page size
   bool ephemeral = false;              // created by `cordon run`
 };
 
@@ -33,6 +36,7 @@ struct SandboxInfo {
   uint32_t mode = CORDON_MODE_ENFORCE;
   uint32_t generation = 0;
   bool ephemeral = false;
+  bool lsm = false;               // file/exec/family/tamper rules enforced by BPF LSM
   uint64_t attached_at_ns = 0;
   uint64_t updated_at_ns = 0;
   std::array<uint64_t, CORDON_CNT_MAX> counters{};  // summed over CPUs
@@ -42,6 +46,7 @@ struct SandboxInfo {
 struct AttachResult {
   SandboxInfo info;
   bool replaced = false;  // an existing policy was swapped
+  std::vector<std::string> skipped_paths;  // profile paths absent on this host
 };
 
 // Attaches `policy` to `cgroup`, or atomically replaces the policy of a

@@ -1,15 +1,19 @@
 // The policy compiler: pure. A parsed policy in, an image of the BPF map
-// contents out (bpf/abi/cordon_net.h). No kernel access; tested without
+// contents out (bpf/abi/cordon_net.h) and the file rules the loader resolves
+// (bpf/abi/cordon_file.h). No kernel or filesystem access; tested without
 // privileges. The same image can be evaluated in userspace (Evaluate*), which
 // is the reference the kernel's decisions are checked against.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "abi/cordon_file.h"
 #include "abi/cordon_net.h"
 #include "policy/cidr.h"
 #include "policy/diagnostic.h"
@@ -28,6 +32,32 @@ struct CompiledRule {           // one egress rule after validation (for display
   bool udp = true;
 };
 
+// Rights of the policy spellings (CORDON_FILE_* of bpf/abi/cordon_file.h).
+constexpr uint32_t kFileRightsRead = CORDON_FILE_READ;
+constexpr uint32_t kFileRightsWrite = CORDON_FILE_READ | CORDON_FILE_WRITE | CORDON_FILE_CREATE;
+constexpr uint32_t kFileRightsExec = CORDON_FILE_READ | CORDON_FILE_EXEC | CORDON_FILE_MAP_EXEC;
+constexpr uint32_t kFileRightsLibrary = CORDON_FILE_READ | CORDON_FILE_MAP_EXEC;  // profile library directories
+constexpr uint32_t kFileRightsAll =
+    CORDON_FILE_READ | CORDON_FILE_WRITE | CORDON_FILE_CREATE | CORDON_FILE_EXEC | CORDON_FILE_MAP_EXEC;
+
+// Longest accepted path in bytes, as written (PATH_MAX less the NUL).
+constexpr size_t kMaxFilePathBytes = CORDON_PATH_MAX - 1;
+// Most explicit paths (read + write + exec) in one policy.
+constexpr size_t kMaxFileRules = 10'000;
+
+// One spec.files path after validation and profile expansion. The loader
+// resolves `path` (following symlinks) to its (device, inode) and stores
+// {rights, rule} for it; several rules may resolve to the same object (with
+// merged /usr, /lib and /usr/lib do), whose rights are then the union.
+struct FileRule {
+  std::string path;     // absolute, lexically normalized: no "." or ".." components, no "//", no trailing "/" (but "/")
+  uint32_t rights = 0;  // CORDON_FILE_*; the union over every mention of this path
+  uint32_t rule = 0;    // 1-based index into file_rules (cordon_inode_rule.rule, reported in events)
+  bool required = false;  // explicit entry: attach fails if the path does not exist; profile entry: skipped if absent
+  std::string origin;   // first mention: "spec.files.read[0]", "profile:python3"
+  bool operator==(const FileRule&) const = default;
+};
+
 struct CompiledPolicy {
   std::string name;                 // metadata.name
   uint32_t mode = CORDON_MODE_ENFORCE;
@@ -38,7 +68,42 @@ struct CompiledPolicy {
   // port sets deduplicated (identical port/protocol sets share an id).
   std::vector<std::pair<cordon_addr_key, cordon_addr_value>> addr_entries;
   std::vector<std::pair<cordon_port_key, cordon_port_value>> port_entries;
+
+  // spec.files was given (even as `files: {}`): every file access not granted
+  // by file_rules is denied. False: files are not restricted (file_rules is
+  // empty). The built-in default policy has files.
+  bool has_files = false;
+  // Explicit read, then write, then exec entries in file order, then the
+  // entries of each included profile in include order. A path mentioned again
+  // adds its rights to its first entry (which keeps its place and origin), so
+  // paths are unique and file_rules[i].rule == i + 1.
+  std::vector<FileRule> file_rules;
+  // CORDON_LSM_F_*: MEMFD_EXEC (spec.files.allowMemfdExec), ABSTRACT_UNIX
+  // (spec.network.abstractUnix), USERNS (spec.allowUserNamespaces), PROC_SELF
+  // (profile runtime-minimal: the task's own /proc/<pid>, enforced by pid in
+  // the kernel rather than by a path rule).
+  uint32_t lsm_flags = 0;
 };
+
+// A built-in file profile (spec.files.include).
+struct FileProfileEntry {
+  const char* path;
+  uint32_t rights;
+};
+struct FileProfile {
+  const char* name;
+  std::span<const FileProfileEntry> entries;
+  uint32_t lsm_flags;  // CORDON_LSM_F_* the profile sets
+};
+// runtime-minimal, python3, shell, git, in that order.
+std::span<const FileProfile> FileProfiles();
+
+// Validates and normalizes a spec.files path (see FileRule::path). Rejects
+// the empty string, relative paths, NUL and other control characters, ".."
+// components and paths longer than kMaxFilePathBytes; "." components,
+// repeated and trailing slashes are removed. On error returns false and sets
+// *error to a sentence naming the problem. Pure: never touches the filesystem.
+bool NormalizeFilePath(std::string_view path, std::string* out, std::string* error);
 
 // Validates and compiles. Errors (each naming file, line and field, all of
 // them reported, in file order): wrong apiVersion or kind, missing/invalid
@@ -46,8 +111,10 @@ struct CompiledPolicy {
 // protocol, missing or bad CIDR, bad port or range, duplicate or overlapping
 // ports within a rule, explicit empty `ports: []` / `protocols: []` (proto3
 // cannot tell them from omitted, and "no ports" would allow nothing), duplicate
-// rule names, more than 100,000 rules. On error returns false with *diags
-// non-empty and *out untouched.
+// rule names, more than 100,000 rules; in spec.files: bad paths (see
+// NormalizeFilePath), a path twice in the same list, unknown or repeated
+// profiles, more than kMaxFileRules explicit paths. On error returns false
+// with *diags non-empty and *out untouched.
 //
 // The image: one addr entry per distinct prefix; its port set folds in every
 // rule whose prefix contains it, and is CORDON_PORT_SET_ALL when that covers
@@ -60,7 +127,9 @@ struct CompiledPolicy {
 bool Compile(const ParsedPolicy& parsed, CompiledPolicy* out, Diagnostics* diags);
 
 // The built-in default: unix, inet and inet6 sockets may be created, no
-// egress at all (loopback included), enforce mode, name "default".
+// egress at all (loopback included), enforce mode, name "default"; files
+// restricted to the profiles runtime-minimal, shell and python3 (nothing
+// writable but /dev/null, /dev/tty and /dev/full).
 CompiledPolicy DefaultPolicy();
 // Its YAML text (shown by `cordon policy check --default`).
 const char* DefaultPolicyYaml();

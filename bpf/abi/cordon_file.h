@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * File, exec and tamper policy ABI (BPF LSM).
+ *
+ * Rules name OBJECTS, not strings: each rule path is resolved by the loader
+ * to its (device, inode) and stored in file_rules. A check walks the target's
+ * ancestry as the kernel sees it — dentry to parent, and at the root of a
+ * mount across to its mountpoint, up to the real root — and unions the rights
+ * of every rule object it meets (like Landlock). Hence:
+ *  - symlinks, "..", /proc/self/root/..., /proc/self/fd/N and open_by_handle_at
+ *    all end at the same dentry, which is what is checked;
+ *  - there is no string, so no length limit (256 bytes or 4096) to overflow;
+ *  - a renamed rule directory keeps its rights (the rule follows the inode);
+ *  - a hardlink or rename may not give an object more rights at its new place
+ *    than it had at the old (path_link/path_rename: new rights must be a
+ *    subset of the old), so a secret cannot be linked into a writable tree;
+ *  - a bind mount is judged by the path through the mount tree; the sandbox
+ *    cannot create mounts at all (tamper rules).
+ */
+#ifndef CORDON_ABI_FILE_H
+#define CORDON_ABI_FILE_H
+
+#include "cordon_common.h"
+
+/* Rights a rule grants, unioned along the ancestry. */
+#define CORDON_FILE_READ (1u << 0)     /* open for reading, readdir */
+#define CORDON_FILE_WRITE (1u << 1)    /* open for writing, truncate, chmod, chown, xattr */
+#define CORDON_FILE_CREATE (1u << 2)   /* create, mkdir, mknod, symlink, link, unlink, rmdir, rename (on the directory) */
+#define CORDON_FILE_EXEC (1u << 3)     /* execve */
+#define CORDON_FILE_MAP_EXEC (1u << 4) /* mmap/mprotect with PROT_EXEC */
+
+/* Policy spellings: read = READ; write = READ|WRITE|CREATE; exec = READ|EXEC|MAP_EXEC.
+ * Library directories in profiles get READ|MAP_EXEC. */
+
+/* Per-sandbox flags (cordon_lsm_sandbox.flags). */
+#define CORDON_LSM_F_MEMFD_EXEC (1u << 0)    /* spec.files.allowMemfdExec */
+#define CORDON_LSM_F_ABSTRACT_UNIX (1u << 1) /* spec.network.abstractUnix */
+#define CORDON_LSM_F_USERNS (1u << 2)        /* spec.allowUserNamespaces */
+#define CORDON_LSM_F_PROC_SELF (1u << 3)     /* the task's own /proc/<pid> is readable */
+#define CORDON_LSM_F_FILES (1u << 4)         /* spec.files present: files are default-deny */
+
+/* Value of lsm_sandboxes, keyed by the sandbox root cgroup id. Replaced as a
+ * whole on policy change (one hash update: readers see old or new). */
+struct cordon_lsm_sandbox {
+	__u64 sandbox_id;
+	__u32 version;  /* selects this policy's entries in file_rules */
+	__u32 mode;     /* enum cordon_mode */
+	__u32 flags;    /* CORDON_LSM_F_* */
+	__u32 families; /* bits of enum cordon_family allowed for socket() */
+	__u32 level;    /* cgroup level of the sandbox root */
+	__u32 pad;
+};
+
+struct cordon_inode_key {
+	__u64 sandbox_id;
+	__u64 ino;
+	__u32 dev;      /* kernel encoding: major << 20 | minor */
+	__u32 version;
+};
+
+struct cordon_inode_rule {
+	__u32 rights; /* CORDON_FILE_* */
+	__u32 rule;   /* 1-based index into the policy's expanded file rules */
+};
+
+/* cgroup_cache value: which sandbox (0 = none) a cgroup belongs to, valid
+ * while gen equals lsm_state.generation (bumped on every attach/detach). */
+struct cordon_cgroup_cache {
+	__u64 sandbox_id;
+	__u64 gen;
+};
+
+struct cordon_lsm_state {
+	__u64 generation;
+};
+
+#define CORDON_PATH_MAX 4096
+#define CORDON_WALK_MAX 1024 /* ancestry levels walked; deeper is denied */
+
+#endif

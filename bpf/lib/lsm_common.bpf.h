@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Shared by every LSM program: finding the caller's sandbox, the ancestry
+ * walk that computes a path's rights (see bpf/abi/cordon_file.h for why it
+ * resists aliasing), building the path for an event, and reporting.
+ */
+#ifndef CORDON_BPF_LSM_COMMON_H
+#define CORDON_BPF_LSM_COMMON_H
+
+#include "lib/lsm_maps.bpf.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+CORDON_LSM_MAPS_DECLARE(extern);
+
+#define EPERM 1
+#define PROC_SUPER_MAGIC 0x9fa0
+#define TMPFS_MAGIC 0x01021994
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#define MAX_CGROUP_LEVELS 64
+
+/* The sandbox of the calling task (its innermost sandbox cgroup), or NULL. */
+static __always_inline const struct cordon_lsm_sandbox *cordon_current_sandbox(void)
+{
+	__u32 zero = 0;
+	struct cordon_lsm_state *state = bpf_map_lookup_elem(&lsm_state, &zero);
+	if (!state)
+		return NULL;
+	__u64 gen = state->generation;
+	__u64 cgid = bpf_get_current_cgroup_id();
+	__u64 sandbox_id = 0;
+	struct cordon_cgroup_cache *cached = bpf_map_lookup_elem(&cgroup_cache, &cgid);
+	if (cached && cached->gen == gen) {
+		sandbox_id = cached->sandbox_id;
+	} else {
+		struct task_struct *task = bpf_get_current_task_btf();
+		int level = BPF_CORE_READ(task, cgroups, dfl_cgrp, level);
+		for (int i = 0; i < MAX_CGROUP_LEVELS; i++) {
+			int l = level - i;
+			if (l < 0)
+				break;
+			__u64 anc = bpf_get_current_ancestor_cgroup_id(l);
+			if (bpf_map_lookup_elem(&lsm_sandboxes, &anc)) {
+				sandbox_id = anc;
+				break;
+			}
+		}
+		struct cordon_cgroup_cache fresh = { .sandbox_id = sandbox_id, .gen = gen };
+		bpf_map_update_elem(&cgroup_cache, &cgid, &fresh, BPF_ANY);
+	}
+	if (!sandbox_id)
+		return NULL;
+	return bpf_map_lookup_elem(&lsm_sandboxes, &sandbox_id);
+}
+
+/* The caller's sandbox if its policy restricts files (has spec.files). */
+static __always_inline const struct cordon_lsm_sandbox *cordon_file_sandbox(void)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb || !(sb->flags & CORDON_LSM_F_FILES))
+		return NULL;
+	return sb;
+}
+
+/* Whether a task is inside the sandbox subtree (for signals, ptrace). */
+static __always_inline int cordon_task_in_sandbox(struct task_struct *task,
+						  const struct cordon_lsm_sandbox *sb)
+{
+	struct cgroup *cgrp = BPF_CORE_READ(task, cgroups, dfl_cgrp);
+	int level = BPF_CORE_READ(cgrp, level);
+	if (level < (int)sb->level || sb->level >= MAX_CGROUP_LEVELS)
+		return 0;
+	struct cgroup *anc = NULL;
+	__u32 idx = sb->level & (MAX_CGROUP_LEVELS - 1); /* a local: see cordon_walk_step */
+	bpf_core_read(&anc, sizeof(anc), &cgrp->ancestors[idx]);
+	return BPF_CORE_READ(anc, kn, id) == sb->sandbox_id;
+}
+
+static __always_inline void cordon_lsm_count(__u64 sandbox_id, __u32 counter)
+{
+	void *counters = bpf_map_lookup_elem(&sandbox_counters, &sandbox_id);
+	if (!counters)
+		return;
+	__u64 *value = bpf_map_lookup_elem(counters, &counter);
+	if (value)
+		*value += 1;
+}
+
+static __always_inline struct mount *cordon_real_mount(struct vfsmount *mnt)
+{
+	return (struct mount *)((void *)mnt - bpf_core_field_offset(struct mount, mnt));
+}
+
+/* ---- the ancestry walk ------------------------------------------------- */
+
+struct cordon_walk {
+	struct dentry *dentry;
+	struct vfsmount *mnt;  /* NULL: stay inside the dentry's filesystem */
+	struct pid *self_pid;  /* non-NULL: grant the task's own /proc/<pid> */
+	__u64 sandbox_id;
+	__u32 version;
+	__u32 want;            /* stop once all granted; 0: collect everything */
+	__u32 granted;
+	__u32 rule;
+	__u32 steps;
+	__u32 complete;        /* reached the root (or satisfied want) */
+};
+
+static long cordon_walk_step(__u32 index, void *data)
+{
+	struct cordon_walk *w = data;
+	struct dentry *d = w->dentry;
+	if (!d)
+		return 1;
+	w->steps++;
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+	struct super_block *sb = BPF_CORE_READ(d, d_sb);
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	if (inode) {
+		struct cordon_inode_key key = {
+			.sandbox_id = w->sandbox_id,
+			.ino = BPF_CORE_READ(inode, i_ino),
+			.dev = BPF_CORE_READ(sb, s_dev),
+			.version = w->version,
+		};
+		struct cordon_inode_rule *r = bpf_map_lookup_elem(&file_rules, &key);
+		if (r) {
+			w->granted |= r->rights;
+			if (!w->rule)
+				w->rule = r->rule;
+		}
+		/* The task's own /proc/<tgid>: procfs inodes of other processes
+		 * share nothing a rule could name, so this is decided by pid. */
+		if (w->self_pid && parent != d && BPF_CORE_READ(sb, s_magic) == PROC_SUPER_MAGIC &&
+		    BPF_CORE_READ(parent, d_parent) == parent) {
+			struct proc_inode *pi = (struct proc_inode *)((void *)inode -
+				bpf_core_field_offset(struct proc_inode, vfs_inode));
+			if (BPF_CORE_READ(pi, pid) == w->self_pid)
+				w->granted |= CORDON_FILE_READ | CORDON_FILE_WRITE;
+		}
+		if (w->want && (w->granted & w->want) == w->want) {
+			w->complete = 1;
+			return 1;
+		}
+	}
+	/* Locals only in BPF_CORE_READ chains: a field of this (non-kernel)
+	 * struct inside one would become an unresolvable CO-RE relocation. */
+	struct vfsmount *mnt = w->mnt;
+	if (mnt && d == BPF_CORE_READ(mnt, mnt_root)) {
+		struct mount *m = cordon_real_mount(mnt);
+		struct mount *up = BPF_CORE_READ(m, mnt_parent);
+		if (up == m) {
+			w->complete = 1;
+			return 1;
+		}
+		w->dentry = BPF_CORE_READ(m, mnt_mountpoint);
+		w->mnt = &up->mnt;
+		return 0;
+	}
+	if (parent == d) {
+		w->complete = 1;
+		return 1;
+	}
+	w->dentry = parent;
+	return 0;
+}
+
+/* Rights of a path. Returns the walk's result in *w. */
+static __always_inline void cordon_walk(struct cordon_walk *w, const struct cordon_lsm_sandbox *sb,
+					struct dentry *dentry, struct vfsmount *mnt, __u32 want)
+{
+	__builtin_memset(w, 0, sizeof(*w));
+	w->dentry = dentry;
+	w->mnt = mnt;
+	w->sandbox_id = sb->sandbox_id;
+	w->version = sb->version;
+	w->want = want;
+	if (sb->flags & CORDON_LSM_F_PROC_SELF) {
+		struct task_struct *task = bpf_get_current_task_btf();
+		w->self_pid = BPF_CORE_READ(task, group_leader, thread_pid);
+	}
+	bpf_loop(CORDON_WALK_MAX, cordon_walk_step, w, 0);
+}
+
+/* ---- paths for events ------------------------------------------------- */
+
+struct cordon_path_build {
+	struct dentry *dentry;
+	struct vfsmount *mnt;
+	char *buf;   /* scratch->build */
+	__u32 pos;   /* start of the assembled path in buf */
+	__u32 flags;
+};
+
+static long cordon_path_step(__u32 index, void *data)
+{
+	struct cordon_path_build *p = data;
+	struct dentry *d = p->dentry;
+	if (!d)
+		return 1;
+	struct vfsmount *mnt = p->mnt;
+	if (mnt && d == BPF_CORE_READ(mnt, mnt_root)) {
+		struct mount *m = cordon_real_mount(mnt);
+		struct mount *up = BPF_CORE_READ(m, mnt_parent);
+		if (up == m)
+			return 1;
+		p->dentry = BPF_CORE_READ(m, mnt_mountpoint);
+		p->mnt = &up->mnt;
+		return 0;
+	}
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	if (parent == d)
+		return 1;
+	__u32 len = BPF_CORE_READ(d, d_name.len);
+	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+	if (len > 255)
+		len = 255;
+	if (p->pos < len + 1) {
+		p->flags |= CORDON_PATH_F_TRUNCATED;
+		return 1;
+	}
+	p->pos -= len;
+	bpf_probe_read_kernel(p->buf + (p->pos & (CORDON_PATH_MAX - 1)), len & 255, name);
+	p->pos -= 1;
+	p->buf[p->pos & (CORDON_PATH_MAX - 1)] = '/';
+	p->dentry = parent;
+	return 0;
+}
+
+/* Reports a decision. Returns the hook's verdict: 0 (allowed, audit mode)
+ * or -EPERM. dentry may be NULL (no path). */
+static __always_inline int cordon_lsm_report(const struct cordon_lsm_sandbox *sb, __u16 kind, __u8 reason,
+					     __u32 access, __u32 granted, __u32 rule,
+					     struct dentry *dentry, struct vfsmount *mnt,
+					     __u32 target_pid, __u32 arg, __u32 arg2,
+					     __u32 denied_counter, __u32 audited_counter)
+{
+	int audit = sb->mode == CORDON_MODE_AUDIT;
+	__u64 sandbox_id = sb->sandbox_id;
+	cordon_lsm_count(sandbox_id, audit ? audited_counter : denied_counter);
+
+	__u32 zero = 0;
+	struct cordon_lsm_scratch *s = bpf_map_lookup_elem(&lsm_scratch, &zero);
+	void *ring = bpf_map_lookup_elem(&sandbox_events, &sandbox_id);
+	if (!s || !ring) {
+		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
+		return audit ? 0 : -EPERM;
+	}
+	struct cordon_file_event *e = &s->ev;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->hdr.kind = kind;
+	e->hdr.verdict = audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED;
+	e->hdr.reason = reason;
+	e->hdr.boot_ns = bpf_ktime_get_boot_ns();
+	e->hdr.sandbox_id = sandbox_id;
+	e->hdr.cgroup_id = bpf_get_current_cgroup_id();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	e->hdr.pid = pid_tgid >> 32;
+	e->hdr.tid = (__u32)pid_tgid;
+	__u64 uid_gid = bpf_get_current_uid_gid();
+	e->hdr.uid = (__u32)uid_gid;
+	e->hdr.gid = uid_gid >> 32;
+	e->hdr.rule = rule;
+	bpf_get_current_comm(e->hdr.comm, sizeof(e->hdr.comm));
+	struct task_struct *task = bpf_get_current_task_btf();
+	e->hdr.ppid = BPF_CORE_READ(task, real_parent, tgid);
+	e->access = access;
+	e->granted = granted;
+	e->target_pid = target_pid;
+	e->arg = arg;
+	e->arg2 = arg2;
+
+	__u32 path_len = 0;
+	if (dentry) {
+		struct inode *inode = BPF_CORE_READ(dentry, d_inode);
+		if (inode) {
+			e->ino = BPF_CORE_READ(inode, i_ino);
+			e->dev = BPF_CORE_READ(dentry, d_sb, s_dev);
+		}
+		struct cordon_path_build p = {
+			.dentry = dentry, .mnt = mnt, .buf = s->build, .pos = CORDON_PATH_MAX - 1,
+		};
+		bpf_loop(CORDON_WALK_MAX, cordon_path_step, &p, 0);
+		struct dentry *last = p.dentry;
+		if (last && BPF_CORE_READ(last, d_parent) != last && !(p.flags & CORDON_PATH_F_TRUNCATED))
+			p.flags |= CORDON_PATH_F_TOO_DEEP;
+		path_len = (CORDON_PATH_MAX - 1) - p.pos;
+		if (path_len == 0) {
+			s->path[0] = '/';
+			path_len = 1;
+		} else {
+			bpf_probe_read_kernel(s->path, path_len & (CORDON_PATH_MAX - 1),
+					      s->build + (p.pos & (CORDON_PATH_MAX - 1)));
+		}
+		e->path_flags = p.flags;
+	}
+	path_len &= CORDON_PATH_MAX - 1;
+	e->path_len = path_len;
+	e->hdr.size = sizeof(*e) + path_len;
+	if (bpf_ringbuf_output(ring, e, sizeof(*e) + path_len, 0))
+		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
+	return audit ? 0 : -EPERM;
+}
+
+/* Checks `want` on a path and reports a denial. Returns the hook verdict. */
+static __always_inline int cordon_check_path(const struct cordon_lsm_sandbox *sb, __u16 kind,
+					     struct dentry *dentry, struct vfsmount *mnt, __u32 want)
+{
+	struct cordon_walk w;
+	cordon_walk(&w, sb, dentry, mnt, want);
+	if ((w.granted & want) == want)
+		return 0;
+	__u8 reason = w.complete ? CORDON_REASON_FILE_RULE : CORDON_REASON_PATH_TOO_DEEP;
+	return cordon_lsm_report(sb, kind, reason, want, w.granted, w.rule, dentry, mnt, 0, 0, 0,
+				 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
+}
+
+/* Anonymous objects: pipes, sockets, anon inodes, memfd (internal mounts
+ * that belong to no mount namespace). */
+static __always_inline int cordon_is_anonymous(struct vfsmount *mnt)
+{
+	struct mount *m = cordon_real_mount(mnt);
+	return BPF_CORE_READ(m, mnt_ns) == NULL;
+}
+
+#endif

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Maps of the host-wide BPF LSM object. Unlike the network programs (one
+ * instance per sandbox, attached to its cgroup), LSM programs are global:
+ * lsm_cgroup allows only 10 hooks system-wide, and cordon needs ~30. Each
+ * program first finds the calling task's sandbox (cgroup_cache, then the
+ * cgroup ancestry) and returns at once for tasks outside every sandbox.
+ */
+#ifndef CORDON_BPF_LSM_MAPS_H
+#define CORDON_BPF_LSM_MAPS_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#include "abi/cordon_common.h"
+#include "abi/cordon_event.h"
+#include "abi/cordon_file.h"
+#include "abi/cordon_net.h"
+
+/* Per-CPU scratch for building a file event: header, then the path. */
+struct cordon_lsm_scratch {
+	struct cordon_file_event ev;
+	char path[CORDON_PATH_MAX];      /* directly after ev: what is sent */
+	char build[CORDON_PATH_MAX + 256]; /* assembled right to left */
+};
+
+#define CORDON_LSM_MAPS_DECLARE(storage)                                       \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__type(value, struct cordon_lsm_sandbox);                      \
+	} lsm_sandboxes SEC(".maps");                                          \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                           \
+		__uint(max_entries, 65536);                                    \
+		__type(key, __u64);                                            \
+		__type(value, struct cordon_cgroup_cache);                     \
+	} cgroup_cache SEC(".maps");                                           \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_lsm_state);                        \
+	} lsm_state SEC(".maps");                                              \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, 1 << 20);                                  \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_inode_key);                          \
+		__type(value, struct cordon_inode_rule);                       \
+	} file_rules SEC(".maps");                                             \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_RINGBUF);                    \
+			__uint(max_entries, 256 * 1024);                       \
+		});                                                            \
+	} sandbox_events SEC(".maps");                                         \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);               \
+			__uint(max_entries, CORDON_CNT_MAX);                   \
+			__type(key, __u32);                                    \
+			__type(value, __u64);                                  \
+		});                                                            \
+	} sandbox_counters SEC(".maps");                                       \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                       \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_lsm_scratch);                      \
+	} lsm_scratch SEC(".maps")
+
+#endif

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * File access: open, create/remove/rename/link within directories, and
+ * attribute changes. Path hooks (security_path_*) are used rather than inode
+ * hooks because they carry the mount, so the walk follows the mount tree.
+ */
+#include "lib/lsm_common.bpf.h"
+
+#define FMODE_READ 0x1
+#define FMODE_WRITE 0x2
+#define S_IFMT 00170000
+#define S_IFCHR 0020000
+#define S_IFBLK 0060000
+#define RENAME_EXCHANGE (1 << 1)
+
+SEC("lsm/file_open")
+int BPF_PROG(cordon_file_open, struct file *file)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	struct vfsmount *mnt = BPF_CORE_READ(file, f_path.mnt);
+	/* Re-opening a pipe, socket or memfd through /proc/self/fd: not a file
+	 * of any tree a rule can name; exec of memfds is judged at exec/mmap. */
+	if (cordon_is_anonymous(mnt))
+		return 0;
+	__u32 fmode = BPF_CORE_READ(file, f_mode);
+	__u32 want = 0;
+	if (fmode & FMODE_READ)
+		want |= CORDON_FILE_READ;
+	if (fmode & FMODE_WRITE)
+		want |= CORDON_FILE_WRITE;
+	if (!want)
+		return 0;
+	return cordon_check_path(sb, CORDON_EV_FILE_OPEN, BPF_CORE_READ(file, f_path.dentry), mnt, want);
+}
+
+/* Create-type operations need CREATE on the directory; the new name is
+ * reported. */
+static __always_inline int cordon_dir_op(const struct path *dir, struct dentry *dentry, __u16 kind)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	struct vfsmount *mnt = BPF_CORE_READ(dir, mnt);
+	struct cordon_walk w;
+	cordon_walk(&w, sb, BPF_CORE_READ(dir, dentry), mnt, CORDON_FILE_CREATE);
+	if (w.granted & CORDON_FILE_CREATE)
+		return 0;
+	return cordon_lsm_report(sb, kind, w.complete ? CORDON_REASON_FILE_RULE : CORDON_REASON_PATH_TOO_DEEP,
+				 CORDON_FILE_CREATE, w.granted, w.rule, dentry, mnt, 0, 0, 0,
+				 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
+}
+
+SEC("lsm/path_mknod")
+int BPF_PROG(cordon_path_mknod, const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev)
+{
+	__u32 type = mode & S_IFMT;
+	if (type == S_IFCHR || type == S_IFBLK) {
+		/* A device node would reach raw devices behind every rule. */
+		const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+		if (!sb)
+			return 0;
+		return cordon_lsm_report(sb, CORDON_EV_FILE_CREATE, CORDON_REASON_DEVICE_NODE, CORDON_FILE_CREATE,
+					 0, 0, dentry, BPF_CORE_READ(dir, mnt), 0, mode, 0,
+					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
+	}
+	return cordon_dir_op(dir, dentry, CORDON_EV_FILE_CREATE);
+}
+
+SEC("lsm/path_mkdir")
+int BPF_PROG(cordon_path_mkdir, const struct path *dir, struct dentry *dentry, umode_t mode)
+{
+	return cordon_dir_op(dir, dentry, CORDON_EV_FILE_CREATE);
+}
+
+SEC("lsm/path_symlink")
+int BPF_PROG(cordon_path_symlink, const struct path *dir, struct dentry *dentry, const char *old_name)
+{
+	return cordon_dir_op(dir, dentry, CORDON_EV_FILE_CREATE);
+}
+
+SEC("lsm/path_unlink")
+int BPF_PROG(cordon_path_unlink, const struct path *dir, struct dentry *dentry)
+{
+	return cordon_dir_op(dir, dentry, CORDON_EV_FILE_UNLINK);
+}
+
+SEC("lsm/path_rmdir")
+int BPF_PROG(cordon_path_rmdir, const struct path *dir, struct dentry *dentry)
+{
+	return cordon_dir_op(dir, dentry, CORDON_EV_FILE_UNLINK);
+}
+
+/* An object moved or linked to `new_dir` must not gain rights there. */
+static __always_inline int cordon_no_gain(const struct cordon_lsm_sandbox *sb, __u16 kind, struct dentry *object,
+					  struct vfsmount *object_mnt, const struct path *new_dir,
+					  struct dentry *new_dentry)
+{
+	struct vfsmount *new_mnt = BPF_CORE_READ(new_dir, mnt);
+	struct cordon_walk at_new;
+	cordon_walk(&at_new, sb, BPF_CORE_READ(new_dir, dentry), new_mnt, 0);
+	if (!(at_new.granted & CORDON_FILE_CREATE))
+		return cordon_lsm_report(sb, kind, CORDON_REASON_FILE_RULE, CORDON_FILE_CREATE, at_new.granted,
+					 at_new.rule, new_dentry, new_mnt, 0, 0, 0,
+					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
+	struct cordon_walk at_old;
+	cordon_walk(&at_old, sb, object, object_mnt, 0);
+	if (at_new.granted & ~at_old.granted)
+		return cordon_lsm_report(sb, kind, CORDON_REASON_LINK_GAIN, at_new.granted, at_old.granted,
+					 at_new.rule, object, object_mnt, 0, 0, 0,
+					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
+	return 0;
+}
+
+SEC("lsm/path_link")
+int BPF_PROG(cordon_path_link, struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	/* Hard links never cross mounts: the old name lives on new_dir's mount. */
+	return cordon_no_gain(sb, CORDON_EV_FILE_LINK, old_dentry, BPF_CORE_READ(new_dir, mnt), new_dir, new_dentry);
+}
+
+SEC("lsm/path_rename")
+int BPF_PROG(cordon_path_rename, const struct path *old_dir, struct dentry *old_dentry, const struct path *new_dir,
+	     struct dentry *new_dentry, unsigned int flags)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	struct vfsmount *old_mnt = BPF_CORE_READ(old_dir, mnt);
+	struct cordon_walk src;
+	cordon_walk(&src, sb, BPF_CORE_READ(old_dir, dentry), old_mnt, CORDON_FILE_CREATE);
+	if (!(src.granted & CORDON_FILE_CREATE))
+		return cordon_lsm_report(sb, CORDON_EV_FILE_RENAME, CORDON_REASON_FILE_RULE, CORDON_FILE_CREATE,
+					 src.granted, src.rule, old_dentry, old_mnt, 0, 0, 0,
+					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
+	int verdict = cordon_no_gain(sb, CORDON_EV_FILE_RENAME, old_dentry, old_mnt, new_dir, new_dentry);
+	if (verdict || !(flags & RENAME_EXCHANGE))
+		return verdict;
+	/* Exchange: the other object moves the opposite way. */
+	return cordon_no_gain(sb, CORDON_EV_FILE_RENAME, new_dentry, BPF_CORE_READ(new_dir, mnt), old_dir, old_dentry);
+}
+
+static __always_inline int cordon_setattr(const struct path *path)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt),
+				 CORDON_FILE_WRITE);
+}
+
+SEC("lsm/path_truncate")
+int BPF_PROG(cordon_path_truncate, const struct path *path)
+{
+	return cordon_setattr(path);
+}
+
+SEC("lsm/path_chmod")
+int BPF_PROG(cordon_path_chmod, const struct path *path, umode_t mode)
+{
+	return cordon_setattr(path);
+}
+
+SEC("lsm/path_chown")
+int BPF_PROG(cordon_path_chown, const struct path *path)
+{
+	return cordon_setattr(path);
+}
+
+/* xattr hooks carry no mount: the walk stays inside the filesystem, so only
+ * a write rule on the same filesystem allows it (fails closed otherwise). */
+SEC("lsm/inode_setxattr")
+int BPF_PROG(cordon_inode_setxattr, void *idmap, struct dentry *dentry)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, dentry, NULL, CORDON_FILE_WRITE);
+}
+
+SEC("lsm/inode_removexattr")
+int BPF_PROG(cordon_inode_removexattr, void *idmap, struct dentry *dentry)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, dentry, NULL, CORDON_FILE_WRITE);
+}

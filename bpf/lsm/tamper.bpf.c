@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tamper resistance: a sandboxed task, even root with every capability,
+ * cannot switch cordon off or leave its sandbox. It cannot call bpf() (so it
+ * cannot open or detach cordon's pins or links), signal or ptrace tasks
+ * outside its sandbox (the agent included), move tasks to a cgroup outside
+ * its subtree (cgroup.procs writes, clone3 CLONE_INTO_CGROUP), mount or
+ * unmount anything, load modules or kexec images, create user namespaces
+ * (unless allowed), set the clock or reboot.
+ */
+#include "lib/lsm_common.bpf.h"
+
+#define MAY_WRITE 0x2
+#define S_IFMT 00170000
+#define S_IFDIR 0040000
+#define CAP_SYS_MODULE 16
+#define CAP_SYS_BOOT 22
+#define CAP_SYS_TIME 25
+
+static __always_inline int cordon_tamper(const struct cordon_lsm_sandbox *sb, __u16 kind, __u8 reason,
+					 struct dentry *dentry, struct vfsmount *mnt, __u32 target_pid, __u32 arg)
+{
+	return cordon_lsm_report(sb, kind, reason, 0, 0, 0, dentry, mnt, target_pid, arg, 0,
+				 CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
+}
+
+SEC("lsm/bpf")
+int BPF_PROG(cordon_bpf, int cmd)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_BPF, CORDON_REASON_FORBIDDEN, NULL, NULL, 0, cmd);
+}
+
+SEC("lsm/task_kill")
+int BPF_PROG(cordon_task_kill, struct task_struct *p, struct kernel_siginfo *info, int sig)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb || cordon_task_in_sandbox(p, sb))
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_SIGNAL, CORDON_REASON_OUTSIDE_SANDBOX, NULL, NULL,
+			     BPF_CORE_READ(p, tgid), sig);
+}
+
+SEC("lsm/ptrace_access_check")
+int BPF_PROG(cordon_ptrace_access_check, struct task_struct *child, unsigned int mode)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb || cordon_task_in_sandbox(child, sb))
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_PTRACE, CORDON_REASON_OUTSIDE_SANDBOX, NULL, NULL,
+			     BPF_CORE_READ(child, tgid), mode);
+}
+
+SEC("lsm/ptrace_traceme")
+int BPF_PROG(cordon_ptrace_traceme, struct task_struct *parent)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb || cordon_task_in_sandbox(parent, sb))
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_PTRACE, CORDON_REASON_OUTSIDE_SANDBOX, NULL, NULL,
+			     BPF_CORE_READ(parent, tgid), 0);
+}
+
+SEC("lsm/sb_mount")
+int BPF_PROG(cordon_sb_mount, const char *dev_name, const struct path *path, const char *type, unsigned long flags)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_MOUNT, CORDON_REASON_FORBIDDEN, BPF_CORE_READ(path, dentry),
+			     BPF_CORE_READ(path, mnt), 0, (__u32)flags);
+}
+
+SEC("lsm/sb_umount")
+int BPF_PROG(cordon_sb_umount, struct vfsmount *mnt, int flags)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_MOUNT, CORDON_REASON_FORBIDDEN, BPF_CORE_READ(mnt, mnt_root), mnt,
+			     0, flags);
+}
+
+SEC("lsm/sb_pivotroot")
+int BPF_PROG(cordon_sb_pivotroot, const struct path *old_path, const struct path *new_path)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_MOUNT, CORDON_REASON_FORBIDDEN, BPF_CORE_READ(new_path, dentry),
+			     BPF_CORE_READ(new_path, mnt), 0, 0);
+}
+
+SEC("lsm/move_mount")
+int BPF_PROG(cordon_move_mount, const struct path *from_path, const struct path *to_path)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_MOUNT, CORDON_REASON_FORBIDDEN, BPF_CORE_READ(to_path, dentry),
+			     BPF_CORE_READ(to_path, mnt), 0, 0);
+}
+
+SEC("lsm/kernel_read_file")
+int BPF_PROG(cordon_kernel_read_file, struct file *file, enum kernel_read_file_id id)
+{
+	if (id != READING_MODULE && id != READING_KEXEC_IMAGE && id != READING_KEXEC_INITRAMFS)
+		return 0;
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_MODULE, CORDON_REASON_FORBIDDEN, BPF_CORE_READ(file, f_path.dentry),
+			     BPF_CORE_READ(file, f_path.mnt), 0, id);
+}
+
+SEC("lsm/kernel_load_data")
+int BPF_PROG(cordon_kernel_load_data, enum kernel_load_data_id id)
+{
+	if (id != LOADING_MODULE && id != LOADING_KEXEC_IMAGE && id != LOADING_KEXEC_INITRAMFS)
+		return 0;
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_MODULE, CORDON_REASON_FORBIDDEN, NULL, NULL, 0, id);
+}
+
+SEC("lsm/userns_create")
+int BPF_PROG(cordon_userns_create, const struct cred *cred)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb || (sb->flags & CORDON_LSM_F_USERNS))
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_USERNS, CORDON_REASON_FORBIDDEN, NULL, NULL, 0, 0);
+}
+
+SEC("lsm/settime")
+int BPF_PROG(cordon_settime, const struct timespec64 *ts, const struct timezone *tz)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_CLOCK, CORDON_REASON_FORBIDDEN, NULL, NULL, 0, 0);
+}
+
+SEC("lsm/capable")
+int BPF_PROG(cordon_capable, const struct cred *cred, struct user_namespace *ns, int cap, unsigned int opts)
+{
+	__u16 kind;
+	switch (cap) {
+	case CAP_SYS_BOOT: kind = CORDON_EV_TAMPER_REBOOT; break;
+	case CAP_SYS_TIME: kind = CORDON_EV_TAMPER_CLOCK; break;
+	case CAP_SYS_MODULE: kind = CORDON_EV_TAMPER_MODULE; break;
+	default: return 0;
+	}
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_tamper(sb, kind, CORDON_REASON_FORBIDDEN, NULL, NULL, 0, cap);
+}
+
+/* kernfs renamed kernfs_node::parent to __parent (6.15). */
+struct kernfs_node___old {
+	struct kernfs_node *parent;
+} __attribute__((preserve_access_index));
+
+static __always_inline struct kernfs_node *cordon_kn_parent(struct kernfs_node *kn)
+{
+	if (bpf_core_field_exists(kn->__parent))
+		return BPF_CORE_READ(kn, __parent);
+	return BPF_CORE_READ((struct kernfs_node___old *)kn, parent);
+}
+
+/* Writing a cgroup's files (cgroup.procs, cgroup.threads, subtree control)
+ * or creating cgroups is allowed only within the sandbox's own subtree. This
+ * hook sees migrations through already-open fds and clone3 CLONE_INTO_CGROUP
+ * too: both check write permission on the target's cgroup.procs. */
+SEC("lsm/inode_permission")
+int BPF_PROG(cordon_inode_permission, struct inode *inode, int mask)
+{
+	if (!(mask & MAY_WRITE))
+		return 0;
+	if (BPF_CORE_READ(inode, i_sb, s_magic) != CGROUP2_SUPER_MAGIC)
+		return 0;
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	struct kernfs_node *kn = BPF_CORE_READ(inode, i_private);
+	if (!kn)
+		return 0;
+	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFDIR)
+		kn = cordon_kn_parent(kn);
+	struct cgroup *cgrp = BPF_CORE_READ(kn, priv);
+	if (cgrp) {
+		int level = BPF_CORE_READ(cgrp, level);
+		if (level >= (int)sb->level && sb->level < MAX_CGROUP_LEVELS) {
+			struct cgroup *anc = NULL;
+			__u32 idx = sb->level & (MAX_CGROUP_LEVELS - 1);
+			bpf_core_read(&anc, sizeof(anc), &cgrp->ancestors[idx]);
+			if (BPF_CORE_READ(anc, kn, id) == sb->sandbox_id)
+				return 0;
+		}
+	}
+	return cordon_tamper(sb, CORDON_EV_TAMPER_CGROUP, CORDON_REASON_OUTSIDE_SANDBOX, NULL, NULL, 0,
+			     (__u32)BPF_CORE_READ(kn, id));
+}

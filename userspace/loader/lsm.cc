@@ -1,0 +1,302 @@
+#include "loader/lsm.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "abi/cordon_file.h"
+#include "cordon_lsm.skel.h"
+#include "loader/bpffs.h"
+#include "loader/libbpf_log.h"
+#include "util/fd.h"
+#include "util/fs.h"
+
+namespace cordon {
+namespace {
+
+struct SkelDeleter {
+  void operator()(cordon_lsm* skel) const { cordon_lsm__destroy(skel); }
+};
+using LsmSkel = std::unique_ptr<cordon_lsm, SkelDeleter>;
+
+constexpr const char* kSecurityfs = "/sys/kernel/security";
+
+// The maps userspace writes, by pin name.
+const char* const kMapPins[] = {"lsm_sandboxes", "cgroup_cache", "lsm_state", "file_rules", "sandbox_events",
+                                "sandbox_counters"};
+
+std::string ReadLsmList() {
+  auto list = ReadFile(std::string(kSecurityfs) + "/lsm");
+  if (!list) {
+    // securityfs is not mounted on every host; mounting it changes nothing else.
+    ::mkdir(kSecurityfs, 0755);
+    ::mount("securityfs", kSecurityfs, "securityfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+    list = ReadFile(std::string(kSecurityfs) + "/lsm");
+  }
+  if (!list) return "";
+  std::string s = *list;
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+bool ListHasBpf(const std::string& list) {
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (item == "bpf") return true;
+  return false;
+}
+
+Result<std::string> LsmPinDir() {
+  auto fs = EnsureBpffs();
+  if (!fs) return fs.error();
+  return *fs + "/cordon/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/lsm";
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+Result<LsmSkel> LoadSkeleton() {
+  LibbpfLogCapture log;
+  LsmSkel skel(cordon_lsm__open());
+  if (!skel) return SysError("open the BPF LSM object" + log.Tail());
+  if (int err = cordon_lsm__load(skel.get()))
+    return Error{"load the BPF LSM programs" + log.Tail(), -err};
+  return skel;
+}
+
+// Loads, attaches and pins the LSM object; a failure leaves nothing behind.
+Status LoadAndPin(const std::string& dir) {
+  auto skel = LoadSkeleton();
+  if (!skel) return skel.error();
+  std::string staging = dir + "_staging_" + std::to_string(::getpid());
+  CORDON_TRY(MakeDirs(staging, 0700));
+  std::vector<bpf_link*> links;
+  auto fail = [&](const Error& error) -> Error {
+    for (auto* link : links) {
+      bpf_link__unpin(link);
+      bpf_link__destroy(link);
+    }
+    if (auto names = ListDir(staging))
+      for (const auto& n : *names) ::unlink((staging + "/" + n).c_str());
+    ::rmdir(staging.c_str());
+    return error;
+  };
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, (*skel)->obj) {
+    bpf_link* link = bpf_program__attach_lsm(prog);
+    if (!link) return fail(SysError(std::string("attach LSM program ") + bpf_program__name(prog)));
+    links.push_back(link);
+    std::string pin = staging + "/link_" + bpf_program__name(prog);
+    if (bpf_link__pin(link, pin.c_str())) return fail(SysError("pin " + pin));
+  }
+  for (const char* name : kMapPins) {
+    bpf_map* map = bpf_object__find_map_by_name((*skel)->obj, name);
+    std::string pin = staging + "/" + name;
+    if (!map || bpf_map__pin(map, pin.c_str())) return fail(SysError("pin " + pin));
+  }
+  if (::rename(staging.c_str(), dir.c_str()) != 0) return fail(SysError("publish " + dir));
+  for (auto* link : links) bpf_link__destroy(link);  // pinned: stays attached
+  return {};
+}
+
+Result<UniqueFd> OpenPinned(const std::string& dir, const char* name) {
+  UniqueFd fd(bpf_obj_get((dir + "/" + name).c_str()));
+  if (!fd.valid()) return SysError("open " + dir + "/" + name);
+  return fd;
+}
+
+Status BumpGeneration(const std::string& dir) {
+  auto state = OpenPinned(dir, "lsm_state");
+  if (!state) return state.error();
+  uint32_t zero = 0;
+  cordon_lsm_state value = {};
+  if (bpf_map_lookup_elem(state->get(), &zero, &value)) return SysError("read lsm_state");
+  value.generation++;
+  if (bpf_map_update_elem(state->get(), &zero, &value, BPF_ANY)) return SysError("write lsm_state");
+  return {};
+}
+
+// Deletes the sandbox's file rules, all of them or all but `keep_version`.
+Status DeleteRules(const std::string& dir, uint64_t sandbox_id, std::optional<uint32_t> keep_version) {
+  auto rules = OpenPinned(dir, "file_rules");
+  if (!rules) return rules.error();
+  std::vector<cordon_inode_key> doomed;
+  cordon_inode_key key = {}, next = {};
+  void* prev = nullptr;
+  while (bpf_map_get_next_key(rules->get(), prev, &next) == 0) {
+    if (next.sandbox_id == sandbox_id && (!keep_version || next.version != *keep_version)) doomed.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  for (const auto& k : doomed) bpf_map_delete_elem(rules->get(), &k);
+  return {};
+}
+
+size_t CountSandboxes(const std::string& dir) {
+  auto sandboxes = OpenPinned(dir, "lsm_sandboxes");
+  if (!sandboxes) return 0;
+  size_t n = 0;
+  uint64_t key = 0, next = 0;
+  void* prev = nullptr;
+  while (bpf_map_get_next_key(sandboxes->get(), prev, &next) == 0) {
+    ++n;
+    key = next;
+    prev = &key;
+  }
+  return n;
+}
+
+Status Unload(const std::string& dir) {
+  auto names = ListDir(dir);
+  if (!names) return names.error();
+  for (const auto& name : *names) {
+    std::string path = dir + "/" + name;
+    if (name.rfind("link_", 0) == 0) {
+      UniqueFd link(bpf_obj_get(path.c_str()));
+      if (link.valid()) bpf_link_detach(link.get());
+    }
+    ::unlink(path.c_str());
+  }
+  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) return SysError("remove " + dir);
+  return {};
+}
+
+}  // namespace
+
+const LsmAvailability& ProbeLsm() {
+  static const LsmAvailability availability = [] {
+    LsmAvailability a;
+    a.lsm_list = ReadLsmList();
+    a.listed = ListHasBpf(a.lsm_list);
+    auto dir = LsmPinDir();
+    if (dir && Exists(*dir + "/lsm_sandboxes")) {
+      a.loadable = true;  // already loaded and attached by an earlier cordon
+    } else {
+      auto skel = LoadSkeleton();
+      a.loadable = skel.ok();
+      if (!skel.ok()) a.detail = "the kernel refuses BPF LSM programs (" + skel.error().ToString() + ")";
+    }
+    if (!a.listed) {
+      a.detail = "BPF LSM is not active: 'bpf' is missing from the kernel's LSM list (" +
+                 (a.lsm_list.empty() ? std::string("unreadable") : a.lsm_list) +
+                 "); boot with lsm=...,bpf to enable it";
+    }
+    // Keep the first line only: libbpf's log goes in the detail too.
+    return a;
+  }();
+  return availability;
+}
+
+Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPolicy& policy,
+                                                       std::vector<std::string>* skipped) {
+  std::vector<ResolvedFileRule> out;
+  for (const auto& rule : policy.file_rules) {
+    struct stat st;
+    if (::stat(rule.path.c_str(), &st) != 0) {
+      if (!rule.required) {
+        if (skipped) skipped->push_back(rule.path);
+        continue;
+      }
+      return SysError(rule.origin + ": " + rule.path);
+    }
+    ResolvedFileRule r;
+    r.dev = (major(st.st_dev) << 20) | minor(st.st_dev);
+    r.ino = st.st_ino;
+    r.rights = rule.rights;
+    r.rule = rule.rule;
+    r.path = rule.path;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd) {
+  auto dir = LsmPinDir();
+  if (!dir) return dir.error();
+  if (!Exists(*dir + "/lsm_sandboxes")) CORDON_TRY(LoadAndPin(*dir));
+  auto sandboxes = OpenPinned(*dir, "lsm_sandboxes");
+  auto file_rules = OpenPinned(*dir, "file_rules");
+  auto events = OpenPinned(*dir, "sandbox_events");
+  auto counters = OpenPinned(*dir, "sandbox_counters");
+  if (!sandboxes) return sandboxes.error();
+  if (!file_rules) return file_rules.error();
+  if (!events) return events.error();
+  if (!counters) return counters.error();
+
+  cordon_lsm_sandbox current = {};
+  bool replacing = bpf_map_lookup_elem(sandboxes->get(), &sandbox_id, &current) == 0;
+  uint32_t version = replacing ? current.version + 1 : 1;
+
+  // New rules first, under a version nothing reads yet.
+  for (const auto& r : rules) {
+    cordon_inode_key key = {};
+    key.sandbox_id = sandbox_id;
+    key.ino = r.ino;
+    key.dev = r.dev;
+    key.version = version;
+    cordon_inode_rule value = {};
+    if (bpf_map_lookup_elem(file_rules->get(), &key, &value) == 0) {
+      value.rights |= r.rights;  // two rule paths naming one object
+    } else {
+      value.rights = r.rights;
+      value.rule = r.rule;
+    }
+    if (bpf_map_update_elem(file_rules->get(), &key, &value, BPF_ANY))
+      return SysError("write file rule for " + r.path);
+  }
+  if (bpf_map_update_elem(events->get(), &sandbox_id, &events_fd, BPF_ANY))
+    return SysError("register the sandbox's ring buffer with the LSM programs");
+  if (bpf_map_update_elem(counters->get(), &sandbox_id, &counters_fd, BPF_ANY))
+    return SysError("register the sandbox's counters with the LSM programs");
+
+  cordon_lsm_sandbox next = {};
+  next.sandbox_id = sandbox_id;
+  next.version = version;
+  next.mode = policy.mode;
+  next.flags = policy.lsm_flags | (policy.has_files ? CORDON_LSM_F_FILES : 0);
+  next.families = policy.families;
+  next.level = cgroup_level;
+  // One hash update switches every hook to the new version at once.
+  if (bpf_map_update_elem(sandboxes->get(), &sandbox_id, &next, BPF_ANY))
+    return SysError("register the sandbox with the LSM programs");
+  CORDON_TRY(BumpGeneration(*dir));
+  if (replacing) CORDON_TRY(DeleteRules(*dir, sandbox_id, version));
+  return {};
+}
+
+Status LsmRemoveSandbox(uint64_t sandbox_id) {
+  auto dir = LsmPinDir();
+  if (!dir) return dir.error();
+  if (!Exists(*dir + "/lsm_sandboxes")) return {};
+  auto sandboxes = OpenPinned(*dir, "lsm_sandboxes");
+  if (!sandboxes) return sandboxes.error();
+  bpf_map_delete_elem(sandboxes->get(), &sandbox_id);
+  CORDON_TRY(BumpGeneration(*dir));
+  CORDON_TRY(DeleteRules(*dir, sandbox_id, std::nullopt));
+  if (auto events = OpenPinned(*dir, "sandbox_events")) bpf_map_delete_elem(events->get(), &sandbox_id);
+  if (auto counters = OpenPinned(*dir, "sandbox_counters")) bpf_map_delete_elem(counters->get(), &sandbox_id);
+  if (CountSandboxes(*dir) == 0) return Unload(*dir);
+  return {};
+}
+
+bool LsmHasSandbox(uint64_t sandbox_id) {
+  auto dir = LsmPinDir();
+  if (!dir) return false;
+  auto sandboxes = OpenPinned(*dir, "lsm_sandboxes");
+  if (!sandboxes) return false;
+  cordon_lsm_sandbox value;
+  return bpf_map_lookup_elem(sandboxes->get(), &sandbox_id, &value) == 0;
+}
+
+}  // namespace cordon

@@ -1,0 +1,60 @@
+// The host-wide BPF LSM object: file, exec, socket-family, unix-socket and
+// tamper enforcement for every sandbox. Loaded on first use, pinned in
+// <bpffs>/cordon/v1/lsm, unloaded when the last sandbox leaves.
+//
+// Usable only when BOTH hold: "bpf" is in the active LSM list (otherwise the
+// programs load and attach but the kernel never calls them — the silent
+// non-enforcement trap) AND the programs load (on some kernels every
+// trampoline program is refused with EPERM).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "policy/compiler.h"
+#include "util/result.h"
+
+namespace cordon {
+
+struct LsmAvailability {
+  bool listed = false;    // "bpf" in /sys/kernel/security/lsm
+  bool loadable = false;  // the LSM programs load and attach
+  std::string lsm_list;   // the kernel's active LSMs, as read
+  std::string detail;     // why not usable, for a person (empty when usable)
+  bool usable() const { return listed && loadable; }
+};
+
+// Reads the LSM list (mounting securityfs if needed) and, when bpf is listed,
+// checks that the programs load. Cached for the life of the process.
+const LsmAvailability& ProbeLsm();
+
+// One policy file rule resolved to the object it names.
+struct ResolvedFileRule {
+  uint32_t dev = 0;  // kernel encoding (major << 20 | minor)
+  uint64_t ino = 0;
+  uint32_t rights = 0;
+  uint32_t rule = 0;
+  std::string path;
+};
+
+// stat()s every file rule (following symlinks: a rule names the object).
+// Missing explicit paths are errors naming the field; missing profile paths
+// are skipped (listed in *skipped).
+Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPolicy& policy,
+                                                       std::vector<std::string>* skipped);
+
+// Registers (or atomically replaces) a sandbox's LSM policy. events_fd and
+// counters_fd are the sandbox's ring buffer and counters, shared with its
+// network programs.
+Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd);
+
+// Removes a sandbox; unloads the LSM object when no sandbox is left.
+// Not registered is not an error.
+Status LsmRemoveSandbox(uint64_t sandbox_id);
+
+// Whether the sandbox is registered with the (loaded) LSM object.
+bool LsmHasSandbox(uint64_t sandbox_id);
+
+}  // namespace cordon
