@@ -14,7 +14,8 @@
 # failed (no exit status came back: boot failure, panic, hang, timeout).
 # Environment: CORDON_VM_TIMEOUT (whole run, default 300 s),
 # CORDON_VM_BOOT_TIMEOUT (until the command starts, default 120 s),
-# CORDON_VM_CACHE (default /var/cache/cordon-vm).
+# CORDON_VM_CACHE (default /var/cache/cordon-vm), CORDON_VM_APPEND (extra
+# kernel command line, e.g. "loglevel=7" to see more of the boot).
 set -uo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -24,7 +25,7 @@ BOOT_TIMEOUT="${CORDON_VM_BOOT_TIMEOUT:-120}"
 VM_FAILED=125
 
 usage() {
-  sed -n '6,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '6,18p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit "$VM_FAILED"
 }
 
@@ -55,6 +56,7 @@ command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run
 lsm="lockdown,capability,landlock,yama"
 [ "$bpf_lsm" -eq 1 ] && lsm="$lsm,bpf"
 append="console=ttyS0 rdinit=/init lsm=$lsm panic=-1 mitigations=off 8250.nr_uarts=1 no_timer_check quiet"
+[ -n "${CORDON_VM_APPEND:-}" ] && append="$append $CORDON_VM_APPEND"
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 secs() { printf '%d.%d' $(($1 / 1000)) $((($1 % 1000) / 100)); }   # ms -> "s.d"
@@ -82,6 +84,7 @@ cp "$kdir/base.cpio" "$tmp/initrd.cpio"
 (cd "$tmp/initstage" && echo init | busybox cpio -o -H newc 2>/dev/null) >>"$tmp/initrd.cpio" \
   || die "cannot build the initramfs"
 
+# shellcheck disable=SC2054  # commas are qemu's, not array separators
 qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 512M -smp 2
   -nographic -no-reboot -nic none -fw_cfg name=etc/sercon-port,string=0
   -kernel "$kdir/vmlinux" -initrd "$tmp/initrd.cpio" -append "$append"
@@ -130,15 +133,21 @@ show_console_tail() {
   echo "---- last 60 lines of the $KEY console ----" >&2
   tail -n 60 "$tmp/console.log" | sed 's/\r$//' >&2
   echo "---- end of console ----" >&2
+  qemu_errors
+}
+# qemu's own messages, without the expected warning about etc/sercon-port
+# (that fw_cfg item silences SeaBIOS on the serial console).
+qemu_errors() {
+  grep -v 'sercon-port' "$tmp/qemu.err" | sed 's/^/qemu: /' >&2
 }
 
 say "booting $(cat "$kdir/package") (lsm=$lsm), timeout ${TIMEOUT}s"
 t_start=$(now_ms)
 for attempt in 1 2; do
   write_share "$@"
-  : >"$tmp/console.log"
+  : >"$tmp/console.log"; : >"$tmp/qemu.err"
   t0=$(now_ms)
-  timeout -k 10 "$TIMEOUT" "${qemu[@]}" </dev/null >"$tmp/console.log" 2>&1 &
+  timeout -k 10 "$TIMEOUT" "${qemu[@]}" </dev/null >"$tmp/console.log" 2>"$tmp/qemu.err" &
   qpid=$!
   if [ "$quiet" -eq 0 ]; then
     tail -s 0.1 -n +1 -f --pid="$qpid" "$tmp/console.log" | sed -u 's/\r$//' &
@@ -187,6 +196,7 @@ fi
 status="$(cat "$tmp/results/status")"
 case "$status" in ''|*[!0-9]*) die "unreadable exit status '$status'";; esac
 [ "$quiet" -eq 1 ] && cat "$tmp/results/output.log"
+qemu_errors
 boot="?"; run="?"
 if [ -f "$tmp/results/times" ]; then
   read -r _ up0 < <(grep '^start ' "$tmp/results/times")

@@ -15,7 +15,7 @@
 set -euo pipefail
 
 CACHE="${CORDON_VM_CACHE:-/var/cache/cordon-vm}"
-FORMAT=2   # bump when the layout of a prepared kernel dir changes
+FORMAT=3   # bump when the layout of a prepared kernel dir changes
 
 declare -A META=( [6.1]=linux-image-amd64 [6.12]=linux-image-6.12-amd64 )
 # Modules the guest needs, with their dependencies resolved from depends=.
@@ -74,7 +74,7 @@ apt_state() {
 # that the flavour's metapackage currently depends on.
 declare -A PKG=() VER=()
 resolve() {
-  local state key todo=() metas=() deps line meta pkg
+  local state key todo=() metas=() deps meta pkg
   state="$(apt_state)"
   if [ -f "$CACHE/resolved" ]; then
     while read -r s key pkg ver; do
@@ -236,7 +236,11 @@ prepare() {
 
   (cd "$stage" && find . | sort | busybox cpio -o -H newc 2>/dev/null) >"$dir/base.cpio"
   # Keep the whole module tree (with a busybox-made modules.dep) so that the
-  # guest can autoload modules (veth, nf_tables, inet_diag, ...).
+  # guest can autoload modules (veth, nf_tables, inet_diag, ...). Decompressed:
+  # busybox modprobe first offers a compressed file to finit_module, which
+  # logs "Invalid ELF header magic" for every module before it falls back.
+  find "$moddir" -name '*.ko.xz' -print0 | xargs -0 -r -n 200 -P "$(nproc)" xz -d
+  find "$moddir" -name '*.ko.zst' -print0 | xargs -0 -r -n 200 -P "$(nproc)" zstd -dq --rm
   busybox depmod -b "$(dirname "$(dirname "$(dirname "$moddir")")")" "$kver" \
     || die "depmod failed for $kver"
   mkdir -p "$dir/modules"
