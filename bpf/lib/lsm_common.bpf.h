@@ -187,6 +187,8 @@ static __always_inline void cordon_walk(struct cordon_walk *w, const struct cord
 struct cordon_path_build {
 	struct dentry *dentry;
 	struct vfsmount *mnt;
+	struct dentry *root_dentry; /* the task's root (chroot): paths are shown from there, as d_path does */
+	struct vfsmount *root_mnt;
 	char *buf;   /* scratch->build */
 	__u32 pos;   /* start of the assembled path in buf */
 	__u32 flags;
@@ -199,6 +201,8 @@ static long cordon_path_step(__u32 index, void *data)
 	if (!d)
 		return 1;
 	struct vfsmount *mnt = p->mnt;
+	if (d == p->root_dentry && mnt == p->root_mnt)
+		return 1;
 	if (mnt && d == BPF_CORE_READ(mnt, mnt_root)) {
 		struct mount *m = cordon_real_mount(mnt);
 		struct mount *up = BPF_CORE_READ(m, mnt_parent);
@@ -280,9 +284,12 @@ static __always_inline int cordon_lsm_report(const struct cordon_lsm_sandbox *sb
 		struct cordon_path_build p = {
 			.dentry = dentry, .mnt = mnt, .buf = s->build, .pos = CORDON_PATH_MAX - 1,
 		};
+		p.root_dentry = BPF_CORE_READ(task, fs, root.dentry);
+		p.root_mnt = BPF_CORE_READ(task, fs, root.mnt);
 		bpf_loop(CORDON_WALK_MAX, cordon_path_step, &p, 0);
 		struct dentry *last = p.dentry;
-		if (last && BPF_CORE_READ(last, d_parent) != last && !(p.flags & CORDON_PATH_F_TRUNCATED))
+		if (last && last != p.root_dentry && BPF_CORE_READ(last, d_parent) != last &&
+		    !(p.flags & CORDON_PATH_F_TRUNCATED))
 			p.flags |= CORDON_PATH_F_TOO_DEEP;
 		path_len = (CORDON_PATH_MAX - 1) - p.pos;
 		if (path_len == 0) {
@@ -320,7 +327,9 @@ static __always_inline int cordon_check_path(const struct cordon_lsm_sandbox *sb
 static __always_inline int cordon_is_anonymous(struct vfsmount *mnt)
 {
 	struct mount *m = cordon_real_mount(mnt);
-	return BPF_CORE_READ(m, mnt_ns) == NULL;
+	void *ns = BPF_CORE_READ(m, mnt_ns);
+	/* kern_mount() marks internal mounts with MNT_NS_INTERNAL, ERR_PTR(-EINVAL). */
+	return ns == NULL || (long)ns == -22;
 }
 
 #endif

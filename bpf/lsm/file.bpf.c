@@ -8,6 +8,7 @@
 
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
+#define FMODE_EXEC 0x20
 #define S_IFMT 00170000
 #define S_IFCHR 0020000
 #define S_IFBLK 0060000
@@ -32,7 +33,13 @@ int BPF_PROG(cordon_file_open, struct file *file)
 		want |= CORDON_FILE_WRITE;
 	if (!want)
 		return 0;
-	return cordon_check_path(sb, CORDON_EV_FILE_OPEN, BPF_CORE_READ(file, f_path.dentry), mnt, want);
+	/* Opened by execve (the program, a script interpreter, the ELF
+	 * interpreter): reading is all this open needs; exec itself is judged
+	 * by bprm_check_security and mappings by mmap_file. */
+	/* 6.8+ set FMODE_EXEC; older kernels leave only __FMODE_EXEC in f_flags. */
+	__u32 fflags = BPF_CORE_READ(file, f_flags);
+	__u16 kind = ((fmode & FMODE_EXEC) || (fflags & FMODE_EXEC)) ? CORDON_EV_FILE_EXEC : CORDON_EV_FILE_OPEN;
+	return cordon_check_path(sb, kind, BPF_CORE_READ(file, f_path.dentry), mnt, want);
 }
 
 /* Create-type operations need CREATE on the directory; the new name is

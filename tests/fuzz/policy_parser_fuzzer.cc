@@ -1,10 +1,14 @@
 // libFuzzer target: any bytes through parse -> compile -> describe -> evaluate.
 // Must never crash, hang or leak; a failure must always explain itself.
+// File rules must come out normalized, unique and numbered; the path
+// normalizer is also fed the raw input.
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
+#include <unordered_set>
 
 #include "policy/compiler.h"
 #include "policy/describe.h"
@@ -12,8 +16,58 @@
 
 namespace policy = cordon::policy;
 
+namespace {
+
+// Accepted paths are absolute, normalized and printable; normalizing is idempotent.
+void CheckNormalizer(std::string_view input) {
+  std::string normalized, error;
+  if (!policy::NormalizeFilePath(input, &normalized, &error)) {
+    if (error.empty()) std::abort();
+    return;
+  }
+  if (normalized.empty() || normalized[0] != '/' || normalized.size() > input.size()) std::abort();
+  if (normalized.size() > 1 && normalized.back() == '/') std::abort();
+  if (normalized.find("//") != std::string::npos || normalized.find("/./") != std::string::npos ||
+      normalized.find("/../") != std::string::npos || normalized.ends_with("/.") || normalized.ends_with("/..")) {
+    std::abort();
+  }
+  for (char c : normalized) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) std::abort();
+  }
+  std::string again;
+  if (!policy::NormalizeFilePath(normalized, &again, &error) || again != normalized) std::abort();
+}
+
+void CheckFileRules(const policy::CompiledPolicy& compiled) {
+  if (!compiled.has_files) {
+    if (!compiled.file_rules.empty()) std::abort();
+    if (compiled.lsm_flags & (CORDON_LSM_F_MEMFD_EXEC | CORDON_LSM_F_PROC_SELF)) std::abort();
+  }
+  constexpr uint32_t kKnownFlags =
+      CORDON_LSM_F_MEMFD_EXEC | CORDON_LSM_F_ABSTRACT_UNIX | CORDON_LSM_F_USERNS | CORDON_LSM_F_PROC_SELF;
+  if (compiled.lsm_flags & ~kKnownFlags) std::abort();
+  std::unordered_set<std::string> paths;
+  bool profile_seen = false;
+  for (size_t i = 0; i < compiled.file_rules.size(); ++i) {
+    const policy::FileRule& rule = compiled.file_rules[i];
+    if (rule.rule != i + 1) std::abort();
+    if (rule.rights == 0 || (rule.rights & ~policy::kFileRightsAll) || !(rule.rights & CORDON_FILE_READ)) std::abort();
+    if (!paths.insert(rule.path).second) std::abort();
+    std::string normalized, error;
+    if (!policy::NormalizeFilePath(rule.path, &normalized, &error) || normalized != rule.path) std::abort();
+    // Explicit entries (required) all come before profile entries.
+    const bool from_profile = rule.origin.starts_with("profile:");
+    if (from_profile == rule.required) std::abort();
+    if (!from_profile && profile_seen) std::abort();
+    profile_seen = profile_seen || from_profile;
+  }
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
+  CheckNormalizer(text);
   policy::ParsedPolicy parsed;
   policy::Diagnostics diags;
   if (!policy::ParsePolicyText(text, "fuzz.yaml", &parsed, &diags)) {
@@ -29,6 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   (void)policy::Describe(compiled);
+  CheckFileRules(compiled);
 
   // The image must decide as the rules do, at a few addresses derived from
   // the policy itself (each rule's first address) and from the input.

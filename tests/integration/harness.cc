@@ -152,7 +152,7 @@ int RunInCgroup(const std::string& cgroup_path, const std::function<int()>& body
   return child.Go();
 }
 
-WaitingChild::WaitingChild(const std::string& cgroup_path, std::function<int()> body) {
+WaitingChild::WaitingChild(const std::string& cgroup_path, std::function<int()> body, std::function<void()> before) {
   int go[2], result[2];
   if (::pipe2(go, O_CLOEXEC) || ::pipe2(result, O_CLOEXEC)) return;
   int joined[2];
@@ -166,6 +166,7 @@ WaitingChild::WaitingChild(const std::string& cgroup_path, std::function<int()> 
     int fd = ::open((cgroup_path + "/cgroup.procs").c_str(), O_WRONLY);
     int ok = fd >= 0 && ::write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size()) ? 0 : errno;
     if (fd >= 0) ::close(fd);
+    if (ok == 0 && before) before();
     (void)!::write(joined[1], &ok, sizeof ok);
     if (ok != 0) _exit(1);
     char c;

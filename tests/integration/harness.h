@@ -54,7 +54,8 @@ int RunInCgroup(const std::string& cgroup_path, const std::function<int()>& body
 // a policy to a cgroup whose process is already running.
 class WaitingChild {
  public:
-  WaitingChild(const std::string& cgroup_path, std::function<int()> body);
+  // `before` runs in the child after it joined the cgroup, before waiting.
+  WaitingChild(const std::string& cgroup_path, std::function<int()> body, std::function<void()> before = nullptr);
   ~WaitingChild();
   int pid() const { return pid_; }
   int Go();  // releases the child and returns its body's result

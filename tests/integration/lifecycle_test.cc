@@ -39,7 +39,7 @@ TEST_F(Lifecycle, AttachPersistsReplaceSwapsDetachRemovesEverything) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("attached sandbox 'life'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("NOT refused"), std::string::npos) << "must state the families it cannot enforce: " << r.err;
-  EXPECT_NE(r.err.find("file and exec rules: NOT enforced"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tamper protection"), std::string::npos) << r.err;
   ASSERT_TRUE(Exists(PinDir(cg.id()) + "/link_connect4"));
 
   // Enforcement persists after the attaching process has exited.
@@ -161,11 +161,10 @@ TEST_F(Lifecycle, DefaultPolicyDeniesAllEgressIncludingLoopback) {
 TEST_F(Lifecycle, FullRingBufferIsCountedAndReportedAsLoss) {
   TestCgroup cg("loss");
   PolicyFile policy(LoopbackPolicy("loss", 1));
-  // The smallest ring buffer: one page holds a few dozen events.
-  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--ringbuf-size",
-                            std::to_string(::sysconf(_SC_PAGESIZE))});
+  // The 256 KiB ring buffer holds about 2,700 network events; nobody reads it.
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path()});
   ASSERT_EQ(r.status, 0) << r.err;
-  const int kAttempts = 500;
+  const int kAttempts = 20000;
   int denied = RunInCgroup(cg.path(), [] {
     int n = 0;
     for (int i = 0; i < kAttempts; ++i) n += UdpSendto(V4("127.0.0.1", 9)) == EPERM;

@@ -190,7 +190,23 @@ TEST(PolicyCompiler, DefaultPolicyMatchesItsYaml) {
   EXPECT_EQ(compiled.families, builtin.families);
   EXPECT_EQ(compiled.sock_protos, builtin.sock_protos);
   EXPECT_TRUE(builtin.rules.empty() && builtin.addr_entries.empty() && builtin.port_entries.empty());
+  EXPECT_TRUE(compiled.rules.empty() && compiled.addr_entries.empty() && compiled.port_entries.empty());
   EXPECT_FALSE(EvaluateImage(builtin, V4("127.0.0.1"), 80, kProtoTcp));
+  // Files: the profiles runtime-minimal, shell and python3, nothing more.
+  EXPECT_TRUE(builtin.has_files);
+  EXPECT_EQ(compiled.has_files, builtin.has_files);
+  EXPECT_EQ(compiled.lsm_flags, builtin.lsm_flags);
+  EXPECT_EQ(builtin.lsm_flags, static_cast<uint32_t>(CORDON_LSM_F_PROC_SELF));
+  EXPECT_EQ(compiled.file_rules, builtin.file_rules);
+  EXPECT_FALSE(builtin.file_rules.empty());
+  for (const FileRule& rule : builtin.file_rules) {
+    EXPECT_FALSE(rule.required) << rule.path;
+    EXPECT_TRUE(rule.origin == "profile:runtime-minimal" || rule.origin == "profile:shell" ||
+                rule.origin == "profile:python3")
+        << rule.origin;
+    EXPECT_EQ(rule.rights & CORDON_FILE_CREATE, 0u) << rule.path;  // nothing can be created
+  }
+  EXPECT_EQ(Describe(compiled), Describe(builtin));
 }
 
 TEST(PolicyCompiler, ImageOfOneRule) {
@@ -393,7 +409,11 @@ spec:
   EXPECT_NE(text.find("1. allow tcp,udp 10.0.0.0/8 ports 443,8000-8100  (web)\n"), std::string::npos) << text;
   EXPECT_NE(text.find("2. allow udp 2001:db8::/32 port 53\n"), std::string::npos) << text;
   EXPECT_NE(text.find("3. allow tcp 192.0.2.1/32 all ports\n"), std::string::npos) << text;
-  const std::string tail = "egress: nothing else (default deny)\n";
+  EXPECT_NE(text.find("3. allow tcp 192.0.2.1/32 all ports\negress: nothing else (default deny)\n"),
+            std::string::npos)
+      << text;
+  const std::string tail =
+      "files: not restricted by this policy (no spec.files)\nabstract unix sockets: denied\nuser namespaces: denied\n";
   EXPECT_EQ(text.substr(text.size() - tail.size()), tail) << text;
 
   std::string none = Describe(MustCompile("    families: []\n"));
@@ -457,6 +477,39 @@ TEST(PolicyCompiler, ExamplesMeanWhatTheySay) {
   CompiledPolicy none = load("no-network-runner.yaml");
   EXPECT_EQ(none.families, 1u << CORDON_FAM_UNIX);
   EXPECT_TRUE(none.addr_entries.empty());
+
+  // Files: explicit paths first (required), then the profiles (optional).
+  auto find = [](const CompiledPolicy& p, const std::string& path) -> const FileRule* {
+    for (const FileRule& rule : p.file_rules) {
+      if (rule.path == path) return &rule;
+    }
+    return nullptr;
+  };
+  ASSERT_TRUE(build.has_files);
+  ASSERT_GE(build.file_rules.size(), 4u);
+  EXPECT_EQ(build.file_rules[0], (FileRule{"/work/src", kFileRightsRead, 1, true, "spec.files.read[0]"}));
+  EXPECT_EQ(build.file_rules[1], (FileRule{"/etc/ssl/certs", kFileRightsRead, 2, true, "spec.files.read[1]"}));
+  EXPECT_EQ(build.file_rules[3], (FileRule{"/work/out", kFileRightsWrite, 4, true, "spec.files.write[0]"}));
+  EXPECT_EQ(build.file_rules[4].origin, "profile:runtime-minimal");
+  ASSERT_NE(find(build, "/usr/bin/git"), nullptr);
+  ASSERT_NE(find(build, "/bin/sh"), nullptr);
+  ASSERT_NE(find(build, "/usr/bin/python3"), nullptr);
+  EXPECT_EQ(build.lsm_flags, static_cast<uint32_t>(CORDON_LSM_F_PROC_SELF));
+
+  ASSERT_TRUE(none.has_files);
+  ASSERT_FALSE(none.file_rules.empty());
+  EXPECT_EQ(none.file_rules[0], (FileRule{"/tmp/cordon-out", kFileRightsWrite, 1, true, "spec.files.write[0]"}));
+  EXPECT_NE(find(none, "/usr/bin/python3"), nullptr);
+  EXPECT_EQ(find(none, "/usr/bin/git"), nullptr);
+
+  ASSERT_TRUE(proxy.has_files);
+  ASSERT_GE(proxy.file_rules.size(), 4u);
+  EXPECT_EQ(proxy.file_rules[0], (FileRule{"/opt/fetch-job", kFileRightsRead, 1, true, "spec.files.read[0]"}));
+  EXPECT_EQ(proxy.file_rules[3], (FileRule{"/tmp/cordon-fetch", kFileRightsWrite, 4, true, "spec.files.write[0]"}));
+  EXPECT_EQ(find(proxy, "/bin/sh"), nullptr);  // no shell profile
+
+  EXPECT_FALSE(dev.has_files);  // the JSON example leaves files unrestricted
+  EXPECT_TRUE(dev.file_rules.empty());
 }
 
 // ---- Randomized: the image decides exactly as the rules do -------------------

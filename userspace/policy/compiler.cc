@@ -6,9 +6,14 @@
 // every ancestor before its descendants, and the ancestors of the current
 // prefix are exactly a stack (at most 129 deep), so each prefix is folded once
 // against its nearest ancestor's already-folded set: O(n log n) overall.
+//
+// Files: paths are checked and normalized lexically (the compiler never
+// touches the filesystem; the loader resolves them), profiles expanded from
+// the tables below, and repeated paths merged into their first entry.
 #include "policy/compiler.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -59,6 +64,147 @@ std::string Quote(const std::string& text) {
   return "'" + shown + "'";
 }
 
+// ---- File profiles ------------------------------------------------------------
+//
+// For Debian 12 (bookworm) x86_64 with merged /usr: /bin, /sbin, /lib and
+// /lib64 are symlinks into /usr, so both spellings are listed (the loader
+// follows symlinks; on other layouts whichever exists applies). Entries absent
+// on the host are skipped at attach time. Never list a path whose target
+// depends on who resolves it (/dev/stdin, /dev/fd, /proc/self): the loader,
+// not the sandbox, would resolve it.
+
+constexpr uint32_t kR = kFileRightsRead;
+constexpr uint32_t kRW = CORDON_FILE_READ | CORDON_FILE_WRITE;  // devices: no create/delete
+constexpr uint32_t kX = kFileRightsExec;
+constexpr uint32_t kLib = kFileRightsLibrary;
+
+constexpr FileProfileEntry kRuntimeMinimal[] = {
+    // Shared libraries and the dynamic loader (ld.so maps them executable).
+    {"/lib", kLib},
+    {"/lib64", kLib},
+    {"/usr/lib", kLib},
+    {"/usr/lib64", kLib},
+    {"/usr/lib/x86_64-linux-gnu", kLib},
+    {"/lib/x86_64-linux-gnu", kLib},
+    {"/usr/local/lib", kLib},  // in the loader's search path (/etc/ld.so.conf.d/libc.conf)
+    // Loader configuration.
+    {"/etc/ld.so.cache", kR},
+    {"/etc/ld.so.conf", kR},
+    {"/etc/ld.so.conf.d", kR},
+    // Time zone and locale data.
+    {"/etc/localtime", kR},
+    {"/etc/timezone", kR},
+    {"/usr/share/zoneinfo", kR},
+    {"/usr/lib/locale", kR},
+    {"/usr/share/locale", kR},
+    {"/etc/locale.alias", kR},
+    // Name service switch: users, groups, hosts, services (getpwuid, getaddrinfo).
+    {"/etc/nsswitch.conf", kR},
+    {"/etc/passwd", kR},
+    {"/etc/group", kR},
+    {"/etc/host.conf", kR},
+    {"/etc/resolv.conf", kR},
+    {"/etc/hosts", kR},
+    {"/etc/gai.conf", kR},
+    {"/etc/services", kR},
+    {"/etc/protocols", kR},
+    // OpenSSL's configuration, read when libcrypto initializes (Python's hashlib and ssl).
+    {"/etc/ssl/openssl.cnf", kR},
+    // CPU count (sysconf(_SC_NPROCESSORS_ONLN) reads /sys/devices/system/cpu/online).
+    {"/sys/devices/system/cpu", kR},
+    // Devices every program may use.
+    {"/dev/null", kRW},
+    {"/dev/tty", kRW},
+    {"/dev/full", kRW},
+    {"/dev/zero", kR},
+    {"/dev/urandom", kR},
+    {"/dev/random", kR},
+};
+
+constexpr FileProfileEntry kPython3[] = {
+    {"/usr/bin/python3", kX},
+    {"/usr/bin/python3.11", kX},
+    {"/usr/lib/python3.11", kR},
+    {"/usr/lib/python3.11/lib-dynload", kLib},  // C extension modules of the standard library
+    {"/usr/lib/python3", kR},
+    {"/usr/lib/python3/dist-packages", kLib},  // Debian packages, with their C extensions
+    {"/usr/local/lib/python3.11", kR},
+    {"/usr/local/lib/python3.11/dist-packages", kLib},  // pip-installed, with their C extensions
+    {"/etc/python3.11", kR},  // sitecustomize.py
+    {"/etc/python3", kR},
+};
+
+constexpr FileProfileEntry kShell[] = {
+    // The shells (/bin/sh is dash on Debian).
+    {"/bin/sh", kX}, {"/usr/bin/sh", kX},
+    {"/bin/dash", kX}, {"/usr/bin/dash", kX},
+    {"/bin/bash", kX}, {"/usr/bin/bash", kX},
+    // Commands shell scripts commonly run.
+    {"/usr/bin/env", kX},
+    {"/bin/cat", kX}, {"/usr/bin/cat", kX},
+    {"/bin/ls", kX}, {"/usr/bin/ls", kX},
+    {"/bin/echo", kX}, {"/usr/bin/echo", kX},
+    {"/usr/bin/test", kX}, {"/usr/bin/[", kX},
+    {"/bin/true", kX}, {"/usr/bin/true", kX},
+    {"/bin/false", kX}, {"/usr/bin/false", kX},
+    {"/usr/bin/head", kX}, {"/usr/bin/tail", kX},
+    {"/usr/bin/wc", kX}, {"/usr/bin/sort", kX}, {"/usr/bin/tr", kX},
+    {"/usr/bin/mkdir", kX}, {"/bin/mkdir", kX},
+    {"/usr/bin/rm", kX}, {"/bin/rm", kX},
+    {"/usr/bin/cp", kX}, {"/bin/cp", kX},
+    {"/usr/bin/mv", kX}, {"/bin/mv", kX},
+    {"/usr/bin/touch", kX}, {"/bin/touch", kX},
+    {"/usr/bin/id", kX}, {"/usr/bin/dirname", kX}, {"/usr/bin/basename", kX},
+    {"/usr/bin/grep", kX}, {"/bin/grep", kX},
+    {"/usr/bin/sed", kX}, {"/bin/sed", kX},
+};
+
+constexpr FileProfileEntry kGit[] = {
+    {"/usr/bin/git", kX},
+    {"/usr/lib/git-core", kX},  // git's helpers (git-remote-https, ...) are executed from here
+    {"/usr/share/git-core", kR},  // templates for git init
+    {"/etc/gitconfig", kR},
+};
+
+constexpr FileProfile kFileProfiles[] = {
+    {"runtime-minimal", kRuntimeMinimal, CORDON_LSM_F_PROC_SELF},
+    {"python3", kPython3, 0},
+    {"shell", kShell, 0},
+    {"git", kGit, 0},
+};
+
+const FileProfile* FindProfile(std::string_view name) {
+  for (const FileProfile& profile : kFileProfiles) {
+    if (name == profile.name) return &profile;
+  }
+  return nullptr;
+}
+
+// file_rules under construction: a path mentioned again merges into its first entry.
+class FileRuleSet {
+ public:
+  void Add(const std::string& path, uint32_t rights, bool required, const std::string& origin) {
+    auto [it, inserted] = index_.emplace(path, rules_.size());
+    if (!inserted) {
+      FileRule& first = rules_[it->second];
+      first.rights |= rights;
+      first.required = first.required || required;
+      return;
+    }
+    rules_.push_back(FileRule{path, rights, static_cast<uint32_t>(rules_.size() + 1), required, origin});
+  }
+  void AddProfile(const FileProfile& profile, uint32_t* lsm_flags) {
+    const std::string origin = std::string("profile:") + profile.name;
+    for (const FileProfileEntry& entry : profile.entries) Add(entry.path, entry.rights, false, origin);
+    *lsm_flags |= profile.lsm_flags;
+  }
+  std::vector<FileRule> Take() { return std::move(rules_); }
+
+ private:
+  std::vector<FileRule> rules_;
+  std::unordered_map<std::string, size_t> index_;
+};
+
 class Validator {
  public:
   Validator(const ParsedPolicy& parsed, Diagnostics* diags) : parsed_(parsed), diags_(diags) {}
@@ -87,6 +233,7 @@ class Validator {
   void Rule(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out);
   void Ports(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out);
   void Protocols(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out);
+  void Files(const cordon::v1::Files& files, CompiledPolicy* out);
 
   const ParsedPolicy& parsed_;
   Diagnostics* diags_;
@@ -218,6 +365,70 @@ void Validator::Rule(const cordon::v1::EgressRule& rule, const std::string& fiel
   Protocols(rule, field, out);
 }
 
+void Validator::Files(const cordon::v1::Files& files, CompiledPolicy* out) {
+  FileRuleSet rules;
+  const size_t explicit_count =
+      static_cast<size_t>(files.read_size()) + static_cast<size_t>(files.write_size()) +
+      static_cast<size_t>(files.exec_size());
+  if (explicit_count > kMaxFileRules) {
+    Error("spec.files", "too many paths: " + std::to_string(explicit_count) + " in read, write and exec (the limit is " +
+                            std::to_string(kMaxFileRules) + ")");
+    return;
+  }
+  struct List {
+    const char* field;
+    const google::protobuf::RepeatedPtrField<std::string>* paths;
+    uint32_t rights;
+  };
+  const List lists[] = {
+      {"spec.files.read", &files.read(), kFileRightsRead},
+      {"spec.files.write", &files.write(), kFileRightsWrite},
+      {"spec.files.exec", &files.exec(), kFileRightsExec},
+  };
+  for (const List& list : lists) {
+    std::unordered_map<std::string, int> first;  // normalized path -> index of its first mention in this list
+    for (int i = 0; i < list.paths->size(); ++i) {
+      const std::string item = std::string(list.field) + "[" + std::to_string(i) + "]";
+      std::string path, error;
+      if (!NormalizeFilePath((*list.paths)[i], &path, &error)) {
+        Error(item, error);
+        continue;
+      }
+      auto [it, inserted] = first.emplace(path, i);
+      if (!inserted) {
+        // Name the first mention: "/a/" and "//a" are "/a" too.
+        const std::string short_name = std::string(list.field).substr(std::string("spec.files.").size());
+        const int line = LineOf(std::string(list.field) + "[" + std::to_string(it->second) + "]");
+        Error(item, "duplicate path " + Quote(path) + " (first as " + short_name + "[" + std::to_string(it->second) +
+                        "]" + (line > 0 ? ", line " + std::to_string(line) : "") + ")");
+        continue;
+      }
+      rules.Add(path, list.rights, true, item);
+    }
+  }
+  std::map<std::string, int> included;  // profile name -> index of its first mention
+  for (int i = 0; i < files.include_size(); ++i) {
+    const std::string item = "spec.files.include[" + std::to_string(i) + "]";
+    const std::string& name = files.include(i);
+    const FileProfile* profile = FindProfile(name);
+    if (!profile) {
+      std::string known;
+      for (const FileProfile& p : kFileProfiles) known += std::string(known.empty() ? "" : ", ") + p.name;
+      Error(item, "unknown profile " + Quote(name) + " (expected one of: " + known + ")");
+      continue;
+    }
+    auto [it, inserted] = included.emplace(name, i);
+    if (!inserted) {
+      Error(item, "duplicate profile " + Quote(name) +
+                      FirstAt("spec.files.include[" + std::to_string(it->second) + "]"));
+      continue;
+    }
+    rules.AddProfile(*profile, &out->lsm_flags);
+  }
+  if (files.allow_memfd_exec()) out->lsm_flags |= CORDON_LSM_F_MEMFD_EXEC;
+  out->file_rules = rules.Take();
+}
+
 bool Validator::Run(CompiledPolicy* out) {
   const size_t diags_before = diags_->size();
   const cordon::v1::SandboxPolicy& policy = parsed_.proto;
@@ -258,6 +469,12 @@ bool Validator::Run(CompiledPolicy* out) {
                       : kDefaultFamilies;
   out->sock_protos =
       NamedBits(network.extra_protocols(), "spec.network.extraProtocols", "extra protocol", kSockProtos);
+  if (network.abstract_unix()) out->lsm_flags |= CORDON_LSM_F_ABSTRACT_UNIX;
+  if (policy.spec().allow_user_namespaces()) out->lsm_flags |= CORDON_LSM_F_USERNS;
+
+  // `files: {}` is present (deny every file access); `files:` (null) and no key are absent.
+  out->has_files = policy.spec().has_files() || Present("spec.files");
+  if (out->has_files) Files(policy.spec().files(), out);
 
   if (static_cast<size_t>(network.egress_size()) > kMaxEgressRules) {
     Error("spec.network.egress", "too many egress rules: " + std::to_string(network.egress_size()) +
@@ -542,29 +759,99 @@ bool Compile(const ParsedPolicy& parsed, CompiledPolicy* out, Diagnostics* diags
   return true;
 }
 
+std::span<const FileProfile> FileProfiles() { return kFileProfiles; }
+
+bool NormalizeFilePath(std::string_view path, std::string* out, std::string* error) {
+  const std::string text(path);
+  if (path.empty()) {
+    *error = "empty path (expected an absolute path such as /work/out)";
+    return false;
+  }
+  for (size_t i = 0; i < path.size(); ++i) {
+    const auto c = static_cast<unsigned char>(path[i]);
+    if (c == 0) {
+      *error = "path contains a NUL byte (at byte " + std::to_string(i) + ")";
+      return false;
+    }
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", c);
+      *error = "path contains a control character (" + std::string(hex) + " at byte " + std::to_string(i) + ")";
+      return false;
+    }
+  }
+  if (path.size() > kMaxFilePathBytes) {
+    *error = "path is too long: " + std::to_string(path.size()) + " bytes (the limit is " +
+             std::to_string(kMaxFilePathBytes) + ")";
+    return false;
+  }
+  if (path[0] != '/') {
+    *error = "relative path " + Quote(text) + " (paths must be absolute, starting with /" +
+             (path[0] == '~' ? "; '~' is not expanded" : "") + ")";
+    return false;
+  }
+  std::string normalized;
+  normalized.reserve(path.size());
+  size_t start = 0;
+  while (start < path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    const std::string_view component = path.substr(start, end - start);
+    start = end + 1;
+    if (component.empty() || component == ".") continue;
+    if (component == "..") {
+      *error = "'..' in path " + Quote(text) +
+               " (write the path without '..': the loader follows symlinks, so '..' is ambiguous)";
+      return false;
+    }
+    normalized += '/';
+    normalized += component;
+  }
+  if (normalized.empty()) normalized = "/";
+  *out = std::move(normalized);
+  return true;
+}
+
 CompiledPolicy DefaultPolicy() {
   CompiledPolicy policy;
   policy.name = "default";
   policy.mode = CORDON_MODE_ENFORCE;
   policy.families = kDefaultFamilies;
   policy.sock_protos = 0;
+  policy.has_files = true;
+  FileRuleSet rules;
+  for (const char* name : {"runtime-minimal", "shell", "python3"}) {
+    rules.AddProfile(*FindProfile(name), &policy.lsm_flags);
+  }
+  policy.file_rules = rules.Take();
   return policy;
 }
 
 const char* DefaultPolicyYaml() {
   return R"(# cordon's built-in default policy: sockets of the common families may be
 # created, but no connection or datagram may leave the sandbox (loopback
-# included). Copy it as a starting point and add egress rules.
+# included). Files: the sandbox may run shell scripts and python3 and read
+# what they need to start (shared libraries, locale, time zone and name
+# service configuration); it may write nothing but /dev/null, /dev/tty and
+# /dev/full. Copy it as a starting point and add egress rules and paths.
 apiVersion: cordon/v1
 kind: SandboxPolicy
 metadata:
   name: default
-  description: No network egress; unix, inet and inet6 sockets may be created.
+  description: No network egress; runs shell and python3; reads their runtime files; writes nothing.
 spec:
   mode: enforce
+  allowUserNamespaces: false
   network:
     families: [unix, inet, inet6]
     egress: []
+    abstractUnix: false
+  files:
+    include: [runtime-minimal, shell, python3]
+    read: []
+    write: []
+    exec: []
+    allowMemfdExec: false
 )";
 }
 

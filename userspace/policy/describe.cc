@@ -95,6 +95,36 @@ std::string Describe(const CompiledPolicy& policy) {
     out += "\n";
   }
   out += "egress: nothing else (default deny)\n";
+
+  if (!policy.has_files) {
+    out += "files: not restricted by this policy (no spec.files)\n";
+  } else {
+    out += "files: " + std::to_string(policy.file_rules.size()) +
+           " rules (r read, w write, c create/delete/rename, x execute, m map executable; explicit paths must "
+           "exist, profile paths absent on the host are skipped)\n";
+    for (const FileRule& rule : policy.file_rules) {
+      out += "  " + FileRightsText(rule.rights) + " " + Printable(rule.path) + "  (" + Printable(rule.origin) + ")\n";
+    }
+    out += "files: everything else denied (default deny)\n";
+    out += std::string("own /proc/<pid>: ") +
+           (policy.lsm_flags & CORDON_LSM_F_PROC_SELF ? "readable (profile runtime-minimal)" : "denied") + "\n";
+    out += std::string("memfd exec: ") +
+           (policy.lsm_flags & CORDON_LSM_F_MEMFD_EXEC ? "allowed (spec.files.allowMemfdExec)" : "denied") + "\n";
+  }
+  out += std::string("abstract unix sockets: ") +
+         (policy.lsm_flags & CORDON_LSM_F_ABSTRACT_UNIX ? "allowed (spec.network.abstractUnix)" : "denied") + "\n";
+  out += std::string("user namespaces: ") +
+         (policy.lsm_flags & CORDON_LSM_F_USERNS ? "allowed (spec.allowUserNamespaces)" : "denied") + "\n";
+  return out;
+}
+
+std::string FileRightsText(uint32_t rights) {
+  std::string out = "-----";
+  if (rights & CORDON_FILE_READ) out[0] = 'r';
+  if (rights & CORDON_FILE_WRITE) out[1] = 'w';
+  if (rights & CORDON_FILE_CREATE) out[2] = 'c';
+  if (rights & CORDON_FILE_EXEC) out[3] = 'x';
+  if (rights & CORDON_FILE_MAP_EXEC) out[4] = 'm';
   return out;
 }
 

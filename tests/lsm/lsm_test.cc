@@ -1,0 +1,626 @@
+// File, exec, socket-family, unix-socket and tamper enforcement by BPF LSM.
+//
+// These run for real only where BPF LSM works: in the test VMs (tests/vm),
+// which set CORDON_EXPECT_LSM=1 (must enforce) or 0 (booted without bpf in
+// lsm=: must report it unavailable). On a host whose kernel refuses BPF LSM
+// the enforcement tests skip and LsmHonesty checks cordon says so.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/reboot.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/reboot.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "events/decoder.h"
+#include "tests/integration/harness.h"
+
+namespace cordon::test {
+namespace {
+
+int ExpectLsm() {
+  const char* v = std::getenv("CORDON_EXPECT_LSM");
+  return v ? std::atoi(v) : -1;  // -1: not said (host)
+}
+
+bool LsmUsable() {
+  CommandResult r = Cordon({"status", "--json"});
+  return r.out.find("\"usable\":true") != std::string::npos;
+}
+
+void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int OpenErrno(const std::string& path, int flags) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  ::close(fd);
+  return 0;
+}
+
+// A scratch tree on the guest's writable tmpfs:
+//   in/ (read rule), out/ (write rule), secret/ (no rule), bin/ (exec rule)
+class Tree {
+ public:
+  Tree() {
+    char tmpl[] = "/tmp/cordon-lsm-XXXXXX";
+    root_ = ::mkdtemp(tmpl);
+    for (const char* d : {"in", "out", "secret", "bin"}) ::mkdir((root_ + "/" + d).c_str(), 0755);
+    WriteText(root_ + "/in/input.txt", "input\n");
+    WriteText(root_ + "/secret/key", "TOP SECRET\n");
+    WriteText(root_ + "/out/existing", "x\n");
+  }
+  ~Tree() { cordon::test::Run({"rm", "-rf", root_}); }
+  std::string operator/(const std::string& rel) const { return root_ + "/" + rel; }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
+
+std::string FilesPolicy(const Tree& t, const std::string& extra_files = "", const std::string& extra_spec = "",
+                        const std::string& mode = "enforce") {
+  return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: lsm-test}\nspec:\n  mode: " + mode +
+         "\n" + extra_spec + "  files:\n    include: [runtime-minimal, shell, python3]\n    read: [" + (t / "in") +
+         "]\n    write: [" + (t / "out") + "]\n    exec: [" + (t / "bin") + "]\n" + extra_files;
+}
+
+std::string Dump(const std::vector<cordon::v1::AuditEvent>& events) {
+  std::string out = "events:\n";
+  for (const auto& e : events) out += "  " + ToCompactLine(e) + "\n";
+  return out;
+}
+
+const cordon::v1::AuditEvent* Find(const std::vector<cordon::v1::AuditEvent>& events, const std::string& kind,
+                                   const std::string& path_suffix = "") {
+  for (const auto& e : events)
+    if (e.kind() == kind && (path_suffix.empty() || (e.file().path().size() >= path_suffix.size() &&
+                                                     e.file().path().compare(e.file().path().size() - path_suffix.size(),
+                                                                             path_suffix.size(), path_suffix) == 0)))
+      return &e;
+  return nullptr;
+}
+
+class Lsm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+    bool usable = LsmUsable();
+    if (ExpectLsm() == 1) ASSERT_TRUE(usable) << "this VM boots with bpf in lsm=: cordon must be able to enforce";
+    if (!usable) GTEST_SKIP() << "BPF LSM not usable on this kernel (LsmHonesty covers it)";
+  }
+  void Attach(const TestCgroup& cg, const std::string& yaml) {
+    PolicyFile policy(yaml);
+    CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path()});
+    ASSERT_EQ(r.status, 0) << r.err;
+    ASSERT_EQ(r.err.find("NOT enforced"), std::string::npos) << r.err;
+  }
+  Tree tree_;
+};
+
+TEST_F(Lsm, ReadsOutsideThePolicyAreDenied) {
+  TestCgroup cg("read");
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "in/input.txt", O_RDONLY); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "secret/key", O_RDONLY); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno("/etc/shadow", O_RDONLY); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "in/input.txt", O_WRONLY); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno("/dev/null", O_WRONLY); }), 0);  // runtime-minimal
+  auto events = TakeEvents(cg.path());
+  const auto* e = Find(events, "file.open", "/secret/key");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->file().path(), tree_ / "secret/key");
+  EXPECT_EQ(e->file().access(), "read");
+  EXPECT_EQ(e->verdict(), "denied");
+  EXPECT_EQ(e->enforcement(), "kernel-lsm");
+  ASSERT_NE(Find(events, "file.open", "/etc/shadow"), nullptr);
+  const auto* w = Find(events, "file.open", "/in/input.txt");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->file().access(), "write");
+  EXPECT_EQ(w->file().granted(), "read");
+}
+
+TEST_F(Lsm, WriteDirectoryAllowsEverythingInsideAndNothingOutside) {
+  TestCgroup cg("write");
+  Attach(cg, FilesPolicy(tree_));
+  auto inside = [&] {
+    std::string f = tree_ / "out/new.txt";
+    int fd = ::open(f.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) return 1000 + errno;
+    ::close(fd);
+    if (::rename(f.c_str(), (tree_ / "out/renamed.txt").c_str())) return 2000 + errno;
+    if (::mkdir((tree_ / "out/d").c_str(), 0755) || ::rmdir((tree_ / "out/d").c_str())) return 3000 + errno;
+    if (::truncate((tree_ / "out/renamed.txt").c_str(), 0)) return 4000 + errno;
+    if (::unlink((tree_ / "out/renamed.txt").c_str())) return 5000 + errno;
+    return 0;
+  };
+  EXPECT_EQ(RunInCgroup(cg.path(), inside), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "in/new", O_CREAT | O_WRONLY); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::mkdir((tree_ / "secret/d").c_str(), 0755) ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::unlink((tree_ / "in/input.txt").c_str()) ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::truncate((tree_ / "in/input.txt").c_str(), 0) ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::chmod((tree_ / "in/input.txt").c_str(), 0777) ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              return ::symlink("/etc/passwd", (tree_ / "secret/l").c_str()) ? errno : 0;
+            }),
+            EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              return ::mknod((tree_ / "out/sda").c_str(), S_IFBLK | 0600, makedev(8, 0)) ? errno : 0;
+            }),
+            EPERM);
+  auto events = TakeEvents(cg.path());
+  EXPECT_NE(Find(events, "file.create", "/in/new"), nullptr);
+  EXPECT_NE(Find(events, "file.create", "/secret/d"), nullptr);
+  EXPECT_NE(Find(events, "file.unlink", "/in/input.txt"), nullptr);
+  EXPECT_NE(Find(events, "file.setattr", "/in/input.txt"), nullptr);
+  EXPECT_NE(Find(events, "file.create", "/secret/l"), nullptr);
+  const auto* dev = Find(events, "file.create", "/out/sda");
+  ASSERT_NE(dev, nullptr);
+  EXPECT_NE(dev->reason().find("device nodes"), std::string::npos);
+  EXPECT_EQ(ReadText(tree_ / "in/input.txt"), "input\n");
+}
+
+TEST_F(Lsm, AliasesEndAtTheSameObject) {
+  TestCgroup cg("alias");
+  ASSERT_EQ(::symlink((tree_ / "secret/key").c_str(), (tree_ / "out/link-to-key").c_str()), 0);
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "out/link-to-key", O_RDONLY); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "out/../secret/key", O_RDONLY); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno("/proc/self/root" + (tree_ / "secret/key"), O_RDONLY); }),
+            EPERM);
+  auto events = TakeEvents(cg.path());
+  int hits = 0;
+  for (const auto& e : events) hits += e.kind() == "file.open" && e.file().path() == tree_ / "secret/key";
+  EXPECT_EQ(hits, 3) << "every alias is reported as the object it reaches\n" << Dump(events);
+}
+
+TEST_F(Lsm, ReopeningAnInheritedFdThroughProcIsDenied) {
+  TestCgroup cg("procfd");
+  std::string key = tree_ / "secret/key";
+  // The child opens the secret before the policy exists (attach mode) ...
+  WaitingChild child(
+      cg.path(),
+      [] {
+        char buf[4];
+        if (::pread(7, buf, sizeof buf, 0) <= 0) return 1000;  // an open fd is not revoked (documented)
+        return OpenErrno("/proc/self/fd/7", O_RDONLY);         // ... but it cannot be reopened
+      },
+      [key] {
+        int fd = ::open(key.c_str(), O_RDONLY);
+        ::dup2(fd, 7);
+      });
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(child.Go(), EPERM);
+  auto events = TakeEvents(cg.path());
+  EXPECT_NE(Find(events, "file.open", "/secret/key"), nullptr);
+}
+
+TEST_F(Lsm, HardlinkAndRenameCannotGainRights) {
+  TestCgroup cg("link");
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              return ::link((tree_ / "secret/key").c_str(), (tree_ / "out/stolen").c_str()) ? errno : 0;
+            }),
+            EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              return ::rename((tree_ / "secret/key").c_str(), (tree_ / "out/stolen").c_str()) ? errno : 0;
+            }),
+            EPERM);
+  // From the write tree into the exec tree: gains exec.
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              return ::rename((tree_ / "out/existing").c_str(), (tree_ / "bin/existing").c_str()) ? errno : 0;
+            }),
+            EPERM);
+  auto events = TakeEvents(cg.path());
+  const auto* l = Find(events, "file.link");
+  ASSERT_NE(l, nullptr);
+  EXPECT_NE(Find(events, "file.rename"), nullptr);
+  EXPECT_TRUE(::access((tree_ / "out/stolen").c_str(), F_OK) != 0);
+}
+
+TEST_F(Lsm, LongAndDeepPathsAreMatchedAndReportedWhole) {
+  TestCgroup cg("deep");
+  std::string deep = tree_ / "secret";
+  for (int i = 0; i < 40; ++i) {
+    deep += "/level-" + std::to_string(i) + "-xxxxxxxxxxxx";
+    ::mkdir(deep.c_str(), 0755);
+  }
+  WriteText(deep + "/f", "deep\n");
+  std::string deep_out = tree_ / "out";
+  for (int i = 0; i < 40; ++i) deep_out += "/level-" + std::to_string(i) + "-yyyyyyyyyyyy";
+  ASSERT_GT(deep.size(), 600u);
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(deep + "/f", O_RDONLY); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              std::string p = tree_ / "out";
+              for (int i = 0; i < 40; ++i) {
+                p += "/level-" + std::to_string(i) + "-yyyyyyyyyyyy";
+                if (::mkdir(p.c_str(), 0755)) return errno;
+              }
+              return OpenErrno(p + "/f", O_CREAT | O_WRONLY);
+            }),
+            0);
+  auto events = TakeEvents(cg.path());
+  const auto* e = Find(events, "file.open", "/f");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->file().path(), deep + "/f") << "whole path, not cut at 256 bytes";
+  EXPECT_FALSE(e->file().truncated());
+}
+
+TEST_F(Lsm, RulesFollowRenamedDirectories) {
+  TestCgroup cg("renamed");
+  Attach(cg, FilesPolicy(tree_));
+  ASSERT_EQ(::rename((tree_ / "out").c_str(), (tree_ / "out-moved").c_str()), 0);  // outside the sandbox
+  ASSERT_EQ(::mkdir((tree_ / "out").c_str(), 0755), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "out-moved/a", O_CREAT | O_WRONLY); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "out/a", O_CREAT | O_WRONLY); }), EPERM);
+}
+
+TEST_F(Lsm, OpenByHandleIsChecked) {
+  TestCgroup cg("handle");
+  std::string key = tree_ / "secret/key";
+  struct {
+    struct file_handle fh;
+    unsigned char buf[128];
+  } h;
+  h.fh.handle_bytes = sizeof h.buf;
+  int mount_id;
+  if (::name_to_handle_at(AT_FDCWD, key.c_str(), &h.fh, &mount_id, 0) != 0) GTEST_SKIP() << "no file handles here";
+  int mfd = ::open(tree_.root().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // opened outside
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              int fd = ::open_by_handle_at(mfd, &h.fh, O_RDONLY);
+              int err = fd < 0 ? errno : 0;
+              if (fd >= 0) ::close(fd);
+              return err;
+            }),
+            EPERM);
+  ::close(mfd);
+  EXPECT_NE(Find(TakeEvents(cg.path()), "file.open", "/secret/key"), nullptr);
+}
+
+TEST_F(Lsm, ExecDirectScriptLoaderAndMemfd) {
+  TestCgroup cg("exec");
+  WriteText(tree_ / "out/script.sh", "#!/bin/sh\necho hi\n");
+  ::chmod((tree_ / "out/script.sh").c_str(), 0755);
+  WriteText(tree_ / "bin/ok.sh", "#!/bin/sh\nexit 0\n");
+  ::chmod((tree_ / "bin/ok.sh").c_str(), 0755);
+  WriteText(tree_ / "bin/py.py", "#!/usr/bin/perl\nexit 0\n");  // interpreter not allowed
+  ::chmod((tree_ / "bin/py.py").c_str(), 0755);
+  Attach(cg, FilesPolicy(tree_));
+  auto exec = [](std::vector<std::string> argv) {
+    return [argv] {
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        std::vector<char*> a;
+        for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+        a.push_back(nullptr);
+        int devnull = ::open("/dev/null", O_WRONLY);
+        ::dup2(devnull, 1);
+        ::execv(a[0], a.data());
+        _exit(100 + errno);
+      }
+      int status;
+      ::waitpid(pid, &status, 0);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+    };
+  };
+  EXPECT_EQ(RunInCgroup(cg.path(), exec({"/bin/sh", "-c", "exit 0"})), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), exec({tree_ / "bin/ok.sh"})), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), exec({"/usr/bin/nproc"})), 100 + EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), exec({tree_ / "out/script.sh"})), 100 + EPERM) << "script not exec-allowed";
+  EXPECT_EQ(RunInCgroup(cg.path(), exec({tree_ / "bin/py.py"})), 100 + EPERM) << "interpreter not allowed";
+  EXPECT_EQ(RunInCgroup(cg.path(), exec({"/lib64/ld-linux-x86-64.so.2", "/usr/bin/nproc"})), 100 + EPERM);
+  auto memfd_exec = [] {
+    int src = ::open("/bin/true", O_RDONLY);
+    int mfd = ::memfd_create("payload", MFD_CLOEXEC);
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(src, buf, sizeof buf)) > 0) (void)!::write(mfd, buf, static_cast<size_t>(n));
+    char* argv[] = {const_cast<char*>("payload"), nullptr};
+    char* envp[] = {nullptr};
+    ::fexecve(mfd, argv, envp);
+    return errno;
+  };
+  EXPECT_EQ(RunInCgroup(cg.path(), memfd_exec), EPERM);
+  auto events = TakeEvents(cg.path());
+  EXPECT_NE(Find(events, "file.exec", "/usr/bin/nproc"), nullptr) << Dump(events);
+  EXPECT_NE(Find(events, "file.exec", "/out/script.sh"), nullptr);
+  EXPECT_NE(Find(events, "file.exec", "/perl"), nullptr);
+  EXPECT_NE(Find(events, "file.exec", "ld-linux-x86-64.so.2"), nullptr);
+  bool memfd = false;
+  for (const auto& e : events) memfd |= e.kind() == "file.exec" && e.reason().find("allowMemfdExec") != std::string::npos;
+  EXPECT_TRUE(memfd);
+
+  // allowMemfdExec: true lets it run.
+  Attach(cg, FilesPolicy(tree_, "    allowMemfdExec: true\n"));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              pid_t pid = ::fork();
+              if (pid == 0) _exit(100 + memfd_exec());
+              int status;
+              ::waitpid(pid, &status, 0);
+              return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+            }),
+            0);
+}
+
+TEST_F(Lsm, LoaderInvocationNeedsMapExecOfTheProgram) {
+  TestCgroup cg("ldso");
+  std::string yaml = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: ldso}\nspec:\n  files:\n"
+                     "    include: [runtime-minimal]\n    exec: [/lib64/ld-linux-x86-64.so.2]\n"
+                     "    read: [/usr/bin/id]\n    allowMemfdExec: true\n";
+  Attach(cg, yaml);
+  int r = RunInCgroup(cg.path(), [] {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      ::execl("/lib64/ld-linux-x86-64.so.2", "ld.so", "/usr/bin/id", nullptr);
+      _exit(100 + errno);
+    }
+    int status;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+  });
+  EXPECT_NE(r, 0) << "ld.so must fail to map /usr/bin/id executable";
+  auto events = TakeEvents(cg.path());
+  EXPECT_NE(Find(events, "file.mmap_exec", "/usr/bin/id"), nullptr);
+}
+
+TEST_F(Lsm, SocketFamiliesAndUnixSockets) {
+  TestCgroup cg("sock");
+  // A host daemon's socket outside the policy, and one inside the write tree.
+  std::string outside = tree_ / "secret/daemon.sock", inside = tree_ / "out/ok.sock";
+  auto listen_unix = [](const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a = {};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd, 8);
+    return fd;
+  };
+  int l1 = listen_unix(outside), l2 = listen_unix(inside);
+  int l3 = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un abs = {};
+  abs.sun_family = AF_UNIX;
+  std::memcpy(abs.sun_path, "\0cordon-abstract-test", 21);
+  ::bind(l3, reinterpret_cast<sockaddr*>(&abs), offsetof(sockaddr_un, sun_path) + 21);
+  ::listen(l3, 8);
+  Attach(cg, FilesPolicy(tree_));
+  auto connect_to = [](const sockaddr_un& a, socklen_t len) {
+    return [a, len] {
+      int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      int r = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), len) ? errno : 0;
+      ::close(fd);
+      return r;
+    };
+  };
+  auto path_addr = [](const std::string& p) {
+    sockaddr_un a = {};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, p.c_str(), sizeof a.sun_path - 1);
+    return a;
+  };
+  EXPECT_EQ(RunInCgroup(cg.path(), connect_to(path_addr(outside), sizeof(sockaddr_un))), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), connect_to(path_addr(inside), sizeof(sockaddr_un))), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), connect_to(abs, offsetof(sockaddr_un, sun_path) + 21)), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_PACKET, SOCK_RAW, 0); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_NETLINK, SOCK_RAW, 0); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_UNIX, SOCK_STREAM, 0); }), 0);
+  auto events = TakeEvents(cg.path());
+  EXPECT_NE(Find(events, "net.unix", "/secret/daemon.sock"), nullptr);
+  bool abstract = false, packet = false, netlink = false;
+  for (const auto& e : events) {
+    abstract |= e.kind() == "net.unix" && e.reason().find("abstractUnix") != std::string::npos;
+    packet |= e.kind() == "net.socket" && e.net().family() == "packet";
+    netlink |= e.kind() == "net.socket" && e.net().family() == "netlink";
+  }
+  EXPECT_TRUE(abstract);
+  EXPECT_TRUE(packet);
+  EXPECT_TRUE(netlink);
+  ::close(l1);
+  ::close(l2);
+  ::close(l3);
+}
+
+TEST_F(Lsm, TamperAttemptsAreDeniedEvenForRoot) {
+  TestCgroup cg("tamper");
+  TestCgroup outside("outside");
+  Attach(cg, FilesPolicy(tree_));
+  // An unconfined process of ours stands in for the agent.
+  pid_t agent = ::fork();
+  if (agent == 0) {
+    ::pause();
+    _exit(0);
+  }
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::syscall(SYS_bpf, 0, nullptr, 0) < 0 ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::kill(agent, SIGKILL) ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::ptrace(PTRACE_ATTACH, agent, 0, 0) < 0 ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::mount("none", (tree_ / "out").c_str(), "tmpfs", 0, nullptr) ? errno : 0; }),
+            EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              return ::mount((tree_ / "secret").c_str(), (tree_ / "out").c_str(), nullptr, MS_BIND, nullptr) ? errno : 0;
+            }),
+            EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::umount2("/tmp", MNT_DETACH) ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::unshare(CLONE_NEWUSER) ? errno : 0; }), EPERM);
+  // In a chroot (the test VM runs its suites chrooted into the host's root)
+  // the kernel refuses CLONE_NEWUSER itself, before any LSM is asked.
+  struct stat root_st, init_root_st;
+  bool chrooted = ::stat("/", &root_st) == 0 && ::stat("/proc/1/root/", &init_root_st) == 0 &&
+                  (root_st.st_ino != init_root_st.st_ino || root_st.st_dev != init_root_st.st_dev);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] {
+              struct timeval tv;
+              ::gettimeofday(&tv, nullptr);
+              return ::settimeofday(&tv, nullptr) ? errno : 0;
+            }),
+            EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::reboot(LINUX_REBOOT_CMD_CAD_OFF) ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::syscall(SYS_finit_module, 0, "", 0) ? errno : 0; }), EPERM);
+  // Leaving the cgroup: through cgroup.procs of a cgroup outside, opened
+  // before the policy (so the file rules never saw the open) ...
+  int procs_fd = ::open((outside.path() + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(procs_fd, 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              std::string pid = std::to_string(::getpid());
+              return ::write(procs_fd, pid.data(), pid.size()) < 0 ? errno : 0;
+            }),
+            EPERM);
+  ::close(procs_fd);
+  // ... and clone3 straight into it.
+  int outside_fd = ::open(outside.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              struct clone_args ca = {};
+              ca.flags = CLONE_INTO_CGROUP;
+              ca.exit_signal = SIGCHLD;
+              ca.cgroup = static_cast<uint64_t>(outside_fd);
+              long pid = ::syscall(SYS_clone3, &ca, sizeof ca);
+              if (pid == 0) _exit(0);
+              if (pid > 0) {
+                ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
+                return 0;
+              }
+              return errno;
+            }),
+            EPERM);
+  ::close(outside_fd);
+  auto events = TakeEvents(cg.path());
+  for (const char* kind : {"tamper.bpf", "tamper.signal", "tamper.ptrace", "tamper.mount", "tamper.userns",
+                           "tamper.clock", "tamper.reboot", "tamper.module", "tamper.cgroup"}) {
+    if (chrooted && std::string(kind) == "tamper.userns") continue;
+    EXPECT_NE(Find(events, kind), nullptr) << kind << "\n" << Dump(events);
+  }
+  const auto* sig = Find(events, "tamper.signal");
+  ASSERT_NE(sig, nullptr);
+  EXPECT_EQ(sig->target().pid(), static_cast<uint32_t>(agent));
+  EXPECT_EQ(sig->target().arg(), static_cast<uint32_t>(SIGKILL));
+  EXPECT_EQ(::kill(agent, 0), 0) << "the agent stand-in survived";
+  ::kill(agent, SIGKILL);
+  ::waitpid(agent, nullptr, 0);
+  // Signals inside the sandbox still work.
+  EXPECT_EQ(RunInCgroup(cg.path(), [] {
+              pid_t c = ::fork();
+              if (c == 0) {
+                ::pause();
+                _exit(0);
+              }
+              int r = ::kill(c, SIGKILL) ? errno : 0;
+              ::waitpid(c, nullptr, 0);
+              return r;
+            }),
+            0);
+}
+
+TEST_F(Lsm, AuditModeReportsButAllows) {
+  TestCgroup cg("audit");
+  Attach(cg, FilesPolicy(tree_, "", "", "audit"));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "secret/key", O_RDONLY); }), 0);
+  auto events = TakeEvents(cg.path());
+  const auto* e = Find(events, "file.open", "/secret/key");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->verdict(), "audited");
+}
+
+TEST_F(Lsm, RealProgramsRunUnderDefaultDeny) {
+  std::string audit = tree_ / "audit.jsonl";
+  // A git repository given as input.
+  std::string repo = tree_ / "in/repo";
+  ASSERT_EQ(cordon::test::Run({"git", "init", "-q", repo}).status, 0);
+  WriteText(repo + "/README", "hello\n");
+  ASSERT_EQ(cordon::test::Run({"git", "-C", repo, "-c", "user.email=t@t", "-c", "user.name=t", "add", "README"}).status, 0);
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: real}\nspec:\n  files:\n"
+                    "    include: [runtime-minimal, shell, python3, git]\n    read: [" + (tree_ / "in") +
+                    "]\n    write: [" + (tree_ / "out") + "]\n");
+  CommandResult sh = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/bin/sh", "-c",
+                             "echo shell > " + (tree_ / "out/sh.txt")});
+  EXPECT_EQ(sh.status, 0) << sh.err;
+  EXPECT_EQ(ReadText(tree_ / "out/sh.txt"), "shell\n");
+  CommandResult py = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/usr/bin/python3", "-c",
+                             "open('" + (tree_ / "out/py.txt") + "', 'w').write(str(sum(range(10))))"});
+  EXPECT_EQ(py.status, 0) << py.err;
+  EXPECT_EQ(ReadText(tree_ / "out/py.txt"), "45");
+  // git treats an unreadable ~/.gitconfig as fatal: give it a HOME of its own.
+  CommandResult git = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/usr/bin/env",
+                              "HOME=" + (tree_ / "out"), "/usr/bin/git", "-C", repo, "status", "--short"});
+  EXPECT_EQ(git.status, 0) << git.out << git.err;
+  EXPECT_NE(git.out.find("README"), std::string::npos) << git.out;
+
+  // The headline: cat /etc/shadow is denied with a file.open event.
+  CommandResult cat = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/bin/cat", "/etc/shadow"});
+  EXPECT_NE(cat.status, 0);
+  EXPECT_NE(cat.err.find("Operation not permitted"), std::string::npos) << cat.err;
+  auto events = ParseJsonLines(ReadText(audit));
+  EXPECT_NE(Find(events, "file.open", "/etc/shadow"), nullptr);
+}
+
+TEST_F(Lsm, SandboxedRootCannotDetachOrKillTheSupervisor) {
+  std::string audit = tree_ / "audit.jsonl";
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: root}\nspec:\n  files:\n"
+                    "    include: [runtime-minimal, shell]\n    exec: [" CORDON_BINARY "]\n    write: [" +
+                    (tree_ / "out") + "]\n");
+  // Inside: try to detach every sandbox with cordon itself, and to kill cordon run (our parent's parent).
+  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/bin/sh", "-c",
+                            std::string(CORDON_BINARY) + " status > " + (tree_ / "out/status.txt") +
+                                " 2>&1; kill -9 $PPID; echo survived"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("survived"), std::string::npos);
+  auto events = ParseJsonLines(ReadText(audit));
+  EXPECT_NE(Find(events, "tamper.signal"), nullptr);
+  EXPECT_TRUE(Find(events, "tamper.bpf") != nullptr || Find(events, "file.open") != nullptr)
+      << "cordon inside the sandbox cannot reach its pins";
+}
+
+// Runs everywhere: cordon never claims what the kernel does not enforce.
+TEST(LsmHonesty, ReportsTheTruthAboutFileEnforcement) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  Tree tree;
+  TestCgroup cg("honesty");
+  PolicyFile policy(FilesPolicy(tree));
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  CommandResult status = Cordon({"status", "--json"});
+  bool usable = status.out.find("\"usable\":true") != std::string::npos;
+  int secret = RunInCgroup(cg.path(), [&] { return OpenErrno(tree / "secret/key", O_RDONLY); });
+  if (usable) {
+    EXPECT_EQ(r.err.find("NOT enforced"), std::string::npos) << r.err;
+    EXPECT_EQ(secret, EPERM) << "claimed usable, so it must deny";
+    EXPECT_NE(status.out.find("\"enforcementLevel\":\"kernel-lsm\""), std::string::npos) << status.out;
+  } else {
+    EXPECT_NE(r.err.find("file and exec rules are NOT enforced"), std::string::npos) << r.err;
+    EXPECT_NE(status.out.find("NOT enforced: file/exec"), std::string::npos) << status.out;
+    EXPECT_EQ(status.out.find("\"enforcementLevel\":\"kernel-lsm\""), std::string::npos) << status.out;
+    EXPECT_EQ(secret, 0) << "not enforced here, and indeed not enforced";
+  }
+  if (ExpectLsm() == 0) {
+    EXPECT_FALSE(usable) << "booted without bpf in lsm=: programs would load but never run";
+    EXPECT_NE(status.out.find("missing from the kernel's LSM list"), std::string::npos) << status.out;
+  }
+  if (ExpectLsm() == 1) EXPECT_TRUE(usable);
+}
+
+}  // namespace
+}  // namespace cordon::test
