@@ -85,7 +85,10 @@ cp "$kdir/base.cpio" "$tmp/initrd.cpio"
   || die "cannot build the initramfs"
 
 # shellcheck disable=SC2054  # commas are qemu's, not array separators
-qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 512M -smp 2
+# One vCPU by default: live kernel text patching (attaching BPF trampolines)
+# while another TCG vCPU executes the patched code crashed 6.12 guests
+# (int3 at the patch site). CORDON_VM_SMP overrides.
+qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 512M -smp "${CORDON_VM_SMP:-1}"
   -nographic -no-reboot -nic none -fw_cfg name=etc/sercon-port,string=0
   -kernel "$kdir/vmlinux" -initrd "$tmp/initrd.cpio" -append "$append"
   -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap

@@ -65,10 +65,16 @@ bool Exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-Result<LsmSkel> LoadSkeleton() {
+// probe_only: load a single program, enough to learn whether this kernel
+// accepts BPF LSM programs at all without verifying all of them.
+Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
   LibbpfLogCapture log;
   LsmSkel skel(cordon_lsm__open());
   if (!skel) return SysError("open the BPF LSM object" + log.Tail());
+  if (probe_only) {
+    bpf_program* prog;
+    bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, prog == skel->progs.cordon_file_open);
+  }
   if (int err = cordon_lsm__load(skel.get()))
     return Error{"load the BPF LSM programs" + log.Tail(), -err};
   return skel;
@@ -182,7 +188,7 @@ const LsmAvailability& ProbeLsm() {
     if (dir && Exists(*dir + "/lsm_sandboxes")) {
       a.loadable = true;  // already loaded and attached by an earlier cordon
     } else {
-      auto skel = LoadSkeleton();
+      auto skel = LoadSkeleton(/*probe_only=*/true);
       a.loadable = skel.ok();
       if (!skel.ok()) a.detail = "the kernel refuses BPF LSM programs (" + skel.error().ToString() + ")";
     }
