@@ -11,7 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <atomic>
+#include <memory>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -362,6 +365,32 @@ std::vector<cordon::v1::AuditEvent> TakeEvents(const std::string& cgroup_path) {
   if (r.status != 0) std::fprintf(stderr, "cordon tail failed: %s\n", r.err.c_str());
   return ParseJsonLines(r.out);
 }
+
+namespace {
+
+// Loading and attaching ~30 LSM programs takes seconds under the test VMs'
+// TCG emulation, and cordon unloads them when its last sandbox leaves. Where
+// BPF LSM is usable, one idle sandbox held for the whole run keeps them
+// loaded between tests.
+class KeepLsmLoaded : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (::geteuid() != 0) return;
+    if (Cordon({"status", "--json"}).out.find("\"usable\":true") == std::string::npos) return;
+    anchor_ = std::make_unique<TestCgroup>("anchor");
+    PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: anchor}\nspec:\n  files: {}\n");
+    Cordon({"attach", "--cgroup", anchor_->path(), "--policy", policy.path()});
+  }
+  void TearDown() override { anchor_.reset(); }
+
+ private:
+  std::unique_ptr<TestCgroup> anchor_;
+};
+const auto* const kKeepLsmLoaded = ::testing::AddGlobalTestEnvironment(new KeepLsmLoaded);
+
+}  // namespace
+
+bool LsmUsableHere() { return Cordon({"status", "--json"}).out.find("\"usable\":true") != std::string::npos; }
 
 std::string LoopbackPolicy(const std::string& name, uint16_t port, const std::string& mode) {
   return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: " + name + "\nspec:\n  mode: " + mode +

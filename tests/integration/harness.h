@@ -115,6 +115,9 @@ class PolicyFile {
 std::vector<cordon::v1::AuditEvent> TakeEvents(const std::string& cgroup_path);
 std::vector<cordon::v1::AuditEvent> ParseJsonLines(const std::string& text);
 
+// Whether `cordon status` reports BPF LSM usable on this kernel.
+bool LsmUsableHere();
+
 // A policy allowing egress to loopback TCP/UDP `port` only (IPv4 and IPv6).
 std::string LoopbackPolicy(const std::string& name, uint16_t port, const std::string& mode = "enforce");
 

@@ -595,24 +595,6 @@ TEST_F(Lsm, SandboxedRootCannotDetachOrKillTheSupervisor) {
       << "cordon inside the sandbox cannot reach its pins";
 }
 
-// Loading and attaching ~30 LSM programs takes seconds under the VMs' TCG
-// emulation, and cordon unloads them when the last sandbox leaves. One idle
-// sandbox held for the whole run keeps them loaded between tests.
-class KeepLsmLoaded : public ::testing::Environment {
- public:
-  void SetUp() override {
-    if (::geteuid() != 0 || !LsmUsable()) return;
-    anchor_ = std::make_unique<TestCgroup>("anchor");
-    PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: anchor}\nspec:\n  files: {}\n");
-    Cordon({"attach", "--cgroup", anchor_->path(), "--policy", policy.path()});
-  }
-  void TearDown() override { anchor_.reset(); }
-
- private:
-  std::unique_ptr<TestCgroup> anchor_;
-};
-const auto* const kKeepLsmLoaded = ::testing::AddGlobalTestEnvironment(new KeepLsmLoaded);
-
 // Runs everywhere: cordon never claims what the kernel does not enforce.
 TEST(LsmHonesty, ReportsTheTruthAboutFileEnforcement) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";

@@ -104,6 +104,14 @@ int RunCommand(const Args& args) {
   if (!IsRoot()) return PrintError("run needs root (it creates a cgroup and loads BPF programs)"), 1;
   bool quiet = parsed.Has("--quiet");
 
+  // Signals are held from here on: one arriving while the sandbox is being
+  // built must not kill cordon half-way; it reaches the command once started.
+  sigset_t forwarded, previous;
+  sigemptyset(&forwarded);
+  for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &previous);
+  UniqueFd sigfd(::signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
+
   std::string audit_path = parsed.Get("--audit").value_or(DefaultAuditPath());
   auto sink = JsonlFileSink::Open(audit_path);
   if (!sink) return PrintError(sink.error().ToString()), 1;
@@ -162,11 +170,6 @@ int RunCommand(const Args& args) {
     }
   }
 
-  sigset_t forwarded, previous;
-  sigemptyset(&forwarded);
-  for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
-  sigprocmask(SIG_BLOCK, &forwarded, &previous);
-  UniqueFd sigfd(::signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
 
   int exec_pipe[2];
   if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {

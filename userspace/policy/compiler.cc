@@ -157,6 +157,7 @@ constexpr FileProfileEntry kShell[] = {
     {"/usr/bin/id", kX}, {"/usr/bin/dirname", kX}, {"/usr/bin/basename", kX},
     {"/usr/bin/grep", kX}, {"/bin/grep", kX},
     {"/usr/bin/sed", kX}, {"/bin/sed", kX},
+    {"/usr/bin/sleep", kX}, {"/bin/sleep", kX}, {"/usr/bin/printf", kX}, {"/bin/printf", kX}, {"/usr/bin/expr", kX}, {"/bin/expr", kX}, {"/usr/bin/xargs", kX}, {"/bin/xargs", kX}, {"/usr/bin/find", kX}, {"/bin/find", kX}, {"/usr/bin/uname", kX}, {"/bin/uname", kX}, {"/usr/bin/date", kX}, {"/bin/date", kX}, {"/usr/bin/seq", kX}, {"/bin/seq", kX}, {"/usr/bin/stat", kX}, {"/bin/stat", kX}, {"/usr/bin/chmod", kX}, {"/bin/chmod", kX}, {"/usr/bin/ln", kX}, {"/bin/ln", kX}, {"/usr/bin/readlink", kX}, {"/bin/readlink", kX}, {"/usr/bin/realpath", kX}, {"/bin/realpath", kX}, {"/usr/bin/cut", kX}, {"/bin/cut", kX}, {"/usr/bin/uniq", kX}, {"/bin/uniq", kX}, {"/usr/bin/tee", kX}, {"/bin/tee", kX}, {"/usr/bin/sha256sum", kX}, {"/bin/sha256sum", kX}, {"/usr/bin/pwd", kX}, {"/bin/pwd", kX}, {"/usr/bin/timeout", kX}, {"/bin/timeout", kX}, {"/usr/bin/hostname", kX}, {"/bin/hostname", kX}, {"/usr/bin/whoami", kX}, {"/bin/whoami", kX},
 };
 
 constexpr FileProfileEntry kGit[] = {
