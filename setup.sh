@@ -16,7 +16,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev     # policy and event schemas
   libyaml-dev                           # policy files
   libgtest-dev                          # tests
-  python3 util-linux iproute2           # tests and examples (python3, setpriv, ip)
+  python3 util-linux iproute2 git       # tests and examples (python3, setpriv, ip, git)
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -277,6 +277,11 @@ TEST_F(Lsm, RulesFollowRenamedDirectories) {
   ASSERT_EQ(::mkdir((tree_ / "out").c_str(), 0755), 0);
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "out-moved/a", O_CREAT | O_WRONLY); }), 0);
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "out/a", O_CREAT | O_WRONLY); }), EPERM);
+  auto events = TakeEvents(cg.path());
+  const auto* e = Find(events, "file.create", "/out/a");
+  ASSERT_NE(e, nullptr) << Dump(events);
+  EXPECT_EQ(e->file().access(), "create");
+  EXPECT_EQ(Find(events, "file.create", "/out-moved/a"), nullptr);
 }
 
 TEST_F(Lsm, OpenByHandleIsChecked) {
@@ -482,6 +487,10 @@ TEST_F(Lsm, TamperAttemptsAreDeniedEvenForRoot) {
             EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::reboot(LINUX_REBOOT_CMD_CAD_OFF) ? errno : 0; }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::syscall(SYS_finit_module, 0, "", 0) ? errno : 0; }), EPERM);
+  // cordon's own pins: neither readable nor removable, nothing new under bpffs.
+  std::string pins = "/sys/fs/bpf/cordon/v1/sandboxes/" + std::to_string(cg.id());
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::unlink((pins + "/link_connect4").c_str()) ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return OpenErrno("/sys/fs/bpf/evil", O_CREAT | O_WRONLY); }), EPERM);
   // Leaving the cgroup: through cgroup.procs of a cgroup outside, opened
   // before the policy (so the file rules never saw the open) ...
   int procs_fd = ::open((outside.path() + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
@@ -510,6 +519,8 @@ TEST_F(Lsm, TamperAttemptsAreDeniedEvenForRoot) {
             EPERM);
   ::close(outside_fd);
   auto events = TakeEvents(cg.path());
+  EXPECT_NE(Find(events, "file.unlink", "/link_connect4"), nullptr) << Dump(events);
+  EXPECT_NE(Find(events, "file.create", "/sys/fs/bpf/evil"), nullptr) << Dump(events);
   for (const char* kind : {"tamper.bpf", "tamper.signal", "tamper.ptrace", "tamper.mount", "tamper.userns",
                            "tamper.clock", "tamper.reboot", "tamper.module", "tamper.cgroup"}) {
     if (chrooted && std::string(kind) == "tamper.userns") continue;
