@@ -636,3 +636,42 @@ TEST(LsmHonesty, ReportsTheTruthAboutFileEnforcement) {
 
 }  // namespace
 }  // namespace cordon::test
+
+namespace cordon::test {
+namespace {
+
+bool Has(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+
+// `cordon doctor` tells the truth on every kernel of the matrix: the host
+// (BPF LSM listed but refused), the VMs with BPF LSM, 6.12 without it.
+TEST(Doctor, TellsTheTruthAboutThisKernel) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  CommandResult r = Cordon({"doctor", "--json"});
+  ASSERT_TRUE(r.status == 0 || r.status == 1) << r.err;
+  const std::string& j = r.out;
+  ASSERT_TRUE(Has(j, "\"version\":1")) << j;
+  EXPECT_TRUE(Has(j, "\"cgroup_hooks\":{\"ok\":true")) << j;
+  EXPECT_TRUE(Has(j, "{\"name\":\"network.egress\",\"status\":\"enforced\"")) << j;
+  bool full = Has(j, "\"fullEnforcement\":true");
+  EXPECT_EQ(r.status, full ? 0 : 1);
+  bool files_enforced = Has(j, "{\"name\":\"files\",\"status\":\"enforced\"");
+  EXPECT_EQ(files_enforced, LsmUsable()) << "doctor and status agree";
+  if (ExpectLsm() == 1) {
+    EXPECT_TRUE(full) << j;
+    EXPECT_TRUE(Has(j, "\"bpf_lsm_enforcing\":{\"ok\":true")) << j;
+  } else if (ExpectLsm() == 0) {
+    EXPECT_FALSE(full);
+    EXPECT_TRUE(Has(j, "\"bpf_lsm_listed\":{\"ok\":false")) << j;
+    EXPECT_TRUE(Has(j, "boot with lsm=")) << "names the remedy: " << j;
+  } else if (Has(j, "\"bpf_lsm_listed\":{\"ok\":true") && Has(j, "\"bpf_lsm_loadable\":{\"ok\":false")) {
+    // This host: bpf is listed, yet every BPF LSM program is refused.
+    EXPECT_FALSE(files_enforced);
+    EXPECT_TRUE(Has(j, "refuses BPF LSM")) << j;
+  }
+  // Nothing left behind by the probe.
+  CommandResult status = Cordon({"status", "--json"});
+  EXPECT_FALSE(Has(status.out, "\"name\":\"doctor\"")) << status.out;
+}
+
+}  // namespace
+}  // namespace cordon::test

@@ -375,6 +375,7 @@ const char* kMainHelp =
     "  status [--json]                                      list sandboxes and counters\n"
     "  tail [-f] [--cgroup PATH] [-o json|compact]          print violation events\n"
     "  policy check FILE...                                 validate and explain policies\n"
+    "  doctor [--json]                                      what this kernel lets cordon enforce\n"
     "\n"
     "`cordon <command> --help` explains each. `cordon --version` prints the version.\n";
 
@@ -396,6 +397,7 @@ int Main(int argc, char** argv) {
   if (cmd == "status") return StatusCommand(rest);
   if (cmd == "tail") return TailCommand(rest);
   if (cmd == "run") return RunCommand(rest);
+  if (cmd == "doctor") return DoctorCommand(rest);
   PrintError("unknown command '" + cmd + "'");
   std::fputs(kMainHelp, stderr);
   return 2;

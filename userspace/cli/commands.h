@@ -17,6 +17,7 @@ int DetachCommand(const Args& args);
 int StatusCommand(const Args& args);
 int TailCommand(const Args& args);
 int RunCommand(const Args& args);
+int DoctorCommand(const Args& args);
 
 int Main(int argc, char** argv);
 

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <optional>
+#include <cstring>
 #include <sstream>
 
 #include "abi/cordon_file.h"
@@ -190,14 +191,15 @@ const LsmAvailability& ProbeLsm() {
     } else {
       auto skel = LoadSkeleton(/*probe_only=*/true);
       a.loadable = skel.ok();
-      if (!skel.ok()) a.detail = "the kernel refuses BPF LSM programs (" + skel.error().ToString() + ")";
+      if (!skel.ok())
+        a.detail = std::string("the kernel refuses BPF LSM programs (loading one fails: ") +
+                   std::strerror(skel.error().err ? skel.error().err : EINVAL) + ")";
     }
     if (!a.listed) {
       a.detail = "BPF LSM is not active: 'bpf' is missing from the kernel's LSM list (" +
                  (a.lsm_list.empty() ? std::string("unreadable") : a.lsm_list) +
                  "); boot with lsm=...,bpf to enable it";
     }
-    // Keep the first line only: libbpf's log goes in the detail too.
     return a;
   }();
   return availability;
