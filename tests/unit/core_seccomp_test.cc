@@ -1,0 +1,331 @@
+// The seccomp layer of `cordon run`: the generated program is loaded for real
+// in a forked child (unprivileged processes may install filters once
+// no_new_privs is set), which then makes the syscalls and reports back.
+// Refused syscalls are called with arguments that are harmless (or invalid)
+// should the filter fail to refuse them, also as root.
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <linux/io_uring.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/timex.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "confine/seccomp.h"
+#include "policy/compiler.h"
+#include "policy/parser.h"
+
+namespace cordon {
+namespace {
+
+policy::CompiledPolicy CompileSpec(const std::string& spec) {
+  std::string text = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: t\nspec:\n" + spec;
+  policy::ParsedPolicy parsed;
+  policy::Diagnostics diags;
+  policy::CompiledPolicy compiled;
+  bool ok = policy::ParsePolicyText(text, "t.yaml", &parsed, &diags) && policy::Compile(parsed, &compiled, &diags);
+  EXPECT_TRUE(ok) << policy::FormatDiagnostics(diags);
+  return compiled;
+}
+
+// Runs `body` in a forked child; returns what it wrote (empty = every check
+// passed), or a description of how the child died.
+std::string InChild(const std::function<std::string()>& body) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return "pipe failed";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string out = body();
+    size_t off = 0;
+    while (off < out.size()) {
+      ssize_t n = ::write(fds[1], out.data() + off, out.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) out += "child killed by signal " + std::to_string(WTERMSIG(status));
+  else if (WEXITSTATUS(status) != 0) out += "child exited " + std::to_string(WEXITSTATUS(status));
+  return out;
+}
+
+// Checks collected in the child: "name: expected X, got Y" lines on failure.
+struct Checks {
+  std::string failures;
+  // `ret` from a syscall: -1 with errno, or >= 0.
+  void Errno(const char* what, long ret, int want) {
+    int err = errno;
+    if (ret >= 0) {
+      failures += std::string(what) + ": expected errno " + std::to_string(want) + ", succeeded\n";
+    } else if (err != want) {
+      failures += std::string(what) + ": expected errno " + std::to_string(want) + " (" + std::strerror(want) +
+                  "), got " + std::to_string(err) + " (" + std::strerror(err) + ")\n";
+    }
+  }
+  // A socket/fd-returning call that must succeed; the fd is closed.
+  void Fd(const char* what, long ret) {
+    if (ret < 0) failures += std::string(what) + ": expected success, got " + std::strerror(errno) + "\n";
+    else ::close(static_cast<int>(ret));
+  }
+  void True(const char* what, bool cond) {
+    if (!cond) failures += std::string(what) + "\n";
+  }
+};
+
+// Installs the filter; returns a failure line or "".
+std::string Install(const SeccompPlan& plan) {
+  int err = ApplySeccompInChild(plan);
+  return err == 0 ? std::string() : std::string("ApplySeccompInChild: ") + std::strerror(err) + "\n";
+}
+
+long SocketPair(int family) {
+  int sv[2];
+  long r = ::socketpair(family, SOCK_STREAM, 0, sv);
+  if (r == 0) ::close(sv[0]), ::close(sv[1]);
+  return r == 0 ? 0 : -1;
+}
+
+const char* kDefaultFamilies = "  network:\n    families: [unix, inet, inet6]\n";
+
+TEST(ConfineSeccomp, ProgramIsSmallAndDescribed) {
+  SeccompPlan plan = PrepareSeccomp(CompileSpec(kDefaultFamilies));
+  ASSERT_FALSE(plan.program.empty());
+  EXPECT_LT(plan.program.size(), 200u);
+  // First instruction loads the arch; the last one kills (wrong arch).
+  EXPECT_EQ(plan.program.front().code, BPF_LD | BPF_W | BPF_ABS);
+  std::string all;
+  for (const auto& r : plan.refused) all += r + "\n";
+  for (const char* name : {"netlink", "packet", "vsock", "other", "bpf", "mount", "pivot_root", "fsopen",
+                           "init_module", "kexec_load", "ptrace", "process_vm_writev", "setns", "clock_settime",
+                           "adjtimex", "reboot", "io_uring_setup", "perf_event_open", "clone3", "x32"})
+    EXPECT_NE(all.find(name), std::string::npos) << name << " missing from:\n" << all;
+  EXPECT_EQ(all.find("unix,"), std::string::npos) << all;
+}
+
+TEST(ConfineSeccomp, EmptyProgramIsRefused) { EXPECT_EQ(ApplySeccompInChild(SeccompPlan{}), EINVAL); }
+
+TEST(ConfineSeccomp, RefusesFamiliesAndTamperSyscalls) {
+  SeccompPlan plan = PrepareSeccomp(CompileSpec(kDefaultFamilies));
+  std::string result = InChild([&] {
+    Checks c;
+    // Baseline, before the filter: netlink sockets work for everyone here, so
+    // the EPERM below is the filter's doing.
+    long nl = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0 /* NETLINK_ROUTE */);
+    c.Fd("baseline socket(AF_NETLINK)", nl);
+    c.Errno("baseline clone3(NULL, 0)", ::syscall(SYS_clone3, nullptr, 0), EINVAL);
+    std::string installed = Install(plan);
+    if (!installed.empty()) return installed;
+
+    c.Errno("socket(AF_NETLINK)", ::socket(AF_NETLINK, SOCK_RAW, 0), EPERM);
+    c.Errno("socket(AF_PACKET)", ::socket(AF_PACKET, SOCK_RAW, 0), EPERM);
+    c.Errno("socket(AF_VSOCK)", ::socket(40, SOCK_STREAM, 0), EPERM);
+    c.Errno("socket(AF_ALG) (other)", ::socket(38, SOCK_SEQPACKET, 0), EPERM);
+    c.Errno("socketpair(AF_NETLINK)", SocketPair(AF_NETLINK), EPERM);
+    // Upper bits of the int family are ignored by the kernel, and by the filter.
+    c.Errno("socket(AF_NETLINK | 1<<32)", ::syscall(SYS_socket, 0x100000000L | AF_NETLINK, SOCK_RAW, 0), EPERM);
+    c.Fd("socket(AF_INET, SOCK_STREAM)", ::socket(AF_INET, SOCK_STREAM, 0));
+    c.Fd("socket(AF_INET, SOCK_DGRAM)", ::socket(AF_INET, SOCK_DGRAM, 0));
+    c.Fd("socket(AF_UNIX, SOCK_STREAM)", ::socket(AF_UNIX, SOCK_STREAM, 0));
+    c.True("socketpair(AF_UNIX) failed", SocketPair(AF_UNIX) == 0);
+    {
+      long r = ::socket(AF_INET6, SOCK_STREAM, 0);
+      if (!(r < 0 && errno == EAFNOSUPPORT)) c.Fd("socket(AF_INET6, SOCK_STREAM)", r);  // EAFNOSUPPORT: no IPv6 here
+    }
+
+    c.Errno("bpf()", ::syscall(SYS_bpf, BPF_MAP_CREATE, nullptr, 0), EPERM);
+    c.Errno("mount()", ::mount("none", "/nonexistent-cordon", "tmpfs", 0, nullptr), EPERM);
+    c.Errno("umount2()", ::umount2("/nonexistent-cordon", 0), EPERM);
+    c.Errno("pivot_root()", ::syscall(SYS_pivot_root, "/nonexistent-a", "/nonexistent-b"), EPERM);
+    c.Errno("fsopen()", ::syscall(430, "tmpfs", 0), EPERM);
+    c.Errno("fsconfig()", ::syscall(431, -1, 0, nullptr, nullptr, 0), EPERM);
+    c.Errno("fsmount()", ::syscall(432, -1, 0, 0), EPERM);
+    c.Errno("fspick()", ::syscall(433, AT_FDCWD, "/nonexistent-cordon", 0), EPERM);
+    c.Errno("open_tree()", ::syscall(428, AT_FDCWD, "/nonexistent-cordon", 0), EPERM);
+    c.Errno("open_tree_attr()", ::syscall(467, AT_FDCWD, "/nonexistent-cordon", 0, nullptr, 0), EPERM);
+    c.Errno("move_mount()", ::syscall(429, -1, "", -1, "", 0), EPERM);
+    c.Errno("mount_setattr()", ::syscall(442, -1, "", 0, nullptr, 0), EPERM);
+    c.Errno("init_module()", ::syscall(SYS_init_module, nullptr, 0, ""), EPERM);
+    c.Errno("finit_module()", ::syscall(SYS_finit_module, -1, "", 0), EPERM);
+    c.Errno("delete_module()", ::syscall(SYS_delete_module, "cordon_nonexistent", O_NONBLOCK), EPERM);
+    c.Errno("kexec_load()", ::syscall(SYS_kexec_load, 0, 0, nullptr, 0), EPERM);
+    c.Errno("kexec_file_load()", ::syscall(SYS_kexec_file_load, -1, -1, 0, "", 0), EPERM);
+    c.Errno("ptrace(PTRACE_TRACEME)", ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr), EPERM);
+    c.Errno("process_vm_readv()", ::syscall(SYS_process_vm_readv, ::getpid(), nullptr, 0, nullptr, 0, 0), EPERM);
+    c.Errno("process_vm_writev()", ::syscall(SYS_process_vm_writev, ::getpid(), nullptr, 0, nullptr, 0, 0), EPERM);
+    c.Errno("unshare(CLONE_NEWNS)", ::unshare(CLONE_NEWNS), EPERM);
+    c.Errno("unshare(CLONE_NEWUSER)", ::unshare(CLONE_NEWUSER), EPERM);
+    c.Errno("unshare(CLONE_NEWNET)", ::unshare(CLONE_NEWNET), EPERM);
+    c.Errno("unshare(CLONE_NEWTIME)", ::unshare(CLONE_NEWTIME), EPERM);
+    c.Errno("setns()", ::setns(-1, 0), EPERM);
+    {
+      // Should the filter fail, this would be a real child: it exits at once.
+      long r = ::syscall(SYS_clone, CLONE_NEWUTS | SIGCHLD, 0, 0, 0, 0);
+      if (r == 0) _exit(0);
+      if (r > 0) ::waitpid(static_cast<pid_t>(r), nullptr, 0);
+      c.Errno("clone(CLONE_NEWUTS)", r, EPERM);
+    }
+    {
+      struct timespec ts = {0, 0};
+      // CLOCK_MONOTONIC cannot be set (EINVAL): harmless if not refused.
+      c.Errno("clock_settime()", ::clock_settime(CLOCK_MONOTONIC, &ts), EPERM);
+      struct timex tx;
+      std::memset(&tx, 0, sizeof tx);  // modes == 0: a read, refused too
+      c.Errno("adjtimex()", ::adjtimex(&tx), EPERM);
+      c.Errno("clock_adjtime()", ::syscall(SYS_clock_adjtime, CLOCK_REALTIME, &tx), EPERM);
+      c.Errno("settimeofday()", ::syscall(SYS_settimeofday, nullptr, nullptr), EPERM);
+    }
+    c.Errno("reboot() (bad magic)", ::syscall(SYS_reboot, 0, 0, 0, nullptr), EPERM);
+    {
+      struct io_uring_params params;
+      std::memset(&params, 0, sizeof params);
+      long r = ::syscall(SYS_io_uring_setup, 1, &params);
+      if (r >= 0) ::close(static_cast<int>(r));
+      c.Errno("io_uring_setup()", r, EPERM);
+      c.Errno("io_uring_enter()", ::syscall(SYS_io_uring_enter, -1, 0, 0, 0, nullptr, 0), EPERM);
+      c.Errno("io_uring_register()", ::syscall(SYS_io_uring_register, -1, 0, nullptr, 0), EPERM);
+    }
+    c.Errno("perf_event_open()", ::syscall(SYS_perf_event_open, nullptr, 0, -1, -1, 0), EPERM);
+    c.Errno("clone3()", ::syscall(SYS_clone3, nullptr, 0), ENOSYS);
+    c.Errno("x32 getpid", ::syscall(0x40000000 | SYS_getpid), EPERM);
+
+    // Still allowed: fork (clone without namespace flags), threads (glibc
+    // falls back from clone3 to clone), ordinary syscalls.
+    pid_t child = ::fork();
+    if (child == 0) _exit(7);
+    int status = 0;
+    c.True("fork() failed", child > 0);
+    if (child > 0) {
+      ::waitpid(child, &status, 0);
+      c.True("forked child did not exit 7", WIFEXITED(status) && WEXITSTATUS(status) == 7);
+    }
+    pthread_t thread;
+    int created = ::pthread_create(&thread, nullptr, [](void*) -> void* { return nullptr; }, nullptr);
+    c.True("pthread_create failed", created == 0);
+    if (created == 0) ::pthread_join(thread, nullptr);
+    c.True("getpid failed", ::getpid() > 0);
+    int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    c.Fd("open(/dev/null)", fd);
+    return c.failures;
+  });
+  EXPECT_EQ(result, "");
+}
+
+TEST(ConfineSeccomp, NoFamiliesRefusesUnixToo) {
+  SeccompPlan plan = PrepareSeccomp(CompileSpec("  network:\n    families: []\n"));
+  std::string all;
+  for (const auto& r : plan.refused) all += r + "\n";
+  EXPECT_NE(all.find("unix, inet, inet6"), std::string::npos) << all;
+  std::string result = InChild([&] {
+    Checks c;
+    std::string installed = Install(plan);
+    if (!installed.empty()) return installed;
+    c.Errno("socket(AF_UNIX)", ::socket(AF_UNIX, SOCK_STREAM, 0), EPERM);
+    c.Errno("socketpair(AF_UNIX)", SocketPair(AF_UNIX), EPERM);
+    c.Errno("socket(AF_INET)", ::socket(AF_INET, SOCK_STREAM, 0), EPERM);
+    c.Errno("socket(AF_INET6)", ::socket(AF_INET6, SOCK_DGRAM, 0), EPERM);
+    c.Errno("socket(AF_NETLINK)", ::socket(AF_NETLINK, SOCK_RAW, 0), EPERM);
+    return c.failures;
+  });
+  EXPECT_EQ(result, "");
+}
+
+TEST(ConfineSeccomp, OtherFamilyBitAllowsUnlistedFamiliesOnly) {
+  // No policy spelling sets CORDON_FAM_OTHER today; the filter honours the bit.
+  policy::CompiledPolicy compiled = CompileSpec("  network:\n    families: [unix]\n");
+  compiled.families |= 1u << CORDON_FAM_OTHER;
+  SeccompPlan plan = PrepareSeccomp(compiled);
+  std::string result = InChild([&] {
+    Checks c;
+    std::string installed = Install(plan);
+    if (!installed.empty()) return installed;
+    long alg = ::socket(38 /* AF_ALG */, SOCK_SEQPACKET, 0);
+    if (!(alg < 0 && errno == EAFNOSUPPORT)) c.Fd("socket(AF_ALG)", alg);  // EAFNOSUPPORT: no AF_ALG, not refused
+    c.Errno("socket(AF_NETLINK)", ::socket(AF_NETLINK, SOCK_RAW, 0), EPERM);
+    c.Errno("socket(AF_INET)", ::socket(AF_INET, SOCK_STREAM, 0), EPERM);
+    c.Fd("socket(AF_UNIX)", ::socket(AF_UNIX, SOCK_STREAM, 0));
+    return c.failures;
+  });
+  EXPECT_EQ(result, "");
+}
+
+TEST(ConfineSeccomp, AllowUserNamespacesPermitsOnlyNewUser) {
+  policy::CompiledPolicy compiled = CompileSpec("  allowUserNamespaces: true\n");
+  ASSERT_TRUE(compiled.lsm_flags & CORDON_LSM_F_USERNS);
+  SeccompPlan plan = PrepareSeccomp(compiled);
+  // What the kernel itself says, unfiltered (it may refuse for its own reasons).
+  int baseline = -1;
+  {
+    std::string r = InChild([] { return std::to_string(::unshare(CLONE_NEWUSER) == 0 ? 0 : errno); });
+    baseline = std::stoi(r);
+  }
+  std::string result = InChild([&] {
+    Checks c;
+    std::string installed = Install(plan);
+    if (!installed.empty()) return installed;
+    int r = ::unshare(CLONE_NEWUSER);
+    int err = r == 0 ? 0 : errno;
+    if (err != baseline)
+      c.failures += "unshare(CLONE_NEWUSER): " + std::to_string(err) + " filtered, " + std::to_string(baseline) +
+                    " unfiltered\n";
+    if (baseline != EPERM) c.True("unshare(CLONE_NEWUSER) refused by the filter", err != EPERM);
+    c.Errno("unshare(CLONE_NEWNS) still refused", ::unshare(CLONE_NEWNS), EPERM);
+    return c.failures;
+  });
+  EXPECT_EQ(result, "");
+}
+
+TEST(ConfineSeccomp, ForeignSyscallAbiKillsTheProcess) {
+  SeccompPlan plan = PrepareSeccomp(CompileSpec(kDefaultFamilies));
+  // Baseline: does this kernel run int 0x80 at all (IA32 emulation)?
+  pid_t probe = ::fork();
+  if (probe == 0) {
+    long ret;
+    asm volatile("int $0x80" : "=a"(ret) : "a"(20 /* i386 getpid */) : "memory");
+    _exit(ret > 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(probe, &status, 0), probe);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) GTEST_SKIP() << "no IA32 syscall emulation here";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (ApplySeccompInChild(plan) != 0) _exit(2);
+    long ret;
+    asm volatile("int $0x80" : "=a"(ret) : "a"(20) : "memory");
+    _exit(3);
+  }
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGSYS);
+}
+
+}  // namespace
+}  // namespace cordon

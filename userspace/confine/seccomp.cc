@@ -1,0 +1,264 @@
+#include "confine/seccomp.h"
+
+#include <linux/audit.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "policy/describe.h"
+
+#if !defined(__x86_64__)
+#error "the seccomp filter is written for x86_64 syscall numbers"
+#endif
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
+
+namespace cordon {
+namespace {
+
+// x86_64 syscall numbers (arch/x86/entry/syscalls/syscall_64.tbl). Written
+// out so that syscalls newer than the build's headers are covered too.
+constexpr uint32_t kNrSocket = 41;
+constexpr uint32_t kNrSocketpair = 53;
+constexpr uint32_t kNrClone = 56;
+constexpr uint32_t kNrUnshare = 272;
+constexpr uint32_t kNrClone3 = 435;
+constexpr uint32_t kX32SyscallBit = 0x40000000;
+
+struct NamedSyscall {
+  uint32_t nr;
+  const char* name;
+};
+struct SyscallGroup {
+  const char* what;  // prefix of the human description
+  std::vector<NamedSyscall> calls;
+  const char* why;   // appended, may be empty
+};
+
+const std::vector<SyscallGroup>& RefusedGroups() {
+  static const std::vector<SyscallGroup> groups = {
+      {"bpf", {{321, "bpf"}}, ""},
+      {"mounts",
+       {{165, "mount"},
+        {166, "umount2"},
+        {155, "pivot_root"},
+        {429, "move_mount"},
+        {430, "fsopen"},
+        {431, "fsconfig"},
+        {432, "fsmount"},
+        {433, "fspick"},
+        {428, "open_tree"},
+        {467, "open_tree_attr"},
+        {442, "mount_setattr"}},
+       ""},
+      {"kernel modules", {{175, "init_module"}, {313, "finit_module"}, {176, "delete_module"}}, ""},
+      {"kexec", {{246, "kexec_load"}, {320, "kexec_file_load"}}, ""},
+      {"tracing other processes", {{101, "ptrace"}, {310, "process_vm_readv"}, {311, "process_vm_writev"}}, ""},
+      {"joining namespaces", {{308, "setns"}}, ""},
+      {"clock changes",
+       {{227, "clock_settime"}, {164, "settimeofday"}, {305, "clock_adjtime"}, {159, "adjtimex"}},
+       " (reads through adjtimex and clock_adjtime too: their mode is in memory, out of seccomp's reach)"},
+      {"reboot", {{169, "reboot"}}, ""},
+      {"io_uring",
+       {{425, "io_uring_setup"}, {426, "io_uring_enter"}, {427, "io_uring_register"}},
+       " (its submissions would bypass every syscall-level check)"},
+      {"perf events", {{298, "perf_event_open"}}, ""},
+  };
+  return groups;
+}
+
+static_assert(__NR_socket == kNrSocket && __NR_socketpair == kNrSocketpair && __NR_clone == kNrClone &&
+              __NR_unshare == kNrUnshare && __NR_bpf == 321 && __NR_mount == 165 && __NR_ptrace == 101);
+#ifdef __NR_clone3
+static_assert(__NR_clone3 == kNrClone3 && __NR_open_tree == 428 && __NR_mount_setattr == 442 &&
+              __NR_io_uring_setup == 425);
+#endif
+
+constexpr uint32_t kNamespaceFlags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC |
+                                     CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWTIME;
+
+// Families with a CORDON_FAM_* bit of their own; any other is CORDON_FAM_OTHER.
+struct FamilyBit {
+  uint32_t af;
+  int bit;
+};
+constexpr FamilyBit kFamilies[] = {
+    {AF_UNIX, CORDON_FAM_UNIX},       {AF_INET, CORDON_FAM_INET},     {AF_INET6, CORDON_FAM_INET6},
+    {AF_NETLINK, CORDON_FAM_NETLINK}, {AF_PACKET, CORDON_FAM_PACKET}, {AF_VSOCK, CORDON_FAM_VSOCK},
+};
+static_assert(AF_UNIX == 1 && AF_INET == 2 && AF_INET6 == 10 && AF_NETLINK == 16 && AF_PACKET == 17 &&
+              AF_VSOCK == 40);
+
+constexpr uint32_t kRetAllow = SECCOMP_RET_ALLOW;
+constexpr uint32_t kRetEperm = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+constexpr uint32_t kRetEnosys = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA);
+constexpr uint32_t kRetKill = SECCOMP_RET_KILL_PROCESS;
+
+constexpr uint32_t kOffArch = offsetof(struct seccomp_data, arch);
+constexpr uint32_t kOffNr = offsetof(struct seccomp_data, nr);
+// Low 32 bits of args[0] (little endian): the int/unsigned the kernel uses
+// for socket()'s family and clone()/unshare()'s flags.
+constexpr uint32_t kOffArg0Low = offsetof(struct seccomp_data, args[0]);
+
+// A tiny classic-BPF assembler: jumps name labels, resolved by Finish().
+class Assembler {
+ public:
+  static constexpr int kNext = -1;  // fall through
+
+  int NewLabel() {
+    labels_.push_back(-1);
+    return static_cast<int>(labels_.size()) - 1;
+  }
+  void Bind(int label) { labels_[label] = static_cast<int>(code_.size()); }
+  void Load(uint32_t offset) { Emit(BPF_LD | BPF_W | BPF_ABS, offset); }
+  void Ret(uint32_t value) { Emit(BPF_RET | BPF_K, value); }
+  void Jeq(uint32_t k, int jt, int jf) { Emit(BPF_JMP | BPF_JEQ | BPF_K, k, jt, jf); }
+  void Jge(uint32_t k, int jt, int jf) { Emit(BPF_JMP | BPF_JGE | BPF_K, k, jt, jf); }
+  void Jset(uint32_t k, int jt, int jf) { Emit(BPF_JMP | BPF_JSET | BPF_K, k, jt, jf); }
+
+  // Resolves labels. Jumps are forward only with 8-bit offsets; anything else
+  // is a bug in this file, caught by the unit tests.
+  std::vector<sock_filter> Finish() const {
+    std::vector<sock_filter> out;
+    out.reserve(code_.size());
+    for (size_t i = 0; i < code_.size(); ++i) {
+      sock_filter f = code_[i].f;
+      if (BPF_CLASS(f.code) == BPF_JMP) {
+        f.jt = Offset(i, code_[i].jt);
+        f.jf = Offset(i, code_[i].jf);
+      }
+      out.push_back(f);
+    }
+    return out;
+  }
+
+ private:
+  struct Insn {
+    sock_filter f;
+    int jt = kNext;
+    int jf = kNext;
+  };
+  void Emit(uint16_t code, uint32_t k, int jt = kNext, int jf = kNext) {
+    code_.push_back(Insn{sock_filter{code, 0, 0, k}, jt, jf});
+  }
+  uint8_t Offset(size_t from, int label) const {
+    if (label == kNext) return 0;
+    int target = labels_.at(static_cast<size_t>(label));
+    long distance = static_cast<long>(target) - static_cast<long>(from) - 1;
+    if (target < 0 || distance < 0 || distance > 255) {
+      std::fprintf(stderr, "cordon: seccomp program: unresolvable jump from %zu to label %d\n", from, label);
+      std::abort();
+    }
+    return static_cast<uint8_t>(distance);
+  }
+
+  std::vector<Insn> code_;
+  std::vector<int> labels_;
+};
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+}  // namespace
+
+SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
+  SeccompPlan plan;
+  const uint32_t allowed_families = policy.families;
+  const bool userns = (policy.lsm_flags & CORDON_LSM_F_USERNS) != 0;
+  // clone()'s low byte is the exit signal (CSIGNAL): CLONE_NEWTIME (0x80)
+  // cannot be requested through clone(), only through unshare() and clone3().
+  const uint32_t clone_mask = (kNamespaceFlags & ~static_cast<uint32_t>(CSIGNAL)) & ~(userns ? CLONE_NEWUSER : 0u);
+  const uint32_t unshare_mask = kNamespaceFlags & ~(userns ? CLONE_NEWUSER : 0u);
+
+  Assembler a;
+  const int l_allow = a.NewLabel(), l_eperm = a.NewLabel(), l_enosys = a.NewLabel(), l_kill = a.NewLabel();
+  const int l_socket = a.NewLabel(), l_clone = a.NewLabel(), l_unshare = a.NewLabel();
+
+  // Only the x86_64 syscall ABI: an i386 syscall (int 0x80) has other numbers
+  // and would pass every check below, so the process is killed.
+  a.Load(kOffArch);
+  a.Jeq(AUDIT_ARCH_X86_64, Assembler::kNext, l_kill);
+  a.Load(kOffNr);
+  // x32 syscalls share the arch but set bit 30 of the number.
+  a.Jge(kX32SyscallBit, l_eperm, Assembler::kNext);
+  for (const auto& group : RefusedGroups())
+    for (const auto& call : group.calls) a.Jeq(call.nr, l_eperm, Assembler::kNext);
+  a.Jeq(kNrSocket, l_socket, Assembler::kNext);
+  a.Jeq(kNrSocketpair, l_socket, Assembler::kNext);
+  a.Jeq(kNrClone, l_clone, Assembler::kNext);
+  a.Jeq(kNrUnshare, l_unshare, Assembler::kNext);
+  a.Jeq(kNrClone3, l_enosys, Assembler::kNext);
+  a.Ret(kRetAllow);
+
+  a.Bind(l_socket);
+  a.Load(kOffArg0Low);
+  for (const auto& f : kFamilies)
+    a.Jeq(f.af, (allowed_families & (1u << f.bit)) ? l_allow : l_eperm, Assembler::kNext);
+  a.Ret((allowed_families & (1u << CORDON_FAM_OTHER)) ? kRetAllow : kRetEperm);
+
+  a.Bind(l_clone);
+  a.Load(kOffArg0Low);
+  a.Jset(clone_mask, l_eperm, l_allow);
+
+  a.Bind(l_unshare);
+  a.Load(kOffArg0Low);
+  a.Jset(unshare_mask, l_eperm, l_allow);
+
+  a.Bind(l_allow);
+  a.Ret(kRetAllow);
+  a.Bind(l_eperm);
+  a.Ret(kRetEperm);
+  a.Bind(l_enosys);
+  a.Ret(kRetEnosys);
+  a.Bind(l_kill);
+  a.Ret(kRetKill);
+  plan.program = a.Finish();
+  if (getenv("MUT_ALLOW")) plan.program = {sock_filter{BPF_RET | BPF_K, 0, 0, kRetAllow}};
+
+  // ---- what it refuses, for people
+  std::vector<std::string> families;
+  for (const auto& f : kFamilies)
+    if (!(allowed_families & (1u << f.bit))) families.push_back(policy::FamilyName(f.bit));
+  if (!(allowed_families & (1u << CORDON_FAM_OTHER))) families.push_back(policy::FamilyName(CORDON_FAM_OTHER));
+  if (!families.empty()) plan.refused.push_back("socket() and socketpair() of families " + Join(families));
+  for (const auto& group : RefusedGroups()) {
+    std::vector<std::string> names;
+    for (const auto& call : group.calls) names.push_back(call.name);
+    plan.refused.push_back(std::string(group.what) + ": " + Join(names) + group.why);
+  }
+  plan.refused.push_back(std::string("new namespaces: unshare() and clone() with CLONE_NEW* flags") +
+                         (userns ? " other than CLONE_NEWUSER (allowUserNamespaces)" : " (user namespaces included)"));
+  plan.refused.push_back(
+      "clone3(), with ENOSYS: its flags are in memory, out of seccomp's reach (glibc falls back to clone)");
+  plan.refused.push_back("x32 syscalls; any other syscall ABI (int 0x80) kills the process");
+  return plan;
+}
+
+int ApplySeccompInChild(const SeccompPlan& plan) {
+  if (plan.program.empty() || plan.program.size() > BPF_MAXINSNS) return EINVAL;
+  struct sock_fprog prog;
+  prog.len = static_cast<unsigned short>(plan.program.size());
+  prog.filter = const_cast<sock_filter*>(plan.program.data());
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+  if (::syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return errno;
+  return 0;
+}
+
+}  // namespace cordon
