@@ -59,6 +59,13 @@ static __always_inline const struct cordon_lsm_sandbox *cordon_file_sandbox(void
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
 	if (!sb || !(sb->flags & CORDON_LSM_F_FILES))
 		return NULL;
+	/* The kernel acting for the task with overridden credentials (an
+	 * overlayfs copy-up writing its upper layer): that is the filesystem's
+	 * own work, already judged at the overlay path the task asked for. A
+	 * task cannot hold overridden credentials in userspace. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (BPF_CORE_READ(task, cred) != BPF_CORE_READ(task, real_cred))
+		return NULL;
 	return sb;
 }
 

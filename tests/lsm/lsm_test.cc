@@ -270,6 +270,42 @@ TEST_F(Lsm, LongAndDeepPathsAreMatchedAndReportedWhole) {
   EXPECT_FALSE(e->file().truncated());
 }
 
+// Overlay copy-up: rules name overlay objects, which keep their identity when
+// their data is copied up from the lower to the upper layer.
+TEST_F(Lsm, OverlayCopyUpKeepsRules) {
+  std::string lower = tree_ / "ov-lower", upper = tree_ / "ov-upper", work = tree_ / "ov-work",
+              merged = tree_ / "ov-merged";
+  for (const auto& d : {lower, upper, work, merged}) ::mkdir(d.c_str(), 0755);
+  ::mkdir((lower + "/in").c_str(), 0755);
+  ::mkdir((lower + "/out").c_str(), 0755);
+  WriteText(lower + "/in/f", "lower\n");
+  WriteText(lower + "/secret", "lower secret\n");
+  std::string opts = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
+  if (::mount("overlay", merged.c_str(), "overlay", 0, opts.c_str()) != 0)
+    GTEST_SKIP() << "overlayfs unavailable: " << std::strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{merged};
+  TestCgroup cg("overlay");
+  Attach(cg, "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: ov}\nspec:\n  files:\n"
+             "    include: [runtime-minimal]\n    read: [" + merged + "/in]\n    write: [" + merged + "/out]\n");
+  auto check = [&] {
+    EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(merged + "/out/new", O_CREAT | O_WRONLY); }), 0);
+    EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(merged + "/in/f", O_RDONLY); }), 0);
+    EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(merged + "/in/f", O_WRONLY); }), EPERM);
+    EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(merged + "/secret", O_RDONLY); }), EPERM);
+  };
+  check();
+  // Copy everything up from outside the sandbox, then judge again.
+  ASSERT_EQ(::chmod((merged + "/in/f").c_str(), 0640), 0);
+  ASSERT_EQ(::chmod((merged + "/secret").c_str(), 0640), 0);
+  ASSERT_EQ(::chmod((merged + "/in").c_str(), 0750), 0);
+  check();
+  auto events = TakeEvents(cg.path());
+  EXPECT_NE(Find(events, "file.open", "/ov-merged/secret"), nullptr) << Dump(events);
+}
+
 TEST_F(Lsm, RulesFollowRenamedDirectories) {
   TestCgroup cg("renamed");
   Attach(cg, FilesPolicy(tree_));

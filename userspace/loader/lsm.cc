@@ -7,6 +7,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
+#include <map>
 #include <memory>
 #include <optional>
 #include <cstring>
@@ -205,12 +208,40 @@ const LsmAvailability& ProbeLsm() {
   return availability;
 }
 
+namespace {
+
+// Mount id -> the superblock's device (major << 20 | minor), from mountinfo.
+// stat()'s st_dev is not always the superblock's: overlayfs and btrfs report
+// another device, and the BPF programs key rules by d_sb->s_dev.
+std::map<uint64_t, uint32_t> MountDevices() {
+  std::map<uint64_t, uint32_t> out;
+  auto text = ReadFile("/proc/self/mountinfo");
+  if (!text) return out;
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    uint64_t id = 0, parent = 0;
+    std::string majmin;
+    fields >> id >> parent >> majmin;
+    size_t colon = majmin.find(':');
+    if (colon == std::string::npos) continue;
+    uint32_t maj = static_cast<uint32_t>(std::strtoul(majmin.c_str(), nullptr, 10));
+    uint32_t min = static_cast<uint32_t>(std::strtoul(majmin.c_str() + colon + 1, nullptr, 10));
+    out[id] = (maj << 20) | min;
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPolicy& policy,
                                                        std::vector<std::string>* skipped) {
   std::vector<ResolvedFileRule> out;
+  const std::map<uint64_t, uint32_t> mount_devices = MountDevices();
   for (const auto& rule : policy.file_rules) {
-    struct stat st;
-    if (::stat(rule.path.c_str(), &st) != 0) {
+    struct statx stx;
+    if (::statx(AT_FDCWD, rule.path.c_str(), 0, STATX_INO | STATX_MNT_ID, &stx) != 0) {
       if (!rule.required) {
         if (skipped) skipped->push_back(rule.path);
         continue;
@@ -218,8 +249,9 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
       return SysError(rule.origin + ": " + rule.path);
     }
     ResolvedFileRule r;
-    r.dev = (major(st.st_dev) << 20) | minor(st.st_dev);
-    r.ino = st.st_ino;
+    auto dev = (stx.stx_mask & STATX_MNT_ID) ? mount_devices.find(stx.stx_mnt_id) : mount_devices.end();
+    r.dev = dev != mount_devices.end() ? dev->second : (stx.stx_dev_major << 20) | stx.stx_dev_minor;
+    r.ino = stx.stx_ino;
     r.rights = rule.rights;
     r.rule = rule.rule;
     r.path = rule.path;
