@@ -61,7 +61,7 @@ std::string PythonConnect(uint16_t port) {
 TEST_F(RunCommand, DefaultPolicyDeniesLoopbackConnectAndLogsEvent) {
   TcpListener listener;
   int before = LeftoverRunCgroups();
-  CommandResult r = Cordon({"run", "--audit", audit_, "--", "python3", "-c", PythonConnect(listener.port())});
+  CommandResult r = Cordon({"run", "--audit", audit_, "--", "/usr/bin/python3", "-c", PythonConnect(listener.port())});
   EXPECT_EQ(r.status, EPERM) << r.out << r.err;
   EXPECT_NE(r.out.find("errno 1"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("net.connect x1)"), std::string::npos) << r.err;
@@ -87,7 +87,7 @@ TEST_F(RunCommand, DefaultPolicyDeniesLoopbackConnectAndLogsEvent) {
 TEST_F(RunCommand, PolicyAllowingThePortLetsItThrough) {
   TcpListener listener;
   PolicyFile policy(LoopbackPolicy("allow-port", listener.port()));
-  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "python3", "-c",
+  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "/usr/bin/python3", "-c",
                             PythonConnect(listener.port())});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("connected"), std::string::npos);
@@ -158,6 +158,49 @@ TEST_F(RunCommand, BadArgumentsAreRejected) {
   r = Cordon({"run", "--policy", bad.path(), "--", "true"});
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find(bad.path() + ":4:"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace cordon::test
+
+namespace cordon::test {
+namespace {
+
+// Without usable BPF LSM (this host), `cordon run` still confines files and
+// the syscalls the cgroup hooks cannot see: Landlock and seccomp in the child.
+TEST(RunFallback, LandlockAndSeccompConfineTheCommand) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  if (LsmUsableHere()) GTEST_SKIP() << "BPF LSM enforces files here (tests/lsm covers it)";
+  char tmpl[] = "/tmp/cordon-fallback-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string out = dir + "/out", audit = dir + "/audit.jsonl";
+  ::mkdir(out.c_str(), 0755);
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: fallback}\nspec:\n  files:\n"
+                    "    include: [runtime-minimal, shell, python3]\n    write: [" + out + "]\n");
+  CommandResult cat = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/bin/cat", "/etc/shadow"});
+  EXPECT_NE(cat.status, 0);
+  EXPECT_NE(cat.err.find("Permission denied"), std::string::npos) << cat.err;  // Landlock: EACCES
+  EXPECT_NE(cat.err.find("enforced by Landlock ABI"), std::string::npos) << cat.err;
+
+  CommandResult py = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/usr/bin/python3", "-c",
+                             "open('" + out + "/r.txt', 'w').write('ok'); print(open('/proc/self/status').read()[:4])"});
+  EXPECT_EQ(py.status, 0) << py.err;
+  std::ifstream written(out + "/r.txt");
+  std::string text;
+  written >> text;
+  EXPECT_EQ(text, "ok");
+
+  for (const char* family : {"AF_PACKET", "AF_NETLINK", "AF_VSOCK"}) {
+    CommandResult sock = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--quiet", "--", "/usr/bin/python3",
+                                 "-c", std::string("import socket,sys\ntry:\n  socket.socket(socket.") + family +
+                                           ", socket.SOCK_DGRAM)\nexcept OSError as e:\n  sys.exit(e.errno)\n"});
+    EXPECT_EQ(sock.status, EPERM) << family << ": " << sock.err;  // seccomp
+  }
+  CommandResult bpf = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--quiet", "--", "/usr/bin/python3",
+                              "-c", "import ctypes,sys\nr=ctypes.CDLL(None, use_errno=True).syscall(321,0,0,0)\n"
+                                    "sys.exit(ctypes.get_errno() if r < 0 else 0)"});
+  EXPECT_EQ(bpf.status, EPERM) << "bpf() must be refused in the sandbox: " << bpf.err;
+  cordon::test::Run({"rm", "-rf", dir});
 }
 
 }  // namespace

@@ -19,12 +19,16 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "abi/cordon_common.h"
+#include "abi/cordon_file.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "confine/landlock.h"
+#include "confine/seccomp.h"
 #include "events/reader.h"
 #include "events/sink.h"
 #include "loader/cgroup.h"
@@ -41,14 +45,19 @@ namespace {
 
 const char* kRunHelp =
     "usage: cordon run [--policy FILE] [--mode enforce|audit] [--audit FILE] [--name NAME]\n"
-    "                  [--quiet] -- CMD [ARGS...]\n"
+    "                  [--quiet] [--verbose] -- CMD [ARGS...]\n"
     "\n"
     "Creates a fresh cgroup, attaches the policy (default: the built-in no-egress policy),\n"
     "starts CMD directly inside it (clone3 CLONE_INTO_CGROUP: no unconfined window), forwards\n"
     "SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to it, waits, kills whatever it left behind,\n"
     "removes the cgroup and all its state, and exits with CMD's status (128+N for signal N).\n"
     "Violation events go to --audit FILE (default /var/log/cordon/run-<time>-<pid>.jsonl);\n"
-    "a one-line summary is printed to stderr at the end unless --quiet.\n";
+    "a one-line summary is printed to stderr at the end unless --quiet.\n"
+    "\n"
+    "Where BPF LSM is unusable, the command is also confined before exec by Landlock (file\n"
+    "rules, TCP ports, scoping) and a seccomp filter (socket families, bpf, mounts, modules,\n"
+    "namespaces, clock, ptrace, io_uring); cordon prints what these layers cannot cover\n"
+    "(--verbose: in detail).\n";
 
 const int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
 
@@ -86,7 +95,7 @@ int RunCommand(const Args& args) {
   std::string error;
   if (!ParseArgs(args,
                  {{"--policy", "", true}, {"--audit", "", true}, {"--mode", "", true}, {"--name", "", true},
-                  {"--quiet", "-q"}, {"--help", "-h"}},
+                  {"--quiet", "-q"}, {"--verbose", "-v"}, {"--help", "-h"}},
                  &parsed, &error, /*stop_at_first_positional=*/true)) {
     PrintError(error);
     std::fputs(kRunHelp, stderr);
@@ -103,6 +112,7 @@ int RunCommand(const Args& args) {
   if (!compiled) return 1;
   if (!IsRoot()) return PrintError("run needs root (it creates a cgroup and loads BPF programs)"), 1;
   bool quiet = parsed.Has("--quiet");
+  bool verbose = parsed.Has("--verbose");
 
   // Signals are held from here on: one arriving while the sandbox is being
   // built must not kill cordon half-way; it reaches the command once started.
@@ -143,8 +153,55 @@ int RunCommand(const Args& args) {
     ::rmdir((cgroup->mount + "/cordon").c_str());
     return ok;
   };
+  // Without usable BPF LSM, the command itself is confined before exec by
+  // Landlock (files, TCP ports, signal and abstract-socket scoping) and a
+  // seccomp filter (socket families, bpf, mounts, modules, namespaces, clock,
+  // ptrace, io_uring). Where BPF LSM works they are not added: Landlock sits
+  // before bpf in the LSM order and seccomp before every LSM, so they would
+  // refuse first and silently, and the BPF LSM's events would be lost.
+  const LsmAvailability& lsm = ProbeLsm();
+  std::optional<LandlockPlan> landlock;
+  SeccompPlan seccomp;
+  std::vector<std::string> notes;
+  if (!lsm.usable() && compiled->mode == CORDON_MODE_ENFORCE) {
+    LandlockSupport support = ProbeLandlock();
+    if (compiled->has_files && support.abi > 0) {
+      auto plan = PrepareLandlock(*compiled, support, /*handle_tcp=*/false);
+      if (!plan) {
+        cleanup();
+        return PrintError(plan.error().ToString() + "; command not started"), 1;
+      }
+      landlock = std::move(*plan);
+      notes.push_back("file rules enforced by Landlock ABI " + std::to_string(landlock->abi) +
+                      " in this command (BPF LSM unusable here): denials are EACCES, not reported as events; "
+                      "executable mappings and metadata changes are not covered, and only the command's own /proc/<pid> (not its "
+                      "children's) is readable" +
+                      (verbose ? "" : " (--verbose for details)"));
+      if (verbose)
+        for (const auto& n : landlock->notes) notes.push_back("Landlock: " + n);
+    } else if (compiled->has_files) {
+      notes.push_back("file and exec rules are NOT enforced: neither BPF LSM (" + lsm.detail + ") nor Landlock (" +
+                      support.detail + ") is available");
+    }
+    seccomp = PrepareSeccomp(*compiled);
+    std::string refused;
+    for (const auto& r : seccomp.refused) refused += (refused.empty() ? "" : "; ") + r;
+    notes.push_back(verbose ? "seccomp refuses in this command (EPERM, not reported as events): " + refused
+                            : "seccomp refuses disallowed socket families, bpf, mounts, modules, kexec, ptrace, "
+                              "namespaces, clock changes, reboot and io_uring in this command (EPERM, not reported "
+                              "as events)");
+    if (compiled->has_files)
+      notes.push_back("connections to pathname unix sockets (e.g. /run/docker.sock) are NOT restricted: that needs "
+                      "BPF LSM");
+    if (!landlock || !landlock->scoped)
+      notes.push_back("signals and ptrace of processes outside the sandbox are NOT restricted: that needs BPF LSM "
+                      "or Landlock ABI 6");
+  } else if (!lsm.usable()) {
+    notes = UnenforcedControls(*compiled, lsm);
+    notes.push_back("audit mode: Landlock and seccomp, which can only refuse, are not applied");
+  }
   if (!quiet)
-    for (const auto& line : UnenforcedControls(*compiled, ProbeLsm())) PrintNote(line);
+    for (const auto& line : notes) PrintNote(line);
 
   Summary summary;
   Status sink_status;
@@ -171,6 +228,8 @@ int RunCommand(const Args& args) {
   }
 
 
+  // The child reports a failure before exec as {stage, errno}.
+  enum : int { kStageLandlock = 1, kStageSeccomp = 2, kStageExec = 3 };
   int exec_pipe[2];
   if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
     cleanup();
@@ -189,9 +248,19 @@ int RunCommand(const Args& args) {
     sigprocmask(SIG_SETMASK, &previous, nullptr);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) _exit(127);
-    ::execvp(argv[0], argv.data());
-    int err = errno;
-    (void)!::write(exec_pipe[1], &err, sizeof err);
+    int report[2] = {0, 0};
+    if (landlock && landlock->ruleset.valid() && (report[1] = ApplyLandlockInChild(landlock->ruleset.get(),
+                                                                               compiled->lsm_flags & CORDON_LSM_F_PROC_SELF)) !=
+                                              0) {
+      report[0] = kStageLandlock;
+    } else if (!seccomp.program.empty() && (report[1] = ApplySeccompInChild(seccomp)) != 0) {
+      report[0] = kStageSeccomp;
+    } else {
+      ::execvp(argv[0], argv.data());
+      report[0] = kStageExec;
+      report[1] = errno;
+    }
+    (void)!::write(exec_pipe[1], report, sizeof report);
     _exit(127);
   }
   ::close(exec_pipe[1]);
@@ -203,8 +272,8 @@ int RunCommand(const Args& args) {
     return PrintError(std::string("clone3 into the sandbox cgroup: ") + std::strerror(err)), 1;
   }
   UniqueFd pidfd(pidfd_raw);
-  int exec_errno = 0;
-  ssize_t got = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+  int child_report[2] = {0, 0};
+  ssize_t got = ::read(exec_pipe[0], child_report, sizeof child_report);
   ::close(exec_pipe[0]);
 
   int exit_status = 0;
@@ -249,8 +318,14 @@ int RunCommand(const Args& args) {
   sigprocmask(SIG_SETMASK, &previous, nullptr);
   (void)(*sink)->Flush();
 
-  if (got == sizeof exec_errno) {
-    PrintError("cannot execute " + command[0] + ": " + std::strerror(exec_errno));
+  if (got == sizeof child_report) {
+    const char* what = child_report[0] == kStageLandlock ? "cannot apply Landlock"
+                       : child_report[0] == kStageSeccomp ? "cannot install the seccomp filter"
+                                                          : nullptr;
+    if (what)
+      PrintError(std::string(what) + ": " + std::strerror(child_report[1]) + "; command not started");
+    else
+      PrintError("cannot execute " + command[0] + ": " + std::strerror(child_report[1]));
     exit_status = 127;
   }
   if (!sink_status.ok()) PrintError("audit log incomplete: " + sink_status.error().ToString());

@@ -154,7 +154,8 @@ LandlockSupport ProbeLandlock() {
   return out;
 }
 
-Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const LandlockSupport& support) {
+Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const LandlockSupport& support,
+                                     bool handle_tcp) {
   if (support.abi <= 0)
     return Error{"Landlock is unavailable" + (support.detail.empty() ? std::string() : ": " + support.detail)};
   const int abi = support.abi;
@@ -171,7 +172,11 @@ Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const
   // ---- TCP connect ports
   std::bitset<65536> ports;
   bool all_ports = false;
-  if (abi >= 4) {
+  if (abi >= 4 && !handle_tcp) {
+    plan.notes.push_back(
+        "TCP connect is left to the cgroup egress programs: Landlock would refuse first, with EACCES and no audit "
+        "event.");
+  } else if (abi >= 4) {
     for (const auto& rule : policy.rules) {
       if (!rule.tcp) continue;
       if (rule.ports.empty()) {
@@ -196,6 +201,9 @@ Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const
       plan.notes.push_back(
           "Landlock TCP rules name ports, not addresses: a port that some tcp rule allows is allowed by Landlock for "
           "every destination, and the address is judged only by the cgroup egress programs.");
+      plan.notes.push_back(
+          "TCP Fast Open (sendto or sendmsg with MSG_FASTOPEN) connects without Landlock's connect check: only the "
+          "cgroup sendmsg programs judge it.");
       plan.notes.push_back("UDP, and binding TCP ports, are not restricted by Landlock.");
     }
   } else {
@@ -301,8 +309,21 @@ Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const
   return plan;
 }
 
-int ApplyLandlockInChild(int ruleset_fd) {
+int ApplyLandlockInChild(int ruleset_fd, bool proc_self) {
   if (ruleset_fd < 0) return EBADF;
+  if (proc_self) {
+    // The child's own /proc/<pid>, resolved here where "self" is the child:
+    // the command keeps its pid across exec (its later children do not).
+    int fd = ::open("/proc/self", O_PATH | O_CLOEXEC);
+    if (fd >= 0) {
+      struct {
+        uint64_t allowed_access;
+        int32_t parent_fd;
+      } __attribute__((packed)) rule = {LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR, fd};
+      (void)::syscall(__NR_landlock_add_rule, ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+      ::close(fd);
+    }
+  }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
   if (::syscall(__NR_landlock_restrict_self, ruleset_fd, 0) != 0) return errno;
   return 0;

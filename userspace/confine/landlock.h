@@ -59,11 +59,16 @@ struct LandlockPlan {
 //     rule allows (for any address) is allowed; binding is not handled. If
 //     some tcp rule allows every port (or more than kMaxLandlockTcpPorts
 //     ports are named), CONNECT_TCP is not handled at all. Either way the
-//     cgroup egress programs still judge every destination address.
+//     cgroup egress programs still judge every destination address. TCP Fast
+//     Open (MSG_FASTOPEN) is not seen by Landlock's connect check (measured on
+//     6.18); UDP is not covered at all.
 //   scoping (ABI >= 6): signals only to processes in the same Landlock domain
 //     (or nested ones); abstract unix sockets only to servers in the domain,
 //     unless spec.network.abstractUnix.
-Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const LandlockSupport& support);
+// handle_tcp: also restrict TCP connect by port. `cordon run` passes false:
+// Landlock refuses before the cgroup hooks (EACCES, no event).
+Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const LandlockSupport& support,
+                                     bool handle_tcp = true);
 
 // Above this number of distinct allowed TCP ports, Landlock TCP rules are not used.
 constexpr size_t kMaxLandlockTcpPorts = 4096;
@@ -71,6 +76,8 @@ constexpr size_t kMaxLandlockTcpPorts = 4096;
 // In the child between clone and exec: prctl(PR_SET_NO_NEW_PRIVS) and
 // landlock_restrict_self(ruleset_fd). Async-signal-safe (no allocation).
 // Returns 0 or an errno (EBADF for an invalid ruleset_fd).
-int ApplyLandlockInChild(int ruleset_fd);
+// proc_self: first allow reading the child's own /proc/<pid> (profile
+// runtime-minimal), resolved in the child.
+int ApplyLandlockInChild(int ruleset_fd, bool proc_self = false);
 
 }  // namespace cordon

@@ -230,7 +230,6 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
   a.Bind(l_kill);
   a.Ret(kRetKill);
   plan.program = a.Finish();
-  if (getenv("MUT_ALLOW")) plan.program = {sock_filter{BPF_RET | BPF_K, 0, 0, kRetAllow}};
 
   // ---- what it refuses, for people
   std::vector<std::string> families;
