@@ -350,6 +350,121 @@ TEST_F(ConfineLandlock, TcpConnectOnlyToPolicyPorts) {
   EXPECT_EQ(other.AcceptPending(), 1);
 }
 
+// With the cgroup egress programs attached too (as in `cordon run`): Landlock's
+// check comes first (security_socket_connect, before the cgroup connect hook),
+// so a TCP connect to a port no rule names fails with EACCES and the cgroup
+// program never sees it: no cordon event. A port some rule names reaches the
+// cgroup program, which judges the address (EPERM, with its event).
+TEST_F(ConfineLandlock, LandlockTcpDenialPrecedesTheCgroupProgram) {
+  if (support_.abi < 4) GTEST_SKIP() << "TCP rules need Landlock ABI 4";
+  TestCgroup cg("confine");
+  TcpListener allowed, other;
+  std::string yaml = LoopbackPolicy("confine-tcp", allowed.port());
+  PolicyFile file(yaml);
+  CommandResult attached = Cordon({"attach", "--cgroup", cg.path(), "--policy", file.path()});
+  ASSERT_EQ(attached.status, 0) << attached.err;
+  policy::ParsedPolicy parsed;
+  policy::Diagnostics diags;
+  policy::CompiledPolicy compiled;
+  ASSERT_TRUE(policy::ParsePolicyText(yaml, "p.yaml", &parsed, &diags) && policy::Compile(parsed, &compiled, &diags));
+  auto plan = PrepareLandlock(compiled, support_);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  ASSERT_TRUE(plan->tcp);
+  EXPECT_TRUE(HasNote(*plan, "no cordon audit event"));
+  const int fd = plan->ruleset.get();
+  auto confined = [fd](std::function<int()> body) {
+    return [fd, body] {
+      int err = ApplyLandlockInChild(fd);
+      return err ? 1000 + err : body();
+    };
+  };
+  // Control: the cgroup program alone denies with EPERM and an event.
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", other.port())); }), EPERM);
+  auto events = TakeEvents(cg.path());
+  EXPECT_EQ(events.size(), 1u);
+  // Landlock first: EACCES, and the cgroup program saw nothing.
+  EXPECT_EQ(RunInCgroup(cg.path(), confined([&] { return TcpConnect(V4("127.0.0.1", other.port())); })), EACCES);
+  events = TakeEvents(cg.path());
+  EXPECT_EQ(events.size(), 0u);
+  // Allowed port, address not allowed: Landlock passes it, the cgroup program denies.
+  EXPECT_EQ(RunInCgroup(cg.path(), confined([&] { return TcpConnect(V4("127.0.0.2", allowed.port())); })), EPERM);
+  events = TakeEvents(cg.path());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind(), "net.connect");
+  EXPECT_EQ(events[0].net().address(), "127.0.0.2");
+  // Allowed by both.
+  EXPECT_EQ(RunInCgroup(cg.path(), confined([&] { return TcpConnect(V4("127.0.0.1", allowed.port())); })), 0);
+  EXPECT_EQ(allowed.AcceptPending(), 1);
+  EXPECT_EQ(other.AcceptPending(), 0);
+}
+
+TEST_F(ConfineLandlock, TcpCanBeLeftToTheCgroupPrograms) {
+  TcpListener other;
+  auto plan = PrepareLandlock(Compile(FilesSpec(80)), support_, /*handle_tcp=*/false);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  EXPECT_FALSE(plan->tcp);
+  EXPECT_TRUE(plan->files);
+  std::string result = RunConfined(plan->ruleset.get(), [&] {
+    Checks c;
+    c.Result("connect 127.0.0.1:other", TcpConnect(V4("127.0.0.1", other.port())), 0);
+    return c.failures;
+  });
+  EXPECT_EQ(result, "");
+  EXPECT_EQ(other.AcceptPending(), 1);
+}
+
+// proc_self (profile runtime-minimal): the confined process reads its own
+// /proc/<pid>, through no alias anything else; its children not even their own.
+TEST_F(ConfineLandlock, ProcSelfForTheFirstProcessOnly) {
+  auto plan = PrepareLandlock(Compile(FilesSpec(80)), support_);
+  ASSERT_TRUE(plan.ok()) << plan.error().ToString();
+  EXPECT_TRUE(HasNote(*plan, "/proc/<pid>"));
+  const int fd = plan->ruleset.get();
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    Checks c;
+    int err = ApplyLandlockInChild(fd, /*proc_self=*/true);
+    if (err) c.failures = std::string("ApplyLandlockInChild: ") + std::strerror(err);
+    else {
+      c.Result("read /proc/self/status", OpenErrno("/proc/self/status", O_RDONLY), 0);
+      c.Result("list /proc/self/fd", OpenErrno("/proc/self/fd", O_RDONLY | O_DIRECTORY), 0);
+      c.Result("read /proc/1/status", OpenErrno("/proc/1/status", O_RDONLY), EACCES);
+      c.Result("read /proc/self/root/etc/shadow", OpenErrno("/proc/self/root/etc/shadow", O_RDONLY), EACCES);
+      c.Result("write /proc/self/comm", OpenErrno("/proc/self/comm", O_WRONLY), EACCES);
+      int probe[2];
+      if (::pipe(probe) == 0) {
+        pid_t grandchild = ::fork();
+        if (grandchild == 0) {
+          int r = OpenErrno("/proc/self/status", O_RDONLY);
+          (void)!::write(probe[1], &r, sizeof r);
+          _exit(0);
+        }
+        ::close(probe[1]);
+        int r = -1;
+        if (::read(probe[0], &r, sizeof r) != sizeof r) r = -1;
+        ::close(probe[0]);
+        ::waitpid(grandchild, nullptr, 0);
+        c.Result("a child reads its own /proc/self/status", r, EACCES);
+      }
+    }
+    (void)!::write(fds[1], c.failures.data(), c.failures.size());
+    _exit(0);
+  }
+  ::close(fds[1]);
+  std::string result;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) result.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(result, "");
+}
+
 TEST_F(ConfineLandlock, EveryPortRuleLeavesTcpToTheCgroupPrograms) {
   if (support_.abi < 4) GTEST_SKIP() << "TCP rules need Landlock ABI 4";
   auto plan = PrepareLandlock(Compile("  network:\n    egress:\n      - cidr: 10.0.0.0/8\n"), support_);

@@ -165,13 +165,15 @@ int RunCommand(const Args& args) {
   std::vector<std::string> notes;
   if (!lsm.usable() && compiled->mode == CORDON_MODE_ENFORCE) {
     LandlockSupport support = ProbeLandlock();
-    if (compiled->has_files && support.abi > 0) {
+    if (support.abi > 0) {
       auto plan = PrepareLandlock(*compiled, support, /*handle_tcp=*/false);
       if (!plan) {
         cleanup();
         return PrintError(plan.error().ToString() + "; command not started"), 1;
       }
       landlock = std::move(*plan);
+    }
+    if (landlock && landlock->files) {
       notes.push_back("file rules enforced by Landlock ABI " + std::to_string(landlock->abi) +
                       " in this command (BPF LSM unusable here): denials are EACCES, not reported as events; "
                       "executable mappings and metadata changes are not covered, and only the command's own /proc/<pid> (not its "
@@ -194,8 +196,8 @@ int RunCommand(const Args& args) {
       notes.push_back("connections to pathname unix sockets (e.g. /run/docker.sock) are NOT restricted: that needs "
                       "BPF LSM");
     if (!landlock || !landlock->scoped)
-      notes.push_back("signals and ptrace of processes outside the sandbox are NOT restricted: that needs BPF LSM "
-                      "or Landlock ABI 6");
+      notes.push_back("signals to processes outside the sandbox are NOT restricted: that needs BPF LSM or Landlock "
+                      "ABI 6 (ptrace is refused by seccomp)");
   } else if (!lsm.usable()) {
     notes = UnenforcedControls(*compiled, lsm);
     notes.push_back("audit mode: Landlock and seccomp, which can only refuse, are not applied");

@@ -202,6 +202,9 @@ Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const
           "Landlock TCP rules name ports, not addresses: a port that some tcp rule allows is allowed by Landlock for "
           "every destination, and the address is judged only by the cgroup egress programs.");
       plan.notes.push_back(
+          "a TCP connect to a port no rule names is refused by Landlock (EACCES) before the cgroup egress programs "
+          "see it, so it produces no cordon audit event.");
+      plan.notes.push_back(
           "TCP Fast Open (sendto or sendmsg with MSG_FASTOPEN) connects without Landlock's connect check: only the "
           "cgroup sendmsg programs judge it.");
       plan.notes.push_back("UDP, and binding TCP ports, are not restricted by Landlock.");
@@ -289,8 +292,9 @@ Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const
     if (abi < 5) plan.notes.push_back("ioctl() on device files is not restricted (needs Landlock ABI 5).");
     if (policy.lsm_flags & CORDON_LSM_F_PROC_SELF)
       plan.notes.push_back(
-          "the task's own /proc/<pid> (profile runtime-minimal) is not readable: Landlock rules name objects fixed "
-          "before the command starts, and each process has its own.");
+          "the task's own /proc/<pid> (profile runtime-minimal) can be granted to the command's first process only "
+          "(ApplyLandlockInChild with proc_self): the processes it starts cannot read their own, because Landlock "
+          "rules name objects fixed before they exist.");
     if (!(policy.lsm_flags & CORDON_LSM_F_MEMFD_EXEC))
       plan.notes.push_back(
           "executing memfd files (memfd_create + fexecve) is not refused by Landlock: they live on an internal mount "

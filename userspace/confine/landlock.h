@@ -77,7 +77,10 @@ constexpr size_t kMaxLandlockTcpPorts = 4096;
 // landlock_restrict_self(ruleset_fd). Async-signal-safe (no allocation).
 // Returns 0 or an errno (EBADF for an invalid ruleset_fd).
 // proc_self: first allow reading the child's own /proc/<pid> (profile
-// runtime-minimal), resolved in the child.
+// runtime-minimal), resolved in the child. This adds a rule to the ruleset
+// itself (best effort: a failure only leaves /proc/<pid> unreadable), so use
+// the plan for one child. Aliases gain nothing: /proc/<pid>/root/... and
+// /proc/<pid>/fd/N are checked where they lead.
 int ApplyLandlockInChild(int ruleset_fd, bool proc_self = false);
 
 }  // namespace cordon

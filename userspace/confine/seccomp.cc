@@ -51,7 +51,7 @@ struct SyscallGroup {
 
 const std::vector<SyscallGroup>& RefusedGroups() {
   static const std::vector<SyscallGroup> groups = {
-      {"bpf", {{321, "bpf"}}, ""},
+      {"BPF programs and maps", {{321, "bpf"}}, ""},
       {"mounts",
        {{165, "mount"},
         {166, "umount2"},
@@ -72,7 +72,7 @@ const std::vector<SyscallGroup>& RefusedGroups() {
       {"clock changes",
        {{227, "clock_settime"}, {164, "settimeofday"}, {305, "clock_adjtime"}, {159, "adjtimex"}},
        " (reads through adjtimex and clock_adjtime too: their mode is in memory, out of seccomp's reach)"},
-      {"reboot", {{169, "reboot"}}, ""},
+      {"rebooting", {{169, "reboot"}}, ""},
       {"io_uring",
        {{425, "io_uring_setup"}, {426, "io_uring_enter"}, {427, "io_uring_register"}},
        " (its submissions would bypass every syscall-level check)"},
@@ -180,7 +180,10 @@ std::string Join(const std::vector<std::string>& parts) {
 
 SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
   SeccompPlan plan;
-  const uint32_t allowed_families = policy.families;
+  // inet and inet6 are left to the cgroup sock_create program, which refuses
+  // them just as well and reports each attempt as an event (seccomp, running
+  // first, would refuse silently).
+  const uint32_t allowed_families = policy.families | (1u << CORDON_FAM_INET) | (1u << CORDON_FAM_INET6);
   const bool userns = (policy.lsm_flags & CORDON_LSM_F_USERNS) != 0;
   // clone()'s low byte is the exit signal (CSIGNAL): CLONE_NEWTIME (0x80)
   // cannot be requested through clone(), only through unshare() and clone3().
