@@ -361,7 +361,7 @@ TEST_F(ConfineLandlock, LandlockTcpDenialPrecedesTheCgroupProgram) {
   TcpListener allowed, other;
   std::string yaml = LoopbackPolicy("confine-tcp", allowed.port());
   PolicyFile file(yaml);
-  CommandResult attached = Cordon({"attach", "--cgroup", cg.path(), "--policy", file.path()});
+  CommandResult attached = Cordon({"attach", "--cgroup", cg.path(), "--policy", file.path(), "--allow-degraded"});
   ASSERT_EQ(attached.status, 0) << attached.err;
   policy::ParsedPolicy parsed;
   policy::Diagnostics diags;

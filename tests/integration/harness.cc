@@ -379,7 +379,7 @@ class KeepLsmLoaded : public ::testing::Environment {
     if (Cordon({"status", "--json"}).out.find("\"usable\":true") == std::string::npos) return;
     anchor_ = std::make_unique<TestCgroup>("anchor");
     PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: anchor}\nspec:\n  files: {}\n");
-    Cordon({"attach", "--cgroup", anchor_->path(), "--policy", policy.path()});
+    Cordon({"attach", "--cgroup", anchor_->path(), "--policy", policy.path(), "--allow-degraded"});
   }
   void TearDown() override { anchor_.reset(); }
 

@@ -35,7 +35,8 @@ TEST_F(Lifecycle, AttachPersistsReplaceSwapsDetachRemovesEverything) {
   PolicyFile p2(LoopbackPolicy("second", l2.port()));
 
   // Relative path (below the cgroup2 mount) works as well as absolute.
-  CommandResult r = Cordon({"attach", "--cgroup", cg.relative().substr(1), "--policy", p1.path(), "--name", "life"});
+  CommandResult r = Cordon({"attach", "--cgroup", cg.relative().substr(1), "--policy", p1.path(), "--name", "life",
+                             "--allow-degraded"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("attached sandbox 'life'"), std::string::npos) << r.err;
   const bool lsm = LsmUsableHere();
@@ -52,7 +53,7 @@ TEST_F(Lifecycle, AttachPersistsReplaceSwapsDetachRemovesEverything) {
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", l2.port())); }), EPERM);
 
   // Attaching again replaces the policy; counters carry over.
-  r = Cordon({"attach", "--cgroup", cg.path(), "--policy", p2.path()});
+  r = Cordon({"attach", "--cgroup", cg.path(), "--policy", p2.path(), "--allow-degraded"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("replaced policy"), std::string::npos) << r.err;
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", l1.port())); }), EPERM);
@@ -149,7 +150,7 @@ TEST_F(Lifecycle, DefaultPolicyDeniesAllEgressIncludingLoopback) {
   TestCgroup cg("default");
   TcpListener listener;
   UdpReceiver udp;
-  CommandResult r = Cordon({"attach", "--cgroup", cg.path()});
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--allow-degraded"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V6("::1", listener.port())); }), EPERM);
@@ -169,7 +170,7 @@ TEST_F(Lifecycle, FullRingBufferIsCountedAndReportedAsLoss) {
   TestCgroup cg("loss");
   PolicyFile policy(LoopbackPolicy("loss", 1));
   // The 256 KiB ring buffer holds about 2,700 network events; nobody reads it.
-  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path()});
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"});
   ASSERT_EQ(r.status, 0) << r.err;
   const int kAttempts = 20000;
   int denied = RunInCgroup(cg.path(), [] {
@@ -195,7 +196,7 @@ TEST_F(Lifecycle, HostileEventPayloadNamesAreSanitized) {
   // reach a terminal or break the JSON line.
   TestCgroup cg("comm");
   PolicyFile policy(LoopbackPolicy("comm", 1));
-  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path()}).status, 0);
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"}).status, 0);
   EXPECT_EQ(RunInCgroup(cg.path(), [] {
               ::prctl(PR_SET_NAME, "evil\n\x1b[2Jx", 0, 0, 0);
               return TcpConnect(V4("127.0.0.1", 9));

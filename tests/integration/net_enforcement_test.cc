@@ -22,7 +22,7 @@ class NetEnforcement : public ::testing::Test {
   // Attaches `yaml` to the cgroup; fails the test on error.
   void Attach(const TestCgroup& cg, const std::string& yaml, std::vector<std::string> extra = {}) {
     PolicyFile policy(yaml);
-    std::vector<std::string> args = {"attach", "--cgroup", cg.path(), "--policy", policy.path()};
+    std::vector<std::string> args = {"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"};
     args.insert(args.end(), extra.begin(), extra.end());
     CommandResult r = Cordon(args);
     ASSERT_EQ(r.status, 0) << r.err;

@@ -114,6 +114,7 @@ class Lsm : public ::testing::Test {
   }
   void Attach(const TestCgroup& cg, const std::string& yaml) {
     PolicyFile policy(yaml);
+    // No --allow-degraded: where BPF LSM works nothing may be missing.
     CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path()});
     ASSERT_EQ(r.status, 0) << r.err;
     ASSERT_EQ(r.err.find("NOT enforced"), std::string::npos) << r.err;
@@ -668,16 +669,21 @@ TEST(LsmHonesty, ReportsTheTruthAboutFileEnforcement) {
   Tree tree;
   TestCgroup cg("honesty");
   PolicyFile policy(FilesPolicy(tree));
-  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path()});
+  CommandResult refused = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path()});
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"});
   ASSERT_EQ(r.status, 0) << r.err;
   CommandResult status = Cordon({"status", "--json"});
   bool usable = status.out.find("\"usable\":true") != std::string::npos;
   int secret = RunInCgroup(cg.path(), [&] { return OpenErrno(tree / "secret/key", O_RDONLY); });
   if (usable) {
+    EXPECT_EQ(refused.status, 0) << "nothing to refuse where BPF LSM works: " << refused.err;
     EXPECT_EQ(r.err.find("NOT enforced"), std::string::npos) << r.err;
     EXPECT_EQ(secret, EPERM) << "claimed usable, so it must deny";
     EXPECT_NE(status.out.find("\"enforcementLevel\":\"kernel-lsm\""), std::string::npos) << status.out;
   } else {
+    EXPECT_EQ(refused.status, 1) << "without --allow-degraded, undeliverable controls refuse the attach";
+    EXPECT_NE(refused.err.find("files (file and exec rules"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("Nothing attached"), std::string::npos) << refused.err;
     EXPECT_NE(r.err.find("file and exec rules are NOT enforced"), std::string::npos) << r.err;
     EXPECT_NE(status.out.find("NOT enforced: file/exec"), std::string::npos) << status.out;
     EXPECT_EQ(status.out.find("\"enforcementLevel\":\"kernel-lsm\""), std::string::npos) << status.out;

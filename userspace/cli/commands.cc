@@ -87,13 +87,18 @@ const char* kPolicyHelp =
 
 const char* kAttachHelp =
     "usage: cordon attach --cgroup PATH [--policy FILE] [--mode enforce|audit] [--name NAME]\n"
+    "                     [--allow-degraded]\n"
     "\n"
     "Confines every process in an existing cgroup v2 directory, and any cgroup created below it,\n"
     "from this moment: processes already inside are confined too. PATH is absolute or relative to\n"
     "the cgroup2 mount. Enforcement is pinned under bpffs and persists after cordon exits.\n"
     "Attaching again to the same cgroup atomically replaces its policy (counters and pending\n"
     "events are kept). Without --policy the built-in default applies (no egress at all).\n"
-    "Events stay in the sandbox's ring buffer until `cordon tail` reads them.\n";
+    "Events stay in the sandbox's ring buffer until `cordon tail` reads them.\n"
+    "\n"
+    "If this kernel cannot enforce some control the policy asks for (see `cordon doctor`), attach\n"
+    "refuses, naming them, unless --allow-degraded is given: then it attaches what the kernel can\n"
+    "enforce and reports the rest as not enforced.\n";
 
 const char* kDetachHelp =
     "usage: cordon detach (--cgroup PATH | --id CGROUP_ID)\n"
@@ -177,7 +182,8 @@ int AttachCommand(const Args& args) {
   ParsedArgs parsed;
   std::string error;
   if (!ParseArgs(args,
-                 {{"--cgroup", "", true}, {"--policy", "", true}, {"--mode", "", true}, {"--name", "", true}},
+                 {{"--cgroup", "", true}, {"--policy", "", true}, {"--mode", "", true}, {"--name", "", true},
+                  {"--allow-degraded", ""}},
                  &parsed, &error)) {
     Usage(error, kAttachHelp);
     return 2;
@@ -193,6 +199,14 @@ int AttachCommand(const Args& args) {
   if (!IsRoot()) return PrintError("attach needs root (CAP_SYS_ADMIN and CAP_BPF); nothing attached"), 1;
   auto cgroup = ResolveCgroup(*cgroup_arg);
   if (!cgroup) return PrintError(cgroup.error().ToString() + "; nothing attached"), 1;
+  std::vector<std::string> missing = UndeliverableInAttach(*compiled, ProbeLsm());
+  if (!missing.empty() && !parsed.Has("--allow-degraded")) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : "; ") + m;
+    PrintError("this kernel cannot enforce, for processes cordon attaches to: " + list + " (" + ProbeLsm().detail +
+               "). Nothing attached; pass --allow-degraded to enforce only the rest, or see `cordon doctor`");
+    return 1;
+  }
   auto result = AttachSandbox(*cgroup, *compiled, options);
   if (!result) return PrintError(result.error().ToString() + "; nothing attached"), 1;
   const SandboxInfo& info = result->info;

@@ -29,6 +29,17 @@ std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy
   return out;
 }
 
+std::vector<std::string> UndeliverableInAttach(const policy::CompiledPolicy& policy, const LsmAvailability& lsm) {
+  std::vector<std::string> out;
+  if (lsm.usable()) return out;
+  uint32_t non_inet = (1u << CORDON_FAM_UNIX) | (1u << CORDON_FAM_NETLINK) | (1u << CORDON_FAM_PACKET) |
+                      (1u << CORDON_FAM_VSOCK) | (1u << CORDON_FAM_OTHER);
+  if ((policy.families & non_inet) != non_inet) out.push_back("network.families (non-inet socket families)");
+  if (policy.has_files) out.push_back("files (file and exec rules, unix socket paths)");
+  out.push_back("tamper (bpf(), mounts, signals, ptrace, cgroup escape, modules, namespaces, clock)");
+  return out;
+}
+
 std::string EnforcementSummary(const LsmAvailability& lsm) {
   if (lsm.usable())
     return "enforced in the kernel: network egress and socket kinds (cgroup hooks); socket families, unix sockets, "

@@ -14,6 +14,11 @@ namespace cordon {
 // whether BPF LSM is usable.
 std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy, const LsmAvailability& lsm);
 
+// Controls the policy asks for that no layer at all can deliver to processes
+// cordon attaches to (attach mode: no Landlock or seccomp can be imposed on
+// running processes). `cordon attach` refuses them unless --allow-degraded.
+std::vector<std::string> UndeliverableInAttach(const policy::CompiledPolicy& policy, const LsmAvailability& lsm);
+
 // One line summarising the enforcement this kernel allows, for status output.
 std::string EnforcementSummary(const LsmAvailability& lsm);
 
