@@ -693,7 +693,9 @@ TEST(LsmHonesty, ReportsTheTruthAboutFileEnforcement) {
     EXPECT_FALSE(usable) << "booted without bpf in lsm=: programs would load but never run";
     EXPECT_NE(status.out.find("missing from the kernel's LSM list"), std::string::npos) << status.out;
   }
-  if (ExpectLsm() == 1) EXPECT_TRUE(usable);
+  if (ExpectLsm() == 1) {
+    EXPECT_TRUE(usable);
+  }
 }
 
 }  // namespace
