@@ -109,7 +109,9 @@ class Lsm : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root";
     bool usable = LsmUsable();
-    if (ExpectLsm() == 1) ASSERT_TRUE(usable) << "this VM boots with bpf in lsm=: cordon must be able to enforce";
+    if (ExpectLsm() == 1) {
+      ASSERT_TRUE(usable) << "this VM boots with bpf in lsm=: cordon must be able to enforce";
+    }
     if (!usable) GTEST_SKIP() << "BPF LSM not usable on this kernel (LsmHonesty covers it)";
   }
   void Attach(const TestCgroup& cg, const std::string& yaml) {
