@@ -32,5 +32,8 @@ struct cordon_sandbox_info {
 #define CORDON_INFO_F_EPHEMERAL 1u
 /* Registered with the BPF LSM object: file, exec, family and tamper rules enforced. */
 #define CORDON_INFO_F_LSM 2u
+/* `cordon run` confined the command with Landlock / a seccomp filter. */
+#define CORDON_INFO_F_LANDLOCK 4u
+#define CORDON_INFO_F_SECCOMP 8u
 
 #endif

@@ -273,7 +273,7 @@ int StatusCommand(const Args& args) {
           << ",\"cgroupAlive\":" << (s.cgroup_alive ? "true" : "false") << ",\"policy\":" << JsonString(s.policy)
           << ",\"mode\":" << JsonString(ModeName(s.mode)) << ",\"generation\":" << s.generation
           << ",\"ephemeral\":" << (s.ephemeral ? "true" : "false") << ",\"enforcementLevel\":"
-          << (s.lsm ? "\"kernel-lsm\"" : "\"kernel-cgroup\"")
+          << JsonString(s.Level())
           << ",\"denied\":{\"connect\":" << c[CORDON_CNT_DENIED_CONNECT]
           << ",\"sendmsg\":" << c[CORDON_CNT_DENIED_SENDMSG]
           << ",\"socket\":" << c[CORDON_CNT_DENIED_SOCKET] + c[CORDON_CNT_DENIED_LSM_NET]
@@ -295,7 +295,7 @@ int StatusCommand(const Args& args) {
     std::printf("no sandboxes attached\n");
     return 0;
   }
-  std::printf("%-20s %-12s %-32s %-16s %-7s %-13s %-30s %-8s %s\n", "SANDBOX", "CGROUP-ID", "CGROUP", "POLICY",
+  std::printf("%-20s %-12s %-32s %-16s %-7s %-29s %-30s %-8s %s\n", "SANDBOX", "CGROUP-ID", "CGROUP", "POLICY",
               "MODE", "LEVEL", "DENIED conn/send/sock/file/tamp", "AUDITED", "DROPPED");
   for (const auto& s : *list) {
     const auto& c = s.counters;
@@ -306,9 +306,9 @@ int StatusCommand(const Args& args) {
     uint64_t audited = c[CORDON_CNT_AUDITED_CONNECT] + c[CORDON_CNT_AUDITED_SENDMSG] + c[CORDON_CNT_AUDITED_SOCKET] +
                        c[CORDON_CNT_AUDITED_LSM_NET] + c[CORDON_CNT_AUDITED_FILE] + c[CORDON_CNT_AUDITED_TAMPER];
     std::string cgroup = s.cgroup_path + (s.cgroup_alive ? "" : " (removed)");
-    std::printf("%-20s %-12llu %-32s %-16s %-7s %-13s %-30s %-8llu %llu\n", s.name.c_str(),
+    std::printf("%-20s %-12llu %-32s %-16s %-7s %-29s %-30s %-8llu %llu\n", s.name.c_str(),
                 static_cast<unsigned long long>(s.id), cgroup.c_str(), s.policy.c_str(), ModeName(s.mode).c_str(),
-                s.lsm ? "kernel-lsm" : "kernel-cgroup", denied.c_str(), static_cast<unsigned long long>(audited),
+                s.Level().c_str(), denied.c_str(), static_cast<unsigned long long>(audited),
                 static_cast<unsigned long long>(c[CORDON_CNT_EVENTS_DROPPED]));
     if (!s.problem.empty()) std::printf("  problem: %s\n", s.problem.c_str());
   }

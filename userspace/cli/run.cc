@@ -24,6 +24,7 @@
 
 #include "abi/cordon_common.h"
 #include "abi/cordon_file.h"
+#include "abi/cordon_pins.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -204,6 +205,9 @@ int RunCommand(const Args& args) {
   }
   if (!quiet)
     for (const auto& line : notes) PrintNote(line);
+  uint32_t layers = (landlock && landlock->ruleset.valid() ? CORDON_INFO_F_LANDLOCK : 0) |
+                    (seccomp.program.empty() ? 0 : CORDON_INFO_F_SECCOMP);
+  if (layers) (void)AddSandboxFlags(sandbox_id, layers);  // shown by `cordon status`
 
   Summary summary;
   Status sink_status;

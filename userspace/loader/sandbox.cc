@@ -417,6 +417,8 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
   out.generation = info->generation;
   out.ephemeral = info->flags & CORDON_INFO_F_EPHEMERAL;
   out.lsm = info->flags & CORDON_INFO_F_LSM;
+  out.landlock = info->flags & CORDON_INFO_F_LANDLOCK;
+  out.seccomp = info->flags & CORDON_INFO_F_SECCOMP;
   out.attached_at_ns = info->attached_at_ns;
   out.updated_at_ns = info->updated_at_ns;
   auto mount = FindCgroup2Mount();
@@ -444,6 +446,26 @@ Result<std::vector<SandboxInfo>> ListSandboxes() {
     if (info) out.push_back(std::move(*info));
   }
   return out;
+}
+
+std::string SandboxInfo::Level() const {
+  if (lsm) return "kernel-lsm";
+  std::string level = "kernel-cgroup";
+  if (landlock) level += "+landlock";
+  if (seccomp) level += "+seccomp";
+  return level;
+}
+
+Status AddSandboxFlags(uint64_t sandbox_id, uint32_t flags) {
+  auto root = SandboxPinRoot();
+  if (!root) return root.error();
+  auto lock = LockPinRoot(*root);
+  if (!lock) return lock.error();
+  std::string dir = SandboxPinDir(*root, sandbox_id);
+  auto info = ReadInfo(dir);
+  if (!info) return info.error();
+  info->flags |= flags;
+  return WriteInfo(dir, *info);
 }
 
 Result<UniqueFd> OpenSandboxMap(uint64_t sandbox_id, const std::string& map_name) {

@@ -37,6 +37,9 @@ struct SandboxInfo {
   uint32_t generation = 0;
   bool ephemeral = false;
   bool lsm = false;               // file/exec/family/tamper rules enforced by BPF LSM
+  bool landlock = false;          // `cordon run` applied Landlock to the command
+  bool seccomp = false;           // `cordon run` applied a seccomp filter to the command
+  std::string Level() const;      // "kernel-lsm", "kernel-cgroup+landlock+seccomp", ...
   uint64_t attached_at_ns = 0;
   uint64_t updated_at_ns = 0;
   std::array<uint64_t, CORDON_CNT_MAX> counters{};  // summed over CPUs
@@ -59,6 +62,9 @@ Status DetachSandbox(uint64_t sandbox_id);
 
 Result<std::vector<SandboxInfo>> ListSandboxes();
 Result<SandboxInfo> GetSandbox(uint64_t sandbox_id);
+
+// Records extra layers (CORDON_INFO_F_LANDLOCK / _SECCOMP) in the sandbox's info.
+Status AddSandboxFlags(uint64_t sandbox_id, uint32_t flags);
 
 // An fd of one of the sandbox's pinned maps ("events", "counters", ...).
 Result<UniqueFd> OpenSandboxMap(uint64_t sandbox_id, const std::string& map_name);
