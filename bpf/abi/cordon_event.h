@@ -37,6 +37,8 @@ enum cordon_event_kind {
 enum cordon_verdict {
 	CORDON_VERDICT_DENIED = 1,
 	CORDON_VERDICT_AUDITED = 2,
+	CORDON_VERDICT_DETECTED = 3,        /* seen after the fact (detect mode), not prevented */
+	CORDON_VERDICT_KILLED = 4,          /* detected, and the process was sent SIGKILL */
 };
 
 enum cordon_reason {

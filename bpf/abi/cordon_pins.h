@@ -35,5 +35,8 @@ struct cordon_sandbox_info {
 /* `cordon run` confined the command with Landlock / a seccomp filter. */
 #define CORDON_INFO_F_LANDLOCK 4u
 #define CORDON_INFO_F_SECCOMP 8u
+/* File and exec rules checked after the fact (detect mode), with SIGKILL. */
+#define CORDON_INFO_F_DETECT 16u
+#define CORDON_INFO_F_DETECT_KILL 32u
 
 #endif

@@ -249,6 +249,16 @@ static __always_inline int cordon_lsm_report(const struct cordon_lsm_sandbox *sb
 	int audit = sb->mode == CORDON_MODE_AUDIT;
 	__u64 sandbox_id = sb->sandbox_id;
 	cordon_lsm_count(sandbox_id, audit ? audited_counter : denied_counter);
+#ifdef CORDON_DETECT
+	/* Detect mode: the operation already happened; report it, and kill
+	 * the process before it returns to user space if the policy says so. */
+	int kill = !audit && (sb->flags & CORDON_LSM_F_KILL);
+	__u8 verdict = kill ? CORDON_VERDICT_KILLED : CORDON_VERDICT_DETECTED;
+	if (kill)
+		bpf_send_signal(9);
+#else
+	__u8 verdict = audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED;
+#endif
 
 	__u32 zero = 0;
 	struct cordon_lsm_scratch *s = bpf_map_lookup_elem(&lsm_scratch, &zero);
@@ -260,7 +270,7 @@ static __always_inline int cordon_lsm_report(const struct cordon_lsm_sandbox *sb
 	struct cordon_file_event *e = &s->ev;
 	__builtin_memset(e, 0, sizeof(*e));
 	e->hdr.kind = kind;
-	e->hdr.verdict = audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED;
+	e->hdr.verdict = verdict;
 	e->hdr.reason = reason;
 	e->hdr.boot_ns = bpf_ktime_get_boot_ns();
 	e->hdr.sandbox_id = sandbox_id;

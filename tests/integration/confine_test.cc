@@ -337,17 +337,18 @@ TEST_F(ConfineLandlock, TcpConnectOnlyToPolicyPorts) {
   EXPECT_EQ(allowed.AcceptPending(), 1);
   EXPECT_EQ(other.AcceptPending(), 0);
 
-  // A stated limitation, checked so that the note stays true: TCP Fast Open
-  // (sendto with MSG_FASTOPEN) connects without Landlock's connect check;
-  // only the cgroup sendmsg programs judge it.
+  // A stated limitation, checked so that the note stays true: on some kernels
+  // (measured: 6.18 yes, 6.12 no) TCP Fast Open (sendto with MSG_FASTOPEN)
+  // connects without Landlock's connect check; then only the cgroup programs
+  // judge it.
   EXPECT_TRUE(HasNote(*plan, "MSG_FASTOPEN"));
+  int tfo = -1;
   result = RunConfined(plan->ruleset.get(), [&] {
-    Checks c;
-    c.Result("TCP Fast Open to 127.0.0.1:other", TcpFastOpen(V4("127.0.0.1", other.port())), 0);
-    return c.failures;
+    tfo = TcpFastOpen(V4("127.0.0.1", other.port()));  // in the child: reported through the result text
+    return tfo == 0 ? std::string() : tfo == EACCES ? std::string("EACCES") : std::string(std::strerror(tfo));
   });
-  EXPECT_EQ(result, "");
-  EXPECT_EQ(other.AcceptPending(), 1);
+  EXPECT_TRUE(result.empty() || result == "EACCES") << result;
+  EXPECT_EQ(other.AcceptPending(), result.empty() ? 1 : 0);
 }
 
 // With the cgroup egress programs attached too (as in `cordon run`): Landlock's

@@ -1,5 +1,8 @@
 // attach / replace / detach / status / tail and bad input, on the host kernel.
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -207,6 +210,78 @@ TEST_F(Lifecycle, HostileEventPayloadNamesAreSanitized) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("evil?"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace cordon::test
+
+namespace cordon::test {
+namespace {
+
+// Detect mode: `cordon attach` where BPF LSM is unusable. File rules are
+// checked after the fact; with onViolation: kill the offender dies before it
+// returns from the system call.
+TEST(DetectMode, ReportsAndKillsFileViolationsAfterTheFact) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  if (LsmUsableHere()) GTEST_SKIP() << "BPF LSM prevents instead of detecting here (tests/lsm covers it)";
+  char tmpl[] = "/tmp/cordon-detect-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string allowed = dir + "/allowed", secret = dir + "/secret";
+  ::mkdir(allowed.c_str(), 0755);
+  std::ofstream(secret) << "secret\n";
+  std::ofstream(allowed + "/ok") << "ok\n";
+  auto policy_text = [&](const std::string& action) {
+    return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: detect}\nspec:\n  onViolation: " + action +
+           "\n  files:\n    include: [runtime-minimal, shell]\n    read: [" + allowed + "]\n";
+  };
+  auto open_file = [](const std::string& path) {
+    return [path] {
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return errno;
+      ::close(fd);
+      return 0;
+    };
+  };
+  TestCgroup cg("detect");
+  PolicyFile report(policy_text("report"));
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", report.path(), "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("only DETECTED"), std::string::npos) << r.err;
+  EXPECT_EQ(RunInCgroup(cg.path(), open_file(secret)), 0) << "detect mode does not prevent";
+  EXPECT_EQ(RunInCgroup(cg.path(), open_file(allowed + "/ok")), 0);
+  auto events = TakeEvents(cg.path());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind(), "file.open");
+  EXPECT_EQ(events[0].verdict(), "detected");
+  EXPECT_EQ(events[0].enforcement(), "detect");
+  EXPECT_EQ(events[0].file().path(), secret);
+  CommandResult status = Cordon({"status", "--json"});
+  EXPECT_NE(status.out.find("\"enforcementLevel\":\"kernel-cgroup+detect\""), std::string::npos) << status.out;
+
+  PolicyFile kill(policy_text("kill"));
+  r = Cordon({"attach", "--cgroup", cg.path(), "--policy", kill.path(), "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(RunInCgroup(cg.path(), open_file(secret)), -1000) << "the offender is killed before open() returns";
+  EXPECT_EQ(RunInCgroup(cg.path(), open_file(allowed + "/ok")), 0) << "allowed opens are untouched";
+  // An exec outside the policy: the new program never runs.
+  int exec_result = RunInCgroup(cg.path(), [] {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl("/usr/bin/nproc", "nproc", nullptr);
+      _exit(100);
+    }
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    return WIFSIGNALED(st) ? 1000 + WTERMSIG(st) : WEXITSTATUS(st);
+  });
+  EXPECT_EQ(exec_result, 1000 + SIGKILL);
+  events = TakeEvents(cg.path());
+  int killed = 0;
+  for (const auto& e : events) killed += e.verdict() == "killed" && e.enforcement() == "detect+kill";
+  EXPECT_EQ(killed, 2) << "open and exec";
+  status = Cordon({"status", "--json"});
+  EXPECT_NE(status.out.find("\"enforcementLevel\":\"kernel-cgroup+detect+kill\""), std::string::npos) << status.out;
+  cordon::test::Run({"rm", "-rf", dir});
 }
 
 }  // namespace

@@ -205,7 +205,7 @@ Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const
           "a TCP connect to a port no rule names is refused by Landlock (EACCES) before the cgroup egress programs "
           "see it, so it produces no cordon audit event.");
       plan.notes.push_back(
-          "TCP Fast Open (sendto or sendmsg with MSG_FASTOPEN) connects without Landlock's connect check: only the "
+          "On some kernels (measured: 6.18, not 6.12) TCP Fast Open (sendto or sendmsg with MSG_FASTOPEN) connects without Landlock's connect check: only the "
           "cgroup sendmsg programs judge it.");
       plan.notes.push_back("UDP, and binding TCP ports, are not restricted by Landlock.");
     }

@@ -177,7 +177,7 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
   std::memcpy(&e, data, sizeof e);
   std::string kind = KindName(e.kind);
   if (kind.empty()) return Error{"malformed event: unknown kind " + std::to_string(e.kind)};
-  if (e.verdict != CORDON_VERDICT_DENIED && e.verdict != CORDON_VERDICT_AUDITED)
+  if (e.verdict < CORDON_VERDICT_DENIED || e.verdict > CORDON_VERDICT_KILLED)
     return Error{"malformed event: unknown verdict " + std::to_string(e.verdict)};
   if (e.reason < CORDON_REASON_NO_RULE || e.reason > CORDON_REASON_FORBIDDEN)
     return Error{"malformed event: unknown reason " + std::to_string(e.reason)};
@@ -215,9 +215,13 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
   ssize_t n = ::readlink(link.c_str(), exe, sizeof exe);
   if (n > 0) out.set_exe(Printable(std::string(exe, static_cast<size_t>(n))));
   out.set_kind(kind);
-  out.set_verdict(e.verdict == CORDON_VERDICT_DENIED ? "denied" : "audited");
+  static const char* const kVerdicts[] = {"", "denied", "audited", "detected", "killed"};
+  out.set_verdict(kVerdicts[e.verdict]);
   out.set_policy(sandbox.policy);
-  out.set_enforcement(lsm_layout ? "kernel-lsm" : "kernel-cgroup");
+  bool detected = e.verdict == CORDON_VERDICT_DETECTED || e.verdict == CORDON_VERDICT_KILLED;
+  out.set_enforcement(detected ? (e.verdict == CORDON_VERDICT_KILLED ? "detect+kill" : "detect")
+                      : lsm_layout ? "kernel-lsm"
+                                   : "kernel-cgroup");
   std::string target;
   if (lsm_layout) {
     if (e.kind == CORDON_EV_NET_SOCKET) {

@@ -1,5 +1,6 @@
 #include "loader/kernel_features.h"
 
+#include "abi/cordon_file.h"
 #include "abi/cordon_net.h"
 #include "policy/describe.h"
 
@@ -22,8 +23,11 @@ std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy
                   " are NOT refused: only inet/inet6 sockets are enforced (cgroup/sock_create); the rest needs BPF "
                   "LSM");
   if (policy.has_files)
-    out.push_back("file and exec rules are NOT enforced: " + why + "; the sandbox can read and write files as its "
-                  "uid allows");
+    out.push_back(std::string("file and exec rules are only DETECTED, after the fact: a successful open or exec "
+                              "outside the policy is reported with verdict \"detected\"") +
+                  ((policy.lsm_flags & CORDON_LSM_F_KILL) ? " and the process is killed before it returns"
+                                                           : " (onViolation: kill also kills the process)") +
+                  "; nothing is prevented (" + why + ")");
   out.push_back("tamper protection (bpf(), mounts, signals and ptrace outside the sandbox, cgroup escape) is NOT "
                 "enforced: it needs BPF LSM");
   return out;
@@ -35,7 +39,7 @@ std::vector<std::string> UndeliverableInAttach(const policy::CompiledPolicy& pol
   uint32_t non_inet = (1u << CORDON_FAM_UNIX) | (1u << CORDON_FAM_NETLINK) | (1u << CORDON_FAM_PACKET) |
                       (1u << CORDON_FAM_VSOCK) | (1u << CORDON_FAM_OTHER);
   if ((policy.families & non_inet) != non_inet) out.push_back("network.families (non-inet socket families)");
-  if (policy.has_files) out.push_back("files (file and exec rules, unix socket paths)");
+  if (policy.has_files) out.push_back("files.unixSockets (connections to pathname unix sockets)");
   out.push_back("tamper (bpf(), mounts, signals, ptrace, cgroup escape, modules, namespaces, clock)");
   return out;
 }

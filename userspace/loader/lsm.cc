@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "abi/cordon_file.h"
+#include "cordon_detect.skel.h"
 #include "cordon_lsm.skel.h"
 #include "loader/bpffs.h"
 #include "loader/libbpf_log.h"
@@ -29,6 +30,15 @@ struct SkelDeleter {
   void operator()(cordon_lsm* skel) const { cordon_lsm__destroy(skel); }
 };
 using LsmSkel = std::unique_ptr<cordon_lsm, SkelDeleter>;
+
+// The two host-wide objects sharing one map layout: the BPF LSM programs, and
+// the detect-mode tracepoint program for kernels without usable BPF LSM.
+enum class Backend { kLsm, kDetect };
+
+struct LoadedObject {
+  std::shared_ptr<void> owner;  // the skeleton
+  bpf_object* obj = nullptr;
+};
 
 constexpr const char* kSecurityfs = "/sys/kernel/security";
 
@@ -58,11 +68,13 @@ bool ListHasBpf(const std::string& list) {
   return false;
 }
 
-Result<std::string> LsmPinDir() {
+Result<std::string> PinDir(Backend backend) {
   auto fs = EnsureBpffs();
   if (!fs) return fs.error();
-  return *fs + "/cordon/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/lsm";
+  return *fs + "/cordon/v" + std::to_string(CORDON_LAYOUT_VERSION) + (backend == Backend::kLsm ? "/lsm" : "/detect");
 }
+
+Result<std::string> LsmPinDir() { return PinDir(Backend::kLsm); }
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -84,10 +96,26 @@ Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
   return skel;
 }
 
-// Loads, attaches and pins the LSM object; a failure leaves nothing behind.
-Status LoadAndPin(const std::string& dir) {
-  auto skel = LoadSkeleton();
-  if (!skel) return skel.error();
+Result<LoadedObject> LoadBackend(Backend backend) {
+  if (backend == Backend::kLsm) {
+    auto skel = LoadSkeleton();
+    if (!skel) return skel.error();
+    cordon_lsm* raw = skel->release();
+    return LoadedObject{std::shared_ptr<void>(raw, [](void* p) { cordon_lsm__destroy(static_cast<cordon_lsm*>(p)); }),
+                        raw->obj};
+  }
+  LibbpfLogCapture log;
+  cordon_detect* raw = cordon_detect__open();
+  if (!raw) return SysError("open the detect-mode BPF object" + log.Tail());
+  std::shared_ptr<void> owner(raw, [](void* p) { cordon_detect__destroy(static_cast<cordon_detect*>(p)); });
+  if (int err = cordon_detect__load(raw)) return Error{"load the detect-mode BPF program" + log.Tail(), -err};
+  return LoadedObject{owner, raw->obj};
+}
+
+// Loads, attaches and pins a host-wide object; a failure leaves nothing behind.
+Status LoadAndPin(const std::string& dir, Backend backend) {
+  auto loaded = LoadBackend(backend);
+  if (!loaded) return loaded.error();
   std::string staging = dir + "_staging_" + std::to_string(::getpid());
   CORDON_TRY(MakeDirs(staging, 0700));
   std::vector<bpf_link*> links;
@@ -102,15 +130,15 @@ Status LoadAndPin(const std::string& dir) {
     return error;
   };
   bpf_program* prog;
-  bpf_object__for_each_program(prog, (*skel)->obj) {
-    bpf_link* link = bpf_program__attach_lsm(prog);
-    if (!link) return fail(SysError(std::string("attach LSM program ") + bpf_program__name(prog)));
+  bpf_object__for_each_program(prog, loaded->obj) {
+    bpf_link* link = bpf_program__attach(prog);  // by section: lsm/... or raw_tp/...
+    if (!link) return fail(SysError(std::string("attach BPF program ") + bpf_program__name(prog)));
     links.push_back(link);
     std::string pin = staging + "/link_" + bpf_program__name(prog);
     if (bpf_link__pin(link, pin.c_str())) return fail(SysError("pin " + pin));
   }
   for (const char* name : kMapPins) {
-    bpf_map* map = bpf_object__find_map_by_name((*skel)->obj, name);
+    bpf_map* map = bpf_object__find_map_by_name(loaded->obj, name);
     std::string pin = staging + "/" + name;
     if (!map || bpf_map__pin(map, pin.c_str())) return fail(SysError("pin " + pin));
   }
@@ -260,11 +288,13 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
   return out;
 }
 
-Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd) {
-  auto dir = LsmPinDir();
+namespace {
+
+Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
+                  const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd) {
+  auto dir = PinDir(backend);
   if (!dir) return dir.error();
-  if (!Exists(*dir + "/lsm_sandboxes")) CORDON_TRY(LoadAndPin(*dir));
+  if (!Exists(*dir + "/lsm_sandboxes")) CORDON_TRY(LoadAndPin(*dir, backend));
   auto sandboxes = OpenPinned(*dir, "lsm_sandboxes");
   auto file_rules = OpenPinned(*dir, "file_rules");
   auto events = OpenPinned(*dir, "sandbox_events");
@@ -315,8 +345,8 @@ Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::C
   return {};
 }
 
-Status LsmRemoveSandbox(uint64_t sandbox_id) {
-  auto dir = LsmPinDir();
+Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
+  auto dir = PinDir(backend);
   if (!dir) return dir.error();
   if (!Exists(*dir + "/lsm_sandboxes")) return {};
   auto sandboxes = OpenPinned(*dir, "lsm_sandboxes");
@@ -328,6 +358,24 @@ Status LsmRemoveSandbox(uint64_t sandbox_id) {
   if (auto counters = OpenPinned(*dir, "sandbox_counters")) bpf_map_delete_elem(counters->get(), &sandbox_id);
   if (CountSandboxes(*dir) == 0) return Unload(*dir);
   return {};
+}
+
+}  // namespace
+
+Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd) {
+  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd);
+}
+
+Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
+                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd) {
+  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd);
+}
+
+Status LsmRemoveSandbox(uint64_t sandbox_id) {
+  Status lsm = RemoveSandbox(Backend::kLsm, sandbox_id);
+  Status detect = RemoveSandbox(Backend::kDetect, sandbox_id);
+  return lsm.ok() ? detect : lsm;
 }
 
 bool LsmHasSandbox(uint64_t sandbox_id) {

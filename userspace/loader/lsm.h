@@ -50,7 +50,14 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                      const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd);
 
-// Removes a sandbox; unloads the LSM object when no sandbox is left.
+// Detect mode (kernels without usable BPF LSM, `cordon attach`): the same
+// rules checked after the fact by a tracepoint at system call exit; verdict
+// "detected", and SIGKILL before the task returns with onViolation: kill.
+Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
+                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd);
+
+// Removes a sandbox from the LSM and detect objects; unloads each when no
+// sandbox is left in it.
 // Not registered is not an error.
 Status LsmRemoveSandbox(uint64_t sandbox_id);
 

@@ -322,17 +322,31 @@ uint32_t CgroupLevel(const std::string& relative) {
   return relative == "/" ? 0 : level;
 }
 
-// Registers the sandbox with the LSM object, sharing its events and counters.
-Status AddToLsm(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
-                const std::vector<ResolvedFileRule>& rules) {
+// Registers the sandbox with the LSM (or detect) object, sharing its events
+// and counters.
+Status RegisterHostWide(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
+                        const std::vector<ResolvedFileRule>& rules, bool detect) {
   UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
   UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
   if (!events.valid() || !counters.valid()) return SysError("open the sandbox's events/counters");
-  CORDON_TRY(LsmAddSandbox(cgroup.id, CgroupLevel(cgroup.relative), policy, rules, events.get(), counters.get()));
+  auto add = detect ? DetectAddSandbox : LsmAddSandbox;
+  CORDON_TRY(add(cgroup.id, CgroupLevel(cgroup.relative), policy, rules, events.get(), counters.get()));
   auto info = ReadInfo(dir);
   if (!info) return info.error();
-  info->flags |= CORDON_INFO_F_LSM;
+  info->flags &= ~(CORDON_INFO_F_LSM | CORDON_INFO_F_DETECT | CORDON_INFO_F_DETECT_KILL);
+  if (!detect) info->flags |= CORDON_INFO_F_LSM;
+  else info->flags |= CORDON_INFO_F_DETECT | ((policy.lsm_flags & CORDON_LSM_F_KILL) ? CORDON_INFO_F_DETECT_KILL : 0);
   return WriteInfo(dir, *info);
+}
+
+Status AddToLsm(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
+                const std::vector<ResolvedFileRule>& rules) {
+  return RegisterHostWide(dir, cgroup, policy, rules, false);
+}
+
+Status AddToDetect(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
+                   const std::vector<ResolvedFileRule>& rules) {
+  return RegisterHostWide(dir, cgroup, policy, rules, true);
 }
 
 }  // namespace
@@ -343,7 +357,8 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
   const LsmAvailability& lsm = ProbeLsm();
   std::vector<ResolvedFileRule> rules;
   std::vector<std::string> skipped;
-  if (lsm.usable()) {
+  const bool detect = !lsm.usable() && policy.has_files;
+  if (lsm.usable() || detect) {
     auto resolved = ResolveFileRules(policy, &skipped);
     if (!resolved) return resolved.error().Wrap("resolve file rules");
     rules = std::move(*resolved);
@@ -367,6 +382,17 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
       return added.error().Wrap("register with BPF LSM");
     }
     result->info.lsm = true;
+  } else if (detect) {
+    Status added = AddToDetect(dir, cgroup, policy, rules);
+    if (!added.ok()) {
+      if (!existed) {
+        (void)LsmRemoveSandbox(cgroup.id);
+        (void)DestroyPinDir(dir);
+      }
+      return added.error().Wrap("register for detect mode");
+    }
+    result->info.detect = true;
+    result->info.detect_kill = policy.lsm_flags & CORDON_LSM_F_KILL;
   }
   result->skipped_paths = std::move(skipped);
   return result;
@@ -419,6 +445,8 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
   out.lsm = info->flags & CORDON_INFO_F_LSM;
   out.landlock = info->flags & CORDON_INFO_F_LANDLOCK;
   out.seccomp = info->flags & CORDON_INFO_F_SECCOMP;
+  out.detect = info->flags & CORDON_INFO_F_DETECT;
+  out.detect_kill = info->flags & CORDON_INFO_F_DETECT_KILL;
   out.attached_at_ns = info->attached_at_ns;
   out.updated_at_ns = info->updated_at_ns;
   auto mount = FindCgroup2Mount();
@@ -453,6 +481,7 @@ std::string SandboxInfo::Level() const {
   std::string level = "kernel-cgroup";
   if (landlock) level += "+landlock";
   if (seccomp) level += "+seccomp";
+  if (detect) level += detect_kill ? "+detect+kill" : "+detect";
   return level;
 }
 

@@ -39,6 +39,8 @@ struct SandboxInfo {
   bool lsm = false;               // file/exec/family/tamper rules enforced by BPF LSM
   bool landlock = false;          // `cordon run` applied Landlock to the command
   bool seccomp = false;           // `cordon run` applied a seccomp filter to the command
+  bool detect = false;            // file/exec rules checked after the fact (no BPF LSM)
+  bool detect_kill = false;       // ... and violators are killed
   std::string Level() const;      // "kernel-lsm", "kernel-cgroup+landlock+seccomp", ...
   uint64_t attached_at_ns = 0;
   uint64_t updated_at_ns = 0;

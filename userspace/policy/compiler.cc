@@ -472,6 +472,12 @@ bool Validator::Run(CompiledPolicy* out) {
       NamedBits(network.extra_protocols(), "spec.network.extraProtocols", "extra protocol", kSockProtos);
   if (network.abstract_unix()) out->lsm_flags |= CORDON_LSM_F_ABSTRACT_UNIX;
   if (policy.spec().allow_user_namespaces()) out->lsm_flags |= CORDON_LSM_F_USERNS;
+  const std::string& on_violation = policy.spec().on_violation();
+  if (on_violation == "kill") {
+    out->lsm_flags |= CORDON_LSM_F_KILL;
+  } else if (!on_violation.empty() && on_violation != "report") {
+    Error("spec.onViolation", "unknown action " + Quote(on_violation) + " (expected report or kill)");
+  }
 
   // `files: {}` is present (deny every file access); `files:` (null) and no key are absent.
   out->has_files = policy.spec().has_files() || Present("spec.files");

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Detect mode: for `cordon attach` on kernels without usable BPF LSM. Runs at
+ * every system call exit of a sandboxed task and checks, with the same
+ * inode-ancestry rules as the LSM programs, the file a successful open just
+ * returned and the program a successful exec just started. A violation is
+ * reported with verdict "detected"; with onViolation: kill the task is sent
+ * SIGKILL, which it receives before returning to user space: the open fd or
+ * the new program never runs an instruction. What it cannot stop: another
+ * thread of the same process using the fd in that window, and anything that
+ * needs no open (mmap of fds opened before attach, metadata changes, unlink).
+ */
+#define CORDON_DETECT 1
+#include "lib/lsm_common.bpf.h"
+
+#define __NR_open 2
+#define __NR_creat 85
+#define __NR_execve 59
+#define __NR_openat 257
+#define __NR_open_by_handle_at 304
+#define __NR_execveat 322
+#define __NR_openat2 437
+#define FMODE_READ 0x1
+#define FMODE_WRITE 0x2
+
+static __always_inline struct file *cordon_fd_file(struct task_struct *task, long fd)
+{
+	struct files_struct *files = BPF_CORE_READ(task, files);
+	struct fdtable *fdt = BPF_CORE_READ(files, fdt);
+	if (fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	struct file **array = BPF_CORE_READ(fdt, fd);
+	struct file *file = NULL;
+	bpf_core_read(&file, sizeof(file), &array[fd & 0xffffff]);
+	return file;
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(cordon_sys_exit, struct pt_regs *regs, long ret)
+{
+	if (ret < 0)
+		return 0;
+	long nr = BPF_CORE_READ(regs, orig_ax);
+	int is_open = nr == __NR_openat || nr == __NR_open || nr == __NR_openat2 || nr == __NR_creat ||
+		      nr == __NR_open_by_handle_at;
+	int is_exec = nr == __NR_execve || nr == __NR_execveat;
+	if (!is_open && !is_exec)
+		return 0;
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct file *file;
+	__u32 want;
+	__u16 kind;
+	if (is_exec) {
+		file = BPF_CORE_READ(task, mm, exe_file);
+		want = CORDON_FILE_EXEC;
+		kind = CORDON_EV_FILE_EXEC;
+	} else {
+		file = cordon_fd_file(task, ret);
+		__u32 fmode = file ? BPF_CORE_READ(file, f_mode) : 0;
+		want = ((fmode & FMODE_READ) ? CORDON_FILE_READ : 0) | ((fmode & FMODE_WRITE) ? CORDON_FILE_WRITE : 0);
+		kind = CORDON_EV_FILE_OPEN;
+	}
+	if (!file || !want)
+		return 0;
+	struct vfsmount *mnt = BPF_CORE_READ(file, f_path.mnt);
+	if (cordon_is_anonymous(mnt))
+		return 0;
+	cordon_check_path(sb, kind, BPF_CORE_READ(file, f_path.dentry), mnt, want);
+	return 0;
+}
