@@ -209,6 +209,10 @@ int DoctorCommand(const Args& args) {
   int landlock = LandlockAbi();
   probes.push_back({"landlock", landlock > 0,
                     landlock > 0 ? "ABI " + std::to_string(landlock) : "Landlock unavailable or disabled"});
+  std::string detect_detail;
+  bool detect = DetectLoadable(&detect_detail);
+  probes.push_back({"detect_tracepoint", detect,
+                    detect ? "raw_tp/sys_exit loads (detect mode for cordon attach)" : detect_detail});
   bool unix_hooks = KernelHasAttachType("BPF_CGROUP_UNIX_CONNECT");
   probes.push_back({"cgroup_unix_hooks", unix_hooks,
                     unix_hooks ? "cgroup/connect_unix and sendmsg_unix exist (not used by this build yet)"
@@ -234,12 +238,31 @@ int DoctorCommand(const Args& args) {
   if (lsm_enforcing) {
     controls.push_back({"network.families", "enforced", "BPF LSM socket_create", ""});
   } else {
-    controls.push_back({"network.families", "degraded", "inet/inet6 only (cgroup sock_create); other families are not "
-                        "refused", lsm_remedy});
+    controls.push_back({"network.families", "degraded",
+                        "cordon run: seccomp refuses other families (no events); cordon attach: inet/inet6 only "
+                        "(cgroup sock_create)",
+                        lsm_remedy});
   }
-  lsm_control("files", "BPF LSM file/path/exec/mmap hooks (exercised)");
+  if (lsm_enforcing || (!detect && landlock == 0)) {
+    lsm_control("files", "BPF LSM file/path/exec/mmap hooks (exercised)");
+  } else {
+    std::string how;
+    if (landlock > 0) how += "cordon run: prevented by Landlock ABI " + std::to_string(landlock) + " (no mmap-exec "
+                             "control, no events)";
+    if (detect) how += std::string(how.empty() ? "" : "; ") + "cordon attach: opens and execs DETECTED after the "
+                       "fact (verdict detected; onViolation: kill kills), not prevented";
+    controls.push_back({"files", "degraded", how, lsm_remedy});
+  }
   lsm_control("network.unix", "BPF LSM unix_stream_connect/unix_may_send");
-  lsm_control("tamper", "BPF LSM bpf/task_kill/ptrace/mount/module/userns/settime/capable/cgroup hooks");
+  if (lsm_enforcing) {
+    lsm_control("tamper", "BPF LSM bpf/task_kill/ptrace/mount/module/userns/settime/capable/cgroup hooks");
+  } else {
+    controls.push_back({"tamper", "degraded",
+                        "cordon run: seccomp refuses bpf, mounts, modules, kexec, ptrace, namespaces, clock, reboot, "
+                        "io_uring (no events)" + std::string(landlock >= 6 ? "; Landlock scopes signals" : "") +
+                            "; cordon attach: not enforced",
+                        lsm_remedy});
+  }
 
   bool full = true;
   for (const auto& c : controls) full &= c.status == "enforced";

@@ -378,6 +378,14 @@ Status LsmRemoveSandbox(uint64_t sandbox_id) {
   return lsm.ok() ? detect : lsm;
 }
 
+bool DetectLoadable(std::string* detail) {
+  auto dir = PinDir(Backend::kDetect);
+  if (dir && Exists(*dir + "/lsm_sandboxes")) return true;
+  auto loaded = LoadBackend(Backend::kDetect);
+  if (!loaded && detail) *detail = std::strerror(loaded.error().err ? loaded.error().err : EINVAL);
+  return loaded.ok();
+}
+
 bool LsmHasSandbox(uint64_t sandbox_id) {
   auto dir = LsmPinDir();
   if (!dir) return false;

@@ -56,6 +56,9 @@ Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::C
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                         const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd);
 
+// Whether the detect-mode program loads here (*detail says why not).
+bool DetectLoadable(std::string* detail);
+
 // Removes a sandbox from the LSM and detect objects; unloads each when no
 // sandbox is left in it.
 // Not registered is not an error.
