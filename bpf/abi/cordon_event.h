@@ -32,6 +32,7 @@ enum cordon_event_kind {
 	CORDON_EV_TAMPER_REBOOT = 37,
 	CORDON_EV_TAMPER_CGROUP = 38,
 	CORDON_EV_TAMPER_CAPABILITY = 39,
+	CORDON_EV_TAMPER_IO_URING = 40,
 };
 
 enum cordon_verdict {
@@ -54,6 +55,7 @@ enum cordon_reason {
 	CORDON_REASON_ABSTRACT_UNIX = 10,    /* abstract unix socket */
 	CORDON_REASON_OUTSIDE_SANDBOX = 11,  /* target task/cgroup outside the sandbox */
 	CORDON_REASON_FORBIDDEN = 12,        /* operation never allowed in a sandbox */
+	CORDON_REASON_SECCOMP = 13,          /* refused by cordon run's seccomp filter (arg: syscall nr) */
 };
 
 

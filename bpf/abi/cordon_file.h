@@ -39,6 +39,7 @@
 #define CORDON_LSM_F_PROC_SELF (1u << 3)     /* the task's own /proc/<pid> is readable */
 #define CORDON_LSM_F_FILES (1u << 4)         /* spec.files present: files are default-deny */
 #define CORDON_LSM_F_KILL (1u << 5)          /* spec.onViolation: kill (detect mode) */
+#define CORDON_LSM_F_SECCOMP (1u << 6)       /* `cordon run` seccomp filter: report its refusals */
 
 /* Value of lsm_sandboxes, keyed by the sandbox root cgroup id. Replaced as a
  * whole on policy change (one hash update: readers see old or new). */

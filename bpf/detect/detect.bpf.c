@@ -35,12 +35,58 @@ static __always_inline struct file *cordon_fd_file(struct task_struct *task, lon
 	return file;
 }
 
+#define ENOSYS 38
+
+/* What a syscall refused by cordon run's seccomp filter was an attempt at. */
+static __always_inline __u16 cordon_seccomp_kind(long nr)
+{
+	switch (nr) {
+	case 41: case 53: return CORDON_EV_NET_SOCKET;                  /* socket, socketpair */
+	case 321: return CORDON_EV_TAMPER_BPF;
+	case 165: case 166: case 155: case 428: case 429: case 430: case 431: case 432: case 433: case 442:
+	case 467: return CORDON_EV_TAMPER_MOUNT;                        /* mount family, open_tree_attr */
+	case 175: case 176: case 313: case 246: case 320: return CORDON_EV_TAMPER_MODULE;
+	case 101: case 310: case 311: return CORDON_EV_TAMPER_PTRACE;
+	case 56: case 272: case 308: case 435: return CORDON_EV_TAMPER_USERNS; /* clone, unshare, setns, clone3 */
+	case 159: case 164: case 227: case 305: return CORDON_EV_TAMPER_CLOCK;
+	case 169: return CORDON_EV_TAMPER_REBOOT;
+	case 298: return CORDON_EV_TAMPER_CAPABILITY;                   /* perf_event_open */
+	case 425: case 426: case 427: return CORDON_EV_TAMPER_IO_URING;
+	}
+	return 0;
+}
+
+/* cordon run's seccomp filter refuses silently; the refusal shows here as
+ * -EPERM (-ENOSYS for clone3) at the exit of one of the filtered syscalls. */
+static __always_inline void cordon_report_seccomp(struct pt_regs *regs, long nr, long ret)
+{
+	if (ret != -EPERM && !(ret == -ENOSYS && nr == 435))
+		return;
+	__u16 kind = cordon_seccomp_kind(nr);
+	if (!kind)
+		return;
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb || !(sb->flags & CORDON_LSM_F_SECCOMP))
+		return;
+	__u32 arg0 = BPF_CORE_READ(regs, di);
+	__u32 arg1 = BPF_CORE_READ(regs, si);
+	__u32 arg2 = BPF_CORE_READ(regs, dx);
+	if (kind == CORDON_EV_NET_SOCKET)  /* socket(family, type, protocol) */
+		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, kind, CORDON_REASON_SECCOMP, 0, 0, 0, NULL, NULL, 0, arg0,
+				(arg1 << 16) | (arg2 & 0xffff), CORDON_CNT_DENIED_LSM_NET, CORDON_CNT_AUDITED_LSM_NET);
+	else
+		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, kind, CORDON_REASON_SECCOMP, 0, 0, 0, NULL, NULL, 0, nr, 0,
+				CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
+}
+
 SEC("raw_tp/sys_exit")
 int BPF_PROG(cordon_sys_exit, struct pt_regs *regs, long ret)
 {
-	if (ret < 0)
-		return 0;
 	long nr = BPF_CORE_READ(regs, orig_ax);
+	if (ret < 0) {
+		cordon_report_seccomp(regs, nr, ret);
+		return 0;
+	}
 	int is_open = nr == __NR_openat || nr == __NR_open || nr == __NR_openat2 || nr == __NR_creat ||
 		      nr == __NR_open_by_handle_at;
 	int is_exec = nr == __NR_execve || nr == __NR_execveat;

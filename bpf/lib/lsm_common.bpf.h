@@ -238,27 +238,17 @@ static long cordon_path_step(__u32 index, void *data)
 	return 0;
 }
 
-/* Reports a decision. Returns the hook's verdict: 0 (allowed, audit mode)
- * or -EPERM. dentry may be NULL (no path). */
-static __always_inline int cordon_lsm_report(const struct cordon_lsm_sandbox *sb, __u16 kind, __u8 reason,
-					     __u32 access, __u32 granted, __u32 rule,
-					     struct dentry *dentry, struct vfsmount *mnt,
-					     __u32 target_pid, __u32 arg, __u32 arg2,
-					     __u32 denied_counter, __u32 audited_counter)
+/* Emits an event with the given verdict and counts it. Returns the hook
+ * verdict for `verdict`: -EPERM when denied, else 0. dentry may be NULL. */
+static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, __u8 verdict, __u16 kind,
+					   __u8 reason, __u32 access, __u32 granted, __u32 rule,
+					   struct dentry *dentry, struct vfsmount *mnt,
+					   __u32 target_pid, __u32 arg, __u32 arg2,
+					   __u32 denied_counter, __u32 audited_counter)
 {
-	int audit = sb->mode == CORDON_MODE_AUDIT;
+	int audit = verdict == CORDON_VERDICT_AUDITED;
 	__u64 sandbox_id = sb->sandbox_id;
 	cordon_lsm_count(sandbox_id, audit ? audited_counter : denied_counter);
-#ifdef CORDON_DETECT
-	/* Detect mode: the operation already happened; report it, and kill
-	 * the process before it returns to user space if the policy says so. */
-	int kill = !audit && (sb->flags & CORDON_LSM_F_KILL);
-	__u8 verdict = kill ? CORDON_VERDICT_KILLED : CORDON_VERDICT_DETECTED;
-	if (kill)
-		bpf_send_signal(9);
-#else
-	__u8 verdict = audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED;
-#endif
 
 	__u32 zero = 0;
 	struct cordon_lsm_scratch *s = bpf_map_lookup_elem(&lsm_scratch, &zero);
@@ -323,7 +313,31 @@ static __always_inline int cordon_lsm_report(const struct cordon_lsm_sandbox *sb
 	e->hdr.size = sizeof(*e) + path_len;
 	if (bpf_ringbuf_output(ring, e, sizeof(*e) + path_len, 0))
 		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
-	return audit ? 0 : -EPERM;
+	return verdict == CORDON_VERDICT_DENIED ? -EPERM : 0;
+}
+
+/* Reports a decision of this layer. Returns the hook's verdict: 0 (allowed,
+ * audit mode) or -EPERM. */
+static __always_inline int cordon_lsm_report(const struct cordon_lsm_sandbox *sb, __u16 kind, __u8 reason,
+					     __u32 access, __u32 granted, __u32 rule,
+					     struct dentry *dentry, struct vfsmount *mnt,
+					     __u32 target_pid, __u32 arg, __u32 arg2,
+					     __u32 denied_counter, __u32 audited_counter)
+{
+	int audit = sb->mode == CORDON_MODE_AUDIT;
+#ifdef CORDON_DETECT
+	/* Detect mode: the operation already happened; report it, and kill
+	 * the process before it returns to user space if the policy says so. */
+	int kill = !audit && (sb->flags & CORDON_LSM_F_KILL);
+	__u8 verdict = kill ? CORDON_VERDICT_KILLED : CORDON_VERDICT_DETECTED;
+	if (kill)
+		bpf_send_signal(9);
+#else
+	__u8 verdict = audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED;
+#endif
+	cordon_lsm_emit(sb, verdict, kind, reason, access, granted, rule, dentry, mnt, target_pid, arg, arg2,
+			denied_counter, audited_counter);
+	return verdict == CORDON_VERDICT_DENIED ? -EPERM : 0;
 }
 
 /* Checks `want` on a path and reports a denial. Returns the hook verdict. */

@@ -200,6 +200,21 @@ TEST(RunFallback, LandlockAndSeccompConfineTheCommand) {
                               "-c", "import ctypes,sys\nr=ctypes.CDLL(None, use_errno=True).syscall(321,0,0,0)\n"
                                     "sys.exit(ctypes.get_errno() if r < 0 else 0)"});
   EXPECT_EQ(bpf.status, EPERM) << "bpf() must be refused in the sandbox: " << bpf.err;
+
+  // seccomp refusals are reported too.
+  std::ifstream in(audit);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto events = ParseJsonLines(ss.str());
+  int packet = 0, bpf_events = 0;
+  for (const auto& e : events) {
+    if (e.enforcement() != "seccomp") continue;
+    EXPECT_EQ(e.verdict(), "denied");
+    packet += e.kind() == "net.socket" && e.net().family() == "packet";
+    bpf_events += e.kind() == "tamper.bpf";
+  }
+  EXPECT_EQ(packet, 1) << ss.str();
+  EXPECT_EQ(bpf_events, 1) << ss.str();
   cordon::test::Run({"rm", "-rf", dir});
 }
 

@@ -137,6 +137,7 @@ int RunCommand(const Args& args) {
   AttachOptions options;
   options.name = parsed.Get("--name").value_or("run-" + std::to_string(::getpid()));
   options.ephemeral = true;
+  options.seccomp_events = !ProbeLsm().usable() && compiled->mode == CORDON_MODE_ENFORCE;
   auto attached = AttachSandbox(*cgroup, *compiled, options);
   if (!attached) {
     (void)KillAndRemoveCgroup(*cgroup);
@@ -189,10 +190,11 @@ int RunCommand(const Args& args) {
     seccomp = PrepareSeccomp(*compiled);
     std::string refused;
     for (const auto& r : seccomp.refused) refused += (refused.empty() ? "" : "; ") + r;
-    notes.push_back(verbose ? "seccomp refuses in this command (EPERM, not reported as events): " + refused
+    notes.push_back(verbose ? "seccomp refuses in this command (EPERM; each refusal is reported as an event): " +
+                                  refused
                             : "seccomp refuses disallowed socket families, bpf, mounts, modules, kexec, ptrace, "
-                              "namespaces, clock changes, reboot and io_uring in this command (EPERM, not reported "
-                              "as events)");
+                              "namespaces, clock changes, reboot and io_uring in this command (EPERM, reported as "
+                              "events)");
     if (compiled->has_files)
       notes.push_back("connections to pathname unix sockets (e.g. /run/docker.sock) are NOT restricted: that needs "
                       "BPF LSM");

@@ -55,6 +55,8 @@ std::string ReasonText(const cordon_event& e, const std::string& target) {
       return "the target is outside the sandbox" + (target.empty() ? std::string() : " (" + target + ")");
     case CORDON_REASON_FORBIDDEN:
       return "never allowed inside a sandbox" + (target.empty() ? std::string() : " (" + target + ")");
+    case CORDON_REASON_SECCOMP:
+      return "refused by cordon run's seccomp filter" + (target.empty() ? std::string() : " (" + target + ")");
   }
   return "unknown";
 }
@@ -93,6 +95,8 @@ std::string KindName(uint32_t kind) {
     case CORDON_EV_TAMPER_CLOCK: return "tamper.clock";
     case CORDON_EV_TAMPER_REBOOT: return "tamper.reboot";
     case CORDON_EV_TAMPER_CGROUP: return "tamper.cgroup";
+    case CORDON_EV_TAMPER_CAPABILITY: return "tamper.capability";
+    case CORDON_EV_TAMPER_IO_URING: return "tamper.io_uring";
   }
   return "";
 }
@@ -179,7 +183,7 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
   if (kind.empty()) return Error{"malformed event: unknown kind " + std::to_string(e.kind)};
   if (e.verdict < CORDON_VERDICT_DENIED || e.verdict > CORDON_VERDICT_KILLED)
     return Error{"malformed event: unknown verdict " + std::to_string(e.verdict)};
-  if (e.reason < CORDON_REASON_NO_RULE || e.reason > CORDON_REASON_FORBIDDEN)
+  if (e.reason < CORDON_REASON_NO_RULE || e.reason > CORDON_REASON_SECCOMP)
     return Error{"malformed event: unknown reason " + std::to_string(e.reason)};
 
   // LSM events (and LSM net.socket ones) are a cordon_file_event plus a path.
@@ -219,9 +223,10 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
   out.set_verdict(kVerdicts[e.verdict]);
   out.set_policy(sandbox.policy);
   bool detected = e.verdict == CORDON_VERDICT_DETECTED || e.verdict == CORDON_VERDICT_KILLED;
-  out.set_enforcement(detected ? (e.verdict == CORDON_VERDICT_KILLED ? "detect+kill" : "detect")
-                      : lsm_layout ? "kernel-lsm"
-                                   : "kernel-cgroup");
+  out.set_enforcement(detected                               ? (e.verdict == CORDON_VERDICT_KILLED ? "detect+kill" : "detect")
+                      : e.reason == CORDON_REASON_SECCOMP ? "seccomp"
+                      : lsm_layout                        ? "kernel-lsm"
+                                                          : "kernel-cgroup");
   std::string target;
   if (lsm_layout) {
     if (e.kind == CORDON_EV_NET_SOCKET) {
@@ -253,6 +258,7 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
         if (fe.target_pid) target = "pid " + std::to_string(fe.target_pid);
         if (e.kind == CORDON_EV_TAMPER_SIGNAL) target += ", signal " + std::to_string(fe.arg);
         if (e.kind == CORDON_EV_TAMPER_CGROUP) target = "cgroup id " + std::to_string(fe.arg);
+        if (e.reason == CORDON_REASON_SECCOMP) target = "syscall " + std::to_string(fe.arg);
       }
     }
   } else {

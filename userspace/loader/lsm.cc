@@ -291,7 +291,7 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
 namespace {
 
 Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                  const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd) {
+                  const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, uint32_t extra_flags) {
   auto dir = PinDir(backend);
   if (!dir) return dir.error();
   if (!Exists(*dir + "/lsm_sandboxes")) CORDON_TRY(LoadAndPin(*dir, backend));
@@ -334,7 +334,7 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
   next.sandbox_id = sandbox_id;
   next.version = version;
   next.mode = policy.mode;
-  next.flags = policy.lsm_flags | (policy.has_files ? CORDON_LSM_F_FILES : 0);
+  next.flags = policy.lsm_flags | (policy.has_files ? CORDON_LSM_F_FILES : 0) | extra_flags;
   next.families = policy.families;
   next.level = cgroup_level;
   // One hash update switches every hook to the new version at once.
@@ -364,12 +364,13 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
 
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                      const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd) {
-  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd);
+  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, 0);
 }
 
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd) {
-  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd);
+                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                        uint32_t extra_flags) {
+  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, extra_flags);
 }
 
 Status LsmRemoveSandbox(uint64_t sandbox_id) {

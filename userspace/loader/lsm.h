@@ -53,8 +53,10 @@ Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::C
 // Detect mode (kernels without usable BPF LSM, `cordon attach`): the same
 // rules checked after the fact by a tracepoint at system call exit; verdict
 // "detected", and SIGKILL before the task returns with onViolation: kill.
+// extra_flags: CORDON_LSM_F_SECCOMP to report the refusals of `cordon run`'s seccomp filter.
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd);
+                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                        uint32_t extra_flags = 0);
 
 // Whether the detect-mode program loads here (*detail says why not).
 bool DetectLoadable(std::string* detail);

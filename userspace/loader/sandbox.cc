@@ -325,12 +325,15 @@ uint32_t CgroupLevel(const std::string& relative) {
 // Registers the sandbox with the LSM (or detect) object, sharing its events
 // and counters.
 Status RegisterHostWide(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
-                        const std::vector<ResolvedFileRule>& rules, bool detect) {
+                        const std::vector<ResolvedFileRule>& rules, bool detect, uint32_t extra_flags = 0) {
   UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
   UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
   if (!events.valid() || !counters.valid()) return SysError("open the sandbox's events/counters");
-  auto add = detect ? DetectAddSandbox : LsmAddSandbox;
-  CORDON_TRY(add(cgroup.id, CgroupLevel(cgroup.relative), policy, rules, events.get(), counters.get()));
+  if (detect)
+    CORDON_TRY(DetectAddSandbox(cgroup.id, CgroupLevel(cgroup.relative), policy, rules, events.get(), counters.get(),
+                                extra_flags));
+  else
+    CORDON_TRY(LsmAddSandbox(cgroup.id, CgroupLevel(cgroup.relative), policy, rules, events.get(), counters.get()));
   auto info = ReadInfo(dir);
   if (!info) return info.error();
   info->flags &= ~(CORDON_INFO_F_LSM | CORDON_INFO_F_DETECT | CORDON_INFO_F_DETECT_KILL);
@@ -345,8 +348,8 @@ Status AddToLsm(const std::string& dir, const CgroupRef& cgroup, const policy::C
 }
 
 Status AddToDetect(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
-                   const std::vector<ResolvedFileRule>& rules) {
-  return RegisterHostWide(dir, cgroup, policy, rules, true);
+                   const std::vector<ResolvedFileRule>& rules, uint32_t extra_flags) {
+  return RegisterHostWide(dir, cgroup, policy, rules, true, extra_flags);
 }
 
 }  // namespace
@@ -357,7 +360,7 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
   const LsmAvailability& lsm = ProbeLsm();
   std::vector<ResolvedFileRule> rules;
   std::vector<std::string> skipped;
-  const bool detect = !lsm.usable() && policy.has_files;
+  const bool detect = !lsm.usable() && (policy.has_files || options.seccomp_events);
   if (lsm.usable() || detect) {
     auto resolved = ResolveFileRules(policy, &skipped);
     if (!resolved) return resolved.error().Wrap("resolve file rules");
@@ -383,7 +386,7 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
     }
     result->info.lsm = true;
   } else if (detect) {
-    Status added = AddToDetect(dir, cgroup, policy, rules);
+    Status added = AddToDetect(dir, cgroup, policy, rules, options.seccomp_events ? CORDON_LSM_F_SECCOMP : 0);
     if (!added.ok()) {
       if (!existed) {
         (void)LsmRemoveSandbox(cgroup.id);
@@ -391,7 +394,7 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
       }
       return added.error().Wrap("register for detect mode");
     }
-    result->info.detect = true;
+    result->info.detect = policy.has_files;
     result->info.detect_kill = policy.lsm_flags & CORDON_LSM_F_KILL;
   }
   result->skipped_paths = std::move(skipped);

@@ -24,6 +24,7 @@ constexpr uint32_t kRingbufBytes = 256 * 1024;
 struct AttachOptions {
   std::string name;                    // sandbox name; default: cgroup directory name
   bool ephemeral = false;              // created by `cordon run`
+  bool seccomp_events = false;         // `cordon run` will apply its seccomp filter: report its refusals
 };
 
 struct SandboxInfo {
