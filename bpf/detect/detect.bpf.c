@@ -20,6 +20,8 @@
 #define __NR_open_by_handle_at 304
 #define __NR_execveat 322
 #define __NR_openat2 437
+#define __NR_connect 42
+#define AF_UNIX 1
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
 
@@ -90,12 +92,34 @@ int BPF_PROG(cordon_sys_exit, struct pt_regs *regs, long ret)
 	int is_open = nr == __NR_openat || nr == __NR_open || nr == __NR_openat2 || nr == __NR_creat ||
 		      nr == __NR_open_by_handle_at;
 	int is_exec = nr == __NR_execve || nr == __NR_execveat;
-	if (!is_open && !is_exec)
+	int is_connect = nr == __NR_connect;
+	if (!is_open && !is_exec && !is_connect)
 		return 0;
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
 	if (!sb)
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
+	if (is_connect) {
+		/* A connected unix socket: the peer's path needs write access,
+		 * as the LSM programs require (host daemons' sockets). */
+		struct file *sock_file = cordon_fd_file(task, BPF_CORE_READ(regs, di));
+		if (!sock_file)
+			return 0;
+		struct socket *sock = BPF_CORE_READ(sock_file, private_data);
+		struct sock *sk = BPF_CORE_READ(sock, sk);
+		if (!sk || BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX)
+			return 0;
+		struct unix_sock *self = (struct unix_sock *)((void *)sk - bpf_core_field_offset(struct unix_sock, sk));
+		struct sock *peer_sk = BPF_CORE_READ(self, peer);
+		if (!peer_sk)
+			return 0;
+		struct unix_sock *peer =
+			(struct unix_sock *)((void *)peer_sk - bpf_core_field_offset(struct unix_sock, sk));
+		struct dentry *dentry = BPF_CORE_READ(peer, path.dentry);
+		if (dentry)
+			cordon_check_path(sb, CORDON_EV_NET_UNIX, dentry, BPF_CORE_READ(peer, path.mnt), CORDON_FILE_WRITE);
+		return 0;
+	}
 	struct file *file;
 	__u32 want;
 	__u16 kind;

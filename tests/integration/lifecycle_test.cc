@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
@@ -10,6 +11,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 
 #include "tests/integration/harness.h"
@@ -249,7 +251,33 @@ TEST(DetectMode, ReportsAndKillsFileViolationsAfterTheFact) {
   EXPECT_NE(r.err.find("only DETECTED"), std::string::npos) << r.err;
   EXPECT_EQ(RunInCgroup(cg.path(), open_file(secret)), 0) << "detect mode does not prevent";
   EXPECT_EQ(RunInCgroup(cg.path(), open_file(allowed + "/ok")), 0);
-  auto events = TakeEvents(cg.path());
+  // A host daemon's socket outside the policy: connecting is detected too.
+  std::string daemon = dir + "/daemon.sock";
+  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, daemon.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ::listen(listener, 4);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+              int r = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) ? errno : 0;
+              ::close(fd);
+              return r;
+            }),
+            0);
+  ::close(listener);
+  auto all = TakeEvents(cg.path());
+  std::vector<cordon::v1::AuditEvent> events;
+  for (const auto& e : all) {
+    if (e.kind() == "net.unix") {
+      EXPECT_EQ(e.verdict(), "detected");
+      EXPECT_EQ(e.file().path(), daemon);
+      continue;
+    }
+    events.push_back(e);
+  }
+  EXPECT_EQ(all.size(), events.size() + 1) << "one net.unix event";
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind(), "file.open");
   EXPECT_EQ(events[0].verdict(), "detected");

@@ -253,7 +253,13 @@ int DoctorCommand(const Args& args) {
                        "fact (verdict detected; onViolation: kill kills), not prevented";
     controls.push_back({"files", "degraded", how, lsm_remedy});
   }
-  lsm_control("network.unix", "BPF LSM unix_stream_connect/unix_may_send");
+  if (lsm_enforcing || !detect)
+    lsm_control("network.unix", "BPF LSM unix_stream_connect/unix_may_send");
+  else
+    controls.push_back({"network.unix", "degraded",
+                        "connections to pathname unix sockets outside the policy are DETECTED after the fact "
+                        "(onViolation: kill kills); abstract sockets: cordon run scopes them with Landlock",
+                        lsm_remedy});
   if (lsm_enforcing) {
     lsm_control("tamper", "BPF LSM bpf/task_kill/ptrace/mount/module/userns/settime/capable/cgroup hooks");
   } else {

@@ -27,7 +27,8 @@ std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy
                               "outside the policy is reported with verdict \"detected\"") +
                   ((policy.lsm_flags & CORDON_LSM_F_KILL) ? " and the process is killed before it returns"
                                                            : " (onViolation: kill also kills the process)") +
-                  "; nothing is prevented (" + why + ")");
+                  "; the same holds for connections to pathname unix sockets outside the policy; nothing is "
+                  "prevented (" + why + ")");
   out.push_back("tamper protection (bpf(), mounts, signals and ptrace outside the sandbox, cgroup escape) is NOT "
                 "enforced: it needs BPF LSM");
   return out;
@@ -39,7 +40,6 @@ std::vector<std::string> UndeliverableInAttach(const policy::CompiledPolicy& pol
   uint32_t non_inet = (1u << CORDON_FAM_UNIX) | (1u << CORDON_FAM_NETLINK) | (1u << CORDON_FAM_PACKET) |
                       (1u << CORDON_FAM_VSOCK) | (1u << CORDON_FAM_OTHER);
   if ((policy.families & non_inet) != non_inet) out.push_back("network.families (non-inet socket families)");
-  if (policy.has_files) out.push_back("files.unixSockets (connections to pathname unix sockets)");
   out.push_back("tamper (bpf(), mounts, signals, ptrace, cgroup escape, modules, namespaces, clock)");
   return out;
 }
