@@ -196,8 +196,10 @@ int RunCommand(const Args& args) {
                               "namespaces, clock changes, reboot and io_uring in this command (EPERM, reported as "
                               "events)");
     if (compiled->has_files)
-      notes.push_back("connections to pathname unix sockets (e.g. /run/docker.sock) are NOT restricted: that needs "
-                      "BPF LSM");
+      notes.push_back(std::string("connections to pathname unix sockets outside the policy (e.g. /run/docker.sock) are "
+                                  "only detected, not prevented") +
+                      ((compiled->lsm_flags & CORDON_LSM_F_KILL) ? " (onViolation: kill kills the process)" : "") +
+                      ": prevention needs BPF LSM");
     if (!landlock || !landlock->scoped)
       notes.push_back("signals to processes outside the sandbox are NOT restricted: that needs BPF LSM or Landlock "
                       "ABI 6 (ptrace is refused by seccomp)");
