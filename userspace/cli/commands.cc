@@ -213,6 +213,9 @@ int AttachCommand(const Args& args) {
   std::fprintf(stderr, "cordon: %s sandbox '%s' on %s (cgroup id %llu): policy '%s', mode %s\n",
                result->replaced ? "replaced policy of" : "attached", info.name.c_str(), cgroup->path.c_str(),
                static_cast<unsigned long long>(info.id), compiled->name.c_str(), ModeName(compiled->mode).c_str());
+  if (result->replaced)
+    std::fprintf(stderr, "cordon: the network programs were swapped in %.1f us (each hook atomically)\n",
+                 static_cast<double>(result->swap_ns) / 1000.0);
   for (const auto& line : UnenforcedControls(*compiled, ProbeLsm())) PrintNote(line);
   for (const auto& path : result->skipped_paths) PrintNote("profile path absent on this host, skipped: " + path);
   return 0;

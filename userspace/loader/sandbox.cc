@@ -286,6 +286,8 @@ Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, co
     if (!old_prog) return old_prog.error();
     old_progs.push_back(std::move(*old_prog));
   }
+  struct timespec swap_start, swap_end;
+  clock_gettime(CLOCK_MONOTONIC, &swap_start);
   for (size_t i = 0; i < link_fds.size(); ++i) {
     if (bpf_link_update(link_fds[i].get(), bpf_program__fd(kHooks[i].program(skel->get())), nullptr)) {
       Error error = SysError(std::string("swap program of ") + kHooks[i].pin);
@@ -293,6 +295,7 @@ Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, co
       return error;
     }
   }
+  clock_gettime(CLOCK_MONOTONIC, &swap_end);
   // Re-pin the new policy maps over the old ones (rename is atomic in bpffs).
   for (const auto& m : kPolicyMaps) {
     std::string final_path = dir + "/" + m.pin;
@@ -310,6 +313,8 @@ Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, co
 
   AttachResult result;
   result.replaced = true;
+  result.swap_ns = static_cast<uint64_t>((swap_end.tv_sec - swap_start.tv_sec) * 1000000000ll +
+                                         (swap_end.tv_nsec - swap_start.tv_nsec));
   auto got = GetSandbox(cgroup.id);
   if (!got) return got.error();
   result.info = std::move(*got);

@@ -52,6 +52,7 @@ struct SandboxInfo {
 struct AttachResult {
   SandboxInfo info;
   bool replaced = false;  // an existing policy was swapped
+  uint64_t swap_ns = 0;   // replace: time from the first to the last program swap
   std::vector<std::string> skipped_paths;  // profile paths absent on this host
 };
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Sets up this machine to run the cordon benchmarks (bench/), then builds the
+# project with them. Idempotent; run as root. Installs only what the
+# benchmarks need on top of the project's own ./setup.sh (apt-get update runs
+# once, and only when something is missing).
+#
+#   bench/setup.sh         install packages, build (build/bench/egress_bench)
+#   bench/setup.sh --deps  install packages only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  nftables             # the nftables baseline (socket cgroupv2 + interval set)
+  python3-matplotlib   # bench/report.py draws docs/b1_overhead.png
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "bench/setup.sh: run as root (it installs Debian packages)" >&2
+  exit 1
+fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "bench/setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+[ "${1:-}" = "--deps" ] && exit 0
+
+# The project's setup installs the build dependencies and builds into build/;
+# CORDON_BUILD_BENCH (default ON) adds build/bench/egress_bench.
+./setup.sh
