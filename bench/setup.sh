@@ -19,16 +19,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "bench/setup.sh: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+tools/apt-ensure.sh bench/setup.sh "${PACKAGES[@]}"
 
 [ "${1:-}" = "--deps" ] && exit 0
 

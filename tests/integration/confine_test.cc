@@ -28,6 +28,7 @@
 #include "confine/landlock.h"
 #include "policy/compiler.h"
 #include "policy/parser.h"
+#include "tests/common/in_child.h"
 #include "tests/integration/harness.h"
 
 namespace cordon::test {
@@ -36,37 +37,10 @@ namespace {
 // Runs `body` in a forked child after ApplyLandlockInChild; returns what the
 // body returned (empty = every check passed), or how the child failed.
 std::string RunConfined(int ruleset_fd, const std::function<std::string()>& body) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return "pipe failed";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
+  return InChild([&] {
     int err = ApplyLandlockInChild(ruleset_fd);
-    std::string out = err ? std::string("ApplyLandlockInChild: ") + std::strerror(err) : body();
-    size_t off = 0;
-    while (off < out.size()) {
-      ssize_t n = ::write(fds[1], out.data() + off, out.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    _exit(0);
-  }
-  ::close(fds[1]);
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status)) out += "confined child killed by signal " + std::to_string(WTERMSIG(status));
-  else if (WEXITSTATUS(status) != 0) out += "confined child exited " + std::to_string(WEXITSTATUS(status));
-  return out;
+    return err ? std::string("ApplyLandlockInChild: ") + std::strerror(err) : body();
+  });
 }
 
 struct Checks {

@@ -27,11 +27,14 @@
 #include <string>
 
 #include "confine/seccomp.h"
+#include "tests/common/in_child.h"
 #include "policy/compiler.h"
 #include "policy/parser.h"
 
 namespace cordon {
 namespace {
+
+using test::InChild;
 
 policy::CompiledPolicy CompileSpec(const std::string& spec) {
   std::string text = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: t\nspec:\n" + spec;
@@ -41,41 +44,6 @@ policy::CompiledPolicy CompileSpec(const std::string& spec) {
   bool ok = policy::ParsePolicyText(text, "t.yaml", &parsed, &diags) && policy::Compile(parsed, &compiled, &diags);
   EXPECT_TRUE(ok) << policy::FormatDiagnostics(diags);
   return compiled;
-}
-
-// Runs `body` in a forked child; returns what it wrote (empty = every check
-// passed), or a description of how the child died.
-std::string InChild(const std::function<std::string()>& body) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return "pipe failed";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string out = body();
-    size_t off = 0;
-    while (off < out.size()) {
-      ssize_t n = ::write(fds[1], out.data() + off, out.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    _exit(0);
-  }
-  ::close(fds[1]);
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status)) out += "child killed by signal " + std::to_string(WTERMSIG(status));
-  else if (WEXITSTATUS(status) != 0) out += "child exited " + std::to_string(WEXITSTATUS(status));
-  return out;
 }
 
 // Checks collected in the child: "name: expected X, got Y" lines on failure.
