@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -409,6 +410,33 @@ TEST_F(Lsm, ExecDirectScriptLoaderAndMemfd) {
               return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
             }),
             0);
+}
+
+TEST_F(Lsm, OwnershipXattrsAndExecutableRemapsAreChecked) {
+  TestCgroup cg("attrs");
+  std::string in = tree_ / "in/input.txt", out = tree_ / "out/existing";
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::chown(in.c_str(), 0, 0) ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::setxattr(in.c_str(), "user.x", "1", 1, 0) ? errno : 0; }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::chown(out.c_str(), 0, 0) ? errno : 0; }), 0);
+  // A readable (not executable) file mapped, then made executable.
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              int fd = ::open(in.c_str(), O_RDONLY);
+              if (fd < 0) return 1000 + errno;
+              void* p = ::mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+              ::close(fd);
+              if (p == MAP_FAILED) return 2000 + errno;
+              int r = ::mprotect(p, 4096, PROT_READ | PROT_EXEC) ? errno : 0;
+              ::munmap(p, 4096);
+              return r;
+            }),
+            EPERM);
+  auto events = TakeEvents(cg.path());
+  int setattr = 0;
+  // xattr hooks carry no mount: that path is shown from its filesystem's root.
+  for (const auto& e : events) setattr += Find({e}, "file.setattr", "/in/input.txt") != nullptr;
+  EXPECT_EQ(setattr, 2) << "chown and setxattr\n" << Dump(events);
+  EXPECT_NE(Find(events, "file.mmap_exec", "/in/input.txt"), nullptr) << Dump(events);
 }
 
 TEST_F(Lsm, LoaderInvocationNeedsMapExecOfTheProgram) {
