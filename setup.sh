@@ -14,7 +14,8 @@ PACKAGES=(
   clang llvm libclang-rt-14-dev         # clang -target bpf; libFuzzer runtime
   bpftool libbpf-dev libelf-dev zlib1g-dev  # skeletons, libbpf
   protobuf-compiler libprotobuf-dev     # policy and event schemas
-  libyaml-dev                           # policy files
+  libyaml-dev                           # policy files, agent config
+  libnl-3-dev                           # sock_diag (retroactive attach)
   libgtest-dev                          # tests
   python3 util-linux iproute2 git       # tests and examples (python3, setpriv, ip, git)
 )
