@@ -7,7 +7,8 @@
 #include "abi/cordon_net.h"
 #include "abi/cordon_pins.h"
 
-static_assert(sizeof(struct cordon_sandbox_cfg) == 24);
+static_assert(sizeof(struct cordon_sandbox_cfg) == 32);
+static_assert(sizeof(struct cordon_unix_key) == 112);
 static_assert(sizeof(struct cordon_addr_key) == 20);
 static_assert(sizeof(struct cordon_addr_value) == 8);
 static_assert(sizeof(struct cordon_port_key) == 12);

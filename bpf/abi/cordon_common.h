@@ -15,8 +15,12 @@
 #include <linux/types.h>
 #endif
 
-/* Bumped whenever a pinned map layout or the event layout changes. A loader
- * refuses pinned state carrying another version instead of misreading it. */
+/* Bumped whenever the layout of pinned state that a later cordon reads or
+ * reuses changes (info, counters, events, the LSM objects' maps, the link
+ * names), or the event layout. A loader refuses pinned state carrying another
+ * version instead of misreading it. Maps that belong to one policy instance
+ * and are never read back (sandbox_cfg, the rule tries) are replaced whole by
+ * every attach, so their layout may change within a version. */
 #define CORDON_LAYOUT_VERSION 1
 
 enum cordon_mode {
@@ -33,7 +37,16 @@ struct cordon_sandbox_cfg {
 	__u32 families;        /* bit (1 << CORDON_FAM_*) set: socket family allowed */
 	__u32 sock_protos;     /* bit (1 << CORDON_SP_*) set: extra inet protocol allowed */
 	__u32 layout_version;  /* CORDON_LAYOUT_VERSION */
+	__u32 unix_flags;      /* CORDON_UNIX_F_*: the cgroup unix-socket hooks */
+	__u32 _pad;
 };
+
+/* cgroup/connect_unix and cgroup/sendmsg_unix (kernel 6.7+) decide unix
+ * connects only where BPF LSM does not (it resolves paths to inodes; these
+ * hooks see the address string as the caller wrote it). */
+#define CORDON_UNIX_F_ENFORCE 1u   /* this layer decides */
+#define CORDON_UNIX_F_PATHS 2u     /* pathname sockets need a rule granting write (spec.files given) */
+#define CORDON_UNIX_F_ABSTRACT 4u  /* abstract sockets allowed (spec.network.abstractUnix) */
 
 /* Indices of the per-CPU counters array (one per sandbox). */
 enum cordon_counter {
@@ -52,6 +65,10 @@ enum cordon_counter {
 	CORDON_CNT_AUDITED_TAMPER = 12,
 	CORDON_CNT_DENIED_LSM_NET = 13, /* net.socket (non-inet) and net.unix denials (BPF LSM) */
 	CORDON_CNT_AUDITED_LSM_NET = 14,
+	/* Written by userspace only (never by BPF): the drop count already reported
+	 * in loss records by the consumer (the agent, `cordon tail`, `cordon run`),
+	 * so a restarted consumer reports only what is new. */
+	CORDON_CNT_LOSS_REPORTED = 15,
 	CORDON_CNT_MAX = 16,
 };
 

@@ -56,6 +56,9 @@ enum cordon_reason {
 	CORDON_REASON_OUTSIDE_SANDBOX = 11,  /* target task/cgroup outside the sandbox */
 	CORDON_REASON_FORBIDDEN = 12,        /* operation never allowed in a sandbox */
 	CORDON_REASON_SECCOMP = 13,          /* refused by cordon run's seccomp filter (arg: syscall nr) */
+	CORDON_REASON_UNIX_PATH = 14,        /* unix socket path, as written, under no rule granting write */
+	CORDON_REASON_UNIX_UNCHECKABLE = 15, /* relative unix socket path, or one with a ".." component */
+	CORDON_REASON_LANDLOCK = 16,         /* refused by cordon run's Landlock ruleset (seen as EACCES/EXDEV at syscall exit) */
 };
 
 
@@ -87,6 +90,9 @@ struct cordon_event {
  * hdr.size is the whole record's size: sizeof(struct cordon_file_event) + path_len. */
 #define CORDON_PATH_F_TRUNCATED 1u
 #define CORDON_PATH_F_TOO_DEEP 2u
+/* The path is the string the caller passed (unix socket address, syscall
+ * argument), not one resolved by the kernel. */
+#define CORDON_PATH_F_AS_WRITTEN 4u
 
 struct cordon_file_event {
 	struct cordon_event hdr;

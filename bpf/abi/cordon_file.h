@@ -40,6 +40,10 @@
 #define CORDON_LSM_F_FILES (1u << 4)         /* spec.files present: files are default-deny */
 #define CORDON_LSM_F_KILL (1u << 5)          /* spec.onViolation: kill (detect mode) */
 #define CORDON_LSM_F_SECCOMP (1u << 6)       /* `cordon run` seccomp filter: report its refusals */
+#define CORDON_LSM_F_LANDLOCK (1u << 7)      /* `cordon run` Landlock file rules: report their refusals */
+#define CORDON_LSM_F_LANDLOCK_SCOPE (1u << 9) /* `cordon run` Landlock signal/abstract-unix scoping: report it */
+#define CORDON_LSM_F_REPORT_ONLY (1u << 8)   /* detect object: only report seccomp/Landlock refusals
+					      * (BPF LSM enforces the rest) */
 
 /* Value of lsm_sandboxes, keyed by the sandbox root cgroup id. Replaced as a
  * whole on policy change (one hash update: readers see old or new). */

@@ -71,4 +71,18 @@ struct cordon_port_value {
 	__u32 rule; /* 1-based index of a policy rule that allows it */
 };
 
+/* Unix socket paths granted write (cgroup unix hooks): an LPM trie over the
+ * path bytes, zero-padded. A rule for P is stored twice: "P\0" (the path
+ * itself, prefixlen (len+1)*8) and "P/" (everything below it). */
+#define CORDON_UNIX_PATH_MAX 108 /* sizeof(sockaddr_un.sun_path) */
+
+struct cordon_unix_key {
+	__u32 prefixlen;  /* in bits over path */
+	__u8 path[CORDON_UNIX_PATH_MAX];
+};
+
+struct cordon_unix_value {
+	__u32 rule; /* 1-based file rule */
+};
+
 #endif

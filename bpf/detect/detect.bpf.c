@@ -81,12 +81,148 @@ static __always_inline void cordon_report_seccomp(struct pt_regs *regs, long nr,
 				CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
 }
 
+#define EACCES 13
+#define O_ACCMODE 3
+#define O_WRONLY 1
+#define O_RDWR 2
+
+/* A file syscall refused with EACCES in a sandbox that cordon run confined
+ * with Landlock: what it was, and which argument holds the path. */
+struct cordon_file_call {
+	__u16 kind;
+	__u8 path_arg;   /* 0..2 */
+	__u8 flags_arg;  /* open flags: 1..3 (0: none; 4: openat2's struct open_how) */
+};
+
+static __always_inline int cordon_file_call(long nr, struct cordon_file_call *c)
+{
+	switch (nr) {
+	case 2: *c = (struct cordon_file_call){CORDON_EV_FILE_OPEN, 0, 2}; return 1;        /* open */
+	case 85: *c = (struct cordon_file_call){CORDON_EV_FILE_OPEN, 0, 0}; return 1;       /* creat */
+	case 257: *c = (struct cordon_file_call){CORDON_EV_FILE_OPEN, 1, 3}; return 1;      /* openat */
+	case 437: *c = (struct cordon_file_call){CORDON_EV_FILE_OPEN, 1, 4}; return 1;      /* openat2 */
+	case 59: *c = (struct cordon_file_call){CORDON_EV_FILE_EXEC, 0, 0}; return 1;       /* execve */
+	case 322: *c = (struct cordon_file_call){CORDON_EV_FILE_EXEC, 1, 0}; return 1;      /* execveat */
+	case 83: case 133: *c = (struct cordon_file_call){CORDON_EV_FILE_CREATE, 0, 0}; return 1; /* mkdir, mknod */
+	case 258: case 259: *c = (struct cordon_file_call){CORDON_EV_FILE_CREATE, 1, 0}; return 1;
+	case 88: *c = (struct cordon_file_call){CORDON_EV_FILE_CREATE, 1, 0}; return 1;     /* symlink */
+	case 266: *c = (struct cordon_file_call){CORDON_EV_FILE_CREATE, 2, 0}; return 1;    /* symlinkat */
+	case 87: case 84: *c = (struct cordon_file_call){CORDON_EV_FILE_UNLINK, 0, 0}; return 1; /* unlink, rmdir */
+	case 263: *c = (struct cordon_file_call){CORDON_EV_FILE_UNLINK, 1, 0}; return 1;    /* unlinkat */
+	case 82: *c = (struct cordon_file_call){CORDON_EV_FILE_RENAME, 0, 0}; return 1;     /* rename */
+	case 264: case 316: *c = (struct cordon_file_call){CORDON_EV_FILE_RENAME, 1, 0}; return 1;
+	case 86: *c = (struct cordon_file_call){CORDON_EV_FILE_LINK, 0, 0}; return 1;       /* link */
+	case 265: *c = (struct cordon_file_call){CORDON_EV_FILE_LINK, 1, 0}; return 1;      /* linkat */
+	case 76: *c = (struct cordon_file_call){CORDON_EV_FILE_SETATTR, 0, 0}; return 1;    /* truncate */
+	}
+	return 0;
+}
+
+static __always_inline __u64 cordon_arg(struct pt_regs *regs, int i)
+{
+	switch (i) {
+	case 0: return BPF_CORE_READ(regs, di);
+	case 1: return BPF_CORE_READ(regs, si);
+	case 2: return BPF_CORE_READ(regs, dx);
+	}
+	return BPF_CORE_READ(regs, r10);
+}
+
+/* cordon run's Landlock ruleset refuses with EACCES, before BPF LSM (it
+ * precedes bpf in the LSM order) and without an event of its own: report
+ * it here, with the path as the caller wrote it. */
+static __always_inline void cordon_report_landlock(struct pt_regs *regs, long nr, long ret)
+{
+	if (ret != -EACCES)
+		return;
+	struct cordon_file_call call;
+	if (!cordon_file_call(nr, &call))
+		return;
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb || !(sb->flags & CORDON_LSM_F_LANDLOCK))
+		return;
+	__u32 access = CORDON_FILE_WRITE | CORDON_FILE_CREATE;
+	if (call.kind == CORDON_EV_FILE_EXEC) {
+		access = CORDON_FILE_EXEC;
+	} else if (call.kind == CORDON_EV_FILE_OPEN) {
+		__u64 flags = O_WRONLY;  /* creat */
+		if (call.flags_arg == 4) {
+			struct open_how how = {};
+			bpf_probe_read_user(&how, sizeof(how), (void *)cordon_arg(regs, 2));
+			flags = how.flags;
+		} else if (call.flags_arg) {
+			flags = cordon_arg(regs, call.flags_arg - 1);
+		}
+		__u64 mode = flags & O_ACCMODE;
+		access = mode == O_WRONLY ? CORDON_FILE_WRITE
+			 : mode == O_RDWR ? CORDON_FILE_READ | CORDON_FILE_WRITE
+					  : CORDON_FILE_READ;
+	} else if (call.kind == CORDON_EV_FILE_SETATTR) {
+		access = CORDON_FILE_WRITE;
+	}
+	__u64 sandbox_id = sb->sandbox_id;
+	cordon_lsm_count(sandbox_id, CORDON_CNT_DENIED_FILE);
+	__u32 zero = 0;
+	struct cordon_lsm_scratch *s = bpf_map_lookup_elem(&lsm_scratch, &zero);
+	void *ring = bpf_map_lookup_elem(&sandbox_events, &sandbox_id);
+	if (!s || !ring) {
+		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
+		return;
+	}
+	struct cordon_file_event *e = &s->ev;
+	__builtin_memset(e, 0, sizeof(*e));
+	cordon_event_header(&e->hdr, call.kind, CORDON_VERDICT_DENIED, CORDON_REASON_LANDLOCK, sandbox_id);
+	e->access = access;
+	e->path_flags = CORDON_PATH_F_AS_WRITTEN;
+	long n = bpf_probe_read_user_str(s->path, CORDON_PATH_MAX, (void *)cordon_arg(regs, call.path_arg));
+	__u32 path_len = n > 1 ? (__u32)(n - 1) : 0;  /* without the NUL */
+	if (n == CORDON_PATH_MAX)
+		e->path_flags |= CORDON_PATH_F_TRUNCATED;
+	path_len &= CORDON_PATH_MAX - 1;
+	e->path_len = path_len;
+	e->hdr.size = sizeof(*e) + path_len;
+	if (bpf_ringbuf_output(ring, e, sizeof(*e) + path_len, 0))
+		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
+}
+
+/* Landlock's scoping (ABI 6) refuses signals to, and abstract-socket
+ * connects towards, processes outside the command's domain with EPERM,
+ * before BPF LSM's task_kill and unix_stream_connect. Abstract connects are
+ * reported only next to BPF LSM: elsewhere cgroup/connect_unix refuses them
+ * first and reports itself. */
+static __always_inline void cordon_report_scope(struct pt_regs *regs, long nr, long ret)
+{
+	if (ret != -EPERM || (nr != 62 && nr != 200 && nr != 234 && nr != __NR_connect))
+		return;
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb || !(sb->flags & CORDON_LSM_F_LANDLOCK_SCOPE))
+		return;
+	if (nr != __NR_connect) {
+		/* kill(pid, sig), tkill(tid, sig), tgkill(tgid, tid, sig) */
+		__u32 pid = cordon_arg(regs, nr == 234 ? 1 : 0);
+		__u32 sig = cordon_arg(regs, nr == 234 ? 2 : 1);
+		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, CORDON_EV_TAMPER_SIGNAL, CORDON_REASON_LANDLOCK, 0, 0, 0, NULL,
+				NULL, pid, sig, 0, CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
+		return;
+	}
+	if (!(sb->flags & CORDON_LSM_F_REPORT_ONLY))
+		return;
+	struct { __u16 family; char first; } addr = {};
+	bpf_probe_read_user(&addr, 3, (void *)cordon_arg(regs, 1));
+	if (addr.family != AF_UNIX || addr.first != 0)
+		return;
+	cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, CORDON_EV_NET_UNIX, CORDON_REASON_LANDLOCK, CORDON_FILE_WRITE, 0, 0,
+			NULL, NULL, 0, 0, 0, CORDON_CNT_DENIED_LSM_NET, CORDON_CNT_AUDITED_LSM_NET);
+}
+
 SEC("raw_tp/sys_exit")
 int BPF_PROG(cordon_sys_exit, struct pt_regs *regs, long ret)
 {
 	long nr = BPF_CORE_READ(regs, orig_ax);
 	if (ret < 0) {
 		cordon_report_seccomp(regs, nr, ret);
+		cordon_report_landlock(regs, nr, ret);
+		cordon_report_scope(regs, nr, ret);
 		return 0;
 	}
 	int is_open = nr == __NR_openat || nr == __NR_open || nr == __NR_openat2 || nr == __NR_creat ||

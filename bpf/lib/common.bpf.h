@@ -4,6 +4,7 @@
 #define CORDON_BPF_COMMON_H
 
 #include "lib/maps.bpf.h"
+#include "lib/event_header.bpf.h"
 #include <bpf/bpf_core_read.h>
 
 CORDON_MAPS_DECLARE(extern);
@@ -40,21 +41,7 @@ cordon_event_begin(const struct cordon_sandbox_cfg *cfg, __u16 kind, __u8 verdic
 	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->size = sizeof(*e);
-	e->kind = kind;
-	e->verdict = verdict;
-	e->reason = reason;
-	e->boot_ns = bpf_ktime_get_boot_ns();
-	e->sandbox_id = cfg->sandbox_id;
-	e->cgroup_id = bpf_get_current_cgroup_id();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	__u64 uid_gid = bpf_get_current_uid_gid();
-	e->uid = (__u32)uid_gid;
-	e->gid = uid_gid >> 32;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	cordon_event_header(e, kind, verdict, reason, cfg->sandbox_id);
 	return e;
 }
 

@@ -8,6 +8,7 @@
 #define CORDON_BPF_LSM_COMMON_H
 
 #include "lib/lsm_maps.bpf.h"
+#include "lib/event_header.bpf.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 
@@ -259,22 +260,9 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 	}
 	struct cordon_file_event *e = &s->ev;
 	__builtin_memset(e, 0, sizeof(*e));
-	e->hdr.kind = kind;
-	e->hdr.verdict = verdict;
-	e->hdr.reason = reason;
-	e->hdr.boot_ns = bpf_ktime_get_boot_ns();
-	e->hdr.sandbox_id = sandbox_id;
-	e->hdr.cgroup_id = bpf_get_current_cgroup_id();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	e->hdr.pid = pid_tgid >> 32;
-	e->hdr.tid = (__u32)pid_tgid;
-	__u64 uid_gid = bpf_get_current_uid_gid();
-	e->hdr.uid = (__u32)uid_gid;
-	e->hdr.gid = uid_gid >> 32;
+	cordon_event_header(&e->hdr, kind, verdict, reason, sandbox_id);
 	e->hdr.rule = rule;
-	bpf_get_current_comm(e->hdr.comm, sizeof(e->hdr.comm));
 	struct task_struct *task = bpf_get_current_task_btf();
-	e->hdr.ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->access = access;
 	e->granted = granted;
 	e->target_pid = target_pid;

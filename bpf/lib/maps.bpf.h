@@ -41,6 +41,13 @@
 		__type(value, struct cordon_port_value);                       \
 	} port_rules SEC(".maps");                                             \
 	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                           \
+		__uint(max_entries, 1); /* resized by the loader */            \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_unix_key);                           \
+		__type(value, struct cordon_unix_value);                       \
+	} unix_rules SEC(".maps");                                             \
+	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                       \
 		__uint(max_entries, CORDON_CNT_MAX);                           \
 		__type(key, __u32);                                            \

@@ -2,6 +2,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include "loader/sandbox.h"
+#include "loader/bpffs.h"
+#include <bpf/bpf.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -166,11 +169,12 @@ TEST_F(RunCommand, BadArgumentsAreRejected) {
 namespace cordon::test {
 namespace {
 
-// Without usable BPF LSM (this host), `cordon run` still confines files and
-// the syscalls the cgroup hooks cannot see: Landlock and seccomp in the child.
-TEST(RunFallback, LandlockAndSeccompConfineTheCommand) {
+// cordon run confines the command with Landlock and seccomp before exec:
+// without usable BPF LSM as the file and tamper layer, with it as a second,
+// independent layer. Their refusals are reported (enforcement landlock /
+// seccomp) from a tracepoint at system call exit.
+TEST(RunLayers, LandlockAndSeccompConfineTheCommand) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
-  if (LsmUsableHere()) GTEST_SKIP() << "BPF LSM enforces files here (tests/lsm covers it)";
   char tmpl[] = "/tmp/cordon-fallback-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
   std::string out = dir + "/out", audit = dir + "/audit.jsonl";
@@ -180,7 +184,9 @@ TEST(RunFallback, LandlockAndSeccompConfineTheCommand) {
   CommandResult cat = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/bin/cat", "/etc/shadow"});
   EXPECT_NE(cat.status, 0);
   EXPECT_NE(cat.err.find("Permission denied"), std::string::npos) << cat.err;  // Landlock: EACCES
-  EXPECT_NE(cat.err.find("enforced by Landlock ABI"), std::string::npos) << cat.err;
+  if (!LsmUsableHere()) {
+    EXPECT_NE(cat.err.find("enforced by Landlock ABI"), std::string::npos) << cat.err;
+  }
 
   CommandResult py = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/usr/bin/python3", "-c",
                              "open('" + out + "/r.txt', 'w').write('ok'); print(open('/proc/self/status').read()[:4])"});
@@ -189,6 +195,10 @@ TEST(RunFallback, LandlockAndSeccompConfineTheCommand) {
   std::string text;
   written >> text;
   EXPECT_EQ(text, "ok");
+  // Creating outside the write directory, relative to the working directory.
+  CommandResult sh = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--quiet", "--", "/bin/sh", "-c",
+                             "cd " + dir + " && mkdir cordon-must-not-exist"});
+  EXPECT_NE(sh.status, 0);
 
   for (const char* family : {"AF_PACKET", "AF_NETLINK", "AF_VSOCK"}) {
     CommandResult sock = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--quiet", "--", "/usr/bin/python3",
@@ -201,20 +211,106 @@ TEST(RunFallback, LandlockAndSeccompConfineTheCommand) {
                                     "sys.exit(ctypes.get_errno() if r < 0 else 0)"});
   EXPECT_EQ(bpf.status, EPERM) << "bpf() must be refused in the sandbox: " << bpf.err;
 
-  // seccomp refusals are reported too.
-  std::ifstream in(audit);
+  // Every refusal of these layers is reported.
   std::stringstream ss;
-  ss << in.rdbuf();
+  ss << std::ifstream(audit).rdbuf();
   auto events = ParseJsonLines(ss.str());
-  int packet = 0, bpf_events = 0;
+  int packet = 0, bpf_events = 0, shadow = 0, mkdir = 0;
   for (const auto& e : events) {
+    if (e.enforcement() == "landlock") {
+      EXPECT_EQ(e.verdict(), "denied");
+      shadow += e.kind() == "file.open" && e.file().path() == "/etc/shadow" && e.file().access() == "read";
+      mkdir += e.kind() == "file.create" && e.file().path() == "cordon-must-not-exist";  // as written
+      continue;
+    }
     if (e.enforcement() != "seccomp") continue;
     EXPECT_EQ(e.verdict(), "denied");
     packet += e.kind() == "net.socket" && e.net().family() == "packet";
     bpf_events += e.kind() == "tamper.bpf";
   }
+  EXPECT_EQ(shadow, 1) << ss.str();
+  EXPECT_EQ(mkdir, 1) << ss.str();
   EXPECT_EQ(packet, 1) << ss.str();
   EXPECT_EQ(bpf_events, 1) << ss.str();
+  cordon::test::Run({"rm", "-rf", dir});
+}
+
+// Two independent layers: with the BPF LSM layer switched off under a
+// running command (its registration deleted from the LSM object's map, as a
+// bug or an attacker might), Landlock still refuses the read; and what only
+// BPF LSM covers (chmod) goes through then, which shows the BPF layer really
+// was off.
+TEST(RunLayers, LandlockHoldsWhenTheBpfLsmLayerIsRemoved) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  if (!LsmUsableHere()) GTEST_SKIP() << "needs BPF LSM (runs in the test VMs)";
+  char tmpl[] = "/tmp/cordon-layers-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string out = dir + "/out", input = dir + "/in", audit = dir + "/audit.jsonl";
+  ::mkdir(out.c_str(), 0755);
+  ::mkdir(input.c_str(), 0755);
+  std::ofstream(input + "/file") << "x\n";
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: layers}\nspec:\n  files:\n"
+                    "    include: [runtime-minimal, shell]\n    read: [" + input + "]\n    write: [" + out + "]\n");
+  std::string script = "while [ ! -e " + out + "/go ]; do sleep 0.1; done; cat /etc/shadow; echo cat=$? > " + out +
+                       "/cat; chmod 600 " + input + "/file; echo chmod=$? > " + out + "/chmod";
+  auto read = [](const std::string& path) {
+    std::ifstream f(path);
+    std::string s;
+    f >> s;
+    return s;
+  };
+  // Control: both layers in place, chmod is refused by BPF LSM.
+  std::ofstream(out + "/go") << "";
+  CommandResult both = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--quiet", "--", "/bin/sh", "-c",
+                               script});
+  EXPECT_EQ(read(out + "/cat"), "cat=1");
+  EXPECT_EQ(read(out + "/chmod"), "chmod=1") << "BPF LSM refuses chmod on a read-only path";
+  ::unlink((out + "/go").c_str());
+
+  std::string name = "layers-" + std::to_string(::getpid());
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int devnull = ::open("/dev/null", O_RDWR);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(CORDON_BINARY, CORDON_BINARY, "run", "--policy", policy.path().c_str(), "--audit", audit.c_str(),
+            "--name", name.c_str(), "--quiet", "--", "/bin/sh", "-c", script.c_str(), nullptr);
+    _exit(127);
+  }
+  uint64_t id = 0;
+  for (int i = 0; i < 300 && !id; ++i) {
+    auto sandboxes = ListSandboxes();
+    if (sandboxes)
+      for (const auto& sb : *sandboxes)
+        if (sb.name == name) id = sb.id;
+    if (!id) ::usleep(100 * 1000);
+  }
+  ASSERT_NE(id, 0u) << "cordon run's sandbox never appeared";
+  auto bpffs = EnsureBpffs();
+  ASSERT_TRUE(bpffs.ok());
+  int sandboxes_map =
+      bpf_obj_get((*bpffs + "/cordon/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/lsm/lsm_sandboxes").c_str());
+  ASSERT_GE(sandboxes_map, 0);
+  // The sandbox's pins appear just before its BPF LSM registration.
+  int deleted = -1;
+  for (int i = 0; i < 100 && deleted != 0; ++i) {
+    deleted = bpf_map_delete_elem(sandboxes_map, &id);
+    if (deleted != 0) ::usleep(50 * 1000);
+  }
+  EXPECT_EQ(deleted, 0) << "BPF LSM layer switched off";
+  ::close(sandboxes_map);
+  std::ofstream(out + "/go") << "";
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_EQ(read(out + "/cat"), "cat=1") << "Landlock alone still refuses the read";
+  EXPECT_EQ(read(out + "/chmod"), "chmod=0") << "the BPF LSM layer really was off";
+  std::stringstream ss;
+  ss << std::ifstream(audit).rdbuf();
+  auto events = ParseJsonLines(ss.str());
+  int landlock_shadow = 0;
+  for (const auto& e : events)
+    landlock_shadow += e.kind() == "file.open" && e.file().path() == "/etc/shadow" && e.enforcement() == "landlock";
+  EXPECT_EQ(landlock_shadow, 2) << "both runs' refusals reported";
   cordon::test::Run({"rm", "-rf", dir});
 }
 

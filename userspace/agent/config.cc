@@ -1,1 +1,497 @@
-// placeholder: being written
+#include "agent/config.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "policy/yaml_reader.h"
+
+namespace cordon::agent {
+
+using policy::Diagnostic;
+using policy::Diagnostics;
+using policy::YamlNode;
+
+namespace {
+
+constexpr size_t kMaxConfigBytes = 1u << 20;
+
+const std::map<std::string, int>& Facilities() {
+  static const std::map<std::string, int> facilities = {
+      {"kern", 0},    {"user", 1},    {"mail", 2},    {"daemon", 3},  {"auth", 4},    {"syslog", 5},
+      {"lpr", 6},     {"news", 7},    {"uucp", 8},    {"cron", 9},    {"authpriv", 10}, {"ftp", 11},
+      {"local0", 16}, {"local1", 17}, {"local2", 18}, {"local3", 19}, {"local4", 20}, {"local5", 21},
+      {"local6", 22}, {"local7", 23}};
+  return facilities;
+}
+
+bool IsNull(const YamlNode& node) {
+  if (node.kind != YamlNode::Kind::kScalar || node.quoted) return false;
+  const std::string& s = node.scalar;
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
+
+std::string WhatIs(const YamlNode& node) {
+  switch (node.kind) {
+    case YamlNode::Kind::kMapping: return "a mapping";
+    case YamlNode::Kind::kSequence: return "a list";
+    case YamlNode::Kind::kScalar: break;
+  }
+  if (IsNull(node)) return "null";
+  std::string text = node.scalar.size() > 40 ? node.scalar.substr(0, 40) + "..." : node.scalar;
+  return node.quoted ? "the string \"" + text + "\"" : "'" + text + "'";
+}
+
+// Only whitespace and comments: the same as an absent file.
+bool Blank(std::string_view text) {
+  bool in_comment = false;
+  for (char c : text) {
+    if (in_comment) {
+      in_comment = c != '\n';
+      continue;
+    }
+    if (c == '#') in_comment = true;
+    else if (c != ' ' && c != '\t' && c != '\r' && c != '\n') return false;
+  }
+  return true;
+}
+
+class Reader {
+ public:
+  Reader(std::string file, Diagnostics* diags) : file_(std::move(file)), diags_(diags) {}
+
+  void Error(const YamlNode& node, const std::string& field, std::string message) {
+    diags_->push_back(Diagnostic{file_, node.line, node.column, field, std::move(message)});
+  }
+
+  using Handler = std::function<void(const YamlNode& value, const std::string& field)>;
+
+  // Calls the handler of each key present with a non-null value; unknown
+  // keys are errors listing the known ones.
+  void Mapping(const YamlNode& node, const std::string& path, const std::vector<std::pair<std::string, Handler>>& fields,
+               const char* what) {
+    if (node.kind != YamlNode::Kind::kMapping) {
+      Error(node, path, std::string("expected a mapping of ") + what + " settings, got " + WhatIs(node));
+      return;
+    }
+    for (const auto& [key, value] : node.entries) {
+      const std::string field = path.empty() ? key->scalar : path + "." + key->scalar;
+      const Handler* handler = nullptr;
+      for (const auto& [name, h] : fields)
+        if (name == key->scalar) handler = &h;
+      if (!handler) {
+        std::string expected;
+        for (const auto& f : fields) expected += (expected.empty() ? "" : ", ") + f.first;
+        Error(*key, field, "unknown field '" + key->scalar + "' (expected one of: " + expected + ")");
+        continue;
+      }
+      if (IsNull(*value)) continue;  // as if absent
+      (*handler)(*value, field);
+    }
+  }
+
+  bool String(const YamlNode& node, const std::string& field, std::string* out) {
+    if (node.kind != YamlNode::Kind::kScalar) {
+      Error(node, field, "expected a string, got " + WhatIs(node));
+      return false;
+    }
+    *out = node.scalar;
+    return true;
+  }
+
+  bool Bool(const YamlNode& node, const std::string& field, bool* out) {
+    const std::string& t = node.scalar;
+    if (node.kind == YamlNode::Kind::kScalar && !node.quoted) {
+      if (t == "true" || t == "True" || t == "TRUE") return *out = true, true;
+      if (t == "false" || t == "False" || t == "FALSE") return *out = false, true;
+    }
+    Error(node, field, "expected true or false, got " + WhatIs(node));
+    return false;
+  }
+
+  bool Unsigned(const YamlNode& node, const std::string& field, uint64_t min, uint64_t max, uint64_t* out) {
+    const std::string& t = node.scalar;
+    bool ok = node.kind == YamlNode::Kind::kScalar && !node.quoted && !t.empty() && (t == "0" || t[0] != '0');
+    uint64_t v = 0;
+    for (size_t i = 0; ok && i < t.size(); ++i) {
+      if (t[i] < '0' || t[i] > '9') ok = false;
+      else if (v > (std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(t[i] - '0')) / 10) ok = false;
+      else v = v * 10 + static_cast<uint64_t>(t[i] - '0');
+    }
+    if (!ok) {
+      Error(node, field, "expected a non-negative integer, got " + WhatIs(node));
+      return false;
+    }
+    if (v < min || v > max) {
+      Error(node, field, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + t);
+      return false;
+    }
+    *out = v;
+    return true;
+  }
+
+  bool Choice(const YamlNode& node, const std::string& field, const std::vector<std::string>& choices,
+              std::string* out) {
+    std::string text;
+    if (!String(node, field, &text)) return false;
+    for (const auto& c : choices)
+      if (c == text) return *out = text, true;
+    std::string expected;
+    for (const auto& c : choices) expected += (expected.empty() ? "" : ", ") + c;
+    Error(node, field, "unknown value '" + text + "' (expected one of: " + expected + ")");
+    return false;
+  }
+
+  void StringList(const YamlNode& node, const std::string& field, std::vector<std::string>* out) {
+    if (node.kind != YamlNode::Kind::kSequence) {
+      Error(node, field, "expected a list, got " + WhatIs(node));
+      return;
+    }
+    for (size_t i = 0; i < node.items.size(); ++i) {
+      std::string s;
+      if (String(*node.items[i], field + "[" + std::to_string(i) + "]", &s)) out->push_back(s);
+    }
+  }
+
+  void Sink(const YamlNode& node, const std::string& path, SinkConfig* sink);
+
+ private:
+  std::string file_;
+  Diagnostics* diags_;
+};
+
+void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sink) {
+  if (node.kind != YamlNode::Kind::kMapping) {
+    Error(node, path, "expected a mapping with a kind (jsonl, stdout, syslog), got " + WhatIs(node));
+    return;
+  }
+  // The kind decides which other fields apply.
+  const YamlNode* kind_node = nullptr;
+  for (const auto& [key, value] : node.entries)
+    if (key->scalar == "kind") kind_node = value.get();
+  std::string kind;
+  if (!kind_node || IsNull(*kind_node)) {
+    Error(node, path + ".kind", "a sink needs a kind (jsonl, stdout or syslog)");
+    return;
+  }
+  if (!Choice(*kind_node, path + ".kind", {"jsonl", "stdout", "syslog"}, &kind)) return;
+  std::vector<std::pair<std::string, Handler>> fields = {{"kind", [](const YamlNode&, const std::string&) {}}};
+  bool has_path = false;
+  if (kind == "jsonl") {
+    sink->kind = SinkConfig::Kind::kJsonl;
+    fields.push_back({"path", [&](const YamlNode& v, const std::string& f) {
+                        if (!String(v, f, &sink->path)) return;
+                        has_path = true;
+                        if (sink->path.empty() || sink->path[0] != '/')
+                          Error(v, f, "must be an absolute path, got '" + sink->path + "'");
+                        else if (sink->path.back() == '/')
+                          Error(v, f, "names a directory, not a file: '" + sink->path + "'");
+                      }});
+    fields.push_back({"maxBytes", [&](const YamlNode& v, const std::string& f) {
+                        uint64_t n;
+                        if (Unsigned(v, f, 0, std::numeric_limits<uint64_t>::max(), &n)) {
+                          if (n != 0 && n < 4096) Error(v, f, "must be 0 (no rotation) or at least 4096, got " + v.scalar);
+                          sink->jsonl.max_bytes = n;
+                        }
+                      }});
+    fields.push_back({"keep", [&](const YamlNode& v, const std::string& f) {
+                        uint64_t n;
+                        if (Unsigned(v, f, 0, 1000, &n)) sink->jsonl.keep = static_cast<uint32_t>(n);
+                      }});
+    fields.push_back({"fsync", [&](const YamlNode& v, const std::string& f) {
+                        std::string s;
+                        if (!Choice(v, f, {"every-event", "interval", "never"}, &s)) return;
+                        sink->jsonl.fsync = s == "every-event" ? JsonlOptions::Fsync::kEveryEvent
+                                            : s == "interval"  ? JsonlOptions::Fsync::kInterval
+                                                               : JsonlOptions::Fsync::kNever;
+                      }});
+    fields.push_back({"fsyncIntervalMs", [&](const YamlNode& v, const std::string& f) {
+                        uint64_t n;
+                        if (Unsigned(v, f, 1, 3600000, &n)) sink->jsonl.fsync_interval_ms = static_cast<uint32_t>(n);
+                      }});
+  } else if (kind == "stdout") {
+    sink->kind = SinkConfig::Kind::kStdout;
+    fields.push_back({"format", [&](const YamlNode& v, const std::string& f) {
+                        std::string s;
+                        if (Choice(v, f, {"json", "compact"}, &s))
+                          sink->format = s == "json" ? StreamSink::Format::kJson : StreamSink::Format::kCompact;
+                      }});
+  } else {
+    sink->kind = SinkConfig::Kind::kSyslog;
+    fields.push_back({"socket", [&](const YamlNode& v, const std::string& f) {
+                        if (String(v, f, &sink->socket) && (sink->socket.empty() || sink->socket[0] != '/'))
+                          Error(v, f, "must be an absolute path to a unix datagram socket, got '" + sink->socket + "'");
+                      }});
+    fields.push_back({"facility", [&](const YamlNode& v, const std::string& f) {
+                        std::vector<std::string> names;
+                        for (const auto& [name, code] : Facilities()) names.push_back(name);
+                        std::string s;
+                        if (Choice(v, f, names, &s)) {
+                          sink->facility = Facilities().at(s);
+                          sink->facility_name = s;
+                        }
+                      }});
+  }
+  Mapping(node, path, fields, (kind + " sink").c_str());
+  if (kind == "jsonl" && !has_path) Error(node, path + ".path", "a jsonl sink needs a path");
+}
+
+}  // namespace
+
+std::string SinkConfig::Name() const {
+  switch (kind) {
+    case Kind::kJsonl: return "jsonl:" + path;
+    case Kind::kStdout: return "stdout";
+    case Kind::kSyslog: return "syslog:" + socket;
+  }
+  return "?";
+}
+
+bool ParseListenAddress(const std::string& text, ListenAddress* out, std::string* error) {
+  std::string host, port;
+  if (!text.empty() && text[0] == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      *error = "expected [IPv6]:port, got '" + text + "'";
+      return false;
+    }
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string::npos || text.find(':') != colon) {
+      *error = "expected host:port (IPv4), [host]:port (IPv6) or localhost:port, got '" + text + "'";
+      return false;
+    }
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  uint64_t p = 0;
+  bool port_ok = !port.empty() && port.size() <= 5 && (port == "0" || port[0] != '0');
+  for (char c : port) port_ok = port_ok && c >= '0' && c <= '9' && (p = p * 10 + static_cast<uint64_t>(c - '0'), true);
+  if (!port_ok || p > 65535) {
+    *error = "bad port '" + port + "' in '" + text + "' (expected 0-65535)";
+    return false;
+  }
+  out->port = static_cast<uint16_t>(p);
+  if (host == "localhost") host = "127.0.0.1";
+  in_addr a4;
+  in6_addr a6;
+  if (::inet_pton(AF_INET, host.c_str(), &a4) == 1) {
+    out->v6 = false;
+    out->loopback = (ntohl(a4.s_addr) >> 24) == 127;
+  } else if (::inet_pton(AF_INET6, host.c_str(), &a6) == 1) {
+    out->v6 = true;
+    out->loopback = IN6_IS_ADDR_LOOPBACK(&a6) ||
+                    (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+  } else {
+    *error = "'" + host + "' in '" + text + "' is not a numeric IPv4 or IPv6 address (or localhost)";
+    return false;
+  }
+  out->host = host;
+  return true;
+}
+
+std::string AgentConfig::LockPath() const {
+  size_t slash = socket.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : socket.substr(0, slash)) + "/agent.lock";
+}
+
+std::string AgentConfig::AuditPath() const {
+  for (const auto& s : sinks)
+    if (s.kind == SinkConfig::Kind::kJsonl) return s.path;
+  return "";
+}
+
+bool AgentConfig::InScope(const std::string& cgroup_path, const std::string& name) const {
+  if (adopt_cgroup_prefixes.empty() && adopt_name_prefixes.empty()) return true;
+  for (const auto& p : adopt_cgroup_prefixes)
+    if (cgroup_path.compare(0, p.size(), p) == 0) return true;
+  for (const auto& p : adopt_name_prefixes)
+    if (name.compare(0, p.size(), p) == 0) return true;
+  return false;
+}
+
+AgentConfig DefaultAgentConfig() {
+  AgentConfig config;
+  SinkConfig audit;
+  audit.kind = SinkConfig::Kind::kJsonl;
+  audit.path = kDefaultAuditPath;
+  audit.jsonl.max_bytes = 100ull << 20;
+  audit.jsonl.keep = 5;
+  config.sinks.push_back(audit);
+  return config;
+}
+
+bool ParseAgentConfig(std::string_view text, const std::string& file, AgentConfig* out, Diagnostics* diags) {
+  *out = DefaultAgentConfig();
+  out->file = file;
+  const size_t before = diags->size();
+  if (text.size() > kMaxConfigBytes) {
+    diags->push_back(Diagnostic{file, 0, 0, "", "configuration is larger than 1 MiB"});
+    return false;
+  }
+  if (Blank(text)) return true;
+  std::unique_ptr<YamlNode> root = policy::ReadYaml(text, file, diags);
+  if (!root) {
+    if (diags->size() == before) diags->push_back(Diagnostic{file, 0, 0, "", "cannot parse the configuration"});
+    return false;
+  }
+  if (IsNull(*root)) return true;
+  Reader r(file, diags);
+  AgentConfig& c = *out;
+  const YamlNode* metrics_listen_node = nullptr;
+  r.Mapping(
+      *root, "",
+      {
+          {"socket",
+           [&](const YamlNode& v, const std::string& f) {
+             if (!r.String(v, f, &c.socket)) return;
+             if (c.socket.empty() || c.socket[0] != '/')
+               r.Error(v, f, "must be an absolute path, got '" + c.socket + "'");
+             else if (c.socket.size() >= 108)
+               r.Error(v, f, "is longer than a unix socket path may be (107 bytes)");
+           }},
+          {"sinks",
+           [&](const YamlNode& v, const std::string& f) {
+             c.sinks.clear();
+             if (v.kind != YamlNode::Kind::kSequence) {
+               r.Error(v, f, "expected a list of sinks, got " + WhatIs(v));
+               return;
+             }
+             std::set<std::string> names;
+             for (size_t i = 0; i < v.items.size(); ++i) {
+               const std::string item = f + "[" + std::to_string(i) + "]";
+               SinkConfig sink;
+               if (sink.kind == SinkConfig::Kind::kJsonl) {
+                 sink.jsonl.max_bytes = 100ull << 20;
+                 sink.jsonl.keep = 5;
+               }
+               const size_t errors = diags->size();
+               r.Sink(*v.items[i], item, &sink);
+               if (diags->size() != errors) continue;
+               if (!names.insert(sink.Name()).second) {
+                 r.Error(*v.items[i], item,
+                         sink.kind == SinkConfig::Kind::kStdout ? "stdout is already a sink"
+                                                                : "duplicate sink " + sink.Name());
+                 continue;
+               }
+               c.sinks.push_back(sink);
+             }
+           }},
+          {"metrics",
+           [&](const YamlNode& v, const std::string& f) {
+             r.Mapping(v, f,
+                       {{"listen",
+                         [&](const YamlNode& lv, const std::string& lf) {
+                           if (r.String(lv, lf, &c.metrics_listen)) metrics_listen_node = &lv;
+                         }},
+                        {"allowNonLoopback",
+                         [&](const YamlNode& bv, const std::string& bf) {
+                           r.Bool(bv, bf, &c.metrics_allow_non_loopback);
+                         }}},
+                       "metrics");
+           }},
+          {"rateLimit",
+           [&](const YamlNode& v, const std::string& f) {
+             r.Mapping(v, f,
+                       {{"eventsPerSecond",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           r.Unsigned(n, nf, 0, 100000000, &c.rate_per_second);
+                         }},
+                        {"burst",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           r.Unsigned(n, nf, 1, 100000000, &c.rate_burst);
+                         }}},
+                       "rateLimit");
+           }},
+          {"tail",
+           [&](const YamlNode& v, const std::string& f) {
+             r.Mapping(v, f,
+                       {{"queueEvents",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           uint64_t x;
+                           if (r.Unsigned(n, nf, 1, 1000000, &x)) c.tail_queue_events = static_cast<uint32_t>(x);
+                         }},
+                        {"disconnectAfterDropped",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           r.Unsigned(n, nf, 0, std::numeric_limits<uint64_t>::max(), &c.tail_disconnect_after_dropped);
+                         }},
+                        {"maxClients",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           uint64_t x;
+                           if (r.Unsigned(n, nf, 1, 4096, &x)) c.max_clients = static_cast<uint32_t>(x);
+                         }}},
+                       "tail");
+           }},
+          {"adopt",
+           [&](const YamlNode& v, const std::string& f) {
+             r.Mapping(v, f,
+                       {{"cgroupPrefixes",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           r.StringList(n, nf, &c.adopt_cgroup_prefixes);
+                           for (size_t i = 0; i < c.adopt_cgroup_prefixes.size(); ++i)
+                             if (c.adopt_cgroup_prefixes[i].empty() || c.adopt_cgroup_prefixes[i][0] != '/')
+                               r.Error(*n.items[i], nf + "[" + std::to_string(i) + "]",
+                                       "a cgroup prefix starts with '/' (relative to the cgroup2 mount)");
+                         }},
+                        {"namePrefixes",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           r.StringList(n, nf, &c.adopt_name_prefixes);
+                         }}},
+                       "adopt");
+           }},
+      },
+      "agent");
+  if (metrics_listen_node && !c.metrics_listen.empty()) {
+    ListenAddress addr;
+    std::string error;
+    if (!ParseListenAddress(c.metrics_listen, &addr, &error))
+      r.Error(*metrics_listen_node, "metrics.listen", error);
+    else if (!addr.loopback && !c.metrics_allow_non_loopback)
+      r.Error(*metrics_listen_node, "metrics.listen",
+              "'" + c.metrics_listen +
+                  "' is not a loopback address: metrics would be reachable from the network (set "
+                  "metrics.allowNonLoopback: true to mean it)");
+  }
+  return diags->size() == before;
+}
+
+bool LoadAgentConfig(const std::string& path, bool must_exist, AgentConfig* out, Diagnostics* diags) {
+  const std::string file = path.empty() ? kDefaultConfigPath : path;
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT && !must_exist) {
+      *out = DefaultAgentConfig();
+      return true;
+    }
+    diags->push_back(Diagnostic{file, 0, 0, "", std::string("cannot open: ") + std::strerror(errno)});
+    return false;
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      diags->push_back(Diagnostic{file, 0, 0, "", std::string("cannot read: ") + std::strerror(err)});
+      return false;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxConfigBytes) break;
+  }
+  ::close(fd);
+  return ParseAgentConfig(text, file, out, diags);
+}
+
+}  // namespace cordon::agent

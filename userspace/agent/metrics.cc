@@ -1,1 +1,301 @@
-// placeholder: being written
+#include "agent/metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+namespace cordon::agent {
+namespace {
+
+std::string FormatDouble(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : "NaN";
+}
+
+class Writer {
+ public:
+  void Family(const char* name, const char* type, const char* help) {
+    out_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void Sample(const char* name, const std::string& labels, const std::string& value) {
+    out_ += name;
+    if (!labels.empty()) out_ += "{" + labels + "}";
+    out_ += " " + value + "\n";
+  }
+  void Sample(const char* name, const std::string& labels, uint64_t value) { Sample(name, labels, std::to_string(value)); }
+  void Sample(const char* name, const std::string& labels, double value) { Sample(name, labels, FormatDouble(value)); }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+std::string Label(const char* name, const std::string& value) {
+  return std::string(name) + "=\"" + EscapeLabelValue(value) + "\"";
+}
+
+std::string SandboxLabels(const SandboxMetrics& s) {
+  return Label("sandbox", s.name) + "," + Label("cgroup_id", std::to_string(s.id));
+}
+
+struct Slot {
+  int index;
+  const char* kind;
+  const char* verdict;
+};
+constexpr Slot kDenialSlots[] = {
+    {CORDON_CNT_DENIED_CONNECT, "net.connect", "denied"}, {CORDON_CNT_AUDITED_CONNECT, "net.connect", "audited"},
+    {CORDON_CNT_DENIED_SENDMSG, "net.sendmsg", "denied"}, {CORDON_CNT_AUDITED_SENDMSG, "net.sendmsg", "audited"},
+    {CORDON_CNT_DENIED_SOCKET, "net.socket", "denied"},   {CORDON_CNT_AUDITED_SOCKET, "net.socket", "audited"},
+    {CORDON_CNT_DENIED_LSM_NET, "net.lsm", "denied"},     {CORDON_CNT_AUDITED_LSM_NET, "net.lsm", "audited"},
+    {CORDON_CNT_DENIED_FILE, "file", "denied"},           {CORDON_CNT_AUDITED_FILE, "file", "audited"},
+    {CORDON_CNT_DENIED_TAMPER, "tamper", "denied"},       {CORDON_CNT_AUDITED_TAMPER, "tamper", "audited"},
+};
+constexpr Slot kAllowedSlots[] = {
+    {CORDON_CNT_ALLOWED_CONNECT, "net.connect", nullptr},
+    {CORDON_CNT_ALLOWED_SENDMSG, "net.sendmsg", nullptr},
+};
+static_assert(CORDON_CNT_AUDITED_LSM_NET < CORDON_CNT_MAX);
+
+// ---- listen address ---------------------------------------------------------
+
+struct ListenAddress {
+  sockaddr_storage addr = {};
+  socklen_t len = 0;
+  bool loopback = false;
+};
+
+Result<ListenAddress> ParseListenAddress(const std::string& text) {
+  auto bad = [&](const std::string& why) { return Error{"metrics listen address '" + text + "': " + why}; };
+  std::string host, port;
+  bool bracketed = !text.empty() && text[0] == '[';
+  if (bracketed) {
+    size_t close = text.find("]:");
+    if (close == std::string::npos) return bad("expected [IPv6]:port");
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string::npos) return bad("expected host:port");
+    host = text.substr(0, colon);
+    if (host.find(':') != std::string::npos) return bad("write IPv6 addresses as [address]:port");
+    port = text.substr(colon + 1);
+  }
+  unsigned long port_num = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), port_num);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || port_num > 65535)
+    return bad("port must be 0..65535");
+  if (host == "localhost") host = "127.0.0.1";
+
+  ListenAddress out;
+  if (!bracketed) {
+    auto* sin = reinterpret_cast<sockaddr_in*>(&out.addr);
+    if (::inet_pton(AF_INET, host.c_str(), &sin->sin_addr) != 1) return bad("'" + host + "' is not an IPv4 address");
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(static_cast<uint16_t>(port_num));
+    out.len = sizeof *sin;
+    out.loopback = (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
+  } else {
+    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&out.addr);
+    if (::inet_pton(AF_INET6, host.c_str(), &sin6->sin6_addr) != 1) return bad("'" + host + "' is not an IPv6 address");
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons(static_cast<uint16_t>(port_num));
+    out.len = sizeof *sin6;
+    out.loopback = IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
+                   (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && sin6->sin6_addr.s6_addr[12] == 127);
+  }
+  return out;
+}
+
+// ---- HTTP ---------------------------------------------------------------------
+
+std::string HttpResponse(const char* status, const char* content_type, const std::string& body, bool head,
+                         const char* extra_header = "") {
+  std::string out = std::string("HTTP/1.1 ") + status + "\r\nContent-Type: " + content_type +
+                    "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra_header +
+                    "Connection: close\r\n\r\n";
+  if (!head) out += body;
+  return out;
+}
+
+std::string Respond(const std::string& request, const std::function<std::string()>& render) {
+  const char* kText = "text/plain; charset=utf-8";
+  std::string line = request.substr(0, request.find_first_of("\r\n"));
+  size_t sp1 = line.find(' ');
+  size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp2 == std::string::npos || line.compare(sp2 + 1, 7, "HTTP/1.") != 0)
+    return HttpResponse("400 Bad Request", kText, "bad request\n", false);
+  std::string method = line.substr(0, sp1);
+  std::string path = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  path = path.substr(0, path.find('?'));
+  bool head = method == "HEAD";
+  if (method != "GET" && !head)
+    return HttpResponse("405 Method Not Allowed", kText, "method not allowed\n", false, "Allow: GET, HEAD\r\n");
+  if (path != "/metrics") return HttpResponse("404 Not Found", kText, "not found: metrics are at /metrics\n", head);
+  return HttpResponse("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(), head);
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+std::string RenderPrometheus(const AgentMetrics& m) {
+  Writer w;
+  w.Family("cordon_events_total", "counter", "Audit events the agent consumed, all sandboxes.");
+  w.Sample("cordon_events_total", "", m.events_total);
+  w.Family("cordon_events_per_second", "gauge", "Recent rate of audit events, all sandboxes.");
+  w.Sample("cordon_events_per_second", "", m.events_per_second);
+  w.Family("cordon_sink_write_failures_total", "counter", "Failed audit sink writes, all sinks.");
+  w.Sample("cordon_sink_write_failures_total", "", m.sink_write_failures);
+  w.Family("cordon_sink_write_failures_by_sink_total", "counter", "Failed audit sink writes, per sink.");
+  for (const auto& [sink, n] : m.sink_failures_by_sink)
+    w.Sample("cordon_sink_write_failures_by_sink_total", Label("sink", sink), n);
+  w.Family("cordon_tailer_drops_total", "counter", "Events not delivered to event-stream tailers that fell behind.");
+  w.Sample("cordon_tailer_drops_total", "", m.tailer_drops);
+  w.Family("cordon_tailers_connected", "gauge", "Event-stream tailers connected.");
+  w.Sample("cordon_tailers_connected", "", m.tailers_connected);
+  w.Family("cordon_tailers_disconnected_slow_total", "counter", "Event-stream tailers disconnected for being too slow.");
+  w.Sample("cordon_tailers_disconnected_slow_total", "", m.tailers_disconnected_slow);
+  w.Family("cordon_ringbuf_fill_ratio_max", "gauge", "Fullest sandbox ring buffer, as a fraction of its size (0..1).");
+  w.Sample("cordon_ringbuf_fill_ratio_max", "", m.ringbuf_fill_ratio_max);
+  w.Family("cordon_resident_memory_bytes", "gauge", "Resident set size of the agent.");
+  w.Sample("cordon_resident_memory_bytes", "", m.rss_bytes);
+  w.Family("cordon_uptime_seconds", "gauge", "Seconds since the agent started.");
+  w.Sample("cordon_uptime_seconds", "", m.uptime_seconds);
+  w.Family("cordon_sandboxes", "gauge", "Sandboxes the agent watches.");
+  w.Sample("cordon_sandboxes", "", static_cast<uint64_t>(m.sandboxes.size()));
+
+  w.Family("cordon_sandbox_info", "gauge", "A sandbox and its enforcement level (always 1).");
+  for (const SandboxMetrics& s : m.sandboxes)
+    w.Sample("cordon_sandbox_info", SandboxLabels(s) + "," + Label("level", s.level), uint64_t{1});
+  w.Family("cordon_denials_total", "counter",
+           "Operations denied (or, in audit mode, audited) by kind: net.connect, net.sendmsg, net.socket (inet "
+           "socket kinds), net.lsm (socket families and unix sockets, BPF LSM), file, tamper.");
+  for (const SandboxMetrics& s : m.sandboxes)
+    for (const Slot& slot : kDenialSlots)
+      w.Sample("cordon_denials_total",
+               SandboxLabels(s) + "," + Label("kind", slot.kind) + "," + Label("verdict", slot.verdict),
+               s.counters[slot.index]);
+  w.Family("cordon_net_allowed_total", "counter", "Network operations allowed by policy.");
+  for (const SandboxMetrics& s : m.sandboxes)
+    for (const Slot& slot : kAllowedSlots)
+      w.Sample("cordon_net_allowed_total", SandboxLabels(s) + "," + Label("kind", slot.kind), s.counters[slot.index]);
+  w.Family("cordon_ringbuf_lost_events_total", "counter", "Events lost because the sandbox's ring buffer was full.");
+  for (const SandboxMetrics& s : m.sandboxes)
+    w.Sample("cordon_ringbuf_lost_events_total", SandboxLabels(s),
+             std::max(s.counters[CORDON_CNT_EVENTS_DROPPED], s.ringbuf_lost));
+  w.Family("cordon_events_delivered_total", "counter", "Audit events of the sandbox delivered to the sinks.");
+  for (const SandboxMetrics& s : m.sandboxes) w.Sample("cordon_events_delivered_total", SandboxLabels(s), s.events_delivered);
+  w.Family("cordon_events_suppressed_total", "counter", "Audit events of the sandbox suppressed by rate limiting.");
+  for (const SandboxMetrics& s : m.sandboxes)
+    w.Sample("cordon_events_suppressed_total", SandboxLabels(s), s.events_suppressed);
+  return w.Take();
+}
+
+// ---- MetricsServer ----------------------------------------------------------
+
+Result<std::unique_ptr<MetricsServer>> MetricsServer::Listen(const std::string& listen_address,
+                                                             bool allow_non_loopback) {
+  auto addr = ParseListenAddress(listen_address);
+  if (!addr.ok()) return addr.error();
+  if (!addr->loopback && !allow_non_loopback)
+    return Error{"metrics listen address " + listen_address +
+                 " is not a loopback address: refusing to expose metrics beyond this host without "
+                 "allow_non_loopback"};
+  int family = addr->addr.ss_family;
+  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return SysError("metrics listener: socket");
+  int one = 1;
+  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (family == AF_INET6) (void)::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr->addr), addr->len) != 0)
+    return SysError("bind metrics listener to " + listen_address);
+  if (::listen(fd.get(), 64) != 0) return SysError("listen on metrics address " + listen_address);
+  sockaddr_storage bound = {};
+  socklen_t len = sizeof bound;
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0)
+    return SysError("metrics listener: getsockname");
+  uint16_t port = family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                    : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port;
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(fd), ntohs(port)));
+}
+
+void MetricsServer::Service(const std::function<std::string()>& render) {
+  auto now = std::chrono::steady_clock::now();
+  for (;;) {
+    int c = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      break;  // EAGAIN; EMFILE and the like: try again on the next call
+    }
+    UniqueFd fd(c);
+    if (conns_.size() >= kMaxConnections) {
+      static const std::string busy =
+          HttpResponse("503 Service Unavailable", "text/plain; charset=utf-8", "too many connections\n", false);
+      (void)::send(fd.get(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      continue;
+    }
+    conns_.push_back(Connection{std::move(fd), {}, {}, 0, false, now + kTimeout});
+  }
+  std::erase_if(conns_, [&](Connection& conn) { return !Step(conn, render, now); });
+}
+
+bool MetricsServer::Step(Connection& conn, const std::function<std::string()>& render,
+                         std::chrono::steady_clock::time_point now) {
+  if (!conn.responding) {
+    bool eof = false;
+    char buf[4096];
+    while (conn.in.size() <= kMaxRequest) {
+      ssize_t n = ::recv(conn.fd.get(), buf, sizeof buf, 0);
+      if (n > 0) {
+        conn.in.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      eof = true;  // closed or failed
+      break;
+    }
+    size_t end = conn.in.find("\r\n\r\n");
+    if (end == std::string::npos) end = conn.in.find("\n\n");
+    if (end == std::string::npos || end > kMaxRequest) {
+      return !eof && conn.in.size() <= kMaxRequest && now < conn.deadline;
+    }
+    conn.out = Respond(conn.in.substr(0, end), render);
+    conn.in.clear();
+    conn.responding = true;
+    conn.deadline = now + kTimeout;
+  }
+  while (conn.sent < conn.out.size()) {
+    ssize_t n = ::send(conn.fd.get(), conn.out.data() + conn.sent, conn.out.size() - conn.sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      conn.sent += static_cast<size_t>(n);
+      conn.deadline = now + kTimeout;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return now < conn.deadline;
+    return false;
+  }
+  ::shutdown(conn.fd.get(), SHUT_WR);
+  return false;
+}
+
+}  // namespace cordon::agent

@@ -1,9 +1,12 @@
 #include "cli/commands.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -11,12 +14,15 @@
 #include <sstream>
 
 #include "abi/cordon_common.h"
+#include "agent/config.h"
+#include "agent/control.h"
 #include "cli/args.h"
 #include "cli/common.h"
 #include "events/reader.h"
 #include "events/sink.h"
 #include "loader/cgroup.h"
 #include "loader/kernel_features.h"
+#include "loader/retro.h"
 #include "loader/sandbox.h"
 #include "policy/describe.h"
 #include "policy/parser.h"
@@ -81,8 +87,12 @@ const char* kPolicyHelp =
     "usage: cordon policy check [--quiet] FILE...\n"
     "       cordon policy check --default\n"
     "\n"
-    "Parses and compiles each policy file (YAML or JSON), prints what it allows\n"
-    "and which of its controls this kernel and build do not enforce.\n"
+    "Parses and compiles each policy file (YAML or JSON; \"-\" reads standard input), prints what\n"
+    "it allows and, run as root, which of its controls this kernel and build do not enforce.\n"
+    "\n"
+    "  -q, --quiet   print only errors\n"
+    "  --default     check (and explain) the built-in default policy as well\n"
+    "\n"
     "Exit status: 0 if every file is valid, 1 otherwise (errors name file:line:column and field).\n";
 
 const char* kAttachHelp =
@@ -94,30 +104,97 @@ const char* kAttachHelp =
     "the cgroup2 mount. Enforcement is pinned under bpffs and persists after cordon exits.\n"
     "Attaching again to the same cgroup atomically replaces its policy (counters and pending\n"
     "events are kept). Without --policy the built-in default applies (no egress at all).\n"
-    "Events stay in the sandbox's ring buffer until `cordon tail` reads them.\n"
+    "Its events are read by the agent when one runs (it adopts the sandbox within 200 ms; see\n"
+    "`cordon agent --help`), else they wait in the sandbox's 256 KiB ring buffer for `cordon tail`.\n"
+    "\n"
+    "  --cgroup PATH      the cgroup v2 directory to confine (required)\n"
+    "  --policy FILE      policy (YAML or JSON; see `cordon policy check`); default: built-in\n"
+    "  --mode MODE        enforce (deny and report) or audit (allow and report); overrides the policy\n"
+    "  --name NAME        sandbox name in events and status (default: the cgroup's directory name)\n"
+    "  --allow-degraded   attach even if this kernel cannot enforce every control (see below)\n"
     "\n"
     "If this kernel cannot enforce some control the policy asks for (see `cordon doctor`), attach\n"
     "refuses, naming them, unless --allow-degraded is given: then it attaches what the kernel can\n"
-    "enforce and reports the rest as not enforced.\n";
+    "enforce and reports the rest as not enforced.\n"
+    "\n"
+    "Connections that processes already inside opened before the attach and that the policy denies\n"
+    "are destroyed (sock_diag), allowed ones kept; files they hold open are listed (they cannot be\n"
+    "revoked). Each is an event (kinds net.preexisting, file.preexisting), printed as JSON lines on\n"
+    "stdout and, with an agent, delivered to its sinks and tailers.\n"
+    "\n"
+    "Exit status: 0 attached, 1 failure (policy error, kernel refusal: nothing is left attached;\n"
+    "or attached but a pre-existing denied connection could not be destroyed: it says which),\n"
+    "2 usage errors.\n";
+
+const char* kUpdateHelp =
+    "usage: cordon update --cgroup PATH --policy FILE [--mode enforce|audit] [--allow-degraded]\n"
+    "\n"
+    "Atomically replaces the policy of the sandbox already attached to PATH:\n"
+    "every operation is judged wholly by the old or wholly by the new policy, never by neither;\n"
+    "counters and pending events carry over. It is `cordon attach` that refuses to create a new\n"
+    "sandbox. Goes through the agent when one runs. Connections opened earlier that the new policy\n"
+    "denies are destroyed, as with attach (see `cordon attach --help`).\n"
+    "\n"
+    "  --cgroup PATH      the sandbox's cgroup (required)\n"
+    "  --policy FILE      the new policy (required; to flip only the mode, give the same file\n"
+    "                     with --mode)\n"
+    "  --mode MODE        enforce or audit; overrides the policy's spec.mode\n"
+    "  --allow-degraded   as for attach\n"
+    "\n"
+    "Exit status: 0 replaced, 1 failure (the old policy stays in force), 2 usage errors.\n";
 
 const char* kDetachHelp =
     "usage: cordon detach (--cgroup PATH | --id CGROUP_ID)\n"
     "\n"
-    "Detaches every program of the sandbox and removes its pinned state. --id serves when the\n"
-    "cgroup itself was already removed (see `cordon status`).\n";
+    "Detaches every program of the sandbox and removes its pinned state: from then on its processes\n"
+    "are no longer confined. --id serves when the cgroup itself was already removed (see `cordon\n"
+    "status`). With an agent running, the agent first delivers the events still waiting in the\n"
+    "sandbox's ring buffer, then detaches it; without one, they are discarded with it.\n"
+    "\n"
+    "Exit status: 0 detached, 1 no sandbox there or the kernel refused, 2 usage errors.\n";
 
 const char* kStatusHelp =
     "usage: cordon status [--json]\n"
     "\n"
-    "Lists attached sandboxes: name, cgroup, policy, mode, denial counters, lost events, and\n"
-    "what the kernel enforces. --json prints one JSON object (fields documented in README).\n";
+    "Lists attached sandboxes: name, cgroup, policy, mode, enforcement level, denial counters\n"
+    "(connect/sendmsg/socket/file/tamper), audited operations, and events the kernel dropped\n"
+    "because a ring buffer was full. These counters live in the kernel and survive every cordon\n"
+    "process. The first line says what this kernel enforces (see `cordon doctor`).\n"
+    "\n"
+    "When an agent runs (see `cordon agent --help`), its accounting follows: events delivered,\n"
+    "suppressed by the rate limit and lost, per sandbox; sink writes and failures; tailers and\n"
+    "their drops; the metrics address. Without one it says so.\n"
+    "\n"
+    "  --json   one JSON object: enforcement, bpfLsm, sandboxes[] and agent (null without one;\n"
+    "           else the agent's StatusReply, userspace/proto/control.proto, in protobuf JSON)\n";
 
 const char* kTailHelp =
-    "usage: cordon tail [-f] [--cgroup PATH] [-o json|compact]\n"
+    "usage: cordon tail [-f] [--sandbox NAME] [--cgroup PATH]... [--kind PREFIX] [--since DURATION]\n"
+    "                   [-o json|compact]\n"
     "\n"
-    "Reads the violation events waiting in attached sandboxes' ring buffers and prints them\n"
-    "(json: the audit-file format; compact: one line for people). -f keeps following. Reading\n"
-    "consumes the events: run one reader at a time.\n";
+    "Prints violation events (json: one line per event, exactly as in the audit file; compact:\n"
+    "one readable line per event).\n"
+    "\n"
+    "  -f, --follow       keep following new events until interrupted\n"
+    "  --sandbox NAME     only the sandbox with this name\n"
+    "  --cgroup PATH      only the sandbox attached to this cgroup (repeatable)\n"
+    "  --kind PREFIX      only events whose kind starts with PREFIX (net., file.open, tamper.);\n"
+    "                     loss and suppressed records are always shown\n"
+    "  --since DURATION   first replay the agent's audit file from DURATION ago (90s, 10m, 2h,\n"
+    "                     1d), then continue with live events; nothing is missed or repeated\n"
+    "  -o, --output FMT   json (default) or compact\n"
+    "\n"
+    "With an agent running, events stream from it over its socket (many tails at once; a tail that\n"
+    "reads too slowly misses events, is told how many, and is disconnected with a reason if it falls\n"
+    "too far behind; the agent's sinks are never held up). Without -f, tail prints what was waiting\n"
+    "in the ring buffers (and the --since replay) and exits.\n"
+    "\n"
+    "Without an agent, tail reads the ring buffers itself and says so on stderr: reading consumes\n"
+    "the events, so run one reader at a time, and --kind discards the events it does not show.\n"
+    "The socket is $CORDON_AGENT_SOCKET, else the one in /etc/cordon/agent.yaml, else\n"
+    "/run/cordon/agent.sock.\n"
+    "\n"
+    "Exit status: 0 (also after SIGINT/SIGTERM), 1 failure or disconnected by the agent, 2 usage.\n";
 
 bool Usage(const std::string& error, const char* help) {
   PrintError(error);
@@ -177,28 +254,101 @@ int PolicyCommand(const Args& args) {
   return 2;
 }
 
-int AttachCommand(const Args& args) {
-  if (WantsHelp(args)) return std::fputs(kAttachHelp, stdout), 0;
+namespace {
+
+// Prints what a retroactive check found; returns the exit status it implies.
+int ReportRetro(const std::vector<cordon::v1::AuditEvent>& events, const std::string& summary,
+                uint64_t destroy_failed, const std::string& failure) {
+  if (!failure.empty()) return PrintError("attached, but retroactive check failed: " + failure), 1;
+  for (const auto& event : events) std::printf("%s\n", ToJsonLine(event).c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "cordon: %s\n", summary.c_str());
+  if (destroy_failed)
+    return PrintError("attached, but " + std::to_string(destroy_failed) +
+                      " pre-existing connection(s) the policy denies could not be destroyed (see the events)"),
+           1;
+  return 0;
+}
+
+void ReportAttached(bool replaced, const std::string& name, const std::string& cgroup, uint64_t id,
+                    const std::string& policy, const std::string& mode, uint64_t swap_ns) {
+  std::fprintf(stderr, "cordon: %s sandbox '%s' on %s (cgroup id %llu): policy '%s', mode %s\n",
+               replaced ? "replaced policy of" : "attached", name.c_str(), cgroup.c_str(),
+               static_cast<unsigned long long>(id), policy.c_str(), mode.c_str());
+  if (replaced)
+    std::fprintf(stderr, "cordon: the network programs were swapped in %.1f us (each hook atomically)\n",
+                 static_cast<double>(swap_ns) / 1000.0);
+}
+
+// attach and update: `update` only replaces the policy of an attached sandbox.
+int AttachOrUpdate(const Args& args, bool update) {
+  const char* help = update ? kUpdateHelp : kAttachHelp;
+  if (WantsHelp(args)) return std::fputs(help, stdout), 0;
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args,
-                 {{"--cgroup", "", true}, {"--policy", "", true}, {"--mode", "", true}, {"--name", "", true},
-                  {"--allow-degraded", ""}},
-                 &parsed, &error)) {
-    Usage(error, kAttachHelp);
+  std::vector<OptionSpec> specs = {{"--cgroup", "", true}, {"--policy", "", true}, {"--mode", "", true},
+                                {"--allow-degraded", ""}};
+  if (!update) specs.push_back({"--name", "", true});
+  if (!ParseArgs(args, specs, &parsed, &error)) {
+    Usage(error, help);
     return 2;
   }
-  if (!parsed.positionals.empty()) return Usage("unexpected argument '" + parsed.positionals[0] + "'", kAttachHelp), 2;
+  if (!parsed.positionals.empty()) return Usage("unexpected argument '" + parsed.positionals[0] + "'", help), 2;
   auto cgroup_arg = parsed.Get("--cgroup");
-  if (!cgroup_arg) return Usage("--cgroup PATH is required", kAttachHelp), 2;
+  if (!cgroup_arg) return Usage("--cgroup PATH is required", help), 2;
+  if (update && !parsed.Has("--policy")) return Usage("update needs --policy FILE", help), 2;
   AttachOptions options;
   options.name = parsed.Get("--name").value_or("");
   if (options.name.size() >= 64) return PrintError("--name is longer than 63 bytes"), 2;
-  auto compiled = LoadPolicy(parsed.Get("--policy").value_or(""), parsed.Get("--mode").value_or(""));
+  const std::string policy_path = parsed.Get("--policy").value_or("");
+  const std::string mode = parsed.Get("--mode").value_or("");
+  auto compiled = LoadPolicy(policy_path, mode);  // file:line errors here, before anything is sent
   if (!compiled) return 1;
-  if (!IsRoot()) return PrintError("attach needs root (CAP_SYS_ADMIN and CAP_BPF); nothing attached"), 1;
+  if (!IsRoot()) return PrintError(std::string(update ? "update" : "attach") + " needs root (CAP_SYS_ADMIN and CAP_BPF); nothing attached"), 1;
   auto cgroup = ResolveCgroup(*cgroup_arg);
   if (!cgroup) return PrintError(cgroup.error().ToString() + "; nothing attached"), 1;
+  if (update && !GetSandbox(cgroup->id))
+    return PrintError("no sandbox is attached to " + cgroup->path + " (use `cordon attach`)"), 1;
+
+  // With an agent, it attaches: the retroactive check's events then reach the
+  // audit sinks and tailers, and it reads the sandbox's events at once.
+  std::optional<agent::AgentClient> client;
+  bool agent_failed = false;
+  if (agent::ReachAgent(&client, &agent_failed)) {
+    std::string text;
+    if (!policy_path.empty()) {
+      auto read = ReadFile(policy_path);
+      if (!read) return PrintError(read.error().ToString() + "; nothing attached"), 1;
+      text = std::move(*read);
+    }
+    cordon::v1::Request request;
+    if (update) {
+      auto* u = request.mutable_update();
+      u->set_sandbox_id(cgroup->id);
+      u->set_policy_text(text);
+      u->set_policy_file(policy_path);
+      u->set_mode(mode);
+      u->set_allow_degraded(parsed.Has("--allow-degraded"));
+    } else {
+      auto* at = request.mutable_attach();
+      at->set_cgroup(cgroup->path);
+      at->set_policy_text(text);
+      at->set_policy_file(policy_path);
+      at->set_mode(mode);
+      at->set_name(options.name);
+      at->set_allow_degraded(parsed.Has("--allow-degraded"));
+    }
+    auto response = client->Call(request);
+    if (!response) return PrintError(response.error().ToString() + " (the agent may or may not have attached: see `cordon status`)"), 1;
+    if (!response->error().empty()) return PrintError(response->error()), 1;
+    const auto& at = response->attach();
+    ReportAttached(at.replaced(), at.name(), at.cgroup(), at.sandbox_id(), at.policy(), at.mode(), at.swap_ns());
+    for (const auto& note : response->notes()) PrintNote(note);
+    std::vector<cordon::v1::AuditEvent> events(at.retro_events().begin(), at.retro_events().end());
+    return ReportRetro(events, at.retro_summary(), at.retro_destroy_failed(), at.retro_error());
+  }
+  if (agent_failed) return 1;
+
   std::vector<std::string> missing = UndeliverableInAttach(*compiled, ProbeLsm());
   if (!missing.empty() && !parsed.Has("--allow-degraded")) {
     std::string list;
@@ -210,16 +360,22 @@ int AttachCommand(const Args& args) {
   auto result = AttachSandbox(*cgroup, *compiled, options);
   if (!result) return PrintError(result.error().ToString() + "; nothing attached"), 1;
   const SandboxInfo& info = result->info;
-  std::fprintf(stderr, "cordon: %s sandbox '%s' on %s (cgroup id %llu): policy '%s', mode %s\n",
-               result->replaced ? "replaced policy of" : "attached", info.name.c_str(), cgroup->path.c_str(),
-               static_cast<unsigned long long>(info.id), compiled->name.c_str(), ModeName(compiled->mode).c_str());
-  if (result->replaced)
-    std::fprintf(stderr, "cordon: the network programs were swapped in %.1f us (each hook atomically)\n",
-                 static_cast<double>(result->swap_ns) / 1000.0);
+  ReportAttached(result->replaced, info.name, cgroup->path, info.id, compiled->name, ModeName(compiled->mode),
+                 result->swap_ns);
   for (const auto& line : UnenforcedControls(*compiled, ProbeLsm())) PrintNote(line);
   for (const auto& path : result->skipped_paths) PrintNote("profile path absent on this host, skipped: " + path);
-  return 0;
+  // Retroactive attach: pre-existing connections the policy denies are
+  // destroyed, open files listed; events to stdout as `cordon tail -o json`.
+  SandboxContext retro_ctx{info.id, info.name, info.policy.empty() ? compiled->name : info.policy, info.cgroup_path};
+  auto retro = ApplyRetroactively(*cgroup, *compiled, retro_ctx);
+  if (!retro) return ReportRetro({}, "", 0, retro.error().ToString());
+  return ReportRetro(retro->events, RetroSummaryLine(*retro), retro->destroy_failed, "");
 }
+
+}  // namespace
+
+int AttachCommand(const Args& args) { return AttachOrUpdate(args, false); }
+int UpdateCommand(const Args& args) { return AttachOrUpdate(args, true); }
 
 int DetachCommand(const Args& args) {
   if (WantsHelp(args)) return std::fputs(kDetachHelp, stdout), 0;
@@ -243,6 +399,20 @@ int DetachCommand(const Args& args) {
     id = std::strtoull(s.c_str(), &end, 10);
     if (s.empty() || *end != '\0' || id == 0) return PrintError("--id: not a cgroup id: " + s), 2;
   }
+  // With an agent, it delivers what the ring buffer still holds, then detaches.
+  std::optional<agent::AgentClient> client;
+  bool agent_failed = false;
+  if (agent::ReachAgent(&client, &agent_failed)) {
+    cordon::v1::Request request;
+    request.mutable_detach()->set_sandbox_id(id);
+    auto response = client->Call(request);
+    if (!response) return PrintError(response.error().ToString()), 1;
+    if (!response->error().empty()) return PrintError(response->error()), 1;
+    std::fprintf(stderr, "cordon: detached sandbox on cgroup id %llu (the agent delivered its last %llu events)\n",
+                 static_cast<unsigned long long>(id), static_cast<unsigned long long>(response->drain().drained()));
+    return 0;
+  }
+  if (agent_failed) return 1;
   Status detached = DetachSandbox(id);
   if (!detached.ok()) return PrintError(detached.error().ToString()), 1;
   std::fprintf(stderr, "cordon: detached sandbox on cgroup id %llu\n", static_cast<unsigned long long>(id));
@@ -260,6 +430,23 @@ int StatusCommand(const Args& args) {
   if (!IsRoot()) return PrintError("status needs root (it reads pinned BPF state)"), 1;
   auto list = ListSandboxes();
   if (!list) return PrintError(list.error().ToString()), 1;
+  // The agent's accounting, when one runs.
+  std::optional<cordon::v1::StatusReply> agent_status;
+  std::string agent_problem;
+  {
+    std::optional<agent::AgentClient> client;
+    bool failed = false;
+    if (agent::ReachAgent(&client, &failed)) {
+      cordon::v1::Request request;
+      request.mutable_status();
+      auto response = client->Call(request, 10000);
+      if (!response) agent_problem = response.error().ToString();
+      else if (!response->error().empty()) agent_problem = response->error();
+      else agent_status = response->status();
+    } else if (failed) {
+      agent_problem = "cannot reach the agent at " + agent::AgentSocketPath();
+    }
+  }
   if (parsed.Has("--json")) {
     std::ostringstream out;
     const LsmAvailability& lsm = ProbeLsm();
@@ -289,13 +476,24 @@ int StatusCommand(const Args& args) {
           << ",\"sendmsg\":" << c[CORDON_CNT_ALLOWED_SENDMSG] << "},\"eventsDropped\":" << c[CORDON_CNT_EVENTS_DROPPED]
           << ",\"problem\":" << JsonString(s.problem) << "}";
     }
-    out << "]}\n";
+    out << "],\"agent\":" << (agent_status ? agent::AgentStatusJson(*agent_status) : "null");
+    if (!agent_problem.empty()) out << ",\"agentProblem\":" << JsonString(agent_problem);
+    out << "}\n";
     std::fputs(out.str().c_str(), stdout);
     return 0;
   }
   std::printf("%s\n", EnforcementSummary(ProbeLsm()).c_str());
+  auto print_agent = [&] {
+    if (agent_status) std::fputs(agent::AgentStatusText(*agent_status).c_str(), stdout);
+    else if (!agent_problem.empty()) std::printf("agent: %s\n", agent_problem.c_str());
+    else
+      std::printf("agent: not running (%s): events wait in each sandbox's ring buffer until one runs or "
+                  "`cordon tail` reads them\n",
+                  agent::AgentSocketPath().c_str());
+  };
   if (list->empty()) {
     std::printf("no sandboxes attached\n");
+    print_agent();
     return 0;
   }
   std::printf("%-20s %-12s %-32s %-16s %-7s %-29s %-30s %-8s %s\n", "SANDBOX", "CGROUP-ID", "CGROUP", "POLICY",
@@ -315,6 +513,7 @@ int StatusCommand(const Args& args) {
                 static_cast<unsigned long long>(c[CORDON_CNT_EVENTS_DROPPED]));
     if (!s.problem.empty()) std::printf("  problem: %s\n", s.problem.c_str());
   }
+  print_agent();
   return 0;
 }
 
@@ -327,41 +526,95 @@ int TailCommand(const Args& args) {
   if (WantsHelp(args)) return std::fputs(kTailHelp, stdout), 0;
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {{"--follow", "-f"}, {"--cgroup", "", true}, {"--output", "-o", true}}, &parsed, &error) ||
+  if (!ParseArgs(args,
+                 {{"--follow", "-f"},
+                  {"--cgroup", "", true, true},
+                  {"--sandbox", "", true},
+                  {"--kind", "", true},
+                  {"--since", "", true},
+                  {"--output", "-o", true}},
+                 &parsed, &error) ||
       !parsed.positionals.empty()) {
-    Usage(error.empty() ? "unexpected argument" : error, kTailHelp);
+    Usage(error.empty() ? "unexpected argument '" + parsed.positionals[0] + "'" : error, kTailHelp);
     return 2;
   }
   std::string format = parsed.Get("--output").value_or("json");
   if (format != "json" && format != "compact") return Usage("-o must be json or compact", kTailHelp), 2;
+  agent::TailOptions options;
+  options.follow = parsed.Has("--follow");
+  options.json = format == "json";
+  options.sandbox_name = parsed.Get("--sandbox").value_or("");
+  options.kind_prefix = parsed.Get("--kind").value_or("");
+  if (auto since = parsed.Get("--since")) {
+    int64_t ns = 0;
+    if (!agent::ParseDuration(*since, &ns) || ns <= 0)
+      return Usage("--since takes a duration such as 90s, 10m, 2h or 1d, not '" + *since + "'", kTailHelp), 2;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    options.since_unix_ns = std::max<int64_t>(1, now.tv_sec * 1000000000ll + now.tv_nsec - ns);
+  }
   if (!IsRoot()) return PrintError("tail needs root"), 1;
-  uint64_t only_id = 0;
-  if (auto cg = parsed.Get("--cgroup")) {
-    auto cgroup = ResolveCgroup(*cg);
-    if (!cgroup) return PrintError(cgroup.error().ToString()), 1;
-    only_id = cgroup->id;
+  if (parsed.Has("--cgroup")) {
+    for (const auto& cg : parsed.options.at("--cgroup")) {
+      auto cgroup = ResolveCgroup(cg);
+      if (!cgroup) return PrintError(cgroup.error().ToString()), 1;
+      options.sandbox_ids.push_back(cgroup->id);
+    }
+  }
+
+  std::optional<agent::AgentClient> client;
+  bool agent_failed = false;
+  if (agent::ReachAgent(&client, &agent_failed)) return agent::TailThroughAgent(*client, options);
+  if (agent_failed) return 1;
+
+  // No agent: read the ring buffers here (this consumes their events).
+  PrintNote("no agent is running (" + agent::AgentSocketPath() +
+            "): reading the ring buffers directly, which consumes their events");
+  auto list = ListSandboxes();
+  if (!list) return PrintError(list.error().ToString()), 1;
+  std::vector<const SandboxInfo*> chosen;
+  for (const auto& s : *list) {
+    if (!options.sandbox_ids.empty() &&
+        std::find(options.sandbox_ids.begin(), options.sandbox_ids.end(), s.id) == options.sandbox_ids.end())
+      continue;
+    if (!options.sandbox_name.empty() && s.name != options.sandbox_name) continue;
+    chosen.push_back(&s);
+  }
+  if (!options.sandbox_ids.empty() && chosen.empty()) return PrintError("no sandbox is attached to that cgroup"), 1;
+  if (options.since_unix_ns > 0) {
+    // The agent's audit file (and its rotations), from its configuration.
+    agent::AgentConfig config;
+    policy::Diagnostics diags;
+    std::string audit = agent::LoadAgentConfig("", false, &config, &diags) ? config.AuditPath() : "";
+    if (audit.empty()) {
+      PrintNote("--since: no audit file is configured; nothing to replay");
+    } else {
+      std::vector<std::string> files;
+      for (int k = 1000; k >= 1; --k)
+        if (::access((audit + "." + std::to_string(k)).c_str(), R_OK) == 0) files.push_back(audit + "." + std::to_string(k));
+      files.push_back(audit);
+      for (const auto& file : files) {
+        UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+        if (fd.valid() && !agent::ReplayAuditFile(fd.get(), 0, options)) return 1;
+      }
+    }
   }
   auto mount = FindCgroup2Mount();
   if (!mount) return PrintError(mount.error().ToString()), 1;
-  StreamSink sink(STDOUT_FILENO, format == "json" ? StreamSink::Format::kJson : StreamSink::Format::kCompact);
+  StreamSink sink(STDOUT_FILENO, options.json ? StreamSink::Format::kJson : StreamSink::Format::kCompact);
   bool write_failed = false;
   EventReader reader(*mount, [&](const cordon::v1::AuditEvent& event) {
+    if (!agent::TailMatches(event, options)) return;
     if (!sink.Write(event).ok()) write_failed = true;
   });
-  auto list = ListSandboxes();
-  if (!list) return PrintError(list.error().ToString()), 1;
-  int added = 0;
-  for (const auto& s : *list) {
-    if (only_id && s.id != only_id) continue;
-    auto events = OpenSandboxMap(s.id, "events");
-    auto counters = OpenSandboxMap(s.id, "counters");
+  for (const SandboxInfo* s : chosen) {
+    auto events = OpenSandboxMap(s->id, "events");
+    auto counters = OpenSandboxMap(s->id, "counters");
     if (!events || !counters) continue;
-    SandboxContext ctx{s.id, s.name, s.policy, s.cgroup_path};
+    SandboxContext ctx{s->id, s->name, s->policy, s->cgroup_path};
     Status st = reader.Add(ctx, std::move(*events), std::move(*counters));
     if (!st.ok()) return PrintError(st.error().ToString()), 1;
-    added++;
   }
-  if (only_id && added == 0) return PrintError("no sandbox is attached to that cgroup"), 1;
   struct sigaction sa = {};
   sa.sa_handler = OnTailSignal;
   sigaction(SIGINT, &sa, nullptr);
@@ -369,7 +622,7 @@ int TailCommand(const Args& args) {
   reader.CheckLosses();
   auto drained = reader.Drain();
   if (!drained) return PrintError(drained.error().ToString()), 1;
-  while (parsed.Has("--follow") && !g_tail_stop && !write_failed) {
+  while (options.follow && !g_tail_stop && !write_failed) {
     auto n = reader.Poll(200);
     if (!n) return PrintError(n.error().ToString()), 1;
     reader.CheckLosses();
@@ -383,17 +636,22 @@ namespace {
 const char* kMainHelp =
     "usage: cordon <command> [options]\n"
     "\n"
-    "Confines untrusted code in the kernel with eBPF: default-deny network egress per cgroup.\n"
+    "Confines untrusted code in the kernel with eBPF: default-deny network egress, files, exec and\n"
+    "dangerous system calls per cgroup.\n"
     "\n"
     "commands:\n"
     "  run [--policy FILE] [--audit FILE] -- CMD ARGS...   run a command in a fresh sandbox\n"
     "  attach --cgroup PATH [--policy FILE]                 confine an existing cgroup v2\n"
+    "  update --cgroup PATH --policy FILE                   replace a sandbox's policy atomically\n"
     "  detach --cgroup PATH                                 remove a sandbox\n"
-    "  status [--json]                                      list sandboxes and counters\n"
-    "  tail [-f] [--cgroup PATH] [-o json|compact]          print violation events\n"
+    "  status [--json]                                      list sandboxes, counters, the agent\n"
+    "  tail [-f] [--sandbox NAME] [--since DUR] [-o FMT]    print violation events\n"
+    "  agent [--config FILE]                                the event daemon (sinks, tail, metrics)\n"
     "  policy check FILE...                                 validate and explain policies\n"
     "  doctor [--json]                                      what this kernel lets cordon enforce\n"
     "\n"
+    "Enforcement is pinned in the kernel and never depends on a cordon process, the agent\n"
+    "included. Exit status: 0 success, 1 failure (nothing half-done), 2 usage errors.\n"
     "`cordon <command> --help` explains each. `cordon --version` prints the version.\n";
 
 }  // namespace
@@ -410,11 +668,13 @@ int Main(int argc, char** argv) {
   if (cmd == "--version" || cmd == "version") return std::printf("cordon %s\n", CORDON_VERSION), 0;
   if (cmd == "policy") return PolicyCommand(rest);
   if (cmd == "attach") return AttachCommand(rest);
+  if (cmd == "update") return UpdateCommand(rest);
   if (cmd == "detach") return DetachCommand(rest);
   if (cmd == "status") return StatusCommand(rest);
   if (cmd == "tail") return TailCommand(rest);
   if (cmd == "run") return RunCommand(rest);
   if (cmd == "doctor") return DoctorCommand(rest);
+  if (cmd == "agent") return AgentCommand(rest);
   PrintError("unknown command '" + cmd + "'");
   std::fputs(kMainHelp, stderr);
   return 2;

@@ -13,11 +13,13 @@ using Args = std::vector<std::string>;
 
 int PolicyCommand(const Args& args);
 int AttachCommand(const Args& args);
+int UpdateCommand(const Args& args);
 int DetachCommand(const Args& args);
 int StatusCommand(const Args& args);
 int TailCommand(const Args& args);
 int RunCommand(const Args& args);
 int DoctorCommand(const Args& args);
+int AgentCommand(const Args& args);  // userspace/agent/agent.cc
 
 int Main(int argc, char** argv);
 

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include "cli/common.h"
 #include "loader/bpffs.h"
 #include "loader/cgroup.h"
+#include "loader/kernel_features.h"
 #include "loader/lsm.h"
 #include "loader/sandbox.h"
 #include "util/fs.h"
@@ -60,20 +62,6 @@ int LandlockAbi() {
   return abi < 0 ? 0 : static_cast<int>(abi);
 }
 
-bool KernelHasAttachType(const char* name) {
-  struct btf* btf = btf__load_vmlinux_btf();
-  if (!btf) return false;
-  bool found = false;
-  int id = btf__find_by_name_kind(btf, "bpf_attach_type", BTF_KIND_ENUM);
-  if (id > 0) {
-    const struct btf_type* t = btf__type_by_id(btf, id);
-    const struct btf_enum* e = btf_enum(t);
-    for (int i = 0; i < btf_vlen(t); ++i, ++e)
-      if (std::strcmp(btf__name_by_offset(btf, e->name_off), name) == 0) found = true;
-  }
-  btf__free(btf);
-  return found;
-}
 
 // A real process in a scratch sandbox makes a UDP send and a file read the
 // scratch policy denies. Returns the two errnos (0 = not denied).
@@ -82,6 +70,7 @@ struct Exercise {
   std::string error;
   int udp_errno = -1;
   int file_errno = -1;
+  int unix_errno = -1;  // connect to an abstract address nobody listens on
   bool lsm_registered = false;
 };
 
@@ -127,7 +116,7 @@ Exercise ExerciseScratchSandbox() {
     pid_t pid = ::fork();
     if (pid == 0) {
       ::close(pipefd[0]);
-      int results[2] = {0, 0};
+      int results[3] = {0, 0, 0};
       if (MoveToCgroup(*cgroup, ::getpid()).ok()) {
         int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         sockaddr_in to = {};
@@ -137,18 +126,30 @@ Exercise ExerciseScratchSandbox() {
         results[0] = ::sendto(s, "x", 1, 0, reinterpret_cast<sockaddr*>(&to), sizeof to) < 0 ? errno : 0;
         int f = ::open(secret.c_str(), O_RDONLY | O_CLOEXEC);
         results[1] = f < 0 ? errno : 0;
+        // The cgroup unix hook refuses it before any lookup (EPERM); else
+        // nothing listens there (ECONNREFUSED).
+        int u = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un ua = {};
+        ua.sun_family = AF_UNIX;
+        std::string name = "cordon-doctor-" + std::to_string(::getpid());
+        std::memcpy(ua.sun_path + 1, name.data(), name.size());
+        results[2] = ::connect(u, reinterpret_cast<sockaddr*>(&ua),
+                               static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size()))
+                         ? errno
+                         : 0;
       } else {
-        results[0] = results[1] = -2;
+        results[0] = results[1] = results[2] = -2;
       }
       (void)!::write(pipefd[1], results, sizeof results);
       _exit(0);
     }
     ::close(pipefd[1]);
-    int results[2] = {-1, -1};
+    int results[3] = {-1, -1, -1};
     if (::read(pipefd[0], results, sizeof results) == sizeof results) {
       ex.ran = true;
       ex.udp_errno = results[0];
       ex.file_errno = results[1];
+      ex.unix_errno = results[2];
     }
     ::close(pipefd[0]);
     ::waitpid(pid, nullptr, 0);
@@ -213,10 +214,16 @@ int DoctorCommand(const Args& args) {
   bool detect = DetectLoadable(&detect_detail);
   probes.push_back({"detect_tracepoint", detect,
                     detect ? "raw_tp/sys_exit loads (detect mode for cordon attach)" : detect_detail});
-  bool unix_hooks = KernelHasAttachType("BPF_CGROUP_UNIX_CONNECT");
+  // Where BPF LSM decides unix connects, the hooks stand aside (and the
+  // scratch connect finds no listener); otherwise they must have refused it.
+  bool unix_hooks = UnixHooks().available() && (lsm_enforcing || (ex.ran && ex.unix_errno == EPERM));
   probes.push_back({"cgroup_unix_hooks", unix_hooks,
-                    unix_hooks ? "cgroup/connect_unix and sendmsg_unix exist (not used by this build yet)"
-                               : "kernel older than 6.7: no cgroup hooks for unix sockets"});
+                    !UnixHooks().available() ? "kernel older than 6.7: no cgroup hooks for unix sockets"
+                    : lsm_enforcing ? "cgroup/connect_unix and sendmsg_unix attached (BPF LSM decides unix connects)"
+                    : unix_hooks    ? "cgroup/connect_unix and sendmsg_unix attached; a real abstract-socket connect "
+                                      "was refused"
+                                    : "cgroup/connect_unix attached, but a connect from the scratch sandbox was not "
+                                      "refused (errno " + std::to_string(ex.unix_errno) + ")"});
 
   std::vector<Control> controls;
   std::string lsm_remedy =
@@ -253,8 +260,17 @@ int DoctorCommand(const Args& args) {
                        "fact (verdict detected; onViolation: kill kills), not prevented";
     controls.push_back({"files", "degraded", how, lsm_remedy});
   }
-  if (lsm_enforcing || !detect)
+  if (lsm_enforcing || (!detect && !unix_hooks))
     lsm_control("network.unix", "BPF LSM unix_stream_connect/unix_may_send");
+  else if (unix_hooks)
+    controls.push_back({"network.unix", "degraded",
+                        "connect/sendto to unix sockets outside the policy are REFUSED by address as written "
+                        "(cgroup/connect_unix, sendmsg_unix; relative and \"..\" addresses refused, abstract "
+                        "sockets unless network.abstractUnix); a symlink in a writable directory aliasing a "
+                        "forbidden socket is only " +
+                            std::string(detect ? "DETECTED after the fact (onViolation: kill kills)" : "not caught") +
+                            ", since these hooks see the address before the kernel resolves it",
+                        lsm_remedy});
   else
     controls.push_back({"network.unix", "degraded",
                         "connections to pathname unix sockets outside the policy are DETECTED after the fact "

@@ -25,6 +25,7 @@
 #include "abi/cordon_common.h"
 #include "abi/cordon_file.h"
 #include "abi/cordon_pins.h"
+#include "agent/control.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -55,10 +56,25 @@ const char* kRunHelp =
     "Violation events go to --audit FILE (default /var/log/cordon/run-<time>-<pid>.jsonl);\n"
     "a one-line summary is printed to stderr at the end unless --quiet.\n"
     "\n"
+    "  --policy FILE   policy (YAML or JSON); default: the built-in one (`cordon policy check --default`)\n"
+    "  --mode MODE     enforce (deny and report) or audit (allow and report); overrides the policy\n"
+    "  --audit FILE    where this run writes its events, one JSON object per line (0600)\n"
+    "  --name NAME     sandbox name in events and status (default run-<pid>)\n"
+    "  -q, --quiet     no notes and no summary\n"
+    "  -v, --verbose   every rule the fallback layers below cannot cover\n"
+    "\n"
     "Where BPF LSM is unusable, the command is also confined before exec by Landlock (file\n"
     "rules, TCP ports, scoping) and a seccomp filter (socket families, bpf, mounts, modules,\n"
     "namespaces, clock, ptrace, io_uring); cordon prints what these layers cannot cover\n"
-    "(--verbose: in detail).\n";
+    "(--verbose: in detail).\n"
+    "\n"
+    "With an agent running (`cordon agent --help`), the agent is the sandbox's only event reader:\n"
+    "it adopts the sandbox before CMD starts, writes the events to its own sinks and streams them\n"
+    "to this run (for --audit and the summary), and when CMD has ended delivers the rest and\n"
+    "detaches. Without one, this run reads the sandbox's events itself.\n"
+    "\n"
+    "Exit status: CMD's (128+N if killed by signal N), 127 if it could not be started, 1 or 2 when\n"
+    "cordon itself fails or is misused before CMD starts.\n";
 
 const int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
 
@@ -86,6 +102,8 @@ struct Summary {
   uint64_t denied = 0;
   uint64_t audited = 0;
   uint64_t lost = 0;
+  uint64_t suppressed = 0;    // held back by the agent's rate limit (its "suppressed" records)
+  uint64_t not_received = 0;  // the agent had them but this run fell behind (its sinks have them)
 };
 
 }  // namespace
@@ -123,6 +141,73 @@ int RunCommand(const Args& args) {
   sigprocmask(SIG_BLOCK, &forwarded, &previous);
   UniqueFd sigfd(::signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
 
+  // The command itself is confined before exec by Landlock (files, signal and
+  // abstract-socket scoping) and a seccomp filter (socket families, bpf,
+  // mounts, modules, namespaces, clock, ptrace, io_uring): without usable BPF
+  // LSM as the file and tamper layer, with it as a second, independent layer.
+  // They refuse before BPF LSM (Landlock precedes bpf in the LSM order,
+  // seccomp precedes every LSM) and silently, so a tracepoint at system call
+  // exit reports their refusals (enforcement "landlock" / "seccomp").
+  const LsmAvailability& lsm = ProbeLsm();
+  std::optional<LandlockPlan> landlock;
+  SeccompPlan seccomp;
+  std::vector<std::string> notes;
+  if (compiled->mode == CORDON_MODE_ENFORCE) {
+    LandlockSupport support = ProbeLandlock();
+    if (support.abi > 0) {
+      auto plan = PrepareLandlock(*compiled, support, /*handle_tcp=*/false);
+      if (!plan) return PrintError(plan.error().ToString() + "; command not started"), 1;
+      landlock = std::move(*plan);
+    }
+    seccomp = PrepareSeccomp(*compiled);
+    if (lsm.usable()) {
+      if (verbose)
+        notes.push_back(std::string("second layer under BPF LSM: ") +
+                        (landlock && landlock->files ? "Landlock ABI " + std::to_string(landlock->abi) + " (file rules)"
+                                                     : std::string("no Landlock")) +
+                        " and seccomp; what they refuse first fails with EACCES (Landlock) or EPERM (seccomp) and "
+                        "is reported with enforcement landlock or seccomp");
+    } else {
+      if (landlock && landlock->files) {
+        notes.push_back("file rules enforced by Landlock ABI " + std::to_string(landlock->abi) +
+                        " in this command (BPF LSM unusable here): denials are EACCES, reported as events with the "
+                        "path as written; executable mappings and metadata changes are not covered, and only the "
+                        "command's own /proc/<pid> (not its children's) is readable" +
+                        (verbose ? "" : " (--verbose for details)"));
+        if (verbose)
+          for (const auto& n : landlock->notes) notes.push_back("Landlock: " + n);
+      } else if (compiled->has_files) {
+        notes.push_back("file and exec rules are NOT enforced: neither BPF LSM (" + lsm.detail + ") nor Landlock (" +
+                        support.detail + ") is available");
+      }
+      std::string refused;
+      for (const auto& r : seccomp.refused) refused += (refused.empty() ? "" : "; ") + r;
+      notes.push_back(verbose ? "seccomp refuses in this command (EPERM; each refusal is reported as an event): " +
+                                    refused
+                              : "seccomp refuses disallowed socket families, bpf, mounts, modules, kexec, ptrace, "
+                                "namespaces, clock changes, reboot and io_uring in this command (EPERM, reported as "
+                                "events)");
+      if (compiled->has_files)
+        notes.push_back(UnixHooks().available()
+                            ? std::string("unix-socket connects are refused by address as written (cgroup unix "
+                                          "hooks); a symlink in a writable directory aliasing a forbidden socket is "
+                                          "only detected") +
+                                  ((compiled->lsm_flags & CORDON_LSM_F_KILL) ? " (and killed)" : "")
+                            : std::string("connections to pathname unix sockets outside the policy (e.g. "
+                                          "/run/docker.sock) are only detected, not prevented") +
+                                  ((compiled->lsm_flags & CORDON_LSM_F_KILL) ? " (onViolation: kill kills the process)"
+                                                                             : "") +
+                                  ": prevention needs BPF LSM or kernel 6.7+");
+      if (!landlock || !landlock->scoped)
+        notes.push_back("signals to processes outside the sandbox are NOT restricted: that needs BPF LSM or "
+                        "Landlock ABI 6 (ptrace is refused by seccomp)");
+    }
+  } else if (!lsm.usable()) {
+    notes = UnenforcedControls(*compiled, lsm);
+    notes.push_back("audit mode: Landlock and seccomp, which can only refuse, are not applied");
+  }
+  const bool landlock_applied = landlock && landlock->ruleset.valid();
+
   std::string audit_path = parsed.Get("--audit").value_or(DefaultAuditPath());
   auto sink = JsonlFileSink::Open(audit_path);
   if (!sink) return PrintError(sink.error().ToString()), 1;
@@ -137,7 +222,9 @@ int RunCommand(const Args& args) {
   AttachOptions options;
   options.name = parsed.Get("--name").value_or("run-" + std::to_string(::getpid()));
   options.ephemeral = true;
-  options.seccomp_events = !ProbeLsm().usable() && compiled->mode == CORDON_MODE_ENFORCE;
+  options.seccomp_events = !seccomp.program.empty();
+  options.landlock_events = landlock_applied && landlock->files;
+  options.landlock_scope_events = landlock_applied && landlock->scoped;
   auto attached = AttachSandbox(*cgroup, *compiled, options);
   if (!attached) {
     (void)KillAndRemoveCgroup(*cgroup);
@@ -155,76 +242,27 @@ int RunCommand(const Args& args) {
     ::rmdir((cgroup->mount + "/cordon").c_str());
     return ok;
   };
-  // Without usable BPF LSM, the command itself is confined before exec by
-  // Landlock (files, TCP ports, signal and abstract-socket scoping) and a
-  // seccomp filter (socket families, bpf, mounts, modules, namespaces, clock,
-  // ptrace, io_uring). Where BPF LSM works they are not added: Landlock sits
-  // before bpf in the LSM order and seccomp before every LSM, so they would
-  // refuse first and silently, and the BPF LSM's events would be lost.
-  const LsmAvailability& lsm = ProbeLsm();
-  std::optional<LandlockPlan> landlock;
-  SeccompPlan seccomp;
-  std::vector<std::string> notes;
-  if (!lsm.usable() && compiled->mode == CORDON_MODE_ENFORCE) {
-    LandlockSupport support = ProbeLandlock();
-    if (support.abi > 0) {
-      auto plan = PrepareLandlock(*compiled, support, /*handle_tcp=*/false);
-      if (!plan) {
-        cleanup();
-        return PrintError(plan.error().ToString() + "; command not started"), 1;
-      }
-      landlock = std::move(*plan);
-    }
-    if (landlock && landlock->files) {
-      notes.push_back("file rules enforced by Landlock ABI " + std::to_string(landlock->abi) +
-                      " in this command (BPF LSM unusable here): denials are EACCES, not reported as events; "
-                      "executable mappings and metadata changes are not covered, and only the command's own /proc/<pid> (not its "
-                      "children's) is readable" +
-                      (verbose ? "" : " (--verbose for details)"));
-      if (verbose)
-        for (const auto& n : landlock->notes) notes.push_back("Landlock: " + n);
-    } else if (compiled->has_files) {
-      notes.push_back("file and exec rules are NOT enforced: neither BPF LSM (" + lsm.detail + ") nor Landlock (" +
-                      support.detail + ") is available");
-    }
-    seccomp = PrepareSeccomp(*compiled);
-    std::string refused;
-    for (const auto& r : seccomp.refused) refused += (refused.empty() ? "" : "; ") + r;
-    notes.push_back(verbose ? "seccomp refuses in this command (EPERM; each refusal is reported as an event): " +
-                                  refused
-                            : "seccomp refuses disallowed socket families, bpf, mounts, modules, kexec, ptrace, "
-                              "namespaces, clock changes, reboot and io_uring in this command (EPERM, reported as "
-                              "events)");
-    if (compiled->has_files)
-      notes.push_back(std::string("connections to pathname unix sockets outside the policy (e.g. /run/docker.sock) are "
-                                  "only detected, not prevented") +
-                      ((compiled->lsm_flags & CORDON_LSM_F_KILL) ? " (onViolation: kill kills the process)" : "") +
-                      ": prevention needs BPF LSM");
-    if (!landlock || !landlock->scoped)
-      notes.push_back("signals to processes outside the sandbox are NOT restricted: that needs BPF LSM or Landlock "
-                      "ABI 6 (ptrace is refused by seccomp)");
-  } else if (!lsm.usable()) {
-    notes = UnenforcedControls(*compiled, lsm);
-    notes.push_back("audit mode: Landlock and seccomp, which can only refuse, are not applied");
-  }
   if (!quiet)
     for (const auto& line : notes) PrintNote(line);
-  uint32_t layers = (landlock && landlock->ruleset.valid() ? CORDON_INFO_F_LANDLOCK : 0) |
+  uint32_t layers = (landlock_applied ? CORDON_INFO_F_LANDLOCK : 0) |
                     (seccomp.program.empty() ? 0 : CORDON_INFO_F_SECCOMP);
   if (layers) (void)AddSandboxFlags(sandbox_id, layers);  // shown by `cordon status`
 
   Summary summary;
   Status sink_status;
-  EventReader reader(cgroup->mount, [&](const cordon::v1::AuditEvent& event) {
+  auto on_event = [&](const cordon::v1::AuditEvent& event) {
     if (event.kind() == "loss") {
       summary.lost += event.loss().dropped();
+    } else if (event.kind() == "suppressed") {
+      summary.suppressed += event.suppressed().count();
     } else {
       summary.by_kind[event.kind()]++;
       (event.verdict() == "denied" ? summary.denied : summary.audited)++;
     }
     Status s = (*sink)->Write(event);
     if (!s.ok() && sink_status.ok()) sink_status = s;
-  });
+  };
+  EventReader reader(cgroup->mount, on_event);
   {
     auto events = OpenSandboxMap(sandbox_id, "events");
     auto counters = OpenSandboxMap(sandbox_id, "counters");
@@ -236,6 +274,50 @@ int RunCommand(const Args& args) {
       return PrintError(added.error().ToString()), 1;
     }
   }
+  // A ring buffer has one consumer. With an agent running, it is the agent:
+  // it adopts this sandbox now (before the command exists), streams its
+  // events here as a tail (and to its own sinks), and at the end delivers
+  // the rest and detaches. Without one, this run reads the ring buffer itself.
+  std::optional<agent::AgentClient> agent_link;
+  {
+    std::optional<agent::AgentClient> client;
+    bool unreachable = false;
+    if (agent::ReachAgent(&client, &unreachable)) {
+      cordon::v1::Request request;
+      auto* tail = request.mutable_tail();
+      tail->set_follow(true);
+      tail->add_sandbox_ids(sandbox_id);
+      tail->set_adopt_sandbox_id(sandbox_id);
+      auto response = client->Call(request, 10000);
+      if (response && response->error().empty()) agent_link = std::move(client);
+      else if (!quiet)
+        PrintNote("the agent did not take this sandbox (" + (response ? response->error() : response.error().ToString()) +
+                  "); reading its events directly");
+    }
+  }
+  // Frames waiting from the agent; false when it went away (then this run
+  // reads the ring buffer itself from that point on).
+  bool release_answered = false, agent_detached = false;
+  auto read_agent = [&](int timeout_ms) -> bool {
+    for (;;) {
+      auto frame = agent_link->ReadFrame(timeout_ms);
+      if (!frame) return frame.error().err == EAGAIN || frame.error().err == EINTR;
+      timeout_ms = 0;
+      cordon::v1::TailFrame tf;
+      if (!tf.ParseFromString(*frame)) return false;
+      if (tf.has_event()) {
+        on_event(tf.event());
+      } else if (tf.has_notice()) {
+        summary.not_received += tf.notice().dropped();
+        if (!tf.notice().disconnect_reason().empty()) return false;
+      } else if (tf.has_response()) {
+        release_answered = true;
+        agent_detached = tf.response().error().empty() && tf.response().drain().detached();
+        if (!tf.response().error().empty() && !quiet) PrintNote("agent: " + tf.response().error());
+        return true;
+      }
+    }
+  };
 
 
   // The child reports a failure before exec as {stage, errno}.
@@ -296,7 +378,13 @@ int RunCommand(const Args& args) {
   };
   add(pidfd.get());
   add(sigfd.get());
-  add(reader.epoll_fd());
+  add(agent_link ? agent_link->fd() : reader.epoll_fd());
+  auto lose_agent = [&] {
+    if (!quiet) PrintNote("the agent went away; reading this sandbox's events directly");
+    ::epoll_ctl(epfd.get(), EPOLL_CTL_DEL, agent_link->fd(), nullptr);
+    agent_link.reset();
+    add(reader.epoll_fd());
+  };
   bool exited = false;
   while (!exited) {
     struct epoll_event evs[4];
@@ -319,12 +407,41 @@ int RunCommand(const Args& args) {
         }
       }
     }
+    if (agent_link) {
+      if (!read_agent(0)) lose_agent();
+    } else {
+      (void)reader.Drain();
+      reader.CheckLosses();
+    }
+  }
+  bool cleaned;
+  if (agent_link) {
+    // Leftovers killed first; then the agent delivers what the ring buffer
+    // still holds (to its sinks and, before its answer, to us) and detaches.
+    Status removed = KillAndRemoveCgroup(*cgroup);
+    if (!removed.ok()) PrintError("cleanup: " + removed.error().ToString());
+    cordon::v1::Request request;
+    request.mutable_release()->set_sandbox_id(sandbox_id);
+    request.mutable_release()->set_detach(true);
+    if (agent_link->Send(request).ok())
+      while (!release_answered && read_agent(10000)) {
+      }
+    if (!agent_detached) {
+      // The agent is gone or refused: finish here.
+      (void)reader.Drain();
+      reader.CheckLosses();
+      Status detached = DetachSandbox(sandbox_id);
+      if (!detached.ok()) PrintError("cleanup: " + detached.error().ToString());
+      cleaned = removed.ok() && detached.ok();
+    } else {
+      cleaned = removed.ok();
+    }
+    ::rmdir((cgroup->mount + "/cordon").c_str());
+  } else {
+    cleaned = cleanup();  // kills leftovers first, then detaches
     (void)reader.Drain();
     reader.CheckLosses();
   }
-  bool cleaned = cleanup();  // kills leftovers first, then detaches
-  (void)reader.Drain();
-  reader.CheckLosses();
   sigprocmask(SIG_SETMASK, &previous, nullptr);
   (void)(*sink)->Flush();
 
@@ -350,7 +467,11 @@ int RunCommand(const Args& args) {
       for (const auto& [kind, count] : summary.by_kind) line += " " + kind + " x" + std::to_string(count);
       line += ")";
     }
+    if (summary.suppressed)
+      line += "; " + std::to_string(summary.suppressed) + " more suppressed by the agent's rate limit (counted, not logged)";
     if (summary.lost) line += "; " + std::to_string(summary.lost) + " events LOST (ring buffer full)";
+    if (summary.not_received)
+      line += "; " + std::to_string(summary.not_received) + " events not received from the agent (its audit log has them)";
     std::fprintf(stderr, "cordon: %s; audit log: %s\n", line.c_str(), audit_path.c_str());
   }
   if (!cleaned && exit_status == 0) exit_status = 1;

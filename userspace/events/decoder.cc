@@ -57,6 +57,13 @@ std::string ReasonText(const cordon_event& e, const std::string& target) {
       return "never allowed inside a sandbox" + (target.empty() ? std::string() : " (" + target + ")");
     case CORDON_REASON_SECCOMP:
       return "refused by cordon run's seccomp filter" + (target.empty() ? std::string() : " (" + target + ")");
+    case CORDON_REASON_UNIX_PATH:
+      return "no files rule grants write on the unix socket address " + target + " (checked as written)";
+    case CORDON_REASON_UNIX_UNCHECKABLE:
+      return "unix socket address " + target +
+             " is relative or has a \"..\" component: without BPF LSM only absolute, plain paths can be checked";
+    case CORDON_REASON_LANDLOCK:
+      return "refused by cordon run's Landlock ruleset" + (target.empty() ? std::string() : " (" + target + ")");
   }
   return "unknown";
 }
@@ -183,7 +190,7 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
   if (kind.empty()) return Error{"malformed event: unknown kind " + std::to_string(e.kind)};
   if (e.verdict < CORDON_VERDICT_DENIED || e.verdict > CORDON_VERDICT_KILLED)
     return Error{"malformed event: unknown verdict " + std::to_string(e.verdict)};
-  if (e.reason < CORDON_REASON_NO_RULE || e.reason > CORDON_REASON_SECCOMP)
+  if (e.reason < CORDON_REASON_NO_RULE || e.reason > CORDON_REASON_LANDLOCK)
     return Error{"malformed event: unknown reason " + std::to_string(e.reason)};
 
   // LSM events (and LSM net.socket ones) are a cordon_file_event plus a path.
@@ -225,6 +232,8 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
   bool detected = e.verdict == CORDON_VERDICT_DETECTED || e.verdict == CORDON_VERDICT_KILLED;
   out.set_enforcement(detected                               ? (e.verdict == CORDON_VERDICT_KILLED ? "detect+kill" : "detect")
                       : e.reason == CORDON_REASON_SECCOMP ? "seccomp"
+                      : e.reason == CORDON_REASON_LANDLOCK ? "landlock"
+                      : (lsm_layout && (fe.path_flags & CORDON_PATH_F_AS_WRITTEN)) ? "kernel-cgroup"
                       : lsm_layout                        ? "kernel-lsm"
                                                           : "kernel-cgroup");
   std::string target;
@@ -306,6 +315,7 @@ std::string ToCompactLine(const cordon::v1::AuditEvent& event) {
   std::string time = google::protobuf::util::TimeUtil::ToString(event.time());
   std::string line = time + " " + event.sandbox() + " ";
   if (event.kind() == "loss") return line + "LOSS " + event.reason();
+  if (event.kind() == "suppressed") return line + "SUPPRESSED " + event.reason();
   line += event.verdict() + " " + event.kind() + " " + event.comm() + "[" + std::to_string(event.pid()) + "]";
   if (event.has_net() && !event.net().address().empty())
     line += " -> " + event.net().address() + ":" + std::to_string(event.net().port()) + "/" + event.net().protocol();

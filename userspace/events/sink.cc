@@ -1,44 +1,245 @@
 #include "events/sink.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
 
 #include "events/decoder.h"
 #include "util/fs.h"
 
 namespace cordon {
+namespace {
 
-Status WriteAll(int fd, const std::string& data) {
+// Like WriteAll, and says how much went out before an error.
+Status WriteCounting(int fd, const std::string& data, size_t* written) {
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = ::write(fd, data.data() + off, data.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
+      *written = off;
       return SysError("write");
     }
     off += static_cast<size_t>(n);
   }
+  *written = off;
   return {};
 }
 
+std::string DirOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// RFC 5424 header fields are PRINTUSASCII without spaces, of bounded length.
+std::string HeaderField(const std::string& value, size_t max) {
+  std::string out;
+  for (char c : value) {
+    if (out.size() == max) break;
+    out += (c > 32 && c < 127) ? c : '_';
+  }
+  return out.empty() ? "-" : out;
+}
+
+// SD-PARAM value: '"', '\' and ']' are escaped with a backslash.
+std::string SdEscape(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '"' || c == '\\' || c == ']') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string Rfc3339Micros(const google::protobuf::Timestamp& ts) {
+  time_t secs = static_cast<time_t>(ts.seconds());
+  struct tm tm = {};
+  if (!::gmtime_r(&secs, &tm)) return "-";
+  char buf[64];
+  size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%06dZ", static_cast<int>(ts.nanos() / 1000));
+  return buf;
+}
+
+}  // namespace
+
+Status WriteAll(int fd, const std::string& data) {
+  size_t written = 0;
+  return WriteCounting(fd, data, &written);
+}
+
+// ---- JsonlFileSink ----------------------------------------------------------
+
 Result<std::unique_ptr<JsonlFileSink>> JsonlFileSink::Open(const std::string& path) {
+  return Open(path, JsonlOptions{});
+}
+
+Result<std::unique_ptr<JsonlFileSink>> JsonlFileSink::Open(const std::string& path, const JsonlOptions& options) {
+  if (path.empty()) return Error{"audit file: empty path"};
   size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) CORDON_TRY(MakeDirs(path.substr(0, slash), 0750));
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  if (!fd.valid()) return SysError("open audit file " + path);
-  return std::unique_ptr<JsonlFileSink>(new JsonlFileSink(path, std::move(fd)));
+  std::unique_ptr<JsonlFileSink> sink(new JsonlFileSink(path, options));
+  CORDON_TRY(sink->OpenFile());
+  sink->last_sync_ = std::chrono::steady_clock::now();
+  return sink;
+}
+
+JsonlFileSink::~JsonlFileSink() {
+  if (options_.fsync != JsonlOptions::Fsync::kNever) (void)Sync();
+}
+
+Status JsonlFileSink::OpenFile() {
+  UniqueFd fd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!fd.valid()) return SysError("open audit file " + path_);
+  struct stat st = {};
+  if (::fstat(fd.get(), &st) != 0) return SysError("stat audit file " + path_);
+  size_ = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+  fd_ = std::move(fd);
+  return {};
+}
+
+Status JsonlFileSink::Rotate() {
+  // EINVAL: not a file that can be synced (a pipe, /dev/null): nothing to do.
+  if (::fsync(fd_.get()) != 0 && errno != EINVAL) return SysError("sync audit file " + path_ + " before rotation");
+  dirty_ = false;
+  last_sync_ = std::chrono::steady_clock::now();
+  auto rename = [](const std::string& from, const std::string& to) -> Status {
+    if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT)
+      return SysError("rotate audit file " + from + " to " + to);
+    return {};
+  };
+  if (options_.keep == 0) {
+    if (::unlink(path_.c_str()) != 0 && errno != ENOENT) return SysError("rotate audit file: unlink " + path_);
+  } else {
+    for (uint32_t k = options_.keep - 1; k >= 1; --k)
+      CORDON_TRY(rename(path_ + "." + std::to_string(k), path_ + "." + std::to_string(k + 1)));
+    CORDON_TRY(rename(path_, path_ + ".1"));
+  }
+  fd_.Reset();
+  size_ = 0;
+  CORDON_TRY(OpenFile());
+  std::string dir = DirOf(path_);
+  UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dfd.valid() || ::fsync(dfd.get()) != 0) return SysError("sync directory " + dir + " after rotating " + path_);
+  return {};
 }
 
 Status JsonlFileSink::Write(const cordon::v1::AuditEvent& event) {
-  Status s = WriteAll(fd_.get(), ToJsonLine(event) + "\n");
-  if (!s.ok()) return s.error().Wrap("audit file " + path_);
+  std::string line = ToJsonLine(event) + "\n";
+  if (!fd_.valid()) CORDON_TRY(OpenFile());  // a previous rotation failed to reopen
+  if (options_.max_bytes > 0 && size_ > 0 && size_ + line.size() > options_.max_bytes) CORDON_TRY(Rotate());
+  size_t written = 0;
+  Status s = WriteCounting(fd_.get(), line, &written);
+  if (!s.ok()) {
+    // Never leave half a line behind for the next line to be glued to.
+    if (written > 0) (void)::ftruncate(fd_.get(), static_cast<off_t>(size_));
+    return s.error().Wrap("audit file " + path_);
+  }
+  size_ += line.size();
+  dirty_ = true;
+  return SyncIfDue();
+}
+
+Status JsonlFileSink::SyncIfDue() {
+  switch (options_.fsync) {
+    case JsonlOptions::Fsync::kEveryEvent:
+      return Sync();
+    case JsonlOptions::Fsync::kInterval:
+      if (dirty_ && std::chrono::steady_clock::now() - last_sync_ >=
+                        std::chrono::milliseconds(options_.fsync_interval_ms))
+        return Sync();
+      return {};
+    case JsonlOptions::Fsync::kNever:
+      return {};
+  }
   return {};
 }
 
-Status JsonlFileSink::Flush() {
-  if (::fdatasync(fd_.get()) != 0) return SysError("sync audit file " + path_);
+Status JsonlFileSink::Flush() { return SyncIfDue(); }
+
+Status JsonlFileSink::Sync() {
+  if (!dirty_ || !fd_.valid()) return {};
+  if (::fdatasync(fd_.get()) != 0 && errno != EINVAL) return SysError("sync audit file " + path_);
+  dirty_ = false;
+  last_sync_ = std::chrono::steady_clock::now();
   return {};
 }
+
+// ---- SyslogSink -------------------------------------------------------------
+
+SyslogSink::SyslogSink(std::string socket_path, std::string app_name, int facility)
+    : socket_path_(std::move(socket_path)), app_name_(HeaderField(app_name, 48)), facility_(facility) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  hostname_ = HeaderField(host, 255);
+}
+
+Result<std::unique_ptr<SyslogSink>> SyslogSink::Open(const std::string& socket_path, const std::string& app_name,
+                                                     int facility) {
+  if (facility < 0 || facility > 23) return Error{"syslog facility " + std::to_string(facility) + " is not 0..23"};
+  if (socket_path.empty() || socket_path.size() >= sizeof(sockaddr_un{}.sun_path))
+    return Error{"syslog socket path '" + socket_path + "' is empty or too long"};
+  std::unique_ptr<SyslogSink> sink(new SyslogSink(socket_path, app_name, facility));
+  CORDON_TRY(sink->Connect());
+  return sink;
+}
+
+Status SyslogSink::Connect() {
+  fd_.Reset();
+  UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return SysError("syslog: socket");
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  socket_path_.copy(addr.sun_path, sizeof addr.sun_path - 1);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return SysError("connect to syslog socket " + socket_path_);
+  fd_ = std::move(fd);
+  return {};
+}
+
+std::string SyslogSink::Format(const cordon::v1::AuditEvent& event) const {
+  bool warning = event.verdict() == "denied" || event.verdict() == "killed" || event.kind() == "loss";
+  std::string msg = "<" + std::to_string(facility_ * 8 + (warning ? 4 : 5)) + ">1 ";
+  msg += (event.has_time() ? Rfc3339Micros(event.time()) : "-") + " ";
+  msg += hostname_ + " " + app_name_ + " " + std::to_string(::getpid()) + " " + HeaderField(event.kind(), 32) + " ";
+  msg += "[cordon@32473 sandbox=\"" + SdEscape(event.sandbox()) + "\" kind=\"" + SdEscape(event.kind()) +
+         "\" verdict=\"" + SdEscape(event.verdict()) + "\" pid=\"" + std::to_string(event.pid()) + "\"] ";
+  msg += ToJsonLine(event);
+  if (msg.size() > kMaxMessage) {
+    size_t n = kMaxMessage;
+    while (n > 0 && (static_cast<unsigned char>(msg[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
+    msg.resize(n);
+  }
+  return msg;
+}
+
+Status SyslogSink::Write(const cordon::v1::AuditEvent& event) {
+  std::string msg = Format(event);
+  bool reconnected = false;
+  if (!fd_.valid()) {
+    reconnected = true;
+    CORDON_TRY(Connect());
+  }
+  for (;;) {
+    if (::send(fd_.get(), msg.data(), msg.size(), MSG_NOSIGNAL) >= 0) return {};
+    int err = errno;
+    if (err == EINTR) continue;
+    if (!reconnected && (err == ECONNREFUSED || err == ENOTCONN || err == ECONNRESET)) {
+      reconnected = true;
+      CORDON_TRY(Connect());
+      continue;
+    }
+    return SysError("send to syslog socket " + socket_path_, err);
+  }
+}
+
+// ---- StreamSink -------------------------------------------------------------
 
 Status StreamSink::Write(const cordon::v1::AuditEvent& event) {
   return WriteAll(fd_, (format_ == Format::kJson ? ToJsonLine(event) : ToCompactLine(event)) + "\n");

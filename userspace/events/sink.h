@@ -1,8 +1,14 @@
-// Audit sinks: where AuditEvents go. A JSONL file (one canonical-JSON event
-// per line, appended with one write() per line so concurrent writers never
-// interleave within a line) and a stream (stdout) in json or compact form.
+// Audit sinks: where AuditEvents go.
+//  - JsonlFileSink: one canonical-JSON event per line, appended with one
+//    write() per line so concurrent writers never interleave within a line;
+//    optional size-based rotation and an fdatasync policy.
+//  - SyslogSink: RFC 5424 messages over a unix datagram socket (/dev/log).
+//  - StreamSink: a stream (stdout) in json or compact form.
+// None is thread-safe: one thread writes to a sink.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -19,17 +25,83 @@ class AuditSink {
   virtual Status Flush() { return {}; }
 };
 
+struct JsonlOptions {
+  uint64_t max_bytes = 0;  // 0 = no rotation
+  uint32_t keep = 5;       // rotated files kept: path.1 .. path.N, newest .1 (0: none kept)
+  // kEveryEvent: fdatasync after every line. kInterval: fdatasync of written
+  // data at most once per fsync_interval_ms, from Write() and from Flush() (no
+  // thread: call Flush() periodically to bound the delay). kNever: only
+  // Sync() does. Every policy but kNever syncs unsynced data on destruction.
+  enum class Fsync { kEveryEvent, kInterval, kNever } fsync = Fsync::kInterval;
+  uint32_t fsync_interval_ms = 1000;
+};
+
 class JsonlFileSink : public AuditSink {
  public:
   // Creates parent directories (0750) and the file (0600), appends.
   static Result<std::unique_ptr<JsonlFileSink>> Open(const std::string& path);
+  // With max_bytes > 0, rotates before a write that would make the file exceed
+  // max_bytes (a longer single line still goes, alone, to a fresh file):
+  // fsync, path.(k) -> path.(k+1) for k = keep-1..1 (path.keep is dropped),
+  // path -> path.1, a new path (0600), fsync of the directory. The size is
+  // counted from the file's size at open plus what this sink wrote.
+  static Result<std::unique_ptr<JsonlFileSink>> Open(const std::string& path, const JsonlOptions& options);
+  ~JsonlFileSink() override;
+
+  // Errors name the path and carry errno. The sink stays usable: a failed
+  // write removes the partial line it left (the file never holds half a
+  // line), a failed rotation or reopen is retried by the next Write().
   Status Write(const cordon::v1::AuditEvent& event) override;
-  Status Flush() override;  // fdatasync
+  Status Flush() override;  // fdatasync per the policy (see JsonlOptions)
+  Status Sync();            // fdatasync now if anything is unsynced
   const std::string& path() const { return path_; }
 
  private:
-  JsonlFileSink(std::string path, UniqueFd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
+  JsonlFileSink(std::string path, const JsonlOptions& options) : path_(std::move(path)), options_(options) {}
+  Status OpenFile();
+  Status Rotate();
+  Status SyncIfDue();
+
   std::string path_;
+  JsonlOptions options_;
+  UniqueFd fd_;
+  uint64_t size_ = 0;
+  bool dirty_ = false;  // written since the last fdatasync
+  std::chrono::steady_clock::time_point last_sync_{};
+};
+
+// RFC 5424 over a unix datagram socket, one message per event:
+//   <PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID
+//     [cordon@32473 sandbox="..." kind="..." verdict="..." pid="..."] JSON
+// PRI = facility*8 + severity (4 warning for verdict denied/killed and kind
+// loss, else 5 notice); TIMESTAMP is the event's time (UTC, microseconds; "-"
+// if unset); MSGID the event kind; PROCID the agent's pid; JSON the event's
+// ToJsonLine(). Messages over 8 KiB are truncated to 8 KiB (at a UTF-8
+// character boundary). The socket is nonblocking: a full receiver queue is an
+// error (EAGAIN), never a stall.
+class SyslogSink : public AuditSink {
+ public:
+  static constexpr size_t kMaxMessage = 8192;
+  static constexpr int kFacilityAuthpriv = 10;
+
+  // Fails if the socket cannot be connected (no syslog daemon listening).
+  static Result<std::unique_ptr<SyslogSink>> Open(const std::string& socket_path = "/dev/log",
+                                                  const std::string& app_name = "cordon",
+                                                  int facility = kFacilityAuthpriv);
+  // Reconnects once per call when the socket reports ECONNREFUSED, ENOTCONN
+  // or ECONNRESET (the syslog daemon restarted) or the last reconnect failed.
+  Status Write(const cordon::v1::AuditEvent& event) override;
+  // The message Write() sends (exposed for tests and diagnostics).
+  std::string Format(const cordon::v1::AuditEvent& event) const;
+
+ private:
+  SyslogSink(std::string socket_path, std::string app_name, int facility);
+  Status Connect();
+
+  std::string socket_path_;
+  std::string app_name_;
+  std::string hostname_;
+  int facility_;
   UniqueFd fd_;
 };
 

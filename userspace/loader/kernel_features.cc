@@ -1,5 +1,10 @@
 #include "loader/kernel_features.h"
 
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include <cstring>
+
 #include "abi/cordon_file.h"
 #include "abi/cordon_net.h"
 #include "policy/describe.h"
@@ -27,8 +32,14 @@ std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy
                               "outside the policy is reported with verdict \"detected\"") +
                   ((policy.lsm_flags & CORDON_LSM_F_KILL) ? " and the process is killed before it returns"
                                                            : " (onViolation: kill also kills the process)") +
-                  "; the same holds for connections to pathname unix sockets outside the policy; nothing is "
-                  "prevented (" + why + ")");
+                  "; nothing is prevented (" + why + ")");
+  if (policy.has_files || !(policy.lsm_flags & CORDON_LSM_F_ABSTRACT_UNIX))
+    out.push_back(UnixHooks().available()
+                      ? std::string("unix-socket connects are refused by address as written (cgroup unix hooks): a "
+                                    "symlink in a writable directory that aliases a forbidden socket is only "
+                                    "detected")
+                      : std::string("connections to pathname unix sockets outside the policy are only detected "
+                                    "(kernel before 6.7: no cgroup unix hooks)"));
   out.push_back("tamper protection (bpf(), mounts, signals and ptrace outside the sandbox, cgroup escape) is NOT "
                 "enforced: it needs BPF LSM");
   return out;
@@ -42,6 +53,31 @@ std::vector<std::string> UndeliverableInAttach(const policy::CompiledPolicy& pol
   if ((policy.families & non_inet) != non_inet) out.push_back("network.families (non-inet socket families)");
   out.push_back("tamper (bpf(), mounts, signals, ptrace, cgroup escape, modules, namespaces, clock)");
   return out;
+}
+
+int KernelAttachType(const char* name) {
+  struct btf* btf = btf__load_vmlinux_btf();
+  if (!btf) return -1;
+  int value = -1;
+  int id = btf__find_by_name_kind(btf, "bpf_attach_type", BTF_KIND_ENUM);
+  if (id > 0) {
+    const struct btf_type* t = btf__type_by_id(btf, id);
+    const struct btf_enum* e = btf_enum(t);
+    for (int i = 0; i < btf_vlen(t); ++i, ++e)
+      if (std::strcmp(btf__name_by_offset(btf, e->name_off), name) == 0) value = e->val;
+  }
+  btf__free(btf);
+  return value;
+}
+
+const UnixHookTypes& UnixHooks() {
+  static const UnixHookTypes types = [] {
+    UnixHookTypes t;
+    t.connect = KernelAttachType("BPF_CGROUP_UNIX_CONNECT");
+    t.sendmsg = KernelAttachType("BPF_CGROUP_UNIX_SENDMSG");
+    return t;
+  }();
+  return types;
 }
 
 std::string EnforcementSummary(const LsmAvailability& lsm) {

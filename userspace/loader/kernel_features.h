@@ -19,6 +19,19 @@ std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy
 // running processes). `cordon attach` refuses them unless --allow-degraded.
 std::vector<std::string> UndeliverableInAttach(const policy::CompiledPolicy& policy, const LsmAvailability& lsm);
 
+// The value of a BPF_* attach type in this kernel's BTF (enum
+// bpf_attach_type), or -1 when the kernel does not have it.
+int KernelAttachType(const char* name);
+
+// cgroup/connect_unix and cgroup/sendmsg_unix (kernel 6.7+): the attach types
+// (BPF_CGROUP_UNIX_CONNECT, BPF_CGROUP_UNIX_SENDMSG), or -1 each. Cached.
+struct UnixHookTypes {
+  int connect = -1;
+  int sendmsg = -1;
+  bool available() const { return connect >= 0 && sendmsg >= 0; }
+};
+const UnixHookTypes& UnixHooks();
+
 // One line summarising the enforcement this kernel allows, for status output.
 std::string EnforcementSummary(const LsmAvailability& lsm);
 

@@ -4,7 +4,9 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <sstream>
 
@@ -17,8 +19,11 @@ int g_depth = 0;
 
 int Capture(enum libbpf_print_level level, const char* fmt, va_list args) {
   if (level == LIBBPF_DEBUG) return 0;
-  char buf[1024];
-  int n = vsnprintf(buf, sizeof buf, fmt, args);
+  // Verifier logs arrive as one long message: keep all of it (its end says why).
+  char* buf = nullptr;
+  int n = vasprintf(&buf, fmt, args);
+  if (n < 0) return n;
+  std::unique_ptr<char, decltype(&free)> owned(buf, &free);
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_lines) return n;
   std::istringstream in(buf);

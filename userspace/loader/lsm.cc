@@ -335,6 +335,9 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
   next.version = version;
   next.mode = policy.mode;
   next.flags = policy.lsm_flags | (policy.has_files ? CORDON_LSM_F_FILES : 0) | extra_flags;
+  // Report-only (detect object next to BPF LSM): no after-the-fact file
+  // checks or kills, just the refusals of cordon run's own layers.
+  if (extra_flags & CORDON_LSM_F_REPORT_ONLY) next.flags &= ~(CORDON_LSM_F_FILES | CORDON_LSM_F_KILL);
   next.families = policy.families;
   next.level = cgroup_level;
   // One hash update switches every hook to the new version at once.

@@ -15,6 +15,7 @@
 #include "abi/cordon_pins.h"
 #include "cordon_net.skel.h"
 #include "loader/bpffs.h"
+#include "loader/kernel_features.h"
 #include "loader/libbpf_log.h"
 #include "loader/lsm.h"
 #include "util/fs.h"
@@ -35,17 +36,33 @@ using Link = std::unique_ptr<bpf_link, LinkDeleter>;
 // The hooks of a sandbox, in attach order. Socket creation first, so that
 // while attaching no socket exists that was created under fewer rules than
 // its connect will be judged by.
+// The unix hooks exist from kernel 6.7 on and are attached where they exist
+// (their programs decide only where BPF LSM does not: cfg.unix_flags).
 struct Hook {
   const char* pin;
   bpf_program* (*program)(cordon_net*);
+  bool unix_hook = false;
 };
-const Hook kHooks[] = {
+const Hook kAllHooks[] = {
     {"link_sock_create", [](cordon_net* s) { return s->progs.cordon_sock_create; }},
     {"link_connect4", [](cordon_net* s) { return s->progs.cordon_connect4; }},
     {"link_connect6", [](cordon_net* s) { return s->progs.cordon_connect6; }},
     {"link_sendmsg4", [](cordon_net* s) { return s->progs.cordon_sendmsg4; }},
     {"link_sendmsg6", [](cordon_net* s) { return s->progs.cordon_sendmsg6; }},
+    {"link_connect_unix", [](cordon_net* s) { return s->progs.cordon_connect_unix; }, true},
+    {"link_sendmsg_unix", [](cordon_net* s) { return s->progs.cordon_sendmsg_unix; }, true},
 };
+
+// The hooks this kernel has.
+const std::vector<Hook>& Hooks() {
+  static const std::vector<Hook> hooks = [] {
+    std::vector<Hook> out;
+    for (const auto& hook : kAllHooks)
+      if (!hook.unix_hook || UnixHooks().available()) out.push_back(hook);
+    return out;
+  }();
+  return hooks;
+}
 
 // Maps replaced with every policy; counters and events live as long as the
 // sandbox so that nothing is lost across a replacement.
@@ -57,6 +74,7 @@ const PolicyMap kPolicyMaps[] = {
     {"sandbox_cfg", [](cordon_net* s) { return s->maps.sandbox_cfg; }},
     {"addr_rules", [](cordon_net* s) { return s->maps.addr_rules; }},
     {"port_rules", [](cordon_net* s) { return s->maps.port_rules; }},
+    {"unix_rules", [](cordon_net* s) { return s->maps.unix_rules; }},
 };
 constexpr const char* kCountersPin = "counters";
 constexpr const char* kEventsPin = "events";
@@ -78,17 +96,55 @@ void CopyName(char* dst, size_t cap, const std::string& src) {
   std::memcpy(dst, src.data(), std::min(cap - 1, src.size()));
 }
 
+// Unix socket paths granted write: each FileRule with write right, as
+// written and (if it differs) with its symlinks resolved, since the cgroup
+// unix hooks compare the address string before the kernel resolves it.
+std::vector<std::pair<cordon_unix_key, cordon_unix_value>> UnixRuleEntries(const policy::CompiledPolicy& policy) {
+  std::vector<std::pair<cordon_unix_key, cordon_unix_value>> out;
+  auto add = [&](const std::string& path, uint32_t rule) {
+    // "P\0" (the path itself) and "P/" (below it); "/" covers everything.
+    std::string base = path == "/" ? "" : path;
+    for (const std::string& key_str : {base + std::string(1, '\0'), base + "/"}) {
+      if (base.empty() && key_str[0] == '\0') continue;
+      if (key_str.size() > CORDON_UNIX_PATH_MAX) continue;  // longer than any sun_path
+      cordon_unix_key key = {};
+      key.prefixlen = static_cast<uint32_t>(key_str.size() * 8);
+      std::memcpy(key.path, key_str.data(), key_str.size());
+      out.push_back({key, cordon_unix_value{rule}});
+    }
+  };
+  for (const auto& rule : policy.file_rules) {
+    if (!(rule.rights & CORDON_FILE_WRITE)) continue;
+    add(rule.path, rule.rule);
+    char resolved[PATH_MAX];
+    if (::realpath(rule.path.c_str(), resolved) && rule.path != resolved) add(resolved, rule.rule);
+  }
+  return out;
+}
+
 // Opens the object and sizes its maps; reuses counters/events when given.
-Result<NetSkel> OpenSkeleton(const policy::CompiledPolicy& policy, uint32_t ringbuf_bytes, int counters_fd,
-                             int events_fd) {
+Result<NetSkel> OpenSkeleton(const policy::CompiledPolicy& policy, size_t unix_entries, uint32_t ringbuf_bytes,
+                             int counters_fd, int events_fd) {
   LibbpfLogCapture log;
   NetSkel skel(cordon_net__open());
   if (!skel) return SysError("open BPF object" + log.Tail());
   auto entries = [](size_t n) { return static_cast<uint32_t>(std::max<size_t>(1, n)); };
   if (bpf_map__set_max_entries(skel->maps.addr_rules, entries(policy.addr_entries.size())) ||
       bpf_map__set_max_entries(skel->maps.port_rules, entries(policy.port_entries.size())) ||
+      bpf_map__set_max_entries(skel->maps.unix_rules, entries(unix_entries)) ||
       bpf_map__set_max_entries(skel->maps.events, ringbuf_bytes))
     return SysError("size BPF maps");
+  const UnixHookTypes& unix_types = UnixHooks();
+  if (unix_types.available()) {
+    if (bpf_program__set_expected_attach_type(skel->progs.cordon_connect_unix,
+                                              static_cast<bpf_attach_type>(unix_types.connect)) ||
+        bpf_program__set_expected_attach_type(skel->progs.cordon_sendmsg_unix,
+                                              static_cast<bpf_attach_type>(unix_types.sendmsg)))
+      return SysError("set the unix hooks' attach types");
+  } else if (bpf_program__set_autoload(skel->progs.cordon_connect_unix, false) ||
+             bpf_program__set_autoload(skel->progs.cordon_sendmsg_unix, false)) {
+    return SysError("leave out the unix hooks");
+  }
   if (counters_fd >= 0 && bpf_map__reuse_fd(skel->maps.counters, counters_fd))
     return SysError("reuse the sandbox's counters map");
   if (events_fd >= 0 && bpf_map__reuse_fd(skel->maps.events, events_fd))
@@ -98,13 +154,16 @@ Result<NetSkel> OpenSkeleton(const policy::CompiledPolicy& policy, uint32_t ring
   return skel;
 }
 
-Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, uint64_t sandbox_id) {
+Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, uint64_t sandbox_id,
+                      const std::vector<std::pair<cordon_unix_key, cordon_unix_value>>& unix_entries,
+                      uint32_t unix_flags) {
   struct cordon_sandbox_cfg cfg = {};
   cfg.sandbox_id = sandbox_id;
   cfg.mode = policy.mode;
   cfg.families = policy.families;
   cfg.sock_protos = policy.sock_protos;
   cfg.layout_version = CORDON_LAYOUT_VERSION;
+  cfg.unix_flags = unix_flags;
   uint32_t zero = 0;
   if (bpf_map_update_elem(bpf_map__fd(skel->maps.sandbox_cfg), &zero, &cfg, BPF_ANY))
     return SysError("write sandbox_cfg");
@@ -114,6 +173,9 @@ Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, ui
   int port_fd = bpf_map__fd(skel->maps.port_rules);
   for (const auto& [key, value] : policy.port_entries)
     if (bpf_map_update_elem(port_fd, &key, &value, BPF_NOEXIST)) return SysError("write port_rules");
+  int unix_fd = bpf_map__fd(skel->maps.unix_rules);
+  for (const auto& [key, value] : unix_entries)
+    if (bpf_map_update_elem(unix_fd, &key, &value, BPF_ANY)) return SysError("write unix_rules");
   return {};
 }
 
@@ -192,16 +254,18 @@ Status PinAll(cordon_net* skel, int info_fd, const std::vector<Link>& links, con
   if (bpf_map__pin(skel->maps.events, (dir + "/" + kEventsPin).c_str())) return SysError("pin events");
   if (bpf_obj_pin(info_fd, (dir + "/" + kInfoPin).c_str())) return SysError("pin info");
   for (size_t i = 0; i < links.size(); ++i)
-    if (bpf_link__pin(links[i].get(), (dir + "/" + kHooks[i].pin).c_str()))
-      return SysError(std::string("pin ") + kHooks[i].pin);
+    if (bpf_link__pin(links[i].get(), (dir + "/" + Hooks()[i].pin).c_str()))
+      return SysError(std::string("pin ") + Hooks()[i].pin);
   return {};
 }
 
 Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgroup,
-                                 const policy::CompiledPolicy& policy, const AttachOptions& options) {
-  auto skel = OpenSkeleton(policy, kRingbufBytes, -1, -1);
+                                 const policy::CompiledPolicy& policy, const AttachOptions& options,
+                                 uint32_t unix_flags) {
+  auto unix_entries = UnixRuleEntries(policy);
+  auto skel = OpenSkeleton(policy, unix_entries.size(), kRingbufBytes, -1, -1);
   if (!skel) return skel.error();
-  CORDON_TRY(FillPolicyMaps(skel->get(), policy, cgroup.id));
+  CORDON_TRY(FillPolicyMaps(skel->get(), policy, cgroup.id, unix_entries, unix_flags));
 
   cordon_sandbox_info info = {};
   info.layout_version = CORDON_LAYOUT_VERSION;
@@ -229,7 +293,7 @@ Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgrou
     links.clear();
     return error;
   };
-  for (const auto& hook : kHooks) {
+  for (const auto& hook : Hooks()) {
     Link link(bpf_program__attach_cgroup(hook.program(skel->get()), cgroup.fd.get()));
     if (!link) return fail(SysError(std::string("attach ") + hook.pin + " to " + cgroup.path));
     links.push_back(std::move(link));
@@ -256,15 +320,23 @@ Result<UniqueFd> ProgramOfLink(int link_fd) {
 }
 
 Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
-                             const AttachOptions& options) {
+                             const AttachOptions& options, uint32_t unix_flags) {
   auto info = ReadInfo(dir);
   if (!info) return info.error();
+  // Sandboxes attached by a cordon without the unix hooks get them added
+  // (after the swap) rather than swapped.
   std::vector<UniqueFd> link_fds;
-  for (const auto& hook : kHooks) {
+  std::vector<const Hook*> swapped, added;
+  for (const auto& hook : Hooks()) {
     UniqueFd fd(bpf_obj_get((dir + "/" + hook.pin).c_str()));
+    if (!fd.valid() && hook.unix_hook && errno == ENOENT) {
+      added.push_back(&hook);
+      continue;
+    }
     if (!fd.valid())
       return SysError("sandbox state in " + dir + " is incomplete (" + hook.pin + "); run `cordon detach` first");
     link_fds.push_back(std::move(fd));
+    swapped.push_back(&hook);
   }
   UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
   UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
@@ -274,9 +346,10 @@ Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, co
   uint32_t len = sizeof einfo;
   if (bpf_obj_get_info_by_fd(events.get(), &einfo, &len)) return SysError("inspect events map");
 
-  auto skel = OpenSkeleton(policy, einfo.max_entries, counters.get(), events.get());
+  auto unix_entries = UnixRuleEntries(policy);
+  auto skel = OpenSkeleton(policy, unix_entries.size(), einfo.max_entries, counters.get(), events.get());
   if (!skel) return skel.error();
-  CORDON_TRY(FillPolicyMaps(skel->get(), policy, cgroup.id));
+  CORDON_TRY(FillPolicyMaps(skel->get(), policy, cgroup.id, unix_entries, unix_flags));
 
   // Each hook switches program atomically (the kernel swaps one pointer), so
   // every operation is judged wholly by the old or wholly by the new policy.
@@ -289,13 +362,19 @@ Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, co
   struct timespec swap_start, swap_end;
   clock_gettime(CLOCK_MONOTONIC, &swap_start);
   for (size_t i = 0; i < link_fds.size(); ++i) {
-    if (bpf_link_update(link_fds[i].get(), bpf_program__fd(kHooks[i].program(skel->get())), nullptr)) {
-      Error error = SysError(std::string("swap program of ") + kHooks[i].pin);
+    if (bpf_link_update(link_fds[i].get(), bpf_program__fd(swapped[i]->program(skel->get())), nullptr)) {
+      Error error = SysError(std::string("swap program of ") + swapped[i]->pin);
       for (size_t j = 0; j < i; ++j) (void)bpf_link_update(link_fds[j].get(), old_progs[j].get(), nullptr);
       return error;
     }
   }
   clock_gettime(CLOCK_MONOTONIC, &swap_end);
+  for (const Hook* hook : added) {
+    Link link(bpf_program__attach_cgroup(hook->program(skel->get()), cgroup.fd.get()));
+    if (!link || bpf_link__pin(link.get(), (dir + "/" + hook->pin).c_str()))
+      return SysError(std::string("add ") + hook->pin + " to " + cgroup.path +
+                      " (the new policy is in force for every other hook)");
+  }
   // Re-pin the new policy maps over the old ones (rename is atomic in bpffs).
   for (const auto& m : kPolicyMaps) {
     std::string final_path = dir + "/" + m.pin;
@@ -357,6 +436,11 @@ Status AddToDetect(const std::string& dir, const CgroupRef& cgroup, const policy
   return RegisterHostWide(dir, cgroup, policy, rules, true, extra_flags);
 }
 
+uint32_t LayerReportFlags(const AttachOptions& options) {
+  return (options.seccomp_events ? CORDON_LSM_F_SECCOMP : 0) | (options.landlock_events ? CORDON_LSM_F_LANDLOCK : 0) |
+         (options.landlock_scope_events ? CORDON_LSM_F_LANDLOCK_SCOPE : 0);
+}
+
 }  // namespace
 
 Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
@@ -365,7 +449,8 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
   const LsmAvailability& lsm = ProbeLsm();
   std::vector<ResolvedFileRule> rules;
   std::vector<std::string> skipped;
-  const bool detect = !lsm.usable() && (policy.has_files || options.seccomp_events);
+  const bool report_layers = options.seccomp_events || options.landlock_events || options.landlock_scope_events;
+  const bool detect = !lsm.usable() && (policy.has_files || report_layers);
   if (lsm.usable() || detect) {
     auto resolved = ResolveFileRules(policy, &skipped);
     if (!resolved) return resolved.error().Wrap("resolve file rules");
@@ -378,7 +463,13 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
   CleanStaleStaging(*root);
   std::string dir = SandboxPinDir(*root, cgroup.id);
   bool existed = Exists(dir);
-  auto result = existed ? Replace(dir, cgroup, policy, options) : AttachFresh(*root, cgroup, policy, options);
+  // The unix hooks decide where BPF LSM cannot (it resolves the socket's
+  // inode, they see only the address string).
+  uint32_t unix_flags = lsm.usable() ? 0 : CORDON_UNIX_F_ENFORCE;
+  if (policy.has_files) unix_flags |= CORDON_UNIX_F_PATHS;
+  if (policy.lsm_flags & CORDON_LSM_F_ABSTRACT_UNIX) unix_flags |= CORDON_UNIX_F_ABSTRACT;
+  auto result = existed ? Replace(dir, cgroup, policy, options, unix_flags)
+                        : AttachFresh(*root, cgroup, policy, options, unix_flags);
   if (!result) return result;
   if (lsm.usable()) {
     Status added = AddToLsm(dir, cgroup, policy, rules);
@@ -390,8 +481,25 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
       return added.error().Wrap("register with BPF LSM");
     }
     result->info.lsm = true;
+    if (report_layers) {
+      // cordon run's second layers refuse before BPF LSM sees the operation:
+      // the detect object reports their refusals (and checks nothing else).
+      UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
+      UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
+      Status reported = events.valid() && counters.valid()
+                            ? DetectAddSandbox(cgroup.id, CgroupLevel(cgroup.relative), policy, {}, events.get(),
+                                               counters.get(), LayerReportFlags(options) | CORDON_LSM_F_REPORT_ONLY)
+                            : Status(SysError("open the sandbox's events/counters"));
+      if (!reported.ok()) {
+        if (!existed) {
+          (void)LsmRemoveSandbox(cgroup.id);
+          (void)DestroyPinDir(dir);
+        }
+        return reported.error().Wrap("register the run layers' refusals for reporting");
+      }
+    }
   } else if (detect) {
-    Status added = AddToDetect(dir, cgroup, policy, rules, options.seccomp_events ? CORDON_LSM_F_SECCOMP : 0);
+    Status added = AddToDetect(dir, cgroup, policy, rules, LayerReportFlags(options));
     if (!added.ok()) {
       if (!existed) {
         (void)LsmRemoveSandbox(cgroup.id);
@@ -459,7 +567,7 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
   out.updated_at_ns = info->updated_at_ns;
   auto mount = FindCgroup2Mount();
   out.cgroup_alive = mount && !CgroupPathFromId(*mount, sandbox_id).empty();
-  for (const auto& hook : kHooks)
+  for (const auto& hook : Hooks())
     if (!Exists(dir + "/" + hook.pin)) out.problem = std::string("missing ") + hook.pin + "; enforcement incomplete";
   UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
   if (counters.valid()) {
@@ -485,8 +593,7 @@ Result<std::vector<SandboxInfo>> ListSandboxes() {
 }
 
 std::string SandboxInfo::Level() const {
-  if (lsm) return "kernel-lsm";
-  std::string level = "kernel-cgroup";
+  std::string level = lsm ? "kernel-lsm" : "kernel-cgroup";
   if (landlock) level += "+landlock";
   if (seccomp) level += "+seccomp";
   if (detect) level += detect_kill ? "+detect+kill" : "+detect";

@@ -25,6 +25,8 @@ struct AttachOptions {
   std::string name;                    // sandbox name; default: cgroup directory name
   bool ephemeral = false;              // created by `cordon run`
   bool seccomp_events = false;         // `cordon run` will apply its seccomp filter: report its refusals
+  bool landlock_events = false;        // `cordon run` will apply Landlock file rules: report their refusals
+  bool landlock_scope_events = false;  // ... and Landlock scoping (signals, abstract unix sockets)
 };
 
 struct SandboxInfo {

@@ -1,0 +1,830 @@
+// `cordon agent`: the event daemon, with the real binary on the host kernel.
+//
+// Each test runs its own agent (socket, lock and audit file in a scratch
+// directory; CORDON_AGENT_SOCKET points the CLI at it) whose adopt scope is
+// this test process's cgroups and sandbox names only, so agents of
+// concurrent test runs, and the sandboxes of other suites, are left alone.
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <fcntl.h>
+#include <google/protobuf/util/time_util.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "abi/cordon_common.h"
+#include "abi/cordon_pins.h"
+#include "agent/control.h"
+#include "events/decoder.h"
+#include "loader/sandbox.h"
+#include "tests/integration/harness.h"
+
+namespace cordon::test {
+namespace {
+
+using cordon::v1::AuditEvent;
+
+int64_t RealNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+bool WaitFor(const std::function<bool()>& done, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string NamePrefix() { return "agenttest-" + std::to_string(::getpid()) + "-"; }
+
+// A child process whose stdout lines are collected, each with the
+// CLOCK_REALTIME at which it arrived.
+class LineReader {
+ public:
+  explicit LineReader(const std::vector<std::string>& argv) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 2);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      _exit(127);
+    }
+    ::close(out[1]);
+    fd_ = out[0];
+    thread_ = std::thread([this] {
+      std::string pending;
+      char buf[65536];
+      for (;;) {
+        ssize_t n = ::read(fd_, buf, sizeof buf);
+        if (n <= 0) break;
+        int64_t now = RealNs();
+        pending.append(buf, static_cast<size_t>(n));
+        size_t start = 0;
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
+          lines_.push_back({pending.substr(start, nl - start), now});
+        pending.erase(0, start);
+      }
+    });
+  }
+  ~LineReader() { Stop(); }
+  int Stop() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);  // our own child
+      ::waitpid(pid_, &status_, 0);
+      pid_ = -1;
+    }
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    return status_;
+  }
+  std::vector<std::pair<std::string, int64_t>> Lines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+  size_t Count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_.size();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  int status_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::pair<std::string, int64_t>> lines_;
+};
+
+// One agent for one test.
+class TestAgent {
+ public:
+  explicit TestAgent(const std::string& extra_yaml = "", bool metrics = false) {
+    char tmpl[] = "/tmp/cordon-agent-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    config_ = dir_ + "/agent.yaml";
+    socket_ = dir_ + "/agent.sock";
+    audit_ = dir_ + "/audit.jsonl";
+    std::ofstream(config_) << "socket: " << socket_ << "\nsinks:\n  - kind: jsonl\n    path: " << audit_
+                           << "\n    fsync: never\nmetrics:\n  listen: \"" << (metrics ? "127.0.0.1:0" : "")
+                           << "\"\nadopt:\n  cgroupPrefixes: [/cordon-test-" << ::getpid()
+                           << "-]\n  namePrefixes: [" << NamePrefix() << "]\n"
+                           << extra_yaml;
+    const char* old = std::getenv("CORDON_AGENT_SOCKET");
+    if (old) old_env_ = old, had_env_ = true;
+    ::setenv("CORDON_AGENT_SOCKET", socket_.c_str(), 1);
+  }
+  ~TestAgent() {
+    if (pid_ > 0) Stop();
+    if (had_env_) ::setenv("CORDON_AGENT_SOCKET", old_env_.c_str(), 1);
+    else ::unsetenv("CORDON_AGENT_SOCKET");
+    cordon::test::Run({"rm", "-rf", dir_});
+  }
+
+  // Starts `cordon agent` and waits until it answers.
+  bool Start() {
+    std::string log = dir_ + "/agent.log." + std::to_string(starts_++);
+    logs_.push_back(log);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execl(CORDON_BINARY, CORDON_BINARY, "agent", "--config", config_.c_str(), nullptr);
+      _exit(127);
+    }
+    return WaitFor(
+        [&] {
+          int status;
+          if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+            pid_ = -1;
+            exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            return true;
+          }
+          return Status().has_value();
+        },
+        10000) &&
+           pid_ > 0;
+  }
+  // Runs the agent to completion (it is expected to refuse to start).
+  CommandResult StartExpectingFailure() {
+    return cordon::test::Run({CORDON_BINARY, "agent", "--config", config_});
+  }
+  void Kill9() {
+    ::kill(pid_, SIGKILL);  // our own child
+    int status;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  int Stop() {
+    ::kill(pid_, SIGTERM);  // our own child
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::optional<cordon::v1::StatusReply> Status() {
+    auto client = agent::AgentClient::Connect(socket_);
+    if (!client) return std::nullopt;
+    cordon::v1::Request request;
+    request.mutable_status();
+    auto response = client->Call(request, 5000);
+    if (!response || !response->error().empty()) return std::nullopt;
+    return response->status();
+  }
+  std::optional<cordon::v1::SandboxAccounting> Sandbox(uint64_t id) {
+    auto s = Status();
+    if (!s) return std::nullopt;
+    for (const auto& sb : s->sandboxes())
+      if (sb.id() == id) return sb;
+    return std::nullopt;
+  }
+  // The audit file's events of one sandbox.
+  std::vector<AuditEvent> Audit(uint64_t sandbox_id) {
+    std::vector<AuditEvent> out;
+    for (auto& e : ParseJsonLines(Slurp(audit_)))
+      if (e.sandbox_cgroup_id() == sandbox_id) out.push_back(std::move(e));
+    return out;
+  }
+  std::string Log(size_t i) const { return i < logs_.size() ? Slurp(logs_[i]) : ""; }
+
+  const std::string& socket() const { return socket_; }
+  const std::string& dir() const { return dir_; }
+  const std::string& audit() const { return audit_; }
+  const std::string& config() const { return config_; }
+  int pid() const { return pid_; }
+
+ private:
+  std::string dir_, config_, socket_, audit_;
+  std::vector<std::string> logs_;
+  int starts_ = 0;
+  pid_t pid_ = -1;
+  int exit_status_ = -1;
+  std::string old_env_;
+  bool had_env_ = false;
+};
+
+struct Accounting {
+  uint64_t delivered = 0;   // events of `kind`
+  uint64_t suppressed = 0;  // sum of suppressed records
+  uint64_t lost = 0;        // sum of loss records
+  uint64_t suppressed_records = 0;
+  bool final_suppressed = false;
+};
+
+Accounting Account(const std::vector<AuditEvent>& events, const std::string& kind) {
+  Accounting a;
+  for (const auto& e : events) {
+    if (e.kind() == kind) a.delivered++;
+    if (e.kind() == "loss") a.lost += e.loss().dropped();
+    if (e.kind() == "suppressed") {
+      a.suppressed += e.suppressed().count();
+      a.suppressed_records++;
+      a.final_suppressed = e.suppressed().final();
+    }
+  }
+  return a;
+}
+
+uint64_t KernelCounter(uint64_t sandbox_id, int counter) {
+  auto info = GetSandbox(sandbox_id);
+  return info ? info->counters[counter] : 0;
+}
+
+class Agent : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+  }
+};
+
+// The done criterion: `cordon agent &`, then `cordon run -- <denied connect>`
+// shows up in `cordon tail -f -o compact` within a second of the attempt.
+TEST_F(Agent, DeniedConnectOfCordonRunReachesCompactTailWithinOneSecond) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  const std::string name = NamePrefix() + "done";
+  LineReader tail({CORDON_BINARY, "tail", "-f", "-o", "compact", "--sandbox", name});
+  ASSERT_TRUE(WaitFor([&] { auto s = agent.Status(); return s && s->tailers_size() == 1; }, 10000))
+      << "the tail connects to the agent";
+
+  std::string run_audit = agent.dir() + "/run.jsonl";
+  CommandResult r = Cordon({"run", "--name", name, "--audit", run_audit, "--", "bash", "-c",
+                            "exec 3<>/dev/tcp/127.0.0.1/9"});
+  EXPECT_NE(r.status, 0) << "the connect is refused";
+  EXPECT_NE(r.err.find("1 violation (1 denied"), std::string::npos) << r.err;
+  ASSERT_TRUE(WaitFor([&] { return tail.Count() >= 1; }, 10000)) << "the tail shows the event";
+  auto lines = tail.Lines();
+  ASSERT_EQ(lines.size(), 1u);
+  const std::string& line = lines[0].first;
+  EXPECT_NE(line.find(name + " denied net.connect bash["), std::string::npos) << line;
+  EXPECT_NE(line.find("-> 127.0.0.1:9/tcp"), std::string::npos) << line;
+  // The event's time is the kernel's at the connect attempt.
+  google::protobuf::Timestamp at;
+  ASSERT_TRUE(google::protobuf::util::TimeUtil::FromString(line.substr(0, line.find(' ')), &at)) << line;
+  int64_t latency = lines[0].second - google::protobuf::util::TimeUtil::TimestampToNanoseconds(at);
+  EXPECT_GE(latency, 0);
+  EXPECT_LT(latency, 1000000000) << "from the connect attempt to the line at the tailer: " << latency << " ns";
+
+  // One consumer, every copy: the agent's audit file, and the run's own.
+  auto run_events = ParseJsonLines(Slurp(run_audit));
+  ASSERT_EQ(run_events.size(), 1u);
+  const uint64_t id = run_events[0].sandbox_cgroup_id();
+  auto audited = agent.Audit(id);
+  ASSERT_EQ(audited.size(), 1u);
+  EXPECT_EQ(audited[0].kind(), "net.connect");
+  EXPECT_EQ(ToJsonLine(audited[0]), ToJsonLine(run_events[0]));
+  // The run's sandbox is gone, detached by the agent after its last drain.
+  EXPECT_FALSE(GetSandbox(id).ok());
+  EXPECT_EQ(tail.Stop(), 0);
+}
+
+// kill -9 of the agent during a connect storm: nothing denied ever gets
+// through, counters continue, and the next agent drains what waited.
+TEST_F(Agent, KillNineDuringConnectStormKeepsEnforcementAndDrainsTheBacklog) {
+  TestAgent agent("rateLimit: {eventsPerSecond: 0}\n");
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("storm");
+  TcpListener allowed, forbidden;
+  PolicyFile policy(LoopbackPolicy("storm", allowed.port()));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"}).status, 0);
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 5000)) << "adopted by the rescan";
+
+  std::atomic<int> storm_result{-1};
+  std::atomic<bool> storm_done{false};
+  const uint16_t port = forbidden.port();
+  std::thread storm([&] {
+    // Returns how many connects were NOT refused with EPERM.
+    storm_result = RunInCgroup(cg.path(), [port] {
+      int not_refused = 0;
+      auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+      while (std::chrono::steady_clock::now() < end) {
+        not_refused += TcpConnect(V4("127.0.0.1", port)) != EPERM;
+        ::usleep(100);
+      }
+      return not_refused;
+    });
+    storm_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  agent.Kill9();
+  const uint64_t denied_at_kill = KernelCounter(cg.id(), CORDON_CNT_DENIED_CONNECT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_GT(KernelCounter(cg.id(), CORDON_CNT_DENIED_CONNECT), denied_at_kill)
+      << "enforcement and counting went on without the agent";
+  EXPECT_EQ(forbidden.AcceptPending(), 0);
+  ASSERT_TRUE(agent.Start()) << agent.Log(1);
+  auto adopted = agent.Sandbox(cg.id());
+  ASSERT_TRUE(adopted.has_value());
+  EXPECT_GT(adopted->backlog(), 0u) << "the restarted agent drained what waited in the ring buffer";
+  EXPECT_NE(agent.Log(1).find("adopted "), std::string::npos) << agent.Log(1);
+  storm.join();
+  EXPECT_EQ(storm_result, 0) << "every forbidden connect was refused, during and after the kill";
+  EXPECT_EQ(forbidden.AcceptPending(), 0) << "no forbidden connection was ever accepted";
+  const uint64_t generated = KernelCounter(cg.id(), CORDON_CNT_DENIED_CONNECT);
+  EXPECT_GT(generated, denied_at_kill);
+
+  // Every denial is in the audit file or counted lost. The record being
+  // written when SIGKILL hit may be written again by the next agent (the
+  // ring's consumer position advances after the write): at most one extra.
+  Accounting a;
+  bool balanced = WaitFor(
+      [&] {
+        a = Account(agent.Audit(cg.id()), "net.connect");
+        return a.delivered + a.lost >= generated;
+      },
+      20000);
+  EXPECT_TRUE(balanced) << a.delivered << " delivered + " << a.lost << " lost < " << generated << " denied";
+  EXPECT_LE(a.delivered + a.lost, generated + 1) << a.delivered << " delivered + " << a.lost << " lost";
+  auto after = agent.Sandbox(cg.id());
+  ASSERT_TRUE(after.has_value());
+  std::fprintf(stderr, "storm: %llu denied, %llu delivered, %llu lost, %llu drained by the restarted agent\n",
+               static_cast<unsigned long long>(generated), static_cast<unsigned long long>(a.delivered),
+               static_cast<unsigned long long>(a.lost), static_cast<unsigned long long>(after->backlog()));
+  // Enforcement after the restart, too.
+  EXPECT_EQ(RunInCgroup(cg.path(), [port] { return TcpConnect(V4("127.0.0.1", port)); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", allowed.port())); }), 0);
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// Two tailers, one stalled: the other and the audit file get every event,
+// the stalled one is cut off with a reason and its drop count.
+TEST_F(Agent, StalledTailerIsCutOffWhileTheOtherTailerAndTheAuditFileGetEverything) {
+  TestAgent agent("rateLimit: {eventsPerSecond: 0}\ntail: {queueEvents: 50, disconnectAfterDropped: 200}\n");
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("tailers");
+  PolicyFile policy(LoopbackPolicy("tailers", 1));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--name", NamePrefix() + "tailers",
+                    "--allow-degraded"})
+                .status,
+            0);
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 5000));
+
+  LineReader good({CORDON_BINARY, "tail", "-f", "-o", "json", "--cgroup", cg.path()});
+  // The stalled tailer: subscribes, then never reads.
+  auto stalled = agent::AgentClient::Connect(agent.socket());
+  ASSERT_TRUE(stalled.ok());
+  {
+    cordon::v1::Request request;
+    request.mutable_tail()->set_follow(true);
+    request.mutable_tail()->add_sandbox_ids(cg.id());
+    auto response = stalled->Call(request, 5000);
+    ASSERT_TRUE(response.ok() && response->error().empty());
+  }
+  ASSERT_TRUE(WaitFor([&] { auto s = agent.Status(); return s && s->tailers_size() == 2; }, 10000));
+
+  const int kEvents = 3000;
+  int refused = RunInCgroup(cg.path(), [] {
+    int n = 0;
+    for (int i = 0; i < kEvents; ++i) {
+      n += UdpSendto(V4("127.0.0.1", 9)) == EPERM;
+      if (i % 100 == 99) ::usleep(20000);  // paced: the ring buffer never fills
+    }
+    return n;
+  });
+  ASSERT_EQ(refused, kEvents);
+  EXPECT_TRUE(WaitFor([&] { return good.Count() >= static_cast<size_t>(kEvents); }, 20000))
+      << good.Count() << " of " << kEvents << " events at the reading tailer";
+  EXPECT_EQ(good.Count(), static_cast<size_t>(kEvents));
+  auto audited = Account(agent.Audit(cg.id()), "net.sendmsg");
+  EXPECT_EQ(audited.delivered, static_cast<uint64_t>(kEvents));
+  EXPECT_EQ(audited.lost, 0u) << "paced: nothing lost";
+
+  auto status = agent.Status();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->tailers_disconnected(), 1u);
+  EXPECT_EQ(status->tailers_size(), 1) << "only the reading tailer is left";
+  EXPECT_GE(status->tailer_drops(), 200u);
+
+  // The stalled tailer, reading at last: the events that fit, then why it
+  // was cut off and how much it missed, then the end of the stream.
+  uint64_t events = 0, dropped_total = 0;
+  std::string reason;
+  for (;;) {
+    auto frame = stalled->ReadFrame(5000);
+    if (!frame) break;
+    cordon::v1::TailFrame tf;
+    ASSERT_TRUE(tf.ParseFromString(*frame));
+    if (tf.has_event()) events++;
+    if (tf.has_notice()) {
+      dropped_total = tf.notice().dropped_total();
+      if (!tf.notice().disconnect_reason().empty()) reason = tf.notice().disconnect_reason();
+    }
+  }
+  EXPECT_NE(reason.find("fell too far behind"), std::string::npos) << reason;
+  EXPECT_GE(dropped_total, 200u);
+  EXPECT_GT(events, 0u);
+  EXPECT_LT(events + dropped_total, static_cast<uint64_t>(kEvents)) << "cut off before the end";
+  EXPECT_EQ(good.Stop(), 0);
+}
+
+// A hostile flood: 200,000 denied sendto. Enforcement holds, the agent's
+// rate limit keeps delivery bounded, and every denial is accounted for:
+// delivered + suppressed + lost == generated, exactly. A quiet sandbox next
+// to it loses nothing.
+TEST_F(Agent, FloodIsRateLimitedAndEveryDenialIsAccountedExactly) {
+  TestAgent agent("rateLimit: {eventsPerSecond: 1000, burst: 2000}\n");
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup flood("flood"), quiet("quiet");
+  PolicyFile policy(LoopbackPolicy("flood", 1));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", flood.path(), "--policy", policy.path(), "--allow-degraded"}).status, 0);
+  ASSERT_EQ(Cordon({"attach", "--cgroup", quiet.path(), "--policy", policy.path(), "--allow-degraded"}).status, 0);
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(flood.id()) && agent.Sandbox(quiet.id()); }, 5000));
+
+  const int kFlood = 200000, kQuiet = 20;
+  std::atomic<int> quiet_refused{0};
+  std::thread quiet_thread([&] {
+    quiet_refused = RunInCgroup(quiet.path(), [] {
+      int n = 0;
+      for (int i = 0; i < kQuiet; ++i) {
+        n += TcpConnect(V4("127.0.0.1", 9)) == EPERM;
+        ::usleep(20000);
+      }
+      return n;
+    });
+  });
+  auto start = std::chrono::steady_clock::now();
+  int refused = RunInCgroup(flood.path(), [] {
+    int n = 0;
+    for (int i = 0; i < kFlood; ++i) n += UdpSendto(V4("127.0.0.1", 9)) == EPERM;
+    return n;
+  });
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  quiet_thread.join();
+  ASSERT_EQ(refused, kFlood) << "enforcement held throughout the flood";
+  ASSERT_EQ(quiet_refused, kQuiet);
+  const uint64_t generated = KernelCounter(flood.id(), CORDON_CNT_DENIED_SENDMSG);
+  ASSERT_EQ(generated, static_cast<uint64_t>(kFlood));
+
+  // The final suppressed record comes once the sandbox is under its limit.
+  Accounting a;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        a = Account(agent.Audit(flood.id()), "net.sendmsg");
+        return a.final_suppressed && a.delivered + a.suppressed + a.lost == generated;
+      },
+      30000))
+      << a.delivered << " delivered + " << a.suppressed << " suppressed + " << a.lost << " lost != " << generated;
+  EXPECT_EQ(a.delivered + a.suppressed + a.lost, generated);
+  EXPECT_GT(a.suppressed, 0u);
+  EXPECT_LE(a.delivered, 2000 + static_cast<uint64_t>((seconds + 2) * 1000)) << "the rate limit bounds delivery";
+  EXPECT_LE(a.suppressed_records, static_cast<uint64_t>(seconds) + 3) << "at most one record a second, plus the last";
+  auto sb = agent.Sandbox(flood.id());
+  ASSERT_TRUE(sb.has_value());
+  EXPECT_EQ(sb->delivered(), a.delivered);
+  EXPECT_EQ(sb->suppressed(), a.suppressed);
+  EXPECT_EQ(sb->lost(), a.lost);
+  std::fprintf(stderr, "flood: %llu denied in %.2f s = %llu delivered + %llu suppressed (%llu records) + %llu lost\n",
+               static_cast<unsigned long long>(generated), seconds, static_cast<unsigned long long>(a.delivered),
+               static_cast<unsigned long long>(a.suppressed), static_cast<unsigned long long>(a.suppressed_records),
+               static_cast<unsigned long long>(a.lost));
+
+  // The quiet sandbox: all of its events, none suppressed.
+  auto q = Account(agent.Audit(quiet.id()), "net.connect");
+  EXPECT_EQ(q.delivered + q.lost, static_cast<uint64_t>(kQuiet));
+  EXPECT_EQ(q.suppressed, 0u);
+
+  // Bounded memory: the agent's resident set stays small.
+  std::string status = Slurp("/proc/" + std::to_string(agent.pid()) + "/status");
+  size_t at = status.find("VmRSS:");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_LT(std::stoull(status.substr(at + 6)), 200ull * 1024) << "kB";
+  // The same accounting through the CLI.
+  CommandResult r = Cordon({"status"});
+  EXPECT_NE(r.out.find("agent events: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(std::to_string(a.suppressed)), std::string::npos) << r.out;
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// Suppressed counts not yet written when the agent is killed are not lost:
+// they live in a shared mapping the next agent writes out.
+TEST_F(Agent, SuppressedCountsSurviveKillNine) {
+  TestAgent agent("rateLimit: {eventsPerSecond: 10, burst: 10}\n");
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("suppress-kill");
+  PolicyFile policy(LoopbackPolicy("suppress-kill", 1));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"}).status, 0);
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 5000));
+  const int kEvents = 1000;
+  ASSERT_EQ(RunInCgroup(cg.path(), [] {
+              int n = 0;
+              for (int i = 0; i < kEvents; ++i) n += UdpSendto(V4("127.0.0.1", 9)) == EPERM;
+              return n;
+            }),
+            kEvents);
+  // Consumed, mostly suppressed, no record written yet (the first comes a
+  // second into suppression): then the agent dies.
+  ASSERT_TRUE(WaitFor([&] { auto sb = agent.Sandbox(cg.id()); return sb && sb->consumed() == kEvents; }, 5000));
+  ASSERT_EQ(Account(agent.Audit(cg.id()), "net.sendmsg").suppressed_records, 0u);
+  agent.Kill9();
+  ASSERT_TRUE(agent.Start()) << agent.Log(1);
+  Accounting a;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        a = Account(agent.Audit(cg.id()), "net.sendmsg");
+        return a.final_suppressed;
+      },
+      10000));
+  EXPECT_EQ(a.delivered + a.suppressed + a.lost, static_cast<uint64_t>(kEvents))
+      << a.delivered << " delivered + " << a.suppressed << " suppressed + " << a.lost << " lost";
+  EXPECT_NE(agent.Log(1).find("suppressed events left by the previous agent"), std::string::npos) << agent.Log(1);
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// Foreign pinned state: the agent refuses to start, says why, and touches
+// nothing.
+TEST_F(Agent, RefusesPinnedStateOfAnotherLayoutVersionAndTouchesNothing) {
+  TestAgent agent;
+  ASSERT_EQ(Cordon({"status"}).status, 0);  // bpffs and the v1 tree exist
+  const std::string base = "/sys/fs/bpf/cordon";
+
+  // A newer cordon's tree next to ours.
+  const std::string v2 = base + "/v" + std::to_string(CORDON_LAYOUT_VERSION + 1);
+  ASSERT_EQ(::mkdir(v2.c_str(), 0700), 0) << std::strerror(errno);
+  CommandResult r = agent.StartExpectingFailure();
+  ::rmdir(v2.c_str());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(v2 + " holds state of layout version " + std::to_string(CORDON_LAYOUT_VERSION + 1)),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("nothing was touched"), std::string::npos) << r.err;
+  struct stat st;
+  EXPECT_NE(::stat(agent.socket().c_str(), &st), 0) << "no socket was created";
+
+  // A sandbox whose info says another layout version.
+  const uint64_t fake_id = 900000000000000ull + static_cast<uint64_t>(::getpid());
+  const std::string dir = base + "/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/sandboxes/" + std::to_string(fake_id);
+  cordon_sandbox_info info = {};
+  info.layout_version = CORDON_LAYOUT_VERSION + 1;
+  info.sandbox_id = fake_id;
+  std::strcpy(info.name, "from-the-future");
+  int map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "cordon_info", 4, sizeof info, 1, nullptr);
+  ASSERT_GE(map, 0);
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_update_elem(map, &zero, &info, BPF_ANY), 0);
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(bpf_obj_pin(map, (dir + "/info").c_str()), 0);
+  ::close(map);
+  r = agent.StartExpectingFailure();
+  CommandResult check = Cordon({"agent", "--config", agent.config(), "--check"});
+  // Untouched: still there, still saying version 2.
+  int again = bpf_obj_get((dir + "/info").c_str());
+  cordon_sandbox_info read_back = {};
+  bool intact = again >= 0 && bpf_map_lookup_elem(again, &zero, &read_back) == 0 &&
+                read_back.layout_version == CORDON_LAYOUT_VERSION + 1;
+  if (again >= 0) ::close(again);
+  ::unlink((dir + "/info").c_str());
+  ::rmdir(dir.c_str());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(dir + " has state layout version " + std::to_string(CORDON_LAYOUT_VERSION + 1)),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("refusing to start"), std::string::npos) << r.err;
+  EXPECT_TRUE(intact);
+  EXPECT_EQ(check.status, 1);
+  EXPECT_NE(check.err.find("has state layout version"), std::string::npos) << check.err;
+
+  // An info of another size (another struct layout) is refused as well.
+  map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "cordon_info", 4, 100, 1, nullptr);
+  ASSERT_GE(map, 0);
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(bpf_obj_pin(map, (dir + "/info").c_str()), 0);
+  ::close(map);
+  r = agent.StartExpectingFailure();
+  ::unlink((dir + "/info").c_str());
+  ::rmdir(dir.c_str());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("another state layout (info of 100 bytes"), std::string::npos) << r.err;
+
+  // And with nothing foreign left, it starts.
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+TEST_F(Agent, OneAgentAtATimeAndSigtermDrainsFlushesAndExitsZero) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  CommandResult second = agent.StartExpectingFailure();
+  EXPECT_EQ(second.status, 1);
+  EXPECT_NE(second.err.find("another cordon agent is running (pid " + std::to_string(agent.pid())), std::string::npos)
+      << second.err;
+  struct stat st;
+  ASSERT_EQ(::stat(agent.socket().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "root only";
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+
+  TestCgroup cg("sigterm");
+  PolicyFile policy(LoopbackPolicy("sigterm", 1));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"}).status, 0);
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 5000));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);
+  EXPECT_EQ(agent.Stop(), 0);
+  EXPECT_EQ(Account(agent.Audit(cg.id()), "net.connect").delivered, 5u) << "drained before exiting";
+  EXPECT_NE(::stat(agent.socket().c_str(), &st), 0) << "socket removed";
+  EXPECT_NE(agent.Log(0).find("stopping on SIGTERM"), std::string::npos) << agent.Log(0);
+  // Enforcement without any agent.
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);
+
+  // Without the agent: tail says it reads directly; status says no agent.
+  CommandResult r = Cordon({"tail", "--cgroup", cg.path(), "-o", "compact"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("no agent is running"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  r = Cordon({"status", "--json"});
+  EXPECT_NE(r.out.find("\"agent\":null"), std::string::npos) << r.out;
+}
+
+// The CLI through the agent: status, tail --since replay, metrics, attach,
+// update and detach requests.
+TEST_F(Agent, CliAndControlRequestsGoThroughTheAgent) {
+  TestAgent agent("", /*metrics=*/true);
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("control");
+  TcpListener listener;
+  // Attach through the control socket.
+  auto client = agent::AgentClient::Connect(agent.socket());
+  ASSERT_TRUE(client.ok());
+  cordon::v1::Request request;
+  auto* attach = request.mutable_attach();
+  attach->set_cgroup(cg.path());
+  attach->set_policy_text(LoopbackPolicy("ctl-one", listener.port()));
+  attach->set_policy_file("one.yaml");
+  attach->set_name(NamePrefix() + "control");
+  attach->set_allow_degraded(true);
+  auto response = client->Call(request);
+  ASSERT_TRUE(response.ok());
+  ASSERT_EQ(response->error(), "");
+  EXPECT_EQ(response->attach().sandbox_id(), cg.id());
+  EXPECT_FALSE(response->attach().replaced());
+  EXPECT_TRUE(agent.Sandbox(cg.id()).has_value()) << "adopted at once";
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); }), 0);
+
+  // A bad policy names file:line.
+  request.mutable_attach()->set_policy_text("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: x}\nspec:\n  bogus: 1\n");
+  response = client->Call(request);
+  ASSERT_TRUE(response.ok());
+  EXPECT_NE(response->error().find("one.yaml:5:3: spec.bogus: unknown field"), std::string::npos) << response->error();
+
+  // Update: the policy of the attached sandbox is replaced.
+  cordon::v1::Request update;
+  update.mutable_update()->set_sandbox_id(cg.id());
+  update.mutable_update()->set_policy_text(LoopbackPolicy("ctl-two", 1));
+  update.mutable_update()->set_allow_degraded(true);
+  response = client->Call(update);
+  ASSERT_TRUE(response.ok());
+  ASSERT_EQ(response->error(), "");
+  EXPECT_TRUE(response->attach().replaced());
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); }), EPERM);
+  listener.AcceptPending();
+  ASSERT_TRUE(WaitFor([&] { return Account(agent.Audit(cg.id()), "net.connect").delivered == 2; }, 5000));
+  auto events = agent.Audit(cg.id());
+  EXPECT_EQ(events[0].policy(), "ctl-one");
+  EXPECT_EQ(events[1].policy(), "ctl-two") << "events carry the policy in force";
+
+  // status shows the agent's accounting.
+  CommandResult r = Cordon({"status"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("agent: pid " + std::to_string(agent.pid())), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(NamePrefix() + "control"), std::string::npos) << r.out;
+  r = Cordon({"status", "--json"});
+  EXPECT_NE(r.out.find("\"agent\":{\"pid\":" + std::to_string(agent.pid())), std::string::npos) << r.out;
+
+  // tail --since replays the audit file; without -f it ends there.
+  r = Cordon({"tail", "--since", "10m", "--cgroup", cg.path(), "-o", "json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(ParseJsonLines(r.out).size(), 2u) << r.out;
+  r = Cordon({"tail", "--since", "10m", "--sandbox", NamePrefix() + "control", "--kind", "file.", "-o", "compact"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "") << "no file events";
+  r = Cordon({"tail", "--since", "soon"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--since takes a duration"), std::string::npos) << r.err;
+
+  // --since then -f: the replay, then live events, nothing twice.
+  LineReader follow({CORDON_BINARY, "tail", "-f", "--since", "1h", "--cgroup", cg.path()});
+  ASSERT_TRUE(WaitFor([&] { return follow.Count() == 2; }, 10000));
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);
+  EXPECT_TRUE(WaitFor([&] { return follow.Count() == 3; }, 10000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(follow.Count(), 3u);
+  follow.Stop();
+
+  // Prometheus metrics on the loopback address the agent reports.
+  auto status = agent.Status();
+  ASSERT_TRUE(status.has_value());
+  std::string listen = status->metrics_listen();
+  ASSERT_FALSE(listen.empty());
+  uint16_t port = static_cast<uint16_t>(std::stoi(listen.substr(listen.rfind(':') + 1)));
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage addr = V4("127.0.0.1", port);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(sockaddr_in)), 0);
+  std::string get = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  ASSERT_EQ(::write(fd, get.data(), get.size()), static_cast<ssize_t>(get.size()));
+  std::string body;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) body.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  EXPECT_NE(body.find("200"), std::string::npos) << body.substr(0, 200);
+  EXPECT_NE(body.find("sandbox=\"" + NamePrefix() + "control\""), std::string::npos) << body;
+  EXPECT_NE(body.find("cordon_"), std::string::npos);
+
+  // detach through the CLI: the agent drains, then detaches.
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);
+  r = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("the agent delivered its last"), std::string::npos) << r.err;
+  EXPECT_EQ(Account(agent.Audit(cg.id()), "net.connect").delivered, 4u) << "nothing lost at detach";
+  EXPECT_FALSE(GetSandbox(cg.id()).ok());
+  EXPECT_FALSE(agent.Sandbox(cg.id()).has_value());
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// `cordon attach` and `cordon update` go through the agent when it runs: the
+// retroactive check's events (a pre-existing connection the policy denies,
+// destroyed) reach the agent's audit file, not only the command's stdout.
+int g_held_fd = -1;
+
+TEST_F(Agent, CliAttachAndUpdateGoThroughTheAgentWithRetroactiveEvents) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("retro");
+  TcpListener listener;
+  const uint16_t port = listener.port();
+  WaitingChild child(
+      cg.path(),
+      [] {
+        char c;
+        return ::read(g_held_fd, &c, 1) < 0 ? errno : 0;  // 0: EOF (kept or closed), else the abort
+      },
+      [port] {
+        g_held_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_storage a = V4("127.0.0.1", port);
+        (void)!::connect(g_held_fd, reinterpret_cast<sockaddr*>(&a), sizeof(sockaddr_in));
+      });
+  PolicyFile deny(LoopbackPolicy("retro-deny", 1));  // the connection waits in the listener's backlog
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", deny.path(), "--name", NamePrefix() + "retro",
+                            "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto printed = ParseJsonLines(r.out);
+  ASSERT_EQ(printed.size(), 1u) << r.out;
+  EXPECT_EQ(printed[0].kind(), "net.preexisting");
+  EXPECT_EQ(printed[0].verdict(), "destroyed");
+  EXPECT_NE(r.err.find("1 destroyed"), std::string::npos) << r.err;
+  EXPECT_EQ(child.Go(), ECONNABORTED) << "the pre-existing connection was torn down";
+  ASSERT_TRUE(WaitFor([&] { return Account(agent.Audit(cg.id()), "net.preexisting").delivered == 1; }, 5000))
+      << "the agent delivered the retroactive event to its audit file";
+  auto audit = agent.Audit(cg.id());
+  EXPECT_EQ(audit[0].net().port(), port);
+  EXPECT_EQ(audit[0].sandbox(), NamePrefix() + "retro");
+
+  // update replaces the policy of an attached sandbox, through the agent too.
+  PolicyFile allow(LoopbackPolicy("retro-allow", port));
+  r = Cordon({"update", "--cgroup", cg.path(), "--policy", allow.path(), "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("replaced policy of"), std::string::npos) << r.err;
+  EXPECT_EQ(RunInCgroup(cg.path(), [port] { return TcpConnect(V4("127.0.0.1", port)); }), 0);
+  // ... and refuses to create one.
+  TestCgroup empty("noattach");
+  r = Cordon({"update", "--cgroup", empty.path(), "--policy", allow.path()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("no sandbox is attached"), std::string::npos) << r.err;
+  r = Cordon({"update", "--cgroup", cg.path()});
+  EXPECT_EQ(r.status, 2) << "update needs --policy";
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace cordon::test

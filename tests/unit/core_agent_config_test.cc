@@ -1,0 +1,271 @@
+// The agent's configuration: defaults, every field, and errors naming
+// file:line:column and the field.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "agent/config.h"
+#include "agent/control.h"
+
+namespace cordon::agent {
+namespace {
+
+struct Parsed {
+  bool ok = false;
+  AgentConfig config;
+  std::string errors;  // FormatDiagnostics
+};
+
+Parsed Parse(const std::string& text) {
+  Parsed p;
+  policy::Diagnostics diags;
+  p.ok = ParseAgentConfig(text, "agent.yaml", &p.config, &diags);
+  p.errors = policy::FormatDiagnostics(diags);
+  return p;
+}
+
+TEST(AgentConfig, EmptyOrMissingMeansDefaults) {
+  for (const char* text : {"", "# nothing here\n\n", "---\n"}) {
+    Parsed p = Parse(text);
+    ASSERT_TRUE(p.ok) << p.errors;
+    EXPECT_EQ(p.config.socket, "/run/cordon/agent.sock");
+    ASSERT_EQ(p.config.sinks.size(), 1u);
+    EXPECT_EQ(p.config.sinks[0].kind, SinkConfig::Kind::kJsonl);
+    EXPECT_EQ(p.config.sinks[0].path, "/var/log/cordon/audit.jsonl");
+    EXPECT_EQ(p.config.metrics_listen, "127.0.0.1:9464");
+    EXPECT_EQ(p.config.rate_per_second, 2000u);
+    EXPECT_EQ(p.config.rate_burst, 10000u);
+    EXPECT_EQ(p.config.tail_queue_events, 10000u);
+    EXPECT_EQ(p.config.LockPath(), "/run/cordon/agent.lock");
+  }
+  AgentConfig config;
+  policy::Diagnostics diags;
+  EXPECT_TRUE(LoadAgentConfig("/nonexistent/agent.yaml", false, &config, &diags));
+  EXPECT_EQ(config.AuditPath(), "/var/log/cordon/audit.jsonl");
+  EXPECT_FALSE(LoadAgentConfig("/nonexistent/agent.yaml", true, &config, &diags));
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_NE(diags[0].ToString().find("/nonexistent/agent.yaml: cannot open"), std::string::npos) << diags[0].ToString();
+}
+
+TEST(AgentConfig, ShippedExampleIsValidAndStatesTheDefaults) {
+  std::string here = __FILE__;
+  std::string example = here.substr(0, here.rfind("/tests/")) + "/packaging/agent.yaml.example";
+  AgentConfig config;
+  policy::Diagnostics diags;
+  ASSERT_TRUE(LoadAgentConfig(example, true, &config, &diags)) << policy::FormatDiagnostics(diags);
+  AgentConfig defaults = DefaultAgentConfig();
+  EXPECT_EQ(config.socket, defaults.socket);
+  ASSERT_EQ(config.sinks.size(), 1u);
+  EXPECT_EQ(config.sinks[0].Name(), defaults.sinks[0].Name());
+  EXPECT_EQ(config.sinks[0].jsonl.max_bytes, defaults.sinks[0].jsonl.max_bytes);
+  EXPECT_EQ(config.metrics_listen, defaults.metrics_listen);
+  EXPECT_EQ(config.rate_per_second, defaults.rate_per_second);
+  EXPECT_EQ(config.rate_burst, defaults.rate_burst);
+  EXPECT_EQ(config.tail_queue_events, defaults.tail_queue_events);
+  EXPECT_EQ(config.tail_disconnect_after_dropped, defaults.tail_disconnect_after_dropped);
+}
+
+TEST(AgentConfig, EveryField) {
+  Parsed p = Parse(R"(socket: /run/cordon/test.sock
+sinks:
+  - kind: jsonl
+    path: /var/log/cordon/a.jsonl
+    maxBytes: 1048576
+    keep: 3
+    fsync: every-event
+    fsyncIntervalMs: 250
+  - {kind: stdout, format: compact}
+  - kind: syslog
+    socket: /dev/log
+    facility: local3
+metrics:
+  listen: "[::1]:9000"
+  allowNonLoopback: false
+rateLimit: {eventsPerSecond: 50, burst: 100}
+tail: {queueEvents: 64, disconnectAfterDropped: 500, maxClients: 8}
+adopt: {cgroupPrefixes: [/agents/], namePrefixes: [task-]}
+)");
+  ASSERT_TRUE(p.ok) << p.errors;
+  const AgentConfig& c = p.config;
+  EXPECT_EQ(c.socket, "/run/cordon/test.sock");
+  EXPECT_EQ(c.LockPath(), "/run/cordon/agent.lock");
+  ASSERT_EQ(c.sinks.size(), 3u);
+  EXPECT_EQ(c.sinks[0].Name(), "jsonl:/var/log/cordon/a.jsonl");
+  EXPECT_EQ(c.sinks[0].jsonl.max_bytes, 1048576u);
+  EXPECT_EQ(c.sinks[0].jsonl.keep, 3u);
+  EXPECT_EQ(c.sinks[0].jsonl.fsync, JsonlOptions::Fsync::kEveryEvent);
+  EXPECT_EQ(c.sinks[0].jsonl.fsync_interval_ms, 250u);
+  EXPECT_EQ(c.sinks[1].kind, SinkConfig::Kind::kStdout);
+  EXPECT_EQ(c.sinks[1].format, StreamSink::Format::kCompact);
+  EXPECT_EQ(c.sinks[2].kind, SinkConfig::Kind::kSyslog);
+  EXPECT_EQ(c.sinks[2].facility, 19);
+  EXPECT_EQ(c.metrics_listen, "[::1]:9000");
+  EXPECT_EQ(c.rate_per_second, 50u);
+  EXPECT_EQ(c.rate_burst, 100u);
+  EXPECT_EQ(c.tail_queue_events, 64u);
+  EXPECT_EQ(c.tail_disconnect_after_dropped, 500u);
+  EXPECT_EQ(c.max_clients, 8u);
+  EXPECT_TRUE(c.InScope("/agents/t1", "x"));
+  EXPECT_TRUE(c.InScope("/other", "task-9"));
+  EXPECT_FALSE(c.InScope("/other", "x"));
+  EXPECT_EQ(c.AuditPath(), "/var/log/cordon/a.jsonl");
+
+  // JSON works too; an empty list of sinks means tailers only.
+  Parsed j = Parse(R"({"sinks": [], "metrics": {"listen": ""}, "rateLimit": {"eventsPerSecond": 0}})");
+  ASSERT_TRUE(j.ok) << j.errors;
+  EXPECT_TRUE(j.config.sinks.empty());
+  EXPECT_TRUE(j.config.metrics_listen.empty());
+  EXPECT_EQ(j.config.rate_per_second, 0u);
+}
+
+TEST(AgentConfig, UnknownKeyNamesFileLineColumnAndField) {
+  Parsed p = Parse("socket: /run/x.sock\nrateLimit:\n  eventsPerSecond: 10\n  brust: 20\n");
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.errors.find("agent.yaml:4:3: rateLimit.brust: unknown field 'brust' (expected one of: eventsPerSecond, burst)"),
+            std::string::npos)
+      << p.errors;
+  p = Parse("sockett: /x\n");
+  EXPECT_NE(p.errors.find("agent.yaml:1:1: sockett: unknown field 'sockett'"), std::string::npos) << p.errors;
+  // A field of another sink kind does not apply.
+  p = Parse("sinks:\n  - kind: stdout\n    path: /tmp/x\n");
+  EXPECT_NE(p.errors.find("agent.yaml:3:5: sinks[0].path: unknown field 'path' (expected one of: kind, format)"),
+            std::string::npos)
+      << p.errors;
+}
+
+TEST(AgentConfig, WrongTypeNamesFieldAndWhatWasGiven) {
+  Parsed p = Parse("rateLimit:\n  eventsPerSecond: fast\n");
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.errors.find("agent.yaml:2:20: rateLimit.eventsPerSecond: expected a non-negative integer, got 'fast'"),
+            std::string::npos)
+      << p.errors;
+  p = Parse("tail:\n  queueEvents: \"10\"\n");
+  EXPECT_NE(p.errors.find("agent.yaml:2:16: tail.queueEvents: expected a non-negative integer, got the string \"10\""),
+            std::string::npos)
+      << p.errors;
+  p = Parse("metrics:\n  allowNonLoopback: yes\n");
+  EXPECT_NE(p.errors.find("agent.yaml:2:21: metrics.allowNonLoopback: expected true or false, got 'yes'"),
+            std::string::npos)
+      << p.errors;
+  p = Parse("sinks: /var/log/x\n");
+  EXPECT_NE(p.errors.find("agent.yaml:1:8: sinks: expected a list of sinks, got '/var/log/x'"), std::string::npos)
+      << p.errors;
+  p = Parse("tail: {queueEvents: 0}\n");
+  EXPECT_NE(p.errors.find("agent.yaml:1:21: tail.queueEvents: must be between 1 and 1000000, got 0"), std::string::npos)
+      << p.errors;
+  p = Parse("socket: run/agent.sock\n");
+  EXPECT_NE(p.errors.find("agent.yaml:1:9: socket: must be an absolute path"), std::string::npos) << p.errors;
+}
+
+TEST(AgentConfig, BadSinkKindAndSinkFields) {
+  Parsed p = Parse("sinks:\n  - kind: jsonl\n    path: /var/log/a.jsonl\n  - kind: kafka\n    topic: x\n");
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.errors.find("agent.yaml:4:11: sinks[1].kind: unknown value 'kafka' (expected one of: jsonl, stdout, syslog)"),
+            std::string::npos)
+      << p.errors;
+  p = Parse("sinks:\n  - path: /var/log/a.jsonl\n");
+  EXPECT_NE(p.errors.find("agent.yaml:2:5: sinks[0].kind: a sink needs a kind"), std::string::npos) << p.errors;
+  p = Parse("sinks:\n  - kind: jsonl\n");
+  EXPECT_NE(p.errors.find("agent.yaml:2:5: sinks[0].path: a jsonl sink needs a path"), std::string::npos) << p.errors;
+  p = Parse("sinks:\n  - {kind: jsonl, path: /a.jsonl, fsync: sometimes}\n");
+  EXPECT_NE(p.errors.find("sinks[0].fsync: unknown value 'sometimes' (expected one of: every-event, interval, never)"),
+            std::string::npos)
+      << p.errors;
+  p = Parse("sinks:\n  - {kind: syslog, facility: local9}\n");
+  EXPECT_NE(p.errors.find("sinks[0].facility: unknown value 'local9'"), std::string::npos) << p.errors;
+  p = Parse("sinks:\n  - {kind: stdout}\n  - {kind: stdout, format: compact}\n");
+  EXPECT_NE(p.errors.find("agent.yaml:3:5: sinks[1]: stdout is already a sink"), std::string::npos) << p.errors;
+  p = Parse("sinks:\n  - {kind: jsonl, path: relative.jsonl}\n");
+  EXPECT_NE(p.errors.find("sinks[0].path: must be an absolute path"), std::string::npos) << p.errors;
+}
+
+TEST(AgentConfig, BadListenAddress) {
+  Parsed p = Parse("metrics:\n  listen: 0.0.0.0:9464\n");
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.errors.find("agent.yaml:2:11: metrics.listen: '0.0.0.0:9464' is not a loopback address"),
+            std::string::npos)
+      << p.errors;
+  EXPECT_NE(p.errors.find("metrics.allowNonLoopback: true"), std::string::npos) << p.errors;
+  EXPECT_TRUE(Parse("metrics:\n  listen: 0.0.0.0:9464\n  allowNonLoopback: true\n").ok);
+  p = Parse("metrics:\n  listen: 127.0.0.1:99999\n");
+  EXPECT_NE(p.errors.find("agent.yaml:2:11: metrics.listen: bad port '99999'"), std::string::npos) << p.errors;
+  p = Parse("metrics:\n  listen: metrics.example:9464\n");
+  EXPECT_NE(p.errors.find("metrics.listen: 'metrics.example' in 'metrics.example:9464' is not a numeric IPv4 or IPv6"),
+            std::string::npos)
+      << p.errors;
+  p = Parse("metrics:\n  listen: 9464\n");
+  EXPECT_NE(p.errors.find("metrics.listen: expected host:port"), std::string::npos) << p.errors;
+
+  ListenAddress a;
+  std::string error;
+  ASSERT_TRUE(ParseListenAddress("localhost:0", &a, &error)) << error;
+  EXPECT_TRUE(a.loopback);
+  EXPECT_EQ(a.host, "127.0.0.1");
+  ASSERT_TRUE(ParseListenAddress("[::1]:9464", &a, &error)) << error;
+  EXPECT_TRUE(a.loopback && a.v6);
+  ASSERT_TRUE(ParseListenAddress("[::]:9464", &a, &error)) << error;
+  EXPECT_FALSE(a.loopback);
+}
+
+TEST(AgentConfig, EveryErrorIsReportedNotJustTheFirst) {
+  Parsed p = Parse("bogus: 1\nrateLimit: {burst: 0}\nsinks:\n  - kind: nope\n");
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.errors.find("agent.yaml:1:1: bogus"), std::string::npos) << p.errors;
+  EXPECT_NE(p.errors.find("agent.yaml:2:20: rateLimit.burst: must be between 1"), std::string::npos) << p.errors;
+  EXPECT_NE(p.errors.find("agent.yaml:4:11: sinks[0].kind"), std::string::npos) << p.errors;
+  p = Parse("socket: [unclosed\n");
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.errors.find("agent.yaml:"), std::string::npos) << p.errors;
+}
+
+TEST(AgentControl, FramesAndDurations) {
+  cordon::v1::Request req;
+  req.mutable_tail()->set_sandbox_name("x");
+  std::string buffer = EncodeFrame(req) + EncodeFrame(req);
+  std::string half = buffer.substr(0, 3), payload;
+  EXPECT_EQ(TakeFrame(&half, &payload), 0);
+  EXPECT_EQ(TakeFrame(&buffer, &payload), 1);
+  cordon::v1::Request back;
+  ASSERT_TRUE(back.ParseFromString(payload));
+  EXPECT_EQ(back.tail().sandbox_name(), "x");
+  EXPECT_EQ(TakeFrame(&buffer, &payload), 1);
+  EXPECT_TRUE(buffer.empty());
+  std::string huge("\x7f\xff\xff\xff", 4);
+  EXPECT_EQ(TakeFrame(&huge, &payload), -1);
+
+  int64_t ns = 0;
+  ASSERT_TRUE(ParseDuration("90s", &ns));
+  EXPECT_EQ(ns, 90'000'000'000);
+  ASSERT_TRUE(ParseDuration("5m", &ns));
+  EXPECT_EQ(ns, 300'000'000'000);
+  ASSERT_TRUE(ParseDuration("1500ms", &ns));
+  EXPECT_EQ(ns, 1'500'000'000);
+  ASSERT_TRUE(ParseDuration("2", &ns));
+  EXPECT_EQ(ns, 2'000'000'000);
+  EXPECT_FALSE(ParseDuration("soon", &ns));
+  EXPECT_FALSE(ParseDuration("5 m", &ns));
+  EXPECT_FALSE(ParseDuration("", &ns));
+}
+
+TEST(AgentControl, TailFilters) {
+  cordon::v1::AuditEvent e;
+  e.set_sandbox("a");
+  e.set_sandbox_cgroup_id(7);
+  e.set_kind("net.connect");
+  TailOptions o;
+  EXPECT_TRUE(TailMatches(e, o));
+  o.kind_prefix = "file.";
+  EXPECT_FALSE(TailMatches(e, o));
+  e.set_kind("suppressed");
+  EXPECT_TRUE(TailMatches(e, o)) << "accounting records pass any kind filter";
+  o.sandbox_name = "b";
+  EXPECT_FALSE(TailMatches(e, o));
+  o.sandbox_name.clear();
+  o.sandbox_ids = {8};
+  EXPECT_FALSE(TailMatches(e, o));
+  o.sandbox_ids = {8, 7};
+  EXPECT_TRUE(TailMatches(e, o));
+}
+
+}  // namespace
+}  // namespace cordon::agent

@@ -1,0 +1,403 @@
+// Prometheus rendering and the /metrics HTTP server, without a kernel.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "agent/metrics.h"
+
+namespace cordon::agent {
+namespace {
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+bool HasLine(const std::string& text, const std::string& line) {
+  for (const std::string& l : SplitLines(text))
+    if (l == line) return true;
+  return false;
+}
+
+SandboxMetrics Sandbox(uint64_t id, const std::string& name) {
+  SandboxMetrics s;
+  s.id = id;
+  s.name = name;
+  s.level = "full";
+  for (size_t i = 0; i < s.counters.size(); ++i) s.counters[i] = 100 + i;  // slot i holds 100+i
+  s.events_delivered = 7;
+  s.events_suppressed = 3;
+  return s;
+}
+
+TEST(MetricsRender, AgentFamiliesGolden) {
+  AgentMetrics m;
+  m.events_total = 12;
+  m.events_per_second = 0.5;
+  m.sink_write_failures = 3;
+  m.sink_failures_by_sink = {{"file", 1}, {"syslog", 2}};
+  m.tailer_drops = 4;
+  m.tailers_connected = 2;
+  m.tailers_disconnected_slow = 1;
+  m.ringbuf_fill_ratio_max = 0.25;
+  m.rss_bytes = 1048576;
+  m.uptime_seconds = 3600.125;
+  EXPECT_EQ(RenderPrometheus(m),
+            "# HELP cordon_events_total Audit events the agent consumed, all sandboxes.\n"
+            "# TYPE cordon_events_total counter\n"
+            "cordon_events_total 12\n"
+            "# HELP cordon_events_per_second Recent rate of audit events, all sandboxes.\n"
+            "# TYPE cordon_events_per_second gauge\n"
+            "cordon_events_per_second 0.5\n"
+            "# HELP cordon_sink_write_failures_total Failed audit sink writes, all sinks.\n"
+            "# TYPE cordon_sink_write_failures_total counter\n"
+            "cordon_sink_write_failures_total 3\n"
+            "# HELP cordon_sink_write_failures_by_sink_total Failed audit sink writes, per sink.\n"
+            "# TYPE cordon_sink_write_failures_by_sink_total counter\n"
+            "cordon_sink_write_failures_by_sink_total{sink=\"file\"} 1\n"
+            "cordon_sink_write_failures_by_sink_total{sink=\"syslog\"} 2\n"
+            "# HELP cordon_tailer_drops_total Events not delivered to event-stream tailers that fell behind.\n"
+            "# TYPE cordon_tailer_drops_total counter\n"
+            "cordon_tailer_drops_total 4\n"
+            "# HELP cordon_tailers_connected Event-stream tailers connected.\n"
+            "# TYPE cordon_tailers_connected gauge\n"
+            "cordon_tailers_connected 2\n"
+            "# HELP cordon_tailers_disconnected_slow_total Event-stream tailers disconnected for being too slow.\n"
+            "# TYPE cordon_tailers_disconnected_slow_total counter\n"
+            "cordon_tailers_disconnected_slow_total 1\n"
+            "# HELP cordon_ringbuf_fill_ratio_max Fullest sandbox ring buffer, as a fraction of its size (0..1).\n"
+            "# TYPE cordon_ringbuf_fill_ratio_max gauge\n"
+            "cordon_ringbuf_fill_ratio_max 0.25\n"
+            "# HELP cordon_resident_memory_bytes Resident set size of the agent.\n"
+            "# TYPE cordon_resident_memory_bytes gauge\n"
+            "cordon_resident_memory_bytes 1048576\n"
+            "# HELP cordon_uptime_seconds Seconds since the agent started.\n"
+            "# TYPE cordon_uptime_seconds gauge\n"
+            "cordon_uptime_seconds 3600.125\n"
+            "# HELP cordon_sandboxes Sandboxes the agent watches.\n"
+            "# TYPE cordon_sandboxes gauge\n"
+            "cordon_sandboxes 0\n"
+            "# HELP cordon_sandbox_info A sandbox and its enforcement level (always 1).\n"
+            "# TYPE cordon_sandbox_info gauge\n"
+            "# HELP cordon_denials_total Operations denied (or, in audit mode, audited) by kind: net.connect, "
+            "net.sendmsg, net.socket (inet socket kinds), net.lsm (socket families and unix sockets, BPF LSM), file, "
+            "tamper.\n"
+            "# TYPE cordon_denials_total counter\n"
+            "# HELP cordon_net_allowed_total Network operations allowed by policy.\n"
+            "# TYPE cordon_net_allowed_total counter\n"
+            "# HELP cordon_ringbuf_lost_events_total Events lost because the sandbox's ring buffer was full.\n"
+            "# TYPE cordon_ringbuf_lost_events_total counter\n"
+            "# HELP cordon_events_delivered_total Audit events of the sandbox delivered to the sinks.\n"
+            "# TYPE cordon_events_delivered_total counter\n"
+            "# HELP cordon_events_suppressed_total Audit events of the sandbox suppressed by rate limiting.\n"
+            "# TYPE cordon_events_suppressed_total counter\n");
+}
+
+TEST(MetricsRender, SandboxCounterSlots) {
+  AgentMetrics m;
+  m.sandboxes.push_back(Sandbox(42, "web"));
+  std::string text = RenderPrometheus(m);
+  const std::string l = "{sandbox=\"web\",cgroup_id=\"42\"";
+  struct {
+    const char* kind;
+    int denied, audited;
+  } want[] = {{"net.connect", CORDON_CNT_DENIED_CONNECT, CORDON_CNT_AUDITED_CONNECT},
+              {"net.sendmsg", CORDON_CNT_DENIED_SENDMSG, CORDON_CNT_AUDITED_SENDMSG},
+              {"net.socket", CORDON_CNT_DENIED_SOCKET, CORDON_CNT_AUDITED_SOCKET},
+              {"net.lsm", CORDON_CNT_DENIED_LSM_NET, CORDON_CNT_AUDITED_LSM_NET},
+              {"file", CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE},
+              {"tamper", CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER}};
+  for (const auto& w : want) {
+    EXPECT_TRUE(HasLine(text, "cordon_denials_total" + l + ",kind=\"" + w.kind + "\",verdict=\"denied\"} " +
+                                  std::to_string(100 + w.denied)))
+        << w.kind << "\n" << text;
+    EXPECT_TRUE(HasLine(text, "cordon_denials_total" + l + ",kind=\"" + w.kind + "\",verdict=\"audited\"} " +
+                                  std::to_string(100 + w.audited)))
+        << w.kind;
+  }
+  EXPECT_TRUE(HasLine(text, "cordon_net_allowed_total" + l + ",kind=\"net.connect\"} " +
+                                std::to_string(100 + CORDON_CNT_ALLOWED_CONNECT)));
+  EXPECT_TRUE(HasLine(text, "cordon_net_allowed_total" + l + ",kind=\"net.sendmsg\"} " +
+                                std::to_string(100 + CORDON_CNT_ALLOWED_SENDMSG)));
+  EXPECT_TRUE(HasLine(text, "cordon_ringbuf_lost_events_total" + l + "} " +
+                                std::to_string(100 + CORDON_CNT_EVENTS_DROPPED)));
+  EXPECT_TRUE(HasLine(text, "cordon_sandbox_info" + l + ",level=\"full\"} 1"));
+  EXPECT_TRUE(HasLine(text, "cordon_events_delivered_total" + l + "} 7"));
+  EXPECT_TRUE(HasLine(text, "cordon_events_suppressed_total" + l + "} 3"));
+  EXPECT_TRUE(HasLine(text, "cordon_sandboxes 1"));
+  size_t denials = 0;
+  for (const std::string& line : SplitLines(text)) denials += line.rfind("cordon_denials_total{", 0) == 0;
+  EXPECT_EQ(denials, 12u);
+
+  // The agent's loss-record count shows when it is ahead of the kernel slot.
+  m.sandboxes[0].ringbuf_lost = 1000;
+  EXPECT_TRUE(HasLine(RenderPrometheus(m), "cordon_ringbuf_lost_events_total" + l + "} 1000"));
+}
+
+TEST(MetricsRender, EscapesLabelValues) {
+  EXPECT_EQ(EscapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  AgentMetrics m;
+  m.sandboxes.push_back(Sandbox(7, "a\"b\\c\nd"));
+  m.sink_failures_by_sink = {{"file:/var/log/\"x\"", 1}};
+  std::string text = RenderPrometheus(m);
+  EXPECT_TRUE(HasLine(text, "cordon_events_delivered_total{sandbox=\"a\\\"b\\\\c\\nd\",cgroup_id=\"7\"} 7")) << text;
+  EXPECT_TRUE(HasLine(text, "cordon_sink_write_failures_by_sink_total{sink=\"file:/var/log/\\\"x\\\"\"} 1"));
+}
+
+// Families are contiguous, each introduced by HELP then TYPE, counters end in
+// _total, names are cordon_*, and label sets within a family are unique.
+TEST(MetricsRender, ExpositionStructure) {
+  AgentMetrics m;
+  m.sandboxes.push_back(Sandbox(1, "one"));
+  m.sandboxes.push_back(Sandbox(2, "two"));
+  m.sink_failures_by_sink = {{"file", 1}};
+  m.events_per_second = std::numeric_limits<double>::quiet_NaN();
+  m.uptime_seconds = std::numeric_limits<double>::infinity();
+  std::string text = RenderPrometheus(m);
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  std::set<std::string> seen_families, seen_samples;
+  std::string family, type;
+  for (const std::string& line : SplitLines(text)) {
+    if (line.rfind("# HELP ", 0) == 0) {
+      std::string name = line.substr(7, line.find(' ', 7) - 7);
+      EXPECT_TRUE(seen_families.insert(name).second) << "family twice: " << name;
+      EXPECT_EQ(name.rfind("cordon_", 0), 0u) << name;
+      family = name;
+      type.clear();
+      continue;
+    }
+    if (line.rfind("# TYPE ", 0) == 0) {
+      EXPECT_EQ(line.substr(7, family.size() + 1), family + " ") << line;
+      type = line.substr(7 + family.size() + 1);
+      EXPECT_TRUE(type == "counter" || type == "gauge") << line;
+      if (type == "counter") {
+        EXPECT_TRUE(family.ends_with("_total")) << family;
+      }
+      continue;
+    }
+    ASSERT_FALSE(type.empty()) << "sample before HELP/TYPE: " << line;
+    std::string name = line.substr(0, line.find_first_of("{ "));
+    EXPECT_EQ(name, family) << line;
+    std::string series = line.substr(0, line.rfind(' '));
+    EXPECT_TRUE(seen_samples.insert(series).second) << "duplicate series: " << series;
+  }
+  EXPECT_TRUE(HasLine(text, "cordon_events_per_second NaN"));
+  EXPECT_TRUE(HasLine(text, "cordon_uptime_seconds +Inf"));
+}
+
+// ---- server -----------------------------------------------------------------
+
+// Drives Service() like the agent's loop: on readability of fd() and every 50 ms.
+class ServeLoop {
+ public:
+  ServeLoop(MetricsServer& server, std::function<std::string()> render)
+      : thread_([this, &server, render] {
+          while (!stop_) {
+            pollfd p = {server.fd(), POLLIN, 0};
+            ::poll(&p, 1, 50);
+            server.Service(render);
+            connections_ = server.connections();
+          }
+        }) {}
+  ~ServeLoop() {
+    stop_ = true;
+    thread_.join();
+  }
+  size_t connections() const { return connections_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> connections_{0};
+  std::thread thread_;
+};
+
+int Connect(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  timeval tv = {10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// Everything the server sends until it closes; "" on timeout.
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n == 0) return out;
+    if (n < 0) return errno == ECONNRESET ? out : "";
+    out.append(buf, n);
+  }
+}
+
+std::string Request(uint16_t port, const std::string& request) {
+  int fd = Connect(port);
+  EXPECT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  std::string response = ReadAll(fd);
+  ::close(fd);
+  return response;
+}
+
+std::string Body(const std::string& response) {
+  size_t end = response.find("\r\n\r\n");
+  return end == std::string::npos ? "" : response.substr(end + 4);
+}
+
+TEST(MetricsServer, ServesMetricsAnd404) {
+  auto server = MetricsServer::Listen("127.0.0.1:0", false);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  ASSERT_NE((*server)->port(), 0);
+  AgentMetrics m;
+  m.events_total = 5;
+  m.sandboxes.push_back(Sandbox(42, "web"));
+  const std::string body = RenderPrometheus(m);
+  ServeLoop loop(**server, [&] { return body; });
+
+  std::string r = Request((*server)->port(), "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  EXPECT_NE(r.find("\r\nContent-Type: text/plain; version=0.0.4"), std::string::npos) << r;
+  EXPECT_NE(r.find("\r\nContent-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos) << r;
+  EXPECT_EQ(Body(r), body);
+
+  r = Request((*server)->port(), "GET /metrics?name[]=x HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+
+  r = Request((*server)->port(), "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u) << r;
+  r = Request((*server)->port(), "GET /metricsx HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u) << r;
+
+  r = Request((*server)->port(), "HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  EXPECT_EQ(Body(r), "");
+  r = Request((*server)->port(), "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 405 ", 0), 0u) << r;
+  r = Request((*server)->port(), "garbage\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 400 ", 0), 0u) << r;
+}
+
+TEST(MetricsServer, RefusesNonLoopbackWithoutTheFlag) {
+  auto refused = MetricsServer::Listen("0.0.0.0:0", false);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().ToString().find("0.0.0.0:0"), std::string::npos) << refused.error().ToString();
+  EXPECT_NE(refused.error().ToString().find("loopback"), std::string::npos) << refused.error().ToString();
+  EXPECT_FALSE(MetricsServer::Listen("[::]:0", false).ok());
+  EXPECT_FALSE(MetricsServer::Listen("[::ffff:10.0.0.1]:0", false).ok());
+  auto allowed = MetricsServer::Listen("0.0.0.0:0", true);
+  EXPECT_TRUE(allowed.ok()) << allowed.error().ToString();
+  EXPECT_TRUE(MetricsServer::Listen("localhost:0", false).ok());
+  EXPECT_TRUE(MetricsServer::Listen("127.0.0.2:0", false).ok());
+}
+
+TEST(MetricsServer, ParsesListenAddresses) {
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:80x", "::1:80",
+                          "[::1]80", "example.com:80", "[127.0.0.1]:80", ""}) {
+    auto r = MetricsServer::Listen(bad, true);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.error().ToString().find("metrics listen address"), std::string::npos);
+    }
+  }
+  auto v6 = MetricsServer::Listen("[::1]:0", false);
+  if (!v6.ok() && v6.error().err == EADDRNOTAVAIL) GTEST_SKIP() << "no IPv6 loopback";
+  ASSERT_TRUE(v6.ok()) << v6.error().ToString();
+  EXPECT_NE((*v6)->port(), 0);
+}
+
+TEST(MetricsServer, SilentClientDoesNotBlockOthersAndIsClosed) {
+  auto server = MetricsServer::Listen("127.0.0.1:0", false);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  ServeLoop loop(**server, [] { return std::string("cordon_up 1\n"); });
+  int silent = Connect((*server)->port());
+  int partial = Connect((*server)->port());
+  ASSERT_EQ(::send(partial, "GET /metr", 9, MSG_NOSIGNAL), 9);
+
+  auto start = std::chrono::steady_clock::now();
+  std::string r = Request((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(Body(r), "cordon_up 1\n") << r;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+
+  // Both are closed after the timeout (5 s): EOF, nothing sent.
+  EXPECT_EQ(ReadAll(silent), "");
+  EXPECT_EQ(ReadAll(partial), "");
+  auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(4500));
+  EXPECT_LT(waited, std::chrono::seconds(8));
+  ::close(silent);
+  ::close(partial);
+}
+
+TEST(MetricsServer, OversizedRequestIsClosed) {
+  auto server = MetricsServer::Listen("127.0.0.1:0", false);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  ServeLoop loop(**server, [] { return std::string("x\n"); });
+  std::string request = "GET /metrics HTTP/1.1\r\nX-Junk: " + std::string(9000, 'a') + "\r\n\r\n";
+  int fd = Connect((*server)->port());
+  (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  auto start = std::chrono::steady_clock::now();
+  char buf[256];
+  ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  EXPECT_LE(n, 0);  // EOF or reset, no response
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  ::close(fd);
+}
+
+TEST(MetricsServer, LargeResponseToASlowReader) {
+  auto server = MetricsServer::Listen("127.0.0.1:0", false);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  std::string body;
+  for (int i = 0; body.size() < (16 << 20); ++i) body += "cordon_x{i=\"" + std::to_string(i) + "\"} 1\n";
+  ServeLoop loop(**server, [&] { return body; });
+  int fd = Connect((*server)->port());
+  const std::string req = "GET /metrics HTTP/1.1\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(loop.connections(), 1u) << "the response should still be pending (EAGAIN)";
+  // Another client is served while the big response is still pending.
+  std::string r = Request((*server)->port(), "GET /nothing HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 404 ", 0), 0u);
+  EXPECT_EQ(Body(ReadAll(fd)), body);
+  ::close(fd);
+}
+
+TEST(MetricsServer, AtMost16Connections) {
+  auto server = MetricsServer::Listen("127.0.0.1:0", false);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  ServeLoop loop(**server, [] { return std::string("x\n"); });
+  std::vector<int> idle;
+  for (size_t i = 0; i < MetricsServer::kMaxConnections; ++i) idle.push_back(Connect((*server)->port()));
+  for (int i = 0; i < 100 && loop.connections() < MetricsServer::kMaxConnections; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(loop.connections(), MetricsServer::kMaxConnections);
+  std::string r = Request((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 503 ", 0), 0u) << r;
+  ::close(idle.back());
+  idle.pop_back();
+  for (int i = 0; i < 100 && loop.connections() >= MetricsServer::kMaxConnections; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  r = Request((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(Body(r), "x\n") << r;
+  for (int fd : idle) ::close(fd);
+}
+
+}  // namespace
+}  // namespace cordon::agent

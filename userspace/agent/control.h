@@ -1,0 +1,93 @@
+// The agent's control socket, client side and framing (userspace/proto/
+// control.proto): every message is a 4-byte big-endian length followed by the
+// serialized message. The CLI uses AgentClient to reach a running agent;
+// without one (no socket, or nobody listening) it works directly on the
+// pinned state.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control.pb.h"
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace cordon::agent {
+
+constexpr uint32_t kMaxFrameBytes = 32u << 20;
+
+// length prefix + message
+std::string EncodeFrame(const google::protobuf::MessageLite& message);
+
+// Takes one whole frame off the front of `buffer` into *payload: 1 if one was
+// there, 0 if more bytes are needed, -1 if the announced length is too large.
+int TakeFrame(std::string* buffer, std::string* payload);
+
+// Where the CLI looks for the agent: $CORDON_AGENT_SOCKET, else the socket
+// named in /etc/cordon/agent.yaml (if it parses), else /run/cordon/agent.sock.
+std::string AgentSocketPath();
+
+class AgentClient {
+ public:
+  // Connects to the agent's socket. An error with err ENOENT or ECONNREFUSED
+  // means no agent is running there (see NoAgent()).
+  static Result<AgentClient> Connect(const std::string& socket_path);
+
+  Status Send(const cordon::v1::Request& request);
+  // One whole frame, waiting up to timeout_ms (-1: forever). File descriptors
+  // passed with it (SCM_RIGHTS) are appended to received_fds(). EOF is an
+  // error with err 0 and message "the agent closed the connection".
+  Result<std::string> ReadFrame(int timeout_ms);
+  // Send + one Response (on a connection that is not a tail).
+  Result<cordon::v1::Response> Call(const cordon::v1::Request& request, int timeout_ms = 30000);
+
+  int fd() const { return fd_.get(); }
+  const std::string& path() const { return path_; }
+  std::deque<UniqueFd>& received_fds() { return fds_; }
+  // Bytes already received but not yet returned as frames.
+  bool Buffered() const;
+
+ private:
+  AgentClient(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  UniqueFd fd_;
+  std::string path_;
+  std::string in_;
+  std::deque<UniqueFd> fds_;
+};
+
+bool NoAgent(const Error& error);
+
+// Connects to the agent the CLI should use. Returns false with *client unset
+// when none is running; prints "cordon: ..." and returns false with *failed
+// set when one seems to be there but cannot be reached (e.g. permission).
+bool ReachAgent(std::optional<AgentClient>* client, bool* failed);
+
+// `cordon tail` through the agent.
+struct TailOptions {
+  bool follow = false;
+  std::vector<uint64_t> sandbox_ids;
+  std::string sandbox_name;
+  std::string kind_prefix;
+  int64_t since_unix_ns = 0;
+  bool json = true;
+};
+int TailThroughAgent(AgentClient& client, const TailOptions& options);
+
+// Replays audit-file lines (JSONL) matching the options to stdout; stops at
+// end_offset (0: the whole file). Returns false if stdout failed.
+bool ReplayAuditFile(int fd, uint64_t end_offset, const TailOptions& options);
+// Whether an event passes the tail filters (loss and suppressed records pass
+// any kind filter).
+bool TailMatches(const cordon::v1::AuditEvent& event, const TailOptions& options);
+
+// Parses "90s", "5m", "2h", "1d", "1500ms" (a bare number is seconds).
+bool ParseDuration(const std::string& text, int64_t* ns);
+
+// Renders the agent part of `cordon status`.
+std::string AgentStatusText(const cordon::v1::StatusReply& status);
+std::string AgentStatusJson(const cordon::v1::StatusReply& status);
+
+}  // namespace cordon::agent

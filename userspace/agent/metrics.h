@@ -1,0 +1,109 @@
+// Prometheus metrics of the agent: the text exposition format (0.0.4) and a
+// minimal, non-blocking HTTP server answering GET /metrics.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "abi/cordon_common.h"
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace cordon::agent {
+
+struct SandboxMetrics {
+  uint64_t id = 0;    // cgroup id of the sandbox root
+  std::string name;
+  std::string level;  // enforcement level string
+  std::array<uint64_t, CORDON_CNT_MAX> counters{};  // enum cordon_counter slots, summed over CPUs
+  uint64_t events_delivered = 0;
+  uint64_t events_suppressed = 0;  // rate-limited
+  // Events lost as the agent learned from loss records. Counts the same
+  // events as counters[CORDON_CNT_EVENTS_DROPPED]; the larger of the two is
+  // rendered as cordon_ringbuf_lost_events_total.
+  uint64_t ringbuf_lost = 0;
+};
+
+struct AgentMetrics {
+  uint64_t events_total = 0;
+  double events_per_second = 0;
+  uint64_t sink_write_failures = 0;  // summed over sinks
+  std::map<std::string, uint64_t> sink_failures_by_sink;
+  uint64_t tailer_drops = 0;
+  uint64_t tailers_connected = 0;
+  uint64_t tailers_disconnected_slow = 0;
+  double ringbuf_fill_ratio_max = 0;  // 0..1
+  uint64_t rss_bytes = 0;
+  double uptime_seconds = 0;
+  std::vector<SandboxMetrics> sandboxes;
+};
+
+// Text exposition format 0.0.4. Every family has HELP and TYPE lines, even
+// without samples; per-sandbox families are labelled sandbox="name",
+// cgroup_id="id". Counter slots map to:
+//   cordon_denials_total{kind, verdict="denied"|"audited"}, kind: net.connect,
+//     net.sendmsg, net.socket (inet socket kinds, cgroup hook), net.lsm (socket
+//     families and unix sockets, BPF LSM), file, tamper;
+//   cordon_net_allowed_total{kind="net.connect"|"net.sendmsg"};
+//   cordon_ringbuf_lost_events_total (the events-dropped slot).
+std::string RenderPrometheus(const AgentMetrics& metrics);
+
+// Escapes a label value: backslash, double quote and newline.
+std::string EscapeLabelValue(const std::string& value);
+
+// A scrape endpoint. Single-threaded and never blocks: the listening socket
+// and every connection are nonblocking, each connection has its own buffers.
+//
+// Driving it: call Service() when fd() is readable (epoll, level-triggered)
+// AND on a periodic tick of at most 100 ms. Connection sockets are not
+// exposed; the tick is what reads requests that arrive after the accept,
+// continues responses larger than the socket buffer and closes stale
+// connections, so a scrape takes at most about one tick longer than it must.
+//
+// Connections: at most kMaxConnections (the next ones get a 503 and are
+// closed); a request must arrive whole, within kMaxRequest bytes, within
+// kTimeout of the accept; a response that makes no progress for kTimeout is
+// abandoned. GET (or HEAD) /metrics -> 200 with render(); other paths -> 404;
+// other methods -> 405. One request per connection (Connection: close).
+class MetricsServer {
+ public:
+  static constexpr size_t kMaxConnections = 16;
+  static constexpr size_t kMaxRequest = 8192;
+  static constexpr std::chrono::seconds kTimeout{5};
+
+  // listen_address: "127.0.0.1:9464", "[::1]:9464" or "localhost:9464"
+  // (numeric addresses otherwise); port 0 = ephemeral. A non-loopback
+  // address is refused unless allow_non_loopback.
+  static Result<std::unique_ptr<MetricsServer>> Listen(const std::string& listen_address, bool allow_non_loopback);
+
+  int fd() const { return listen_fd_.get(); }  // listening socket, nonblocking
+  uint16_t port() const { return port_; }
+  size_t connections() const { return conns_.size(); }
+
+  void Service(const std::function<std::string()>& render);
+
+ private:
+  struct Connection {
+    UniqueFd fd;
+    std::string in;
+    std::string out;
+    size_t sent = 0;
+    bool responding = false;
+    std::chrono::steady_clock::time_point deadline;  // of the request, then of write progress
+  };
+  MetricsServer(UniqueFd fd, uint16_t port) : listen_fd_(std::move(fd)), port_(port) {}
+  // false: done with the connection, close it.
+  bool Step(Connection& conn, const std::function<std::string()>& render, std::chrono::steady_clock::time_point now);
+
+  UniqueFd listen_fd_;
+  uint16_t port_;
+  std::vector<Connection> conns_;
+};
+
+}  // namespace cordon::agent

@@ -1,0 +1,96 @@
+// Retroactive attach: what a policy does to what already exists when it is
+// attached to a cgroup with live processes.
+//
+// The cgroup hooks judge connect() and sendmsg() from the moment of attach;
+// connections opened before it never pass them. ApplyRetroactively finds the
+// TCP, UDP and UDP-Lite sockets (IPv4 and IPv6) held by the processes of the
+// cgroup subtree, judges each connected one's destination with the same
+// two-step LPM lookup the BPF programs make (bpf/lib/egress_match.bpf.h), and
+// destroys the ones the policy denies with sock_diag SOCK_DESTROY (the owner
+// sees ECONNABORTED; a TCP peer gets a reset). In audit mode nothing is
+// destroyed. Regular files the processes hold open are listed: they cannot be
+// revoked, but the operator learns what predates the policy.
+//
+// Not judged (mirroring what the hooks judge after attach): listening and
+// unconnected sockets, and inbound TCP connections (accepted ones: their local
+// address and port are those of a listening socket in the same network
+// namespace), since accept() passes no egress hook.
+//
+// The core is a library function returning events; callers (cordon attach, the
+// agent) decide where they go.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "event.pb.h"
+#include "events/decoder.h"
+#include "loader/cgroup.h"
+#include "policy/compiler.h"
+#include "util/result.h"
+
+namespace cordon {
+
+// The decision of bpf/lib/egress_match.bpf.h for one destination.
+struct EgressDecision {
+  bool allowed = false;
+  uint32_t rule = 0;    // allowed: the deciding rule; denied: the rule whose prefix matched the address (0: none)
+  uint8_t reason = 0;   // denied: CORDON_REASON_NO_RULE or CORDON_REASON_PORT
+};
+
+// The egress matcher of the BPF programs over a compiled policy's map image:
+// longest-prefix match of the 16-byte address (IPv4 as ::ffff:a.b.c.d) in
+// addr_entries, then of (port set, protocol, port) in port_entries. `protocol`
+// is the socket's IPPROTO_*: MPTCP is judged as tcp and UDP-Lite as udp, as
+// cordon_rule_proto does; every other protocol is denied. Built once, each
+// decision costs at most 129 + 57 hash lookups.
+class EgressMatcher {
+ public:
+  explicit EgressMatcher(const policy::CompiledPolicy& policy);
+  ~EgressMatcher();
+  EgressMatcher(const EgressMatcher&) = delete;
+  EgressMatcher& operator=(const EgressMatcher&) = delete;
+
+  EgressDecision Decide(const std::array<uint8_t, 16>& addr, uint16_t port, uint32_t protocol) const;
+
+ private:
+  struct Tables;
+  std::unique_ptr<Tables> tables_;
+};
+
+struct RetroOptions {
+  size_t max_files_per_event = 1000;  // file.preexisting: paths listed per event; the rest are counted in reason
+};
+
+struct RetroReport {
+  // net.preexisting events (one per destroyed, audited or undestroyable
+  // connection), then file.preexisting events (one per process holding
+  // regular files open), in the canonical AuditEvent form of the audit file.
+  std::vector<cordon::v1::AuditEvent> events;
+  size_t processes = 0;           // processes scanned
+  size_t connections = 0;         // connected inet sockets judged
+  size_t allowed = 0;             // ... kept: the policy allows them (no event)
+  size_t inbound = 0;             // accepted TCP connections, not judged (no event)
+  size_t destroyed = 0;
+  size_t audited = 0;             // denied, kept because the policy is in audit mode
+  size_t destroy_failed = 0;      // denied, SOCK_DESTROY failed (event verdict "destroy-failed")
+  size_t processes_with_files = 0;
+};
+
+// Scans the processes of `cgroup` and every cgroup below it and applies
+// `policy` to their pre-existing connections (see above). `sandbox` names the
+// sandbox in events (id, name, policy, cgroup path). A process that exits
+// during the scan is skipped silently, so is a socket that closes before it
+// can be destroyed. Errors (listing the cgroup, a sock_diag dump failing)
+// name the step; connections destroyed before the error stay destroyed.
+Result<RetroReport> ApplyRetroactively(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
+                                       const SandboxContext& sandbox, const RetroOptions& options = {});
+
+// One line for the operator: what the retroactive check found and did.
+std::string RetroSummaryLine(const RetroReport& report);
+
+}  // namespace cordon
