@@ -7,6 +7,7 @@
 #include <linux/magic.h>
 #include <linux/sockios.h>
 #include <signal.h>
+#include <dirent.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
@@ -59,6 +60,9 @@ constexpr int64_t kSuppressedEveryNs = 1000000000;  // at most one record a seco
 constexpr int64_t kSuppressionEndNs = 500000000;    // no suppression for this long: it has ended
 constexpr int64_t kCloseDeadlineNs = 5000000000;    // a closing client gets this long to take its last frame
 constexpr int64_t kSinkErrorLogEveryNs = 10000000000;
+constexpr size_t kSinkBatchBytes = 1 << 20;
+constexpr int64_t kUnmapIdleNs = 2000000000;  // a ring buffer with nothing for this long is unmapped
+constexpr size_t kClientFlushFrames = 64;  // queued tail frames that are sent at once, not at the batch's end
 
 int64_t MonoNs() {
   struct timespec ts;
@@ -137,42 +141,6 @@ std::string Level(uint32_t flags) {
   info.detect_kill = flags & CORDON_INFO_F_DETECT_KILL;
   return info.Level();
 }
-
-// Read-only view of a ring buffer's positions, for its fill level.
-class RingView {
- public:
-  RingView() = default;
-  ~RingView() {
-    if (cons_) ::munmap(cons_, page_);
-    if (prod_) ::munmap(prod_, page_);
-  }
-  RingView(const RingView&) = delete;
-  RingView& operator=(const RingView&) = delete;
-  void Map(int events_fd) {
-    struct bpf_map_info info = {};
-    uint32_t len = sizeof info;
-    if (bpf_obj_get_info_by_fd(events_fd, &info, &len)) return;
-    page_ = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    size_ = info.max_entries;
-    void* c = ::mmap(nullptr, page_, PROT_READ, MAP_SHARED, events_fd, 0);
-    void* p = ::mmap(nullptr, page_, PROT_READ, MAP_SHARED, events_fd, static_cast<off_t>(page_));
-    if (c != MAP_FAILED) cons_ = c;
-    if (p != MAP_FAILED) prod_ = p;
-  }
-  uint64_t Pending() const {
-    if (!cons_ || !prod_) return 0;
-    uint64_t cons = __atomic_load_n(static_cast<const uint64_t*>(cons_), __ATOMIC_ACQUIRE);
-    uint64_t prod = __atomic_load_n(static_cast<const uint64_t*>(prod_), __ATOMIC_ACQUIRE);
-    return prod > cons ? prod - cons : 0;
-  }
-  double Fill() const { return size_ ? static_cast<double>(Pending()) / size_ : 0; }
-
- private:
-  void* cons_ = nullptr;
-  void* prod_ = nullptr;
-  size_t page_ = 0;
-  uint32_t size_ = 0;
-};
 
 // ---- rate limiting ------------------------------------------------------------
 
@@ -267,10 +235,11 @@ struct Sandbox {
   uint64_t id = 0;
   SandboxContext ctx;
   uint32_t info_map_id = 0;
+  UniqueFd info_fd;   // the info map, held: a rescan reads it without reopening the pin
+  ino_t dir_ino = 0;  // the pin directory's inode: another one means the sandbox was re-created
   uint32_t generation = 0;
   uint32_t flags = 0;
   std::unique_ptr<EventReader> reader;
-  RingView ring;
   bool more = false;  // the last drain spent its budget
   uint64_t delivered = 0;
   uint64_t suppressed = 0;
@@ -300,6 +269,7 @@ struct Client {
   size_t out_off = 0;
   size_t event_frames = 0;
   bool want_out = false;
+  size_t unflushed = 0;          // frames queued since the last Flush()
   bool tail = false;
   TailOptions filter;
   uint64_t sent = 0;
@@ -313,6 +283,11 @@ struct Client {
 struct SinkSlot {
   SinkConfig config;
   std::unique_ptr<AuditSink> sink;  // null: not open (syslog without a daemon yet)
+  // Sinks that take audit-file lines get them batched: written out at the
+  // end of each ring-buffer batch (FlushSinks), before its records are
+  // committed, and whenever kSinkBatchBytes have gathered.
+  std::string batch;
+  size_t batch_count = 0;
   uint64_t written = 0;
   uint64_t failed = 0;
   std::string last_error;
@@ -342,7 +317,9 @@ class Agent {
   Status Adopt(uint64_t id, const PinnedInfo& pinned);
   Status AdoptNow(uint64_t id);
   uint64_t Finish(uint64_t id);  // final drain; stops reading; returns records drained
-  void DrainSandbox(Sandbox& sb, int budget);
+  void DrainSandbox(Sandbox& sb, int budget);  // one batch, written out and committed
+  void DrainAll(Sandbox& sb);
+  void Commit(Sandbox& sb);
   // After a policy replacement: what waits is decoded under the old names,
   // then the new ones apply.
   void Refresh(Sandbox& sb, const PinnedInfo& pinned);
@@ -354,6 +331,10 @@ class Agent {
   // delivery
   void Deliver(const v1::AuditEvent& event);
   void WriteSinks(const v1::AuditEvent& event);
+  void FlushSinks();    // writes the batched lines out
+  void FlushSink(SinkSlot& slot);
+  void SinkFailed(SinkSlot& slot, uint64_t events, const Error& error);
+  void FlushClients();  // sends what was queued for tailers
   void RetrySinks(int64_t now);
 
   // clients
@@ -586,6 +567,20 @@ Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
   sb->generation = pinned.info.generation;
   sb->flags = pinned.info.flags;
   sb->bucket.Configure(static_cast<double>(config_.rate_per_second), static_cast<double>(config_.rate_burst));
+  {
+    // The directory first: if it is replaced after this, its inode differs.
+    const std::string dir = SandboxPinDir(pin_root_, id);
+    struct stat st;
+    if (::stat(dir.c_str(), &st) == 0) {
+      UniqueFd info_fd(bpf_obj_get((dir + "/info").c_str()));
+      struct bpf_map_info minfo = {};
+      uint32_t len = sizeof minfo;
+      if (info_fd.valid() && bpf_obj_get_info_by_fd(info_fd.get(), &minfo, &len) == 0 && minfo.id == pinned.map_id) {
+        sb->info_fd = std::move(info_fd);
+        sb->dir_ino = st.st_ino;
+      }
+    }
+  }
   if (uint64_t* slot = pending_.Claim(id)) sb->pending = slot;
   if (*sb->pending) {
     // Counted by an agent that died before writing them: written out now.
@@ -594,21 +589,19 @@ Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
     sb->suppressing = true;
     sb->last_suppressed_ns = sb->last_record_ns = MonoNs() - kSuppressedEveryNs;
   }
-  sb->ring.Map(events->get());
   sb->reader = std::make_unique<EventReader>(cgroup_mount_, [this, raw](const v1::AuditEvent& e) { OnEvent(*raw, e); });
   sb->reader->SetAdmit([this, raw] { return Admit(*raw); });
+  sb->reader->SetDeferCommit(true);
   CORDON_TRY(sb->reader->Add(sb->ctx, std::move(*events), std::move(*counters)));
   Watch(sb->reader->epoll_fd(), Key(kSandbox, id));
   sandboxes_[id] = std::move(sb);
   problems_.erase(id);
   // What waited while nobody read, then what could not wait.
   uint64_t before = raw->reader->consumed();
-  for (;;) {
-    auto n = raw->reader->Drain(kDrainBudget);
-    if (!n || *n < kDrainBudget) break;
-  }
+  DrainAll(*raw);
   raw->backlog = raw->reader->consumed() - before;
   raw->reader->CheckLosses();
+  Commit(*raw);
   return {};
 }
 
@@ -626,12 +619,10 @@ uint64_t Agent::Finish(uint64_t id) {
   if (it == sandboxes_.end()) return 0;
   Sandbox& sb = *it->second;
   uint64_t before = sb.reader->consumed();
-  for (;;) {
-    auto n = sb.reader->Drain(kDrainBudget);
-    if (!n || *n < kDrainBudget) break;
-  }
+  DrainAll(sb);
   sb.reader->CheckLosses();
   if (sb.suppressing) EmitSuppressed(sb, true, MonoNs());
+  Commit(sb);
   uint64_t drained = sb.reader->consumed() - before;
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, sb.reader->epoll_fd(), nullptr);
   pending_.Release(id);
@@ -640,17 +631,41 @@ uint64_t Agent::Finish(uint64_t id) {
 }
 
 void Agent::Rescan() {
-  auto names = ListDir(pin_root_);
-  if (!names) return;
+  // The listing with each directory's inode (readdir has it): an adopted
+  // sandbox whose directory is the same one is read through the info map fd
+  // we hold, one system call, without reopening its pins.
+  std::vector<std::pair<std::string, ino_t>> entries;
+  {
+    DIR* d = ::opendir(pin_root_.c_str());
+    if (!d) return;
+    while (struct dirent* ent = ::readdir(d)) entries.emplace_back(ent->d_name, ent->d_ino);
+    ::closedir(d);
+  }
   std::set<uint64_t> present;
-  for (const auto& name : *names) {
-    if (!IsNumber(name)) continue;  // staging-*
+  for (const auto& [name, dir_ino] : entries) {
+    if (!IsNumber(name)) continue;  // staging-*, ".", ".."
     uint64_t id = std::strtoull(name.c_str(), nullptr, 10);
     present.insert(id);
     if (released_.count(id)) continue;
+    auto it = sandboxes_.find(id);
+    if (it != sandboxes_.end() && it->second->info_fd.valid()) {
+      Sandbox& sb = *it->second;
+      if (dir_ino == sb.dir_ino) {
+        PinnedInfo same;
+        same.map_id = sb.info_map_id;
+        uint32_t zero = 0;
+        if (bpf_map_lookup_elem(sb.info_fd.get(), &zero, &same.info) == 0 &&
+            same.info.layout_version == CORDON_LAYOUT_VERSION) {
+          same.info.name[sizeof same.info.name - 1] = '\0';
+          same.info.policy[sizeof same.info.policy - 1] = '\0';
+          same.info.cgroup_path[sizeof same.info.cgroup_path - 1] = '\0';
+          Refresh(sb, same);
+          continue;
+        }
+      }
+    }
     bool foreign = false;
     auto pinned = ReadPinnedInfo(SandboxPinDir(pin_root_, id), &foreign);
-    auto it = sandboxes_.find(id);
     if (!pinned) {
       // Half-published or being removed: look again next time; foreign
       // state is never read.
@@ -695,10 +710,7 @@ void Agent::Refresh(Sandbox& sb, const PinnedInfo& pinned) {
   if (sb.generation == pinned.info.generation && sb.ctx.name == pinned.info.name &&
       sb.ctx.policy == pinned.info.policy)
     return;
-  for (;;) {
-    auto n = sb.reader->Drain(kDrainBudget);
-    if (!n || *n < kDrainBudget) break;
-  }
+  DrainAll(sb);
   sb.ctx.name = pinned.info.name;
   sb.ctx.policy = pinned.info.policy;
   sb.generation = pinned.info.generation;
@@ -708,6 +720,21 @@ void Agent::Refresh(Sandbox& sb, const PinnedInfo& pinned) {
 void Agent::DrainSandbox(Sandbox& sb, int budget) {
   auto n = sb.reader->Drain(budget);
   sb.more = n && *n >= budget;
+  Commit(sb);
+}
+
+void Agent::DrainAll(Sandbox& sb) {
+  do DrainSandbox(sb, kDrainBudget);
+  while (sb.more);
+}
+
+void Agent::Commit(Sandbox& sb) {
+  // What was consumed is in the sinks (or counted as failed there) before
+  // the ring buffer may reuse its space: a kill -9 before this point makes
+  // the next agent read those records again, never lose them.
+  FlushSinks();
+  FlushClients();
+  sb.reader->Commit();
 }
 
 bool Agent::Admit(Sandbox& sb) {
@@ -764,8 +791,14 @@ void Agent::Tick() {
   const bool rescan = ticks_ % kRescanEveryTicks == 0;
   for (auto& [id, sb] : sandboxes_) {
     // A safety net for a missed wakeup; normally the ring's epoll fd fires.
-    if (!sb->more) DrainSandbox(*sb, kDrainBudget);
-    if (rescan) sb->reader->CheckLosses();
+    if (!sb->more && sb->reader->AnyMapped()) DrainSandbox(*sb, kDrainBudget);
+    // Drops happen only while a ring is full, so while it is mapped (it is
+    // for 2 s after its last record): idle ones are checked every 2 s.
+    if (rescan && (sb->reader->AnyMapped() || ticks_ % (10 * kRescanEveryTicks) == 0)) {
+      sb->reader->CheckLosses();
+      Commit(*sb);
+      sb->reader->UnmapIdle(kUnmapIdleNs);
+    }
     if (sb->suppressing) {
       // Ended: the final record (possibly of 0 if the last periodic one
       // took them all). Else at most one a second.
@@ -790,23 +823,59 @@ void Agent::Tick() {
 
 // ---- delivery -------------------------------------------------------------------
 
+void Agent::SinkFailed(SinkSlot& slot, uint64_t events, const Error& error) {
+  slot.failed += events;
+  sink_failures_ += events;
+  slot.last_error = error.ToString();
+  int64_t now = MonoNs();
+  if (now - slot.last_log_ns >= kSinkErrorLogEveryNs) {
+    slot.last_log_ns = now;
+    Log("sink " + slot.config.Name() + ": " + slot.last_error + " (" + std::to_string(slot.failed) +
+        " events not written so far)");
+  }
+}
+
 void Agent::WriteSinks(const v1::AuditEvent& event) {
+  // The line is rendered once, into the first sink that takes lines, and
+  // copied from there into the others.
+  const SinkSlot* rendered = nullptr;
+  size_t line_start = 0;
   for (auto& slot : sinks_) {
-    Status s = slot.sink ? slot.sink->Write(event) : Status(Error{slot.last_error.empty() ? "not open" : slot.last_error});
-    if (s.ok()) {
-      slot.written++;
+    if (slot.sink && slot.sink->TakesJsonLines()) {
+      if (!rendered) {
+        line_start = slot.batch.size();
+        AppendJsonLine(event, &slot.batch);
+        slot.batch.push_back('\n');
+        rendered = &slot;
+      } else {
+        slot.batch.append(rendered->batch, line_start, std::string::npos);
+      }
+      slot.batch_count++;
       continue;
     }
-    slot.failed++;
-    sink_failures_++;
-    slot.last_error = s.error().ToString();
-    int64_t now = MonoNs();
-    if (now - slot.last_log_ns >= kSinkErrorLogEveryNs) {
-      slot.last_log_ns = now;
-      Log("sink " + slot.config.Name() + ": " + slot.last_error + " (" + std::to_string(slot.failed) +
-          " events not written so far)");
-    }
+    Status s = slot.sink ? slot.sink->Write(event) : Status(Error{slot.last_error.empty() ? "not open" : slot.last_error});
+    if (s.ok()) slot.written++;
+    else SinkFailed(slot, 1, s.error());
   }
+  if (rendered)
+    for (auto& slot : sinks_)
+      if (slot.batch.size() >= kSinkBatchBytes) FlushSink(slot);
+}
+
+void Agent::FlushSink(SinkSlot& slot) {
+  if (!slot.batch_count) return;
+  Status s;
+  size_t written = slot.sink->WriteLines(slot.batch, slot.batch_count, &s);
+  slot.written += written;
+  if (written < slot.batch_count) SinkFailed(slot, slot.batch_count - written, s.ok() ? Error{"short write"} : s.error());
+  else if (!s.ok()) slot.last_error = s.error().ToString();  // written, but not synced
+  slot.batch.clear();
+  slot.batch_count = 0;
+  if (slot.batch.capacity() > 2 * kSinkBatchBytes) slot.batch.shrink_to_fit();
+}
+
+void Agent::FlushSinks() {
+  for (auto& slot : sinks_) FlushSink(slot);
 }
 
 void Agent::RetrySinks(int64_t now) {
@@ -822,16 +891,40 @@ void Agent::RetrySinks(int64_t now) {
   }
 }
 
+// EncodeFrame of a TailFrame holding `event`, without copying the event into
+// one: the length prefix, TailFrame.event's tag and length, the event.
+std::shared_ptr<const std::string> EventFrame(const v1::AuditEvent& event) {
+  thread_local std::string body;
+  body.clear();
+  AppendWireEvent(event, &body);
+  char head[16];
+  size_t n = 4;
+  head[n++] = 0x0a;  // TailFrame.event: field 1, length-delimited
+  for (uint64_t v = body.size();; v >>= 7) {
+    if (v < 0x80) {
+      head[n++] = static_cast<char>(v);
+      break;
+    }
+    head[n++] = static_cast<char>(v | 0x80);
+  }
+  const uint32_t len = static_cast<uint32_t>(n - 4 + body.size());
+  head[0] = static_cast<char>(len >> 24);
+  head[1] = static_cast<char>(len >> 16);
+  head[2] = static_cast<char>(len >> 8);
+  head[3] = static_cast<char>(len);
+  auto frame = std::make_shared<std::string>();
+  frame->reserve(n + body.size());
+  frame->append(head, n);
+  frame->append(body);
+  return frame;
+}
+
 void Agent::Deliver(const v1::AuditEvent& event) {
   WriteSinks(event);
   std::shared_ptr<const std::string> frame;
   for (auto& [key, c] : clients_) {
     if (c->dead || !c->tail || c->closing || !TailMatches(event, c->filter)) continue;
-    if (!frame) {
-      v1::TailFrame tf;
-      *tf.mutable_event() = event;
-      frame = std::make_shared<const std::string>(EncodeFrame(tf));
-    }
+    if (!frame) frame = EventFrame(event);
     Enqueue(*c, frame);
   }
 }
@@ -893,25 +986,19 @@ void Agent::SetWantOut(Client& c, bool want) {
 
 void Agent::Flush(Client& c) {
   if (c.dead) return;
+  c.unflushed = 0;
+  constexpr size_t kMaxIov = 256;
+  struct iovec iov[kMaxIov];
   while (!c.out.empty()) {
     OutFrame& f = c.out.front();
-    if (f.event && c.out_off == 0) {
-      // Event frames may fill only half the socket buffer: the rest is kept
-      // for notices, so a tailer that stopped reading still gets told why it
-      // was cut off when it reads again.
-      int outq = 0;
-      if (::ioctl(c.fd.get(), SIOCOUTQ, &outq) == 0 && outq >= c.sndbuf / 2) {
-        SetWantOut(c, true);
-        return;
-      }
-    }
-    const std::string& data = *f.data;
     ssize_t n;
     if (c.out_off == 0 && !f.fds.empty()) {
-      struct iovec iov = {const_cast<char*>(data.data()), data.size()};
+      // A frame with file descriptors goes alone, with them.
+      const std::string& data = *f.data;
+      struct iovec one = {const_cast<char*>(data.data()), data.size()};
       std::vector<char> control(CMSG_SPACE(sizeof(int) * f.fds.size()));
       struct msghdr msg = {};
-      msg.msg_iov = &iov;
+      msg.msg_iov = &one;
       msg.msg_iovlen = 1;
       msg.msg_control = control.data();
       msg.msg_controllen = control.size();
@@ -926,7 +1013,31 @@ void Agent::Flush(Client& c) {
       n = ::sendmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n > 0) f.fds.clear();
     } else {
-      n = ::send(c.fd.get(), data.data() + c.out_off, data.size() - c.out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+      // Frames from the front, gathered into one sendmsg(). Event frames may
+      // fill only half the socket buffer: the rest is kept for notices, so a
+      // tailer that stopped reading still gets told why it was cut off when
+      // it reads again. (A frame already begun is always finished.)
+      int outq = -1;
+      size_t gathered = 0, bytes = 0;
+      for (size_t i = 0; i < c.out.size() && gathered < kMaxIov; ++i) {
+        OutFrame& g = c.out[i];
+        const size_t off = i == 0 ? c.out_off : 0;
+        if (off == 0 && !g.fds.empty()) break;
+        if (g.event && off == 0) {
+          if (outq < 0 && ::ioctl(c.fd.get(), SIOCOUTQ, &outq) != 0) outq = 0;
+          if (static_cast<size_t>(outq) + bytes >= static_cast<size_t>(c.sndbuf / 2)) break;
+        }
+        iov[gathered++] = {const_cast<char*>(g.data->data() + off), g.data->size() - off};
+        bytes += g.data->size() - off;
+      }
+      if (gathered == 0) {
+        SetWantOut(c, true);
+        return;
+      }
+      struct msghdr msg = {};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = gathered;
+      n = ::sendmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     }
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -937,14 +1048,24 @@ void Agent::Flush(Client& c) {
       Kill(c);  // the peer is gone
       return;
     }
-    c.out_off += static_cast<size_t>(n);
-    if (c.out_off < data.size()) continue;
-    if (f.event) {
-      c.event_frames--;
-      c.sent++;
+    // Retire what went out.
+    size_t sent = static_cast<size_t>(n);
+    while (!c.out.empty()) {
+      OutFrame& g = c.out.front();
+      const size_t left = g.data->size() - c.out_off;
+      if (sent < left) {
+        c.out_off += sent;
+        break;
+      }
+      sent -= left;
+      if (g.event) {
+        c.event_frames--;
+        c.sent++;
+      }
+      c.out.pop_front();
+      c.out_off = 0;
+      if (sent == 0) break;
     }
-    c.out.pop_front();
-    c.out_off = 0;
   }
   SetWantOut(c, false);
   if (c.closing) Kill(c);
@@ -990,7 +1111,16 @@ void Agent::Enqueue(Client& c, const std::shared_ptr<const std::string>& frame) 
     c.dropped_unreported = 0;
   }
   Push(c, frame, true);
-  if (!c.want_out) Flush(c);  // else EPOLLOUT will
+  // Sent in bunches: at the end of the batch (FlushClients), or now when a
+  // bunch has gathered (or half the queue bound, so the bound keeps its
+  // meaning for a reading tailer); while the socket is full, EPOLLOUT will.
+  if (!c.want_out && ++c.unflushed >= std::min<size_t>(kClientFlushFrames, std::max<size_t>(1, config_.tail_queue_events / 2)))
+    Flush(c);
+}
+
+void Agent::FlushClients() {
+  for (auto& [key, c] : clients_)
+    if (!c->dead && c->unflushed && !c->want_out) Flush(*c);
 }
 
 void Agent::Disconnect(Client& c, const std::string& reason) {
@@ -1168,6 +1298,7 @@ void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
   f.since_unix_ns = req.since_unix_ns();
   std::vector<UniqueFd> fds;
   if (req.since_unix_ns() > 0) {
+    FlushSinks();  // what was delivered before this request is in the files, not after them
     // The files as they are now; what comes after arrives live. Oldest
     // first: path.keep .. path.1, then path.
     std::string path = config_.AuditPath();
@@ -1201,11 +1332,9 @@ void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
     for (auto& [id, sb] : sandboxes_) {
       if (!f.sandbox_ids.empty() && std::find(f.sandbox_ids.begin(), f.sandbox_ids.end(), id) == f.sandbox_ids.end())
         continue;
-      for (;;) {
-        auto n = sb->reader->Drain(kDrainBudget);
-        if (!n || *n < kDrainBudget) break;
-      }
+      DrainAll(*sb);
       sb->reader->CheckLosses();
+      Commit(*sb);
     }
     if (c.dead) return;
     v1::TailFrame tf;
@@ -1221,6 +1350,7 @@ void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
 
 void Agent::HandleAttach(Client& c, const std::string& cgroup_arg, const std::string& text, const std::string& file,
                          const std::string& mode, const std::string& name, bool allow_degraded, bool must_exist) {
+  const int64_t t_start = MonoNs();
   v1::Response r;
   policy::CompiledPolicy compiled;
   if (text.empty()) {
@@ -1261,7 +1391,9 @@ void Agent::HandleAttach(Client& c, const std::string& cgroup_arg, const std::st
   }
   AttachOptions options;
   options.name = name;
+  const int64_t t_attach = MonoNs();
   auto result = AttachSandbox(*cgroup, compiled, options);
+  const int64_t t_attached = MonoNs();
   if (!result) {
     r.set_error(result.error().ToString() + "; nothing attached");
     return Reply(c, r);
@@ -1295,6 +1427,17 @@ void Agent::HandleAttach(Client& c, const std::string& cgroup_arg, const std::st
   a->set_replaced(result->replaced);
   a->set_swap_ns(result->swap_ns);
   a->set_cgroup(cgroup->path);
+  const int64_t t_end = MonoNs();
+  auto ms = [](int64_t ns) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(ns) / 1e6);
+    return std::string(buf);
+  };
+  Log(std::string(result->replaced ? "replaced the policy of" : "attached") + " sandbox " + result->info.name +
+      " (cgroup id " + std::to_string(result->info.id) + ", " + cgroup->path + ", policy " + compiled.name +
+      ") for pid " + std::to_string(c.pid) + " in " + ms(t_end - t_start) + " ms: AttachSandbox " +
+      ms(t_attached - t_attach) + " ms, adopt and retroactive check " + ms(t_end - t_attached) + " ms; " +
+      std::to_string(sandboxes_.size()) + " sandboxes read");
   Reply(c, r);
 }
 
@@ -1328,7 +1471,7 @@ std::string Agent::RenderMetrics() {
       m.rss_bytes = resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   }
   for (const auto& [id, sb] : sandboxes_) {
-    m.ringbuf_fill_ratio_max = std::max(m.ringbuf_fill_ratio_max, sb->ring.Fill());
+    m.ringbuf_fill_ratio_max = std::max(m.ringbuf_fill_ratio_max, sb->reader->Fill());
     SandboxMetrics s;
     s.id = id;
     s.name = sb->ctx.name;
@@ -1433,6 +1576,10 @@ int Agent::Loop() {
     if (!stop_)
       for (auto& [id, sb] : sandboxes_)
         if (sb->more) DrainSandbox(*sb, kDrainBudget);
+    // Whatever this turn delivered outside a drain (suppressed records,
+    // retroactive attach events, loss records) goes out now.
+    FlushSinks();
+    FlushClients();
     Reap();
   }
   Shutdown();

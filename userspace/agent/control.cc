@@ -65,7 +65,31 @@ Result<AgentClient> AgentClient::Connect(const std::string& socket_path) {
 
 bool NoAgent(const Error& error) { return error.err == ENOENT || error.err == ECONNREFUSED; }
 
-bool AgentClient::Buffered() const { return !in_.empty(); }
+bool AgentClient::Buffered() const { return in_.size() > in_off_; }
+
+bool AgentClient::FrameReady() const {
+  if (in_.size() - in_off_ < 4) return false;
+  const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + in_off_);
+  uint32_t n = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+  return n > kMaxFrameBytes || in_.size() - in_off_ >= 4 + static_cast<size_t>(n);
+}
+
+// TakeFrame on in_ from in_off_, without moving the rest of the buffer for
+// every frame (a tail reads many frames per read()).
+int AgentClient::TakeBuffered(std::string* payload) {
+  if (in_.size() - in_off_ < 4) return 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + in_off_);
+  uint32_t n = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+  if (n > kMaxFrameBytes) return -1;
+  if (in_.size() - in_off_ < 4 + static_cast<size_t>(n)) return 0;
+  payload->assign(in_, in_off_ + 4, n);
+  in_off_ += 4 + static_cast<size_t>(n);
+  if (in_off_ == in_.size()) {
+    in_.clear();
+    in_off_ = 0;
+  }
+  return 1;
+}
 
 Status AgentClient::Send(const cordon::v1::Request& request) {
   std::string frame = EncodeFrame(request);
@@ -86,7 +110,7 @@ Result<std::string> AgentClient::ReadFrame(int timeout_ms) {
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
     std::string payload;
-    int got = TakeFrame(&in_, &payload);
+    int got = TakeBuffered(&payload);
     if (got < 0) return Error{"the agent sent an oversized frame"};
     if (got > 0) return payload;
     int wait = -1;
@@ -127,6 +151,10 @@ Result<std::string> AgentClient::ReadFrame(int timeout_ms) {
       for (size_t i = 0; i < count; ++i) fds_.emplace_back(fds[i]);
     }
     if (n == 0) return Error{"the agent closed the connection"};
+    if (in_off_ > 0) {
+      in_.erase(0, in_off_);
+      in_off_ = 0;
+    }
     in_.append(buf, static_cast<size_t>(n));
   }
 }
@@ -253,24 +281,37 @@ int TailThroughAgent(AgentClient& client, const TailOptions& options) {
   sa.sa_handler = OnStop;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // Lines are gathered while frames are already here, and written before
+  // waiting for more (or at 64 KiB): one write() per bunch, whole lines only.
+  std::string out;
+  auto flush = [&] {
+    bool ok = out.empty() || WriteAll(STDOUT_FILENO, out).ok();
+    out.clear();
+    return ok;
+  };
+  cordon::v1::TailFrame tf;
   for (;;) {
-    if (g_stop) return 0;
+    if (g_stop) return flush() ? 0 : 1;
+    if ((!client.FrameReady() || out.size() >= (1u << 16)) && !flush()) return 1;
     auto frame = client.ReadFrame(-1);
     if (!frame) {
       if (frame.error().err == EINTR) continue;
+      flush();
       std::fprintf(stderr, "cordon: %s\n", frame.error().ToString().c_str());
       return 1;
     }
-    cordon::v1::TailFrame tf;
     if (!tf.ParseFromString(*frame)) {
+      flush();
       std::fprintf(stderr, "cordon: the agent sent a malformed frame\n");
       return 1;
     }
     if (tf.has_event()) {
-      const std::string line = (options.json ? ToJsonLine(tf.event()) : ToCompactLine(tf.event())) + "\n";
-      if (!WriteAll(STDOUT_FILENO, line).ok()) return 1;
+      if (options.json) AppendJsonLine(tf.event(), &out);
+      else out += ToCompactLine(tf.event());
+      out += '\n';
       continue;
     }
+    if (!flush()) return 1;
     if (tf.has_notice()) {
       const auto& n = tf.notice();
       if (n.dropped())

@@ -49,12 +49,16 @@ class AgentClient {
   std::deque<UniqueFd>& received_fds() { return fds_; }
   // Bytes already received but not yet returned as frames.
   bool Buffered() const;
+  // A whole frame is buffered: ReadFrame() returns it without waiting.
+  bool FrameReady() const;
 
  private:
+  int TakeBuffered(std::string* payload);
   AgentClient(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
   UniqueFd fd_;
   std::string path_;
   std::string in_;
+  size_t in_off_ = 0;  // in_ before this offset was returned already
   std::deque<UniqueFd> fds_;
 };
 

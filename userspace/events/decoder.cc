@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <vector>
+#include <cstdio>
 #include <cstring>
 
 #include "abi/cordon_event.h"
@@ -22,9 +24,18 @@ int64_t NowNs(clockid_t clock) {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-google::protobuf::Timestamp BootToRealtime(uint64_t boot_ns) {
-  int64_t offset = NowNs(CLOCK_REALTIME) - NowNs(CLOCK_BOOTTIME);
-  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(static_cast<int64_t>(boot_ns) + offset);
+int64_t RealtimeMinusBoottime() { return NowNs(CLOCK_REALTIME) - NowNs(CLOCK_BOOTTIME); }
+
+void SetTimestamp(int64_t ns, google::protobuf::Timestamp* ts) {
+  // As TimeUtil::NanosecondsToTimestamp: nanos in [0, 1e9).
+  int64_t seconds = ns / 1000000000;
+  int64_t nanos = ns % 1000000000;
+  if (nanos < 0) {
+    nanos += 1000000000;
+    seconds -= 1;
+  }
+  ts->set_seconds(seconds);
+  ts->set_nanos(static_cast<int32_t>(nanos));
 }
 
 std::string ReasonText(const cordon_event& e, const std::string& target) {
@@ -66,6 +77,23 @@ std::string ReasonText(const cordon_event& e, const std::string& target) {
       return "refused by cordon run's Landlock ruleset" + (target.empty() ? std::string() : " (" + target + ")");
   }
   return "unknown";
+}
+
+// policy::AddressToString (inet_ntop), with IPv4 and IPv4-mapped addresses
+// formatted here as inet_ntop does ("%u.%u.%u.%u"), without its sprintf.
+std::string AddressText(const std::array<uint8_t, 16>& addr) {
+  static const uint8_t kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(addr.data(), kMappedPrefix, sizeof kMappedPrefix) != 0) return policy::AddressToString(addr);
+  char buf[16];
+  char* p = buf;
+  for (int i = 12; i < 16; ++i) {
+    unsigned v = addr[i];
+    if (v >= 100) *p++ = static_cast<char>('0' + v / 100);
+    if (v >= 10) *p++ = static_cast<char>('0' + v / 10 % 10);
+    *p++ = static_cast<char>('0' + v % 10);
+    if (i < 15) *p++ = '.';
+  }
+  return std::string(buf, static_cast<size_t>(p - buf));
 }
 
 std::string CommString(const char (&comm)[16]) { return std::string(comm, strnlen(comm, sizeof comm)); }
@@ -164,14 +192,13 @@ std::string SocketTypeName(uint32_t type) {
   return std::to_string(type);
 }
 
-std::string EventDecoder::CgroupPath(uint64_t cgroup_id, const SandboxContext& sandbox) {
+const std::string& EventDecoder::CgroupPath(uint64_t cgroup_id, const SandboxContext& sandbox) {
   if (cgroup_id == sandbox.id) return sandbox.cgroup_path;
   auto it = cgroup_paths_.find(cgroup_id);
   if (it != cgroup_paths_.end()) return it->second;
   std::string path = CgroupPathFromId(cgroup_mount_, cgroup_id);
   if (cgroup_paths_.size() > 4096) cgroup_paths_.clear();  // bounded: ids are chosen by the sandbox
-  cgroup_paths_[cgroup_id] = path;
-  return path;
+  return cgroup_paths_[cgroup_id] = std::move(path);
 }
 
 namespace {
@@ -180,7 +207,44 @@ bool IsLsmKind(uint16_t kind) { return kind >= CORDON_EV_NET_UNIX; }
 
 }  // namespace
 
+void EventDecoder::BeginBatch() {
+  batch_ = true;
+  batch_offset_ns_ = RealtimeMinusBoottime();
+  exes_.clear();
+}
+
+void EventDecoder::EndBatch() {
+  batch_ = false;
+  exes_.clear();
+}
+
+const std::string& EventDecoder::Exe(uint32_t pid, const char (&comm)[16]) {
+  if (batch_) {
+    auto it = exes_.find(pid);
+    if (it != exes_.end() && std::memcmp(it->second.comm, comm, sizeof comm) == 0) return it->second.exe;
+  }
+  char exe[4096];
+  char link[32];
+  std::snprintf(link, sizeof link, "/proc/%u/exe", pid);
+  ssize_t n = ::readlink(link, exe, sizeof exe);
+  exe_scratch_.clear();
+  if (n > 0) exe_scratch_ = Printable(std::string(exe, static_cast<size_t>(n)));
+  if (!batch_) return exe_scratch_;
+  if (exes_.size() >= 1024) exes_.clear();  // bounded: pids are chosen by the sandbox
+  ExeEntry& entry = exes_[pid];
+  std::memcpy(entry.comm, comm, sizeof comm);
+  entry.exe = exe_scratch_;
+  return entry.exe;
+}
+
 Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t size, const SandboxContext& sandbox) {
+  cordon::v1::AuditEvent out;
+  CORDON_TRY(DecodeInto(data, size, sandbox, &out));
+  return out;
+}
+
+Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxContext& sandbox,
+                                cordon::v1::AuditEvent* event) {
   if (size < sizeof(cordon_event))
     return Error{"malformed event: " + std::to_string(size) + " bytes, expected at least " +
                  std::to_string(sizeof(cordon_event))};
@@ -209,8 +273,21 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
                  std::to_string(sizeof(cordon_event))};
   }
 
-  cordon::v1::AuditEvent out;
-  *out.mutable_time() = BootToRealtime(e.boot_ns);
+  // The message is reused from record to record: what this record does not
+  // set is cleared, the rest overwritten (Clear() would free the sub-messages
+  // only for the next record to allocate them again).
+  cordon::v1::AuditEvent& out = *event;
+  const bool uses_net = !lsm_layout || e.kind == CORDON_EV_NET_SOCKET;
+  const bool uses_file = lsm_layout && !uses_net && fe.path_len > 0;
+  const bool uses_target = lsm_layout && !uses_net && kind.rfind("tamper.", 0) == 0;
+  if (!uses_net) out.clear_net();
+  if (!uses_file) out.clear_file();
+  if (!uses_target) out.clear_target();
+  out.clear_loss();
+  out.clear_open_files();
+  out.clear_suppressed();
+  SetTimestamp(static_cast<int64_t>(e.boot_ns) + (batch_ ? batch_offset_ns_ : RealtimeMinusBoottime()),
+               out.mutable_time());
   out.set_sandbox(sandbox.name);
   out.set_cgroup_path(CgroupPath(e.cgroup_id, sandbox));
   out.set_cgroup_id(e.cgroup_id);
@@ -221,10 +298,8 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
   out.set_uid(e.uid);
   out.set_gid(e.gid);
   out.set_comm(Printable(CommString(e.comm)));
-  char exe[4096];
-  std::string link = "/proc/" + std::to_string(e.pid) + "/exe";
-  ssize_t n = ::readlink(link.c_str(), exe, sizeof exe);
-  if (n > 0) out.set_exe(Printable(std::string(exe, static_cast<size_t>(n))));
+  if (const std::string& exe = Exe(e.pid, e.comm); !exe.empty()) out.set_exe(exe);
+  else out.clear_exe();
   out.set_kind(kind);
   static const char* const kVerdicts[] = {"", "denied", "audited", "detected", "killed"};
   out.set_verdict(kVerdicts[e.verdict]);
@@ -247,6 +322,9 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
       net->set_family(SocketFamilyName(e.family));
       net->set_sock_type(SocketTypeName(e.sock_type));
       net->set_protocol(ProtocolName(e.protocol));
+      net->clear_address();
+      net->clear_port();
+      net->clear_rule();
     } else {
       bool has_object = fe.path_len > 0;
       if (has_object) {
@@ -275,17 +353,26 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
     net->set_family(SocketFamilyName(e.family));
     net->set_sock_type(SocketTypeName(e.sock_type));
     net->set_protocol(ProtocolName(e.protocol));
-    if (e.kind != CORDON_EV_NET_SOCKET) {
+    if (e.kind == CORDON_EV_NET_SOCKET) {
+      net->clear_address();
+      net->clear_port();
+      net->clear_rule();
+    } else {
       std::array<uint8_t, 16> addr;
       std::memcpy(addr.data(), e.addr, 16);
-      net->set_address(policy::AddressToString(addr));
+      net->set_address(AddressText(addr));
       net->set_port(e.port);
       net->set_rule(e.rule);
-      target = net->address() + " port " + std::to_string(e.port) + "/" + net->protocol();
+      target.reserve(net->address().size() + net->protocol().size() + 16);
+      target += net->address();
+      target += " port ";
+      target += std::to_string(e.port);
+      target += '/';
+      target += net->protocol();
     }
   }
   out.set_reason(ReasonText(e, target));
-  return out;
+  return {};
 }
 
 cordon::v1::AuditEvent EventDecoder::LossRecord(const SandboxContext& sandbox, uint64_t dropped) const {
@@ -302,12 +389,390 @@ cordon::v1::AuditEvent EventDecoder::LossRecord(const SandboxContext& sandbox, u
   return out;
 }
 
-std::string ToJsonLine(const cordon::v1::AuditEvent& event) {
+namespace {
+
+// ---- the audit-file line, by hand -------------------------------------------
+//
+// Exactly what protobuf 3's MessageToJsonString prints with add_whitespace
+// off: fields in field-number order, lowerCamelCase names, proto3 defaults
+// omitted, set sub-messages printed even when empty ({}), 64-bit integers as
+// strings, Timestamp as RFC 3339 with 0, 3, 6 or 9 fractional digits. Strings
+// are escaped as protobuf escapes ASCII (control characters, '"', '\\', '<',
+// '>' and DEL). Unknown fields (an event parsed from a newer writer) are not
+// printed, as protobuf does not print them. Anything this writer does not
+// reproduce byte for byte (non-ASCII strings, timestamps out of range) makes
+// it return false, and protobuf prints the whole line instead.
+// tests/unit/core_json_test.cc compares both on varied events.
+
+// Characters written as they are: printable ASCII but '"', '\\', '<', '>'.
+struct PlainTable {
+  bool v[256] = {};
+  constexpr PlainTable() {
+    for (int c = 0x20; c < 0x7f; ++c) v[c] = c != '"' && c != '\\' && c != '<' && c != '>';
+  }
+  constexpr bool operator[](unsigned char c) const { return v[c]; }
+};
+constexpr PlainTable kPlain;
+
+// Writes into a buffer sized beforehand for the worst case (every string
+// character escaped as \u00XX), then trimmed.
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string* out) : out_(out) {}
+
+  bool Event(const cordon::v1::AuditEvent& e) {
+    size_t chars = e.sandbox().size() + e.cgroup_path().size() + e.comm().size() + e.exe().size() + e.kind().size() +
+                   e.verdict().size() + e.policy().size() + e.reason().size() + e.enforcement().size();
+    if (e.has_net())
+      chars += e.net().address().size() + e.net().protocol().size() + e.net().family().size() +
+               e.net().sock_type().size();
+    if (e.has_file()) chars += e.file().path().size() + e.file().access().size() + e.file().granted().size();
+    for (const auto& f : e.open_files()) chars += f.size() + 3;
+    // Names, numbers and punctuation take less than 1024 bytes; a string
+    // character at most 6 (\u00XX). Written into a scratch buffer that is
+    // kept (not zero-filled for every event as a resized string would be).
+    thread_local std::vector<char> scratch;
+    const size_t need = 1024 + 6 * chars;
+    if (scratch.size() < need) scratch.resize(need);
+    p_ = scratch.data();
+    if (!Body(e)) return false;
+    out_->append(scratch.data(), static_cast<size_t>(p_ - scratch.data()));
+    if (scratch.size() > (1u << 20)) std::vector<char>().swap(scratch);  // after a huge event
+    return true;
+  }
+
+ private:
+  bool Body(const cordon::v1::AuditEvent& e) {
+    Open();
+    if (e.has_time() && !Time(e.time())) return false;
+    if (!Str("sandbox", e.sandbox()) || !Str("cgroupPath", e.cgroup_path())) return false;
+    U64("cgroupId", e.cgroup_id());
+    U64("sandboxCgroupId", e.sandbox_cgroup_id());
+    U32("pid", e.pid());
+    U32("tid", e.tid());
+    U32("ppid", e.ppid());
+    U32("uid", e.uid());
+    U32("gid", e.gid());
+    if (!Str("comm", e.comm()) || !Str("exe", e.exe()) || !Str("kind", e.kind()) || !Str("verdict", e.verdict()) ||
+        !Str("policy", e.policy()) || !Str("reason", e.reason()))
+      return false;
+    if (e.has_net()) {
+      const auto& n = e.net();
+      Key("net");
+      Open();
+      if (!Str("address", n.address())) return false;
+      U32("port", n.port());
+      if (!Str("protocol", n.protocol()) || !Str("family", n.family()) || !Str("sockType", n.sock_type())) return false;
+      U32("rule", n.rule());
+      Close();
+    }
+    if (e.has_loss()) {
+      Key("loss");
+      Open();
+      U64("dropped", e.loss().dropped());
+      Close();
+    }
+    if (!Str("enforcement", e.enforcement())) return false;
+    if (e.has_file()) {
+      const auto& f = e.file();
+      Key("file");
+      Open();
+      if (!Str("path", f.path()) || !Str("access", f.access()) || !Str("granted", f.granted())) return false;
+      Bool("truncated", f.truncated());
+      U64("inode", f.inode());
+      U32("device", f.device());
+      U32("rule", f.rule());
+      Close();
+    }
+    if (e.has_target()) {
+      Key("target");
+      Open();
+      U32("pid", e.target().pid());
+      U32("arg", e.target().arg());
+      Close();
+    }
+    if (e.open_files_size() > 0) {
+      Key("openFiles");
+      *p_++ = '[';
+      for (int i = 0; i < e.open_files_size(); ++i) {
+        if (i) *p_++ = ',';
+        if (!Quoted(e.open_files(i))) return false;
+      }
+      *p_++ = ']';
+    }
+    if (e.has_suppressed()) {
+      Key("suppressed");
+      Open();
+      U64("count", e.suppressed().count());
+      Bool("final", e.suppressed().final());
+      Close();
+    }
+    Close();
+    return true;
+  }
+
+  void Put(const char* s, size_t n) {
+    std::memcpy(p_, s, n);
+    p_ += n;
+  }
+  void Open() {
+    *p_++ = '{';
+    first_ = true;
+  }
+  void Close() {
+    *p_++ = '}';
+    first_ = false;
+  }
+  template <size_t N>
+  void Key(const char (&name)[N]) {
+    if (!first_) *p_++ = ',';
+    first_ = false;
+    *p_++ = '"';
+    Put(name, N - 1);
+    *p_++ = '"';
+    *p_++ = ':';
+  }
+  void Digits(uint64_t v) {
+    char buf[24];
+    char* q = buf + sizeof buf;
+    do {
+      *--q = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v);
+    Put(q, static_cast<size_t>(buf + sizeof buf - q));
+  }
+  template <size_t N>
+  void U32(const char (&name)[N], uint32_t v) {
+    if (!v) return;
+    Key(name);
+    Digits(v);
+  }
+  template <size_t N>
+  void U64(const char (&name)[N], uint64_t v) {
+    if (!v) return;
+    Key(name);
+    *p_++ = '"';
+    Digits(v);
+    *p_++ = '"';
+  }
+  template <size_t N>
+  void Bool(const char (&name)[N], bool v) {
+    if (!v) return;
+    Key(name);
+    Put("true", 4);
+  }
+  template <size_t N>
+  bool Str(const char (&name)[N], const std::string& v) {
+    if (v.empty()) return true;
+    Key(name);
+    return Quoted(v);
+  }
+  bool Quoted(const std::string& v) {
+    static const char kHex[] = "0123456789abcdef";
+    *p_++ = '"';
+    const unsigned char* q = reinterpret_cast<const unsigned char*>(v.data());
+    const unsigned char* end = q + v.size();
+    while (q < end) {
+      const unsigned char* run = q;
+      while (q < end && kPlain[*q]) ++q;
+      Put(reinterpret_cast<const char*>(run), static_cast<size_t>(q - run));
+      if (q == end) break;
+      const unsigned char c = *q++;
+      if (c >= 0x80) return false;  // UTF-8: protobuf's rules (and its handling of invalid bytes) apply
+      *p_++ = '\\';
+      switch (c) {
+        case '"': *p_++ = '"'; break;
+        case '\\': *p_++ = '\\'; break;
+        case '\b': *p_++ = 'b'; break;
+        case '\t': *p_++ = 't'; break;
+        case '\n': *p_++ = 'n'; break;
+        case '\f': *p_++ = 'f'; break;
+        case '\r': *p_++ = 'r'; break;
+        default: {  // other control characters, '<', '>', DEL
+          const char u[5] = {'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+          Put(u, sizeof u);
+        }
+      }
+    }
+    *p_++ = '"';
+    return true;
+  }
+  bool Time(const google::protobuf::Timestamp& ts) {
+    // The range protobuf accepts: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z.
+    constexpr int64_t kMin = -62135596800, kMax = 253402300799;
+    int64_t s = ts.seconds();
+    int32_t nanos = ts.nanos();
+    if (s < kMin || s > kMax || nanos < 0 || nanos > 999999999) return false;
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    int64_t days = s >= 0 ? s / 86400 : (s - 86399) / 86400;
+    int64_t secs = s - days * 86400;
+    int64_t z = days + 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t y = yoe + era * 400;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int64_t d = doy - (153 * mp + 2) / 5 + 1;
+    int64_t m = mp < 10 ? mp + 3 : mp - 9;
+    if (m <= 2) ++y;
+    char buf[40];
+    auto put = [&](int pos, int64_t v, int width) {
+      for (int i = width - 1; i >= 0; --i, v /= 10) buf[pos + i] = static_cast<char>('0' + v % 10);
+    };
+    put(0, y, 4);
+    buf[4] = '-';
+    put(5, m, 2);
+    buf[7] = '-';
+    put(8, d, 2);
+    buf[10] = 'T';
+    put(11, secs / 3600, 2);
+    buf[13] = ':';
+    put(14, secs / 60 % 60, 2);
+    buf[16] = ':';
+    put(17, secs % 60, 2);
+    int n = 19;
+    if (nanos) {
+      buf[n++] = '.';
+      if (nanos % 1000000 == 0) put(n, nanos / 1000000, 3), n += 3;
+      else if (nanos % 1000 == 0) put(n, nanos / 1000, 6), n += 6;
+      else put(n, nanos, 9), n += 9;
+    }
+    buf[n++] = 'Z';
+    Key("time");
+    *p_++ = '"';
+    Put(buf, static_cast<size_t>(n));
+    *p_++ = '"';
+    return true;
+  }
+
+  std::string* out_;
+  char* p_ = nullptr;
+  bool first_ = true;
+};
+
+}  // namespace
+
+void AppendJsonLine(const cordon::v1::AuditEvent& event, std::string* out) {
+  if (JsonWriter(out).Event(event)) return;
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = false;
   options.preserve_proto_field_names = false;
   (void)google::protobuf::util::MessageToJsonString(event, &json, options);
+  out->append(json);
+}
+
+namespace {
+
+// ---- the wire encoding, by hand ----------------------------------------------
+
+void PutVarint(std::string* out, uint64_t v) {
+  char buf[10];
+  size_t n = 0;
+  while (v >= 0x80) {
+    buf[n++] = static_cast<char>(v | 0x80);
+    v >>= 7;
+  }
+  buf[n++] = static_cast<char>(v);
+  out->append(buf, n);
+}
+void PutTag(std::string* out, uint32_t field, uint32_t wire_type) { PutVarint(out, (field << 3) | wire_type); }
+void PutUint(std::string* out, uint32_t field, uint64_t v) {
+  if (!v) return;
+  PutTag(out, field, 0);
+  PutVarint(out, v);
+}
+void PutBytes(std::string* out, uint32_t field, const std::string& v) {
+  if (v.empty()) return;
+  PutTag(out, field, 2);
+  PutVarint(out, v.size());
+  out->append(v);
+}
+void PutMessage(std::string* out, uint32_t field, const std::string& body) {
+  PutTag(out, field, 2);
+  PutVarint(out, body.size());
+  out->append(body);
+}
+
+}  // namespace
+
+void AppendWireEvent(const cordon::v1::AuditEvent& e, std::string* out) {
+  thread_local std::string sub;  // one sub-message at a time
+  if (e.has_time()) {
+    sub.clear();
+    // int64 and int32 are varints of their two's complement (10 bytes when negative).
+    PutUint(&sub, 1, static_cast<uint64_t>(e.time().seconds()));
+    PutUint(&sub, 2, static_cast<uint64_t>(static_cast<int64_t>(e.time().nanos())));
+    PutMessage(out, 1, sub);
+  }
+  PutBytes(out, 2, e.sandbox());
+  PutBytes(out, 3, e.cgroup_path());
+  PutUint(out, 4, e.cgroup_id());
+  PutUint(out, 5, e.sandbox_cgroup_id());
+  PutUint(out, 6, e.pid());
+  PutUint(out, 7, e.tid());
+  PutUint(out, 8, e.ppid());
+  PutUint(out, 9, e.uid());
+  PutUint(out, 10, e.gid());
+  PutBytes(out, 11, e.comm());
+  PutBytes(out, 12, e.exe());
+  PutBytes(out, 13, e.kind());
+  PutBytes(out, 14, e.verdict());
+  PutBytes(out, 15, e.policy());
+  PutBytes(out, 16, e.reason());
+  if (e.has_net()) {
+    const auto& n = e.net();
+    sub.clear();
+    PutBytes(&sub, 1, n.address());
+    PutUint(&sub, 2, n.port());
+    PutBytes(&sub, 3, n.protocol());
+    PutBytes(&sub, 4, n.family());
+    PutBytes(&sub, 5, n.sock_type());
+    PutUint(&sub, 6, n.rule());
+    PutMessage(out, 17, sub);
+  }
+  if (e.has_loss()) {
+    sub.clear();
+    PutUint(&sub, 1, e.loss().dropped());
+    PutMessage(out, 18, sub);
+  }
+  PutBytes(out, 19, e.enforcement());
+  if (e.has_file()) {
+    const auto& f = e.file();
+    sub.clear();
+    PutBytes(&sub, 1, f.path());
+    PutBytes(&sub, 2, f.access());
+    PutBytes(&sub, 3, f.granted());
+    PutUint(&sub, 4, f.truncated());
+    PutUint(&sub, 5, f.inode());
+    PutUint(&sub, 6, f.device());
+    PutUint(&sub, 7, f.rule());
+    PutMessage(out, 20, sub);
+  }
+  if (e.has_target()) {
+    sub.clear();
+    PutUint(&sub, 1, e.target().pid());
+    PutUint(&sub, 2, e.target().arg());
+    PutMessage(out, 21, sub);
+  }
+  for (const auto& f : e.open_files()) {  // repeated string: every element, empty ones too
+    PutTag(out, 22, 2);
+    PutVarint(out, f.size());
+    out->append(f);
+  }
+  if (e.has_suppressed()) {
+    sub.clear();
+    PutUint(&sub, 1, e.suppressed().count());
+    PutUint(&sub, 2, e.suppressed().final());
+    PutMessage(out, 23, sub);
+  }
+  if (sub.capacity() > (1u << 16)) std::string().swap(sub);
+}
+
+std::string ToJsonLine(const cordon::v1::AuditEvent& event) {
+  std::string json;
+  AppendJsonLine(event, &json);
   return json;
 }
 

@@ -24,20 +24,52 @@ class EventDecoder {
   explicit EventDecoder(std::string cgroup_mount) : cgroup_mount_(std::move(cgroup_mount)) {}
 
   Result<cordon::v1::AuditEvent> Decode(const void* data, size_t size, const SandboxContext& sandbox);
+  // The same into *out (cleared first; reusing one message saves its
+  // allocations). On error *out is unspecified.
+  Status DecodeInto(const void* data, size_t size, const SandboxContext& sandbox, cordon::v1::AuditEvent* out);
+
+  // A batch: records consumed together (one ring-buffer drain). Within it,
+  // the boot-to-realtime clock offset is read once, and each process's exe
+  // (/proc/<pid>/exe) once per (pid, comm): as if the whole batch had been
+  // consumed at its start. Outside a batch every record reads both afresh.
+  void BeginBatch();
+  void EndBatch();
 
   // A record stating that `dropped` events of this sandbox were lost (the
   // kernel could not reserve ring-buffer space for them).
   cordon::v1::AuditEvent LossRecord(const SandboxContext& sandbox, uint64_t dropped) const;
 
  private:
-  std::string CgroupPath(uint64_t cgroup_id, const SandboxContext& sandbox);
+  const std::string& CgroupPath(uint64_t cgroup_id, const SandboxContext& sandbox);
+
+  const std::string& Exe(uint32_t pid, const char (&comm)[16]);
+
+  struct ExeEntry {
+    char comm[16];
+    std::string exe;  // "" if the process was gone
+  };
 
   std::string cgroup_mount_;
   std::unordered_map<uint64_t, std::string> cgroup_paths_;
+  bool batch_ = false;
+  int64_t batch_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_BOOTTIME at the batch's start
+  std::unordered_map<uint32_t, ExeEntry> exes_;  // this batch's, by pid (bounded)
+  std::string exe_scratch_;
 };
 
 // One line of the audit file: canonical protobuf JSON, without the newline.
 std::string ToJsonLine(const cordon::v1::AuditEvent& event);
+// Appends ToJsonLine(event) to *out. Byte-identical to protobuf's
+// MessageToJsonString (no whitespace, lowerCamelCase names): written here for
+// events whose strings are all ASCII (the common case, and much faster), and
+// by protobuf for the others.
+void AppendJsonLine(const cordon::v1::AuditEvent& event, std::string* out);
+
+// Appends the event's protobuf wire encoding to *out: the bytes
+// SerializeToString() produces (fields in number order, defaults omitted),
+// written directly (the agent encodes every event for its tailers). Unknown
+// fields are left out; the events the agent makes have none.
+void AppendWireEvent(const cordon::v1::AuditEvent& event, std::string* out);
 
 // One short line for people: time, sandbox, verdict, kind, process, target, reason.
 std::string ToCompactLine(const cordon::v1::AuditEvent& event);

@@ -1,8 +1,15 @@
 #include "events/reader.h"
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "abi/cordon_common.h"
 #include "loader/sandbox.h"
@@ -10,9 +17,9 @@
 namespace cordon {
 namespace {
 
-// Returned by OnRecord when Drain(max_records) has its records: libbpf stops
-// consuming after that record (it is consumed) and returns this error.
-constexpr int kBudgetSpent = -ECANCELED;
+constexpr uint32_t kRingBusyBit = 1u << 31;     // BPF_RINGBUF_BUSY_BIT: reserved, not yet committed
+constexpr uint32_t kRingDiscardBit = 1u << 30;  // BPF_RINGBUF_DISCARD_BIT
+constexpr uint32_t kRingHeaderSize = 8;         // BPF_RINGBUF_HDR_SZ
 
 // The LOSS_REPORTED slot is written by userspace only: all of it on CPU 0.
 void WriteLossWatermark(int counters_fd, uint64_t value) {
@@ -24,37 +31,129 @@ void WriteLossWatermark(int counters_fd, uint64_t value) {
   (void)bpf_map_update_elem(counters_fd, &key, per_cpu.data(), BPF_ANY);
 }
 
+// One counter summed over CPUs (CheckLosses runs for every sandbox every
+// 200 ms in the agent: one lookup, not one per counter).
+std::optional<uint64_t> ReadCounter(int counters_fd, uint32_t key) {
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return std::nullopt;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
+  if (bpf_map_lookup_elem(counters_fd, &key, per_cpu.data())) return std::nullopt;
+  uint64_t sum = 0;
+  for (uint64_t v : per_cpu) sum += v;
+  return sum;
+}
+
+size_t PageSize() { return static_cast<size_t>(::sysconf(_SC_PAGESIZE)); }
+
 }  // namespace
+
+int64_t MonotonicNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+Status EventReader::Source::Map() {
+  if (mapped()) return {};
+  const int fd = events_fd.get();
+  const size_t page = PageSize();
+  void* c = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (c == MAP_FAILED) return SysError("map ring buffer of sandbox " + sandbox.name);
+  const size_t size = page + 2 * static_cast<size_t>(ring_size);
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(page));
+  if (p == MAP_FAILED) {
+    Status err = SysError("map ring buffer of sandbox " + sandbox.name);
+    ::munmap(c, page);
+    return err;
+  }
+  consumer_pos = static_cast<uint64_t*>(c);
+  producer_pos = static_cast<const uint64_t*>(p);
+  data_map_size = size;
+  data = static_cast<const uint8_t*>(p) + page;
+  mask = ring_size - 1;
+  // The kernel's consumer position is where the last reader committed.
+  cons = __atomic_load_n(consumer_pos, __ATOMIC_ACQUIRE);
+  last_active_ns = MonotonicNs();
+  return {};
+}
+
+void EventReader::Source::Unmap() {
+  if (consumer_pos) ::munmap(consumer_pos, PageSize());
+  if (producer_pos) ::munmap(const_cast<uint64_t*>(producer_pos), data_map_size);
+  consumer_pos = nullptr;
+  producer_pos = nullptr;
+  data = nullptr;
+}
 
 EventReader::EventReader(std::string cgroup_mount, Callback callback)
     : decoder_(std::move(cgroup_mount)), callback_(std::move(callback)) {}
 
-EventReader::~EventReader() {
-  if (ring_) ring_buffer__free(ring_);
+EventReader::~EventReader() = default;
+
+void EventReader::OnRecord(Source& source, const void* data, size_t size) {
+  consumed_++;
+  if (admit_ && !admit_()) {
+    refused_++;
+  } else if (Status s = decoder_.DecodeInto(data, size, source.sandbox, &event_); !s.ok()) {
+    malformed_++;
+    std::fprintf(stderr, "cordon: sandbox %s: %s (record skipped)\n", source.sandbox.name.c_str(),
+                 s.error().ToString().c_str());
+  } else {
+    delivered_++;
+    callback_(event_);
+  }
 }
 
-int EventReader::OnRecord(void* ctx, void* data, size_t size) {
-  auto* source = static_cast<Source*>(ctx);
-  EventReader* self = source->reader;
-  self->consumed_++;
-  if (self->admit_ && !self->admit_()) {
-    self->refused_++;
-  } else if (auto event = self->decoder_.Decode(data, size, source->sandbox); !event) {
-    self->malformed_++;
-    std::fprintf(stderr, "cordon: sandbox %s: %s (record skipped)\n", source->sandbox.name.c_str(),
-                 event.error().ToString().c_str());
-  } else {
-    self->delivered_++;
-    self->callback_(*event);
+// As libbpf's ringbuf_process_ring, with a budget and an optional deferred
+// commit of the consumer position.
+int EventReader::ConsumeRing(Source& source, int budget) {
+  if (!source.mapped()) {
+    // Unmapped: look first (the ring's poll says whether it holds data).
+    struct pollfd pfd = {source.events_fd.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, 0) <= 0 || !(pfd.revents & POLLIN)) return 0;
+    if (Status s = source.Map(); !s.ok()) {
+      std::fprintf(stderr, "cordon: %s\n", s.error().ToString().c_str());
+      return 0;
+    }
   }
-  if (self->budget_ > 0 && --self->budget_ == 0) return kBudgetSpent;
-  return 0;
+  int count = 0;
+  bool more = true;
+  while (more) {
+    more = false;
+    const uint64_t prod = __atomic_load_n(source.producer_pos, __ATOMIC_ACQUIRE);
+    while (source.cons < prod) {
+      const uint8_t* header = source.data + (source.cons & source.mask);
+      const uint32_t len = __atomic_load_n(reinterpret_cast<const uint32_t*>(header), __ATOMIC_ACQUIRE);
+      if (len & kRingBusyBit) return count;  // not committed yet: the producer's commit wakes us
+      more = true;
+      const uint32_t size = len & ~(kRingBusyBit | kRingDiscardBit);
+      source.cons += (size + kRingHeaderSize + 7) & ~7ull;
+      if (!(len & kRingDiscardBit)) {
+        OnRecord(source, header + kRingHeaderSize, size);
+        count++;
+      }
+      source.last_active_ns = -1;  // stamped below, once per call
+      if (!defer_commit_) __atomic_store_n(source.consumer_pos, source.cons, __ATOMIC_RELEASE);
+      if (budget > 0 && count >= budget) return count;
+    }
+  }
+  return count;
+}
+
+void EventReader::Commit() {
+  for (auto& source : sources_) {
+    if (source->mapped() && __atomic_load_n(source->consumer_pos, __ATOMIC_RELAXED) != source->cons)
+      __atomic_store_n(source->consumer_pos, source->cons, __ATOMIC_RELEASE);
+    if (source->watermark_due) {
+      source->watermark_due = false;
+      WriteLossWatermark(source->counters_fd.get(), source->drops_reported);
+    }
+  }
 }
 
 Status EventReader::Add(const SandboxContext& sandbox, UniqueFd events_fd, UniqueFd counters_fd,
                         bool report_existing_losses) {
   auto source = std::make_unique<Source>();
-  source->reader = this;
   source->sandbox = sandbox;
   if (counters_fd.valid()) {
     auto sums = ReadCounters(counters_fd.get());
@@ -64,15 +163,25 @@ Status EventReader::Add(const SandboxContext& sandbox, UniqueFd events_fd, Uniqu
       source->drops_reported = report_existing_losses ? std::min(reported, dropped) : dropped;
     }
   }
+  const int fd = events_fd.get();
+  struct bpf_map_info info = {};
+  uint32_t len = sizeof info;
+  if (bpf_obj_get_info_by_fd(fd, &info, &len)) return SysError("open ring buffer of sandbox " + sandbox.name);
+  if (info.type != BPF_MAP_TYPE_RINGBUF || info.max_entries == 0 || (info.max_entries & (info.max_entries - 1)))
+    return Error{"open ring buffer of sandbox " + sandbox.name + ": not a ring buffer"};
+  source->ring_size = info.max_entries;
+  if (!epoll_fd_.valid()) {
+    epoll_fd_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+    if (!epoll_fd_.valid()) return SysError("epoll_create1");
+  }
+  struct epoll_event ev = {};
+  ev.events = EPOLLIN;
+  ev.data.ptr = source.get();
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+    return SysError("watch ring buffer of sandbox " + sandbox.name);
   source->events_fd = std::move(events_fd);
   source->counters_fd = std::move(counters_fd);
-  int fd = source->events_fd.get();
-  if (!ring_) {
-    ring_ = ring_buffer__new(fd, OnRecord, source.get(), nullptr);
-    if (!ring_) return SysError("open ring buffer of sandbox " + sandbox.name);
-  } else if (int err = ring_buffer__add(ring_, fd, OnRecord, source.get())) {
-    return Error{"open ring buffer of sandbox " + sandbox.name, -err};
-  }
+  CORDON_TRY(source->Map());  // unmapped again by UnmapIdle() once idle
   sources_.push_back(std::move(source));
   return {};
 }
@@ -86,49 +195,79 @@ bool EventReader::Update(const SandboxContext& sandbox) {
   return false;
 }
 
-Result<int> EventReader::Poll(int timeout_ms) {
-  if (!ring_) return 0;
-  budget_ = 0;
-  int n = ring_buffer__poll(ring_, timeout_ms);
-  if (n < 0 && n != -EINTR) return Error{"poll ring buffers", -n};
-  return n < 0 ? 0 : n;
+Result<int> EventReader::Consume(int max_records) {
+  decoder_.BeginBatch();
+  int total = 0;
+  int64_t now = 0;
+  for (auto& source : sources_) {
+    int left = max_records > 0 ? max_records - total : 0;
+    total += ConsumeRing(*source, left);
+    if (source->last_active_ns < 0) source->last_active_ns = now ? now : (now = MonotonicNs());
+    if (max_records > 0 && total >= max_records) break;
+  }
+  decoder_.EndBatch();
+  return total;
 }
 
-Result<int> EventReader::Drain() {
-  if (!ring_) return 0;
-  budget_ = 0;
-  int n = ring_buffer__consume(ring_);
-  if (n < 0 && n != -EINTR) return Error{"consume ring buffers", -n};
-  return n < 0 ? 0 : n;
+Result<int> EventReader::Poll(int timeout_ms) {
+  if (sources_.empty()) return 0;
+  struct epoll_event evs[16];
+  int n = ::epoll_wait(epoll_fd_.get(), evs, 16, timeout_ms);
+  if (n < 0 && errno != EINTR) return SysError("poll ring buffers");
+  return Consume(0);
 }
+
+Result<int> EventReader::Drain() { return sources_.empty() ? 0 : Consume(0); }
 
 Result<int> EventReader::Drain(int max_records) {
-  if (!ring_) return 0;
-  if (max_records <= 0) return Drain();
-  uint64_t before = consumed_;
-  budget_ = max_records;
-  int n = ring_buffer__consume(ring_);
-  budget_ = 0;
-  if (n < 0 && n != kBudgetSpent && n != -EINTR) return Error{"consume ring buffers", -n};
-  return static_cast<int>(consumed_ - before);
+  if (sources_.empty()) return 0;
+  return Consume(max_records <= 0 ? 0 : max_records);
 }
 
 void EventReader::CheckLosses() {
   for (auto& source : sources_) {
     if (!source->counters_fd.valid()) continue;
-    auto sums = ReadCounters(source->counters_fd.get());
-    if (!sums) continue;
-    uint64_t dropped = (*sums)[CORDON_CNT_EVENTS_DROPPED];
+    auto counted = ReadCounter(source->counters_fd.get(), CORDON_CNT_EVENTS_DROPPED);
+    if (!counted) continue;
+    uint64_t dropped = *counted;
     if (dropped > source->drops_reported) {
       // Reported first, then remembered: a reader killed in between reports
       // these again rather than never.
       callback_(decoder_.LossRecord(source->sandbox, dropped - source->drops_reported));
       source->drops_reported = dropped;
-      WriteLossWatermark(source->counters_fd.get(), dropped);
+      if (defer_commit_) source->watermark_due = true;  // once the record is written out
+      else WriteLossWatermark(source->counters_fd.get(), dropped);
     }
   }
 }
 
-int EventReader::epoll_fd() const { return ring_ ? ring_buffer__epoll_fd(ring_) : -1; }
+void EventReader::UnmapIdle(int64_t idle_ns) {
+  const int64_t now = MonotonicNs();
+  for (auto& source : sources_) {
+    if (!source->mapped() || now - source->last_active_ns < idle_ns) continue;
+    if (__atomic_load_n(source->consumer_pos, __ATOMIC_RELAXED) != source->cons) continue;  // not committed
+    if (__atomic_load_n(source->producer_pos, __ATOMIC_ACQUIRE) != source->cons) continue;  // records waiting
+    source->Unmap();
+  }
+}
+
+double EventReader::Fill() const {
+  double fill = 0;
+  for (const auto& source : sources_) {
+    if (!source->mapped() || !source->ring_size) continue;
+    uint64_t cons = __atomic_load_n(source->consumer_pos, __ATOMIC_ACQUIRE);
+    uint64_t prod = __atomic_load_n(source->producer_pos, __ATOMIC_ACQUIRE);
+    fill = std::max(fill, prod > cons ? static_cast<double>(prod - cons) / source->ring_size : 0.0);
+  }
+  return fill;
+}
+
+bool EventReader::AnyMapped() const {
+  for (const auto& source : sources_)
+    if (source->mapped()) return true;
+  return false;
+}
+
+int EventReader::epoll_fd() const { return epoll_fd_.valid() ? epoll_fd_.get() : -1; }
 
 }  // namespace cordon

@@ -3,8 +3,6 @@
 // and reports them as loss records.
 #pragma once
 
-#include <bpf/libbpf.h>
-
 #include <functional>
 #include <memory>
 #include <vector>
@@ -38,6 +36,14 @@ class EventReader {
   // policy replacement). False if the sandbox is not read here.
   bool Update(const SandboxContext& sandbox);
   void SetAdmit(Admit admit) { admit_ = std::move(admit); }
+  // Deferred commit: a ring buffer's consumer position advances only at
+  // Commit(), so records delivered to the callback but not yet committed are
+  // read again by the next reader if this process dies. A caller that
+  // buffers what the callback gets commits after writing it out: delivery is
+  // then at least once, never lost. Default: each record is committed as soon
+  // as its callback returns.
+  void SetDeferCommit(bool defer) { defer_commit_ = defer; }
+  void Commit();
 
   // Waits up to timeout_ms for records and consumes everything available.
   // Returns the number of records consumed.
@@ -48,6 +54,16 @@ class EventReader {
   Result<int> Drain(int max_records);
   // Emits a loss record for every sandbox whose drop counter grew.
   void CheckLosses();
+  // A ring buffer is mapped (its 2 x 256 KiB of data pages count in this
+  // process's RSS from the mmap on) only while it has records: unmaps those
+  // with nothing consumed for `idle_ns` and nothing left to commit.
+  void UnmapIdle(int64_t idle_ns);
+  // Unconsumed bytes / ring size, of the fullest ring (0 for unmapped ones,
+  // which held nothing when last looked at).
+  double Fill() const;
+  // Whether some ring buffer is mapped (had records lately). An unmapped one
+  // is empty and committed; its next record wakes the epoll fd.
+  bool AnyMapped() const;
 
   int epoll_fd() const;
   uint64_t malformed() const { return malformed_; }
@@ -56,25 +72,46 @@ class EventReader {
   uint64_t refused() const { return refused_; }     // records Admit said no to
 
  private:
+  // One sandbox's ring buffer, mapped as libbpf maps it: the consumer
+  // position page read-write, the producer position page and the data
+  // (mapped twice in a row, so a record that wraps around reads contiguously)
+  // read-only. Mapped when there is something to read (see UnmapIdle).
   struct Source {
-    EventReader* reader;
     SandboxContext sandbox;
     UniqueFd events_fd;
     UniqueFd counters_fd;
     uint64_t drops_reported = 0;
+    uint64_t* consumer_pos = nullptr;
+    const uint64_t* producer_pos = nullptr;
+    const uint8_t* data = nullptr;
+    size_t data_map_size = 0;
+    uint64_t mask = 0;
+    uint32_t ring_size = 0;
+    uint64_t cons = 0;  // next record to read; > *consumer_pos while uncommitted
+    int64_t last_active_ns = 0;
+    bool watermark_due = false;  // a loss record awaits Commit() to be remembered
+    bool mapped() const { return consumer_pos != nullptr; }
+    Status Map();
+    void Unmap();
+    ~Source() { Unmap(); }
   };
-  static int OnRecord(void* ctx, void* data, size_t size);
+  // Consumes records of one source; stops after `budget` (> 0) records or
+  // when the ring is empty. Returns the records consumed.
+  int ConsumeRing(Source& source, int budget);
+  void OnRecord(Source& source, const void* data, size_t size);
+  Result<int> Consume(int max_records);
 
   EventDecoder decoder_;
   Callback callback_;
   Admit admit_;
-  ring_buffer* ring_ = nullptr;
+  UniqueFd epoll_fd_;
+  bool defer_commit_ = false;
+  cordon::v1::AuditEvent event_;  // reused for every record
   std::vector<std::unique_ptr<Source>> sources_;
   uint64_t malformed_ = 0;
   uint64_t delivered_ = 0;
   uint64_t consumed_ = 0;
   uint64_t refused_ = 0;
-  int budget_ = 0;  // > 0: records left before Drain(max_records) stops
 };
 
 }  // namespace cordon

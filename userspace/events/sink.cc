@@ -16,7 +16,7 @@ namespace cordon {
 namespace {
 
 // Like WriteAll, and says how much went out before an error.
-Status WriteCounting(int fd, const std::string& data, size_t* written) {
+Status WriteCounting(int fd, std::string_view data, size_t* written) {
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = ::write(fd, data.data() + off, data.size() - off);
@@ -67,7 +67,18 @@ std::string Rfc3339Micros(const google::protobuf::Timestamp& ts) {
   return buf;
 }
 
+size_t CountLines(std::string_view data) {
+  size_t n = 0;
+  for (size_t pos = 0; (pos = data.find('\n', pos)) != std::string_view::npos; ++pos) ++n;
+  return n;
+}
+
 }  // namespace
+
+size_t AuditSink::WriteLines(std::string_view, size_t, Status* status) {
+  *status = Error{"this sink does not take audit-file lines"};
+  return 0;
+}
 
 Status WriteAll(int fd, const std::string& data) {
   size_t written = 0;
@@ -144,6 +155,63 @@ Status JsonlFileSink::Write(const cordon::v1::AuditEvent& event) {
   size_ += line.size();
   dirty_ = true;
   return SyncIfDue();
+}
+
+size_t JsonlFileSink::WriteLines(std::string_view lines, size_t count, Status* status) {
+  *status = {};
+  size_t done = 0;
+  size_t off = 0;
+  while (off < lines.size()) {
+    if (!fd_.valid()) {
+      if (Status s = OpenFile(); !s.ok()) {
+        *status = s;
+        return done;
+      }
+    }
+    // The chunk: all that is left, or the lines before the one that would
+    // cross max_bytes (Write()'s rule, line by line).
+    size_t end = lines.size();
+    size_t chunk_lines = count - done;
+    if (options_.max_bytes > 0 && size_ + (end - off) > options_.max_bytes) {
+      end = off;
+      chunk_lines = 0;
+      while (end < lines.size()) {
+        size_t nl = lines.find('\n', end);
+        size_t next = nl == std::string_view::npos ? lines.size() : nl + 1;
+        uint64_t before = size_ + (end - off);
+        if (before > 0 && before + (next - end) > options_.max_bytes) break;
+        end = next;
+        chunk_lines++;
+      }
+      if (end == off) {  // the next line needs a fresh file
+        if (Status s = Rotate(); !s.ok()) {
+          *status = s;
+          return done;
+        }
+        continue;
+      }
+    }
+    const std::string_view chunk = lines.substr(off, end - off);
+    size_t written = 0;
+    Status s = WriteCounting(fd_.get(), chunk, &written);
+    if (!s.ok()) {
+      // Keep the whole lines that got out; never leave half a line behind.
+      size_t keep = written == 0 ? 0 : chunk.substr(0, written).rfind('\n');
+      keep = (written == 0 || keep == std::string_view::npos) ? 0 : keep + 1;
+      if (written > keep) (void)::ftruncate(fd_.get(), static_cast<off_t>(size_ + keep));
+      size_ += keep;
+      if (keep) dirty_ = true;
+      done += CountLines(chunk.substr(0, keep));
+      *status = s.error().Wrap("audit file " + path_);
+      return done;
+    }
+    size_ += chunk.size();
+    dirty_ = true;
+    done += chunk_lines;
+    off = end;
+  }
+  if (Status s = SyncIfDue(); !s.ok()) *status = s;
+  return done;
 }
 
 Status JsonlFileSink::SyncIfDue() {
@@ -240,6 +308,12 @@ Status SyslogSink::Write(const cordon::v1::AuditEvent& event) {
 }
 
 // ---- StreamSink -------------------------------------------------------------
+
+size_t StreamSink::WriteLines(std::string_view lines, size_t count, Status* status) {
+  size_t written = 0;
+  *status = WriteCounting(fd_, lines, &written);
+  return status->ok() ? count : CountLines(lines.substr(0, written));
+}
 
 Status StreamSink::Write(const cordon::v1::AuditEvent& event) {
   return WriteAll(fd_, (format_ == Format::kJson ? ToJsonLine(event) : ToCompactLine(event)) + "\n");

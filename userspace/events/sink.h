@@ -1,7 +1,8 @@
 // Audit sinks: where AuditEvents go.
-//  - JsonlFileSink: one canonical-JSON event per line, appended with one
-//    write() per line so concurrent writers never interleave within a line;
-//    optional size-based rotation and an fdatasync policy.
+//  - JsonlFileSink: one canonical-JSON event per line, appended (O_APPEND)
+//    with one write() per line, or per batch of whole lines (WriteLines), so
+//    concurrent writers never interleave within a line; optional size-based
+//    rotation and an fdatasync policy.
 //  - SyslogSink: RFC 5424 messages over a unix datagram socket (/dev/log).
 //  - StreamSink: a stream (stdout) in json or compact form.
 // None is thread-safe: one thread writes to a sink.
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "event.pb.h"
 #include "util/fd.h"
@@ -23,6 +25,13 @@ class AuditSink {
   virtual ~AuditSink() = default;
   virtual Status Write(const cordon::v1::AuditEvent& event) = 0;
   virtual Status Flush() { return {}; }
+  // Batched audit-file lines (the agent's fast path), for sinks whose output
+  // is exactly the events' ToJsonLine() each followed by '\n': `lines` holds
+  // `count` such lines. Returns how many of them were written: all, or the
+  // first ones before an error (then set in *status). Sinks that write
+  // something else say false to TakesJsonLines() and get Write() per event.
+  virtual bool TakesJsonLines() const { return false; }
+  virtual size_t WriteLines(std::string_view lines, size_t count, Status* status);
 };
 
 struct JsonlOptions {
@@ -52,6 +61,13 @@ class JsonlFileSink : public AuditSink {
   // write removes the partial line it left (the file never holds half a
   // line), a failed rotation or reopen is retried by the next Write().
   Status Write(const cordon::v1::AuditEvent& event) override;
+  // As Write() for each line, with one write() for all of them when no
+  // rotation falls among them (rotation happens before the line that would
+  // cross max_bytes, exactly as with Write()). A failed write() keeps the
+  // whole lines that reached the file and removes a partial one. kEveryEvent
+  // syncs once after the lines.
+  bool TakesJsonLines() const override { return true; }
+  size_t WriteLines(std::string_view lines, size_t count, Status* status) override;
   Status Flush() override;  // fdatasync per the policy (see JsonlOptions)
   Status Sync();            // fdatasync now if anything is unsynced
   const std::string& path() const { return path_; }
@@ -110,6 +126,8 @@ class StreamSink : public AuditSink {
   enum class Format { kJson, kCompact };
   StreamSink(int fd, Format format) : fd_(fd), format_(format) {}
   Status Write(const cordon::v1::AuditEvent& event) override;
+  bool TakesJsonLines() const override { return format_ == Format::kJson; }
+  size_t WriteLines(std::string_view lines, size_t count, Status* status) override;
 
  private:
   int fd_;

@@ -1,0 +1,126 @@
+// The agent's batched form of the JSONL sink (JsonlFileSink::WriteLines):
+// the same files as Write() per event, rotation included, and no partial
+// line when a write fails.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "events/decoder.h"
+#include "events/sink.h"
+
+namespace cordon {
+namespace {
+
+using cordon::v1::AuditEvent;
+
+std::string TempDirPath() {
+  char tmpl[] = "/tmp/cordon-sink-batch-test.XXXXXX";
+  char* p = ::mkdtemp(tmpl);
+  EXPECT_NE(p, nullptr);
+  return p ? p : "";
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+AuditEvent Event(uint32_t pid, size_t reason_length) {
+  AuditEvent e;
+  e.mutable_time()->set_seconds(1700000000 + pid);
+  e.set_sandbox("agent-1");
+  e.set_kind("net.sendmsg");
+  e.set_pid(pid);
+  e.set_reason(std::string(reason_length, 'r'));
+  return e;
+}
+
+TEST(SinkJsonlBatch, WriteLinesMakesTheSameFilesAsWriteRotationIncluded) {
+  const std::string a = TempDirPath(), b = TempDirPath();
+  JsonlOptions options;
+  options.fsync = JsonlOptions::Fsync::kNever;
+  options.max_bytes = 600;
+  options.keep = 50;
+  auto single = JsonlFileSink::Open(a + "/audit.jsonl", options);
+  auto batched = JsonlFileSink::Open(b + "/audit.jsonl", options);
+  ASSERT_TRUE(single.ok() && batched.ok());
+  // Lines of varied lengths, one longer than max_bytes, in batches of varied sizes.
+  std::vector<AuditEvent> events;
+  for (uint32_t i = 0; i < 60; ++i) events.push_back(Event(1000 + i, i == 17 ? 900 : (i * 37) % 200));
+  const size_t kBatches[] = {1, 7, 5, 13, 2, 20, 12};
+  size_t next = 0;
+  for (size_t size : kBatches) {
+    std::string lines;
+    size_t count = 0;
+    for (; count < size && next < events.size(); ++count, ++next) {
+      ASSERT_TRUE((*single)->Write(events[next]).ok());
+      AppendJsonLine(events[next], &lines);
+      lines += '\n';
+    }
+    Status status;
+    EXPECT_EQ((*batched)->WriteLines(lines, count, &status), count);
+    EXPECT_TRUE(status.ok()) << status.error().ToString();
+  }
+  ASSERT_EQ(next, events.size());
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(a)) {
+    const std::string name = entry.path().filename();
+    EXPECT_EQ(Slurp(a + "/" + name), Slurp(b + "/" + name)) << name;
+    files++;
+  }
+  EXPECT_GT(files, 10) << "rotated many times";
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(b), std::filesystem::directory_iterator()), files);
+  std::filesystem::remove_all(a);
+  std::filesystem::remove_all(b);
+}
+
+// A write cut short (here by RLIMIT_FSIZE) keeps the whole lines that got
+// out, removes the partial one, says how many were written, and the sink
+// writes again once the cause is gone.
+TEST(SinkJsonlBatch, FailedWriteKeepsWholeLinesOnly) {
+  const std::string dir = TempDirPath();
+  const std::string path = dir + "/audit.jsonl";
+  auto sink = JsonlFileSink::Open(path);
+  ASSERT_TRUE(sink.ok());
+  const std::string line = ToJsonLine(Event(1, 10)) + "\n";
+  std::string three;
+  for (uint32_t pid : {2u, 3u, 4u}) three += ToJsonLine(Event(pid, 10)) + "\n";
+  ASSERT_EQ(three.size(), 3 * line.size());
+  Status status;
+  ASSERT_EQ((*sink)->WriteLines(line, 1, &status), 1u);
+
+  struct rlimit old_limit = {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limit = old_limit;
+  limit.rlim_cur = line.size() * 2 + line.size() / 2;  // room for one more line and a half
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  size_t written = (*sink)->WriteLines(three, 3, &status);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  std::signal(SIGXFSZ, old_handler);
+
+  EXPECT_EQ(written, 1u);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.error().err, EFBIG);
+  EXPECT_NE(status.error().ToString().find(path), std::string::npos) << status.error().ToString();
+  EXPECT_EQ(Slurp(path), line + three.substr(0, line.size()));
+  ASSERT_EQ((*sink)->WriteLines(three.substr(line.size()), 2, &status), 2u);
+  EXPECT_TRUE(status.ok());
+  EXPECT_EQ(Slurp(path), line + three);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SinkJsonlBatch, StreamSinkTakesJsonLinesOnlyInJsonFormat) {
+  EXPECT_TRUE(StreamSink(1, StreamSink::Format::kJson).TakesJsonLines());
+  EXPECT_FALSE(StreamSink(1, StreamSink::Format::kCompact).TakesJsonLines());
+}
+
+}  // namespace
+}  // namespace cordon
