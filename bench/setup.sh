@@ -4,7 +4,7 @@
 # benchmarks need on top of the project's own ./setup.sh (apt-get update runs
 # once, and only when something is missing).
 #
-#   bench/setup.sh         install packages, build (build/bench/egress_bench)
+#   bench/setup.sh         install packages, build (build/bench/egress_bench, ...)
 #   bench/setup.sh --deps  install packages only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,5 +24,6 @@ tools/apt-ensure.sh bench/setup.sh "${PACKAGES[@]}"
 [ "${1:-}" = "--deps" ] && exit 0
 
 # The project's setup installs the build dependencies and builds into build/;
-# CORDON_BUILD_BENCH (default ON) adds build/bench/egress_bench.
+# CORDON_BUILD_BENCH (default ON) adds build/bench/egress_bench, file_bench and
+# policy_bench.
 ./setup.sh

@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+"""Renders bench/agent_bench.py's JSON (B4, B5) as Markdown: docs/performance-agent.md.
+
+usage: report_agent.py AGENT.json OUT.md
+"""
+import json
+import sys
+
+
+def fmt(v, digits=0):
+    if v is None:
+        return "n/a"
+    if digits == 0:
+        return f"{v:,.0f}"
+    return f"{v:,.{digits}f}"
+
+
+def q(values):
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return None
+    def at(p):
+        k = (len(v) - 1) * p
+        lo = int(k)
+        hi = min(lo + 1, len(v) - 1)
+        return v[lo] + (v[hi] - v[lo]) * (k - lo)
+    return {"median": at(0.5), "q1": at(0.25), "q3": at(0.75), "n": len(v)}
+
+
+def row(name, stats, goal, met, digits=0, unit=""):
+    if stats is None:
+        return f"| {name} | n/a | n/a | {goal} | {met} |"
+    return (f"| {name} | {fmt(stats['median'], digits)}{unit} | {fmt(stats['q1'], digits)} – "
+            f"{fmt(stats['q3'], digits)}{unit} | {goal} | {met} |")
+
+
+def yes(b):
+    return "yes" if b else "**no**"
+
+
+def b4_section(data, out):
+    runs = [r for r in data["runs"] if r["phase"] == "saturation"]
+    over = [r for r in data["runs"] if r["phase"] == "overload"]
+    cap = q([r["agent_events_per_cpu_s"] for r in runs])
+    tail = q([r["tail_lines_per_cpu_s"] for r in runs])
+    wall = q([r["delivered_per_s"] for r in runs])
+    gen = q([r["generated_per_s"] for r in runs])
+    share = q([r["agent_cpu_s"] / r["seconds"] for r in runs])
+    ok = sum(r["accounted"] for r in runs)
+    tail_ok = sum(r["tail_accounted"] for r in runs)
+    out.append(f"Saturation: the generator floods as fast as it can, {len(runs)} runs of "
+               f"{runs[0]['seconds']:.0f} s each (after one warm-up run). The ring buffer overflows, so the "
+               "agent never waits for events: its events per CPU-second (user + system time of the agent "
+               "process) is what one core does, whatever share of this shared machine it got.\n")
+    out.append("| measure | median | IQR | goal | met? |")
+    out.append("|---|---|---|---|---|")
+    out.append(row("agent: denials turned into audit-file lines (and tail frames), per agent CPU-second", cap,
+                   "≥ 500,000 /s on one core", yes(cap and cap["median"] >= 500000)))
+    out.append(row("`cordon tail -f -o json`: lines printed per tail CPU-second", tail,
+                   "(keeps up with the agent)", yes(tail and cap and tail["median"] >= cap["median"])))
+    out.append(row("agent: lines delivered per wall-clock second, this machine", wall, "–", "–"))
+    out.append(row("agent: share of one CPU it got during the flood", share, "–", "–", 2))
+    out.append(row("generator: denials per second", gen, "–", "–"))
+    out.append(f"| runs with kernel denials = audit-file events + loss records' counts (+ suppressed, 0), exactly "
+               f"| {ok} of {len(runs)} | | all | {yes(ok == len(runs))} |")
+    out.append(f"| runs with tail lines + events the agent dropped for the tail = lines it was sent, exactly "
+               f"| {tail_ok} of {len(runs)} | | all | {yes(tail_ok == len(runs))} |")
+    out.append("")
+    if over:
+        target = over[0]["target_rate"]
+        ogen = q([r["generated_per_s"] for r in over])
+        odel = q([r["delivered_per_s"] for r in over])
+        oloss = q([r["loss_fraction"] * 100 for r in over])
+        ook = sum(r["accounted"] for r in over)
+        otok = sum(r["tail_accounted"] for r in over)
+        out.append(f"Overload: the generator paced at twice the median capacity ({fmt(target)} /s; it reaches what "
+                   f"it can on this machine), {len(over)} runs:\n")
+        out.append("| measure | median | IQR | goal | met? |")
+        out.append("|---|---|---|---|---|")
+        out.append(row("denials generated per second", ogen, f"{fmt(target)} (2 × capacity)", "–"))
+        out.append(row("lines delivered per wall-clock second", odel, "–", "–"))
+        out.append(row("lost (ring buffer full), % of generated", oloss, "counted exactly", "–", 1, " %"))
+        out.append(f"| runs with generated = delivered + lost (+ suppressed, 0), exactly | {ook} of {len(over)} | | all "
+                   f"| {yes(ook == len(over))} |")
+        out.append(f"| runs with the tail's lines + its counted drops = lines it was sent | {otok} of {len(over)} | | "
+                   f"all | {yes(otok == len(over))} |")
+        out.append("")
+
+
+def b5_section(data, out):
+    levels = [l for l in data["levels"] if l["sandboxes"] > 0]
+    out.append("| sandboxes attached | agent VmRSS | agent idle CPU | `cordon attach` end to end, median (IQR) | "
+               "AttachSandbox in the agent, median (IQR) | agent's whole attach request | `cordon detach` |")
+    out.append("|---|---|---|---|---|---|---|")
+    base = data["levels"][0]
+    out.append(f"| 0 | {base['rss_kib'] / 1024:.1f} MiB | | | | | |")
+
+    def ms(s):
+        if not s:
+            return "n/a"
+        return f"{s['median']:.1f} ms ({s['q1']:.1f} – {s['q3']:.1f})"
+
+    for l in levels:
+        out.append(f"| {l['sandboxes']:,} | {l['rss_kib'] / 1024:.1f} MiB | {l['idle_cpu'] * 100:.1f} % | "
+                   f"{ms(l['cli_attach_ms'])} | {ms(l['attach_sandbox_ms'])} | {ms(l['agent_attach_ms'])} | "
+                   f"{ms(l['cli_detach_ms'])} |")
+    out.append("")
+
+
+def main():
+    data = json.load(open(sys.argv[1]))
+    m = data["machine"]
+    out = ["# Agent performance: B4 event pipeline, B5 footprint and scale", "",
+           "Written by `bench/run_agent.sh` (root, one command, about 3 to 5 minutes); data in "
+           "`build/bench/agent.json`. Method: `bench/agent_bench.py`.", "",
+           f"Machine: {m['nproc']} CPUs ({m['cpu']}), kernel {m['kernel']}, load average "
+           f"{' '.join(m['loadavg_start'])} at the start and {' '.join(m.get('loadavg_end', ['?']))} at the end "
+           f"(this machine is shared: wall-clock rates depend on what else runs; per-CPU-second figures much "
+           f"less). Run {data['started']}.", ""]
+    b4 = {d["label"]: d for d in data.get("b4", [])}
+    if "current" in b4:
+        out += ["## B4: event pipeline", "",
+                "One agent (rate limit off, one jsonl sink with the default fsync policy, `interval`), one "
+                "`cordon tail -f -o json` subscriber, one sandbox whose policy denies all egress, and a generator "
+                "in it doing denied UDP `sendto()` (`bench/agent_bench_helper.c`). After every run the benchmark "
+                "waits until everything is accounted for, then compares the kernel's denial counter with the "
+                "audit file (events and loss records) and the agent's status, and the tail's output with what "
+                "the agent sent it.", ""]
+        b4_section(b4["current"], out)
+        if "baseline" in b4:
+            def by_round(label, key):
+                return {r["round"]: r[key] for r in b4[label]["runs"] if r["phase"] == "saturation" and r[key]}
+            cur_cap, old_cap = by_round("current", "agent_events_per_cpu_s"), by_round("baseline", "agent_events_per_cpu_s")
+            cur_w, old_w = by_round("current", "delivered_per_s"), by_round("baseline", "delivered_per_s")
+            ratio_cap = q([cur_cap[i] / old_cap[i] for i in cur_cap if i in old_cap])
+            ratio_w = q([cur_w[i] / old_w[i] for i in cur_w if i in old_w])
+            oc, cc = q(old_cap.values()), q(cur_cap.values())
+            ow, cw = q(old_w.values()), q(cur_w.values())
+            out += [f"Before and after: {b4['baseline'].get('name', b4['baseline']['binary'])} ran as a second pipeline; "
+                    "every round visits both in a shuffled order, and the ratio is taken per round.", "",
+                    "| | before, median | after, median | after / before, median of per-round ratios | IQR of the ratio |",
+                    "|---|---|---|---|---|",
+                    f"| events per agent CPU-second | {fmt(oc['median'])} | {fmt(cc['median'])} | "
+                    f"{ratio_cap['median']:.1f} × | {ratio_cap['q1']:.1f} – {ratio_cap['q3']:.1f} |",
+                    f"| lines delivered per wall-clock second | {fmt(ow['median'])} | {fmt(cw['median'])} | "
+                    f"{ratio_w['median']:.1f} × | {ratio_w['q1']:.1f} – {ratio_w['q3']:.1f} |", ""]
+    b5 = {d["label"]: d for d in data.get("b5", [])} if isinstance(data.get("b5"), list) else {}
+    if "current" in b5:
+        cur = b5["current"]
+        top = max(cur["levels"], key=lambda l: l["sandboxes"])
+        out += ["## B5: agent footprint and scale", "",
+                "One agent; sandboxes attached through it with `cordon attach` (one empty cgroup each, deny-all "
+                "policy), then at each size: the agent's VmRSS (`/proc/<pid>/status`) and CPU over 2 s with no "
+                "events (measured 3 s after the last attach, once idle rings are unmapped), and "
+                f"{cur['levels'][1]['cli_attach_ms']['n'] if len(cur['levels']) > 1 and cur['levels'][1]['cli_attach_ms'] else '?'} "
+                "attach/detach cycles of one more sandbox: `cordon attach` from process start to exit, and the "
+                "agent's own timing of the request from its log line (AttachSandbox, and the whole request "
+                "including adoption and the retroactive check).", ""]
+        b5_section(cur, out)
+        rss_ok = top["rss_kib"] / 1024 < 30
+        cli = (top["cli_attach_ms"] or {}).get("median")
+        att = (top["attach_sandbox_ms"] or {}).get("median")
+        out += ["| goal | measured | met? |", "|---|---|---|",
+                f"| agent RSS < 30 MiB with {top['sandboxes']:,} sandboxes | {top['rss_kib'] / 1024:.1f} MiB | {yes(rss_ok)} |",
+                f"| attach < 5 ms with {top['sandboxes']:,} sandboxes: `cordon attach` end to end | "
+                f"{fmt(cli, 1)} ms | {yes(cli is not None and cli < 5)} |",
+                f"| attach < 5 ms with {top['sandboxes']:,} sandboxes: AttachSandbox | {fmt(att, 1)} ms | "
+                f"{yes(att is not None and att < 5)} |", ""]
+        if "baseline" in b5:
+            out += [f"Before: {b5['baseline'].get('name', b5['baseline']['binary'])}, same method:", ""]
+            b5_section(b5["baseline"], out)
+    out += ["## Notes", "",
+            "- Capacity is per CPU-second of the agent process: the agent is one thread, so this is what one "
+            "core turns into audit-file lines while it also serializes and sends every event to the tail. "
+            "Wall-clock rates here are lower because the generator, the agent and the tail share two CPUs "
+            "(with whatever else runs on this machine).",
+            "- Every loss is counted where it happens: events the kernel could not put in the full ring buffer "
+            "come back as `loss` records, and events the agent could not queue for a slow tail are counted as "
+            "that tail's drops; the tables above check both identities exactly, in every run.",
+            "- Overload: one generator process cannot produce twice the agent's per-core capacity here (it "
+            "shares the two CPUs with the agent and the tail), so the overload runs generate what they can; "
+            "what matters there is that every denial is either in the audit file or in a loss record.",
+            "- AttachSandbox loads and verifies the sandbox's BPF programs and creates its maps. Profiled "
+            "(`perf record -e cpu-clock` on the agent over 20 attaches): about 60 % in the kernel (verifier, "
+            "JIT, map allocation) and 30 % in libbpf (parsing the kernel's BTF and CO-RE relocation, for every "
+            "load). Its cost does not grow with the number of sandboxes; `cordon attach` adds the CLI's own "
+            "start, policy parsing and kernel probing (about 4 ms). Meeting 5 ms needs the loader to stop "
+            "loading programs per sandbox (or at least to reuse the parsed kernel BTF), which is outside the "
+            "agent.",
+            "- The agent's RSS with one sandbox already includes about 12 MiB of heap kept after the first "
+            "attach (libbpf's parsed kernel BTF, freed but not returned to the system); `malloc_trim()` after "
+            "each attach would give it back (RSS about 10 MiB at 1,000 sandboxes) but made every attach about "
+            "5 ms slower, so the agent keeps it. Ring buffers are mapped only while they have events: each "
+            "mapping puts 516 KiB of the kernel's ring pages into the agent's RSS.", ""]
+    with open(sys.argv[2], "w") as f:
+        f.write("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
