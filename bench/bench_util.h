@@ -1,6 +1,6 @@
 // Small helpers shared by the B2 (file_bench) and B3 (policy_bench)
 // benchmarks: clocks, quantiles, JSON output, machine description, BPF
-// program statistics. Header-only; egress_bench (B1) keeps its own copies.
+// program statistics, option parsing and output. Header-only.
 #pragma once
 
 #include <bpf/bpf.h>
@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -128,6 +129,27 @@ inline void WriteFileOrDie(const std::string& path, const std::string& text) {
   f << text;
   f.close();
   if (!f) Die("write " + path);
+}
+
+// Writes a benchmark's JSON to `path`, or to stdout when `path` is empty.
+// Returns whether it went to a file.
+inline bool EmitJson(const std::string& path, const std::string& json) {
+  if (path.empty()) {
+    std::fputs(json.c_str(), stdout);
+    return false;
+  }
+  WriteFileOrDie(path, json);
+  return true;
+}
+
+// The value of the option at argv[*i], advancing *i; a missing value is a
+// usage error (exit status 2).
+inline std::string OptionValue(int argc, char** argv, int* i, void (*usage)()) {
+  if (*i + 1 >= argc) {
+    usage();
+    std::exit(2);
+  }
+  return argv[++*i];
 }
 
 }  // namespace bench

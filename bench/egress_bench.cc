@@ -60,6 +60,8 @@
 #include "policy/compiler.h"
 #include "policy/parser.h"
 
+#include "bench_util.h"
+
 namespace {
 
 using cordon::CgroupRef;
@@ -960,14 +962,7 @@ int Run(const Options& opt) {
     << checks_json << "\n  ]}\n}\n";
 
   Cleanup();
-  if (opt.out.empty()) {
-    std::fputs(o.str().c_str(), stdout);
-  } else {
-    std::ofstream f(opt.out);
-    f << o.str();
-    if (!f) Die("write " + opt.out);
-    Log("wrote %s", opt.out.c_str());
-  }
+  if (bench::EmitJson(opt.out, o.str())) Log("wrote %s", opt.out.c_str());
   return 0;
 }
 
@@ -978,13 +973,7 @@ int main(int argc, char** argv) {
   bool rounds_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        Usage();
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return bench::OptionValue(argc, argv, &i, Usage); };
     if (a == "--rounds") opt.rounds = std::atoi(next().c_str()), rounds_given = true;
     else if (a == "--out") opt.out = next();
     else if (a == "--seed") opt.seed = std::strtoull(next().c_str(), nullptr, 10);

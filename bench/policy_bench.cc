@@ -579,11 +579,7 @@ int Run(const Options& opt) {
   S("detach_ms", det_small); o << "\n  }\n}\n";
 
   Cleanup();
-  if (opt.out.empty()) std::fputs(o.str().c_str(), stdout);
-  else {
-    bench::WriteFileOrDie(opt.out, o.str());
-    Log("wrote %s", opt.out.c_str());
-  }
+  if (bench::EmitJson(opt.out, o.str())) Log("wrote %s", opt.out.c_str());
   return 0;
 }
 
@@ -594,13 +590,7 @@ int main(int argc, char** argv) {
   bool rounds_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        Usage();
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return bench::OptionValue(argc, argv, &i, Usage); };
     if (a == "--rounds") opt.rounds = std::atoi(next().c_str()), rounds_given = true;
     else if (a == "--parse-rounds") opt.parse_rounds = std::atoi(next().c_str());
     else if (a == "--cidrs") opt.cidrs = std::atoi(next().c_str());

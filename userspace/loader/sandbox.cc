@@ -406,34 +406,43 @@ uint32_t CgroupLevel(const std::string& relative) {
   return relative == "/" ? 0 : level;
 }
 
-// Registers the sandbox with the LSM (or detect) object, sharing its events
-// and counters.
-Status RegisterHostWide(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
-                        const std::vector<ResolvedFileRule>& rules, bool detect, uint32_t extra_flags = 0) {
-  UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
-  UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
-  if (!events.valid() || !counters.valid()) return SysError("open the sandbox's events/counters");
-  if (detect)
-    CORDON_TRY(DetectAddSandbox(cgroup.id, CgroupLevel(cgroup.relative), policy, rules, events.get(), counters.get(),
-                                extra_flags));
-  else
-    CORDON_TRY(LsmAddSandbox(cgroup.id, CgroupLevel(cgroup.relative), policy, rules, events.get(), counters.get()));
+// Which host-wide object a sandbox is registered with, and for what.
+enum class HostWide {
+  kLsm,         // BPF LSM enforces its file, exec, family and tamper rules
+  kDetect,      // no usable BPF LSM: file/exec rules checked after the fact
+  kReportOnly,  // next to BPF LSM: the detect object only reports cordon run's layers' refusals
+};
+
+// Records which host-wide object enforces the sandbox's file rules.
+Status SetHostWideInfo(const std::string& dir, uint32_t flags) {
   auto info = ReadInfo(dir);
   if (!info) return info.error();
   info->flags &= ~(CORDON_INFO_F_LSM | CORDON_INFO_F_DETECT | CORDON_INFO_F_DETECT_KILL);
-  if (!detect) info->flags |= CORDON_INFO_F_LSM;
-  else info->flags |= CORDON_INFO_F_DETECT | ((policy.lsm_flags & CORDON_LSM_F_KILL) ? CORDON_INFO_F_DETECT_KILL : 0);
+  info->flags |= flags;
   return WriteInfo(dir, *info);
 }
 
-Status AddToLsm(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
-                const std::vector<ResolvedFileRule>& rules) {
-  return RegisterHostWide(dir, cgroup, policy, rules, false);
-}
-
-Status AddToDetect(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
-                   const std::vector<ResolvedFileRule>& rules, uint32_t extra_flags) {
-  return RegisterHostWide(dir, cgroup, policy, rules, true, extra_flags);
+// Registers the sandbox with the LSM (or detect) object, sharing its events
+// and counters.
+Status RegisterHostWide(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
+                        const std::vector<ResolvedFileRule>& rules, HostWide role, uint32_t extra_flags = 0) {
+  UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
+  UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
+  if (!events.valid() || !counters.valid()) return SysError("open the sandbox's events/counters");
+  const uint32_t level = CgroupLevel(cgroup.relative);
+  switch (role) {
+    case HostWide::kLsm:
+      CORDON_TRY(LsmAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get()));
+      return SetHostWideInfo(dir, CORDON_INFO_F_LSM);
+    case HostWide::kReportOnly:  // the info keeps saying BPF LSM enforces
+      return DetectAddSandbox(cgroup.id, level, policy, {}, events.get(), counters.get(),
+                              extra_flags | CORDON_LSM_F_REPORT_ONLY);
+    case HostWide::kDetect:
+      break;
+  }
+  CORDON_TRY(DetectAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), extra_flags));
+  return SetHostWideInfo(dir, CORDON_INFO_F_DETECT |
+                                  ((policy.lsm_flags & CORDON_LSM_F_KILL) ? CORDON_INFO_F_DETECT_KILL : 0));
 }
 
 uint32_t LayerReportFlags(const AttachOptions& options) {
@@ -471,42 +480,28 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
   auto result = existed ? Replace(dir, cgroup, policy, options, unix_flags)
                         : AttachFresh(*root, cgroup, policy, options, unix_flags);
   if (!result) return result;
-  if (lsm.usable()) {
-    Status added = AddToLsm(dir, cgroup, policy, rules);
-    if (!added.ok()) {
-      if (!existed) {
-        (void)LsmRemoveSandbox(cgroup.id);
-        (void)DestroyPinDir(dir);
-      }
-      return added.error().Wrap("register with BPF LSM");
+  // A failed registration leaves nothing of a new sandbox behind.
+  auto undo = [&](const Error& error, const char* what) -> Error {
+    if (!existed) {
+      (void)LsmRemoveSandbox(cgroup.id);
+      (void)DestroyPinDir(dir);
     }
+    return error.Wrap(what);
+  };
+  if (lsm.usable()) {
+    Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kLsm);
+    if (!added.ok()) return undo(added.error(), "register with BPF LSM");
     result->info.lsm = true;
+    // cordon run's second layers refuse before BPF LSM sees the operation:
+    // the detect object reports their refusals (and checks nothing else).
     if (report_layers) {
-      // cordon run's second layers refuse before BPF LSM sees the operation:
-      // the detect object reports their refusals (and checks nothing else).
-      UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
-      UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
-      Status reported = events.valid() && counters.valid()
-                            ? DetectAddSandbox(cgroup.id, CgroupLevel(cgroup.relative), policy, {}, events.get(),
-                                               counters.get(), LayerReportFlags(options) | CORDON_LSM_F_REPORT_ONLY)
-                            : Status(SysError("open the sandbox's events/counters"));
-      if (!reported.ok()) {
-        if (!existed) {
-          (void)LsmRemoveSandbox(cgroup.id);
-          (void)DestroyPinDir(dir);
-        }
-        return reported.error().Wrap("register the run layers' refusals for reporting");
-      }
+      Status reported =
+          RegisterHostWide(dir, cgroup, policy, {}, HostWide::kReportOnly, LayerReportFlags(options));
+      if (!reported.ok()) return undo(reported.error(), "register the run layers' refusals for reporting");
     }
   } else if (detect) {
-    Status added = AddToDetect(dir, cgroup, policy, rules, LayerReportFlags(options));
-    if (!added.ok()) {
-      if (!existed) {
-        (void)LsmRemoveSandbox(cgroup.id);
-        (void)DestroyPinDir(dir);
-      }
-      return added.error().Wrap("register for detect mode");
-    }
+    Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kDetect, LayerReportFlags(options));
+    if (!added.ok()) return undo(added.error(), "register for detect mode");
     result->info.detect = policy.has_files;
     result->info.detect_kill = policy.lsm_flags & CORDON_LSM_F_KILL;
   }
