@@ -101,6 +101,41 @@ TEST(SinkJsonl, OpenWithoutOptionsAppends) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+// A writer killed in the middle of a write() leaves a torn last line: the
+// agent (the file's only writer) cuts it off before appending, so the file
+// stays one whole event per line; the torn event is delivered again.
+TEST(SinkJsonl, RepairCutsATornLastLineOnlyWhenAsked) {
+  TempDir dir;
+  std::string path = dir / "audit.jsonl";
+  {
+    auto sink = JsonlFileSink::Open(path);
+    ASSERT_TRUE(sink.ok());
+    ASSERT_TRUE((*sink)->Write(Event(1)).ok());
+    ASSERT_TRUE((*sink)->Write(Event(2)).ok());
+  }
+  std::string torn = "{\"time\":\"2023-11-14T22:13:20.123456789Z\",\"sandbox\":\"ag";
+  std::ofstream(path, std::ios::app) << torn;
+  uint64_t torn_size = FileSize(path);
+  {
+    auto plain = JsonlFileSink::Open(path);  // another writer's file: left alone
+    ASSERT_TRUE(plain.ok());
+  }
+  EXPECT_EQ(FileSize(path), torn_size);
+  JsonlOptions options;
+  options.repair_torn_tail = true;
+  auto sink = JsonlFileSink::Open(path, options);
+  ASSERT_TRUE(sink.ok()) << sink.error().ToString();
+  ASSERT_TRUE((*sink)->Write(Event(3)).ok());
+  EXPECT_EQ(Pids(path), (std::vector<uint32_t>{1, 2, 3}));
+  // A file that is only a torn line becomes empty; a whole file is untouched.
+  std::ofstream(dir / "only-torn.jsonl") << torn;
+  ASSERT_TRUE(JsonlFileSink::Open(dir / "only-torn.jsonl", options).ok());
+  EXPECT_EQ(FileSize(dir / "only-torn.jsonl"), 0u);
+  uint64_t whole = FileSize(path);
+  ASSERT_TRUE(JsonlFileSink::Open(path, options).ok());
+  EXPECT_EQ(FileSize(path), whole);
+}
+
 TEST(SinkJsonl, RotationKeepsEveryLineWhole) {
   TempDir dir;
   std::string path = dir / "audit.jsonl";

@@ -424,7 +424,9 @@ Status Agent::OpenSinks() {
     slot.config = sc;
     switch (sc.kind) {
       case SinkConfig::Kind::kJsonl: {
-        auto sink = JsonlFileSink::Open(sc.path, sc.jsonl);
+        JsonlOptions options = sc.jsonl;
+        options.repair_torn_tail = true;  // the agent lock makes it the only writer
+        auto sink = JsonlFileSink::Open(sc.path, options);
         if (!sink) return sink.error().Wrap("sink " + sc.Name());
         slot.sink = std::move(*sink);
         break;

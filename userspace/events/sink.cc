@@ -111,6 +111,29 @@ Status JsonlFileSink::OpenFile() {
   struct stat st = {};
   if (::fstat(fd.get(), &st) != 0) return SysError("stat audit file " + path_);
   size_ = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+  if (options_.repair_torn_tail && size_ > 0) {
+    UniqueFd in(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!in.valid()) return SysError("read audit file " + path_);
+    // Scan back from the end for the last newline; keep everything up to it.
+    uint64_t keep = 0;
+    char buf[65536];
+    for (uint64_t end = size_; end > 0 && keep == 0;) {
+      uint64_t start = end > sizeof buf ? end - sizeof buf : 0;
+      ssize_t n = ::pread(in.get(), buf, end - start, static_cast<off_t>(start));
+      if (n != static_cast<ssize_t>(end - start)) return SysError("read audit file " + path_);
+      for (ssize_t i = n - 1; i >= 0; --i)
+        if (buf[i] == '\n') {
+          keep = start + static_cast<uint64_t>(i) + 1;
+          break;
+        }
+      if (end == size_ && keep == size_) break;  // ends with a newline: nothing torn
+      end = start;
+    }
+    if (keep < size_) {
+      if (::ftruncate(fd.get(), static_cast<off_t>(keep)) != 0) return SysError("repair torn last line of " + path_);
+      size_ = keep;
+    }
+  }
   fd_ = std::move(fd);
   return {};
 }

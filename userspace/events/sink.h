@@ -43,6 +43,11 @@ struct JsonlOptions {
   // Sync() does. Every policy but kNever syncs unsynced data on destruction.
   enum class Fsync { kEveryEvent, kInterval, kNever } fsync = Fsync::kInterval;
   uint32_t fsync_interval_ms = 1000;
+  // Only for the file's single writer (the agent, under its lock): on open, cut
+  // a torn last line (a writer killed in the middle of a write()) back to the
+  // last newline. Its events were not released from the ring buffer, so the
+  // next writer delivers them again, whole.
+  bool repair_torn_tail = false;
 };
 
 class JsonlFileSink : public AuditSink {
