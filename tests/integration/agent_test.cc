@@ -276,7 +276,10 @@ TEST_F(Agent, DeniedConnectOfCordonRunReachesCompactTailWithinOneSecond) {
   TestAgent agent;
   ASSERT_TRUE(agent.Start()) << agent.Log(0);
   const std::string name = NamePrefix() + "done";
-  LineReader tail({CORDON_BINARY, "tail", "-f", "-o", "compact", "--sandbox", name});
+  // Only net.connect: what else bash does depends on the caller's environment
+  // (without SHELL or HOME it asks glibc for the passwd entry, whose nscd
+  // probes are refused net.unix events where the unix cgroup hooks judge).
+  LineReader tail({CORDON_BINARY, "tail", "-f", "-o", "compact", "--sandbox", name, "--kind", "net.connect"});
   ASSERT_TRUE(WaitFor([&] { auto s = agent.Status(); return s && s->tailers_size() == 1; }, 10000))
       << "the tail connects to the agent";
 
@@ -284,7 +287,7 @@ TEST_F(Agent, DeniedConnectOfCordonRunReachesCompactTailWithinOneSecond) {
   CommandResult r = Cordon({"run", "--name", name, "--audit", run_audit, "--", "bash", "-c",
                             "exec 3<>/dev/tcp/127.0.0.1/9"});
   EXPECT_NE(r.status, 0) << "the connect is refused";
-  EXPECT_NE(r.err.find("1 violation (1 denied"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("net.connect x1"), std::string::npos) << r.err;
   ASSERT_TRUE(WaitFor([&] { return tail.Count() >= 1; }, 10000)) << "the tail shows the event";
   auto lines = tail.Lines();
   ASSERT_EQ(lines.size(), 1u);
@@ -300,12 +303,14 @@ TEST_F(Agent, DeniedConnectOfCordonRunReachesCompactTailWithinOneSecond) {
 
   // One consumer, every copy: the agent's audit file, and the run's own.
   auto run_events = ParseJsonLines(Slurp(run_audit));
-  ASSERT_EQ(run_events.size(), 1u);
+  auto audited = agent.Audit(run_events.empty() ? 0 : run_events[0].sandbox_cgroup_id());
+  ASSERT_FALSE(run_events.empty());
   const uint64_t id = run_events[0].sandbox_cgroup_id();
-  auto audited = agent.Audit(id);
-  ASSERT_EQ(audited.size(), 1u);
-  EXPECT_EQ(audited[0].kind(), "net.connect");
-  EXPECT_EQ(ToJsonLine(audited[0]), ToJsonLine(run_events[0]));
+  ASSERT_EQ(audited.size(), run_events.size());
+  for (size_t i = 0; i < audited.size(); ++i) EXPECT_EQ(ToJsonLine(audited[i]), ToJsonLine(run_events[i]));
+  int connects = 0;
+  for (const auto& e : run_events) connects += e.kind() == "net.connect";
+  EXPECT_EQ(connects, 1);
   // The run's sandbox is gone, detached by the agent after its last drain.
   EXPECT_FALSE(GetSandbox(id).ok());
   EXPECT_EQ(tail.Stop(), 0);
