@@ -11,6 +11,10 @@
 #include "lib/event_header.bpf.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
+#ifndef CORDON_DETECT
+#define CORDON_DIR_CACHE 1
+#include "lib/dir_cache.bpf.h"
+#endif
 
 CORDON_LSM_MAPS_DECLARE(extern);
 
@@ -112,7 +116,79 @@ struct cordon_walk {
 	__u32 rule;
 	__u32 steps;
 	__u32 complete;        /* reached the root (or satisfied want) */
+#ifdef CORDON_DIR_CACHE
+	/* The directory whose in-mount result is being computed for the cache
+	 * (fill_ino == 0: none); its tags, and rights/rule met since it. */
+	__u64 epoch;
+	__u64 fill_ino;
+	__u64 fill_root_ino;
+	__u32 fill_dev;
+	__u32 fill_granted;
+	__u32 fill_rule;
+#endif
 };
+
+/* Leaves the walk's current mount at its root: on to the mountpoint, or done
+ * at the root of the mount tree. */
+static __always_inline long cordon_walk_cross(struct cordon_walk *w, struct vfsmount *mnt)
+{
+	struct mount *m = cordon_real_mount(mnt);
+	struct mount *up = BPF_CORE_READ(m, mnt_parent);
+	if (up == m) {
+		w->complete = 1;
+		return 1;
+	}
+	w->dentry = BPF_CORE_READ(m, mnt_mountpoint);
+	w->mnt = &up->mnt;
+	return 0;
+}
+
+static __always_inline int cordon_walk_done(struct cordon_walk *w)
+{
+	if (w->want && (w->granted & w->want) == w->want) {
+		w->complete = 1;
+		return 1;
+	}
+	return 0;
+}
+
+#ifdef CORDON_DIR_CACHE
+/* A valid cache entry for the walk's fill directory: its rights and rule
+ * into the fill. Compared field by field against a copy (see dir_cache.bpf.h). */
+static __always_inline int cordon_dir_get(struct cordon_walk *w)
+{
+	struct cordon_dir_key key = { .sandbox_id = w->sandbox_id, .ino = w->fill_ino, .dev = w->fill_dev };
+	struct cordon_dir_entry *stored = bpf_map_lookup_elem(&dir_cache, &key);
+	if (!stored)
+		return 0;
+	struct cordon_dir_entry e;
+	__builtin_memcpy(&e, stored, sizeof(e));
+	asm volatile("" ::: "memory"); /* judge the copy only */
+	if (e.check != cordon_dir_check(&e) || e.sandbox_id != w->sandbox_id || e.ino != w->fill_ino ||
+	    e.dev != w->fill_dev || e.epoch != w->epoch || e.version != w->version || e.root_ino != w->fill_root_ino)
+		return 0;
+	w->fill_granted = e.granted;
+	w->fill_rule = e.rule;
+	return 1;
+}
+
+static __always_inline void cordon_dir_put(const struct cordon_walk *w)
+{
+	struct cordon_dir_entry e = {
+		.sandbox_id = w->sandbox_id,
+		.ino = w->fill_ino,
+		.epoch = w->epoch,
+		.root_ino = w->fill_root_ino,
+		.dev = w->fill_dev,
+		.version = w->version,
+		.granted = w->fill_granted,
+		.rule = w->fill_rule,
+	};
+	e.check = cordon_dir_check(&e);
+	struct cordon_dir_key key = { .sandbox_id = w->sandbox_id, .ino = w->fill_ino, .dev = w->fill_dev };
+	bpf_map_update_elem(&dir_cache, &key, &e, BPF_ANY);
+}
+#endif
 
 static long cordon_walk_step(__u32 index, void *data)
 {
@@ -124,6 +200,9 @@ static long cordon_walk_step(__u32 index, void *data)
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 	struct super_block *sb = BPF_CORE_READ(d, d_sb);
 	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	/* Locals only in BPF_CORE_READ chains: a field of this (non-kernel)
+	 * struct inside one would become an unresolvable CO-RE relocation. */
+	struct vfsmount *mnt = w->mnt;
 	if (inode) {
 		struct cordon_inode_key key = {
 			.sandbox_id = w->sandbox_id,
@@ -131,11 +210,36 @@ static long cordon_walk_step(__u32 index, void *data)
 			.dev = BPF_CORE_READ(sb, s_dev),
 			.version = w->version,
 		};
+#ifdef CORDON_DIR_CACHE
+		if (mnt && !w->fill_ino && w->epoch != ~0ULL && cordon_dir_cacheable(inode, sb)) {
+			struct dentry *root = BPF_CORE_READ(mnt, mnt_root);
+			w->fill_ino = key.ino;
+			w->fill_dev = key.dev;
+			w->fill_root_ino = BPF_CORE_READ(root, d_inode, i_ino);
+			w->fill_granted = 0;
+			w->fill_rule = 0;
+			if (cordon_dir_get(w)) {
+				/* This directory up to its mount's root, at once. */
+				w->granted |= w->fill_granted;
+				if (!w->rule)
+					w->rule = w->fill_rule;
+				w->fill_ino = 0;
+				if (cordon_walk_done(w))
+					return 1;
+				return cordon_walk_cross(w, mnt);
+			}
+		}
+#endif
 		struct cordon_inode_rule *r = bpf_map_lookup_elem(&file_rules, &key);
 		if (r) {
 			w->granted |= r->rights;
 			if (!w->rule)
 				w->rule = r->rule;
+#ifdef CORDON_DIR_CACHE
+			w->fill_granted |= r->rights;
+			if (!w->fill_rule)
+				w->fill_rule = r->rule;
+#endif
 		}
 		/* The task's own /proc/<tgid>: procfs inodes of other processes
 		 * share nothing a rule could name, so this is decided by pid. */
@@ -146,25 +250,28 @@ static long cordon_walk_step(__u32 index, void *data)
 			if (BPF_CORE_READ(pi, pid) == w->self_pid)
 				w->granted |= CORDON_FILE_READ | CORDON_FILE_WRITE;
 		}
-		if (w->want && (w->granted & w->want) == w->want) {
-			w->complete = 1;
+#ifdef CORDON_DIR_CACHE
+		/* While filling, go on to the mount's root even when granted. */
+		if (!w->fill_ino && cordon_walk_done(w))
 			return 1;
-		}
+#else
+		if (cordon_walk_done(w))
+			return 1;
+#endif
 	}
-	/* Locals only in BPF_CORE_READ chains: a field of this (non-kernel)
-	 * struct inside one would become an unresolvable CO-RE relocation. */
-	struct vfsmount *mnt = w->mnt;
 	if (mnt && d == BPF_CORE_READ(mnt, mnt_root)) {
-		struct mount *m = cordon_real_mount(mnt);
-		struct mount *up = BPF_CORE_READ(m, mnt_parent);
-		if (up == m) {
-			w->complete = 1;
-			return 1;
+#ifdef CORDON_DIR_CACHE
+		if (w->fill_ino) {
+			cordon_dir_put(w);
+			w->fill_ino = 0;
+			if (cordon_walk_done(w))
+				return 1;
 		}
-		w->dentry = BPF_CORE_READ(m, mnt_mountpoint);
-		w->mnt = &up->mnt;
-		return 0;
+#endif
+		return cordon_walk_cross(w, mnt);
 	}
+	/* The root of a filesystem outside any mount walk, or a disconnected
+	 * dentry: done, and nothing to remember (no mount root was reached). */
 	if (parent == d) {
 		w->complete = 1;
 		return 1;
@@ -183,6 +290,9 @@ static __always_inline void cordon_walk(struct cordon_walk *w, const struct cord
 	w->sandbox_id = sb->sandbox_id;
 	w->version = sb->version;
 	w->want = want;
+#ifdef CORDON_DIR_CACHE
+	w->epoch = cordon_dir_epoch();
+#endif
 	if (sb->flags & CORDON_LSM_F_PROC_SELF) {
 		struct task_struct *task = bpf_get_current_task_btf();
 		w->self_pid = BPF_CORE_READ(task, group_leader, thread_pid);

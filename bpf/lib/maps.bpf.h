@@ -19,6 +19,9 @@
 #include "abi/cordon_event.h"
 #include "abi/cordon_net.h"
 
+/* Slots of the instance's IPv4 allow cache (see egress_match.bpf.h). */
+#define CORDON_ALLOW_CACHE_SLOTS 256
+
 #define CORDON_MAPS_DECLARE(storage)                                           \
 	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
@@ -47,6 +50,12 @@
 		__type(key, struct cordon_unix_key);                           \
 		__type(value, struct cordon_unix_value);                       \
 	} unix_rules SEC(".maps");                                             \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, CORDON_ALLOW_CACHE_SLOTS);                 \
+		__type(key, __u32);                                            \
+		__type(value, __u64);                                          \
+	} allow_cache SEC(".maps");                                            \
 	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                       \
 		__uint(max_entries, CORDON_CNT_MAX);                           \

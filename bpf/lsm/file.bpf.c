@@ -100,22 +100,22 @@ int BPF_PROG(cordon_path_rmdir, const struct path *dir, struct dentry *dentry)
 }
 
 /* An object moved or linked to `new_dir` must not gain rights there. */
-static __always_inline int cordon_no_gain(const struct cordon_lsm_sandbox *sb, __u16 kind, struct dentry *object,
-					  struct vfsmount *object_mnt, const struct path *new_dir,
-					  struct dentry *new_dentry)
+/* `w` is the caller's walk struct, reused: BPF stacks are small. */
+static __always_inline int cordon_no_gain(struct cordon_walk *w, const struct cordon_lsm_sandbox *sb, __u16 kind,
+					  struct dentry *object, struct vfsmount *object_mnt,
+					  const struct path *new_dir, struct dentry *new_dentry)
 {
 	struct vfsmount *new_mnt = BPF_CORE_READ(new_dir, mnt);
-	struct cordon_walk at_new;
-	cordon_walk(&at_new, sb, BPF_CORE_READ(new_dir, dentry), new_mnt, 0);
-	if (!(at_new.granted & CORDON_FILE_CREATE))
-		return cordon_lsm_report(sb, kind, CORDON_REASON_FILE_RULE, CORDON_FILE_CREATE, at_new.granted,
-					 at_new.rule, new_dentry, new_mnt, 0, 0, 0,
+	cordon_walk(w, sb, BPF_CORE_READ(new_dir, dentry), new_mnt, 0);
+	__u32 new_granted = w->granted, new_rule = w->rule;
+	if (!(new_granted & CORDON_FILE_CREATE))
+		return cordon_lsm_report(sb, kind, CORDON_REASON_FILE_RULE, CORDON_FILE_CREATE, new_granted,
+					 new_rule, new_dentry, new_mnt, 0, 0, 0,
 					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
-	struct cordon_walk at_old;
-	cordon_walk(&at_old, sb, object, object_mnt, 0);
-	if (at_new.granted & ~at_old.granted)
-		return cordon_lsm_report(sb, kind, CORDON_REASON_LINK_GAIN, at_new.granted, at_old.granted,
-					 at_new.rule, object, object_mnt, 0, 0, 0,
+	cordon_walk(w, sb, object, object_mnt, 0);
+	if (new_granted & ~w->granted)
+		return cordon_lsm_report(sb, kind, CORDON_REASON_LINK_GAIN, new_granted, w->granted,
+					 new_rule, object, object_mnt, 0, 0, 0,
 					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 	return 0;
 }
@@ -127,7 +127,8 @@ int BPF_PROG(cordon_path_link, struct dentry *old_dentry, const struct path *new
 	if (!sb)
 		return 0;
 	/* Hard links never cross mounts: the old name lives on new_dir's mount. */
-	return cordon_no_gain(sb, CORDON_EV_FILE_LINK, old_dentry, BPF_CORE_READ(new_dir, mnt), new_dir, new_dentry);
+	struct cordon_walk w;
+	return cordon_no_gain(&w, sb, CORDON_EV_FILE_LINK, old_dentry, BPF_CORE_READ(new_dir, mnt), new_dir, new_dentry);
 }
 
 SEC("lsm/path_rename")
@@ -138,17 +139,17 @@ int BPF_PROG(cordon_path_rename, const struct path *old_dir, struct dentry *old_
 	if (!sb)
 		return 0;
 	struct vfsmount *old_mnt = BPF_CORE_READ(old_dir, mnt);
-	struct cordon_walk src;
-	cordon_walk(&src, sb, BPF_CORE_READ(old_dir, dentry), old_mnt, CORDON_FILE_CREATE);
-	if (!(src.granted & CORDON_FILE_CREATE))
+	struct cordon_walk w;
+	cordon_walk(&w, sb, BPF_CORE_READ(old_dir, dentry), old_mnt, CORDON_FILE_CREATE);
+	if (!(w.granted & CORDON_FILE_CREATE))
 		return cordon_lsm_report(sb, CORDON_EV_FILE_RENAME, CORDON_REASON_FILE_RULE, CORDON_FILE_CREATE,
-					 src.granted, src.rule, old_dentry, old_mnt, 0, 0, 0,
+					 w.granted, w.rule, old_dentry, old_mnt, 0, 0, 0,
 					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
-	int verdict = cordon_no_gain(sb, CORDON_EV_FILE_RENAME, old_dentry, old_mnt, new_dir, new_dentry);
+	int verdict = cordon_no_gain(&w, sb, CORDON_EV_FILE_RENAME, old_dentry, old_mnt, new_dir, new_dentry);
 	if (verdict || !(flags & RENAME_EXCHANGE))
 		return verdict;
 	/* Exchange: the other object moves the opposite way. */
-	return cordon_no_gain(sb, CORDON_EV_FILE_RENAME, new_dentry, BPF_CORE_READ(new_dir, mnt), old_dir, old_dentry);
+	return cordon_no_gain(&w, sb, CORDON_EV_FILE_RENAME, new_dentry, BPF_CORE_READ(new_dir, mnt), old_dir, old_dentry);
 }
 
 static __always_inline int cordon_setattr(const struct path *path)

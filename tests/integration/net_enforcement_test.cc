@@ -90,6 +90,35 @@ TEST_F(NetEnforcement, UdpConnectSendtoAndSendmmsgDenied) {
   EXPECT_NE(FindEvent(events, "net.sendmsg", "::1", denied.port()), nullptr);
 }
 
+// An instance remembers the IPv4 destinations it allowed (egress_match.bpf.h):
+// a remembered allow covers exactly that address, port and protocol, and ends
+// with the policy that made it.
+TEST_F(NetEnforcement, RememberedAllowsCoverOnlyTheirDestinationAndEndWithThePolicy) {
+  TestCgroup cg("allow-cache");
+  UdpReceiver a, b;
+  TcpListener tcp_a;
+  Attach(cg, LoopbackPolicy("cache-a", a.port()));
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("127.0.0.1", a.port())); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("127.0.0.1", b.port())); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("127.0.0.2", a.port())); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", tcp_a.port())); }), EPERM);
+
+  Attach(cg, LoopbackPolicy("cache-b", b.port()));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("127.0.0.1", a.port())); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("127.0.0.1", b.port())); }), 0);
+  EXPECT_EQ(a.Received(), 5);
+  EXPECT_EQ(b.Received(), 1);
+
+  auto events = TakeEvents(cg.path());
+  int denied_a = 0;
+  for (const auto& e : events)
+    if (e.kind() == "net.sendmsg" && e.net().port() == a.port() && e.verdict() == "denied") ++denied_a;
+  EXPECT_EQ(denied_a, 2) << "127.0.0.2 under the first policy, 127.0.0.1 under the second";
+  EXPECT_NE(FindEvent(events, "net.sendmsg", "127.0.0.1", b.port()), nullptr);
+  EXPECT_NE(FindEvent(events, "net.connect", "127.0.0.1", tcp_a.port()), nullptr);
+}
+
 TEST_F(NetEnforcement, TcpFastOpenDenied) {
   TestCgroup cg("tfo");
   TcpListener listener;

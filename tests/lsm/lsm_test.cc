@@ -324,6 +324,61 @@ TEST_F(Lsm, RulesFollowRenamedDirectories) {
   EXPECT_EQ(Find(events, "file.create", "/out-moved/a"), nullptr);
 }
 
+// The walk remembers a directory's rights up to its mount's root
+// (bpf/lib/dir_cache.bpf.h). Every way such an answer could outlive what it
+// was computed from is tried right after the cache was filled.
+TEST_F(Lsm, CachedDirectoryRightsFollowRenamesMountsAndPolicies) {
+  for (const char* d : {"in/a", "in/a/b", "in/a/b/c", "secret/bind"}) ASSERT_EQ(::mkdir((tree_ / d).c_str(), 0755), 0);
+  WriteText(tree_ / "in/a/b/c/f", "f\n");
+  TestCgroup cg("dircache");
+  auto read = [&](const std::string& rel) {
+    return RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / rel, O_RDONLY); });
+  };
+  const std::string without_in =
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: lsm-test-no-in}\nspec:\n  files:\n"
+      "    include: [runtime-minimal]\n    read: [" + (tree_ / "bin") + "]\n";
+  Attach(cg, FilesPolicy(tree_));
+  ASSERT_EQ(read("in/a/b/c/f"), 0);  // fills the cache
+  ASSERT_EQ(read("in/a/b/c/f"), 0);  // answered from it
+
+  // An ancestor renamed (outside the sandbox) out of the rule's tree, and back.
+  ASSERT_EQ(::rename((tree_ / "in/a").c_str(), (tree_ / "secret/a").c_str()), 0);
+  EXPECT_EQ(read("secret/a/b/c/f"), EPERM);
+  ASSERT_EQ(::rename((tree_ / "secret/a").c_str(), (tree_ / "in/a").c_str()), 0);
+  EXPECT_EQ(read("in/a/b/c/f"), 0);
+
+  // The cached directory seen through a bind mount below a denied directory:
+  // judged by that path, while the original path stays readable.
+  ASSERT_EQ(::mount((tree_ / "in/a/b").c_str(), (tree_ / "secret/bind").c_str(), nullptr, MS_BIND, nullptr), 0)
+      << std::strerror(errno);
+  EXPECT_EQ(read("in/a/b/c/f"), 0);
+  EXPECT_EQ(read("secret/bind/c/f"), EPERM);
+  EXPECT_EQ(read("in/a/b/c/f"), 0);
+  ASSERT_EQ(::umount2((tree_ / "secret/bind").c_str(), MNT_DETACH), 0);
+  auto events = TakeEvents(cg.path());
+  EXPECT_NE(Find(events, "file.open", "/secret/a/b/c/f"), nullptr) << Dump(events);
+  EXPECT_NE(Find(events, "file.open", "/secret/bind/c/f"), nullptr) << Dump(events);
+  EXPECT_EQ(Find(events, "file.open", "/in/a/b/c/f"), nullptr) << Dump(events);
+
+  // A replaced policy: what the old one granted is gone at once.
+  Attach(cg, without_in);
+  EXPECT_EQ(read("in/a/b/c/f"), EPERM);
+  // Detached and attached again: the new sandbox on the same cgroup must not
+  // meet what its predecessor cached (another sandbox keeps the host-wide
+  // object, and so the cache, loaded meanwhile).
+  TestCgroup keeper("dircache-keeper");
+  Attach(keeper, FilesPolicy(tree_));
+  ASSERT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
+  Attach(cg, FilesPolicy(tree_));
+  ASSERT_EQ(read("in/a/b/c/f"), 0);
+  ASSERT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
+  Attach(cg, without_in);
+  EXPECT_EQ(read("in/a/b/c/f"), EPERM);
+
+  events = TakeEvents(cg.path());
+  EXPECT_NE(Find(events, "file.open", "/in/a/b/c/f"), nullptr) << Dump(events);
+}
+
 TEST_F(Lsm, OpenByHandleIsChecked) {
   TestCgroup cg("handle");
   std::string key = tree_ / "secret/key";

@@ -1,6 +1,7 @@
 #include "loader/lsm.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -81,6 +82,18 @@ bool Exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
+// The kernel functions whose exits invalidate the LSM walk's directory cache
+// (bpf/lib/dir_cache.bpf.h), present in its BTF.
+bool DirCacheSupported() {
+  btf* vmlinux = btf__load_vmlinux_btf();
+  if (!vmlinux) return false;
+  bool all = true;
+  for (const char* fn : {"__d_move", "vfs_rmdir", "security_sb_alloc"})
+    all = all && btf__find_by_name_kind(vmlinux, fn, BTF_KIND_FUNC) > 0;
+  btf__free(vmlinux);
+  return all;
+}
+
 // probe_only: load a single program, enough to learn whether this kernel
 // accepts BPF LSM programs at all without verifying all of them.
 Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
@@ -90,6 +103,13 @@ Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
   if (probe_only) {
     bpf_program* prog;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, prog == skel->progs.cordon_file_open);
+  } else if (!DirCacheSupported()) {
+    // Without its invalidation programs the directory cache would go stale:
+    // the walk then always climbs the whole way.
+    skel->rodata->cordon_dir_cache_on = 0;
+    for (bpf_program* prog : {skel->progs.cordon_dentry_moved, skel->progs.cordon_dir_removed,
+                              skel->progs.cordon_sb_allocated})
+      bpf_program__set_autoload(prog, false);
   }
   if (int err = cordon_lsm__load(skel.get()))
     return Error{"load the BPF LSM programs" + log.Tail(), -err};
@@ -131,7 +151,8 @@ Status LoadAndPin(const std::string& dir, Backend backend) {
   };
   bpf_program* prog;
   bpf_object__for_each_program(prog, loaded->obj) {
-    bpf_link* link = bpf_program__attach(prog);  // by section: lsm/... or raw_tp/...
+    if (!bpf_program__autoload(prog)) continue;
+    bpf_link* link = bpf_program__attach(prog);  // by section: lsm/..., fexit/... or raw_tp/...
     if (!link) return fail(SysError(std::string("attach BPF program ") + bpf_program__name(prog)));
     links.push_back(link);
     std::string pin = staging + "/link_" + bpf_program__name(prog);
@@ -151,6 +172,15 @@ Result<UniqueFd> OpenPinned(const std::string& dir, const char* name) {
   UniqueFd fd(bpf_obj_get((dir + "/" + name).c_str()));
   if (!fd.valid()) return SysError("open " + dir + "/" + name);
   return fd;
+}
+
+Result<uint64_t> ReadGeneration(const std::string& dir) {
+  auto state = OpenPinned(dir, "lsm_state");
+  if (!state) return state.error();
+  uint32_t zero = 0;
+  cordon_lsm_state value = {};
+  if (bpf_map_lookup_elem(state->get(), &zero, &value)) return SysError("read lsm_state");
+  return value.generation;
 }
 
 Status BumpGeneration(const std::string& dir) {
@@ -306,7 +336,18 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
 
   cordon_lsm_sandbox current = {};
   bool replacing = bpf_map_lookup_elem(sandboxes->get(), &sandbox_id, &current) == 0;
-  uint32_t version = replacing ? current.version + 1 : 1;
+  // A version names one immutable rule set of this cgroup for as long as the
+  // object is loaded (the BPF walk caches directory rights under it): a fresh
+  // sandbox starts above every version ever used. Each registration bumps the
+  // generation, so no version handed out so far exceeds it.
+  uint32_t version = 1;
+  if (replacing) {
+    version = current.version + 1;
+  } else {
+    auto generation = ReadGeneration(*dir);
+    if (!generation) return generation.error();
+    version = static_cast<uint32_t>(*generation + 1);
+  }
 
   // New rules first, under a version nothing reads yet.
   for (const auto& r : rules) {
