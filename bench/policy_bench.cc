@@ -14,9 +14,10 @@
 // the sandbox's connect4 link runs and (2) the sandbox's entry in the
 // host-wide lsm_sandboxes map (BPF LSM object, or the detect object where BPF
 // LSM is unusable), so the replacement splits into: preparation (until the
-// network programs switch), the window in which the network layer already
-// enforces the new policy and the file layer still the old one (until the
-// lsm_sandboxes entry switches), and the tail (deleting the old file rules).
+// first layer switches), the window in which one layer already enforces the
+// new policy and the other still the old one (until the second switches; the
+// watcher stops sleeping once the first has switched), and the tail (deleting
+// the old file rules).
 //
 // Output: JSON (stdout, or --out FILE); bench/report.py renders it.
 #include <bpf/bpf.h>
@@ -26,8 +27,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cinttypes>
 #include <cstring>
 #include <filesystem>
@@ -224,13 +227,21 @@ struct Compiled {
 };
 
 // What parsing consists of, timed separately (ParsePolicyFile does all of it
-// at once): reading the file, building the YAML node tree (libyaml), and
-// freeing that tree; the rest of ParsePolicyFile is the conversion of the
-// tree into the policy message (protobuf, by reflection).
+// at once): reading the file, and reading the YAML (libyaml's event parser
+// and the reader's checks, ReadYamlEvents, here with a handler that does
+// nothing); the rest of ParsePolicyFile is the conversion of the nodes into
+// the policy message (protobuf, by reflection) as they are read.
 struct ParseParts {
-  double read_ms = 0, tree_ms = 0, free_ms = 0;
+  double read_ms = 0, events_ms = 0;
 };
 ParseParts TimeParseParts(const std::string& path) {
+  struct Ignore : cordon::policy::YamlHandler {
+    void Scalar(const cordon::policy::YamlScalar&) override {}
+    void Key(const cordon::policy::YamlScalar&) override {}
+    void BeginMapping(int, int) override {}
+    void BeginSequence(int, int) override {}
+    void End() override {}
+  };
   ParseParts p;
   int64_t t0 = NowNs();
   std::ifstream f(path);
@@ -239,14 +250,11 @@ ParseParts TimeParseParts(const std::string& path) {
   std::string text = ss.str();
   int64_t t1 = NowNs();
   cordon::policy::Diagnostics diags;
-  auto tree = cordon::policy::ReadYaml(text, path, &diags);
+  Ignore ignore;
+  if (!cordon::policy::ReadYamlEvents(text, path, &ignore, &diags)) Die("ReadYamlEvents " + path);
   int64_t t2 = NowNs();
-  if (!tree) Die("ReadYaml " + path);
-  tree.reset();
-  int64_t t3 = NowNs();
   p.read_ms = double(t1 - t0) / 1e6;
-  p.tree_ms = double(t2 - t1) / 1e6;
-  p.free_ms = double(t3 - t2) / 1e6;
+  p.events_ms = double(t2 - t1) / 1e6;
   return p;
 }
 
@@ -277,6 +285,7 @@ struct AttachSample {
   double ms = 0;
   bool replaced = false;
   double swap_us = 0;             // AttachResult::swap_ns
+  double switch_us = 0;           // AttachResult::switch_ns
   double net_ms = -1, file_ms = -1;  // watcher: network / file layer switched (since the call)
   size_t file_rules = 0;          // entries resolved (ResolveFileRules, same as the loader's)
 };
@@ -310,7 +319,8 @@ AttachSample TimedAttach(const cordon::CgroupRef& cg, const cordon::policy::Comp
           if (bpf_map_lookup_elem(sandboxes_fd, &cg.id, &v) == 0 && v.version != old_version) t_file = NowNs();
         }
         if (t_net && t_file) break;
-        if (poll_us > 0) usleep(poll_us);
+        // Once one layer has switched, the other follows within microseconds: poll without sleeping.
+        if (poll_us > 0 && !t_net && !t_file) usleep(poll_us);
       }
     });
   }
@@ -324,6 +334,7 @@ AttachSample TimedAttach(const cordon::CgroupRef& cg, const cordon::policy::Comp
   s.ms = double(t1 - t0) / 1e6;
   s.replaced = res->replaced;
   s.swap_us = double(res->swap_ns) / 1e3;
+  s.switch_us = double(res->switch_ns) / 1e3;
   if (replacing) {
     if (t_net) s.net_ms = double(t_net - t0) / 1e6;
     if (t_file) s.file_ms = double(t_file - t0) / 1e6;
@@ -451,9 +462,21 @@ int Run(const Options& opt) {
       preloaded ? "was already loaded" : "loaded by it");
 
   Series parse_a, compile_a, parse_b, compile_b, parse_s, compile_s, resolve_a;
-  Series fresh, fresh_aa, aa_ratio, repl, repl_swap, repl_net, repl_window, repl_tail, e2e_fresh, e2e_repl;
-  Series s_fresh, s_repl, s_swap, s_net, s_window, s_tail, det, det_small, scan_ms, scan_n;
-  Series read_a, tree_a, free_a;
+  Series fresh, fresh_aa, aa_ratio, repl, repl_swap, repl_switch, repl_net, repl_window, repl_tail, e2e_fresh,
+      e2e_repl;
+  Series s_fresh, s_repl, s_swap, s_switch, s_net, s_window, s_tail, det, det_small, scan_ms, scan_n;
+  Series read_a, events_a;
+  // The phases of a replacement from the watcher's two switch times: until
+  // the first layer switched, between the two, after the second.
+  auto phases = [](const AttachSample& s, Series* until_first, Series* window, Series* tail) {
+    if (s.net_ms < 0 || s.file_ms < 0) {  // only one layer (no file rules): no window
+      if (s.net_ms >= 0) until_first->add(s.net_ms);
+      return;
+    }
+    until_first->add(std::min(s.net_ms, s.file_ms));
+    window->add(std::abs(s.file_ms - s.net_ms));
+    tail->add(s.ms - std::max(s.net_ms, s.file_ms));
+  };
   Compiled ca, cb;
   int64_t t_start = NowNs();
   for (int r = 0; r < opt.rounds; ++r) {
@@ -468,7 +491,7 @@ int Run(const Options& opt) {
       }
       parse_a.add(ca.parse_ms), compile_a.add(ca.compile_ms), parse_b.add(cb.parse_ms), compile_b.add(cb.compile_ms);
       ParseParts pp = TimeParseParts(yaml_a);
-      read_a.add(pp.read_ms), tree_a.add(pp.tree_ms), free_a.add(pp.free_ms);
+      read_a.add(pp.read_ms), events_a.add(pp.events_ms);
       Compiled cs = ParseAndCompile(yaml_s);
       parse_s.add(cs.parse_ms), compile_s.add(cs.compile_ms);
       if (ca.policy.file_rules.size() != size_t(opt.paths) || ca.policy.rules.size() != size_t(opt.cidrs))
@@ -503,16 +526,12 @@ int Run(const Options& opt) {
       const Compiled& next = k == 0 ? cb : ca;
       AttachSample s = TimedAttach(cg_a, next.policy, lsm, opt.poll_us);
       if (!s.replaced) Die("replacement did not replace");
-      repl.add(s.ms), repl_swap.add(s.swap_us);
+      repl.add(s.ms), repl_swap.add(s.swap_us), repl_switch.add(s.switch_us);
       e2e_repl.add(next.parse_ms + next.compile_ms + s.ms);
-      if (s.net_ms >= 0) repl_net.add(s.net_ms);
-      if (s.net_ms >= 0 && s.file_ms >= 0) repl_window.add(s.file_ms - s.net_ms);
-      if (s.file_ms >= 0) repl_tail.add(s.ms - s.file_ms);
+      phases(s, &repl_net, &repl_window, &repl_tail);
       AttachSample q = TimedAttach(cg_s, small.policy, lsm, opt.poll_us);
-      s_repl.add(q.ms), s_swap.add(q.swap_us);
-      if (q.net_ms >= 0) s_net.add(q.net_ms);
-      if (q.net_ms >= 0 && q.file_ms >= 0) s_window.add(q.file_ms - q.net_ms);
-      if (q.file_ms >= 0) s_tail.add(q.ms - q.file_ms);
+      s_repl.add(q.ms), s_swap.add(q.swap_us), s_switch.add(q.switch_us);
+      phases(q, &s_net, &s_window, &s_tail);
     }
     // Detach (each one also scans file_rules for its entries).
     std::vector<uint64_t> ids = {cg_a.id, cg_aa.id};
@@ -549,8 +568,7 @@ int Run(const Options& opt) {
   S("parse_ms", parse_a); o << ",\n";
   S("compile_ms", compile_a); o << ",\n";
   S("parse_read_file_ms", read_a); o << ",\n";
-  S("parse_yaml_tree_ms", tree_a); o << ",\n";
-  S("parse_free_tree_ms", free_a); o << ",\n";
+  S("parse_yaml_events_ms", events_a); o << ",\n";
   S("parse_b_ms", parse_b); o << ",\n";
   S("compile_b_ms", compile_b); o << ",\n";
   S("resolve_ms", resolve_a); o << ",\n";
@@ -560,9 +578,10 @@ int Run(const Options& opt) {
   S("e2e_fresh_ms", e2e_fresh); o << ",\n";
   S("replace_ms", repl); o << ",\n";
   S("swap_us", repl_swap); o << ",\n";
-  S("replace_until_net_switch_ms", repl_net); o << ",\n";
+  S("switch_us", repl_switch); o << ",\n";
+  S("replace_until_first_switch_ms", repl_net); o << ",\n";
   S("mixed_window_ms", repl_window); o << ",\n";
-  S("after_file_switch_ms", repl_tail); o << ",\n";
+  S("after_last_switch_ms", repl_tail); o << ",\n";
   S("e2e_replace_ms", e2e_repl); o << ",\n";
   S("detach_ms", det); o << ",\n";
   S("file_rules_scan_ms", scan_ms); o << ",\n";
@@ -573,9 +592,10 @@ int Run(const Options& opt) {
   S("attach_fresh_ms", s_fresh); o << ",\n";
   S("replace_ms", s_repl); o << ",\n";
   S("swap_us", s_swap); o << ",\n";
-  S("replace_until_net_switch_ms", s_net); o << ",\n";
+  S("switch_us", s_switch); o << ",\n";
+  S("replace_until_first_switch_ms", s_net); o << ",\n";
   S("mixed_window_ms", s_window); o << ",\n";
-  S("after_file_switch_ms", s_tail); o << ",\n";
+  S("after_last_switch_ms", s_tail); o << ",\n";
   S("detach_ms", det_small); o << "\n  }\n}\n";
 
   Cleanup();

@@ -320,6 +320,16 @@ TEST(DetectMode, ReportsAndKillsFileViolationsAfterTheFact) {
   EXPECT_EQ(killed, 2) << "open and exec";
   status = Cordon({"status", "--json"});
   EXPECT_NE(status.out.find("\"enforcementLevel\":\"kernel-cgroup+detect+kill\""), std::string::npos) << status.out;
+
+  // Replaced by a policy without spec.files: files are no longer restricted,
+  // so the old rules must not go on being checked (or killing).
+  PolicyFile no_files("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: nofiles}\nspec:\n"
+                      "  onViolation: kill\n");
+  r = Cordon({"attach", "--cgroup", cg.path(), "--policy", no_files.path(), "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(RunInCgroup(cg.path(), open_file(secret)), 0) << "the replaced policy's file rules still apply";
+  status = Cordon({"status", "--json"});
+  EXPECT_NE(status.out.find("\"enforcementLevel\":\"kernel-cgroup\""), std::string::npos) << status.out;
   cordon::test::Run({"rm", "-rf", dir});
 }
 

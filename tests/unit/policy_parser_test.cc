@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <unistd.h>
+#include <utility>
 
 #include "policy/diagnostic.h"
 #include "policy/parser.h"
@@ -230,6 +232,37 @@ TEST(PolicyParser, DuplicateKeysAreRejected) {
   Diagnostic quoted = OnlyError("kind: a\n\"kind\": b\n");
   EXPECT_EQ(quoted.line, 2);
   EXPECT_EQ(quoted.message, "duplicate key 'kind' (first at line 1)");
+}
+
+// The message is filled while the YAML is read; a YAML error anywhere is
+// still the only error reported, as if nothing had been converted.
+TEST(PolicyParser, AYamlErrorLaterHidesSchemaErrorsBefore) {
+  Diagnostic d = OnlyError("apiVersion: cordon/v1\nunknownField: 1\nspec:\n  mode: 7\nmetadata:\n  name: a\n"
+                           "  name: b\n");
+  EXPECT_EQ(d.line, 7);
+  EXPECT_EQ(d.field, "metadata.name");
+  EXPECT_EQ(d.message, "duplicate key 'name' (first at line 6)");
+  Diagnostic syntax = OnlyError("apiVersion: cordon/v1\nunknownField: 1\nspec: [\n");
+  EXPECT_NE(syntax.message.find("YAML syntax error"), std::string::npos) << syntax.message;
+}
+
+TEST(PolicyParser, PositionsOfMapKeysWithDotsAndBrackets) {
+  ParseOutcome out = Parse(
+      "metadata:\n  name: x\n  labels:\n    a: 1\n    a.b: 2\n    \"c[0]\": 3\n    \"\": 4\nspec:\n"
+      "  network:\n    egress:\n      - {cidr: 10.0.0.0/8}\n      - cidr: 10.1.0.0/16\n        ports: [1, 2]\n");
+  ASSERT_TRUE(out.ok);
+  const auto& pos = out.parsed.positions;
+  // Label keys are read whole, whatever separators they hold.
+  const std::pair<const char*, int> label_lines[] = {
+      {"metadata.labels.a", 4}, {"metadata.labels.a.b", 5}, {"metadata.labels.c[0]", 6}, {"metadata.labels.", 7}};
+  for (const auto& [path, line] : label_lines) EXPECT_EQ(pos.at(path).line, line) << path;
+  EXPECT_EQ(pos.at("spec.network.egress[1].ports[1]").column, 20);
+  for (const char* absent : {"spec.network.egress[2]", "spec.network.egress[01]", "spec.network.egress[0].ports",
+                             "metadata.labels.a.c"}) {
+    EXPECT_EQ(pos.count(absent), 0u) << absent;
+  }
+  EXPECT_THROW(pos.at("spec.files"), std::out_of_range);
+  EXPECT_EQ(out.parsed.At("spec.network.egress[0].ports[3]", "x").line, 11);
 }
 
 TEST(PolicyParser, ReaderRejectsAnchorsAliasesTagsAndManyDocuments) {

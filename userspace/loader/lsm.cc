@@ -21,6 +21,7 @@
 #include "cordon_lsm.skel.h"
 #include "loader/bpffs.h"
 #include "loader/libbpf_log.h"
+#include "loader/map_batch.h"
 #include "util/fd.h"
 #include "util/fs.h"
 
@@ -321,7 +322,8 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
 namespace {
 
 Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                  const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, uint32_t extra_flags) {
+                  const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, uint32_t extra_flags,
+                  LayerSwitch* with) {
   auto dir = PinDir(backend);
   if (!dir) return dir.error();
   if (!Exists(*dir + "/lsm_sandboxes")) CORDON_TRY(LoadAndPin(*dir, backend));
@@ -349,27 +351,41 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
     version = static_cast<uint32_t>(*generation + 1);
   }
 
-  // New rules first, under a version nothing reads yet.
+  // Nothing of a replacement that fails before its switch stays behind.
+  auto discard_new = [&](const Error& error) -> Error {
+    if (replacing) (void)DeleteRules(*dir, sandbox_id, current.version);
+    return error;
+  };
+  // New rules first, under a version nothing reads yet: one entry per object
+  // (two rule paths naming one object share it: the union of their rights,
+  // the first one's rule), written in one batch.
+  std::vector<cordon_inode_key> keys;
+  std::vector<cordon_inode_rule> values;
+  keys.reserve(rules.size());
+  values.reserve(rules.size());
+  std::map<std::pair<uint32_t, uint64_t>, size_t> by_object;
   for (const auto& r : rules) {
+    auto [it, first] = by_object.try_emplace({r.dev, r.ino}, keys.size());
+    if (!first) {
+      values[it->second].rights |= r.rights;
+      continue;
+    }
     cordon_inode_key key = {};
     key.sandbox_id = sandbox_id;
     key.ino = r.ino;
     key.dev = r.dev;
     key.version = version;
-    cordon_inode_rule value = {};
-    if (bpf_map_lookup_elem(file_rules->get(), &key, &value) == 0) {
-      value.rights |= r.rights;  // two rule paths naming one object
-    } else {
-      value.rights = r.rights;
-      value.rule = r.rule;
-    }
-    if (bpf_map_update_elem(file_rules->get(), &key, &value, BPF_ANY))
-      return SysError("write file rule for " + r.path);
+    keys.push_back(key);
+    values.push_back(cordon_inode_rule{r.rights, r.rule});
   }
+  if (Status written = UpdateMapEntries(file_rules->get(), keys.data(), sizeof(cordon_inode_key), values.data(),
+                                        sizeof(cordon_inode_rule), keys.size(), "file rules");
+      !written.ok())
+    return discard_new(written.error());
   if (bpf_map_update_elem(events->get(), &sandbox_id, &events_fd, BPF_ANY))
-    return SysError("register the sandbox's ring buffer with the LSM programs");
+    return discard_new(SysError("register the sandbox's ring buffer with the LSM programs"));
   if (bpf_map_update_elem(counters->get(), &sandbox_id, &counters_fd, BPF_ANY))
-    return SysError("register the sandbox's counters with the LSM programs");
+    return discard_new(SysError("register the sandbox's counters with the LSM programs"));
 
   cordon_lsm_sandbox next = {};
   next.sandbox_id = sandbox_id;
@@ -381,9 +397,22 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
   if (extra_flags & CORDON_LSM_F_REPORT_ONLY) next.flags &= ~(CORDON_LSM_F_FILES | CORDON_LSM_F_KILL);
   next.families = policy.families;
   next.level = cgroup_level;
+  // The other layer switches right before this one (with: a replacement),
+  // so the whole policy switches within two system calls.
+  if (with) {
+    if (Status committed = with->commit(); !committed.ok()) return discard_new(committed.error());
+  }
   // One hash update switches every hook to the new version at once.
-  if (bpf_map_update_elem(sandboxes->get(), &sandbox_id, &next, BPF_ANY))
-    return SysError("register the sandbox with the LSM programs");
+  if (bpf_map_update_elem(sandboxes->get(), &sandbox_id, &next, BPF_ANY)) {
+    Error error = SysError("register the sandbox with the LSM programs");
+    if (with) with->rollback();
+    return discard_new(error);
+  }
+  if (with) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    with->file_switched_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+  }
   CORDON_TRY(BumpGeneration(*dir));
   if (replacing) CORDON_TRY(DeleteRules(*dir, sandbox_id, version));
   return {};
@@ -407,14 +436,15 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
 }  // namespace
 
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd) {
-  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, 0);
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, LayerSwitch* with) {
+  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, 0, with);
 }
 
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                         const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
-                        uint32_t extra_flags) {
-  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, extra_flags);
+                        uint32_t extra_flags, LayerSwitch* with) {
+  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, extra_flags,
+                    with);
 }
 
 Status LsmRemoveSandbox(uint64_t sandbox_id) {

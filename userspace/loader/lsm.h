@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,11 +45,24 @@ struct ResolvedFileRule {
 Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPolicy& policy,
                                                        std::vector<std::string>* skipped);
 
+// Switches another layer of a sandbox's policy (its network programs) back to
+// back with the file layer when a policy is replaced. AddSandbox writes the
+// new rules first (under a version nothing reads yet), then calls commit(),
+// then switches its own entry (one map update) and only then deletes the old
+// rules. If commit() fails nothing has switched; if its own switch fails
+// after commit(), it calls rollback().
+struct LayerSwitch {
+  std::function<Status()> commit;
+  std::function<void()> rollback;
+  uint64_t file_switched_ns = 0;  // set by AddSandbox: CLOCK_MONOTONIC when its entry switched
+};
+
 // Registers (or atomically replaces) a sandbox's LSM policy. events_fd and
 // counters_fd are the sandbox's ring buffer and counters, shared with its
-// network programs.
+// network programs. `with`: see LayerSwitch.
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd);
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                     LayerSwitch* with = nullptr);
 
 // Detect mode (kernels without usable BPF LSM, `cordon attach`): the same
 // rules checked after the fact by a tracepoint at system call exit; verdict
@@ -56,7 +70,7 @@ Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::C
 // extra_flags: CORDON_LSM_F_SECCOMP to report the refusals of `cordon run`'s seccomp filter.
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                         const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
-                        uint32_t extra_flags = 0);
+                        uint32_t extra_flags = 0, LayerSwitch* with = nullptr);
 
 // Whether the detect-mode program loads here (*detail says why not).
 bool DetectLoadable(std::string* detail);

@@ -18,6 +18,7 @@
 #include "loader/kernel_features.h"
 #include "loader/libbpf_log.h"
 #include "loader/lsm.h"
+#include "loader/map_batch.h"
 #include "util/fs.h"
 
 namespace cordon {
@@ -167,15 +168,10 @@ Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, ui
   uint32_t zero = 0;
   if (bpf_map_update_elem(bpf_map__fd(skel->maps.sandbox_cfg), &zero, &cfg, BPF_ANY))
     return SysError("write sandbox_cfg");
-  int addr_fd = bpf_map__fd(skel->maps.addr_rules);
-  for (const auto& [key, value] : policy.addr_entries)
-    if (bpf_map_update_elem(addr_fd, &key, &value, BPF_NOEXIST)) return SysError("write addr_rules");
-  int port_fd = bpf_map__fd(skel->maps.port_rules);
-  for (const auto& [key, value] : policy.port_entries)
-    if (bpf_map_update_elem(port_fd, &key, &value, BPF_NOEXIST)) return SysError("write port_rules");
-  int unix_fd = bpf_map__fd(skel->maps.unix_rules);
-  for (const auto& [key, value] : unix_entries)
-    if (bpf_map_update_elem(unix_fd, &key, &value, BPF_ANY)) return SysError("write unix_rules");
+  // The compiler's images hold each key once; the maps are new and empty.
+  CORDON_TRY(UpdateMapEntries(bpf_map__fd(skel->maps.addr_rules), policy.addr_entries, "addr_rules"));
+  CORDON_TRY(UpdateMapEntries(bpf_map__fd(skel->maps.port_rules), policy.port_entries, "port_rules"));
+  CORDON_TRY(UpdateMapEntries(bpf_map__fd(skel->maps.unix_rules), unix_entries, "unix_rules"));
   return {};
 }
 
@@ -319,24 +315,42 @@ Result<UniqueFd> ProgramOfLink(int link_fd) {
   return prog;
 }
 
-Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
-                             const AttachOptions& options, uint32_t unix_flags) {
-  auto info = ReadInfo(dir);
-  if (!info) return info.error();
+uint64_t MonotonicNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A replacement of the network policy, prepared (a new instance of the
+// object loaded, its maps filled) but not yet in force.
+struct PreparedReplace {
+  std::string dir;
+  NetSkel skel;
+  std::vector<UniqueFd> link_fds;   // the sandbox's links...
+  std::vector<const Hook*> swapped;  // ... and their hooks
+  std::vector<const Hook*> added;    // hooks the sandbox lacks (attached by a cordon without them)
+  std::vector<UniqueFd> old_progs;   // what each link runs now
+  uint64_t switch_start_ns = 0, switch_end_ns = 0;  // the bpf_link_update loop
+};
+
+// Everything slow of a replacement happens here, before anything switches.
+Result<PreparedReplace> PrepareReplace(const std::string& dir, const CgroupRef& cgroup,
+                                       const policy::CompiledPolicy& policy, uint32_t unix_flags) {
+  PreparedReplace p;
+  p.dir = dir;
+  CORDON_TRY(ReadInfo(dir));  // a layout this cordon knows
   // Sandboxes attached by a cordon without the unix hooks get them added
   // (after the swap) rather than swapped.
-  std::vector<UniqueFd> link_fds;
-  std::vector<const Hook*> swapped, added;
   for (const auto& hook : Hooks()) {
     UniqueFd fd(bpf_obj_get((dir + "/" + hook.pin).c_str()));
     if (!fd.valid() && hook.unix_hook && errno == ENOENT) {
-      added.push_back(&hook);
+      p.added.push_back(&hook);
       continue;
     }
     if (!fd.valid())
       return SysError("sandbox state in " + dir + " is incomplete (" + hook.pin + "); run `cordon detach` first");
-    link_fds.push_back(std::move(fd));
-    swapped.push_back(&hook);
+    p.link_fds.push_back(std::move(fd));
+    p.swapped.push_back(&hook);
   }
   UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
   UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
@@ -349,28 +363,44 @@ Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, co
   auto unix_entries = UnixRuleEntries(policy);
   auto skel = OpenSkeleton(policy, unix_entries.size(), einfo.max_entries, counters.get(), events.get());
   if (!skel) return skel.error();
-  CORDON_TRY(FillPolicyMaps(skel->get(), policy, cgroup.id, unix_entries, unix_flags));
-
-  // Each hook switches program atomically (the kernel swaps one pointer), so
-  // every operation is judged wholly by the old or wholly by the new policy.
-  std::vector<UniqueFd> old_progs;
-  for (size_t i = 0; i < link_fds.size(); ++i) {
-    auto old_prog = ProgramOfLink(link_fds[i].get());
+  p.skel = std::move(*skel);
+  CORDON_TRY(FillPolicyMaps(p.skel.get(), policy, cgroup.id, unix_entries, unix_flags));
+  for (const auto& link : p.link_fds) {
+    auto old_prog = ProgramOfLink(link.get());
     if (!old_prog) return old_prog.error();
-    old_progs.push_back(std::move(*old_prog));
+    p.old_progs.push_back(std::move(*old_prog));
   }
-  struct timespec swap_start, swap_end;
-  clock_gettime(CLOCK_MONOTONIC, &swap_start);
-  for (size_t i = 0; i < link_fds.size(); ++i) {
-    if (bpf_link_update(link_fds[i].get(), bpf_program__fd(swapped[i]->program(skel->get())), nullptr)) {
-      Error error = SysError(std::string("swap program of ") + swapped[i]->pin);
-      for (size_t j = 0; j < i; ++j) (void)bpf_link_update(link_fds[j].get(), old_progs[j].get(), nullptr);
+  return p;
+}
+
+// Puts the old programs back on the first `count` links.
+void UndoSwitchNetwork(PreparedReplace* p, size_t count) {
+  for (size_t i = 0; i < count && i < p->link_fds.size(); ++i)
+    (void)bpf_link_update(p->link_fds[i].get(), p->old_progs[i].get(), nullptr);
+}
+
+// Each hook switches program atomically (the kernel swaps one pointer), so
+// every operation is judged wholly by the old or wholly by the new policy.
+// On failure every link runs its old program again.
+Status SwitchNetwork(PreparedReplace* p) {
+  p->switch_start_ns = MonotonicNs();
+  for (size_t i = 0; i < p->link_fds.size(); ++i) {
+    if (bpf_link_update(p->link_fds[i].get(), bpf_program__fd(p->swapped[i]->program(p->skel.get())), nullptr)) {
+      Error error = SysError(std::string("swap program of ") + p->swapped[i]->pin);
+      UndoSwitchNetwork(p, i);
       return error;
     }
   }
-  clock_gettime(CLOCK_MONOTONIC, &swap_end);
-  for (const Hook* hook : added) {
-    Link link(bpf_program__attach_cgroup(hook->program(skel->get()), cgroup.fd.get()));
+  p->switch_end_ns = MonotonicNs();
+  return {};
+}
+
+// After the switch: missing hooks, the pinned maps and the sandbox's info.
+Result<AttachResult> FinishReplace(PreparedReplace* p, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
+                                   const AttachOptions& options) {
+  const std::string& dir = p->dir;
+  for (const Hook* hook : p->added) {
+    Link link(bpf_program__attach_cgroup(hook->program(p->skel.get()), cgroup.fd.get()));
     if (!link || bpf_link__pin(link.get(), (dir + "/" + hook->pin).c_str()))
       return SysError(std::string("add ") + hook->pin + " to " + cgroup.path +
                       " (the new policy is in force for every other hook)");
@@ -380,9 +410,11 @@ Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, co
     std::string final_path = dir + "/" + m.pin;
     std::string tmp = dir + "/new_" + m.pin;  // bpffs forbids "." in names
     ::unlink(tmp.c_str());
-    if (bpf_obj_pin(bpf_map__fd(m.map(skel->get())), tmp.c_str()) || ::rename(tmp.c_str(), final_path.c_str()))
+    if (bpf_obj_pin(bpf_map__fd(m.map(p->skel.get())), tmp.c_str()) || ::rename(tmp.c_str(), final_path.c_str()))
       return SysError("re-pin " + final_path + " (enforcement already uses the new policy)");
   }
+  auto info = ReadInfo(dir);  // as the host-wide registration left it
+  if (!info) return info.error();
   info->mode = policy.mode;
   info->updated_at_ns = RealtimeNs();
   info->generation += 1;
@@ -392,8 +424,7 @@ Result<AttachResult> Replace(const std::string& dir, const CgroupRef& cgroup, co
 
   AttachResult result;
   result.replaced = true;
-  result.swap_ns = static_cast<uint64_t>((swap_end.tv_sec - swap_start.tv_sec) * 1000000000ll +
-                                         (swap_end.tv_nsec - swap_start.tv_nsec));
+  result.swap_ns = p->switch_end_ns - p->switch_start_ns;
   auto got = GetSandbox(cgroup.id);
   if (!got) return got.error();
   result.info = std::move(*got);
@@ -423,16 +454,17 @@ Status SetHostWideInfo(const std::string& dir, uint32_t flags) {
 }
 
 // Registers the sandbox with the LSM (or detect) object, sharing its events
-// and counters.
+// and counters. `with`: the network switch of a replacement (see LayerSwitch).
 Status RegisterHostWide(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
-                        const std::vector<ResolvedFileRule>& rules, HostWide role, uint32_t extra_flags = 0) {
+                        const std::vector<ResolvedFileRule>& rules, HostWide role, uint32_t extra_flags = 0,
+                        LayerSwitch* with = nullptr) {
   UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
   UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
   if (!events.valid() || !counters.valid()) return SysError("open the sandbox's events/counters");
   const uint32_t level = CgroupLevel(cgroup.relative);
   switch (role) {
     case HostWide::kLsm:
-      CORDON_TRY(LsmAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get()));
+      CORDON_TRY(LsmAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), with));
       return SetHostWideInfo(dir, CORDON_INFO_F_LSM);
     case HostWide::kReportOnly:  // the info keeps saying BPF LSM enforces
       return DetectAddSandbox(cgroup.id, level, policy, {}, events.get(), counters.get(),
@@ -440,7 +472,7 @@ Status RegisterHostWide(const std::string& dir, const CgroupRef& cgroup, const p
     case HostWide::kDetect:
       break;
   }
-  CORDON_TRY(DetectAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), extra_flags));
+  CORDON_TRY(DetectAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), extra_flags, with));
   return SetHostWideInfo(dir, CORDON_INFO_F_DETECT |
                                   ((policy.lsm_flags & CORDON_LSM_F_KILL) ? CORDON_INFO_F_DETECT_KILL : 0));
 }
@@ -477,20 +509,73 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
   uint32_t unix_flags = lsm.usable() ? 0 : CORDON_UNIX_F_ENFORCE;
   if (policy.has_files) unix_flags |= CORDON_UNIX_F_PATHS;
   if (policy.lsm_flags & CORDON_LSM_F_ABSTRACT_UNIX) unix_flags |= CORDON_UNIX_F_ABSTRACT;
-  auto result = existed ? Replace(dir, cgroup, policy, options, unix_flags)
-                        : AttachFresh(*root, cgroup, policy, options, unix_flags);
-  if (!result) return result;
-  // A failed registration leaves nothing of a new sandbox behind.
+
+  // A replacement is prepared completely (a new instance of the network object
+  // loaded and filled here, the new file rules written by the registration)
+  // before anything switches; then the network programs and the file layer's
+  // entry switch back to back, and the old file rules are deleted after.
+  Result<AttachResult> fresh = Error{"not attached"};
+  Result<PreparedReplace> replacement = Error{"not a replacement"};
+  bool unfinished = false;  // the network programs switched, FinishReplace is yet to run
+  LayerSwitch together;
+  if (existed) {
+    replacement = PrepareReplace(dir, cgroup, policy, unix_flags);
+    if (!replacement) return replacement.error();
+    together.commit = [&]() -> Status {
+      CORDON_TRY(SwitchNetwork(&*replacement));
+      unfinished = true;
+      return {};
+    };
+    together.rollback = [&] {
+      UndoSwitchNetwork(&*replacement, replacement->link_fds.size());
+      unfinished = false;
+    };
+  } else {
+    fresh = AttachFresh(*root, cgroup, policy, options, unix_flags);
+    if (!fresh) return fresh;
+  }
+  LayerSwitch* with = existed ? &together : nullptr;
+  // Completes a replacement whose network programs switched.
+  auto finish = [&]() -> Result<AttachResult> {
+    unfinished = false;
+    auto done = FinishReplace(&*replacement, cgroup, policy, options);
+    if (done) {
+      const uint64_t last = together.file_switched_ns ? together.file_switched_ns : replacement->switch_end_ns;
+      done->switch_ns = last - replacement->switch_start_ns;
+    }
+    return done;
+  };
+  // A failed registration leaves nothing of a new sandbox behind; a
+  // replacement stays wholly old, or (switched before the failure) is completed.
   auto undo = [&](const Error& error, const char* what) -> Error {
     if (!existed) {
       (void)LsmRemoveSandbox(cgroup.id);
       (void)DestroyPinDir(dir);
+    } else if (unfinished) {
+      (void)finish();
     }
     return error.Wrap(what);
   };
   if (lsm.usable()) {
-    Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kLsm);
+    Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kLsm, 0, with);
     if (!added.ok()) return undo(added.error(), "register with BPF LSM");
+  } else if (detect) {
+    Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kDetect, LayerReportFlags(options), with);
+    if (!added.ok()) return undo(added.error(), "register for detect mode");
+  } else if (existed) {
+    // No file layer to switch with: the network alone. A detect registration
+    // of the policy before (one with files) would go on checking its rules.
+    auto info = ReadInfo(dir);
+    if (!info) return info.error();
+    CORDON_TRY(together.commit());
+    if (info->flags & CORDON_INFO_F_DETECT) {
+      if (Status removed = LsmRemoveSandbox(cgroup.id); !removed.ok()) return undo(removed.error(), "leave detect mode");
+      if (Status cleared = SetHostWideInfo(dir, 0); !cleared.ok()) return undo(cleared.error(), "leave detect mode");
+    }
+  }
+  auto result = existed ? finish() : std::move(fresh);
+  if (!result) return result;
+  if (lsm.usable()) {
     result->info.lsm = true;
     // cordon run's second layers refuse before BPF LSM sees the operation:
     // the detect object reports their refusals (and checks nothing else).
@@ -500,8 +585,6 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
       if (!reported.ok()) return undo(reported.error(), "register the run layers' refusals for reporting");
     }
   } else if (detect) {
-    Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kDetect, LayerReportFlags(options));
-    if (!added.ok()) return undo(added.error(), "register for detect mode");
     result->info.detect = policy.has_files;
     result->info.detect_kill = policy.lsm_flags & CORDON_LSM_F_KILL;
   }

@@ -55,6 +55,9 @@ struct AttachResult {
   SandboxInfo info;
   bool replaced = false;  // an existing policy was swapped
   uint64_t swap_ns = 0;   // replace: time from the first to the last program swap
+  // replace: from the first program swap until the whole policy is in force
+  // (the file layer's entry switched too, right after; swap_ns without one)
+  uint64_t switch_ns = 0;
   std::vector<std::string> skipped_paths;  // profile paths absent on this host
 };
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <queue>
@@ -217,10 +218,10 @@ class Validator {
   void Error(const std::string& field, std::string message) {
     diags_->push_back(parsed_.At(field, std::move(message)));
   }
-  bool Present(const std::string& field) const { return parsed_.positions.count(field) != 0; }
+  bool Present(const std::string& field) const { return parsed_.positions.Find(field) != nullptr; }
   int LineOf(const std::string& field) const {
-    auto it = parsed_.positions.find(field);
-    return it == parsed_.positions.end() ? 0 : it->second.line;
+    const SourcePos* pos = parsed_.positions.Find(field);
+    return pos ? pos->line : 0;
   }
   // " (first at line N)" for duplicate reports.
   std::string FirstAt(const std::string& field) const {
@@ -231,9 +232,11 @@ class Validator {
   template <size_t N>
   uint32_t NamedBits(const google::protobuf::RepeatedPtrField<std::string>& names, const std::string& field,
                      const char* what, const NamedBit (&table)[N]);
-  void Rule(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out);
-  void Ports(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out);
-  void Protocols(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out);
+  // A field path, spelled out only when a check needs it (100,000 rules are checked).
+  using FieldName = std::function<std::string()>;
+  void Rule(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out);
+  void Ports(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out);
+  void Protocols(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out);
   void Files(const cordon::v1::Files& files, CompiledPolicy* out);
 
   const ParsedPolicy& parsed_;
@@ -268,29 +271,32 @@ uint32_t Validator::NamedBits(const google::protobuf::RepeatedPtrField<std::stri
   return bits;
 }
 
-void Validator::Ports(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out) {
-  const std::string ports_field = field + ".ports";
+void Validator::Ports(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out) {
+  auto ports_field = [&] { return field() + ".ports"; };
   if (rule.ports_size() == 0) {
     // proto3 cannot tell `ports: []` from an omitted key, and "no ports" would
     // be a rule that allows nothing: refuse the ambiguity.
-    if (Present(ports_field)) Error(ports_field, "empty list (omit 'ports' to allow every port)");
+    if (Present(ports_field())) Error(ports_field(), "empty list (omit 'ports' to allow every port)");
     return;
   }
   struct Indexed {
     PortRange range;
     int index;
   };
+  const bool several = rule.ports_size() > 1;  // else nothing can repeat or overlap
   std::vector<Indexed> ranges;
+  out->ports.reserve(static_cast<size_t>(rule.ports_size()));
   for (int i = 0; i < rule.ports_size(); ++i) {
     std::string error;
     auto range = ParsePortRange(rule.ports(i), &error);
     if (!range) {
-      Error(ports_field + "[" + std::to_string(i) + "]", error);
+      Error(ports_field() + "[" + std::to_string(i) + "]", error);
       continue;
     }
     out->ports.push_back(*range);
-    ranges.push_back({*range, i});
+    if (several) ranges.push_back({*range, i});
   }
+  if (ranges.size() < 2) return;
   // Duplicates and overlaps: sweep in (lo, hi, file) order, remembering the
   // first of a run of equal ranges and the range reaching furthest so far.
   std::sort(ranges.begin(), ranges.end(), [](const Indexed& a, const Indexed& b) {
@@ -301,14 +307,14 @@ void Validator::Ports(const cordon::v1::EgressRule& rule, const std::string& fie
     return r.lo == r.hi ? std::to_string(r.lo) : std::to_string(r.lo) + "-" + std::to_string(r.hi);
   };
   auto where = [&](const Indexed& other) {
-    const int line = LineOf(ports_field + "[" + std::to_string(other.index) + "]");
+    const int line = LineOf(ports_field() + "[" + std::to_string(other.index) + "]");
     return " (ports[" + std::to_string(other.index) + "]" + (line > 0 ? ", line " + std::to_string(line) : "") + ")";
   };
   const Indexed* furthest = nullptr;
   const Indexed* run_start = nullptr;
   for (const Indexed& current : ranges) {
     if (run_start && run_start->range == current.range) {
-      Error(ports_field + "[" + std::to_string(current.index) + "]",
+      Error(ports_field() + "[" + std::to_string(current.index) + "]",
             "duplicate port " + text(current.range) + where(*run_start));
     } else {
       run_start = &current;
@@ -317,7 +323,7 @@ void Validator::Ports(const cordon::v1::EgressRule& rule, const std::string& fie
         const bool current_later = current.index > furthest->index;
         const Indexed& later = current_later ? current : *furthest;
         const Indexed& earlier = current_later ? *furthest : current;
-        Error(ports_field + "[" + std::to_string(later.index) + "]",
+        Error(ports_field() + "[" + std::to_string(later.index) + "]",
               "port " + text(later.range) + " overlaps " + text(earlier.range) + where(earlier));
       }
     }
@@ -325,41 +331,42 @@ void Validator::Ports(const cordon::v1::EgressRule& rule, const std::string& fie
   }
 }
 
-void Validator::Protocols(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out) {
-  const std::string protocols_field = field + ".protocols";
+void Validator::Protocols(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out) {
+  auto protocols_field = [&] { return field() + ".protocols"; };
   if (rule.protocols_size() == 0) {
-    if (Present(protocols_field)) Error(protocols_field, "empty list (omit 'protocols' to allow both tcp and udp)");
+    if (Present(protocols_field())) Error(protocols_field(), "empty list (omit 'protocols' to allow both tcp and udp)");
     return;  // omitted: both
   }
   out->tcp = out->udp = false;
   for (int i = 0; i < rule.protocols_size(); ++i) {
-    const std::string item = protocols_field + "[" + std::to_string(i) + "]";
+    auto item = [&] { return protocols_field() + "[" + std::to_string(i) + "]"; };
     const std::string& name = rule.protocols(i);
     bool* flag = name == "tcp" ? &out->tcp : name == "udp" ? &out->udp : nullptr;
     if (!flag) {
-      Error(item, "unknown protocol " + Quote(name) + " (expected tcp or udp)");
+      Error(item(), "unknown protocol " + Quote(name) + " (expected tcp or udp)");
       continue;
     }
     if (*flag) {
       int first = 0;
       while (rule.protocols(first) != name) ++first;
-      Error(item, "duplicate protocol " + Quote(name) + FirstAt(protocols_field + "[" + std::to_string(first) + "]"));
+      Error(item(),
+            "duplicate protocol " + Quote(name) + FirstAt(protocols_field() + "[" + std::to_string(first) + "]"));
     }
     *flag = true;
   }
 }
 
-void Validator::Rule(const cordon::v1::EgressRule& rule, const std::string& field, CompiledRule* out) {
+void Validator::Rule(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out) {
   out->name = rule.name();
   if (rule.cidr().empty()) {
-    Error(field + ".cidr", "required: the destination address or CIDR (e.g. 10.0.0.0/8, 2001:db8::/32)");
+    Error(field() + ".cidr", "required: the destination address or CIDR (e.g. 10.0.0.0/8, 2001:db8::/32)");
   } else {
     std::string error;
     auto prefix = ParsePrefix(rule.cidr(), &error);
     if (prefix) {
       out->prefix = *prefix;
     } else {
-      Error(field + ".cidr", error);
+      Error(field() + ".cidr", error);
     }
   }
   Ports(rule, field, out);
@@ -491,13 +498,13 @@ bool Validator::Run(CompiledPolicy* out) {
   out->rules.resize(static_cast<size_t>(network.egress_size()));
   std::unordered_map<std::string, int> names;  // rule name -> index of first use
   for (int i = 0; i < network.egress_size(); ++i) {
-    const std::string field = "spec.network.egress[" + std::to_string(i) + "]";
+    const FieldName field = [i] { return "spec.network.egress[" + std::to_string(i) + "]"; };
     const cordon::v1::EgressRule& rule = network.egress(i);
     Rule(rule, field, &out->rules[static_cast<size_t>(i)]);
     if (!rule.name().empty()) {
       auto [it, inserted] = names.emplace(rule.name(), i);
       if (!inserted) {
-        Error(field + ".name", "duplicate rule name " + Quote(rule.name()) +
+        Error(field() + ".name", "duplicate rule name " + Quote(rule.name()) +
                                    FirstAt("spec.network.egress[" + std::to_string(it->second) + "].name"));
       }
     }
@@ -629,6 +636,28 @@ void AppendPortEntries(uint32_t set_id, uint8_t proto, const ProtoPorts& ports, 
   }
 }
 
+// A rule as the image builder reads it: its prefix as two big-endian words
+// (cheap to sort and compare) and its ports. Built in rule order, then sorted
+// by prefix, so the walk in prefix order reads memory in order.
+struct SortedRule {
+  uint64_t high, low;
+  int length;
+  uint32_t index;         // the rule (0-based)
+  uint32_t first, count;  // its ports in ImageBuilder::ports_; count 0: every port
+  bool tcp, udp;
+  bool SamePrefix(const SortedRule& other) const {
+    return high == other.high && low == other.low && length == other.length;
+  }
+  // As Prefix::Contains: other's prefix is equal or more specific.
+  bool Contains(const SortedRule& other) const {
+    if (other.length < length) return false;
+    auto top_bits_equal = [](uint64_t a, uint64_t b, int bits) {
+      return bits <= 0 || ((a ^ b) >> (64 - std::min(bits, 64))) == 0;
+    };
+    return top_bits_equal(high, other.high, length) && (length <= 64 || top_bits_equal(low, other.low, length - 64));
+  }
+};
+
 class ImageBuilder {
  public:
   explicit ImageBuilder(CompiledPolicy* out) : out_(out) {}
@@ -636,45 +665,66 @@ class ImageBuilder {
 
  private:
   struct Node {
-    Prefix prefix;
+    SortedRule prefix;
     uint32_t set_id;
     std::shared_ptr<const Allowance> allowance;
   };
-  // Folds the rules with exactly this prefix into the parent's allowance.
-  Node Fold(const Prefix& prefix, const std::vector<uint32_t>& rule_indices, const Node* parent);
+  // Folds the rules with exactly this prefix (group) into the parent's allowance.
+  Node Fold(std::span<const SortedRule> group, const Node* parent);
   uint32_t SetId(const Allowance& allowance);
 
   CompiledPolicy* out_;
-  std::map<std::pair<std::vector<uint32_t>, std::vector<uint32_t>>, uint32_t> set_ids_;
+  std::vector<PortRange> ports_;  // every rule's ports, in rule order
+  // Port set ids by (tcp, udp) content; looked up by reference (SetContent).
+  using SetKey = std::pair<std::vector<uint32_t>, std::vector<uint32_t>>;
+  struct SetContent {
+    const std::vector<uint32_t>& tcp;
+    const std::vector<uint32_t>& udp;
+  };
+  struct SetLess {
+    using is_transparent = void;
+    static std::pair<const std::vector<uint32_t>&, const std::vector<uint32_t>&> Tie(const SetKey& k) {
+      return {k.first, k.second};
+    }
+    static std::pair<const std::vector<uint32_t>&, const std::vector<uint32_t>&> Tie(const SetContent& c) {
+      return {c.tcp, c.udp};
+    }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return Tie(a) < Tie(b);
+    }
+  };
+  std::map<SetKey, uint32_t, SetLess> set_ids_;
   size_t work_ = 0;
 };
 
 uint32_t ImageBuilder::SetId(const Allowance& allowance) {
   if (allowance.IsAll()) return CORDON_PORT_SET_ALL;
-  auto [it, inserted] =
-      set_ids_.emplace(std::make_pair(allowance.tcp.content, allowance.udp.content), set_ids_.size() + 1);
-  if (inserted) {
-    AppendPortEntries(it->second, kProtoTcp, allowance.tcp, out_);
-    AppendPortEntries(it->second, kProtoUdp, allowance.udp, out_);
-  }
-  return it->second;
+  // Most prefixes share a few sets: look up first, copy the content only for a new one.
+  const SetContent content{allowance.tcp.content, allowance.udp.content};
+  if (auto it = set_ids_.find(content); it != set_ids_.end()) return it->second;
+  const auto id = static_cast<uint32_t>(set_ids_.size() + 1);
+  set_ids_.emplace(std::make_pair(allowance.tcp.content, allowance.udp.content), id);
+  AppendPortEntries(id, kProtoTcp, allowance.tcp, out_);
+  AppendPortEntries(id, kProtoUdp, allowance.udp, out_);
+  return id;
 }
 
-ImageBuilder::Node ImageBuilder::Fold(const Prefix& prefix, const std::vector<uint32_t>& rule_indices,
-                                      const Node* parent) {
+ImageBuilder::Node ImageBuilder::Fold(std::span<const SortedRule> group, const Node* parent) {
+  const SortedRule& prefix = group.front();
   if (parent && parent->set_id == CORDON_PORT_SET_ALL) return Node{prefix, parent->set_id, parent->allowance};
 
   // Own rules outrank inherited ones (they are more specific); among own
   // rules the first in the file wins.
   std::vector<Candidate> tcp, udp;
-  for (uint32_t index : rule_indices) {
-    const CompiledRule& rule = out_->rules[index];
+  for (const SortedRule& rule : group) {
+    const uint32_t index = rule.index;
     auto add = [&](uint32_t lo, uint32_t hi) {
       if (rule.tcp) tcp.push_back({lo, hi, index + 1, index});
       if (rule.udp) udp.push_back({lo, hi, index + 1, index});
     };
-    if (rule.ports.empty()) add(0, kAllPorts);
-    for (const PortRange& range : rule.ports) add(range.lo, range.hi);
+    if (rule.count == 0) add(0, kAllPorts);
+    for (uint32_t i = rule.first; i < rule.first + rule.count; ++i) add(ports_[i].lo, ports_[i].hi);
   }
   if (parent) {
     // Nothing new: share the parent's set (keeps nested rules cheap).
@@ -698,41 +748,48 @@ ImageBuilder::Node ImageBuilder::Fold(const Prefix& prefix, const std::vector<ui
 }
 
 bool ImageBuilder::Build(std::string* error) {
-  // Rule indices sorted by prefix (address, then length), then file order.
-  std::vector<uint32_t> order(out_->rules.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Rules sorted by prefix (address, then length), then file order.
   const auto& rules = out_->rules;
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    const Prefix& pa = rules[a].prefix;
-    const Prefix& pb = rules[b].prefix;
-    if (pa.addr != pb.addr) return pa.addr < pb.addr;
-    if (pa.length != pb.length) return pa.length < pb.length;
-    return a < b;
+  std::vector<SortedRule> order(rules.size());
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    const CompiledRule& rule = rules[i];
+    uint64_t high = 0, low = 0;
+    for (int b = 0; b < 8; ++b) {
+      high = high << 8 | rule.prefix.addr[b];
+      low = low << 8 | rule.prefix.addr[8 + b];
+    }
+    order[i] = SortedRule{high, low, rule.prefix.length, i, static_cast<uint32_t>(ports_.size()),
+                          static_cast<uint32_t>(rule.ports.size()), rule.tcp, rule.udp};
+    ports_.insert(ports_.end(), rule.ports.begin(), rule.ports.end());
+  }
+  std::sort(order.begin(), order.end(), [](const SortedRule& a, const SortedRule& b) {
+    if (a.high != b.high) return a.high < b.high;
+    if (a.low != b.low) return a.low < b.low;
+    if (a.length != b.length) return a.length < b.length;
+    return a.index < b.index;
   });
 
   std::vector<Node> ancestors;
-  std::vector<uint32_t> group;
   for (size_t start = 0; start < order.size();) {
-    const Prefix& prefix = rules[order[start]].prefix;
-    group.clear();
     size_t end = start;
-    while (end < order.size() && rules[order[end]].prefix.addr == prefix.addr &&
-           rules[order[end]].prefix.length == prefix.length) {
-      group.push_back(order[end++]);
-    }
-    while (!ancestors.empty() && !ancestors.back().prefix.Contains(prefix)) ancestors.pop_back();
-    Node node = Fold(prefix, group, ancestors.empty() ? nullptr : &ancestors.back());
+    while (end < order.size() && order[end].SamePrefix(order[start])) ++end;
+    const std::span<const SortedRule> group(order.data() + start, end - start);
+    while (!ancestors.empty() && !ancestors.back().prefix.Contains(group.front())) ancestors.pop_back();
+    Node node = Fold(group, ancestors.empty() ? nullptr : &ancestors.back());
     if (work_ > kMaxFoldWork) {
       *error = "policy too complex to compile: nested rules with many port ranges multiply (simplify the ports "
                "of rules that contain other rules)";
       return false;
     }
     cordon_addr_key key{};
-    key.prefixlen = static_cast<__u32>(prefix.length);
-    std::memcpy(key.addr, prefix.addr.data(), 16);
+    key.prefixlen = static_cast<__u32>(group.front().length);
+    for (int b = 0; b < 8; ++b) {
+      key.addr[b] = static_cast<__u8>(group.front().high >> (56 - 8 * b));
+      key.addr[8 + b] = static_cast<__u8>(group.front().low >> (56 - 8 * b));
+    }
     cordon_addr_value value{};
     value.port_set = node.set_id;
-    value.rule = group.front() + 1;  // the first rule with exactly this prefix
+    value.rule = group.front().index + 1;  // the first rule with exactly this prefix
     out_->addr_entries.emplace_back(key, value);
     ancestors.push_back(std::move(node));
     start = end;

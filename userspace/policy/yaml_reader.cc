@@ -1,8 +1,9 @@
-// YAML/JSON -> YamlNode tree, driven by libyaml's event parser.
+// YAML/JSON -> nodes, driven by libyaml's event parser.
 //
-// The tree is built iteratively from events (never recursively), so hostile
+// Nodes are reported iteratively from events (never recursively), so hostile
 // nesting cannot exhaust the stack; depth and node count are capped so hostile
-// input cannot exhaust memory either.
+// input cannot exhaust memory either. Field paths (for diagnostics) are built
+// only when a diagnostic needs one.
 #include "policy/yaml_reader.h"
 
 #include <yaml.h>
@@ -58,41 +59,82 @@ class EventHandle {
   bool armed_ = false;
 };
 
-// One open collection while building.
-struct Frame {
-  YamlNode* node = nullptr;
-  std::string path;                         // dotted path of this node ("" for the root)
-  std::unique_ptr<YamlNode> pending_key;    // mappings: key read, value not yet
-  std::unordered_map<std::string, int> key_lines;  // mappings: key -> line, for duplicates
-};
-
-class TreeBuilder {
+// The keys of one mapping, for duplicates: a short list scanned linearly
+// (mappings are small: a 100k-rule policy has 100k of them), indexed once long.
+class KeySet {
  public:
-  TreeBuilder(std::string_view text, const std::string& file, Diagnostics* diags)
-      : text_(text), file_(file), diags_(diags) {}
-
-  std::unique_ptr<YamlNode> Build();
+  void Clear() {
+    keys_.clear();
+    index_.clear();
+  }
+  // Records `key` (at `line`); if it was already there returns false and
+  // sets *first_line to the line of its first occurrence.
+  bool Insert(std::string_view key, int line, int* first_line) {
+    if (index_.empty()) {
+      for (const auto& [k, l] : keys_) {
+        if (k == key) {
+          *first_line = l;
+          return false;
+        }
+      }
+      keys_.emplace_back(std::string(key), line);
+      if (keys_.size() > kLinear) {
+        for (auto& [k, l] : keys_) index_.emplace(std::move(k), l);
+        keys_.clear();
+      }
+      return true;
+    }
+    auto [it, inserted] = index_.emplace(std::string(key), line);
+    if (!inserted) *first_line = it->second;
+    return inserted;
+  }
 
  private:
+  static constexpr size_t kLinear = 16;
+  std::vector<std::pair<std::string, int>> keys_;
+  std::unordered_map<std::string, int> index_;  // instead of keys_ once there are more than kLinear
+};
+
+// One open collection.
+struct Frame {
+  bool sequence = false;
+  size_t items = 0;      // sequences: items so far
+  bool has_key = false;  // mappings: key read, value not yet
+  std::string key;       // mappings: the last key (names the value's subtree while it is open)
+  KeySet keys;           // mappings: every key so far
+};
+
+class EventReader {
+ public:
+  EventReader(std::string_view text, const std::string& file, YamlHandler* handler, Diagnostics* diags)
+      : text_(text), file_(file), handler_(handler), diags_(diags) {}
+
+  bool Read();
+
+ private:
+  enum class NodeKind { kScalar, kSequence, kMapping };
+
   void Fail(int line, int column, const std::string& field, std::string message) {
     diags_->push_back(Diagnostic{file_, line, column, field, std::move(message)});
   }
   void FailFromParser(yaml_parser_t* parser);
+  // The field path of the node at `level` (0: the root) of the open branch:
+  // "spec.network.egress[3]". For level == depth_, the node being added.
+  std::string PathAt(size_t level) const;
   // Handles one node-starting event. Returns false after reporting an error.
-  bool AddNode(std::unique_ptr<YamlNode> node, bool is_collection);
+  bool AddNode(NodeKind kind, int line, int column, const YamlScalar* scalar);
   bool HandleEvent(yaml_event_t* event);
-  std::string ChildPath(const Frame& parent, const std::string& key) const {
-    return parent.path.empty() ? key : parent.path + "." + key;
-  }
 
   std::string_view text_;
   const std::string& file_;
+  YamlHandler* handler_;
   Diagnostics* diags_;
 
-  std::unique_ptr<YamlNode> root_;
-  std::vector<Frame> stack_;
+  std::vector<Frame> frames_;  // frames_[0 .. depth_) are open; the rest are kept for reuse
+  size_t depth_ = 0;
   size_t node_count_ = 0;
   int documents_ = 0;
+  bool seen_root_ = false;
   bool done_ = false;
 };
 
@@ -115,19 +157,24 @@ EventProps PropsOf(const yaml_event_t& event) {
   }
 }
 
-const char* KindName(YamlNode::Kind kind) {
-  switch (kind) {
-    case YamlNode::Kind::kScalar:
-      return "scalar";
-    case YamlNode::Kind::kSequence:
-      return "list";
-    case YamlNode::Kind::kMapping:
-      return "mapping";
-  }
-  return "node";
+std::string ChildPath(const std::string& parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
 }
 
-void TreeBuilder::FailFromParser(yaml_parser_t* parser) {
+std::string EventReader::PathAt(size_t level) const {
+  std::string path;
+  for (size_t i = 1; i <= level; ++i) {
+    const Frame& parent = frames_[i - 1];
+    if (parent.sequence) {
+      path += "[" + std::to_string(parent.items - 1) + "]";
+    } else {
+      path = ChildPath(path, parent.key);
+    }
+  }
+  return path;
+}
+
+void EventReader::FailFromParser(yaml_parser_t* parser) {
   std::string problem = parser->problem ? parser->problem : "unknown error";
   if (parser->error == YAML_READER_ERROR) {
     // Reader errors (bad encoding, control characters) carry a byte offset, not a mark.
@@ -162,63 +209,71 @@ void TreeBuilder::FailFromParser(yaml_parser_t* parser) {
        std::move(message));
 }
 
-bool TreeBuilder::AddNode(std::unique_ptr<YamlNode> node, bool is_collection) {
+bool EventReader::AddNode(NodeKind kind, int line, int column, const YamlScalar* scalar) {
   if (++node_count_ > kMaxNodes) {
-    Fail(node->line, node->column, "",
-         "document too large: more than " + std::to_string(kMaxNodes) + " YAML nodes");
+    Fail(line, column, "", "document too large: more than " + std::to_string(kMaxNodes) + " YAML nodes");
     return false;
   }
-  YamlNode* raw = node.get();
-  std::string path;
-  if (stack_.empty()) {
-    if (root_) {  // cannot happen with libyaml (one root per document), kept as a guard
-      Fail(node->line, node->column, "", "more than one root node");
+  if (depth_ == 0) {
+    if (seen_root_) {  // cannot happen with libyaml (one root per document), kept as a guard
+      Fail(line, column, "", "more than one root node");
       return false;
     }
-    root_ = std::move(node);
+    seen_root_ = true;
   } else {
-    Frame& parent = stack_.back();
-    if (parent.node->kind == YamlNode::Kind::kSequence) {
-      path = parent.path + "[" + std::to_string(parent.node->items.size()) + "]";
-      parent.node->items.push_back(std::move(node));
-    } else if (!parent.pending_key) {
+    Frame& parent = frames_[depth_ - 1];
+    if (parent.sequence) {
+      ++parent.items;
+    } else if (!parent.has_key) {
       // This node is a mapping key.
-      if (is_collection) {
-        Fail(node->line, node->column, parent.path, "mapping keys must be scalars, not a " +
-                                                        std::string(KindName(node->kind)));
+      if (kind != NodeKind::kScalar) {
+        Fail(line, column, PathAt(depth_ - 1),
+             std::string("mapping keys must be scalars, not a ") + (kind == NodeKind::kSequence ? "list" : "mapping"));
         return false;
       }
-      auto [it, inserted] = parent.key_lines.emplace(node->scalar, node->line);
-      if (!inserted) {
-        Fail(node->line, node->column, ChildPath(parent, node->scalar),
-             "duplicate key '" + node->scalar + "' (first at line " + std::to_string(it->second) + ")");
+      int first_line = 0;
+      if (!parent.keys.Insert(scalar->text, line, &first_line)) {
+        Fail(line, column, ChildPath(PathAt(depth_ - 1), scalar->text),
+             "duplicate key '" + std::string(scalar->text) + "' (first at line " + std::to_string(first_line) + ")");
         return false;
       }
-      parent.pending_key = std::move(node);
+      parent.has_key = true;
+      parent.key.assign(scalar->text);
+      handler_->Key(*scalar);
       return true;
     } else {
-      path = ChildPath(parent, parent.pending_key->scalar);
-      parent.node->entries.emplace_back(std::move(parent.pending_key), std::move(node));
+      parent.has_key = false;  // parent.key names this value until the next key
     }
   }
-  if (is_collection) {
-    if (stack_.size() >= kMaxDepth) {
-      Fail(raw->line, raw->column, path, "nesting deeper than " + std::to_string(kMaxDepth) + " levels");
-      return false;
-    }
-    stack_.push_back(Frame{raw, std::move(path), nullptr, {}});
+  if (kind == NodeKind::kScalar) {
+    handler_->Scalar(*scalar);
+    return true;
+  }
+  if (depth_ >= kMaxDepth) {
+    Fail(line, column, PathAt(depth_), "nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    return false;
+  }
+  if (depth_ == frames_.size()) frames_.emplace_back();
+  Frame& frame = frames_[depth_++];
+  frame.sequence = kind == NodeKind::kSequence;
+  frame.items = 0;
+  frame.has_key = false;
+  frame.keys.Clear();
+  if (frame.sequence) {
+    handler_->BeginSequence(line, column);
+  } else {
+    handler_->BeginMapping(line, column);
   }
   return true;
 }
 
-bool TreeBuilder::HandleEvent(yaml_event_t* event) {
+bool EventReader::HandleEvent(yaml_event_t* event) {
   const int line = static_cast<int>(event->start_mark.line) + 1;
   const int column = static_cast<int>(event->start_mark.column) + 1;
-  const std::string here = stack_.empty() ? "" : stack_.back().path;
 
   EventProps props = PropsOf(*event);
   if (props.anchor) {
-    Fail(line, column, here,
+    Fail(line, column, depth_ ? PathAt(depth_ - 1) : "",
          "anchors are not supported (&" + std::string(reinterpret_cast<const char*>(props.anchor)) + ")");
     return false;
   }
@@ -228,7 +283,7 @@ bool TreeBuilder::HandleEvent(yaml_event_t* event) {
     if (event->type == YAML_SCALAR_EVENT && (tag == kStrTag || tag == "!")) {
       string_tag = true;
     } else {
-      Fail(line, column, here, "YAML tags are not supported (" + tag + ")");
+      Fail(line, column, depth_ ? PathAt(depth_ - 1) : "", "YAML tags are not supported (" + tag + ")");
       return false;
     }
   }
@@ -248,33 +303,31 @@ bool TreeBuilder::HandleEvent(yaml_event_t* event) {
       done_ = true;
       return true;
     case YAML_ALIAS_EVENT:
-      Fail(line, column, here,
+      Fail(line, column, depth_ ? PathAt(depth_ - 1) : "",
            "aliases are not supported (*" +
                std::string(reinterpret_cast<const char*>(event->data.alias.anchor)) + ")");
       return false;
     case YAML_SCALAR_EVENT: {
-      auto node = std::make_unique<YamlNode>();
-      node->kind = YamlNode::Kind::kScalar;
-      node->line = line;
-      node->column = column;
-      node->scalar.assign(reinterpret_cast<const char*>(event->data.scalar.value), event->data.scalar.length);
-      node->quoted = string_tag || event->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
-                     event->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE ||
-                     event->data.scalar.style == YAML_LITERAL_SCALAR_STYLE ||
-                     event->data.scalar.style == YAML_FOLDED_SCALAR_STYLE;
-      return AddNode(std::move(node), false);
+      const auto style = event->data.scalar.style;
+      YamlScalar scalar;
+      scalar.text = std::string_view(reinterpret_cast<const char*>(event->data.scalar.value), event->data.scalar.length);
+      scalar.quoted = string_tag || style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+                      style == YAML_DOUBLE_QUOTED_SCALAR_STYLE || style == YAML_LITERAL_SCALAR_STYLE ||
+                      style == YAML_FOLDED_SCALAR_STYLE;
+      scalar.line = line;
+      scalar.column = column;
+      return AddNode(NodeKind::kScalar, line, column, &scalar);
     }
     case YAML_SEQUENCE_START_EVENT:
-    case YAML_MAPPING_START_EVENT: {
-      auto node = std::make_unique<YamlNode>();
-      node->kind = event->type == YAML_SEQUENCE_START_EVENT ? YamlNode::Kind::kSequence : YamlNode::Kind::kMapping;
-      node->line = line;
-      node->column = column;
-      return AddNode(std::move(node), true);
-    }
+      return AddNode(NodeKind::kSequence, line, column, nullptr);
+    case YAML_MAPPING_START_EVENT:
+      return AddNode(NodeKind::kMapping, line, column, nullptr);
     case YAML_SEQUENCE_END_EVENT:
     case YAML_MAPPING_END_EVENT:
-      if (!stack_.empty()) stack_.pop_back();
+      if (depth_ > 0) {
+        --depth_;
+        handler_->End();
+      }
       return true;
     case YAML_NO_EVENT:
       return true;
@@ -282,36 +335,84 @@ bool TreeBuilder::HandleEvent(yaml_event_t* event) {
   return true;
 }
 
-std::unique_ptr<YamlNode> TreeBuilder::Build() {
+bool EventReader::Read() {
   const size_t diags_before = diags_->size();
   ParserHandle parser;
   if (!parser.ok()) {
     Fail(0, 0, "", "cannot initialize the YAML parser");
-    return nullptr;
+    return false;
   }
   yaml_parser_set_input_string(parser.get(), reinterpret_cast<const unsigned char*>(text_.data()), text_.size());
   while (!done_) {
     EventHandle event;
     if (!yaml_parser_parse(parser.get(), event.get())) {
       FailFromParser(parser.get());
-      return nullptr;
+      return false;
     }
     event.Arm();
-    if (!HandleEvent(event.get())) return nullptr;
+    if (!HandleEvent(event.get())) return false;
   }
-  if (diags_->size() != diags_before) return nullptr;
-  if (!root_) {
+  if (diags_->size() != diags_before) return false;
+  if (!seen_root_) {
     Fail(0, 0, "", "document is empty (expected a SandboxPolicy mapping)");
-    return nullptr;
+    return false;
   }
-  return std::move(root_);
+  return true;
 }
+
+// Builds the YamlNode tree.
+class TreeBuilder : public YamlHandler {
+ public:
+  std::unique_ptr<YamlNode> Take() { return std::move(root_); }
+
+  void Scalar(const YamlScalar& scalar) override { Add(NewScalar(scalar), false); }
+  void Key(const YamlScalar& key) override { pending_key_ = NewScalar(key); }
+  void BeginMapping(int line, int column) override { Add(NewNode(YamlNode::Kind::kMapping, line, column), true); }
+  void BeginSequence(int line, int column) override { Add(NewNode(YamlNode::Kind::kSequence, line, column), true); }
+  void End() override { stack_.pop_back(); }
+
+ private:
+  static std::unique_ptr<YamlNode> NewNode(YamlNode::Kind kind, int line, int column) {
+    auto node = std::make_unique<YamlNode>();
+    node->kind = kind;
+    node->line = line;
+    node->column = column;
+    return node;
+  }
+  static std::unique_ptr<YamlNode> NewScalar(const YamlScalar& scalar) {
+    auto node = NewNode(YamlNode::Kind::kScalar, scalar.line, scalar.column);
+    node->scalar.assign(scalar.text);
+    node->quoted = scalar.quoted;
+    return node;
+  }
+  void Add(std::unique_ptr<YamlNode> node, bool collection) {
+    YamlNode* raw = node.get();
+    if (stack_.empty()) {
+      root_ = std::move(node);
+    } else if (stack_.back()->kind == YamlNode::Kind::kSequence) {
+      stack_.back()->items.push_back(std::move(node));
+    } else {
+      stack_.back()->entries.emplace_back(std::move(pending_key_), std::move(node));
+    }
+    if (collection) stack_.push_back(raw);
+  }
+
+  std::unique_ptr<YamlNode> root_;
+  std::vector<YamlNode*> stack_;
+  std::unique_ptr<YamlNode> pending_key_;  // a mapping key, until its value arrives
+};
 
 }  // namespace
 
+bool ReadYamlEvents(std::string_view text, const std::string& file, YamlHandler* handler, Diagnostics* diags) {
+  EventReader reader(text, file, handler, diags);
+  return reader.Read();
+}
+
 std::unique_ptr<YamlNode> ReadYaml(std::string_view text, const std::string& file, Diagnostics* diags) {
-  TreeBuilder builder(text, file, diags);
-  return builder.Build();
+  TreeBuilder builder;
+  if (!ReadYamlEvents(text, file, &builder, diags)) return nullptr;
+  return builder.Take();
 }
 
 }  // namespace cordon::policy
