@@ -672,7 +672,8 @@ int WriteErrno(const std::string& path, const std::string& text) {
 
 // A sandbox may manage cgroups below its root (create them, set their limits,
 // move its tasks between them) but not lift the limits on its root, which
-// belong to whoever created it. No files section: only the tamper rules judge.
+// belong to whoever created it, nor pull tasks in from outside. No files
+// section: only the tamper rules judge.
 TEST_F(Lsm, SandboxCannotLiftItsOwnCgroupLimits) {
   TestCgroup cg("limits");
   ASSERT_EQ(WriteErrno(cg.path() + "/cgroup.max.descendants", "2"), 0);
@@ -689,10 +690,22 @@ TEST_F(Lsm, SandboxCannotLiftItsOwnCgroupLimits) {
             }),
             0);
   EXPECT_EQ(ReadText(cg.path() + "/cgroup.max.descendants"), "2\n");
+  // Nor pull a task from outside into the sandbox (the kernel asks for write
+  // access to the common ancestor's cgroup.procs, which is outside).
+  pid_t outsider = ::fork();
+  if (outsider == 0) {
+    ::pause();
+    _exit(0);
+  }
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return WriteErrno(cg.path() + "/cgroup.procs", std::to_string(outsider)); }),
+            EPERM);
+  EXPECT_EQ(ReadText(cg.path() + "/cgroup.procs").find(std::to_string(outsider)), std::string::npos);
+  ::kill(outsider, SIGKILL);  // our own child
+  ::waitpid(outsider, nullptr, 0);
   auto events = TakeEvents(cg.path());
   int refused = 0;
   for (const auto& e : events) refused += e.kind() == "tamper.cgroup";
-  EXPECT_EQ(refused, 2) << Dump(events);
+  EXPECT_EQ(refused, 3) << Dump(events);
 }
 
 // Leaves any chroot (the test VM runs its suites chrooted into the host's
