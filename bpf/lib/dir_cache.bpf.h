@@ -18,7 +18,8 @@
  *    on the host goes through __d_move, and every directory removal through
  *    vfs_rmdir (an inode number can be reused once the directory is gone);
  *    both bump the host-wide epoch when they are done, and an entry is valid
- *    only for the epoch read before its walk began. A new superblock bumps it
+ *    only for the epoch read before its part of the walk began (a move during
+ *    that part leaves it under an epoch already gone). A new superblock bumps it
  *    too (a device number can be reused by a new filesystem);
  *  - the mount: the entry records the ino of the mount root it stopped at, so
  *    a bind mount of a subdirectory does not reuse a whole-filesystem entry.

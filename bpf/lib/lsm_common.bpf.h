@@ -210,36 +210,14 @@ static long cordon_walk_step(__u32 index, void *data)
 			.dev = BPF_CORE_READ(sb, s_dev),
 			.version = w->version,
 		};
-#ifdef CORDON_DIR_CACHE
-		if (mnt && !w->fill_ino && w->epoch != ~0ULL && cordon_dir_cacheable(inode, sb)) {
-			struct dentry *root = BPF_CORE_READ(mnt, mnt_root);
-			w->fill_ino = key.ino;
-			w->fill_dev = key.dev;
-			w->fill_root_ino = BPF_CORE_READ(root, d_inode, i_ino);
-			w->fill_granted = 0;
-			w->fill_rule = 0;
-			if (cordon_dir_get(w)) {
-				/* This directory up to its mount's root, at once. */
-				w->granted |= w->fill_granted;
-				if (!w->rule)
-					w->rule = w->fill_rule;
-				w->fill_ino = 0;
-				if (cordon_walk_done(w))
-					return 1;
-				return cordon_walk_cross(w, mnt);
-			}
-		}
-#endif
 		struct cordon_inode_rule *r = bpf_map_lookup_elem(&file_rules, &key);
+		__u32 rights = 0, rule = 0;
 		if (r) {
-			w->granted |= r->rights;
+			rights = r->rights;
+			rule = r->rule;
+			w->granted |= rights;
 			if (!w->rule)
-				w->rule = r->rule;
-#ifdef CORDON_DIR_CACHE
-			w->fill_granted |= r->rights;
-			if (!w->fill_rule)
-				w->fill_rule = r->rule;
-#endif
+				w->rule = rule;
 		}
 		/* The task's own /proc/<tgid>: procfs inodes of other processes
 		 * share nothing a rule could name, so this is decided by pid. */
@@ -251,9 +229,36 @@ static long cordon_walk_step(__u32 index, void *data)
 				w->granted |= CORDON_FILE_READ | CORDON_FILE_WRITE;
 		}
 #ifdef CORDON_DIR_CACHE
-		/* While filling, go on to the mount's root even when granted. */
-		if (!w->fill_ino && cordon_walk_done(w))
-			return 1;
+		if (w->fill_ino) {
+			/* Filling: on to the mount's root even when granted. */
+			w->fill_granted |= rights;
+			if (!w->fill_rule)
+				w->fill_rule = rule;
+		} else {
+			if (cordon_walk_done(w))
+				return 1;
+			/* Not decided here: this directory's rights up to its
+			 * mount's root from the cache, or start computing them. */
+			if (mnt && cordon_dir_cacheable(inode, sb) && (w->epoch = cordon_dir_epoch()) != ~0ULL) {
+				/* The epoch is read here, before this directory's part
+				 * of the walk: a move during it invalidates the entry. */
+				struct dentry *root = BPF_CORE_READ(mnt, mnt_root);
+				w->fill_ino = key.ino;
+				w->fill_dev = key.dev;
+				w->fill_root_ino = BPF_CORE_READ(root, d_inode, i_ino);
+				if (cordon_dir_get(w)) {
+					w->granted |= w->fill_granted;
+					if (!w->rule)
+						w->rule = w->fill_rule;
+					w->fill_ino = 0;
+					if (cordon_walk_done(w))
+						return 1;
+					return cordon_walk_cross(w, mnt);
+				}
+				w->fill_granted = rights;
+				w->fill_rule = rule;
+			}
+		}
 #else
 		if (cordon_walk_done(w))
 			return 1;
@@ -290,9 +295,6 @@ static __always_inline void cordon_walk(struct cordon_walk *w, const struct cord
 	w->sandbox_id = sb->sandbox_id;
 	w->version = sb->version;
 	w->want = want;
-#ifdef CORDON_DIR_CACHE
-	w->epoch = cordon_dir_epoch();
-#endif
 	if (sb->flags & CORDON_LSM_F_PROC_SELF) {
 		struct task_struct *task = bpf_get_current_task_btf();
 		w->self_pid = BPF_CORE_READ(task, group_leader, thread_pid);

@@ -172,10 +172,40 @@ static __always_inline struct kernfs_node *cordon_kn_parent(struct kernfs_node *
 	return BPF_CORE_READ((struct kernfs_node___old *)kn, parent);
 }
 
-/* Writing a cgroup's files (cgroup.procs, cgroup.threads, subtree control)
- * or creating cgroups is allowed only within the sandbox's own subtree. This
+/* Whether `name` (a kernfs node's name, read into 24 bytes) is `lit`. */
+static __always_inline int cordon_name_is(const char name[24], const char *lit, int len)
+{
+#pragma unroll
+	for (int i = 0; i < 24; i++) {
+		if (i > len)
+			break;
+		if (name[i] != lit[i])
+			return 0;
+	}
+	return 1;
+}
+
+/* The sandbox root's own files that its tasks may write: moving tasks within
+ * the subtree (cgroup.procs, cgroup.threads; the kernel also asks for write
+ * access to the common ancestor's, which for a move inside the sandbox is at
+ * most the root's), enabling controllers for its children, freezing or
+ * killing itself. Its limits (memory.max, pids.max, cpu.max,
+ * cgroup.max.descendants, ...) belong to whoever created the sandbox. */
+static __always_inline int cordon_root_file_writable(struct kernfs_node *kn)
+{
+	char name[24] = {};
+	if (bpf_probe_read_kernel_str(name, sizeof(name), BPF_CORE_READ(kn, name)) < 0)
+		return 0;
+	return cordon_name_is(name, "cgroup.procs", 12) || cordon_name_is(name, "cgroup.threads", 14) ||
+	       cordon_name_is(name, "cgroup.subtree_control", 22) || cordon_name_is(name, "cgroup.freeze", 13) ||
+	       cordon_name_is(name, "cgroup.kill", 11);
+}
+
+/* Writing a cgroup's files or creating cgroups is allowed only within the
+ * sandbox's own subtree, and of the root's own files only those above. This
  * hook sees migrations through already-open fds and clone3 CLONE_INTO_CGROUP
- * too: both check write permission on the target's cgroup.procs. */
+ * too: both check write permission on the target's cgroup.procs, and on the
+ * common ancestor's (what keeps a sandbox from pulling an outside task in). */
 SEC("lsm/inode_permission")
 int BPF_PROG(cordon_inode_permission, struct inode *inode, int mask)
 {
@@ -186,10 +216,12 @@ int BPF_PROG(cordon_inode_permission, struct inode *inode, int mask)
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
 	if (!sb)
 		return 0;
-	struct kernfs_node *kn = BPF_CORE_READ(inode, i_private);
+	struct kernfs_node *file = BPF_CORE_READ(inode, i_private);
+	struct kernfs_node *kn = file;
 	if (!kn)
 		return 0;
-	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFDIR)
+	int is_file = (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFDIR;
+	if (is_file)
 		kn = cordon_kn_parent(kn);
 	struct cgroup *cgrp = BPF_CORE_READ(kn, priv);
 	if (cgrp) {
@@ -198,7 +230,8 @@ int BPF_PROG(cordon_inode_permission, struct inode *inode, int mask)
 			struct cgroup *anc = NULL;
 			__u32 idx = sb->level & (MAX_CGROUP_LEVELS - 1);
 			bpf_core_read(&anc, sizeof(anc), &cgrp->ancestors[idx]);
-			if (BPF_CORE_READ(anc, kn, id) == sb->sandbox_id)
+			if (BPF_CORE_READ(anc, kn, id) == sb->sandbox_id &&
+			    (level > (int)sb->level || !is_file || cordon_root_file_writable(file)))
 				return 0;
 		}
 	}

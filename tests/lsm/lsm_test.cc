@@ -662,6 +662,52 @@ TEST_F(Lsm, TamperAttemptsAreDeniedEvenForRoot) {
             0);
 }
 
+int WriteErrno(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  int err = ::write(fd, text.data(), text.size()) < 0 ? errno : 0;
+  ::close(fd);
+  return err;
+}
+
+// A sandbox may manage cgroups below its root (create them, set their limits,
+// move its tasks between them) but not lift the limits on its root, which
+// belong to whoever created it, nor pull tasks in from outside. No files
+// section: only the tamper rules judge.
+TEST_F(Lsm, SandboxCannotLiftItsOwnCgroupLimits) {
+  TestCgroup cg("limits");
+  ASSERT_EQ(WriteErrno(cg.path() + "/cgroup.max.descendants", "2"), 0);
+  Attach(cg, LoopbackPolicy("limits", 9));
+  const std::string child = cg.path() + "/inner";
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return WriteErrno(cg.path() + "/cgroup.max.descendants", "max"); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return WriteErrno(cg.path() + "/cgroup.max.depth", "max"); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::mkdir(child.c_str(), 0755) ? errno : 0; }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return WriteErrno(child + "/cgroup.max.descendants", "0"); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              std::string pid = std::to_string(::getpid());
+              if (int err = WriteErrno(child + "/cgroup.procs", pid)) return 1000 + err;
+              return WriteErrno(cg.path() + "/cgroup.procs", pid);
+            }),
+            0);
+  EXPECT_EQ(ReadText(cg.path() + "/cgroup.max.descendants"), "2\n");
+  // Nor pull a task from outside into the sandbox (the kernel asks for write
+  // access to the common ancestor's cgroup.procs, which is outside).
+  pid_t outsider = ::fork();
+  if (outsider == 0) {
+    ::pause();
+    _exit(0);
+  }
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return WriteErrno(cg.path() + "/cgroup.procs", std::to_string(outsider)); }),
+            EPERM);
+  EXPECT_EQ(ReadText(cg.path() + "/cgroup.procs").find(std::to_string(outsider)), std::string::npos);
+  ::kill(outsider, SIGKILL);  // our own child
+  ::waitpid(outsider, nullptr, 0);
+  auto events = TakeEvents(cg.path());
+  int refused = 0;
+  for (const auto& e : events) refused += e.kind() == "tamper.cgroup";
+  EXPECT_EQ(refused, 3) << Dump(events);
+}
+
 // Leaves any chroot (the test VM runs its suites chrooted into the host's
 // root, and the kernel refuses CLONE_NEWUSER to chrooted tasks before any
 // LSM is asked). Root may do this; it runs before the policy is attached.

@@ -104,6 +104,16 @@ Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
   if (probe_only) {
     bpf_program* prog;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, prog == skel->progs.cordon_file_open);
+    // The probe is thrown away: one entry per table, not file_rules' 16 MiB of
+    // hash buckets (creating them took ~20 ms of every command on a host whose
+    // kernel refuses BPF LSM, where the probe runs each time).
+    bpf_map* map;
+    bpf_object__for_each_map(map, skel->obj) {
+      bpf_map_type type = bpf_map__type(map);
+      if ((type == BPF_MAP_TYPE_HASH || type == BPF_MAP_TYPE_LRU_HASH || type == BPF_MAP_TYPE_HASH_OF_MAPS) &&
+          bpf_map__set_max_entries(map, 1))
+        return SysError(std::string("size the probe's map ") + bpf_map__name(map));
+    }
   } else if (!DirCacheSupported()) {
     // Without its invalidation programs the directory cache would go stale:
     // the walk then always climbs the whole way.
