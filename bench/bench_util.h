@@ -1,9 +1,10 @@
-// Small helpers shared by the B2 (file_bench) and B3 (policy_bench)
+// Small helpers shared by the B1 (egress_bench), B2 (file_bench) and B3 (policy_bench)
 // benchmarks: clocks, quantiles, JSON output, machine description, BPF
 // program statistics, option parsing and output. Header-only.
 #pragma once
 
 #include <bpf/bpf.h>
+#include <signal.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,25 @@
 namespace bench {
 
 [[noreturn]] inline void Die(const std::string& what) { throw std::runtime_error(what); }
+
+// Interruption: OnSignal (installed for SIGINT/SIGTERM by each benchmark)
+// sets g_stop, and CheckStop turns it into a Die at the next safe point.
+inline volatile sig_atomic_t g_stop = 0;
+inline void OnSignal(int) { g_stop = 1; }
+inline void CheckStop() {
+  if (g_stop) Die("interrupted");
+}
+
+// Progress lines on stderr, "<g_log_name>: ...": each benchmark names itself.
+inline const char* g_log_name = "bench";
+__attribute__((format(printf, 1, 2))) inline void Log(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::fprintf(stderr, "%s: ", g_log_name);
+  std::vfprintf(stderr, fmt, ap);
+  std::fputc('\n', stderr);
+  va_end(ap);
+}
 
 inline int64_t NowNs() {
   timespec ts;

@@ -87,22 +87,11 @@ struct Reply {
   int check[3] = {0, 0, 0};  // denied check: connect errno, send-after-connect errno, sendto errno
 };
 
-volatile sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
-
-[[noreturn]] void Die(const std::string& what) { throw std::runtime_error(what); }
-void CheckStop() {
-  if (g_stop) Die("interrupted");
-}
-
-void Log(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::fputs("egress_bench: ", stderr);
-  std::vfprintf(stderr, fmt, ap);
-  std::fputc('\n', stderr);
-  va_end(ap);
-}
+using bench::Die;
+using bench::CheckStop;
+using bench::g_stop;
+using bench::Log;
+using bench::OnSignal;
 
 int64_t NowNs() {
   timespec ts;
@@ -969,6 +958,7 @@ int Run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::g_log_name = "egress_bench";
   Options opt;
   bool rounds_given = false;
   for (int i = 1; i < argc; ++i) {

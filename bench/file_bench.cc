@@ -85,20 +85,10 @@ struct Reply {
   int check = 0;  // errno of opening the denied file (0: it opened)
 };
 
-volatile sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
-void CheckStop() {
-  if (g_stop) Die("interrupted");
-}
-
-void Log(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::fputs("file_bench: ", stderr);
-  std::vfprintf(stderr, fmt, ap);
-  std::fputc('\n', stderr);
-  va_end(ap);
-}
+using bench::CheckStop;
+using bench::g_stop;
+using bench::Log;
+using bench::OnSignal;
 
 // ---- worker -------------------------------------------------------------------
 
@@ -658,6 +648,7 @@ int Run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::g_log_name = "file_bench";
   Options opt;
   bool rounds_given = false;
   for (int i = 1; i < argc; ++i) {

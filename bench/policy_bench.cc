@@ -62,20 +62,10 @@ using bench::JsonStr;
 using bench::NowNs;
 using bench::Summarize;
 
-volatile sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
-void CheckStop() {
-  if (g_stop) Die("interrupted");
-}
-
-void Log(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::fputs("policy_bench: ", stderr);
-  std::vfprintf(stderr, fmt, ap);
-  std::fputc('\n', stderr);
-  va_end(ap);
-}
+using bench::CheckStop;
+using bench::g_stop;
+using bench::Log;
+using bench::OnSignal;
 
 // ---- generated policies ---------------------------------------------------------
 
@@ -606,6 +596,7 @@ int Run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::g_log_name = "policy_bench";
   Options opt;
   bool rounds_given = false;
   for (int i = 1; i < argc; ++i) {
