@@ -73,10 +73,15 @@ def quartiles(values):
     return {"median": statistics.median(v), "q1": q[0], "q3": q[2], "n": len(v), "min": v[0], "max": v[-1]}
 
 
-def cpu_seconds(pid):
+def cpu_times(pid):
+    """(user, system) CPU seconds of a process."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
+
+
+def cpu_seconds(pid):
+    return sum(cpu_times(pid))
 
 
 def vm_rss_kib(pid):
@@ -266,10 +271,12 @@ def b4_pipeline(bench, binary, label, seconds):
     audit_state = {"offset": 0}
     tail_state = {"offset": 0}
     results = []
+    pagecache_files = []
 
     def one_run(phase, rate, round_index=None):
         s0 = snapshot(bench, binary, sandbox_id, env)
-        c0, t0 = cpu_seconds(agent["proc"].pid), cpu_seconds(tail.pid)
+        audit_offset0 = audit_state["offset"]
+        (u0, k0), t0 = cpu_times(agent["proc"].pid), cpu_seconds(tail.pid)
         out = subprocess.run([args.helper, "flood", cg, str(rate), str(seconds)], capture_output=True, text=True)
         flood = json.loads(out.stdout)
         # Wait until everything generated is accounted for (loss records come with the
@@ -290,13 +297,22 @@ def b4_pipeline(bench, binary, label, seconds):
             if (balanced and tail_done) or time.time() > deadline:
                 break
             time.sleep(0.2)
-        c1, t1 = cpu_seconds(agent["proc"].pid), cpu_seconds(tail.pid)
+        (u1, k1), t1 = cpu_times(agent["proc"].pid), cpu_seconds(tail.pid)
+        audit_bytes = audit_state["offset"] - audit_offset0
+        # The same bytes appended by a plain writer to a new file, right away: what putting them
+        # into fresh page cache costs on this machine (side by side with the agent, see the helper).
+        pc_file = os.path.join(agent["dir"], f"pagecache-{len(pagecache_files)}.dat")
+        pc = json.loads(subprocess.run([args.helper, "pagecache", pc_file, str(audit_bytes)], capture_output=True,
+                                       text=True, check=True).stdout)
+        pagecache_files.append(pc_file)  # kept until the end: freed pages would be reused warm
         gen = s1["generated"] - s0["generated"]
         delivered = s1["delivered"] - s0["delivered"]
         lost = s1["lost"] - s0["lost"]
         suppressed = s1["suppressed"] - s0["suppressed"]
         tail_drops = s1["tailer_drops"] - s0["tailer_drops"]
-        agent_cpu, tail_cpu = c1 - c0, t1 - t0
+        agent_user, agent_sys = u1 - u0, k1 - k0
+        agent_cpu, tail_cpu = agent_user + agent_sys, t1 - t0
+        pc_cpu = pc["user_s"] + pc["sys_s"]
         wall = flood["ns"] / 1e9
         r = {
             "phase": phase, "round": round_index, "target_rate": rate, "seconds": wall, "sends": flood["sends"], "eperm": flood["eperm"],
@@ -304,6 +320,10 @@ def b4_pipeline(bench, binary, label, seconds):
             "audit_events": audit["events"], "audit_loss_records": audit["loss_records"],
             "audit_loss_sum": audit["loss_sum"], "tail_lines": tailc["lines"], "tail_events": tailc["events"],
             "tail_drops": tail_drops, "agent_cpu_s": agent_cpu, "tail_cpu_s": tail_cpu,
+            "agent_user_s": agent_user, "agent_sys_s": agent_sys, "audit_bytes": audit_bytes,
+            "pagecache_cpu_s": pc_cpu, "pagecache_wall_s": pc["ns"] / 1e9,
+            "agent_events_per_cpu_s_without_pagecache": (delivered / (agent_cpu - pc_cpu)
+                                                         if agent_cpu - pc_cpu > 0 else None),
             "generated_per_s": gen / wall, "delivered_per_s": delivered / wall,
             "agent_events_per_cpu_s": delivered / agent_cpu if agent_cpu > 0 else None,
             "tail_lines_per_cpu_s": (tailc["lines"]) / tail_cpu if tail_cpu > 0 else None,
@@ -315,7 +335,9 @@ def b4_pipeline(bench, binary, label, seconds):
         }
         log(f"  [{label}] {phase}: {gen:,} generated in {wall:.2f} s ({gen / wall:,.0f}/s), {delivered:,} delivered "
             f"({delivered / wall:,.0f}/s wall, {r['agent_events_per_cpu_s'] or 0:,.0f}/agent CPU-s), {lost:,} lost, "
-            f"tail {tailc['lines']:,} + {tail_drops:,} dropped; accounted {r['accounted']} {r['tail_accounted']}")
+            f"tail {tailc['lines']:,} + {tail_drops:,} dropped; accounted {r['accounted']} {r['tail_accounted']}; agent "
+            f"user {agent_user:.2f} s sys {agent_sys:.2f} s, {audit_bytes / 1e6:.0f} MB of lines, page cache alone "
+            f"{pc_cpu:.2f} s")
         results.append(r)
         return r
 
@@ -327,6 +349,8 @@ def b4_pipeline(bench, binary, label, seconds):
         bench.procs.remove(counter)
         bench.detach(binary, cg, env)
         bench.stop_agent(agent)
+        for f in pagecache_files:
+            os.unlink(f)
 
     return {"label": label, "binary": binary, "runs": results, "run": one_run, "close": close}
 
@@ -360,7 +384,7 @@ def b4(bench, runs, seconds):
 
 # ---- B5 ---------------------------------------------------------------------------
 
-ATTACH_LOG = re.compile(r"attached sandbox .* in ([0-9.]+) ms: AttachSandbox ([0-9.]+) ms")
+ATTACH_LOG = re.compile(r"attached sandbox .* in ([0-9.]+) ms: AttachSandbox ([0-9.]+) ms( \(prepared instance\))?")
 
 
 def timed(bench, *argv):
@@ -393,8 +417,11 @@ def b5_scale(bench, binary, label, sizes, probes):
         time.sleep(2.0)
         idle = (cpu_seconds(pid) - c0) / 2.0
         rss = vm_rss_kib(pid)
-        cli_ms, agent_ms, attach_ms, detach_ms = [], [], [], []
+        cli_ms, agent_ms, attach_ms, detach_ms, start_ms = [], [], [], [], []
+        prepared = 0
         for _ in range(probes):
+            # The floor of any `cordon` command: starting the binary (side by side with the attach).
+            start_ms.append(timed(bench, binary, "--version"))
             with open(agent["log"]) as f:
                 f.seek(0, 2)
                 before = f.tell()
@@ -407,6 +434,7 @@ def b5_scale(bench, binary, label, sizes, probes):
             if m:
                 agent_ms.append(float(m.group(1)))
                 attach_ms.append(float(m.group(2)))
+                prepared += bool(m.group(3))
             detach_ms.append(timed(bench, binary, "detach", "--cgroup", probe))
             bench.attached.discard(probe)
         st = bench.status(binary)
@@ -414,6 +442,7 @@ def b5_scale(bench, binary, label, sizes, probes):
         level = {"sandboxes": size, "agent_reads": read, "rss_kib": rss, "idle_cpu": idle,
                  "cli_attach_ms": quartiles(cli_ms), "agent_attach_ms": quartiles(agent_ms),
                  "attach_sandbox_ms": quartiles(attach_ms), "cli_detach_ms": quartiles(detach_ms),
+                 "cli_start_ms": quartiles(start_ms), "prepared_attaches": prepared, "probes": len(attach_ms),
                  "grow_attach_ms": quartiles(grow_ms[-min(len(grow_ms), 100):])}
         log(f"  {size} sandboxes (agent reads {read}): VmRSS {rss / 1024:.1f} MiB, idle CPU {idle * 100:.1f} %, "
             f"cordon attach {level['cli_attach_ms']['median']:.2f} ms, AttachSandbox "

@@ -10,6 +10,13 @@
 //   count FILE
 //       Copies stdin to FILE until EOF (what a `cordon tail` subscriber
 //       printed; the driver counts its lines).
+//   pagecache FILE BYTES
+//       Appends BYTES bytes to a new FILE the way the agent's jsonl sink does
+//       (write() of up to 1 MiB from one reused buffer, no sync) and prints
+//       its own user and system CPU time (getrusage) and wall time. The
+//       driver runs it after each B4 run with that run's audit-file growth:
+//       what the same bytes cost to put into fresh page cache on this machine,
+//       side by side with the agent.
 //   time CMD ARGS...
 //       Runs CMD (stdout and stderr to /dev/null) and prints its wall time in
 //       ns (CLOCK_MONOTONIC, fork to waitpid) and its exit status.
@@ -22,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -112,6 +120,37 @@ static int count(const char* file) {
   return 0;
 }
 
+static int pagecache(const char* file, double bytes) {
+  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    fprintf(stderr, "agent_bench_helper: create %s: %s\n", file, strerror(errno));
+    return 1;
+  }
+  static char buf[1 << 20];
+  memset(buf, 'x', sizeof buf);
+  struct rusage r0, r1;
+  getrusage(RUSAGE_SELF, &r0);
+  const int64_t t0 = now_ns();
+  uint64_t left = (uint64_t)bytes;
+  while (left > 0) {
+    size_t n = left < sizeof buf ? (size_t)left : sizeof buf;
+    ssize_t w = write(fd, buf, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fprintf(stderr, "agent_bench_helper: write %s: %s\n", file, strerror(errno));
+      return 1;
+    }
+    left -= (uint64_t)w;
+  }
+  const int64_t t1 = now_ns();
+  getrusage(RUSAGE_SELF, &r1);
+  close(fd);
+  double user = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) / 1e6;
+  double sys = (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6;
+  printf("{\"bytes\":%.0f,\"user_s\":%.6f,\"sys_s\":%.6f,\"ns\":%lld}\n", bytes, user, sys, (long long)(t1 - t0));
+  return 0;
+}
+
 static int time_command(char** argv) {
   const int64_t t0 = now_ns();
   pid_t pid = fork();
@@ -135,6 +174,8 @@ int main(int argc, char** argv) {
   if (argc >= 3 && strcmp(argv[1], "time") == 0) return time_command(argv + 2);
   if (argc == 5 && strcmp(argv[1], "flood") == 0) return flood(argv[2], atof(argv[3]), atof(argv[4]));
   if (argc == 3 && strcmp(argv[1], "count") == 0) return count(argv[2]);
-  fprintf(stderr, "usage: agent_bench_helper flood CGROUP_DIR RATE SECONDS | count FILE | time CMD ARGS...\n");
+  if (argc == 4 && strcmp(argv[1], "pagecache") == 0) return pagecache(argv[2], atof(argv[3]));
+  fprintf(stderr,
+          "usage: agent_bench_helper flood CGROUP_DIR RATE SECONDS | count FILE | pagecache FILE BYTES | time CMD ARGS...\n");
   return 2;
 }

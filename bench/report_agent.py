@@ -60,6 +60,14 @@ def b4_section(data, out):
                    "(keeps up with the agent)", yes(tail and cap and tail["median"] >= cap["median"])))
     out.append(row("agent: lines delivered per wall-clock second, this machine", wall, "–", "–"))
     out.append(row("agent: share of one CPU it got during the flood", share, "–", "–", 2))
+    if runs and "agent_sys_s" in runs[0]:
+        sys_share = q([r["agent_sys_s"] / r["agent_cpu_s"] for r in runs if r["agent_cpu_s"]])
+        per_line = q([r["audit_bytes"] / r["audit_events"] for r in runs if r["audit_events"]])
+        pc = q([r["pagecache_cpu_s"] / r["agent_cpu_s"] for r in runs if r["agent_cpu_s"]])
+        out.append(row("agent: system (kernel) share of its CPU time", sys_share, "–", "–", 2))
+        out.append(row("audit-file bytes per line", per_line, "–", "–"))
+        out.append(row("side by side: the run's audit-file bytes appended to a new file by a plain writer "
+                       "(1 MiB writes), its CPU time / the agent's", pc, "–", "–", 2))
     out.append(row("generator: denials per second", gen, "–", "–"))
     out.append(f"| runs with kernel denials = audit-file events + loss records' counts (+ suppressed, 0), exactly "
                f"| {ok} of {len(runs)} | | all | {yes(ok == len(runs))} |")
@@ -90,10 +98,11 @@ def b4_section(data, out):
 def b5_section(data, out):
     levels = [l for l in data["levels"] if l["sandboxes"] > 0]
     out.append("| sandboxes attached | agent VmRSS | agent idle CPU | `cordon attach` end to end, median (IQR) | "
-               "AttachSandbox in the agent, median (IQR) | agent's whole attach request | `cordon detach` |")
-    out.append("|---|---|---|---|---|---|---|")
+               "AttachSandbox in the agent, median (IQR) | attaches that took a prepared instance | "
+               "agent's whole attach request | `cordon detach` | `cordon --version` (process start) |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
     base = data["levels"][0]
-    out.append(f"| 0 | {base['rss_kib'] / 1024:.1f} MiB | | | | | |")
+    out.append(f"| 0 | {base['rss_kib'] / 1024:.1f} MiB | | | | | | | |")
 
     def ms(s):
         if not s:
@@ -102,8 +111,9 @@ def b5_section(data, out):
 
     for l in levels:
         out.append(f"| {l['sandboxes']:,} | {l['rss_kib'] / 1024:.1f} MiB | {l['idle_cpu'] * 100:.1f} % | "
-                   f"{ms(l['cli_attach_ms'])} | {ms(l['attach_sandbox_ms'])} | {ms(l['agent_attach_ms'])} | "
-                   f"{ms(l['cli_detach_ms'])} |")
+                   f"{ms(l['cli_attach_ms'])} | {ms(l['attach_sandbox_ms'])} | "
+                   f"{l.get('prepared_attaches', 'n/a')} of {l.get('probes', 'n/a')} | {ms(l['agent_attach_ms'])} | "
+                   f"{ms(l['cli_detach_ms'])} | {ms(l.get('cli_start_ms'))} |")
     out.append("")
 
 
@@ -180,13 +190,29 @@ def main():
             "- Overload: one generator process cannot produce twice the agent's per-core capacity here (it "
             "shares the two CPUs with the agent and the tail), so the overload runs generate what they can; "
             "what matters there is that every denial is either in the audit file or in a loss record.",
-            "- AttachSandbox loads and verifies the sandbox's BPF programs and creates its maps. Profiled "
-            "(`perf record -e cpu-clock` on the agent over 20 attaches): about 60 % in the kernel (verifier, "
-            "JIT, map allocation) and 30 % in libbpf (parsing the kernel's BTF and CO-RE relocation, for every "
-            "load). Its cost does not grow with the number of sandboxes; `cordon attach` adds the CLI's own "
-            "start, policy parsing and kernel probing (about 4 ms). Meeting 5 ms needs the loader to stop "
-            "loading programs per sandbox (or at least to reuse the parsed kernel BTF), which is outside the "
-            "agent.",
+            "- Page cache on this machine (B4): it is a Firecracker guest whose kernel reports freed memory to "
+            "the host (virtio-balloon free page reporting, `page_reporting_order` 9), so a page the guest has "
+            "not touched lately costs a fault on the host when first written. Side by side on this machine: "
+            "appending 1 GB to a new file runs at 0.6-1.2 GB/s into such pages and at 5.3 GB/s into pages freed "
+            "a moment before (anonymous memory: 2 GB/s first touch, 27 GB/s after). An audit file that only "
+            "grows needs new page-cache pages all the time: with the audit file's pages left in the cache, "
+            "copying the lines into them took about half of the agent's CPU (the plain writer's row above, "
+            "measured with pages that were not reused). The jsonl sink therefore drops what it has synced from "
+            "the page cache (`POSIX_FADV_DONTNEED` after each `fdatasync`; the agent never reads it back, and a "
+            "flood of events no longer pushes other programs' cache out), and the next writes reuse those pages: "
+            "the agent's system time fell from about 0.55 to about 0.3 of its CPU.",
+            "- AttachSandbox loads and verifies the sandbox's BPF programs and creates its maps, about 13 ms "
+            "here when it has to (profiled with `perf record -e cpu-clock` on the agent over 20 attaches: about "
+            "60 % in the kernel, verifier, JIT and map allocation, and 30 % in libbpf, parsing the kernel's BTF "
+            "for every load). The agent therefore keeps one instance of the network object loaded ahead "
+            "(verified, empty maps, attached nowhere), loaded on a thread of its own at start and right after an "
+            "attach takes it: an attach then only fills the maps, attaches and pins. Attaches that come faster "
+            "than one load apart (the growth to 1,000 sandboxes here, one `cordon attach` after the other) find "
+            "it still loading and load their own, as before. A prepared instance holds policies of up to 65,536 "
+            "address and port entries each (its rule maps are tries without preallocation, so that capacity "
+            "costs nothing until used); a larger policy loads its own. `cordon attach` end to end adds the "
+            "CLI's process start (the `cordon --version` column: dynamic linking and static initialisation of "
+            "libprotobuf, libbpf and libstdc++), policy parsing and the round trip to the agent.",
             "- The agent's RSS with one sandbox already includes about 12 MiB of heap kept after the first "
             "attach (libbpf's parsed kernel BTF, freed but not returned to the system); `malloc_trim()` after "
             "each attach would give it back (RSS about 10 MiB at 1,000 sandboxes) but made every attach about "

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "abi/cordon_common.h"
 #include "abi/cordon_pins.h"
@@ -831,6 +832,54 @@ TEST_F(Agent, CliAttachAndUpdateGoThroughTheAgentWithRetroactiveEvents) {
   EXPECT_NE(r.err.find("no sandbox is attached"), std::string::npos) << r.err;
   r = Cordon({"update", "--cgroup", cg.path()});
   EXPECT_EQ(r.status, 2) << "update needs --policy";
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// Attaches through the agent take the network instance it loaded ahead of
+// time, and it loads the next one right after: each such sandbox enforces its
+// own policy, exactly, and two of them share nothing.
+TEST_F(Agent, AttachesTakeThePreparedNetworkInstanceAndEachEnforcesItsOwnPolicy) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TcpListener port_a, port_b;
+  TestCgroup a("prep-a"), b("prep-b");
+  PolicyFile policy_a(LoopbackPolicy("prep-a", port_a.port())), policy_b(LoopbackPolicy("prep-b", port_b.port()));
+  auto count = [&](const std::string& what) {
+    const std::string log = agent.Log(0);
+    size_t n = 0;
+    for (size_t pos = 0; (pos = log.find(what, pos)) != std::string::npos; ++pos) ++n;
+    return n;
+  };
+  const std::string loaded = "prepared a network instance for the next attach";
+  size_t attaches = 0;
+  for (auto [cg, policy, name] : {std::tuple{&a, &policy_a, "prep-a"}, std::tuple{&b, &policy_b, "prep-b"}}) {
+    // One is loaded at start, and the next one right after an attach took it (on the agent's thread).
+    ASSERT_TRUE(WaitFor([&] { return count(loaded) == attaches + 1; }, 30000)) << agent.Log(0);
+    CommandResult r = Cordon({"attach", "--cgroup", cg->path(), "--policy", policy->path(), "--name",
+                              NamePrefix() + name, "--allow-degraded"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    attaches++;
+  }
+  EXPECT_EQ(count("ms (prepared instance)"), 2u) << "both attaches took an instance loaded ahead:\n" << agent.Log(0);
+  EXPECT_TRUE(WaitFor([&] { return count(loaded) == 3; }, 30000)) << agent.Log(0);
+
+  auto connect = [](const TestCgroup& cg, uint16_t port) {
+    return RunInCgroup(cg.path(), [port] { return TcpConnect(V4("127.0.0.1", port)); });
+  };
+  EXPECT_EQ(connect(a, port_a.port()), 0);
+  EXPECT_EQ(connect(a, port_b.port()), EPERM);
+  EXPECT_EQ(connect(b, port_b.port()), 0);
+  EXPECT_EQ(connect(b, port_a.port()), EPERM);
+  for (auto [cg, denied] : {std::pair{&a, port_b.port()}, std::pair{&b, port_a.port()}}) {
+    ASSERT_TRUE(WaitFor([&] { return Account(agent.Audit(cg->id()), "net.connect").delivered == 1; }, 5000))
+        << "one denied connect reported for " << cg->path();
+    auto events = agent.Audit(cg->id());
+    auto it = std::find_if(events.begin(), events.end(), [](const AuditEvent& e) { return e.kind() == "net.connect"; });
+    ASSERT_NE(it, events.end());
+    EXPECT_EQ(it->verdict(), "denied");
+    EXPECT_EQ(it->net().port(), denied);
+  }
+  for (const TestCgroup* cg : {&a, &b}) EXPECT_EQ(Cordon({"detach", "--cgroup", cg->path()}).status, 0);
   EXPECT_EQ(agent.Stop(), 0);
 }
 

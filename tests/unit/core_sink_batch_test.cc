@@ -2,16 +2,23 @@
 // the same files as Write() per event, rotation included, and no partial
 // line when a write fails.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "events/decoder.h"
 #include "events/sink.h"
+#include "util/fd.h"
 
 namespace cordon {
 namespace {
@@ -114,6 +121,70 @@ TEST(SinkJsonlBatch, FailedWriteKeepsWholeLinesOnly) {
   ASSERT_EQ((*sink)->WriteLines(three.substr(line.size()), 2, &status), 2u);
   EXPECT_TRUE(status.ok());
   EXPECT_EQ(Slurp(path), line + three);
+  std::filesystem::remove_all(dir);
+}
+
+// Pages of the file that are in the page cache (mincore over a mapping of it).
+size_t ResidentPages(const std::string& path, size_t* pages) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st = {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || st.st_size == 0) return 0;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  *pages = (static_cast<size_t>(st.st_size) + page - 1) / page;
+  void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (map == MAP_FAILED) return 0;
+  std::vector<unsigned char> in_core(*pages);
+  size_t resident = 0;
+  if (::mincore(map, static_cast<size_t>(st.st_size), in_core.data()) == 0)
+    for (unsigned char c : in_core) resident += c & 1;
+  ::munmap(map, static_cast<size_t>(st.st_size));
+  return resident;
+}
+
+// Synced lines leave the page cache (the agent never reads them back), the
+// unsynced tail stays, and nothing written is lost on the way.
+TEST(SinkJsonlBatch, SyncedLinesLeaveThePageCache) {
+  const std::string dir = TempDirPath();
+  struct statfs fs = {};
+  ASSERT_EQ(::statfs(dir.c_str(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << dir << " is on tmpfs, whose pages are the file";
+  const std::string path = dir + "/audit.jsonl";
+  JsonlOptions options;
+  options.fsync = JsonlOptions::Fsync::kNever;  // only Sync() syncs
+  auto sink = JsonlFileSink::Open(path, options);
+  ASSERT_TRUE(sink.ok());
+  std::string lines, expected;
+  size_t count = 0;
+  for (uint32_t i = 0; lines.size() < (4u << 20); ++i, ++count) {
+    AppendJsonLine(Event(i, 100 + i % 300), &lines);
+    lines += '\n';
+  }
+  Status status;
+  ASSERT_EQ((*sink)->WriteLines(lines, count, &status), count);
+  expected = lines;
+  size_t pages = 0;
+  // Written, not synced: in the page cache (dirty pages cannot be dropped).
+  EXPECT_EQ(ResidentPages(path, &pages), pages);
+  ASSERT_GT(pages, 1000u);
+  ASSERT_TRUE((*sink)->Sync().ok());
+  size_t after_sync = ResidentPages(path, &pages);
+  EXPECT_LE(after_sync, 1u) << "of " << pages << " pages (the partial last page may stay)";
+
+  // More lines: only the new, unsynced ones are in the cache, until the next sync.
+  lines.clear();
+  count = 0;
+  for (uint32_t i = 0; lines.size() < (1u << 20); ++i, ++count) {
+    AppendJsonLine(Event(i, 50), &lines);
+    lines += '\n';
+  }
+  ASSERT_EQ((*sink)->WriteLines(lines, count, &status), count);
+  expected += lines;
+  size_t resident = ResidentPages(path, &pages);
+  EXPECT_GE(resident, (1u << 20) / 4096 - 1);
+  EXPECT_LE(resident, (1u << 20) / 4096 + 2);
+  ASSERT_TRUE((*sink)->Sync().ok());
+  EXPECT_LE(ResidentPages(path, &pages), 1u);
+  EXPECT_EQ(Slurp(path), expected);
   std::filesystem::remove_all(dir);
 }
 

@@ -22,12 +22,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include "abi/cordon_common.h"
@@ -327,6 +331,7 @@ class Agent {
   bool Admit(Sandbox& sb);
   void EmitSuppressed(Sandbox& sb, bool final, int64_t now);
   void Tick();
+  void PrepareInstance();
 
   // delivery
   void Deliver(const v1::AuditEvent& event);
@@ -378,6 +383,13 @@ class Agent {
   uint64_t next_client_ = 1;
   bool stop_ = false;
   uint64_t ticks_ = 0;
+  int64_t next_prepare_ns_ = 0;  // when to try PrepareNetworkInstance() again after a failure
+  // The thread loading the next network instance ahead of an attach (so the
+  // loop, and a detach waiting in it, never wait for that), and its error.
+  std::thread preparer_;
+  std::atomic<bool> preparing_{false};
+  std::mutex prepare_mu_;
+  std::string prepare_error_;
   int64_t started_real_ns_ = 0;
   int64_t started_mono_ns_ = 0;
   // accounting since start
@@ -388,7 +400,9 @@ class Agent {
   double events_per_second_ = 0;
 };
 
-Agent::~Agent() = default;
+Agent::~Agent() {
+  if (preparer_.joinable()) preparer_.join();
+}
 
 void Agent::Watch(int fd, uint64_t key, uint32_t events) {
   struct epoll_event ev = {};
@@ -784,12 +798,51 @@ void Agent::EmitSuppressed(Sandbox& sb, bool final, int64_t now) {
   *sb.pending = 0;  // after the sinks have it
 }
 
+// Keeps one network instance loaded ahead for the next attach (loading and
+// verifying it is most of an attach's time), on a thread of its own: at
+// start, right after an attach took it, and on every tick while none is ready.
+void Agent::PrepareInstance() {
+  const int64_t now = MonoNs();
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(prepare_mu_);
+    error.swap(prepare_error_);
+  }
+  if (!error.empty()) {
+    next_prepare_ns_ = now + 10 * 1000000000LL;
+    Log("attaches load their own network instance: " + error + " (retrying in 10 s)");
+  }
+  if (preparing_ || NetworkInstanceReady() || now < next_prepare_ns_) return;
+  if (preparer_.joinable()) preparer_.join();  // it has finished
+  preparing_ = true;
+  try {
+    preparer_ = std::thread([this] {
+      const int64_t t0 = MonoNs();
+      Status s = PrepareNetworkInstance();
+      if (s.ok()) {
+        char ms[32];
+        std::snprintf(ms, sizeof ms, "%.2f", static_cast<double>(MonoNs() - t0) / 1e6);
+        Log(std::string("prepared a network instance for the next attach in ") + ms + " ms");
+      } else {
+        std::lock_guard<std::mutex> lock(prepare_mu_);
+        prepare_error_ = s.error().ToString();
+      }
+      preparing_ = false;
+    });
+  } catch (const std::system_error& e) {
+    preparing_ = false;
+    next_prepare_ns_ = now + 10 * 1000000000LL;
+    Log(std::string("attaches load their own network instance: no thread to prepare one: ") + e.what());
+  }
+}
+
 void Agent::Tick() {
   uint64_t expirations;
   while (::read(timer_fd_.get(), &expirations, sizeof expirations) > 0) {
   }
   ticks_++;
   const int64_t now = MonoNs();
+  PrepareInstance();
   const bool rescan = ticks_ % kRescanEveryTicks == 0;
   for (auto& [id, sb] : sandboxes_) {
     // A safety net for a missed wakeup; normally the ring's epoll fd fires.
@@ -1438,9 +1491,11 @@ void Agent::HandleAttach(Client& c, const std::string& cgroup_arg, const std::st
   Log(std::string(result->replaced ? "replaced the policy of" : "attached") + " sandbox " + result->info.name +
       " (cgroup id " + std::to_string(result->info.id) + ", " + cgroup->path + ", policy " + compiled.name +
       ") for pid " + std::to_string(c.pid) + " in " + ms(t_end - t_start) + " ms: AttachSandbox " +
-      ms(t_attached - t_attach) + " ms, adopt and retroactive check " + ms(t_end - t_attached) + " ms; " +
-      std::to_string(sandboxes_.size()) + " sandboxes read");
+      ms(t_attached - t_attach) + " ms" + (result->prepared_instance ? " (prepared instance)" : "") +
+      ", adopt and retroactive check " + ms(t_end - t_attached) + " ms; " + std::to_string(sandboxes_.size()) +
+      " sandboxes read");
   Reply(c, r);
+  if (result->prepared_instance) PrepareInstance();  // the next one
 }
 
 void Agent::HandleDrain(Client& c, uint64_t id, bool detach, bool release) {
@@ -1524,6 +1579,7 @@ void Agent::Shutdown() {
 
 int Agent::Loop() {
   struct epoll_event evs[64];
+  PrepareInstance();
   while (!stop_) {
     bool more = false;
     for (const auto& [id, sb] : sandboxes_) more = more || sb->more;

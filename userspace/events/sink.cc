@@ -135,6 +135,7 @@ Status JsonlFileSink::OpenFile() {
     }
   }
   fd_ = std::move(fd);
+  dropped_ = 0;
   return {};
 }
 
@@ -143,6 +144,7 @@ Status JsonlFileSink::Rotate() {
   if (::fsync(fd_.get()) != 0 && errno != EINVAL) return SysError("sync audit file " + path_ + " before rotation");
   dirty_ = false;
   last_sync_ = std::chrono::steady_clock::now();
+  DropSyncedPages();
   auto rename = [](const std::string& from, const std::string& to) -> Status {
     if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT)
       return SysError("rotate audit file " + from + " to " + to);
@@ -259,7 +261,19 @@ Status JsonlFileSink::Sync() {
   if (::fdatasync(fd_.get()) != 0 && errno != EINVAL) return SysError("sync audit file " + path_);
   dirty_ = false;
   last_sync_ = std::chrono::steady_clock::now();
+  DropSyncedPages();
   return {};
+}
+
+void JsonlFileSink::DropSyncedPages() {
+  // Whole pages only: the last, partial one is written again by the next line.
+  static const uint64_t kPage = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t end = size_ / kPage * kPage;
+  if (end <= dropped_) return;
+  // Advice only: a file that takes none (a pipe, /dev/null) is left as it is.
+  (void)::posix_fadvise(fd_.get(), static_cast<off_t>(dropped_), static_cast<off_t>(end - dropped_),
+                        POSIX_FADV_DONTNEED);
+  dropped_ = end;
 }
 
 // ---- SyslogSink -------------------------------------------------------------

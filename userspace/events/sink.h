@@ -41,6 +41,11 @@ struct JsonlOptions {
   // data at most once per fsync_interval_ms, from Write() and from Flush() (no
   // thread: call Flush() periodically to bound the delay). kNever: only
   // Sync() does. Every policy but kNever syncs unsynced data on destruction.
+  // After each sync the file's synced whole pages are dropped from the page
+  // cache (POSIX_FADV_DONTNEED): the agent never reads them back, a flood of
+  // events would otherwise push other programs' cache out, and the freed
+  // pages are what the next writes reuse (on VMs with free page reporting, a
+  // page not touched lately costs a fault on the host: docs/performance.md, B4).
   enum class Fsync { kEveryEvent, kInterval, kNever } fsync = Fsync::kInterval;
   uint32_t fsync_interval_ms = 1000;
   // Only for the file's single writer (the agent, under its lock): on open, cut
@@ -82,12 +87,14 @@ class JsonlFileSink : public AuditSink {
   Status OpenFile();
   Status Rotate();
   Status SyncIfDue();
+  void DropSyncedPages();
 
   std::string path_;
   JsonlOptions options_;
   UniqueFd fd_;
   uint64_t size_ = 0;
   bool dirty_ = false;  // written since the last fdatasync
+  uint64_t dropped_ = 0;  // the file's first dropped_ bytes were synced and dropped from the page cache
   std::chrono::steady_clock::time_point last_sync_{};
 };
 

@@ -124,14 +124,14 @@ std::vector<std::pair<cordon_unix_key, cordon_unix_value>> UnixRuleEntries(const
 }
 
 // Opens the object and sizes its maps; reuses counters/events when given.
-Result<NetSkel> OpenSkeleton(const policy::CompiledPolicy& policy, size_t unix_entries, uint32_t ringbuf_bytes,
+Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t unix_entries, uint32_t ringbuf_bytes,
                              int counters_fd, int events_fd) {
   LibbpfLogCapture log;
   NetSkel skel(cordon_net__open());
   if (!skel) return SysError("open BPF object" + log.Tail());
   auto entries = [](size_t n) { return static_cast<uint32_t>(std::max<size_t>(1, n)); };
-  if (bpf_map__set_max_entries(skel->maps.addr_rules, entries(policy.addr_entries.size())) ||
-      bpf_map__set_max_entries(skel->maps.port_rules, entries(policy.port_entries.size())) ||
+  if (bpf_map__set_max_entries(skel->maps.addr_rules, entries(addr_entries)) ||
+      bpf_map__set_max_entries(skel->maps.port_rules, entries(port_entries)) ||
       bpf_map__set_max_entries(skel->maps.unix_rules, entries(unix_entries)) ||
       bpf_map__set_max_entries(skel->maps.events, ringbuf_bytes))
     return SysError("size BPF maps");
@@ -153,6 +153,25 @@ Result<NetSkel> OpenSkeleton(const policy::CompiledPolicy& policy, size_t unix_e
   if (int err = cordon_net__load(skel.get()))
     return Error{"load BPF programs into the kernel (is this a kernel with BTF and cgroup BPF?)" + log.Tail(), -err};
   return skel;
+}
+
+// The instance PrepareNetworkInstance() loaded, if any (it may run on
+// another thread than AttachSandbox).
+std::mutex g_prepared_mu;
+NetSkel g_prepared;
+
+// The prepared instance if it can hold `policy`, else a new one sized for it.
+Result<NetSkel> FreshSkeleton(const policy::CompiledPolicy& policy, size_t unix_entries, bool* prepared) {
+  *prepared = false;
+  {
+    std::lock_guard<std::mutex> lock(g_prepared_mu);
+    if (g_prepared && policy.addr_entries.size() <= kPreparedRuleEntries &&
+        policy.port_entries.size() <= kPreparedRuleEntries && unix_entries <= kPreparedUnixEntries) {
+      *prepared = true;
+      return std::move(g_prepared);
+    }
+  }
+  return OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries, kRingbufBytes, -1, -1);
 }
 
 Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, uint64_t sandbox_id,
@@ -259,7 +278,8 @@ Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgrou
                                  const policy::CompiledPolicy& policy, const AttachOptions& options,
                                  uint32_t unix_flags) {
   auto unix_entries = UnixRuleEntries(policy);
-  auto skel = OpenSkeleton(policy, unix_entries.size(), kRingbufBytes, -1, -1);
+  bool prepared = false;
+  auto skel = FreshSkeleton(policy, unix_entries.size(), &prepared);
   if (!skel) return skel.error();
   CORDON_TRY(FillPolicyMaps(skel->get(), policy, cgroup.id, unix_entries, unix_flags));
 
@@ -300,6 +320,7 @@ Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgrou
 
   AttachResult result;
   result.replaced = false;
+  result.prepared_instance = prepared;
   auto got = GetSandbox(cgroup.id);
   if (!got) return got.error();
   result.info = std::move(*got);
@@ -361,7 +382,8 @@ Result<PreparedReplace> PrepareReplace(const std::string& dir, const CgroupRef& 
   if (bpf_obj_get_info_by_fd(events.get(), &einfo, &len)) return SysError("inspect events map");
 
   auto unix_entries = UnixRuleEntries(policy);
-  auto skel = OpenSkeleton(policy, unix_entries.size(), einfo.max_entries, counters.get(), events.get());
+  auto skel = OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(),
+                           einfo.max_entries, counters.get(), events.get());
   if (!skel) return skel.error();
   p.skel = std::move(*skel);
   CORDON_TRY(FillPolicyMaps(p.skel.get(), policy, cgroup.id, unix_entries, unix_flags));
@@ -483,6 +505,21 @@ uint32_t LayerReportFlags(const AttachOptions& options) {
 }
 
 }  // namespace
+
+Status PrepareNetworkInstance() {
+  if (NetworkInstanceReady()) return {};
+  // The rule maps are LPM tries without preallocation: capacity costs nothing until used.
+  auto skel = OpenSkeleton(kPreparedRuleEntries, kPreparedRuleEntries, kPreparedUnixEntries, kRingbufBytes, -1, -1);
+  if (!skel) return skel.error().Wrap("prepare a network instance");
+  std::lock_guard<std::mutex> lock(g_prepared_mu);
+  g_prepared = std::move(*skel);
+  return {};
+}
+
+bool NetworkInstanceReady() {
+  std::lock_guard<std::mutex> lock(g_prepared_mu);
+  return static_cast<bool>(g_prepared);
+}
 
 Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
                                    const AttachOptions& options) {

@@ -59,12 +59,25 @@ struct AttachResult {
   // (the file layer's entry switched too, right after; swap_ns without one)
   uint64_t switch_ns = 0;
   std::vector<std::string> skipped_paths;  // profile paths absent on this host
+  bool prepared_instance = false;  // a fresh attach took the instance PrepareNetworkInstance() loaded
 };
 
 // Attaches `policy` to `cgroup`, or atomically replaces the policy of a
 // sandbox already attached there (counters and pending events carry over).
 Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
                                    const AttachOptions& options);
+
+// Loads one instance of the network object ahead of time (programs verified,
+// empty maps, nothing attached) for the next fresh AttachSandbox() of this
+// process, which then only fills and attaches it: loading is most of an
+// attach's time. The instance takes policies of up to kPreparedRuleEntries
+// address and port entries and kPreparedUnixEntries unix entries (larger ones
+// load their own). A no-op while one is ready. Thread-safe: the agent keeps
+// one ready from a thread of its own.
+constexpr uint32_t kPreparedRuleEntries = 1u << 16;
+constexpr uint32_t kPreparedUnixEntries = 1u << 12;
+Status PrepareNetworkInstance();
+bool NetworkInstanceReady();
 
 // Detaches and unpins everything of the sandbox. NotFound is an error.
 Status DetachSandbox(uint64_t sandbox_id);
