@@ -211,8 +211,10 @@ def main():
             "it still loading and load their own, as before. A prepared instance holds policies of up to 65,536 "
             "address and port entries each (its rule maps are tries without preallocation, so that capacity "
             "costs nothing until used); a larger policy loads its own. `cordon attach` end to end adds the "
-            "CLI's process start (the `cordon --version` column: dynamic linking and static initialisation of "
-            "libprotobuf, libbpf and libstdc++), policy parsing and the round trip to the agent.",
+            "CLI's process start (the `cordon --version` column; the binary links libprotobuf, libbpf, libnl, "
+            "libyaml and libstdc++ statically, CMake option `CORDON_STATIC_DEPS`, which took a command's start "
+            "from about 3.0 to 1.3 ms here: with shared libraries, mapping them and resolving their symbols "
+            "was most of it), policy parsing and the round trip to the agent.",
             "- The agent's RSS with one sandbox already includes about 12 MiB of heap kept after the first "
             "attach (libbpf's parsed kernel BTF, freed but not returned to the system); `malloc_trim()` after "
             "each attach would give it back (RSS about 10 MiB at 1,000 sandboxes) but made every attach about "
