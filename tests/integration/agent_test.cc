@@ -850,10 +850,10 @@ TEST_F(Agent, AttachesTakeThePreparedNetworkInstanceAndEachEnforcesItsOwnPolicy)
     for (size_t pos = 0; (pos = log.find(what, pos)) != std::string::npos; ++pos) ++n;
     return n;
   };
-  const std::string loaded = "prepared a network instance for the next attach";
+  const std::string loaded = "prepared network instances for the next attaches";
   size_t attaches = 0;
   for (auto [cg, policy, name] : {std::tuple{&a, &policy_a, "prep-a"}, std::tuple{&b, &policy_b, "prep-b"}}) {
-    // One is loaded at start, and the next one right after an attach took it (on the agent's thread).
+    // Two are loaded at start, and another right after an attach took one (on the agent's thread).
     ASSERT_TRUE(WaitFor([&] { return count(loaded) == attaches + 1; }, 30000)) << agent.Log(0);
     CommandResult r = Cordon({"attach", "--cgroup", cg->path(), "--policy", policy->path(), "--name",
                               NamePrefix() + name, "--allow-degraded"});

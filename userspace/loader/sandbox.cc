@@ -155,20 +155,22 @@ Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t un
   return skel;
 }
 
-// The instance PrepareNetworkInstance() loaded, if any (it may run on
-// another thread than AttachSandbox).
+// The instances PrepareNetworkInstances() loaded (it may run on another
+// thread than AttachSandbox).
 std::mutex g_prepared_mu;
-NetSkel g_prepared;
+std::vector<NetSkel> g_prepared;
 
 // The prepared instance if it can hold `policy`, else a new one sized for it.
 Result<NetSkel> FreshSkeleton(const policy::CompiledPolicy& policy, size_t unix_entries, bool* prepared) {
   *prepared = false;
   {
     std::lock_guard<std::mutex> lock(g_prepared_mu);
-    if (g_prepared && policy.addr_entries.size() <= kPreparedRuleEntries &&
+    if (!g_prepared.empty() && policy.addr_entries.size() <= kPreparedRuleEntries &&
         policy.port_entries.size() <= kPreparedRuleEntries && unix_entries <= kPreparedUnixEntries) {
       *prepared = true;
-      return std::move(g_prepared);
+      NetSkel skel = std::move(g_prepared.back());
+      g_prepared.pop_back();
+      return skel;
     }
   }
   return OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries, kRingbufBytes, -1, -1);
@@ -506,19 +508,23 @@ uint32_t LayerReportFlags(const AttachOptions& options) {
 
 }  // namespace
 
-Status PrepareNetworkInstance() {
-  if (NetworkInstanceReady()) return {};
-  // The rule maps are LPM tries without preallocation: capacity costs nothing until used.
-  auto skel = OpenSkeleton(kPreparedRuleEntries, kPreparedRuleEntries, kPreparedUnixEntries, kRingbufBytes, -1, -1);
-  if (!skel) return skel.error().Wrap("prepare a network instance");
-  std::lock_guard<std::mutex> lock(g_prepared_mu);
-  g_prepared = std::move(*skel);
-  return {};
+Result<size_t> PrepareNetworkInstances() {
+  size_t loaded = 0;
+  while (PreparedNetworkInstances() < kPreparedInstances) {
+    // The rule maps are LPM tries without preallocation: capacity costs nothing until used.
+    auto skel =
+        OpenSkeleton(kPreparedRuleEntries, kPreparedRuleEntries, kPreparedUnixEntries, kRingbufBytes, -1, -1);
+    if (!skel) return skel.error().Wrap("prepare a network instance");
+    std::lock_guard<std::mutex> lock(g_prepared_mu);
+    g_prepared.push_back(std::move(*skel));
+    loaded++;
+  }
+  return loaded;
 }
 
-bool NetworkInstanceReady() {
+size_t PreparedNetworkInstances() {
   std::lock_guard<std::mutex> lock(g_prepared_mu);
-  return static_cast<bool>(g_prepared);
+  return g_prepared.size();
 }
 
 Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,

@@ -59,7 +59,7 @@ struct AttachResult {
   // (the file layer's entry switched too, right after; swap_ns without one)
   uint64_t switch_ns = 0;
   std::vector<std::string> skipped_paths;  // profile paths absent on this host
-  bool prepared_instance = false;  // a fresh attach took the instance PrepareNetworkInstance() loaded
+  bool prepared_instance = false;  // a fresh attach took an instance PrepareNetworkInstances() loaded
 };
 
 // Attaches `policy` to `cgroup`, or atomically replaces the policy of a
@@ -67,17 +67,18 @@ struct AttachResult {
 Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
                                    const AttachOptions& options);
 
-// Loads one instance of the network object ahead of time (programs verified,
-// empty maps, nothing attached) for the next fresh AttachSandbox() of this
-// process, which then only fills and attaches it: loading is most of an
-// attach's time. The instance takes policies of up to kPreparedRuleEntries
-// address and port entries and kPreparedUnixEntries unix entries (larger ones
-// load their own). A no-op while one is ready. Thread-safe: the agent keeps
-// one ready from a thread of its own.
+// Loads instances of the network object ahead of time (programs verified,
+// empty maps, nothing attached) until kPreparedInstances are ready, for the
+// next fresh AttachSandbox() calls of this process, which then only fill and
+// attach one: loading is most of an attach's time. A prepared instance takes
+// policies of up to kPreparedRuleEntries address and port entries and
+// kPreparedUnixEntries unix entries (larger ones load their own). Returns how
+// many it loaded. Thread-safe: the agent keeps them ready from a thread of its own.
+constexpr size_t kPreparedInstances = 2;
 constexpr uint32_t kPreparedRuleEntries = 1u << 16;
 constexpr uint32_t kPreparedUnixEntries = 1u << 12;
-Status PrepareNetworkInstance();
-bool NetworkInstanceReady();
+Result<size_t> PrepareNetworkInstances();
+size_t PreparedNetworkInstances();  // how many are ready
 
 // Detaches and unpins everything of the sandbox. NotFound is an error.
 Status DetachSandbox(uint64_t sandbox_id);
