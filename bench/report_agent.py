@@ -180,13 +180,18 @@ def main():
             out += [f"Before: {b5['baseline'].get('name', b5['baseline']['binary'])}, same method:", ""]
             b5_section(b5["baseline"], out)
     out += ["## Notes", "",
-            "- Capacity is per CPU-second of the agent process: the agent is one thread, so this is what one "
+            "- Capacity is per CPU-second of the agent process: its event loop is one thread (the thread that "
+            "loads network instances ahead is idle here: no attaches during B4), so this is what one "
             "core turns into audit-file lines while it also serializes and sends every event to the tail. "
             "Wall-clock rates here are lower because the generator, the agent and the tail share two CPUs "
             "(with whatever else runs on this machine).",
             "- Every loss is counted where it happens: events the kernel could not put in the full ring buffer "
             "come back as `loss` records, and events the agent could not queue for a slow tail are counted as "
             "that tail's drops; the tables above check both identities exactly, in every run.",
+            "- `cordon tail -f -o json` decodes every event from the agent's protobuf frame and renders it again "
+            "as a JSON line (the same line the agent writes), so per event it does about what the agent does; "
+            "when it falls behind, the agent counts what it could not queue for it as that tail's drops, which "
+            "the tables check exactly, and the audit file still has every event.",
             "- Overload: one generator process cannot produce twice the agent's per-core capacity here (it "
             "shares the two CPUs with the agent and the tail), so the overload runs generate what they can; "
             "what matters there is that every denial is either in the audit file or in a loss record.",
@@ -204,21 +209,23 @@ def main():
             "- AttachSandbox loads and verifies the sandbox's BPF programs and creates its maps, about 13 ms "
             "here when it has to (profiled with `perf record -e cpu-clock` on the agent over 20 attaches: about "
             "60 % in the kernel, verifier, JIT and map allocation, and 30 % in libbpf, parsing the kernel's BTF "
-            "for every load). The agent therefore keeps one instance of the network object loaded ahead "
-            "(verified, empty maps, attached nowhere), loaded on a thread of its own at start and right after an "
-            "attach takes it: an attach then only fills the maps, attaches and pins. Attaches that come faster "
-            "than one load apart (the growth to 1,000 sandboxes here, one `cordon attach` after the other) find "
-            "it still loading and load their own, as before. A prepared instance holds policies of up to 65,536 "
+            "for every load). The agent therefore keeps two instances of the network object loaded ahead "
+            "(verified, empty maps, attached nowhere), loaded on a thread of its own at start and again right "
+            "after an attach takes one: an attach then only fills the maps, attaches and pins (the column of "
+            "attaches that took a prepared instance; the others came while the thread was still loading, here "
+            "when a probe follows the previous one within about 10 ms, and loaded their own, as before; the "
+            "IQR's upper ends are those). A prepared instance holds policies of up to 65,536 "
             "address and port entries each (its rule maps are tries without preallocation, so that capacity "
             "costs nothing until used); a larger policy loads its own. `cordon attach` end to end adds the "
             "CLI's process start (the `cordon --version` column; the binary links libprotobuf, libbpf, libnl, "
             "libyaml and libstdc++ statically, CMake option `CORDON_STATIC_DEPS`, which took a command's start "
             "from about 3.0 to 1.3 ms here: with shared libraries, mapping them and resolving their symbols "
             "was most of it), policy parsing and the round trip to the agent.",
-            "- The agent's RSS with one sandbox already includes about 12 MiB of heap kept after the first "
-            "attach (libbpf's parsed kernel BTF, freed but not returned to the system); `malloc_trim()` after "
-            "each attach would give it back (RSS about 10 MiB at 1,000 sandboxes) but made every attach about "
-            "5 ms slower, so the agent keeps it. Ring buffers are mapped only while they have events: each "
+            "- Every load parses the kernel's BTF (about 12 MiB of heap, freed again). The agent uses one malloc "
+            "arena (a second one, the loading thread's, kept that heap a second time: 30 MiB at 1,000 sandboxes "
+            "in a first run) and calls `malloc_trim()` on the loading thread after each load, off the event loop "
+            "(on the loop it made every attach about 5 ms slower). Ring buffers are mapped only while they have "
+            "events: each "
             "mapping puts 516 KiB of the kernel's ring pages into the agent's RSS.", ""]
     with open(sys.argv[2], "w") as f:
         f.write("\n".join(out))
