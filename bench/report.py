@@ -1373,7 +1373,7 @@ def b6_section(vm, host):
         "and removing them at the end, took 8, 8, 12 and 16 ms: the kernel makes each update or delete of a "
         "map-in-map wait for an RCU grace period (`maybe_wait_bpf_programs`, `synchronize_rcu`), so that no "
         "program still holds the old inner map when the call returns. That is close to half of the fixed cost; "
-        "loading the network object (two 315-instruction programs verified in about 2 ms each) and the rest "
+        "loading the network object (each program verified in 2 ms or less) and the rest "
         "of the set-up are the other half. Lifting it would take a host-wide object that finds a sandbox's "
         "ring buffer and counters without a map-in-map, which this layout does not do."
     )
