@@ -846,7 +846,7 @@ int Run(const Options& opt) {
   }
   for (auto& c : g.configs) {
     if (c->kind != "cordon") continue;
-    std::string dir = "/sys/fs/bpf/cordon/v1/sandboxes/" + std::to_string(c->sandbox_id);
+    std::string dir = "/sys/fs/bpf/cordon/v2/sandboxes/" + std::to_string(c->sandbox_id);
     for (const char* h : hooks) {
       ProgRef p{c->name, c->rules, h, -1, 0};
       p.fd = ProgOfPinnedLink(dir + "/link_" + h, &p.id);

@@ -4,6 +4,7 @@
 
 #include "abi/cordon_common.h"
 #include "abi/cordon_event.h"
+#include "abi/cordon_file.h"
 #include "abi/cordon_net.h"
 #include "abi/cordon_pins.h"
 
@@ -21,3 +22,6 @@ static_assert(offsetof(struct cordon_event, comm) == 56);
 static_assert(offsetof(struct cordon_event, addr) == 72);
 static_assert(sizeof(struct cordon_sandbox_info) == 4136);
 static_assert(CORDON_CNT_MAX >= 9);
+static_assert(sizeof(struct cordon_lsm_sandbox) == 40);
+static_assert(offsetof(struct cordon_lsm_sandbox, capabilities) == 32);
+static_assert(sizeof(struct cordon_file_event) == 136);

@@ -54,8 +54,8 @@ spec:
     include: [runtime-minimal, shell, python3]
     write: [{work}]
 """
-LSM_DIR = "/sys/fs/bpf/cordon/v1/lsm"
-DETECT_DIR = "/sys/fs/bpf/cordon/v1/detect"  # where BPF LSM is unusable: the detect object instead
+LSM_DIR = "/sys/fs/bpf/cordon/v2/lsm"
+DETECT_DIR = "/sys/fs/bpf/cordon/v2/detect"  # where BPF LSM is unusable: the detect object instead
 
 
 def log(msg):

@@ -21,7 +21,7 @@
  * version instead of misreading it. Maps that belong to one policy instance
  * and are never read back (sandbox_cfg, the rule tries) are replaced whole by
  * every attach, so their layout may change within a version. */
-#define CORDON_LAYOUT_VERSION 1
+#define CORDON_LAYOUT_VERSION 2
 
 enum cordon_mode {
 	CORDON_MODE_ENFORCE = 0,

@@ -44,6 +44,7 @@
 #define CORDON_LSM_F_LANDLOCK_SCOPE (1u << 9) /* `cordon run` Landlock signal/abstract-unix scoping: report it */
 #define CORDON_LSM_F_REPORT_ONLY (1u << 8)   /* detect object: only report seccomp/Landlock refusals
 					      * (BPF LSM enforces the rest) */
+#define CORDON_LSM_F_KEYRINGS (1u << 10)     /* spec.allowKeyrings */
 
 /* Value of lsm_sandboxes, keyed by the sandbox root cgroup id. Replaced as a
  * whole on policy change (one hash update: readers see old or new). */
@@ -55,6 +56,7 @@ struct cordon_lsm_sandbox {
 	__u32 families; /* bits of enum cordon_family allowed for socket() */
 	__u32 level;    /* cgroup level of the sandbox root */
 	__u32 pad;
+	__u64 capabilities; /* bit (1 << CAP_*) set: capability granted (spec.capabilities) */
 };
 
 struct cordon_inode_key {

@@ -27,7 +27,7 @@ class Lifecycle : public ::testing::Test {
   }
 };
 
-std::string PinDir(uint64_t id) { return "/sys/fs/bpf/cordon/v1/sandboxes/" + std::to_string(id); }
+std::string PinDir(uint64_t id) { return "/sys/fs/bpf/cordon/v2/sandboxes/" + std::to_string(id); }
 
 bool Exists(const std::string& path) {
   struct stat st;

@@ -604,7 +604,7 @@ TEST_F(Lsm, TamperAttemptsAreDeniedEvenForRoot) {
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::reboot(LINUX_REBOOT_CMD_CAD_OFF) ? errno : 0; }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::syscall(SYS_finit_module, 0, "", 0) ? errno : 0; }), EPERM);
   // cordon's own pins: neither readable nor removable, nothing new under bpffs.
-  std::string pins = "/sys/fs/bpf/cordon/v1/sandboxes/" + std::to_string(cg.id());
+  std::string pins = "/sys/fs/bpf/cordon/v2/sandboxes/" + std::to_string(cg.id());
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::unlink((pins + "/link_connect4").c_str()) ? errno : 0; }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return OpenErrno("/sys/fs/bpf/evil", O_CREAT | O_WRONLY); }), EPERM);
   // Leaving the cgroup: through cgroup.procs of a cgroup outside, opened

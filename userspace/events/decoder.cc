@@ -75,6 +75,15 @@ std::string ReasonText(const cordon_event& e, const std::string& target) {
              " is relative or has a \"..\" component: without BPF LSM only absolute, plain paths can be checked";
     case CORDON_REASON_LANDLOCK:
       return "refused by cordon run's Landlock ruleset" + (target.empty() ? std::string() : " (" + target + ")");
+    case CORDON_REASON_NO_LISTEN_RULE:
+      return "no listen rule allows binding " + target + " (spec.network.listen)";
+    case CORDON_REASON_CAPABILITY:
+      return "capability not granted by spec.capabilities" + (target.empty() ? std::string() : " (" + target + ")");
+    case CORDON_REASON_DETACHED_MOUNT:
+      return "reached through a detached mount or another mount namespace" +
+             (target.empty() ? std::string() : " (" + target + ")");
+    case CORDON_REASON_NOT_SAFE:
+      return "outside the set a sandbox may use" + (target.empty() ? std::string() : " (" + target + ")");
   }
   return "unknown";
 }
@@ -113,6 +122,8 @@ std::string KindName(uint32_t kind) {
     case CORDON_EV_NET_SENDMSG: return "net.sendmsg";
     case CORDON_EV_NET_SOCKET: return "net.socket";
     case CORDON_EV_NET_UNIX: return "net.unix";
+    case CORDON_EV_NET_BIND: return "net.bind";
+    case CORDON_EV_NET_SOCKOPT: return "net.sockopt";
     case CORDON_EV_FILE_OPEN: return "file.open";
     case CORDON_EV_FILE_CREATE: return "file.create";
     case CORDON_EV_FILE_UNLINK: return "file.unlink";
@@ -121,6 +132,8 @@ std::string KindName(uint32_t kind) {
     case CORDON_EV_FILE_EXEC: return "file.exec";
     case CORDON_EV_FILE_MMAP_EXEC: return "file.mmap_exec";
     case CORDON_EV_FILE_SETATTR: return "file.setattr";
+    case CORDON_EV_FILE_IOCTL: return "file.ioctl";
+    case CORDON_EV_FILE_MEMFD: return "file.memfd";
     case CORDON_EV_TAMPER_BPF: return "tamper.bpf";
     case CORDON_EV_TAMPER_SIGNAL: return "tamper.signal";
     case CORDON_EV_TAMPER_PTRACE: return "tamper.ptrace";
@@ -132,6 +145,17 @@ std::string KindName(uint32_t kind) {
     case CORDON_EV_TAMPER_CGROUP: return "tamper.cgroup";
     case CORDON_EV_TAMPER_CAPABILITY: return "tamper.capability";
     case CORDON_EV_TAMPER_IO_URING: return "tamper.io_uring";
+    case CORDON_EV_TAMPER_TERMINAL: return "tamper.terminal";
+    case CORDON_EV_TAMPER_SCHED: return "tamper.sched";
+    case CORDON_EV_TAMPER_RLIMIT: return "tamper.rlimit";
+    case CORDON_EV_TAMPER_SYSLOG: return "tamper.syslog";
+    case CORDON_EV_TAMPER_NOTIFY: return "tamper.notify";
+    case CORDON_EV_TAMPER_KEYRING: return "tamper.keyring";
+    case CORDON_EV_TAMPER_IPC: return "tamper.ipc";
+    case CORDON_EV_TAMPER_ACCT: return "tamper.acct";
+    case CORDON_EV_TAMPER_PERSONALITY: return "tamper.personality";
+    case CORDON_EV_TAMPER_DEVICE: return "tamper.device";
+    case CORDON_EV_TAMPER_SYSCTL: return "tamper.sysctl";
   }
   return "";
 }
@@ -203,7 +227,19 @@ const std::string& EventDecoder::CgroupPath(uint64_t cgroup_id, const SandboxCon
 
 namespace {
 
-bool IsLsmKind(uint16_t kind) { return kind >= CORDON_EV_NET_UNIX; }
+// Kinds whose records are always a cordon_file_event (plus a path). The
+// others are a plain cordon_event when hdr.size says so (cgroup programs),
+// else a cordon_file_event (the same kinds written by BPF LSM).
+bool IsLsmKind(uint16_t kind) {
+  return kind != CORDON_EV_NET_CONNECT && kind != CORDON_EV_NET_SENDMSG && kind != CORDON_EV_NET_SOCKET &&
+         kind != CORDON_EV_NET_BIND;
+}
+
+// Kinds written in the cordon_file_event layout by the per-sandbox cgroup
+// programs (not by BPF LSM).
+bool IsCgroupFileLayoutKind(uint16_t kind) {
+  return kind == CORDON_EV_NET_SOCKOPT || kind == CORDON_EV_TAMPER_DEVICE || kind == CORDON_EV_TAMPER_SYSCTL;
+}
 
 }  // namespace
 
@@ -254,11 +290,11 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   if (kind.empty()) return Error{"malformed event: unknown kind " + std::to_string(e.kind)};
   if (e.verdict < CORDON_VERDICT_DENIED || e.verdict > CORDON_VERDICT_KILLED)
     return Error{"malformed event: unknown verdict " + std::to_string(e.verdict)};
-  if (e.reason < CORDON_REASON_NO_RULE || e.reason > CORDON_REASON_LANDLOCK)
+  if (e.reason < CORDON_REASON_NO_RULE || e.reason > CORDON_REASON_MAX)
     return Error{"malformed event: unknown reason " + std::to_string(e.reason)};
 
   // LSM events (and LSM net.socket ones) are a cordon_file_event plus a path.
-  bool lsm_layout = IsLsmKind(e.kind) || (e.kind == CORDON_EV_NET_SOCKET && e.size != sizeof(cordon_event));
+  bool lsm_layout = IsLsmKind(e.kind) || e.size != sizeof(cordon_event);
   cordon_file_event fe = {};
   std::string path;
   if (lsm_layout) {
@@ -279,7 +315,9 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   cordon::v1::AuditEvent& out = *event;
   const bool uses_net = !lsm_layout || e.kind == CORDON_EV_NET_SOCKET;
   const bool uses_file = lsm_layout && !uses_net && fe.path_len > 0;
-  const bool uses_target = lsm_layout && !uses_net && kind.rfind("tamper.", 0) == 0;
+  const bool uses_target = lsm_layout && !uses_net &&
+                           (kind.rfind("tamper.", 0) == 0 || e.kind == CORDON_EV_NET_SOCKOPT ||
+                            e.kind == CORDON_EV_FILE_IOCTL);
   if (!uses_net) out.clear_net();
   if (!uses_file) out.clear_file();
   if (!uses_target) out.clear_target();
@@ -309,6 +347,7 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
                       : e.reason == CORDON_REASON_SECCOMP ? "seccomp"
                       : e.reason == CORDON_REASON_LANDLOCK ? "landlock"
                       : (lsm_layout && (fe.path_flags & CORDON_PATH_F_AS_WRITTEN)) ? "kernel-cgroup"
+                      : IsCgroupFileLayoutKind(e.kind)    ? "kernel-cgroup"
                       : lsm_layout                        ? "kernel-lsm"
                                                           : "kernel-cgroup");
   std::string target;
@@ -338,14 +377,33 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
         file->set_rule(e.rule);
         target = file->access().empty() ? file->path() : file->access() + " on " + file->path();
       }
-      if (kind.rfind("tamper.", 0) == 0) {
+      if (uses_target) {
         auto* t = out.mutable_target();
         t->set_pid(fe.target_pid);
         t->set_arg(fe.arg);
+        t->set_arg2(fe.arg2);
         if (fe.target_pid) target = "pid " + std::to_string(fe.target_pid);
         if (e.kind == CORDON_EV_TAMPER_SIGNAL) target += ", signal " + std::to_string(fe.arg);
         if (e.kind == CORDON_EV_TAMPER_CGROUP) target = "cgroup id " + std::to_string(fe.arg);
-        if (e.reason == CORDON_REASON_SECCOMP) target = "syscall " + std::to_string(fe.arg);
+        if (e.kind == CORDON_EV_NET_SOCKOPT)
+          target = "setsockopt level " + std::to_string(fe.arg) + " option " + std::to_string(fe.arg2);
+        if (e.kind == CORDON_EV_TAMPER_DEVICE)
+          target = "device " + std::to_string(fe.arg >> 20) + ":" + std::to_string(fe.arg & 0xfffff);
+        if (e.kind == CORDON_EV_TAMPER_SYSCTL) target = (fe.arg ? "write " : "read ") + path;
+        if (e.reason == CORDON_REASON_CAPABILITY) target = "capability " + std::to_string(fe.arg);
+        if ((e.kind == CORDON_EV_FILE_IOCTL || e.kind == CORDON_EV_TAMPER_TERMINAL) && e.reason != CORDON_REASON_SECCOMP) {
+          char cmd[16];
+          std::snprintf(cmd, sizeof cmd, "0x%x", fe.arg);
+          target = std::string("ioctl ") + cmd + (path.empty() ? std::string() : " on " + Printable(path));
+        }
+        if (e.reason == CORDON_REASON_SECCOMP) {
+          target = "syscall " + std::to_string(fe.arg);
+          if (fe.arg2) {
+            char cmd[16];
+            std::snprintf(cmd, sizeof cmd, "0x%x", fe.arg2);
+            target += std::string(", argument ") + cmd;
+          }
+        }
       }
     }
   } else {
@@ -489,6 +547,7 @@ class JsonWriter {
       Open();
       U32("pid", e.target().pid());
       U32("arg", e.target().arg());
+      U32("arg2", e.target().arg2());
       Close();
     }
     if (e.open_files_size() > 0) {
@@ -754,6 +813,7 @@ void AppendWireEvent(const cordon::v1::AuditEvent& e, std::string* out) {
     sub.clear();
     PutUint(&sub, 1, e.target().pid());
     PutUint(&sub, 2, e.target().arg());
+    PutUint(&sub, 3, e.target().arg2());
     PutMessage(out, 21, sub);
   }
   for (const auto& f : e.open_files()) {  // repeated string: every element, empty ones too
@@ -783,7 +843,7 @@ std::string ToCompactLine(const cordon::v1::AuditEvent& event) {
   if (event.kind() == "suppressed") return line + "SUPPRESSED " + event.reason();
   line += event.verdict() + " " + event.kind() + " " + event.comm() + "[" + std::to_string(event.pid()) + "]";
   if (event.has_net() && !event.net().address().empty())
-    line += " -> " + event.net().address() + ":" + std::to_string(event.net().port()) + "/" + event.net().protocol();
+    line += (event.kind() == "net.bind" ? " bind " : " -> ") + event.net().address() + ":" + std::to_string(event.net().port()) + "/" + event.net().protocol();
   else if (event.has_net())
     line += " socket(" + event.net().family() + ", " + event.net().sock_type() + ", " + event.net().protocol() + ")";
   else if (event.has_file())

@@ -407,6 +407,7 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
   if (extra_flags & CORDON_LSM_F_REPORT_ONLY) next.flags &= ~(CORDON_LSM_F_FILES | CORDON_LSM_F_KILL);
   next.families = policy.families;
   next.level = cgroup_level;
+  next.capabilities = policy.capabilities;
   // The other layer switches right before this one (with: a replacement),
   // so the whole policy switches within two system calls.
   if (with) {

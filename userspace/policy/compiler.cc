@@ -238,6 +238,7 @@ class Validator {
   void Ports(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out);
   void Protocols(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out);
   void Files(const cordon::v1::Files& files, CompiledPolicy* out);
+  void Identity(const cordon::v1::Spec& spec, CompiledPolicy* out);
 
   const ParsedPolicy& parsed_;
   Diagnostics* diags_;
@@ -373,6 +374,105 @@ void Validator::Rule(const cordon::v1::EgressRule& rule, const FieldName& field,
   Protocols(rule, field, out);
 }
 
+constexpr const char* kCapabilityNames[] = {
+    "chown",          "dac_override",   "dac_read_search", "fowner",          "fsetid",        "kill",
+    "setgid",         "setuid",         "setpcap",         "linux_immutable", "net_bind_service",
+    "net_broadcast",  "net_admin",      "net_raw",         "ipc_lock",        "ipc_owner",     "sys_module",
+    "sys_rawio",      "sys_chroot",     "sys_ptrace",      "sys_pacct",       "sys_admin",     "sys_boot",
+    "sys_nice",       "sys_resource",   "sys_time",        "sys_tty_config",  "mknod",         "lease",
+    "audit_write",    "audit_control",  "setfcap",         "mac_override",    "mac_admin",     "syslog",
+    "wake_alarm",     "block_suspend",  "audit_read",      "perfmon",         "bpf",           "checkpoint_restore",
+};
+static_assert(sizeof kCapabilityNames / sizeof kCapabilityNames[0] == 41);
+
+bool ValidEnvName(const std::string& name) {
+  if (name.empty() || name.size() > 255) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+// "dynamic", "root", a POSIX-ish user name, or UID[:GID] (decimal, below 2^31).
+bool ValidRunAs(const std::string& v) {
+  if (v == "dynamic" || v == "root") return true;
+  auto is_number = [](std::string_view s) {
+    if (s.empty() || s.size() > 10) return false;
+    for (char c : s)
+      if (c < '0' || c > '9') return false;
+    return std::stoull(std::string(s)) < (1ull << 31);
+  };
+  size_t colon = v.find(':');
+  if (colon != std::string::npos) return is_number(std::string_view(v).substr(0, colon)) &&
+                                         is_number(std::string_view(v).substr(colon + 1));
+  if (is_number(v)) return true;
+  if (v.empty() || v.size() > 32) return false;
+  for (size_t i = 0; i < v.size(); ++i) {
+    char c = v[i];
+    bool ok = (c >= 'a' && c <= 'z') || c == '_' || (i > 0 && ((c >= '0' && c <= '9') || c == '-' || c == '.'));
+    if (!ok) return false;
+  }
+  return true;
+}
+
+void Validator::Identity(const cordon::v1::Spec& spec, CompiledPolicy* out) {
+  if (!spec.run_as().empty()) {
+    if (!ValidRunAs(spec.run_as()))
+      Error("spec.runAs", "invalid identity " + Quote(spec.run_as()) +
+                              " (expected dynamic, root, a user name, or UID[:GID] with numbers below 2^31)");
+    else
+      out->run_as = spec.run_as();
+  }
+  std::map<int, int> first;
+  for (int i = 0; i < spec.capabilities_size(); ++i) {
+    const std::string item = "spec.capabilities[" + std::to_string(i) + "]";
+    int n = CapabilityNumber(spec.capabilities(i));
+    if (n < 0) {
+      Error(item, "unknown capability " + Quote(spec.capabilities(i)) +
+                      " (use a name from capabilities(7), e.g. net_bind_service)");
+      continue;
+    }
+    auto [it, inserted] = first.emplace(n, i);
+    if (!inserted) {
+      Error(item, "duplicate capability " + Quote(spec.capabilities(i)) +
+                      FirstAt("spec.capabilities[" + std::to_string(it->second) + "]"));
+      continue;
+    }
+    out->capabilities |= 1ull << n;
+  }
+  std::map<std::string, int> names;
+  for (int i = 0; i < spec.environment_size(); ++i) {
+    const std::string item = "spec.environment[" + std::to_string(i) + "]";
+    const std::string& entry = spec.environment(i);
+    size_t eq = entry.find('=');
+    CompiledPolicy::EnvEntry env;
+    env.name = entry.substr(0, eq);
+    env.pass_through = eq == std::string::npos;
+    if (!env.pass_through) env.value = entry.substr(eq + 1);
+    if (!ValidEnvName(env.name)) {
+      Error(item, "invalid variable name " + Quote(env.name) + " (expected NAME or NAME=VALUE, NAME from A-Z a-z 0-9 _)");
+      continue;
+    }
+    if (env.name.rfind("CORDON_", 0) == 0) {
+      Error(item, "variable " + Quote(env.name) + ": CORDON_* variables never reach the workload");
+      continue;
+    }
+    if (env.value.find('\0') != std::string::npos) {
+      Error(item, "value of " + Quote(env.name) + " contains a NUL byte");
+      continue;
+    }
+    auto [it, inserted] = names.emplace(env.name, i);
+    if (!inserted) {
+      Error(item, "duplicate variable " + Quote(env.name) +
+                      FirstAt("spec.environment[" + std::to_string(it->second) + "]"));
+      continue;
+    }
+    out->environment.push_back(std::move(env));
+  }
+}
+
 void Validator::Files(const cordon::v1::Files& files, CompiledPolicy* out) {
   FileRuleSet rules;
   const size_t explicit_count =
@@ -485,6 +585,9 @@ bool Validator::Run(CompiledPolicy* out) {
   } else if (!on_violation.empty() && on_violation != "report") {
     Error("spec.onViolation", "unknown action " + Quote(on_violation) + " (expected report or kill)");
   }
+
+  if (policy.spec().allow_keyrings()) out->lsm_flags |= CORDON_LSM_F_KEYRINGS;
+  Identity(policy.spec(), out);
 
   // `files: {}` is present (deny every file access); `files:` (null) and no key are absent.
   out->has_files = policy.spec().has_files() || Present("spec.files");
@@ -967,6 +1070,24 @@ bool EvaluateRules(const CompiledPolicy& policy, const std::array<uint8_t, 16>& 
     }
   }
   return false;
+}
+
+std::span<const char* const> CapabilityNames() { return kCapabilityNames; }
+
+int CapabilityNumber(std::string_view name) {
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (lower.rfind("cap_", 0) == 0) lower.erase(0, 4);
+  for (size_t i = 0; i < std::size(kCapabilityNames); ++i)
+    if (lower == kCapabilityNames[i]) return static_cast<int>(i);
+  return -1;
+}
+
+std::string CapabilitiesString(uint64_t caps) {
+  std::string out;
+  for (size_t i = 0; i < std::size(kCapabilityNames); ++i)
+    if (caps & (1ull << i)) out += (out.empty() ? "" : ", ") + std::string(kCapabilityNames[i]);
+  return out.empty() ? "none" : out;
 }
 
 }  // namespace cordon::policy

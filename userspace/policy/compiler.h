@@ -83,7 +83,30 @@ struct CompiledPolicy {
   // (profile runtime-minimal: the task's own /proc/<pid>, enforced by pid in
   // the kernel rather than by a path rule).
   uint32_t lsm_flags = 0;
+
+  // spec.runAs: "dynamic" (also when omitted), "root", a user name or
+  // "UID[:GID]" (resolved by `cordon run`, not here: the compiler is pure).
+  std::string run_as = "dynamic";
+  // spec.capabilities: bit (1 << CAP_*) per capability kept. Default 0.
+  uint64_t capabilities = 0;
+  // spec.environment in file order: {name, value}; pass_through: take the
+  // caller's value (an entry "NAME" without "=").
+  struct EnvEntry {
+    std::string name;
+    std::string value;
+    bool pass_through = false;
+    bool operator==(const EnvEntry&) const = default;
+  };
+  std::vector<EnvEntry> environment;
 };
+
+// Capability names as the kernel spells them without CAP_, lower case, by
+// number (0 = chown .. 40 = checkpoint_restore).
+std::span<const char* const> CapabilityNames();
+// "net_bind_service", "NET_BIND_SERVICE", "cap_net_bind_service" -> 10; -1 if unknown.
+int CapabilityNumber(std::string_view name);
+// 1 << n for each capability -> "net_bind_service, sys_admin" ("none" when 0).
+std::string CapabilitiesString(uint64_t caps);
 
 // A built-in file profile (spec.files.include).
 struct FileProfileEntry {
