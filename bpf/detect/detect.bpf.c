@@ -39,21 +39,72 @@ static __always_inline struct file *cordon_fd_file(struct task_struct *task, lon
 
 #define ENOSYS 38
 
-/* What a syscall refused by cordon run's seccomp filter was an attempt at. */
-static __always_inline __u16 cordon_seccomp_kind(long nr)
+static __always_inline __u64 cordon_arg(struct pt_regs *regs, int i)
 {
+	switch (i) {
+	case 0: return BPF_CORE_READ(regs, di);
+	case 1: return BPF_CORE_READ(regs, si);
+	case 2: return BPF_CORE_READ(regs, dx);
+	}
+	return BPF_CORE_READ(regs, r10);
+}
+
+
+/* What a syscall refused by cordon run's seccomp filter was an attempt at, or
+ * 0 when the filter does not refuse it with these arguments. The conditions
+ * are those of userspace/confine/seccomp.cc (PrepareSeccomp); *shown is the
+ * argument the event carries (arg2): ioctl command, target pid, flags. */
+static __always_inline __u16 cordon_seccomp_kind(struct pt_regs *regs, long nr, __u32 flags, __u32 *shown)
+{
+	__u32 a0 = cordon_arg(regs, 0), a1 = cordon_arg(regs, 1), a2 = cordon_arg(regs, 2);
+	*shown = 0;
 	switch (nr) {
 	case 41: case 53: return CORDON_EV_NET_SOCKET;                  /* socket, socketpair */
 	case 321: return CORDON_EV_TAMPER_BPF;
 	case 165: case 166: case 155: case 428: case 429: case 430: case 431: case 432: case 433: case 442:
 	case 467: return CORDON_EV_TAMPER_MOUNT;                        /* mount family, open_tree_attr */
 	case 175: case 176: case 313: case 246: case 320: return CORDON_EV_TAMPER_MODULE;
-	case 101: case 310: case 311: return CORDON_EV_TAMPER_PTRACE;
+	case 101: case 310: case 311: case 438: case 440: case 312:   /* ptrace, process_vm_*, pidfd_getfd, process_madvise, kcmp */
+		return CORDON_EV_TAMPER_PTRACE;
 	case 56: case 272: case 308: case 435: return CORDON_EV_TAMPER_USERNS; /* clone, unshare, setns, clone3 */
 	case 159: case 164: case 227: case 305: return CORDON_EV_TAMPER_CLOCK;
 	case 169: return CORDON_EV_TAMPER_REBOOT;
 	case 298: return CORDON_EV_TAMPER_CAPABILITY;                   /* perf_event_open */
 	case 425: case 426: case 427: return CORDON_EV_TAMPER_IO_URING;
+	case 153: return CORDON_EV_TAMPER_TERMINAL;                     /* vhangup */
+	case 300: return CORDON_EV_TAMPER_NOTIFY;                       /* fanotify_init */
+	case 103: *shown = a0; return CORDON_EV_TAMPER_SYSLOG;
+	case 163: return CORDON_EV_TAMPER_ACCT;
+	case 248: case 249: case 250:                                   /* add_key, request_key, keyctl */
+		return (flags & CORDON_LSM_F_KEYRINGS) ? 0 : CORDON_EV_TAMPER_KEYRING;
+	case 302: case 256: case 279:                                   /* prlimit64, migrate_pages, move_pages */
+		*shown = a0;
+		return a0 ? (nr == 302 ? CORDON_EV_TAMPER_RLIMIT : CORDON_EV_TAMPER_SCHED) : 0;
+	case 142: case 144: case 314: case 203:                         /* sched_setparam/scheduler/attr/affinity */
+		*shown = a0;
+		return a0 ? CORDON_EV_TAMPER_SCHED : 0;
+	case 141: case 251:                                             /* setpriority, ioprio_set */
+		*shown = a1;
+		return a1 ? CORDON_EV_TAMPER_SCHED : 0;
+	case 16:                                                        /* ioctl */
+		*shown = a1;
+		switch (a1) {
+		case 0x5412: case 0x541C: case 0x541D: case 0x540E: case 0x5437: case 0x5423:
+			return CORDON_EV_TAMPER_TERMINAL;
+		case 0x8901: case 0x8902: return CORDON_EV_TAMPER_SIGNAL;
+		case 0x40086602: case 0x40046602: case 0x401c5820: return CORDON_EV_FILE_IOCTL;
+		}
+		return 0;
+	case 72:                                                        /* fcntl F_SETOWN_EX, F_SETOWN != 0 */
+		*shown = a1 == 8 ? a2 : a1;
+		return (a1 == 15 || (a1 == 8 && a2)) ? CORDON_EV_TAMPER_SIGNAL : 0;
+	case 135:                                                       /* personality */
+		*shown = a0;
+		return (a0 != 0xffffffff && (a0 & (0x0040000 | 0x0100000 | 0x0200000 | 0x0400000)))
+			       ? CORDON_EV_TAMPER_PERSONALITY : 0;
+	case 319:                                                       /* memfd_create */
+		*shown = a1;
+		return ((flags & CORDON_LSM_F_MEMFD_EXEC) || (a1 & 0x0008)) ? 0 : CORDON_EV_FILE_MEMFD;
 	}
 	return 0;
 }
@@ -64,11 +115,12 @@ static __always_inline void cordon_report_seccomp(struct pt_regs *regs, long nr,
 {
 	if (ret != -EPERM && !(ret == -ENOSYS && nr == 435))
 		return;
-	__u16 kind = cordon_seccomp_kind(nr);
-	if (!kind)
-		return;
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
 	if (!sb || !(sb->flags & CORDON_LSM_F_SECCOMP))
+		return;
+	__u32 shown = 0;
+	__u16 kind = cordon_seccomp_kind(regs, nr, sb->flags, &shown);
+	if (!kind)
 		return;
 	__u32 arg0 = BPF_CORE_READ(regs, di);
 	__u32 arg1 = BPF_CORE_READ(regs, si);
@@ -76,8 +128,11 @@ static __always_inline void cordon_report_seccomp(struct pt_regs *regs, long nr,
 	if (kind == CORDON_EV_NET_SOCKET)  /* socket(family, type, protocol) */
 		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, kind, CORDON_REASON_SECCOMP, 0, 0, 0, NULL, NULL, 0, arg0,
 				(arg1 << 16) | (arg2 & 0xffff), CORDON_CNT_DENIED_LSM_NET, CORDON_CNT_AUDITED_LSM_NET);
+	else if (kind == CORDON_EV_FILE_MEMFD || kind == CORDON_EV_FILE_IOCTL)
+		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, kind, CORDON_REASON_SECCOMP, 0, 0, 0, NULL, NULL, 0, nr, shown,
+				CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 	else
-		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, kind, CORDON_REASON_SECCOMP, 0, 0, 0, NULL, NULL, 0, nr, 0,
+		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, kind, CORDON_REASON_SECCOMP, 0, 0, 0, NULL, NULL, 0, nr, shown,
 				CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
 }
 
@@ -116,16 +171,6 @@ static __always_inline int cordon_file_call(long nr, struct cordon_file_call *c)
 	case 76: *c = (struct cordon_file_call){CORDON_EV_FILE_SETATTR, 0, 0}; return 1;    /* truncate */
 	}
 	return 0;
-}
-
-static __always_inline __u64 cordon_arg(struct pt_regs *regs, int i)
-{
-	switch (i) {
-	case 0: return BPF_CORE_READ(regs, di);
-	case 1: return BPF_CORE_READ(regs, si);
-	case 2: return BPF_CORE_READ(regs, dx);
-	}
-	return BPF_CORE_READ(regs, r10);
 }
 
 /* cordon run's Landlock ruleset refuses with EACCES, before BPF LSM (it

@@ -179,6 +179,9 @@ TEST(RunLayers, LandlockAndSeccompConfineTheCommand) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
   char tmpl[] = "/tmp/cordon-fallback-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
+  // Searchable by the command's own uid (cordon run does not run it as
+  // root): what refuses below is Landlock, not the directory's mode.
+  ::chmod(dir.c_str(), 0755);
   std::string out = dir + "/out", audit = dir + "/audit.jsonl";
   ::mkdir(out.c_str(), 0755);
   PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: fallback}\nspec:\n  files:\n"

@@ -1012,6 +1012,26 @@ void Agent::Accept() {
       refuse("only root may use the agent's control socket");
       continue;
     }
+    // A sandboxed root is still root: a peer inside any sandbox is refused
+    // whatever its uid (it could replace its own policy), and so is one
+    // whose cgroup cannot be established.
+    if (auto sandbox = SandboxOfPeer(fd.get(), cgroup_mount_, pin_root_); !sandbox || *sandbox != 0) {
+      refuse(sandbox ? "the agent refuses requests from inside a sandbox (sandbox " + std::to_string(*sandbox) + ")"
+                     : "the agent refuses this peer: " + sandbox.error().ToString());
+      // Logged at most every 10 s: a sandbox can connect in a loop.
+      static int64_t last_logged_ns = 0;
+      static uint64_t unlogged = 0;
+      if (MonoNs() - last_logged_ns >= 10'000'000'000LL) {
+        Log("refused a control connection from pid " + std::to_string(cred.pid) +
+            (sandbox ? " inside sandbox " + std::to_string(*sandbox) : ": " + sandbox.error().ToString()) +
+            (unlogged ? " (and " + std::to_string(unlogged) + " more since the last report)" : ""));
+        last_logged_ns = MonoNs();
+        unlogged = 0;
+      } else {
+        ++unlogged;
+      }
+      continue;
+    }
     if (clients_.size() >= config_.max_clients) {
       refuse("too many clients (tail.maxClients = " + std::to_string(config_.max_clients) + ")");
       continue;

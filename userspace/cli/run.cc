@@ -9,7 +9,9 @@
 #include <linux/sched.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -29,7 +31,10 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "confine/acl.h"
+#include "confine/child.h"
 #include "confine/landlock.h"
+#include "confine/pty.h"
 #include "confine/seccomp.h"
 #include "events/reader.h"
 #include "events/sink.h"
@@ -37,6 +42,8 @@
 #include "loader/kernel_features.h"
 #include "loader/sandbox.h"
 #include "util/fs.h"
+
+extern char** environ;
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -47,6 +54,7 @@ namespace {
 
 const char* kRunHelp =
     "usage: cordon run [--policy FILE] [--mode enforce|audit] [--audit FILE] [--name NAME]\n"
+    "                  [--user dynamic|root|USER|UID[:GID]] [--env NAME[=VALUE]]... [--keep-fd N]...\n"
     "                  [--quiet] [--verbose] -- CMD [ARGS...]\n"
     "\n"
     "Creates a fresh cgroup, attaches the policy (default: the built-in no-egress policy),\n"
@@ -60,8 +68,20 @@ const char* kRunHelp =
     "  --mode MODE     enforce (deny and report) or audit (allow and report); overrides the policy\n"
     "  --audit FILE    where this run writes its events, one JSON object per line (0600)\n"
     "  --name NAME     sandbox name in events and status (default run-<pid>)\n"
+    "  --user WHO      who CMD runs as (overrides spec.runAs): dynamic (default: a uid and gid of its\n"
+    "                  own, reserved for this run), root, a user name, or UID[:GID]; in every case with\n"
+    "                  no capabilities but spec.capabilities, and no_new_privs\n"
+    "  --env NAME[=VALUE]  pass the caller's NAME, or set it (repeatable; after spec.environment). The\n"
+    "                  environment is otherwise PATH, LANG, LC_*, TERM, TZ, HOME and SHELL only\n"
+    "  --keep-fd N     keep descriptor N open in CMD (repeatable); every other one above 2 is closed\n"
     "  -q, --quiet     no notes and no summary\n"
     "  -v, --verbose   every rule the fallback layers below cannot cover\n"
+    "\n"
+    "CMD never gets the caller's terminal: it runs in a session of its own and, when stdin, stdout\n"
+    "or stderr is a terminal, on a pty that cordon relays. It gets private IPC and UTS namespaces,\n"
+    "a fresh session keyring, and a private /tmp and /dev/shm (one tmpfs, removed at the end) unless\n"
+    "the policy names paths there. Its working directory is the caller's when the policy lets it\n"
+    "read it, else /tmp (said in a note).\n"
     "\n"
     "Where BPF LSM is unusable, the command is also confined before exec by Landlock (file\n"
     "rules, TCP ports, scoping) and a seccomp filter (socket families, bpf, mounts, modules,\n"
@@ -87,14 +107,95 @@ std::string DefaultAuditPath() {
   return std::string("/var/log/cordon/run-") + stamp + "-" + std::to_string(::getpid()) + ".jsonl";
 }
 
+// clone3 with a pidfd, into cgroup_fd's cgroup (-1: the caller's).
 pid_t Clone3IntoCgroup(int cgroup_fd, int* pidfd) {
   struct clone_args ca;
   std::memset(&ca, 0, sizeof ca);
-  ca.flags = CLONE_INTO_CGROUP | CLONE_PIDFD;
+  ca.flags = (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0) | CLONE_PIDFD;
   ca.pidfd = reinterpret_cast<uintptr_t>(pidfd);
   ca.exit_signal = SIGCHLD;
-  ca.cgroup = static_cast<uint64_t>(cgroup_fd);
+  ca.cgroup = cgroup_fd >= 0 ? static_cast<uint64_t>(cgroup_fd) : 0;
   return static_cast<pid_t>(::syscall(SYS_clone3, &ca, sizeof ca));
+}
+
+// The private /tmp and /dev/shm of one run: a size-limited tmpfs mounted by
+// cordon under /run/cordon/scratch/<run> (root-only), with tmp/ and shm/
+// owned by the command's identity, bind-mounted over /tmp and /dev/shm in
+// the command's own mount namespace. Unmounted and removed when destroyed;
+// a run killed before that leaves it for the next run to remove.
+constexpr const char* kScratchRoot = "/run/cordon/scratch";
+constexpr const char* kScratchSize = "size=2g";
+
+class Scratch {
+ public:
+  static Result<std::unique_ptr<Scratch>> Create(const std::string& name, uid_t uid, gid_t gid) {
+    CORDON_TRY(MakeDirs(kScratchRoot, 0700));
+    RemoveStale();
+    std::unique_ptr<Scratch> s(new Scratch());
+    s->path_ = std::string(kScratchRoot) + "/" + name;
+    if (::mkdir(s->path_.c_str(), 0700) != 0) return SysError("create " + s->path_);
+    s->made_ = true;
+    std::string options = std::string(kScratchSize) + ",mode=0700";
+    if (::mount("cordon-scratch", s->path_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
+      return SysError("mount the scratch tmpfs on " + s->path_);
+    s->mounted_ = true;
+    for (const char* sub : {"tmp", "shm"}) {
+      std::string dir = s->path_ + "/" + sub;
+      if (::mkdir(dir.c_str(), 0700) != 0 || ::chown(dir.c_str(), uid, gid) != 0)
+        return SysError("prepare " + dir);
+    }
+    return s;
+  }
+  ~Scratch() {
+    if (mounted_) (void)::umount2(path_.c_str(), MNT_DETACH);
+    if (made_) (void)::rmdir(path_.c_str());
+  }
+  std::string tmp() const { return path_ + "/tmp"; }
+  std::string shm() const { return path_ + "/shm"; }
+
+ private:
+  Scratch() = default;
+  // Scratch of runs whose cordon process is gone (killed with -9).
+  static void RemoveStale() {
+    auto names = ListDir(kScratchRoot);
+    if (!names) return;
+    for (const auto& name : *names) {
+      // run-<pid>-<suffix>
+      if (name.rfind("run-", 0) != 0) continue;
+      int pid = std::atoi(name.c_str() + 4);
+      if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+      std::string dir = std::string(kScratchRoot) + "/" + name;
+      (void)::umount2(dir.c_str(), MNT_DETACH);
+      (void)::rmdir(dir.c_str());
+    }
+  }
+  std::string path_;
+  bool made_ = false, mounted_ = false;
+};
+
+// Whether a policy rule names `dir` or something below it, or an ancestor
+// of it (then the host's `dir` stays visible to the command).
+bool PolicyNames(const policy::CompiledPolicy& policy, const std::string& dir) {
+  for (const auto& rule : policy.file_rules) {
+    const std::string& p = rule.path;
+    if (p == dir || p == "/" || (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/') ||
+        (dir.size() > p.size() && dir.compare(0, p.size(), p) == 0 && dir[p.size()] == '/'))
+      return true;
+  }
+  return false;
+}
+
+// Whether the policy lets the command read `dir` (some rule with read on it
+// or an ancestor; every directory when files are not restricted).
+bool PolicyReads(const policy::CompiledPolicy& policy, const std::string& dir) {
+  if (!policy.has_files) return true;
+  for (const auto& rule : policy.file_rules) {
+    const std::string& p = rule.path;
+    if (!(rule.rights & CORDON_FILE_READ)) continue;
+    if (p == "/" || p == dir || (dir.size() > p.size() && dir.compare(0, p.size(), p) == 0 && dir[p.size()] == '/'))
+      return true;
+  }
+  return false;
 }
 
 struct Summary {
@@ -114,6 +215,7 @@ int RunCommand(const Args& args) {
   std::string error;
   if (!ParseArgs(args,
                  {{"--policy", "", true}, {"--audit", "", true}, {"--mode", "", true}, {"--name", "", true},
+                  {"--user", "", true}, {"--env", "", true, true}, {"--keep-fd", "", true, true},
                   {"--quiet", "-q"}, {"--verbose", "-v"}, {"--help", "-h"}},
                  &parsed, &error, /*stop_at_first_positional=*/true)) {
     PrintError(error);
@@ -132,6 +234,96 @@ int RunCommand(const Args& args) {
   if (!IsRoot()) return PrintError("run needs root (it creates a cgroup and loads BPF programs)"), 1;
   bool quiet = parsed.Has("--quiet");
   bool verbose = parsed.Has("--verbose");
+
+  // ---- what the command gets: identity, environment, descriptors, scratch
+  std::vector<int> keep_fds;
+  if (auto values = parsed.options.find("--keep-fd"); values != parsed.options.end()) {
+    for (const auto& v : values->second) {
+      char* end = nullptr;
+      long fd = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || fd < 3 || fd > 1 << 20)
+        return PrintError("--keep-fd " + v + ": expected a descriptor number of 3 or more"), 2;
+      if (::fcntl(static_cast<int>(fd), F_GETFD) < 0)
+        return PrintError("--keep-fd " + v + ": descriptor " + v + " is not open"), 2;
+      keep_fds.push_back(static_cast<int>(fd));
+    }
+  }
+  std::vector<std::string> cli_env;
+  if (auto values = parsed.options.find("--env"); values != parsed.options.end()) cli_env = values->second;
+  const std::string run_as = parsed.Get("--user").value_or(compiled->run_as);
+  if (parsed.Has("--user") && !policy::ValidRunAs(run_as))
+    return PrintError("--user " + run_as + ": expected dynamic, root, a user name, or UID[:GID]"), 2;
+  auto lease = ResolveIdentity(run_as);
+  if (!lease) return PrintError("run as " + run_as + ": " + lease.error().ToString()), 1;
+  const RunIdentity& identity = lease->id();
+
+  std::random_device rd;
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%08x", rd());
+  const std::string run_name = "run-" + std::to_string(::getpid()) + "-" + suffix;
+  // A private /tmp and /dev/shm unless the policy names paths there.
+  std::unique_ptr<Scratch> scratch;
+  std::vector<std::pair<std::string, std::string>> binds;
+  {
+    bool tmp = !PolicyNames(*compiled, "/tmp"), shm = !PolicyNames(*compiled, "/dev/shm");
+    if (tmp || shm) {
+      auto made = Scratch::Create(run_name, identity.uid, identity.gid);
+      if (!made) return PrintError("private /tmp for the command: " + made.error().ToString()), 1;
+      scratch = std::move(*made);
+      auto add_rule = [&](const std::string& path, const char* origin) {
+        policy::FileRule rule;
+        rule.path = path;
+        rule.rights = policy::kFileRightsWrite;
+        rule.rule = static_cast<uint32_t>(compiled->file_rules.size() + 1);
+        rule.required = true;
+        rule.origin = origin;
+        compiled->file_rules.push_back(rule);
+      };
+      if (tmp) binds.emplace_back(scratch->tmp(), "/tmp");
+      if (shm) binds.emplace_back(scratch->shm(), "/dev/shm");
+      if (compiled->has_files) {
+        if (tmp) add_rule(scratch->tmp(), "scratch:/tmp");
+        if (shm) add_rule(scratch->shm(), "scratch:/dev/shm");
+      }
+    }
+  }
+  // A non-root identity gets write access to the policy's write paths (an
+  // ACL entry for the time of the run; see confine/acl.h).
+  AclGrants grants;
+  std::vector<std::string> early_notes;
+  if (identity.uid != 0 && compiled->has_files) {
+    std::vector<std::string> writable;
+    for (const auto& rule : compiled->file_rules)
+      if ((rule.rights & CORDON_FILE_WRITE) && rule.origin.rfind("spec.files.", 0) == 0) writable.push_back(rule.path);
+    auto granted = AclGrants::Grant(identity.uid, writable);
+    if (!granted) return PrintError(granted.error().ToString() + "; command not started"), 1;
+    grants = std::move(*granted);
+    for (const auto& path : UnreachableFor(identity.uid, identity.gid, writable))
+      early_notes.push_back("uid " + std::to_string(identity.uid) + " cannot reach the write path " + path +
+                            ": make it searchable (o+x) or run with --user root");
+  }
+  const std::string home = "/tmp";
+  auto env = BuildEnvironment(environ, *compiled, cli_env, home);
+  if (!env) return PrintError(env.error().ToString()), 2;
+  std::string command_path_env;
+  for (const auto& e : *env)
+    if (e.rfind("PATH=", 0) == 0) command_path_env = e.substr(5);
+  auto exe = ResolveCommand(command[0], command_path_env);
+  if (!exe) return PrintError(exe.error().ToString()), 127;
+  std::string cwd;
+  {
+    char buf[4096];
+    if (::getcwd(buf, sizeof buf)) cwd = buf;
+  }
+  bool cwd_hidden = !binds.empty() && (cwd == "/tmp" || cwd.rfind("/tmp/", 0) == 0 || cwd.rfind("/dev/shm", 0) == 0);
+  if (cwd.empty() || cwd_hidden || !PolicyReads(*compiled, cwd)) {
+    if (!cwd.empty())
+      early_notes.push_back("the command starts in " + home + ": the policy does not let it read the working directory " +
+                            cwd + (cwd_hidden ? " (hidden by its private /tmp)" : ""));
+    cwd = home;
+  }
+  auto pty = PtyRelay::OpenIfTerminal();
+  if (!pty) return PrintError(pty.error().ToString()), 1;
 
   // Signals are held from here on: one arriving while the sandbox is being
   // built must not kill cordon half-way; it reaches the command once started.
@@ -212,10 +404,7 @@ int RunCommand(const Args& args) {
   auto sink = JsonlFileSink::Open(audit_path);
   if (!sink) return PrintError(sink.error().ToString()), 1;
 
-  std::random_device rd;
-  char suffix[16];
-  std::snprintf(suffix, sizeof suffix, "%08x", rd());
-  std::string relative = "/cordon/run-" + std::to_string(::getpid()) + "-" + suffix;
+  std::string relative = "/cordon/" + run_name;
   auto cgroup = CreateCgroup(relative);
   if (!cgroup) return PrintError("create sandbox cgroup: " + cgroup.error().ToString()), 1;
 
@@ -242,6 +431,7 @@ int RunCommand(const Args& args) {
     ::rmdir((cgroup->mount + "/cordon").c_str());
     return ok;
   };
+  notes.insert(notes.end(), early_notes.begin(), early_notes.end());
   if (!quiet)
     for (const auto& line : notes) PrintNote(line);
   uint32_t layers = (landlock_applied ? CORDON_INFO_F_LANDLOCK : 0) |
@@ -320,53 +510,109 @@ int RunCommand(const Args& args) {
   };
 
 
-  // The child reports a failure before exec as {stage, errno}.
-  enum : int { kStageLandlock = 1, kStageSeccomp = 2, kStageExec = 3 };
-  int exec_pipe[2];
-  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+  // The child reports a failure before exec as {stage, errno}; {kStageReady,
+  // fallback} when it is ready to be moved into the sandbox cgroup.
+  enum : int { kStageLandlock = 1, kStageSeccomp = 2, kStageExec = 3, kStagePrepare = 4, kStageReady = 5 };
+  int report_pipe[2], go_pipe[2];
+  if (::pipe2(report_pipe, O_CLOEXEC) != 0 || ::pipe2(go_pipe, O_CLOEXEC) != 0) {
     cleanup();
     return PrintError(std::string("pipe: ") + std::strerror(errno)), 1;
   }
-  std::vector<char*> argv;
-  for (auto& a : command) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  ChildPlan plan;
+  plan.exe = *exe;
+  plan.argv = command;
+  plan.envp = std::move(*env);
+  plan.cwd = cwd;
+  plan.fallback_cwd = cwd == home ? "/" : home;
+  plan.identity = identity;
+  plan.capabilities = compiled->capabilities;
+  plan.binds = binds;
+  plan.keep_fds = keep_fds;
+  plan.parent = ::getpid();
+  if (*pty) {
+    plan.pty_slave = (*pty)->slave();
+    for (int i = 0; i < 3; ++i) plan.pty_stdio[i] = (*pty)->replaces(i);
+  }
+  plan.Finish();
+  const char* failed_step = nullptr;
 
   int pidfd_raw = -1;
   pid_t parent = ::getpid();
-  pid_t child = Clone3IntoCgroup(cgroup->fd.get(), &pidfd_raw);
+  // Not into the sandbox cgroup yet: the child first drops what the sandbox
+  // would refuse it (namespaces, mounts, identity; see confine/child.h), then
+  // the parent moves it in, and only then does it confine itself and exec.
+  pid_t child = Clone3IntoCgroup(-1, &pidfd_raw);
   if (child == 0) {
-    // Child: already inside the sandbox cgroup and confined.
-    ::close(exec_pipe[0]);
+    ::close(report_pipe[0]);
+    ::close(go_pipe[1]);
     sigprocmask(SIG_SETMASK, &previous, nullptr);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) _exit(127);
     int report[2] = {0, 0};
-    if (landlock && landlock->ruleset.valid() && (report[1] = ApplyLandlockInChild(landlock->ruleset.get(),
-                                                                               compiled->lsm_flags & CORDON_LSM_F_PROC_SELF)) !=
-                                              0) {
+    bool fell_back = false;
+    if ((report[1] = plan.Apply(&failed_step, &fell_back)) != 0) {
+      report[0] = kStagePrepare;
+      // The step's name: a pointer into this binary's read-only data, the
+      // same address in the parent (no exec happened).
+      (void)!::write(report_pipe[1], report, sizeof report);
+      (void)!::write(report_pipe[1], &failed_step, sizeof failed_step);
+      _exit(127);
+    }
+    report[0] = kStageReady;
+    report[1] = fell_back;
+    (void)!::write(report_pipe[1], report, sizeof report);
+    char go = 0;
+    if (::read(go_pipe[0], &go, 1) != 1 || go != 'g') _exit(127);  // the parent could not move it
+    if (::getppid() != parent) _exit(127);
+    if (landlock && landlock->ruleset.valid() &&
+        (report[1] = ApplyLandlockInChild(landlock->ruleset.get(), compiled->lsm_flags & CORDON_LSM_F_PROC_SELF)) != 0) {
       report[0] = kStageLandlock;
     } else if (!seccomp.program.empty() && (report[1] = ApplySeccompInChild(seccomp)) != 0) {
       report[0] = kStageSeccomp;
     } else {
-      ::execvp(argv[0], argv.data());
+      ::execve(plan.exe.c_str(), plan.argv_ptrs.data(), plan.envp_ptrs.data());
       report[0] = kStageExec;
       report[1] = errno;
     }
-    (void)!::write(exec_pipe[1], report, sizeof report);
+    (void)!::write(report_pipe[1], report, sizeof report);
     _exit(127);
   }
-  ::close(exec_pipe[1]);
+  ::close(report_pipe[1]);
+  ::close(go_pipe[0]);
   if (child < 0) {
     int err = errno;
-    ::close(exec_pipe[0]);
+    ::close(report_pipe[0]);
+    ::close(go_pipe[1]);
     cleanup();
     sigprocmask(SIG_SETMASK, &previous, nullptr);
-    return PrintError(std::string("clone3 into the sandbox cgroup: ") + std::strerror(err)), 1;
+    return PrintError(std::string("clone3: ") + std::strerror(err)), 1;
   }
   UniqueFd pidfd(pidfd_raw);
   int child_report[2] = {0, 0};
-  ssize_t got = ::read(exec_pipe[0], child_report, sizeof child_report);
-  ::close(exec_pipe[0]);
+  ssize_t got = ::read(report_pipe[0], child_report, sizeof child_report);
+  if (got == sizeof child_report && child_report[0] == kStageReady) {
+    if (child_report[1] && !quiet)
+      PrintNote("the command starts in " + plan.fallback_cwd + ": uid " + std::to_string(identity.uid) +
+                " cannot enter the working directory " + cwd);
+    Status moved = MoveToCgroup(*cgroup, child);
+    if (moved.ok()) {
+      char go = 'g';
+      (void)!::write(go_pipe[1], &go, 1);
+    } else {
+      PrintError("move the command into its sandbox: " + moved.error().ToString() + "; command not started");
+    }
+    ::close(go_pipe[1]);
+    go_pipe[1] = -1;
+    if (*pty) {
+      (*pty)->CloseSlave();  // the command holds it now
+      if (Status raw = (*pty)->Start(); !raw.ok() && !quiet) PrintNote(raw.error().ToString());
+    }
+    got = ::read(report_pipe[0], child_report, sizeof child_report);
+  } else if (got == sizeof child_report && child_report[0] == kStagePrepare) {
+    (void)!::read(report_pipe[0], &failed_step, sizeof failed_step);
+  }
+  if (go_pipe[1] >= 0) ::close(go_pipe[1]);
+  ::close(report_pipe[0]);
 
   int exit_status = 0;
   UniqueFd epfd(::epoll_create1(EPOLL_CLOEXEC));
@@ -385,19 +631,38 @@ int RunCommand(const Args& args) {
     agent_link.reset();
     add(reader.epoll_fd());
   };
+  PtyRelay* relay = pty->get();
+  bool master_open = relay != nullptr, master_out = false;
+  if (relay) {
+    add(relay->master());
+    if (relay->input() >= 0) add(relay->input());
+  }
+  // Caller input waiting for the pty: watch the master for room too.
+  auto watch_master = [&] {
+    bool want = relay->WantsMasterWritable();
+    if (want == master_out || !master_open) return;
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN | (want ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+    ev.data.fd = relay->master();
+    ::epoll_ctl(epfd.get(), EPOLL_CTL_MOD, relay->master(), &ev);
+    master_out = want;
+  };
   bool exited = false;
   while (!exited) {
-    struct epoll_event evs[4];
-    int n = ::epoll_wait(epfd.get(), evs, 4, 500);
+    struct epoll_event evs[8];
+    int n = ::epoll_wait(epfd.get(), evs, 8, 500);
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
       int fd = evs[i].data.fd;
       if (fd == sigfd.get()) {
         struct signalfd_siginfo si;
         while (::read(sigfd.get(), &si, sizeof si) == sizeof si) {
-          // Terminal-generated signals (SI_KERNEL) already reached the
-          // child's process group; forward only those sent to cordon itself.
-          if (si.ssi_code != SI_KERNEL) ::syscall(SYS_pidfd_send_signal, pidfd.get(), si.ssi_signo, nullptr, 0);
+          // The command runs in a session of its own: the caller's terminal
+          // signals reach only cordon, which forwards them. With a pty, a
+          // window change is copied to it instead (the kernel then signals
+          // the command's foreground process group).
+          if (si.ssi_signo == SIGWINCH && *pty) (*pty)->Resize();
+          else ::syscall(SYS_pidfd_send_signal, pidfd.get(), si.ssi_signo, nullptr, 0);
         }
       } else if (fd == pidfd.get()) {
         siginfo_t info = {};
@@ -405,6 +670,17 @@ int RunCommand(const Args& args) {
           exited = true;
           exit_status = info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
         }
+      } else if (relay && master_open && fd == relay->master()) {
+        if (evs[i].events & EPOLLOUT) relay->FlushToCommand();
+        if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !relay->FromCommand()) {
+          master_open = false;
+          ::epoll_ctl(epfd.get(), EPOLL_CTL_DEL, relay->master(), nullptr);
+        }
+        watch_master();
+      } else if (relay && fd == relay->input()) {
+        relay->FromCaller();
+        if (evs[i].events & (EPOLLHUP | EPOLLERR)) ::epoll_ctl(epfd.get(), EPOLL_CTL_DEL, fd, nullptr);
+        watch_master();
       }
     }
     if (agent_link) {
@@ -413,6 +689,11 @@ int RunCommand(const Args& args) {
       (void)reader.Drain();
       reader.CheckLosses();
     }
+  }
+  // What the command wrote last, then the caller's terminal as it was.
+  if (relay) {
+    if (master_open) (void)relay->FromCommand();
+    relay->Restore();
   }
   bool cleaned;
   if (agent_link) {
@@ -451,8 +732,12 @@ int RunCommand(const Args& args) {
                                                           : nullptr;
     if (what)
       PrintError(std::string(what) + ": " + std::strerror(child_report[1]) + "; command not started");
-    else
-      PrintError("cannot execute " + command[0] + ": " + std::strerror(child_report[1]));
+    else if (child_report[0] == kStagePrepare)
+      PrintError("cannot prepare the command (as uid " + std::to_string(identity.uid) + "): " +
+                 DescribeChildFailure(failed_step, child_report[1]) + "; command not started");
+    else if (child_report[0] == kStageExec)
+      PrintError("cannot execute " + plan.exe + " (as uid " + std::to_string(identity.uid) + "): " +
+                 std::strerror(child_report[1]));
     exit_status = 127;
   }
   if (!sink_status.ok()) PrintError("audit log incomplete: " + sink_status.error().ToString());

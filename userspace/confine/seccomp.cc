@@ -77,9 +77,41 @@ const std::vector<SyscallGroup>& RefusedGroups() {
        {{425, "io_uring_setup"}, {426, "io_uring_enter"}, {427, "io_uring_register"}},
        " (its submissions would bypass every syscall-level check)"},
       {"perf events", {{298, "perf_event_open"}}, ""},
+      {"reaching into other processes", {{438, "pidfd_getfd"}, {440, "process_madvise"}, {312, "kcmp"}}, ""},
+      {"hanging up the terminal", {{153, "vhangup"}}, ""},
+      {"host-wide file watches", {{300, "fanotify_init"}}, " (fanotify marks can deny or watch host processes' access)"},
+      {"the kernel log", {{103, "syslog"}}, " (readable with syslog(2) even where /dev/kmsg is not)"},
+      {"process accounting", {{163, "acct"}}, ""},
   };
   return groups;
 }
+
+// Syscalls refused only with some arguments: {nr, name, what is refused}.
+// The conditions are spelled out in PrepareSeccomp below and again in
+// bpf/detect/detect.bpf.c (cordon_seccomp_refused), which reports the refusals.
+constexpr uint32_t kNrIoctl = 16, kNrFcntl = 72, kNrPersonality = 135, kNrMemfdCreate = 319;
+constexpr uint32_t kArg0NotSelf[] = {302 /* prlimit64 */, 142 /* sched_setparam */, 144 /* sched_setscheduler */,
+                                     314 /* sched_setattr */, 203 /* sched_setaffinity */,
+                                     256 /* migrate_pages */, 279 /* move_pages */};
+constexpr uint32_t kArg1NotSelf[] = {141 /* setpriority */, 251 /* ioprio_set */};
+constexpr uint32_t kKeyringCalls[] = {248 /* add_key */, 249 /* request_key */, 250 /* keyctl */};
+
+// ioctl commands refused on any fd (seccomp cannot tell what the fd is).
+struct NamedIoctl {
+  uint32_t cmd;
+  const char* name;
+};
+constexpr NamedIoctl kRefusedIoctls[] = {
+    {0x5412, "TIOCSTI"},           {0x541C, "TIOCLINUX"},        {0x541D, "TIOCCONS"},
+    {0x540E, "TIOCSCTTY"},         {0x5437, "TIOCVHANGUP"},      {0x5423, "TIOCSETD"},
+    {0x8901, "FIOSETOWN"},         {0x8902, "SIOCSPGRP"},        {0x40086602, "FS_IOC_SETFLAGS"},
+    {0x40046602, "FS_IOC32_SETFLAGS"}, {0x401c5820, "FS_IOC_FSSETXATTR"},
+};
+constexpr uint32_t kFcntlSetOwn = 8, kFcntlSetOwnEx = 15;
+// personality(2) flags that weaken ASLR or W^X: ADDR_NO_RANDOMIZE,
+// MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT, READ_IMPLIES_EXEC.
+constexpr uint32_t kPersonalityWeakening = 0x0040000 | 0x0100000 | 0x0200000 | 0x0400000;
+constexpr uint32_t kMfdNoexecSeal = 0x0008;
 
 static_assert(__NR_socket == kNrSocket && __NR_socketpair == kNrSocketpair && __NR_clone == kNrClone &&
               __NR_unshare == kNrUnshare && __NR_bpf == 321 && __NR_mount == 165 && __NR_ptrace == 101);
@@ -113,6 +145,8 @@ constexpr uint32_t kOffNr = offsetof(struct seccomp_data, nr);
 // Low 32 bits of args[0] (little endian): the int/unsigned the kernel uses
 // for socket()'s family and clone()/unshare()'s flags.
 constexpr uint32_t kOffArg0Low = offsetof(struct seccomp_data, args[0]);
+constexpr uint32_t kOffArg1Low = offsetof(struct seccomp_data, args[1]);
+constexpr uint32_t kOffArg2Low = offsetof(struct seccomp_data, args[2]);
 
 // A tiny classic-BPF assembler: jumps name labels, resolved by Finish().
 class Assembler {
@@ -193,6 +227,10 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
   Assembler a;
   const int l_allow = a.NewLabel(), l_eperm = a.NewLabel(), l_enosys = a.NewLabel(), l_kill = a.NewLabel();
   const int l_socket = a.NewLabel(), l_clone = a.NewLabel(), l_unshare = a.NewLabel();
+  const int l_arg0_self = a.NewLabel(), l_arg1_self = a.NewLabel(), l_ioctl = a.NewLabel(), l_fcntl = a.NewLabel(),
+            l_fcntl_owner = a.NewLabel(), l_personality = a.NewLabel(), l_memfd = a.NewLabel();
+  const bool memfd_exec = (policy.lsm_flags & CORDON_LSM_F_MEMFD_EXEC) != 0;
+  const bool keyrings = (policy.lsm_flags & CORDON_LSM_F_KEYRINGS) != 0;
 
   // Only the x86_64 syscall ABI: an i386 syscall (int 0x80) has other numbers
   // and would pass every check below, so the process is killed.
@@ -208,7 +246,49 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
   a.Jeq(kNrClone, l_clone, Assembler::kNext);
   a.Jeq(kNrUnshare, l_unshare, Assembler::kNext);
   a.Jeq(kNrClone3, l_enosys, Assembler::kNext);
+  if (!keyrings)
+    for (uint32_t nr : kKeyringCalls) a.Jeq(nr, l_eperm, Assembler::kNext);
+  for (uint32_t nr : kArg0NotSelf) a.Jeq(nr, l_arg0_self, Assembler::kNext);
+  for (uint32_t nr : kArg1NotSelf) a.Jeq(nr, l_arg1_self, Assembler::kNext);
+  a.Jeq(kNrIoctl, l_ioctl, Assembler::kNext);
+  a.Jeq(kNrFcntl, l_fcntl, Assembler::kNext);
+  a.Jeq(kNrPersonality, l_personality, Assembler::kNext);
+  if (!memfd_exec) a.Jeq(kNrMemfdCreate, l_memfd, Assembler::kNext);
   a.Ret(kRetAllow);
+
+  // Other processes' limits, scheduling, memory placement: only pid 0 (self).
+  a.Bind(l_arg0_self);
+  a.Load(kOffArg0Low);
+  a.Jeq(0, l_allow, l_eperm);
+  a.Bind(l_arg1_self);
+  a.Load(kOffArg1Low);
+  a.Jeq(0, l_allow, l_eperm);
+
+  a.Bind(l_ioctl);
+  a.Load(kOffArg1Low);  // the command is an unsigned int: the low word is all the kernel reads
+  for (const auto& ioctl : kRefusedIoctls) a.Jeq(ioctl.cmd, l_eperm, Assembler::kNext);
+  a.Ret(kRetAllow);
+
+  // F_SETOWN to anyone (signals through file ownership reach any process);
+  // F_SETOWN 0 clears the owner and stays allowed.
+  a.Bind(l_fcntl);
+  a.Load(kOffArg1Low);
+  a.Jeq(kFcntlSetOwnEx, l_eperm, Assembler::kNext);
+  a.Jeq(kFcntlSetOwn, l_fcntl_owner, l_allow);
+  a.Bind(l_fcntl_owner);
+  a.Load(kOffArg2Low);
+  a.Jeq(0, l_allow, l_eperm);
+
+  a.Bind(l_personality);
+  a.Load(kOffArg0Low);
+  a.Jeq(0xffffffff, l_allow, Assembler::kNext);  // a query
+  a.Jset(kPersonalityWeakening, l_eperm, l_allow);
+
+  // memfd_create only sealed non-executable (MFD_NOEXEC_SEAL, kernel 6.3+),
+  // unless spec.files.allowMemfdExec: Landlock does not see anonymous files.
+  a.Bind(l_memfd);
+  a.Load(kOffArg1Low);
+  a.Jset(kMfdNoexecSeal, l_allow, l_eperm);
 
   a.Bind(l_socket);
   a.Load(kOffArg0Low);
@@ -245,6 +325,23 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
     for (const auto& call : group.calls) names.push_back(call.name);
     plan.refused.push_back(std::string(group.what) + ": " + Join(names) + group.why);
   }
+  if (!keyrings) plan.refused.push_back("keyrings: add_key, request_key, keyctl (spec.allowKeyrings allows them)");
+  plan.refused.push_back(
+      "other processes' limits, scheduling and memory: prlimit64, sched_setparam, sched_setscheduler, sched_setattr, "
+      "sched_setaffinity, migrate_pages, move_pages with a pid other than 0, setpriority and ioprio_set with a who "
+      "other than 0");
+  {
+    std::vector<std::string> names;
+    for (const auto& ioctl : kRefusedIoctls) names.push_back(ioctl.name);
+    plan.refused.push_back("ioctl commands on any file: " + Join(names) +
+                           " (terminal injection and takeover, signal ownership, inode flags)");
+  }
+  plan.refused.push_back("fcntl F_SETOWN (but 0) and F_SETOWN_EX: signals through file ownership");
+  plan.refused.push_back(
+      "personality flags ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT, READ_IMPLIES_EXEC");
+  if (!memfd_exec)
+    plan.refused.push_back(
+        "memfd_create without MFD_NOEXEC_SEAL (executable anonymous files; spec.files.allowMemfdExec allows them)");
   plan.refused.push_back(std::string("new namespaces: unshare() and clone() with CLONE_NEW* flags") +
                          (userns ? " other than CLONE_NEWUSER (allowUserNamespaces)" : " (user namespaces included)"));
   plan.refused.push_back(

@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "loader/bpffs.h"
 #include "util/fs.h"
 
 namespace cordon {
@@ -195,6 +199,67 @@ std::string CgroupPathFromId(const std::string& mount, uint64_t id) {
   // The link is relative to this process's cgroup namespace root: "/a/b".
   if (path.compare(0, mount.size(), mount) == 0) path = path.substr(mount.size());
   return path.empty() ? "/" : path;
+}
+
+namespace {
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+// The pid a pidfd refers to (its fdinfo "Pid:" line; -1 if it exited).
+Result<int> PidOfPidfd(int pidfd) {
+  std::ifstream in("/proc/self/fdinfo/" + std::to_string(pidfd));
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("Pid:", 0) == 0) return std::atoi(line.c_str() + 4);
+  return Error{"read the peer's pidfd information"};
+}
+
+}  // namespace
+
+Result<uint64_t> SandboxOfPeer(int socket_fd, const std::string& cgroup_mount, const std::string& sandbox_pin_root) {
+  int pid = -1;
+  UniqueFd pidfd;
+  {
+    int raw = -1;
+    socklen_t len = sizeof raw;
+    if (::getsockopt(socket_fd, SOL_SOCKET, SO_PEERPIDFD, &raw, &len) == 0 && raw >= 0) {
+      pidfd.Reset(raw);
+      auto got = PidOfPidfd(pidfd.get());
+      if (!got) return got.error();
+      pid = *got;
+    } else {
+      struct ucred cred = {};
+      len = sizeof cred;
+      if (::getsockopt(socket_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return SysError("SO_PEERCRED");
+      pid = cred.pid;
+    }
+  }
+  if (pid <= 0) return Error{"the peer has exited"};
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  if (!in) return SysError("read the peer's cgroup");
+  std::string line, path;
+  while (std::getline(in, line))
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  if (path.empty() || path[0] != '/') return Error{"the peer's cgroup v2 membership is unknown"};
+  // The pidfd still names a live process, so the pid above was not reused.
+  if (pidfd.valid() && ::syscall(SYS_pidfd_send_signal, pidfd.get(), 0, nullptr, 0) != 0)
+    return SysError("the peer exited while its cgroup was read");
+  // Its cgroup and every ancestor: is one an attached sandbox?
+  for (;;) {
+    struct stat st;
+    std::string dir = cgroup_mount + (path == "/" ? "" : path);
+    if (::stat(dir.c_str(), &st) == 0) {
+      struct stat pin;
+      if (::stat(SandboxPinDir(sandbox_pin_root, st.st_ino).c_str(), &pin) == 0) return static_cast<uint64_t>(st.st_ino);
+    } else if (errno != ENOENT) {
+      return SysError("stat " + dir);
+    }
+    if (path == "/") return uint64_t{0};
+    size_t slash = path.rfind('/');
+    path = slash == 0 ? "/" : path.substr(0, slash);
+  }
 }
 
 }  // namespace cordon

@@ -39,4 +39,12 @@ std::string CgroupPathFromId(const std::string& mount, uint64_t id);
 // Moves process `pid` into cgroup.
 Status MoveToCgroup(const CgroupRef& cgroup, int pid);
 
+// The sandbox (cgroup id of an attached sandbox root, as pinned under
+// `sandbox_pin_root`) that the peer of a connected unix socket runs in, or 0
+// when it runs in none. The peer is identified by SO_PEERPIDFD where the
+// kernel has it (6.5+; no pid reuse possible: the pidfd is checked to be
+// alive after its cgroup was read), else by SO_PEERCRED's pid. Errors (the
+// peer's cgroup cannot be read, it exited) mean: treat the peer as sandboxed.
+Result<uint64_t> SandboxOfPeer(int socket_fd, const std::string& cgroup_mount, const std::string& sandbox_pin_root);
+
 }  // namespace cordon

@@ -396,7 +396,7 @@ bool ValidEnvName(const std::string& name) {
 }
 
 // "dynamic", "root", a POSIX-ish user name, or UID[:GID] (decimal, below 2^31).
-bool ValidRunAs(const std::string& v) {
+bool ValidRunAsSpelling(const std::string& v) {
   if (v == "dynamic" || v == "root") return true;
   auto is_number = [](std::string_view s) {
     if (s.empty() || s.size() > 10) return false;
@@ -419,7 +419,7 @@ bool ValidRunAs(const std::string& v) {
 
 void Validator::Identity(const cordon::v1::Spec& spec, CompiledPolicy* out) {
   if (!spec.run_as().empty()) {
-    if (!ValidRunAs(spec.run_as()))
+    if (!ValidRunAsSpelling(spec.run_as()))
       Error("spec.runAs", "invalid identity " + Quote(spec.run_as()) +
                               " (expected dynamic, root, a user name, or UID[:GID] with numbers below 2^31)");
     else
@@ -1071,6 +1071,8 @@ bool EvaluateRules(const CompiledPolicy& policy, const std::array<uint8_t, 16>& 
   }
   return false;
 }
+
+bool ValidRunAs(const std::string& run_as) { return ValidRunAsSpelling(run_as); }
 
 std::span<const char* const> CapabilityNames() { return kCapabilityNames; }
 

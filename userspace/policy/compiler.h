@@ -100,6 +100,9 @@ struct CompiledPolicy {
   std::vector<EnvEntry> environment;
 };
 
+// spec.runAs / --user spelling: dynamic, root, a user name, UID or UID:GID.
+bool ValidRunAs(const std::string& run_as);
+
 // Capability names as the kernel spells them without CAP_, lower case, by
 // number (0 = chown .. 40 = checkpoint_restore).
 std::span<const char* const> CapabilityNames();
