@@ -271,6 +271,59 @@ class Agent : public ::testing::Test {
   }
 };
 
+// A sandboxed root is still root: the agent refuses every peer inside a
+// sandbox, whatever its uid and whatever path it connects through (here a
+// symlink in its writable directory, the way the control socket was once
+// reached to replace the sandbox's own policy with allow-all).
+TEST_F(Agent, PeersInsideASandboxAreRefusedWhateverTheirUidAndPath) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  // The workload's writable directory, outside /tmp (cordon run gives the
+  // command a private /tmp): a hard link to the socket and a symlink to it.
+  char tmpl[] = "/var/tmp/cordon-peer-XXXXXX";
+  std::string work = ::mkdtemp(tmpl);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { cordon::test::Run({"rm", "-rf", dir}); }
+  } cleanup{work};
+  ::chmod(work.c_str(), 0755);
+  ASSERT_EQ(::link(agent.socket().c_str(), (work + "/agent.sock").c_str()), 0) << std::strerror(errno);
+  std::string alias = work + "/s";
+  ASSERT_EQ(::symlink((work + "/agent.sock").c_str(), alias.c_str()), 0);
+  const std::string probe =
+      "import socket,sys\ns=socket.socket(socket.AF_UNIX)\n"
+      "try:\n  s.connect(sys.argv[1])\nexcept OSError as e:\n  print('CONNECT-REFUSED', e.errno); sys.exit(0)\n"
+      "s.settimeout(3)\ntry:\n  d=s.recv(4096)\n  print('AGENT-REFUSED' if b'inside a sandbox' in d else 'OTHER', d[4:])\n"
+      "except socket.timeout:\n  print('ACCEPTED')\n";
+  // Negative control: the same probe outside any sandbox is served.
+  CommandResult control = cordon::test::Run({"/usr/bin/python3", "-c", probe, alias});
+  ASSERT_NE(control.out.find("ACCEPTED"), std::string::npos) << control.out << control.err;
+
+  std::string audit = agent.dir() + "/run.jsonl";
+  // No file rules: the kernel lets the connect through; the agent refuses.
+  PolicyFile open_files("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: peer}\nspec: {}\n");
+  CommandResult plain = Cordon({"run", "--user", "root", "--policy", open_files.path(), "--name", NamePrefix() + "peer",
+                                "--audit", audit, "--", "/usr/bin/python3", "-c", probe, alias});
+  EXPECT_NE(plain.out.find("AGENT-REFUSED"), std::string::npos) << plain.out << plain.err;
+  EXPECT_NE(agent.Log(0).find("refused a control connection"), std::string::npos) << agent.Log(0);
+  // File rules with a writable directory: the alias is refused by the kernel
+  // (BPF LSM) or only detected there (cgroup unix hooks judge the address as
+  // written) and then refused by the agent; either way an event says so.
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: peer}\nspec:\n  files:\n"
+                    "    include: [runtime-minimal, python3]\n    write: [" + work + "]\n");
+  ::unlink(audit.c_str());
+  CommandResult files = Cordon({"run", "--user", "root", "--policy", policy.path(), "--name", NamePrefix() + "peer2",
+                                "--audit", audit, "--", "/usr/bin/python3", "-c", probe, alias});
+  bool refused = files.out.find("AGENT-REFUSED") != std::string::npos ||
+                 files.out.find("CONNECT-REFUSED") != std::string::npos;
+  EXPECT_TRUE(refused) << files.out << files.err;
+  EXPECT_EQ(files.out.find("ACCEPTED"), std::string::npos) << files.out;
+  bool unix_event = false;
+  for (const auto& e : ParseJsonLines(Slurp(audit)))
+    unix_event |= e.kind() == "net.unix" && e.file().path().find("agent.sock") != std::string::npos;
+  EXPECT_TRUE(unix_event) << Slurp(audit);
+}
+
 // The done criterion: `cordon agent &`, then `cordon run -- <denied connect>`
 // shows up in `cordon tail -f -o compact` within a second of the attempt.
 TEST_F(Agent, DeniedConnectOfCordonRunReachesCompactTailWithinOneSecond) {

@@ -6,6 +6,7 @@
 // instruction already runs confined. On the way out, every process left in
 // the cgroup is killed before anything is detached.
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -253,6 +254,18 @@ int RunCommand(const Args& args) {
   const std::string run_as = parsed.Get("--user").value_or(compiled->run_as);
   if (parsed.Has("--user") && !policy::ValidRunAs(run_as))
     return PrintError("--user " + run_as + ": expected dynamic, root, a user name, or UID[:GID]"), 2;
+  // Capabilities the command keeps must be cordon's own to give.
+  {
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2] = {};
+    if (::syscall(SYS_capget, &header, data) == 0) {
+      uint64_t own = data[0].permitted | (static_cast<uint64_t>(data[1].permitted) << 32);
+      if (uint64_t missing = compiled->capabilities & ~own)
+        return PrintError("spec.capabilities: cordon itself does not hold " + policy::CapabilitiesString(missing) +
+                          ", so it cannot give it to the command"),
+               1;
+    }
+  }
   auto lease = ResolveIdentity(run_as);
   if (!lease) return PrintError("run as " + run_as + ": " + lease.error().ToString()), 1;
   const RunIdentity& identity = lease->id();

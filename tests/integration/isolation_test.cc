@@ -1,0 +1,381 @@
+// `cordon run` against a hostile root workload: what the command holds,
+// what it can reach, what it shares with the host. Each test runs the same
+// probe unconfined first (the negative control: it must succeed there, so a
+// broken probe cannot pass), then under `cordon run`, and asserts the
+// outcome and, for refusals, the audit event.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/keyctl.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "confine/child.h"
+#include "tests/integration/harness.h"
+
+namespace cordon::test {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// "key=value" lines printed by a probe.
+std::map<std::string, std::string> Fields(const std::string& out) {
+  std::map<std::string, std::string> m;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t eq = line.find('=');
+    if (eq != std::string::npos) m[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return m;
+}
+
+class RunIsolation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+    char tmpl[] = "/tmp/cordon-isolation-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    ::chmod(dir_.c_str(), 0755);
+    audit_ = dir_ + "/audit.jsonl";
+  }
+  void TearDown() override { cordon::test::Run({"rm", "-rf", dir_}); }
+  std::vector<cordon::v1::AuditEvent> Events() { return ParseJsonLines(Slurp(audit_)); }
+  // Runs python3 code unconfined and under cordon run (extra options first).
+  CommandResult Unconfined(const std::string& code, const std::vector<std::string>& args = {}) {
+    std::vector<std::string> argv = {"/usr/bin/python3", "-c", code};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return cordon::test::Run(argv);
+  }
+  CommandResult Confined(const std::vector<std::string>& options, const std::string& code,
+                         const std::vector<std::string>& args = {}) {
+    std::vector<std::string> argv = {"run", "--audit", audit_};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), {"--", "/usr/bin/python3", "-c", code});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return Cordon(argv);
+  }
+  std::string dir_, audit_;
+};
+
+const char* kIdentityProbe = R"(import os
+st = open('/proc/self/status').read()
+f = dict(l.split(':\t', 1) for l in st.splitlines() if ':\t' in l)
+print('uid=%d' % os.getuid()); print('gid=%d' % os.getgid()); print('groups=%s' % os.getgroups())
+for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs'): print('%s=%s' % (k, f[k].strip()))
+print('own_session=%d' % (os.getsid(0) == os.getpid()))
+for ns in ('ipc', 'uts', 'mnt', 'net'): print('ns_%s=%s' % (ns, os.readlink('/proc/self/ns/' + ns)))
+)";
+
+std::string OwnNs(const char* ns) {
+  char buf[64] = {};
+  ssize_t n = ::readlink((std::string("/proc/self/ns/") + ns).c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+TEST_F(RunIsolation, CommandRunsAsItsOwnIdentityWithoutCapabilitiesAndHostObjects) {
+  auto control = Fields(Unconfined(kIdentityProbe).out);
+  ASSERT_EQ(control["uid"], "0") << "the probe reads the real identity";
+  ASSERT_NE(control["CapEff"], "0000000000000000") << "the probe reads the real capability sets";
+
+  CommandResult r = Confined({}, kIdentityProbe);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto f = Fields(r.out);
+  uint64_t uid = std::stoull(f["uid"]);
+  EXPECT_GE(uid, kDynamicUidBase);
+  EXPECT_LT(uid, uint64_t{kDynamicUidBase} + kDynamicUidCount);
+  EXPECT_EQ(f["gid"], f["uid"]);
+  EXPECT_EQ(f["groups"], "[]");
+  for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"})
+    EXPECT_EQ(f[set], "0000000000000000") << set;
+  EXPECT_EQ(f["NoNewPrivs"], "1");
+  EXPECT_EQ(f["own_session"], "1");
+  EXPECT_NE(f["ns_ipc"], OwnNs("ipc"));
+  EXPECT_NE(f["ns_uts"], OwnNs("uts"));
+  EXPECT_NE(f["ns_mnt"], OwnNs("mnt"));  // private /tmp and /dev/shm
+  EXPECT_EQ(f["ns_net"], OwnNs("net")) << "egress stays with the cgroup programs in the host's network namespace";
+
+  // Two runs at once get two identities.
+  CommandResult other = Confined({}, "import os; print('uid=%d' % os.getuid())");
+  EXPECT_EQ(other.status, 0) << other.err;
+
+  // root, still without capabilities; and the policy's capabilities, kept.
+  CommandResult root = Confined({"--user", "root"}, kIdentityProbe);
+  ASSERT_EQ(root.status, 0) << root.err;
+  auto rf = Fields(root.out);
+  EXPECT_EQ(rf["uid"], "0");
+  for (const char* set : {"CapPrm", "CapEff", "CapBnd", "CapAmb"}) EXPECT_EQ(rf[set], "0000000000000000") << set;
+  PolicyFile caps("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: caps}\nspec:\n"
+                  "  capabilities: [net_bind_service]\n");
+  for (const char* who : {"root", "dynamic"}) {
+    CommandResult kept = Confined({"--policy", caps.path(), "--user", who}, kIdentityProbe);
+    ASSERT_EQ(kept.status, 0) << kept.err;
+    auto kf = Fields(kept.out);
+    for (const char* set : {"CapPrm", "CapEff", "CapBnd", "CapAmb"})
+      EXPECT_EQ(kf[set], "0000000000000400") << who << " " << set;  // 1 << CAP_NET_BIND_SERVICE
+  }
+  CommandResult bad = Cordon({"run", "--user", "no such user", "--", "/bin/true"});
+  EXPECT_EQ(bad.status, 2) << bad.err;
+}
+
+TEST_F(RunIsolation, EnvironmentIsScrubbedAndOnlyNamedVariablesPass) {
+  ::setenv("GITHUB_TOKEN", "ghp_cordon_test_secret", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "aws_cordon_test_secret", 1);
+  ::setenv("CORDON_TEST_LEAK", "cordon_internal", 1);
+  const std::string dump = "import os\nfor k, v in sorted(os.environ.items()): print('%s=%s' % (k, v))\n";
+  auto control = Fields(Unconfined(dump).out);
+  ASSERT_EQ(control["GITHUB_TOKEN"], "ghp_cordon_test_secret") << "the caller has the variables";
+
+  auto f = Fields(Confined({}, dump).out);
+  EXPECT_EQ(f.count("GITHUB_TOKEN"), 0u);
+  EXPECT_EQ(f.count("AWS_SECRET_ACCESS_KEY"), 0u);
+  for (const auto& [k, v] : f) EXPECT_NE(k.rfind("CORDON_", 0), 0u) << k;
+  EXPECT_EQ(f["HOME"], "/tmp");
+  EXPECT_FALSE(f["PATH"].empty());
+  for (const auto& [k, v] : f)
+    EXPECT_TRUE(k == "PATH" || k == "HOME" || k == "SHELL" || k == "LANG" || k == "TERM" || k == "TZ" ||
+                k.rfind("LC_", 0) == 0 || k == "PWD")
+        << "unexpected variable " << k;
+
+  PolicyFile env("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: env}\nspec:\n"
+                 "  environment: [AWS_SECRET_ACCESS_KEY, 'MODE=ci']\n");
+  auto g = Fields(Confined({"--policy", env.path(), "--env", "GITHUB_TOKEN", "--env", "EXTRA=1"}, dump).out);
+  EXPECT_EQ(g["GITHUB_TOKEN"], "ghp_cordon_test_secret");
+  EXPECT_EQ(g["AWS_SECRET_ACCESS_KEY"], "aws_cordon_test_secret");
+  EXPECT_EQ(g["MODE"], "ci");
+  EXPECT_EQ(g["EXTRA"], "1");
+  CommandResult refused = Cordon({"run", "--env", "CORDON_AGENT_SOCKET", "--", "/bin/true"});
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_NE(refused.err.find("CORDON_"), std::string::npos) << refused.err;
+  ::unsetenv("GITHUB_TOKEN");
+  ::unsetenv("AWS_SECRET_ACCESS_KEY");
+  ::unsetenv("CORDON_TEST_LEAK");
+}
+
+// A secret file the caller holds open is not inherited (unless --keep-fd).
+TEST_F(RunIsolation, InheritedDescriptorsAreClosedUnlessKept) {
+  std::string secret = dir_ + "/secret";
+  std::ofstream(secret) << "s3cr3t";
+  int fd = ::open(secret.c_str(), O_RDONLY);  // inheritable on purpose
+  ASSERT_GE(fd, 3);
+  const std::string probe =
+      "import os,sys\nfd=int(sys.argv[1])\ntry:\n  print('read=' + os.pread(fd, 64, 0).decode())\n"
+      "except OSError as e:\n  print('errno=%d' % e.errno)\n";
+  EXPECT_EQ(Fields(Unconfined(probe, {std::to_string(fd)}).out)["read"], "s3cr3t") << "the probe can read it";
+  auto f = Fields(Confined({"--user", "root"}, probe, {std::to_string(fd)}).out);
+  EXPECT_EQ(f["errno"], std::to_string(EBADF)) << f["read"];
+  auto kept = Fields(Confined({"--user", "root", "--keep-fd", std::to_string(fd)}, probe, {std::to_string(fd)}).out);
+  EXPECT_EQ(kept["read"], "s3cr3t");
+  EXPECT_EQ(Cordon({"run", "--keep-fd", "999", "--", "/bin/true"}).status, 2) << "not open";
+  ::close(fd);
+}
+
+// Host System V IPC, POSIX message queues and the caller's keyrings.
+TEST_F(RunIsolation, HostIpcAndKeyringsAreOutOfReach) {
+  const key_t key = 0x0c0d3000 + (::getpid() & 0xfff);
+  int shm = ::shmget(key, 4096, IPC_CREAT | IPC_EXCL | 0666);
+  ASSERT_GE(shm, 0) << std::strerror(errno);
+  long serial = ::syscall(SYS_add_key, "user", "cordon-isolation-test", "t0ken", 5, KEY_SPEC_SESSION_KEYRING);
+  ASSERT_GT(serial, 0) << std::strerror(errno);
+  const std::string probe =
+      "import ctypes,sys\nlibc=ctypes.CDLL(None, use_errno=True)\n"
+      "r=libc.shmget(int(sys.argv[1]), 0, 0)\nprint('shmget=%d' % (0 if r >= 0 else ctypes.get_errno()))\n"
+      "r=libc.syscall(250, 10, ctypes.c_long(-3), b'user', b'cordon-isolation-test', 0)\n"  // KEYCTL_SEARCH in @s
+      "print('keysearch=%d' % (0 if r >= 0 else ctypes.get_errno()))\n";
+  auto control = Fields(Unconfined(probe, {std::to_string(key)}).out);
+  ASSERT_EQ(control["shmget"], "0") << "the probe finds the host segment";
+  ASSERT_EQ(control["keysearch"], "0") << "the probe finds the caller's key";
+
+  auto f = Fields(Confined({"--user", "root"}, probe, {std::to_string(key)}).out);
+  EXPECT_EQ(f["shmget"], std::to_string(ENOENT)) << "a private IPC namespace";
+  EXPECT_EQ(f["keysearch"], std::to_string(EPERM)) << "keyrings are refused";
+  bool keyring_event = false;
+  for (const auto& e : Events())
+    keyring_event |= e.kind() == "tamper.keyring" && e.enforcement() == "seccomp" && e.verdict() == "denied";
+  EXPECT_TRUE(keyring_event) << Slurp(audit_);
+  // Allowed keyrings: a fresh session keyring, without the caller's key.
+  PolicyFile keys("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: keys}\nspec:\n  allowKeyrings: true\n");
+  auto g = Fields(Confined({"--user", "root", "--policy", keys.path()}, probe, {std::to_string(key)}).out);
+  EXPECT_EQ(g["keysearch"], std::to_string(ENOKEY));
+  ::shmctl(shm, IPC_RMID, nullptr);
+  ::syscall(SYS_keyctl, KEYCTL_UNLINK, serial, KEY_SPEC_SESSION_KEYRING);
+}
+
+// What a sandboxed workload has no business doing to the host, refused by
+// seccomp even where the policy grants the capability it would need.
+TEST_F(RunIsolation, HostWideSyscallsAreRefusedWithEvents) {
+  int pty_master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  ASSERT_GE(pty_master, 0);
+  ::grantpt(pty_master);
+  ::unlockpt(pty_master);
+  int pty_slave = ::open(::ptsname(pty_master), O_RDWR | O_NOCTTY);  // inheritable: --keep-fd
+  ASSERT_GE(pty_slave, 3);
+  const std::string probe = R"(import ctypes, os, sys, fcntl
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, *args):
+    r = libc.syscall(*args)
+    print('%s=%d' % (name, 0 if r >= 0 else ctypes.get_errno()))
+    return r
+ppid = os.getppid()
+tty = int(sys.argv[1])
+call('tiocsti', 16, tty, 0x5412, ctypes.c_char_p(b' '))
+call('syslog', 103, 10, None, 0)
+call('fanotify_init', 300, 0, 0)
+old = (ctypes.c_long * 2)()
+call('prlimit_other', 302, ppid, 7, None, old)
+prio = os.getpriority(os.PRIO_PROCESS, ppid)
+call('setpriority_other', 141, 0, ppid, prio)
+param = ctypes.c_int(0)
+call('sched_other', 144, ppid, 0, ctypes.byref(param))
+cur = libc.syscall(135, 0xffffffff)
+call('personality_norandom', 135, cur | 0x0040000)
+libc.syscall(135, cur)
+r = call('memfd_plain', 319, b'x', 0)
+if r >= 0: os.close(r)
+r = call('memfd_sealed', 319, b'x', 0x0008)
+if r >= 0: os.close(r)
+rd, wr = os.pipe()
+call('setown_other', 72, rd, 8, ppid)
+libc.syscall(72, rd, 8, 0)
+)";
+  // Capabilities the kernel would want for these: granted, so that what
+  // refuses below is the seccomp layer.
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: hostwide}\nspec:\n"
+                    "  capabilities: [sys_admin, syslog, sys_nice, sys_tty_config]\n");
+  auto control = Fields(Unconfined(probe, {std::to_string(pty_slave)}).out);
+  for (const char* call : {"tiocsti", "syslog", "fanotify_init", "prlimit_other", "setpriority_other", "sched_other",
+                           "personality_norandom", "memfd_plain", "setown_other"})
+    ASSERT_EQ(control[call], "0") << call << " must work unconfined (the probe itself)";
+  const bool sealed_memfds = control["memfd_sealed"] == "0";  // MFD_NOEXEC_SEAL: kernel 6.3+
+  char injected[8] = {};
+  ASSERT_EQ(::read(pty_master, injected, sizeof injected), 1) << "the unconfined TIOCSTI reached the pty";
+
+  CommandResult r = Confined({"--policy", policy.path(), "--user", "root", "--keep-fd", std::to_string(pty_slave)},
+                             probe, {std::to_string(pty_slave)});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto f = Fields(r.out);
+  for (const char* call : {"tiocsti", "syslog", "fanotify_init", "prlimit_other", "setpriority_other", "sched_other",
+                           "personality_norandom", "memfd_plain", "setown_other"})
+    EXPECT_EQ(f[call], std::to_string(EPERM)) << call << "\n" << r.out;
+  if (sealed_memfds) {
+    EXPECT_EQ(f["memfd_sealed"], "0") << "sealed, non-executable memfds stay allowed";
+  }
+  std::map<std::string, int> kinds;
+  for (const auto& e : Events())
+    if (e.enforcement() == "seccomp" && e.verdict() == "denied") kinds[e.kind()]++;
+  for (const char* kind : {"tamper.terminal", "tamper.syslog", "tamper.notify", "tamper.rlimit", "tamper.sched",
+                           "tamper.personality", "file.memfd", "tamper.signal"})
+    EXPECT_GE(kinds[kind], 1) << kind << "\n" << Slurp(audit_);
+  EXPECT_EQ(kinds["tamper.sched"], 2) << "setpriority and sched_setscheduler";
+  EXPECT_EQ(kinds["file.memfd"], 1) << "only the unsealed memfd";
+  ::close(pty_slave);
+  ::close(pty_master);
+}
+
+// The caller's terminal: a real shell on a real pty invokes cordon run; the
+// workload tries to push a command into that shell's input.
+TEST_F(RunIsolation, TerminalInjectionCannotReachTheInvokingShell) {
+  std::string marker = dir_ + "/injected";
+  std::string probe = dir_ + "/probe.py";
+  std::ofstream(probe) << "import fcntl, os, termios\n"
+                          "cmd = b'touch " + marker + "\\n'\n"
+                          "for path in (None, '/dev/tty'):\n"
+                          "    try:\n"
+                          "        fd = 0 if path is None else os.open(path, os.O_RDWR)\n"
+                          "        for c in cmd: fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))\n"
+                          "        print('injected via', path)\n"
+                          "    except OSError as e:\n"
+                          "        print('refused via', path, e.errno)\n"
+                          "print('tty', os.ttyname(0))\n";
+  // The invoking shell runs on a pty of this test; it runs `line`, then
+  // reads one more line (what an injection would have pushed) and runs it.
+  auto shell_session = [&](const std::string& line) {
+    std::string script = dir_ + "/session.py";
+    std::ofstream(script) << "import os, pty, sys, time, select\n"
+                             "pid, fd = pty.fork()\n"
+                             "if pid == 0:\n"
+                             "    os.execv('/bin/sh', ['/bin/sh', '-i'])\n"
+                             "os.write(fd, sys.argv[1].encode() + b'; echo CORDON-DONE\\n')\n"
+                             "out = b''\n"
+                             "deadline = time.time() + 60\n"
+                             "while time.time() < deadline and out.count(b'CORDON-DONE') < 2:\n"
+                             "    r, _, _ = select.select([fd], [], [], 1)\n"
+                             "    if r:\n"
+                             "        try: out += os.read(fd, 65536)\n"
+                             "        except OSError: break\n"
+                             "time.sleep(1)\n"  // an injected line would run now
+                             "os.write(fd, b'exit\\n')\n"
+                             "time.sleep(0.5)\n"
+                             "try: out += os.read(fd, 65536)\n"
+                             "except OSError: pass\n"
+                             "os.waitpid(pid, 0)\n"
+                             "sys.stdout.write(out.decode('utf-8', 'replace'))\n";
+    return cordon::test::Run({"/usr/bin/python3", script, line});
+  };
+  // Negative control: the probe run directly from that shell injects.
+  CommandResult direct = shell_session("/usr/bin/python3 " + probe);
+  EXPECT_NE(direct.out.find("injected via None"), std::string::npos) << direct.out;
+  struct stat st;
+  ASSERT_EQ(::stat(marker.c_str(), &st), 0) << "the unconfined probe injects into the shell:\n" << direct.out;
+  ::unlink(marker.c_str());
+
+  // TIOCSTI on a tty not ours needs CAP_SYS_ADMIN: granted. The probe is
+  // read from this test's directory.
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: tty}\nspec:\n"
+                    "  capabilities: [sys_admin]\n  files:\n    include: [runtime-minimal, python3]\n"
+                    "    read: [" + dir_ + "]\n");
+  CommandResult confined = shell_session(std::string(CORDON_BINARY) + " run --user root --policy " + policy.path() +
+                                         " --audit " + audit_ + " -- /usr/bin/python3 " + probe);
+  EXPECT_NE(confined.out.find("refused via None 1"), std::string::npos) << confined.out;
+  EXPECT_EQ(confined.out.find("injected via"), std::string::npos) << confined.out;
+  EXPECT_NE(::stat(marker.c_str(), &st), 0) << "nothing ran in the invoking shell:\n" << confined.out;
+  EXPECT_NE(confined.out.find("tty /dev/pts/"), std::string::npos) << "the command has a pty:\n" << confined.out;
+  int terminal = 0;
+  for (const auto& e : Events()) terminal += e.kind() == "tamper.terminal" && e.verdict() == "denied";
+  EXPECT_GE(terminal, 1) << Slurp(audit_);
+}
+
+// A private /tmp: gone at the end; the host's /tmp is not visible.
+TEST_F(RunIsolation, ScratchTmpIsPrivateAndRemoved) {
+  std::string host_file = "/tmp/cordon-isolation-host-" + std::to_string(::getpid());
+  std::ofstream(host_file) << "host";
+  const std::string probe = "import os,sys\nprint('sees_host=%d' % os.path.exists(sys.argv[1]))\n"
+                            "open('/tmp/mine','w').write('x'); open('/dev/shm/mine','w').write('x')\n"
+                            "print('wrote=1')\n";
+  EXPECT_EQ(Fields(Unconfined(probe, {host_file}).out)["sees_host"], "1");
+  ::unlink("/tmp/mine");
+  ::unlink("/dev/shm/mine");
+  auto f = Fields(Confined({}, probe, {host_file}).out);
+  EXPECT_EQ(f["sees_host"], "0");
+  EXPECT_EQ(f["wrote"], "1") << "the default policy may write its own /tmp and /dev/shm";
+  struct stat st;
+  EXPECT_NE(::stat("/tmp/mine", &st), 0);
+  EXPECT_NE(::stat("/dev/shm/mine", &st), 0);
+  // No scratch directory of a run that is gone is left behind.
+  if (DIR* d = ::opendir("/run/cordon/scratch")) {
+    while (auto* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind("run-", 0) != 0) continue;
+      int pid = std::atoi(name.c_str() + 4);
+      EXPECT_TRUE(::kill(pid, 0) == 0 || errno != ESRCH) << "left behind: " << name;
+    }
+    ::closedir(d);
+  }
+  ::unlink(host_file.c_str());
+}
+
+}  // namespace
+}  // namespace cordon::test
