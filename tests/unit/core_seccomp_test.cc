@@ -9,7 +9,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -204,6 +206,106 @@ TEST(ConfineSeccomp, RefusesFamiliesAndTamperSyscalls) {
     c.True("getpid failed", ::getpid() > 0);
     int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     c.Fd("open(/dev/null)", fd);
+    return c.failures;
+  });
+  EXPECT_EQ(result, "");
+}
+
+// The host-wide refusals: each call is first made without the filter with
+// harmless arguments and must NOT fail with EPERM there (a baseline: an
+// unprivileged test would get EPERM from the kernel itself), then with it.
+TEST(ConfineSeccomp, RefusesHostWideCallsWithTheirArgumentsOnly) {
+  SeccompPlan plan = PrepareSeccomp(CompileSpec(kDefaultFamilies));
+  std::string all;
+  for (const auto& r : plan.refused) all += r + "\n";
+  for (const char* name : {"TIOCSTI", "TIOCLINUX", "vhangup", "fanotify_init", "syslog", "acct", "prlimit64",
+                           "setpriority", "personality", "memfd_create", "F_SETOWN", "keyctl", "pidfd_getfd"})
+    EXPECT_NE(all.find(name), std::string::npos) << name << " missing from:\n" << all;
+  std::string result = InChild([&] {
+    Checks c;
+    const pid_t parent = ::getppid();
+    int fds[2];
+    if (::pipe(fds) != 0) return std::string("pipe failed\n");
+    // Calls refused only with some arguments, and their allowed forms.
+    struct Call {
+      const char* what;
+      std::function<long()> refused;  // must be EPERM under the filter, not EPERM before
+      std::function<long()> allowed;  // must not be EPERM under the filter (nullptr: none)
+    };
+    int prio = ::getpriority(PRIO_PROCESS, 0);
+    const Call calls[] = {
+        {"ioctl(TIOCSTI) on a pipe", [&] { char ch = 'x'; return ::syscall(SYS_ioctl, fds[0], 0x5412, &ch); },
+         [&] { int n; return ::syscall(SYS_ioctl, fds[0], FIONREAD, &n); }},
+        {"ioctl(FS_IOC_SETFLAGS) on a pipe", [&] { long f = 0; return ::syscall(SYS_ioctl, fds[0], 0x40086602, &f); },
+         nullptr},
+        {"prlimit64(parent, NOFILE, read)",
+         [&] { struct rlimit r; return ::syscall(SYS_prlimit64, parent, RLIMIT_NOFILE, nullptr, &r); },
+         [&] { struct rlimit r; return ::syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nullptr, &r); }},
+        {"setpriority(parent, its own value)",
+         [&] { return ::syscall(SYS_setpriority, PRIO_PROCESS, parent, ::getpriority(PRIO_PROCESS, parent)); },
+         [&] { return ::syscall(SYS_setpriority, PRIO_PROCESS, 0, prio); }},
+        {"personality(ADDR_NO_RANDOMIZE)", [&] { return ::syscall(SYS_personality, 0x0040000); },
+         [&] { return ::syscall(SYS_personality, 0xffffffff); }},
+        {"memfd_create(0)", [&] { long r = ::syscall(SYS_memfd_create, "x", 0); if (r >= 0) ::close(int(r)); return r; },
+         nullptr},
+        {"fcntl(F_SETOWN, parent)", [&] { return ::syscall(SYS_fcntl, fds[0], F_SETOWN, parent); },
+         [&] { return ::syscall(SYS_fcntl, fds[0], F_SETOWN, 0); }},
+        {"keyctl(GET_KEYRING_ID)", [&] { return ::syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0); },
+         nullptr},
+    };
+    for (const auto& call : calls) {
+      errno = 0;
+      long before = call.refused();
+      if (before < 0 && errno == EPERM)
+        c.failures += std::string("baseline ") + call.what + ": EPERM without the filter\n";
+    }
+    // Personality may have been changed by the baseline: restore.
+    ::syscall(SYS_personality, 0);
+    // Root: these work without the filter (vhangup in a session without a
+    // terminal, where it does nothing).
+    const bool root = ::geteuid() == 0;
+    if (root) {
+      ::setsid();
+      if (::syscall(SYS_syslog, 10, nullptr, 0) < 0) c.failures += "baseline syslog failed\n";
+      if (::syscall(SYS_vhangup) < 0) c.failures += "baseline vhangup failed\n";
+      long fan = ::syscall(SYS_fanotify_init, 0, 0);
+      if (fan < 0) c.failures += "baseline fanotify_init failed\n";
+      else ::close(static_cast<int>(fan));
+    }
+    std::string installed = Install(plan);
+    if (!installed.empty()) return installed;
+    for (const auto& call : calls) {
+      c.Errno(call.what, call.refused(), EPERM);
+      if (call.allowed) {
+        errno = 0;
+        long r = call.allowed();
+        if (r < 0 && errno == EPERM) c.failures += std::string("allowed form of ") + call.what + ": EPERM\n";
+      }
+    }
+    // Refused whatever the arguments. acct(NULL) has no baseline (as root
+    // it would switch the host's process accounting off).
+    c.Errno("acct(NULL)", ::syscall(SYS_acct, nullptr), EPERM);
+    c.Errno("pidfd_getfd(-1) (EBADF without the filter)", ::syscall(438, -1, 0, 0), EPERM);
+    if (root) {
+      c.Errno("syslog(SIZE_BUFFER)", ::syscall(SYS_syslog, 10, nullptr, 0), EPERM);
+      c.Errno("vhangup() (no controlling terminal)", ::syscall(SYS_vhangup), EPERM);
+      c.Errno("fanotify_init()", ::syscall(SYS_fanotify_init, 0, 0), EPERM);
+    }
+    return c.failures;
+  });
+  EXPECT_EQ(result, "");
+}
+
+TEST(ConfineSeccomp, MemfdExecAndKeyringsAllowedByPolicy) {
+  SeccompPlan plan = PrepareSeccomp(CompileSpec("  allowKeyrings: true\n  files:\n    allowMemfdExec: true\n"));
+  std::string result = InChild([&] {
+    Checks c;
+    std::string installed = Install(plan);
+    if (!installed.empty()) return installed;
+    c.Fd("memfd_create(0)", ::syscall(SYS_memfd_create, "x", 0));
+    errno = 0;
+    long r = ::syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0);
+    c.True("keyctl refused although allowKeyrings", !(r < 0 && errno == EPERM));
     return c.failures;
   });
   EXPECT_EQ(result, "");

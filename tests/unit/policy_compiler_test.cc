@@ -766,5 +766,53 @@ TEST(PolicyCompiler, HundredThousandRulesCompileQuickly) {
   EXPECT_EQ(diags[0].message, "too many egress rules: 100001 (the limit is 100000)");
 }
 
+
+// spec.runAs, spec.capabilities, spec.environment, spec.allowKeyrings.
+TEST(PolicyCompiler, IdentityCapabilitiesAndEnvironment) {
+  const std::string head = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: t\nspec:\n";
+  CompileOutcome ok = CompileText(head +
+                                  "  runAs: '1000:1000'\n"
+                                  "  capabilities: [net_bind_service, CAP_SYS_PTRACE]\n"
+                                  "  environment: [GITHUB_TOKEN, 'MODE=ci=1', 'EMPTY=']\n"
+                                  "  allowKeyrings: true\n");
+  ASSERT_TRUE(ok.ok);
+  EXPECT_EQ(ok.compiled.run_as, "1000:1000");
+  EXPECT_EQ(ok.compiled.capabilities, (1ull << 10) | (1ull << 19));
+  EXPECT_EQ(CapabilitiesString(ok.compiled.capabilities), "net_bind_service, sys_ptrace");
+  ASSERT_EQ(ok.compiled.environment.size(), 3u);
+  EXPECT_TRUE(ok.compiled.environment[0].pass_through);
+  EXPECT_EQ(ok.compiled.environment[1].name, "MODE");
+  EXPECT_EQ(ok.compiled.environment[1].value, "ci=1");
+  EXPECT_EQ(ok.compiled.environment[2].value, "");
+  EXPECT_TRUE(ok.compiled.lsm_flags & CORDON_LSM_F_KEYRINGS);
+  EXPECT_EQ(CompileText(head + "  mode: enforce\n").compiled.run_as, "dynamic");
+  EXPECT_EQ(CompileText(head + "  mode: enforce\n").compiled.capabilities, 0u);
+
+  struct Bad {
+    const char* yaml;
+    int line;
+    const char* field;
+    const char* message;
+  } bad[] = {
+      {"  runAs: 'x y'\n", 6, "spec.runAs", "invalid identity"},
+      {"  runAs: '99999999999'\n", 6, "spec.runAs", "invalid identity"},
+      {"  capabilities: [net_bind_service, fly]\n", 6, "spec.capabilities[1]", "unknown capability 'fly'"},
+      {"  capabilities: [chown, CAP_CHOWN]\n", 6, "spec.capabilities[1]", "duplicate capability"},
+      {"  environment:\n    - A\n    - 'A=1'\n", 8, "spec.environment[1]", "duplicate variable 'A'"},
+      {"  environment: ['1A=x']\n", 6, "spec.environment[0]", "invalid variable name"},
+      {"  environment: [CORDON_AGENT_SOCKET]\n", 6, "spec.environment[0]", "never reach the workload"},
+  };
+  for (const auto& b : bad) {
+    CompileOutcome out = CompileText(head + b.yaml);
+    ASSERT_FALSE(out.ok) << b.yaml;
+    ASSERT_EQ(out.diags.size(), 1u) << FormatDiagnostics(out.diags);
+    EXPECT_EQ(out.diags[0].line, b.line) << b.yaml;
+    EXPECT_EQ(out.diags[0].field, b.field) << b.yaml;
+    EXPECT_NE(out.diags[0].message.find(b.message), std::string::npos) << out.diags[0].message;
+  }
+  EXPECT_TRUE(ValidRunAs("dynamic") && ValidRunAs("root") && ValidRunAs("nobody") && ValidRunAs("65534:65534"));
+  EXPECT_FALSE(ValidRunAs("") || ValidRunAs("a:b") || ValidRunAs("Root!"));
+}
+
 }  // namespace
 }  // namespace cordon::policy
