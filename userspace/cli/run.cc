@@ -390,8 +390,8 @@ int RunCommand(const Args& args) {
       notes.push_back(verbose ? "seccomp refuses in this command (EPERM; each refusal is reported as an event): " +
                                     refused
                               : "seccomp refuses disallowed socket families, bpf, mounts, modules, kexec, ptrace, "
-                                "namespaces, clock changes, reboot and io_uring in this command (EPERM, reported as "
-                                "events)");
+                                "namespaces, clock changes, reboot, io_uring, terminal injection, keyrings and "
+                                "host-wide calls in this command (EPERM, reported as events)");
       if (compiled->has_files)
         notes.push_back(UnixHooks().available()
                             ? std::string("unix-socket connects are refused by address as written (cgroup unix "
@@ -406,6 +406,9 @@ int RunCommand(const Args& args) {
       if (!landlock || !landlock->scoped)
         notes.push_back("signals to processes outside the sandbox are NOT restricted: that needs BPF LSM or "
                         "Landlock ABI 6 (ptrace is refused by seccomp)");
+      if ((compiled->families & (1u << CORDON_FAM_UNIX)) && !(compiled->lsm_flags & CORDON_LSM_F_ABSTRACT_UNIX))
+        notes.push_back("binding an abstract unix name is NOT refused without BPF LSM: a host client expecting "
+                        "that name could reach the command");
     }
   } else if (!lsm.usable()) {
     notes = UnenforcedControls(*compiled, lsm);

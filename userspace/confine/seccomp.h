@@ -20,7 +20,23 @@
 //  - io_uring_setup, io_uring_enter, io_uring_register (io_uring submissions
 //    would bypass every syscall-level check);
 //  - x32 syscalls (nr with bit 0x40000000); any other syscall ABI (i386 via
-//    int 0x80) kills the process, so no filter can be bypassed through it.
+//    int 0x80) kills the process, so no filter can be bypassed through it;
+//  - what a sandboxed workload has no business doing to the host, where BPF
+//    LSM may not be there to refuse it: pidfd_getfd, process_madvise, kcmp;
+//    vhangup; fanotify_init; syslog; acct; keyrings (add_key, request_key,
+//    keyctl) unless spec.allowKeyrings;
+//  - with some arguments only: prlimit64, sched_setparam, sched_setscheduler,
+//    sched_setattr, sched_setaffinity, migrate_pages, move_pages on a pid
+//    other than 0 (self), setpriority and ioprio_set on a who other than 0;
+//    ioctl TIOCSTI, TIOCLINUX, TIOCCONS, TIOCSCTTY, TIOCVHANGUP, TIOCSETD,
+//    FIOSETOWN, SIOCSPGRP, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS,
+//    FS_IOC_FSSETXATTR on any fd (seccomp cannot tell what the fd is);
+//    fcntl F_SETOWN to anyone but 0, F_SETOWN_EX; personality with
+//    ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT or
+//    READ_IMPLIES_EXEC; memfd_create without MFD_NOEXEC_SEAL unless
+//    spec.files.allowMemfdExec.
+// bpf/detect/detect.bpf.c (cordon_seccomp_kind) reports each refusal; its
+// conditions must stay those of PrepareSeccomp.
 // Everything else is allowed. seccomp can neither read memory arguments nor
 // tell who a signal or a mount is for, and it reports nothing to cordon.
 #pragma once
