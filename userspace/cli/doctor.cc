@@ -322,7 +322,8 @@ int DoctorCommand(const Args& args) {
                         "task_setscheduler, key and IPC hooks", ""});
   else
     controls.push_back({"hostObjects", "degraded", run_host + "; cordon attach: NOT enforced; neither refuses "
-                        "binding an abstract unix name a host client expects (needs BPF LSM)", lsm_remedy});
+                        "binding an abstract unix name a host client expects, nor inotify watches on host directories the "
+                        "workload may read (need BPF LSM)", lsm_remedy});
 
   bool full = true;
   for (const auto& c : controls) full &= c.status == "enforced";
