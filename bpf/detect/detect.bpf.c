@@ -102,6 +102,9 @@ static __always_inline __u16 cordon_seccomp_kind(struct pt_regs *regs, long nr, 
 		*shown = a0;
 		return (a0 != 0xffffffff && (a0 & (0x0040000 | 0x0100000 | 0x0200000 | 0x0400000)))
 			       ? CORDON_EV_TAMPER_PERSONALITY : 0;
+	case 2: case 257:                                               /* open, openat: access mode 3 */
+		*shown = nr == 2 ? a1 : a2;
+		return (*shown & 3) == 3 ? CORDON_EV_FILE_OPEN : 0;
 	case 319:                                                       /* memfd_create */
 		*shown = a1;
 		return ((flags & CORDON_LSM_F_MEMFD_EXEC) || (a1 & 0x0008)) ? 0 : CORDON_EV_FILE_MEMFD;
@@ -128,7 +131,7 @@ static __always_inline void cordon_report_seccomp(struct pt_regs *regs, long nr,
 	if (kind == CORDON_EV_NET_SOCKET)  /* socket(family, type, protocol) */
 		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, kind, CORDON_REASON_SECCOMP, 0, 0, 0, NULL, NULL, 0, arg0,
 				(arg1 << 16) | (arg2 & 0xffff), CORDON_CNT_DENIED_LSM_NET, CORDON_CNT_AUDITED_LSM_NET);
-	else if (kind == CORDON_EV_FILE_MEMFD || kind == CORDON_EV_FILE_IOCTL)
+	else if (kind == CORDON_EV_FILE_MEMFD || kind == CORDON_EV_FILE_IOCTL || kind == CORDON_EV_FILE_OPEN)
 		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, kind, CORDON_REASON_SECCOMP, 0, 0, 0, NULL, NULL, 0, nr, shown,
 				CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 	else

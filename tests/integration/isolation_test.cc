@@ -260,6 +260,8 @@ r = call('memfd_plain', 319, b'x', 0)
 if r >= 0: os.close(r)
 r = call('memfd_sealed', 319, b'x', 0x0008)
 if r >= 0: os.close(r)
+r = call('open_mode3', 257, -100, b'/dev/null', 3)
+if r >= 0: os.close(r)
 rd, wr = os.pipe()
 call('setown_other', 72, rd, 8, ppid)
 libc.syscall(72, rd, 8, 0)
@@ -270,7 +272,7 @@ libc.syscall(72, rd, 8, 0)
                     "  capabilities: [sys_admin, syslog, sys_nice, sys_tty_config]\n");
   auto control = Fields(Unconfined(probe, {std::to_string(pty_slave)}).out);
   for (const char* call : {"tiocsti", "syslog", "fanotify_init", "prlimit_other", "setpriority_other", "sched_other",
-                           "personality_norandom", "memfd_plain", "setown_other"})
+                           "personality_norandom", "memfd_plain", "setown_other", "open_mode3"})
     ASSERT_EQ(control[call], "0") << call << " must work unconfined (the probe itself)";
   const bool sealed_memfds = control["memfd_sealed"] == "0";  // MFD_NOEXEC_SEAL: kernel 6.3+
   char injected[8] = {};
@@ -281,7 +283,7 @@ libc.syscall(72, rd, 8, 0)
   ASSERT_EQ(r.status, 0) << r.err;
   auto f = Fields(r.out);
   for (const char* call : {"tiocsti", "syslog", "fanotify_init", "prlimit_other", "setpriority_other", "sched_other",
-                           "personality_norandom", "memfd_plain", "setown_other"})
+                           "personality_norandom", "memfd_plain", "setown_other", "open_mode3"})
     EXPECT_EQ(f[call], std::to_string(EPERM)) << call << "\n" << r.out;
   if (sealed_memfds) {
     EXPECT_EQ(f["memfd_sealed"], "0") << "sealed, non-executable memfds stay allowed";
@@ -290,7 +292,7 @@ libc.syscall(72, rd, 8, 0)
   for (const auto& e : Events())
     if (e.enforcement() == "seccomp" && e.verdict() == "denied") kinds[e.kind()]++;
   for (const char* kind : {"tamper.terminal", "tamper.syslog", "tamper.notify", "tamper.rlimit", "tamper.sched",
-                           "tamper.personality", "file.memfd", "tamper.signal"})
+                           "tamper.personality", "file.memfd", "tamper.signal", "file.open"})
     EXPECT_GE(kinds[kind], 1) << kind << "\n" << Slurp(audit_);
   EXPECT_EQ(kinds["tamper.sched"], 2) << "setpriority and sched_setscheduler";
   EXPECT_EQ(kinds["file.memfd"], 1) << "only the unsealed memfd";

@@ -252,6 +252,12 @@ TEST(ConfineSeccomp, RefusesHostWideCallsWithTheirArgumentsOnly) {
          [&] { return ::syscall(SYS_fcntl, fds[0], F_SETOWN, 0); }},
         {"keyctl(GET_KEYRING_ID)", [&] { return ::syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0); },
          nullptr},
+        {"openat(/dev/null, access mode 3)",
+         [&] { long r = ::syscall(SYS_openat, AT_FDCWD, "/dev/null", 3); if (r >= 0) ::close(int(r)); return r; },
+         [&] { long r = ::syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR); if (r >= 0) ::close(int(r)); return r; }},
+        {"open(/dev/null, access mode 3)",
+         [&] { long r = ::syscall(SYS_open, "/dev/null", 3); if (r >= 0) ::close(int(r)); return r; },
+         [&] { long r = ::syscall(SYS_open, "/dev/null", O_WRONLY); if (r >= 0) ::close(int(r)); return r; }},
     };
     for (const auto& call : calls) {
       errno = 0;
@@ -285,6 +291,7 @@ TEST(ConfineSeccomp, RefusesHostWideCallsWithTheirArgumentsOnly) {
     // Refused whatever the arguments. acct(NULL) has no baseline (as root
     // it would switch the host's process accounting off).
     c.Errno("acct(NULL)", ::syscall(SYS_acct, nullptr), EPERM);
+    c.Errno("openat2()", ::syscall(437, AT_FDCWD, "/dev/null", nullptr, 0), ENOSYS);
     c.Errno("pidfd_getfd(-1) (EBADF without the filter)", ::syscall(438, -1, 0, 0), EPERM);
     if (root) {
       c.Errno("syslog(SIZE_BUFFER)", ::syscall(SYS_syslog, 10, nullptr, 0), EPERM);

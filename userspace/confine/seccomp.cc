@@ -90,6 +90,7 @@ const std::vector<SyscallGroup>& RefusedGroups() {
 // The conditions are spelled out in PrepareSeccomp below and again in
 // bpf/detect/detect.bpf.c (cordon_seccomp_refused), which reports the refusals.
 constexpr uint32_t kNrIoctl = 16, kNrFcntl = 72, kNrPersonality = 135, kNrMemfdCreate = 319;
+constexpr uint32_t kNrOpen = 2, kNrOpenat = 257, kNrOpenat2 = 437;
 constexpr uint32_t kArg0NotSelf[] = {302 /* prlimit64 */, 142 /* sched_setparam */, 144 /* sched_setscheduler */,
                                      314 /* sched_setattr */, 203 /* sched_setaffinity */,
                                      256 /* migrate_pages */, 279 /* move_pages */};
@@ -228,7 +229,8 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
   const int l_allow = a.NewLabel(), l_eperm = a.NewLabel(), l_enosys = a.NewLabel(), l_kill = a.NewLabel();
   const int l_socket = a.NewLabel(), l_clone = a.NewLabel(), l_unshare = a.NewLabel();
   const int l_arg0_self = a.NewLabel(), l_arg1_self = a.NewLabel(), l_ioctl = a.NewLabel(), l_fcntl = a.NewLabel(),
-            l_fcntl_owner = a.NewLabel(), l_personality = a.NewLabel(), l_memfd = a.NewLabel();
+            l_fcntl_owner = a.NewLabel(), l_personality = a.NewLabel(), l_memfd = a.NewLabel(),
+            l_open = a.NewLabel(), l_openat = a.NewLabel(), l_accmode = a.NewLabel();
   const bool memfd_exec = (policy.lsm_flags & CORDON_LSM_F_MEMFD_EXEC) != 0;
   const bool keyrings = (policy.lsm_flags & CORDON_LSM_F_KEYRINGS) != 0;
 
@@ -254,7 +256,22 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
   a.Jeq(kNrFcntl, l_fcntl, Assembler::kNext);
   a.Jeq(kNrPersonality, l_personality, Assembler::kNext);
   if (!memfd_exec) a.Jeq(kNrMemfdCreate, l_memfd, Assembler::kNext);
+  a.Jeq(kNrOpen, l_open, Assembler::kNext);
+  a.Jeq(kNrOpenat, l_openat, Assembler::kNext);
+  a.Jeq(kNrOpenat2, l_enosys, Assembler::kNext);
   a.Ret(kRetAllow);
+
+  // Access mode 3 (O_ACCMODE: neither read nor write, but ioctl-capable):
+  // Landlock before ABI 5 and file rules that grant by read/write do not see
+  // it. openat2's flags are in memory: ENOSYS, and callers fall back to openat.
+  a.Bind(l_open);
+  a.Load(kOffArg1Low);
+  a.Jset(1, l_accmode, l_allow);
+  a.Bind(l_openat);
+  a.Load(kOffArg2Low);
+  a.Jset(1, l_accmode, l_allow);
+  a.Bind(l_accmode);  // O_WRONLY is set; with O_RDWR too it is mode 3
+  a.Jset(2, l_eperm, l_allow);
 
   // Other processes' limits, scheduling, memory placement: only pid 0 (self).
   a.Bind(l_arg0_self);
@@ -337,6 +354,9 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
                            " (terminal injection and takeover, signal ownership, inode flags)");
   }
   plan.refused.push_back("fcntl F_SETOWN (but 0) and F_SETOWN_EX: signals through file ownership");
+  plan.refused.push_back(
+      "open and openat with access mode 3 (O_ACCMODE: ioctl-capable without read or write); openat2 with ENOSYS "
+      "(its flags are in memory; callers fall back to openat)");
   plan.refused.push_back(
       "personality flags ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT, READ_IMPLIES_EXEC");
   if (!memfd_exec)

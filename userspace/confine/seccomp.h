@@ -34,7 +34,8 @@
 //    fcntl F_SETOWN to anyone but 0, F_SETOWN_EX; personality with
 //    ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT or
 //    READ_IMPLIES_EXEC; memfd_create without MFD_NOEXEC_SEAL unless
-//    spec.files.allowMemfdExec.
+//    spec.files.allowMemfdExec; open and openat with access mode 3
+//    (O_ACCMODE), and openat2 with ENOSYS (its flags are in memory).
 // bpf/detect/detect.bpf.c (cordon_seccomp_kind) reports each refusal; its
 // conditions must stay those of PrepareSeccomp.
 // Everything else is allowed. seccomp can neither read memory arguments nor

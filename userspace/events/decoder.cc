@@ -317,7 +317,7 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   const bool uses_file = lsm_layout && !uses_net && fe.path_len > 0;
   const bool uses_target = lsm_layout && !uses_net &&
                            (kind.rfind("tamper.", 0) == 0 || e.kind == CORDON_EV_NET_SOCKOPT ||
-                            e.kind == CORDON_EV_FILE_IOCTL);
+                            e.kind == CORDON_EV_FILE_IOCTL || e.reason == CORDON_REASON_SECCOMP);
   if (!uses_net) out.clear_net();
   if (!uses_file) out.clear_file();
   if (!uses_target) out.clear_target();
