@@ -250,6 +250,9 @@ TEST(RunLayers, LandlockHoldsWhenTheBpfLsmLayerIsRemoved) {
   if (!LsmUsableHere()) GTEST_SKIP() << "needs BPF LSM (runs in the test VMs)";
   char tmpl[] = "/tmp/cordon-layers-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
+  ::chmod(dir.c_str(), 0755);
+  // As root (uid 0 owns the input, so only the BPF LSM layer can refuse the
+  // chmod below); still without capabilities.
   std::string out = dir + "/out", input = dir + "/in", audit = dir + "/audit.jsonl";
   ::mkdir(out.c_str(), 0755);
   ::mkdir(input.c_str(), 0755);
@@ -266,8 +269,8 @@ TEST(RunLayers, LandlockHoldsWhenTheBpfLsmLayerIsRemoved) {
   };
   // Control: both layers in place, chmod is refused by BPF LSM.
   std::ofstream(out + "/go") << "";
-  CommandResult both = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--quiet", "--", "/bin/sh", "-c",
-                               script});
+  CommandResult both = Cordon({"run", "--user", "root", "--policy", policy.path(), "--audit", audit, "--quiet", "--",
+                               "/bin/sh", "-c", script});
   EXPECT_EQ(read(out + "/cat"), "cat=1");
   EXPECT_EQ(read(out + "/chmod"), "chmod=1") << "BPF LSM refuses chmod on a read-only path";
   ::unlink((out + "/go").c_str());
@@ -278,7 +281,7 @@ TEST(RunLayers, LandlockHoldsWhenTheBpfLsmLayerIsRemoved) {
     int devnull = ::open("/dev/null", O_RDWR);
     ::dup2(devnull, 1);
     ::dup2(devnull, 2);
-    ::execl(CORDON_BINARY, CORDON_BINARY, "run", "--policy", policy.path().c_str(), "--audit", audit.c_str(),
+    ::execl(CORDON_BINARY, CORDON_BINARY, "run", "--user", "root", "--policy", policy.path().c_str(), "--audit", audit.c_str(),
             "--name", name.c_str(), "--quiet", "--", "/bin/sh", "-c", script.c_str(), nullptr);
     _exit(127);
   }

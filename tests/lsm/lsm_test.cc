@@ -69,6 +69,9 @@ class Tree {
   Tree() {
     char tmpl[] = "/tmp/cordon-lsm-XXXXXX";
     root_ = ::mkdtemp(tmpl);
+    // Searchable by others: cordon run's command has a uid of its own, and
+    // what must refuse it here is the policy, not this directory's mode.
+    ::chmod(root_.c_str(), 0755);
     for (const char* d : {"in", "out", "secret", "bin"}) ::mkdir((root_ + "/" + d).c_str(), 0755);
     WriteText(root_ + "/in/input.txt", "input\n");
     WriteText(root_ + "/secret/key", "TOP SECRET\n");
@@ -763,9 +766,12 @@ TEST_F(Lsm, RealProgramsRunUnderDefaultDeny) {
                              "open('" + (tree_ / "out/py.txt") + "', 'w').write(str(sum(range(10))))"});
   EXPECT_EQ(py.status, 0) << py.err;
   EXPECT_EQ(ReadText(tree_ / "out/py.txt"), "45");
-  // git treats an unreadable ~/.gitconfig as fatal: give it a HOME of its own.
+  // git treats an unreadable ~/.gitconfig as fatal: give it a HOME of its
+  // own; the repository is root's, not the command's uid's: declare it safe.
+  WriteText(tree_ / "in/gitconfig", "[safe]\n\tdirectory = *\n");
   CommandResult git = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/usr/bin/env",
-                              "HOME=" + (tree_ / "out"), "/usr/bin/git", "-C", repo, "status", "--short"});
+                              "HOME=" + (tree_ / "out"), "GIT_CONFIG_GLOBAL=" + (tree_ / "in/gitconfig"),
+                              "/usr/bin/git", "-C", repo, "status", "--short"});
   EXPECT_EQ(git.status, 0) << git.out << git.err;
   EXPECT_NE(git.out.find("README"), std::string::npos) << git.out;
 
@@ -788,7 +794,8 @@ TEST_F(Lsm, SandboxedRootCannotDetachOrKillTheSupervisor) {
                     "    include: [runtime-minimal, shell]\n    exec: [" CORDON_BINARY "]\n    write: [" +
                     (tree_ / "out") + "]\n");
   // Inside: try to detach every sandbox with cordon itself, and to kill cordon run (our parent's parent).
-  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/bin/sh", "-c",
+  // As root (--user root): the point is that even uid 0 cannot.
+  CommandResult r = Cordon({"run", "--user", "root", "--policy", policy.path(), "--audit", audit, "--", "/bin/sh", "-c",
                             std::string(CORDON_BINARY) + " status > " + (tree_ / "out/status.txt") +
                                 " 2>&1; kill -9 $PPID; echo survived"});
   EXPECT_EQ(r.status, 0) << r.err;
