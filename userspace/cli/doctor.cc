@@ -289,41 +289,30 @@ int DoctorCommand(const Args& args) {
   // What the workload holds: cordon run takes it away before exec on every
   // kernel; cordon attach cannot restart processes, so there only BPF LSM
   // refuses their use.
-  const std::string run_identity =
-      "cordon run: a dynamic uid (or spec.runAs), no capabilities but spec.capabilities, no_new_privs";
-  if (lsm_enforcing)
-    controls.push_back({"identity", "enforced", run_identity + "; cordon attach: BPF LSM capable refuses "
-                        "capabilities outside spec.capabilities", ""});
-  else
-    controls.push_back({"identity", "degraded", run_identity + "; cordon attach: NOT enforced (a root workload "
-                        "keeps every capability)", lsm_remedy});
-  const std::string run_terminal =
-      "cordon run: a session of its own on a relayed pty; seccomp refuses TIOCSTI, TIOCLINUX, TIOCCONS, TIOCSCTTY, "
-      "vhangup";
-  if (lsm_enforcing)
-    controls.push_back({"terminal", "enforced", run_terminal + "; cordon attach: BPF LSM file_ioctl refuses TIOCSTI "
-                        "and TIOCLINUX", ""});
-  else
-    controls.push_back({"terminal", "degraded", run_terminal + "; cordon attach: NOT enforced", lsm_remedy});
-  const std::string run_inherited =
-      "cordon run: scrubbed environment, descriptors above 2 closed (--keep-fd), a fresh session keyring, keyrings "
-      "refused (spec.allowKeyrings)";
-  if (lsm_enforcing)
-    controls.push_back({"inherited", "enforced", run_inherited + "; cordon attach: BPF LSM judges reads, writes and "
-                        "mappings through descriptors opened outside (file_permission, mmap_file)", ""});
-  else
-    controls.push_back({"inherited", "degraded", run_inherited + "; cordon attach: descriptors opened before attach "
-                        "or passed in stay usable, NOT enforced", lsm_remedy});
-  const std::string run_host =
-      "cordon run: private IPC, UTS and mount namespaces (/tmp, /dev/shm); seccomp refuses fanotify, syslog, acct, "
-      "other processes' limits and scheduling, weakening personalities, unsealed memfds, F_SETOWN";
-  if (lsm_enforcing)
-    controls.push_back({"hostObjects", "enforced", run_host + "; cordon attach: BPF LSM syslog, task_prlimit, "
-                        "task_setscheduler, key and IPC hooks", ""});
-  else
-    controls.push_back({"hostObjects", "degraded", run_host + "; cordon attach: NOT enforced; neither refuses "
-                        "binding an abstract unix name a host client expects, nor inotify watches on host directories the "
-                        "workload may read (need BPF LSM)", lsm_remedy});
+  auto held = [&](const std::string& name, const std::string& run, const std::string& attach_lsm,
+                  const std::string& attach_without) {
+    if (lsm_enforcing)
+      controls.push_back({name, "enforced", "cordon run: " + run + "; cordon attach: " + attach_lsm, ""});
+    else
+      controls.push_back({name, "degraded", "cordon run: " + run + "; cordon attach: " + attach_without, lsm_remedy});
+  };
+  held("identity", "a dynamic uid (or spec.runAs), no capabilities but spec.capabilities, no_new_privs",
+       "BPF LSM capable refuses capabilities outside spec.capabilities",
+       "NOT enforced (a root workload keeps every capability)");
+  held("terminal",
+       "a session of its own on a relayed pty; seccomp refuses TIOCSTI, TIOCLINUX, TIOCCONS, TIOCSCTTY, vhangup",
+       "BPF LSM file_ioctl refuses TIOCSTI and TIOCLINUX", "NOT enforced");
+  held("inherited",
+       "scrubbed environment, descriptors above 2 closed (--keep-fd), a fresh session keyring, keyrings refused "
+       "(spec.allowKeyrings)",
+       "BPF LSM judges reads, writes and mappings through descriptors opened outside (file_permission, mmap_file)",
+       "descriptors opened before attach or passed in stay usable, NOT enforced");
+  held("hostObjects",
+       "private IPC, UTS and mount namespaces (/tmp, /dev/shm); seccomp refuses fanotify, syslog, acct, other "
+       "processes' limits and scheduling, weakening personalities, unsealed memfds, F_SETOWN",
+       "BPF LSM syslog, task_prlimit, task_setscheduler, key and IPC hooks",
+       "NOT enforced; neither refuses binding an abstract unix name a host client expects, nor inotify watches on "
+       "host directories the workload may read (need BPF LSM)");
 
   bool full = true;
   for (const auto& c : controls) full &= c.status == "enforced";
