@@ -42,6 +42,10 @@ std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy
                                     "(kernel before 6.7: no cgroup unix hooks)"));
   out.push_back("tamper protection (bpf(), mounts, signals and ptrace outside the sandbox, cgroup escape) is NOT "
                 "enforced: it needs BPF LSM");
+  out.push_back("for attached processes, capabilities (a root workload keeps them), terminal ioctls (TIOCSTI), "
+                "descriptors opened outside the sandbox and host-wide objects (kernel log, keyrings, System V IPC, "
+                "other processes' limits and scheduling) are NOT restricted: that needs BPF LSM (cordon run "
+                "restricts them for its own command)");
   return out;
 }
 
@@ -52,6 +56,10 @@ std::vector<std::string> UndeliverableInAttach(const policy::CompiledPolicy& pol
                       (1u << CORDON_FAM_VSOCK) | (1u << CORDON_FAM_OTHER);
   if ((policy.families & non_inet) != non_inet) out.push_back("network.families (non-inet socket families)");
   out.push_back("tamper (bpf(), mounts, signals, ptrace, cgroup escape, modules, namespaces, clock)");
+  out.push_back("identity (capabilities outside spec.capabilities)");
+  out.push_back("terminal (TIOCSTI, TIOCLINUX)");
+  out.push_back("inherited (descriptors opened outside the sandbox)");
+  out.push_back("hostObjects (kernel log, keyrings, System V IPC, other processes' limits and scheduling)");
   return out;
 }
 
