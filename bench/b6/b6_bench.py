@@ -134,7 +134,10 @@ class Bench:
         job = ["/bin/sh", os.path.join(self.work, "runs", "job.sh"), d, str(self.args.repeat)]
         audit = os.path.join(self.work, f"audit-{self.seq:03d}.jsonl")
         if config == "cordon":
-            cmd = [self.cordon, "run", "--policy", self.policy, "--audit", audit, "--quiet", "--"] + job
+            # --user root: the job's directories are root's (copied per run);
+            # with its own uid the command could not write below `runs`.
+            cmd = [self.cordon, "run", "--user", "root", "--policy", self.policy, "--audit", audit, "--quiet",
+                   "--"] + job
         else:
             cmd = job
         t0 = time.monotonic()
@@ -178,7 +181,8 @@ class Bench:
         if kind == "true":
             cmd = ["/bin/true"]
         else:
-            cmd = [self.cordon, "run", "--policy", self.policy, "--audit", audit, "--quiet", "--", "/bin/true"]
+            cmd = [self.cordon, "run", "--user", "root", "--policy", self.policy, "--audit", audit, "--quiet", "--",
+                   "/bin/true"]
         t0 = time.monotonic()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.fixed.append({"round": rnd, "kind": kind, "wall_s": time.monotonic() - t0})
