@@ -68,6 +68,12 @@ struct CompiledPolicy {
   // port sets deduplicated (identical port/protocol sets share an id).
   std::vector<std::pair<cordon_addr_key, cordon_addr_value>> addr_entries;
   std::vector<std::pair<cordon_port_key, cordon_port_value>> port_entries;
+  // spec.network.listen: rules (prefix ::/0 when the address is omitted; port
+  // 0 = a kernel-chosen port) and their image in the same two-trie form
+  // (listen_addr_rules / listen_port_rules). Empty: no inbound at all.
+  std::vector<CompiledRule> listen_rules;
+  std::vector<std::pair<cordon_addr_key, cordon_addr_value>> listen_addr_entries;
+  std::vector<std::pair<cordon_port_key, cordon_port_value>> listen_port_entries;
 
   // spec.files was given (even as `files: {}`): every file access not granted
   // by file_rules is denied. False: files are not restricted (file_rules is
