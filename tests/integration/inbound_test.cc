@@ -255,7 +255,30 @@ TEST_F(Inbound, ListenerWithKernelChosenPortUnreachableFromOutside) {
   EXPECT_FALSE(zero.connected);
   EXPECT_EQ(zero.child, 0);
 
+  // A dual-stack IPv6 listener on :: (auto-bound) reached over IPv4: the same.
+  ListenOutcome v6 = ListenInside(
+      cg.path(),
+      [] {
+        int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+        if (fd < 0) return -errno;
+        int zero = 0;
+        ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        if (::listen(fd, 8)) {
+          int e = errno;
+          ::close(fd);
+          return -e;
+        }
+        return fd;
+      },
+      1500, 2000);
+  ASSERT_NE(v6.port, 0);
+  EXPECT_FALSE(v6.connected);
+  EXPECT_EQ(v6.child, 0);
+
   auto events = TakeEvents(cg.path());
+  const auto* e6 = FindBind(events, "::", v6.port);
+  ASSERT_NE(e6, nullptr) << "no net.bind event for the IPv6 listener";
+  EXPECT_EQ(e6->net().family(), "inet6");
   const auto* e = FindBind(events, "0.0.0.0", auto_bound.port);
   ASSERT_NE(e, nullptr) << "no net.bind event for the auto-bound listener";
   EXPECT_EQ(e->verdict(), "denied");
