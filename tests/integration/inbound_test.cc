@@ -453,6 +453,23 @@ TEST_F(Inbound, LoaderAllowedDevicesExtendTheSafeSet) {
   EXPECT_TRUE(write_refused);
 }
 
+// spec.devices: the policy's own additions to the safe set.
+TEST_F(Inbound, PolicyDevicesExtendTheSafeSet) {
+  TestCgroup cg("dev-policy");
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: dev-policy}\nspec:\n"
+                    "  devices: [\"c 1:11 r\", \"b 7:* r\"]\n");
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return OpenDev("/dev/kmsg", O_RDONLY | O_NONBLOCK); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return OpenDev("/dev/loop0", O_RDONLY); }), 0) << "minor *";
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return OpenDev("/dev/kmsg", O_WRONLY); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return OpenDev("/dev/loop-control", O_RDWR); }), EPERM);
+  auto events = TakeEvents(cg.path());
+  int refused = 0;
+  for (const auto& e : events) refused += e.kind() == "tamper.device";
+  EXPECT_EQ(refused, 2);
+}
+
 std::string ReadAll(const char* path, int* err) {
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

@@ -162,3 +162,68 @@ TEST(PolicyListen, Ipv6CidrRule) {
 
 }  // namespace
 }  // namespace cordon::policy
+
+namespace cordon::policy {
+namespace {
+
+Outcome CompileSpec(const std::string& spec) {
+  Outcome out;
+  ParsedPolicy parsed;
+  const std::string text = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: t\nspec:\n" + spec;
+  if (!ParsePolicyText(text, "p.yaml", &parsed, &out.diags)) {
+    ADD_FAILURE() << "parse failed:\n" << FormatDiagnostics(out.diags);
+    return out;
+  }
+  out.ok = Compile(parsed, &out.compiled, &out.diags);
+  return out;
+}
+
+TEST(PolicyDevices, ParsedWithDefaultsAndWildcards) {
+  Outcome out = CompileSpec("  devices: [\"c 10:200 rw\", \"b 7:* r\", \"c 1:11\", \"c 4:1 m\"]\n");
+  ASSERT_TRUE(out.ok) << FormatDiagnostics(out.diags);
+  using D = CompiledPolicy::DeviceAllow;
+  ASSERT_EQ(out.compiled.devices.size(), 4u);
+  EXPECT_EQ(out.compiled.devices[0], (D{'c', 10, 200, 6}));
+  EXPECT_EQ(out.compiled.devices[1], (D{'b', 7, D::kAnyMinor, 2}));
+  EXPECT_EQ(out.compiled.devices[2], (D{'c', 1, 11, 6}));
+  EXPECT_EQ(out.compiled.devices[3], (D{'c', 4, 1, 1}));
+  EXPECT_TRUE(CompileSpec("  mode: enforce\n").compiled.devices.empty());
+}
+
+TEST(PolicyDevices, ErrorsNameTheEntryWithLineAndColumn) {
+  Outcome out = CompileSpec(R"(  devices:
+    - "x 1:2"
+    - "c 1"
+    - "c 5000:1"
+    - "c 1:x"
+    - "c 1:3 rx"
+    - "c 1:3 rr"
+    - "c 10:200"
+    - "c 10:200 r"
+    - "c 1:2 r w"
+)");
+  ASSERT_FALSE(out.ok);
+  const Diagnostics& d = out.diags;
+  auto at = [&](int i, int line, const std::string& text) {
+    for (const auto& diag : d)
+      if (diag.field == "spec.devices[" + std::to_string(i) + "]") {
+        EXPECT_EQ(diag.line, line) << diag.ToString();
+        EXPECT_EQ(diag.column, 7) << diag.ToString();
+        EXPECT_NE(diag.message.find(text), std::string::npos) << diag.ToString();
+        return;
+      }
+    ADD_FAILURE() << "no diagnostic for devices[" << i << "] in\n" << FormatDiagnostics(d);
+  };
+  at(0, 7, "invalid device 'x 1:2'");
+  at(1, 8, "invalid device 'c 1'");
+  at(2, 9, "invalid major number '5000'");
+  at(3, 10, "invalid minor number 'x'");
+  at(4, 11, "invalid access 'rx'");
+  at(5, 12, "invalid access 'rr'");
+  at(7, 14, "duplicate device 'c 10:200 r' (first at line 13)");
+  at(8, 15, "invalid device 'c 1:2 r w'");
+  EXPECT_EQ(d.size(), 8u) << FormatDiagnostics(d);
+}
+
+}  // namespace
+}  // namespace cordon::policy

@@ -223,8 +223,13 @@ Result<NetSkel> FreshSkeleton(const policy::CompiledPolicy& policy, size_t unix_
 Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, uint64_t sandbox_id,
                       const std::vector<std::pair<cordon_unix_key, cordon_unix_value>>& unix_entries,
                       uint32_t unix_flags, const std::vector<DeviceRule>& devices) {
-  if (devices.size() > CORDON_DEV_RULES_MAX)
-    return Error{"too many allowed devices: " + std::to_string(devices.size()) + " (the limit is " +
+  // spec.devices, then the loader's own (cordon run's pty); the same device
+  // twice gets the union of the accesses.
+  std::vector<DeviceRule> all;
+  for (const auto& d : policy.devices) all.push_back({d.type, d.major, d.minor, d.access});
+  all.insert(all.end(), devices.begin(), devices.end());
+  if (all.size() > CORDON_DEV_RULES_MAX)
+    return Error{"too many allowed devices: " + std::to_string(all.size()) + " (the limit is " +
                  std::to_string(CORDON_DEV_RULES_MAX) + ")"};
   struct cordon_sandbox_cfg cfg = {};
   cfg.sandbox_id = sandbox_id;
@@ -244,7 +249,7 @@ Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, ui
                               "listen_addr_rules"));
   CORDON_TRY(UpdateMapEntries(bpf_map__fd(skel->maps.listen_port_rules), policy.listen_port_entries,
                               "listen_port_rules"));
-  for (const DeviceRule& device : devices) {
+  for (const DeviceRule& device : all) {
     if (device.type != 'c' && device.type != 'b') return Error{"allowed device type must be 'c' or 'b'"};
     cordon_dev_key key = {};
     key.type = device.type == 'c' ? BPF_DEVCG_DEV_CHAR : BPF_DEVCG_DEV_BLOCK;

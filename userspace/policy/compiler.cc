@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <queue>
+#include <sstream>
 #include <tuple>
 #include <unordered_map>
 
@@ -242,6 +243,7 @@ class Validator {
   template <typename R>
   void Protocols(const R& rule, const FieldName& field, CompiledRule* out);
   void Listen(const cordon::v1::Network& network, CompiledPolicy* out);
+  void Devices(const cordon::v1::Spec& spec, CompiledPolicy* out);
   void Files(const cordon::v1::Files& files, CompiledPolicy* out);
   void Identity(const cordon::v1::Spec& spec, CompiledPolicy* out);
 
@@ -387,6 +389,67 @@ void Validator::Rule(const cordon::v1::EgressRule& rule, const FieldName& field,
   }
   Ports(rule, field, out);
   Protocols(rule, field, out);
+}
+
+// "c 10:200 rw", "b 7:* r", "c 1:11" (access rw).
+void Validator::Devices(const cordon::v1::Spec& spec, CompiledPolicy* out) {
+  if (spec.devices_size() == 0) return;  // omitted or []: the safe set only
+  if (static_cast<size_t>(spec.devices_size()) > kMaxPolicyDevices) {
+    Error("spec.devices", "too many devices: " + std::to_string(spec.devices_size()) + " (the limit is " +
+                              std::to_string(kMaxPolicyDevices) + ")");
+    return;
+  }
+  std::map<std::pair<char, std::pair<uint32_t, uint32_t>>, int> seen;
+  for (int i = 0; i < spec.devices_size(); ++i) {
+    const std::string field = "spec.devices[" + std::to_string(i) + "]";
+    const std::string& text = spec.devices(i);
+    const std::string usage = " (expected TYPE MAJOR:MINOR [ACCESS], e.g. \"c 10:200 rw\": TYPE c or b, MINOR a "
+                              "number or *, ACCESS from r, w, m)";
+    std::istringstream in(text);
+    std::string type, numbers, access, extra;
+    in >> type >> numbers >> access >> extra;
+    CompiledPolicy::DeviceAllow d;
+    auto number = [](const std::string& t, uint32_t max, uint32_t* v) {
+      if (t.empty() || t.size() > 7 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+      *v = static_cast<uint32_t>(std::stoul(t));
+      return *v <= max;
+    };
+    const size_t colon = numbers.find(':');
+    if ((type != "c" && type != "b") || colon == std::string::npos || !extra.empty()) {
+      Error(field, "invalid device " + Quote(text) + usage);
+      continue;
+    }
+    d.type = type[0];
+    const std::string major = numbers.substr(0, colon), minor = numbers.substr(colon + 1);
+    if (!number(major, 4095, &d.major)) {
+      Error(field, "invalid major number " + Quote(major) + " in " + Quote(text) + " (0-4095)");
+      continue;
+    }
+    if (minor == "*") {
+      d.minor = CompiledPolicy::DeviceAllow::kAnyMinor;
+    } else if (!number(minor, 1048575, &d.minor)) {
+      Error(field, "invalid minor number " + Quote(minor) + " in " + Quote(text) + " (0-1048575 or *)");
+      continue;
+    }
+    if (access.empty()) access = "rw";
+    bool ok = true;
+    for (char c : access) {
+      const uint32_t bit = c == 'r' ? 2 : c == 'w' ? 4 : c == 'm' ? 1 : 0;
+      if (!bit || (d.access & bit)) {
+        Error(field, "invalid access " + Quote(access) + " in " + Quote(text) + " (letters from r, w, m, each once)");
+        ok = false;
+        break;
+      }
+      d.access |= bit;
+    }
+    if (!ok) continue;
+    auto [it, inserted] = seen.emplace(std::make_pair(d.type, std::make_pair(d.major, d.minor)), i);
+    if (!inserted) {
+      Error(field, "duplicate device " + Quote(text) + FirstAt("spec.devices[" + std::to_string(it->second) + "]"));
+      continue;
+    }
+    out->devices.push_back(d);
+  }
 }
 
 void Validator::Listen(const cordon::v1::Network& network, CompiledPolicy* out) {
@@ -651,6 +714,7 @@ bool Validator::Run(CompiledPolicy* out) {
 
   if (policy.spec().allow_keyrings()) out->lsm_flags |= CORDON_LSM_F_KEYRINGS;
   Identity(policy.spec(), out);
+  Devices(policy.spec(), out);
 
   // `files: {}` is present (deny every file access); `files:` (null) and no key are absent.
   out->has_files = policy.spec().has_files() || Present("spec.files");
