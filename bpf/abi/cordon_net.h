@@ -85,4 +85,34 @@ struct cordon_unix_value {
 	__u32 rule; /* 1-based file rule */
 };
 
+/* Inbound (cgroup/bind4|6, cgroup_skb/ingress): spec.network.listen compiles
+ * into listen_addr_rules / listen_port_rules, the same two-trie image as the
+ * egress rules (a bind address is judged like a destination). Port 0 in a
+ * port set means "a port the kernel chose" (ephemeral; see bpf/net/inbound.bpf.c). */
+
+/* Devices (cgroup/dev): dev_rules holds the devices the loader allows beyond
+ * the built-in safe set (AttachOptions::allowed_devices). */
+#define CORDON_DEV_RULES_MAX 64
+#define CORDON_DEV_MINOR_ANY 0xffffffffu
+struct cordon_dev_key {
+	__u32 type;   /* BPF_DEVCG_DEV_CHAR (2) or BPF_DEVCG_DEV_BLOCK (1) */
+	__u32 major;
+	__u32 minor;  /* or CORDON_DEV_MINOR_ANY */
+};
+/* value: __u32 of BPF_DEVCG_ACC_* bits allowed (MKNOD 1, READ 2, WRITE 4) */
+
+/* Sysctls (cgroup/sysctl): names readable by a sandbox, as
+ * bpf_sysctl_get_name() spells them ("kernel/ostype"), zero-padded.
+ * Filled by the loader with a constant set; writes are never allowed. */
+#define CORDON_SYSCTL_NAME_MAX 64
+#define CORDON_SYSCTL_SAFE_MAX 64
+struct cordon_sysctl_key {
+	char name[CORDON_SYSCTL_NAME_MAX];
+};
+
+/* Listening ports already reported by cgroup_skb/ingress (key: family << 16 |
+ * port, value: boot ns of the last report): one event per port per second. */
+#define CORDON_SYN_REPORTED_MAX 1024
+#define CORDON_SYN_REPORT_INTERVAL_NS 1000000000ull
+
 #endif

@@ -28,12 +28,12 @@ static __always_inline __u8 cordon_rule_proto(__u32 protocol)
 
 /* Returns 1 if allowed. On denial *reason says why; *rule names the rule that
  * matched the address (0 if none). */
-static __always_inline int cordon_egress_allowed(const __u8 addr[16], __u16 port, __u8 proto,
-						 __u32 *rule, __u8 *reason)
+static __always_inline int cordon_rules_allowed(void *addr_map, void *port_map, const __u8 addr[16], __u16 port,
+						__u8 proto, __u32 *rule, __u8 *reason)
 {
 	struct cordon_addr_key key = { .prefixlen = CORDON_ADDR_MAX_PREFIX };
 	__builtin_memcpy(key.addr, addr, 16);
-	struct cordon_addr_value *av = bpf_map_lookup_elem(&addr_rules, &key);
+	struct cordon_addr_value *av = bpf_map_lookup_elem(addr_map, &key);
 	if (!av) {
 		*rule = 0;
 		*reason = CORDON_REASON_NO_RULE;
@@ -56,13 +56,20 @@ static __always_inline int cordon_egress_allowed(const __u8 addr[16], __u16 port
 	pkey.proto = proto;
 	pkey.port[0] = port >> 8;
 	pkey.port[1] = port & 0xff;
-	struct cordon_port_value *pv = bpf_map_lookup_elem(&port_rules, &pkey);
+	struct cordon_port_value *pv = bpf_map_lookup_elem(port_map, &pkey);
 	if (!pv) {
 		*reason = CORDON_REASON_PORT;
 		return 0;
 	}
 	*rule = pv->rule;
 	return 1;
+}
+
+/* The egress rules (addr_rules/port_rules). */
+static __always_inline int cordon_egress_allowed(const __u8 addr[16], __u16 port, __u8 proto,
+						 __u32 *rule, __u8 *reason)
+{
+	return cordon_rules_allowed(&addr_rules, &port_rules, addr, port, proto, rule, reason);
 }
 
 /* IPv4 destinations this instance allowed, remembered so that the next

@@ -51,6 +51,38 @@
 		__type(value, struct cordon_unix_value);                       \
 	} unix_rules SEC(".maps");                                             \
 	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                           \
+		__uint(max_entries, 1); /* resized by the loader */            \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_addr_key);                           \
+		__type(value, struct cordon_addr_value);                       \
+	} listen_addr_rules SEC(".maps");                                      \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                           \
+		__uint(max_entries, 1); /* resized by the loader */            \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_port_key);                           \
+		__type(value, struct cordon_port_value);                       \
+	} listen_port_rules SEC(".maps");                                      \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, CORDON_DEV_RULES_MAX);                     \
+		__type(key, struct cordon_dev_key);                            \
+		__type(value, __u32);                                          \
+	} dev_rules SEC(".maps");                                              \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, CORDON_SYSCTL_SAFE_MAX);                   \
+		__type(key, struct cordon_sysctl_key);                         \
+		__type(value, __u32);                                          \
+	} sysctl_safe SEC(".maps");                                            \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                           \
+		__uint(max_entries, CORDON_SYN_REPORTED_MAX);                  \
+		__type(key, __u32);                                            \
+		__type(value, __u64);                                          \
+	} syn_reported SEC(".maps");                                           \
+	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
 		__uint(max_entries, CORDON_ALLOW_CACHE_SLOTS);                 \
 		__type(key, __u32);                                            \

@@ -6,7 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fcntl.h>
+#include <sched.h>
+
 #include <fstream>
+#include <thread>
 
 #include "tests/integration/harness.h"
 
@@ -156,10 +160,18 @@ TEST_F(NetEnforcement, RawAndIcmpSocketsDeniedUnlessListed) {
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_RAW, IPPROTO_TCP); }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6); }), EPERM);
   // Ping sockets: the ping group range is per network namespace; open it in
-  // a namespace the child makes for itself so the kernel gets to our hook.
-  auto ping = [] {
-    if (::unshare(CLONE_NEWNET) != 0) return errno + 1000;
+  // a namespace made for the child so the kernel gets to our hook. The test
+  // (outside the sandbox) sets the range: a sandbox may not write sysctls
+  // (cgroup/sysctl), not even in a namespace of its own.
+  int netns = -1;
+  std::thread([&] {
+    if (::unshare(CLONE_NEWNET) != 0) return;
     std::ofstream("/proc/sys/net/ipv4/ping_group_range") << "0 2147483647";
+    netns = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  }).join();
+  ASSERT_GE(netns, 0);
+  auto ping = [&] {
+    if (::setns(netns, CLONE_NEWNET) != 0) return errno + 1000;
     return SocketCreate(AF_INET, SOCK_DGRAM, IPPROTO_ICMP);
   };
   EXPECT_EQ(RunInCgroup(cg.path(), ping), EPERM);
@@ -185,9 +197,8 @@ TEST_F(NetEnforcement, RawAndIcmpSocketsDeniedUnlessListed) {
   EXPECT_EQ(RunInCgroup(cg.path(), ping), 0);
   // Egress rules speak of tcp and udp: connecting a ping socket is refused
   // even to an address whose rule allows every port.
-  auto ping_connect = [] {
-    if (::unshare(CLONE_NEWNET) != 0) return errno + 1000;
-    std::ofstream("/proc/sys/net/ipv4/ping_group_range") << "0 2147483647";
+  auto ping_connect = [&] {
+    if (::setns(netns, CLONE_NEWNET) != 0) return errno + 1000;
     int fd = ::socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP);
     if (fd < 0) return errno + 2000;
     sockaddr_storage a = V4("127.0.0.1", 0);
@@ -197,6 +208,7 @@ TEST_F(NetEnforcement, RawAndIcmpSocketsDeniedUnlessListed) {
   };
   EXPECT_EQ(RunInCgroup(cg.path(), ping_connect), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_RAW, IPPROTO_TCP); }), 0);
+  ::close(netns);
 }
 
 TEST_F(NetEnforcement, FamiliesOmittingInet6DenyInet6Sockets) {

@@ -39,13 +39,22 @@ using Link = std::unique_ptr<bpf_link, LinkDeleter>;
 // its connect will be judged by.
 // The unix hooks exist from kernel 6.7 on and are attached where they exist
 // (their programs decide only where BPF LSM does not: cfg.unix_flags).
+// Hooks marked `late` were added after the first release of layout 2: a
+// sandbox attached by a cordon without them gets them added on replacement.
 struct Hook {
   const char* pin;
   bpf_program* (*program)(cordon_net*);
   bool unix_hook = false;
+  bool late = false;
 };
 const Hook kAllHooks[] = {
     {"link_sock_create", [](cordon_net* s) { return s->progs.cordon_sock_create; }},
+    {"link_bind4", [](cordon_net* s) { return s->progs.cordon_bind4; }, false, true},
+    {"link_bind6", [](cordon_net* s) { return s->progs.cordon_bind6; }, false, true},
+    {"link_ingress", [](cordon_net* s) { return s->progs.cordon_ingress; }, false, true},
+    {"link_setsockopt", [](cordon_net* s) { return s->progs.cordon_setsockopt; }, false, true},
+    {"link_dev", [](cordon_net* s) { return s->progs.cordon_dev; }, false, true},
+    {"link_sysctl", [](cordon_net* s) { return s->progs.cordon_sysctl; }, false, true},
     {"link_connect4", [](cordon_net* s) { return s->progs.cordon_connect4; }},
     {"link_connect6", [](cordon_net* s) { return s->progs.cordon_connect6; }},
     {"link_sendmsg4", [](cordon_net* s) { return s->progs.cordon_sendmsg4; }},
@@ -76,7 +85,24 @@ const PolicyMap kPolicyMaps[] = {
     {"addr_rules", [](cordon_net* s) { return s->maps.addr_rules; }},
     {"port_rules", [](cordon_net* s) { return s->maps.port_rules; }},
     {"unix_rules", [](cordon_net* s) { return s->maps.unix_rules; }},
+    {"listen_addr_rules", [](cordon_net* s) { return s->maps.listen_addr_rules; }},
+    {"listen_port_rules", [](cordon_net* s) { return s->maps.listen_port_rules; }},
+    {"dev_rules", [](cordon_net* s) { return s->maps.dev_rules; }},
 };
+
+// Sysctls a sandbox may read (cgroup/sysctl; writes are always refused): what
+// runtimes and shells read to size themselves, no host configuration.
+constexpr const char* kSafeSysctls[] = {
+    "kernel/ostype",         "kernel/osrelease",      "kernel/version",
+    "kernel/hostname",       "kernel/domainname",     "kernel/ngroups_max",
+    "kernel/pid_max",        "kernel/threads-max",    "kernel/cap_last_cap",
+    "kernel/overflowuid",    "kernel/overflowgid",    "kernel/random/uuid",
+    "kernel/random/boot_id", "kernel/random/entropy_avail", "kernel/random/poolsize",
+    "vm/overcommit_memory",  "vm/max_map_count",      "net/core/somaxconn",
+    "fs/file-max",           "fs/nr_open",            "fs/pipe-max-size",
+    "net/ipv4/ip_local_port_range",
+};
+static_assert(sizeof kSafeSysctls / sizeof kSafeSysctls[0] <= CORDON_SYSCTL_SAFE_MAX);
 constexpr const char* kCountersPin = "counters";
 constexpr const char* kEventsPin = "events";
 constexpr const char* kInfoPin = "info";
@@ -124,8 +150,8 @@ std::vector<std::pair<cordon_unix_key, cordon_unix_value>> UnixRuleEntries(const
 }
 
 // Opens the object and sizes its maps; reuses counters/events when given.
-Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t unix_entries, uint32_t ringbuf_bytes,
-                             int counters_fd, int events_fd) {
+Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t unix_entries, size_t listen_entries,
+                             uint32_t ringbuf_bytes, int counters_fd, int events_fd) {
   LibbpfLogCapture log;
   NetSkel skel(cordon_net__open());
   if (!skel) return SysError("open BPF object" + log.Tail());
@@ -133,6 +159,8 @@ Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t un
   if (bpf_map__set_max_entries(skel->maps.addr_rules, entries(addr_entries)) ||
       bpf_map__set_max_entries(skel->maps.port_rules, entries(port_entries)) ||
       bpf_map__set_max_entries(skel->maps.unix_rules, entries(unix_entries)) ||
+      bpf_map__set_max_entries(skel->maps.listen_addr_rules, entries(listen_entries)) ||
+      bpf_map__set_max_entries(skel->maps.listen_port_rules, entries(listen_entries)) ||
       bpf_map__set_max_entries(skel->maps.events, ringbuf_bytes))
     return SysError("size BPF maps");
   const UnixHookTypes& unix_types = UnixHooks();
@@ -152,7 +180,21 @@ Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t un
     return SysError("reuse the sandbox's event ring buffer");
   if (int err = cordon_net__load(skel.get()))
     return Error{"load BPF programs into the kernel (is this a kernel with BTF and cgroup BPF?)" + log.Tail(), -err};
+  // The readable sysctls are the same for every policy: written once here, so
+  // prepared instances have them too.
+  for (const char* name : kSafeSysctls) {
+    cordon_sysctl_key key = {};
+    std::strncpy(key.name, name, sizeof key.name - 1);
+    uint32_t one = 1;
+    if (bpf_map_update_elem(bpf_map__fd(skel->maps.sysctl_safe), &key, &one, BPF_ANY))
+      return SysError("write sysctl_safe");
+  }
   return skel;
+}
+
+// The larger of the listen images (both tries get that capacity).
+size_t ListenEntries(const policy::CompiledPolicy& policy) {
+  return std::max(policy.listen_addr_entries.size(), policy.listen_port_entries.size());
 }
 
 // The instances PrepareNetworkInstances() loaded (it may run on another
@@ -166,19 +208,29 @@ Result<NetSkel> FreshSkeleton(const policy::CompiledPolicy& policy, size_t unix_
   {
     std::lock_guard<std::mutex> lock(g_prepared_mu);
     if (!g_prepared.empty() && policy.addr_entries.size() <= kPreparedRuleEntries &&
-        policy.port_entries.size() <= kPreparedRuleEntries && unix_entries <= kPreparedUnixEntries) {
+        policy.port_entries.size() <= kPreparedRuleEntries && unix_entries <= kPreparedUnixEntries &&
+        ListenEntries(policy) <= kPreparedListenEntries) {
       *prepared = true;
       NetSkel skel = std::move(g_prepared.back());
       g_prepared.pop_back();
       return skel;
     }
   }
-  return OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries, kRingbufBytes, -1, -1);
+  return OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries, ListenEntries(policy),
+                      kRingbufBytes, -1, -1);
 }
 
 Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, uint64_t sandbox_id,
                       const std::vector<std::pair<cordon_unix_key, cordon_unix_value>>& unix_entries,
-                      uint32_t unix_flags) {
+                      uint32_t unix_flags, const std::vector<DeviceRule>& devices) {
+  // spec.devices, then the loader's own (cordon run's pty); the same device
+  // twice gets the union of the accesses.
+  std::vector<DeviceRule> all;
+  for (const auto& d : policy.devices) all.push_back({d.type, d.major, d.minor, d.access});
+  all.insert(all.end(), devices.begin(), devices.end());
+  if (all.size() > CORDON_DEV_RULES_MAX)
+    return Error{"too many allowed devices: " + std::to_string(all.size()) + " (the limit is " +
+                 std::to_string(CORDON_DEV_RULES_MAX) + ")"};
   struct cordon_sandbox_cfg cfg = {};
   cfg.sandbox_id = sandbox_id;
   cfg.mode = policy.mode;
@@ -193,6 +245,23 @@ Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, ui
   CORDON_TRY(UpdateMapEntries(bpf_map__fd(skel->maps.addr_rules), policy.addr_entries, "addr_rules"));
   CORDON_TRY(UpdateMapEntries(bpf_map__fd(skel->maps.port_rules), policy.port_entries, "port_rules"));
   CORDON_TRY(UpdateMapEntries(bpf_map__fd(skel->maps.unix_rules), unix_entries, "unix_rules"));
+  CORDON_TRY(UpdateMapEntries(bpf_map__fd(skel->maps.listen_addr_rules), policy.listen_addr_entries,
+                              "listen_addr_rules"));
+  CORDON_TRY(UpdateMapEntries(bpf_map__fd(skel->maps.listen_port_rules), policy.listen_port_entries,
+                              "listen_port_rules"));
+  for (const DeviceRule& device : all) {
+    if (device.type != 'c' && device.type != 'b') return Error{"allowed device type must be 'c' or 'b'"};
+    cordon_dev_key key = {};
+    key.type = device.type == 'c' ? BPF_DEVCG_DEV_CHAR : BPF_DEVCG_DEV_BLOCK;
+    key.major = device.major;
+    key.minor = device.minor;
+    uint32_t access = device.access & (DeviceRule::kMknod | DeviceRule::kRead | DeviceRule::kWrite);
+    uint32_t merged = access;
+    uint32_t existing = 0;
+    if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.dev_rules), &key, &existing) == 0) merged |= existing;
+    if (bpf_map_update_elem(bpf_map__fd(skel->maps.dev_rules), &key, &merged, BPF_ANY))
+      return SysError("write dev_rules");
+  }
   return {};
 }
 
@@ -283,7 +352,7 @@ Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgrou
   bool prepared = false;
   auto skel = FreshSkeleton(policy, unix_entries.size(), &prepared);
   if (!skel) return skel.error();
-  CORDON_TRY(FillPolicyMaps(skel->get(), policy, cgroup.id, unix_entries, unix_flags));
+  CORDON_TRY(FillPolicyMaps(skel->get(), policy, cgroup.id, unix_entries, unix_flags, options.allowed_devices));
 
   cordon_sandbox_info info = {};
   info.layout_version = CORDON_LAYOUT_VERSION;
@@ -358,15 +427,16 @@ struct PreparedReplace {
 
 // Everything slow of a replacement happens here, before anything switches.
 Result<PreparedReplace> PrepareReplace(const std::string& dir, const CgroupRef& cgroup,
-                                       const policy::CompiledPolicy& policy, uint32_t unix_flags) {
+                                       const policy::CompiledPolicy& policy, uint32_t unix_flags,
+                                       const AttachOptions& options) {
   PreparedReplace p;
   p.dir = dir;
   CORDON_TRY(ReadInfo(dir));  // a layout this cordon knows
-  // Sandboxes attached by a cordon without the unix hooks get them added
-  // (after the swap) rather than swapped.
+  // Sandboxes attached by a cordon without the unix hooks (or the late
+  // ones) get them added (after the swap) rather than swapped.
   for (const auto& hook : Hooks()) {
     UniqueFd fd(bpf_obj_get((dir + "/" + hook.pin).c_str()));
-    if (!fd.valid() && hook.unix_hook && errno == ENOENT) {
+    if (!fd.valid() && (hook.unix_hook || hook.late) && errno == ENOENT) {
       p.added.push_back(&hook);
       continue;
     }
@@ -385,10 +455,10 @@ Result<PreparedReplace> PrepareReplace(const std::string& dir, const CgroupRef& 
 
   auto unix_entries = UnixRuleEntries(policy);
   auto skel = OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(),
-                           einfo.max_entries, counters.get(), events.get());
+                           ListenEntries(policy), einfo.max_entries, counters.get(), events.get());
   if (!skel) return skel.error();
   p.skel = std::move(*skel);
-  CORDON_TRY(FillPolicyMaps(p.skel.get(), policy, cgroup.id, unix_entries, unix_flags));
+  CORDON_TRY(FillPolicyMaps(p.skel.get(), policy, cgroup.id, unix_entries, unix_flags, options.allowed_devices));
   for (const auto& link : p.link_fds) {
     auto old_prog = ProgramOfLink(link.get());
     if (!old_prog) return old_prog.error();
@@ -512,8 +582,8 @@ Result<size_t> PrepareNetworkInstances() {
   size_t loaded = 0;
   while (PreparedNetworkInstances() < kPreparedInstances) {
     // The rule maps are LPM tries without preallocation: capacity costs nothing until used.
-    auto skel =
-        OpenSkeleton(kPreparedRuleEntries, kPreparedRuleEntries, kPreparedUnixEntries, kRingbufBytes, -1, -1);
+    auto skel = OpenSkeleton(kPreparedRuleEntries, kPreparedRuleEntries, kPreparedUnixEntries,
+                             kPreparedListenEntries, kRingbufBytes, -1, -1);
     if (!skel) return skel.error().Wrap("prepare a network instance");
     std::lock_guard<std::mutex> lock(g_prepared_mu);
     g_prepared.push_back(std::move(*skel));
@@ -562,7 +632,7 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
   bool unfinished = false;  // the network programs switched, FinishReplace is yet to run
   LayerSwitch together;
   if (existed) {
-    replacement = PrepareReplace(dir, cgroup, policy, unix_flags);
+    replacement = PrepareReplace(dir, cgroup, policy, unix_flags, options);
     if (!replacement) return replacement.error();
     together.commit = [&]() -> Status {
       CORDON_TRY(SwitchNetwork(&*replacement));

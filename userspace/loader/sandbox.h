@@ -21,12 +21,26 @@ namespace cordon {
 // it through a map-in-map whose inner maps must all match.
 constexpr uint32_t kRingbufBytes = 256 * 1024;
 
+// A device node the sandbox may open beyond the built-in safe set
+// (bpf/net/host.bpf.c): e.g. `cordon run`'s own pty slave, {'c', 136, N}.
+struct DeviceRule {
+  static constexpr uint32_t kAnyMinor = 0xffffffffu;  // CORDON_DEV_MINOR_ANY
+  static constexpr uint32_t kMknod = 1, kRead = 2, kWrite = 4;  // BPF_DEVCG_ACC_*
+  char type = 'c';     // 'c' character or 'b' block device
+  uint32_t major = 0;
+  uint32_t minor = 0;  // or kAnyMinor
+  uint32_t access = kRead | kWrite;
+};
+
 struct AttachOptions {
   std::string name;                    // sandbox name; default: cgroup directory name
   bool ephemeral = false;              // created by `cordon run`
   bool seccomp_events = false;         // `cordon run` will apply its seccomp filter: report its refusals
   bool landlock_events = false;        // `cordon run` will apply Landlock file rules: report their refusals
   bool landlock_scope_events = false;  // ... and Landlock scoping (signals, abstract unix sockets)
+  // Devices allowed beyond the safe set (at most CORDON_DEV_RULES_MAX); kept
+  // for this attach only: a later replacement passes its own.
+  std::vector<DeviceRule> allowed_devices;
 };
 
 struct SandboxInfo {
@@ -72,11 +86,13 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
 // next fresh AttachSandbox() calls of this process, which then only fill and
 // attach one: loading is most of an attach's time. A prepared instance takes
 // policies of up to kPreparedRuleEntries address and port entries and
-// kPreparedUnixEntries unix entries (larger ones load their own). Returns how
+// kPreparedUnixEntries unix entries and kPreparedListenEntries listen
+// entries (larger ones load their own). Returns how
 // many it loaded. Thread-safe: the agent keeps them ready from a thread of its own.
 constexpr size_t kPreparedInstances = 2;
 constexpr uint32_t kPreparedRuleEntries = 1u << 16;
 constexpr uint32_t kPreparedUnixEntries = 1u << 12;
+constexpr uint32_t kPreparedListenEntries = 1u << 12;  // listen address and port entries
 Result<size_t> PrepareNetworkInstances();
 size_t PreparedNetworkInstances();  // how many are ready
 

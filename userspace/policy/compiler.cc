@@ -18,7 +18,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <queue>
+#include <sstream>
+#include <tuple>
 #include <unordered_map>
 
 namespace cordon::policy {
@@ -235,8 +238,12 @@ class Validator {
   // A field path, spelled out only when a check needs it (100,000 rules are checked).
   using FieldName = std::function<std::string()>;
   void Rule(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out);
-  void Ports(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out);
-  void Protocols(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out);
+  template <typename R>
+  void Ports(const R& rule, const FieldName& field, CompiledRule* out, bool listen = false);
+  template <typename R>
+  void Protocols(const R& rule, const FieldName& field, CompiledRule* out);
+  void Listen(const cordon::v1::Network& network, CompiledPolicy* out);
+  void Devices(const cordon::v1::Spec& spec, CompiledPolicy* out);
   void Files(const cordon::v1::Files& files, CompiledPolicy* out);
   void Identity(const cordon::v1::Spec& spec, CompiledPolicy* out);
 
@@ -272,8 +279,16 @@ uint32_t Validator::NamedBits(const google::protobuf::RepeatedPtrField<std::stri
   return bits;
 }
 
-void Validator::Ports(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out) {
+template <typename R>
+void Validator::Ports(const R& rule, const FieldName& field, CompiledRule* out, bool listen) {
   auto ports_field = [&] { return field() + ".ports"; };
+  if (listen && rule.ports_size() == 0) {
+    Error(Present(ports_field()) ? ports_field() : field(),
+          Present(ports_field()) ? "empty list (a listen rule needs ports; \"1-65535\" for every port)"
+                                 : "required: ports (e.g. [8080, \"9000-9100\"]; \"0\" for a port the kernel "
+                                   "chooses; \"1-65535\" for every port)");
+    return;
+  }
   if (rule.ports_size() == 0) {
     // proto3 cannot tell `ports: []` from an omitted key, and "no ports" would
     // be a rule that allows nothing: refuse the ambiguity.
@@ -289,7 +304,8 @@ void Validator::Ports(const cordon::v1::EgressRule& rule, const FieldName& field
   out->ports.reserve(static_cast<size_t>(rule.ports_size()));
   for (int i = 0; i < rule.ports_size(); ++i) {
     std::string error;
-    auto range = ParsePortRange(rule.ports(i), &error);
+    auto range = listen && rule.ports(i) == "0" ? std::optional<PortRange>(PortRange{0, 0})
+                                                : ParsePortRange(rule.ports(i), &error);
     if (!range) {
       Error(ports_field() + "[" + std::to_string(i) + "]", error);
       continue;
@@ -332,7 +348,8 @@ void Validator::Ports(const cordon::v1::EgressRule& rule, const FieldName& field
   }
 }
 
-void Validator::Protocols(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out) {
+template <typename R>
+void Validator::Protocols(const R& rule, const FieldName& field, CompiledRule* out) {
   auto protocols_field = [&] { return field() + ".protocols"; };
   if (rule.protocols_size() == 0) {
     if (Present(protocols_field())) Error(protocols_field(), "empty list (omit 'protocols' to allow both tcp and udp)");
@@ -372,6 +389,115 @@ void Validator::Rule(const cordon::v1::EgressRule& rule, const FieldName& field,
   }
   Ports(rule, field, out);
   Protocols(rule, field, out);
+}
+
+// "c 10:200 rw", "b 7:* r", "c 1:11" (access rw).
+void Validator::Devices(const cordon::v1::Spec& spec, CompiledPolicy* out) {
+  if (spec.devices_size() == 0) return;  // omitted or []: the safe set only
+  if (static_cast<size_t>(spec.devices_size()) > kMaxPolicyDevices) {
+    Error("spec.devices", "too many devices: " + std::to_string(spec.devices_size()) + " (the limit is " +
+                              std::to_string(kMaxPolicyDevices) + ")");
+    return;
+  }
+  std::map<std::pair<char, std::pair<uint32_t, uint32_t>>, int> seen;
+  for (int i = 0; i < spec.devices_size(); ++i) {
+    const std::string field = "spec.devices[" + std::to_string(i) + "]";
+    const std::string& text = spec.devices(i);
+    const std::string usage = " (expected TYPE MAJOR:MINOR [ACCESS], e.g. \"c 10:200 rw\": TYPE c or b, MINOR a "
+                              "number or *, ACCESS from r, w, m)";
+    std::istringstream in(text);
+    std::string type, numbers, access, extra;
+    in >> type >> numbers >> access >> extra;
+    CompiledPolicy::DeviceAllow d;
+    auto number = [](const std::string& t, uint32_t max, uint32_t* v) {
+      if (t.empty() || t.size() > 7 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+      *v = static_cast<uint32_t>(std::stoul(t));
+      return *v <= max;
+    };
+    const size_t colon = numbers.find(':');
+    if ((type != "c" && type != "b") || colon == std::string::npos || !extra.empty()) {
+      Error(field, "invalid device " + Quote(text) + usage);
+      continue;
+    }
+    d.type = type[0];
+    const std::string major = numbers.substr(0, colon), minor = numbers.substr(colon + 1);
+    if (!number(major, 4095, &d.major)) {
+      Error(field, "invalid major number " + Quote(major) + " in " + Quote(text) + " (0-4095)");
+      continue;
+    }
+    if (minor == "*") {
+      d.minor = CompiledPolicy::DeviceAllow::kAnyMinor;
+    } else if (!number(minor, 1048575, &d.minor)) {
+      Error(field, "invalid minor number " + Quote(minor) + " in " + Quote(text) + " (0-1048575 or *)");
+      continue;
+    }
+    if (access.empty()) access = "rw";
+    bool ok = true;
+    for (char c : access) {
+      const uint32_t bit = c == 'r' ? 2 : c == 'w' ? 4 : c == 'm' ? 1 : 0;
+      if (!bit || (d.access & bit)) {
+        Error(field, "invalid access " + Quote(access) + " in " + Quote(text) + " (letters from r, w, m, each once)");
+        ok = false;
+        break;
+      }
+      d.access |= bit;
+    }
+    if (!ok) continue;
+    auto [it, inserted] = seen.emplace(std::make_pair(d.type, std::make_pair(d.major, d.minor)), i);
+    if (!inserted) {
+      Error(field, "duplicate device " + Quote(text) + FirstAt("spec.devices[" + std::to_string(it->second) + "]"));
+      continue;
+    }
+    out->devices.push_back(d);
+  }
+}
+
+void Validator::Listen(const cordon::v1::Network& network, CompiledPolicy* out) {
+  constexpr int kMaxListenRules = 1000;
+  if (network.listen_size() > kMaxListenRules) {
+    Error("spec.network.listen", "too many listen rules: " + std::to_string(network.listen_size()) +
+                                     " (the limit is " + std::to_string(kMaxListenRules) + ")");
+    return;
+  }
+  out->listen_rules.resize(static_cast<size_t>(network.listen_size()));
+  // A rule equal to an earlier one (address, ports, protocols) is a mistake.
+  std::map<std::tuple<std::string, std::vector<uint32_t>, bool, bool>, int> seen;
+  for (int i = 0; i < network.listen_size(); ++i) {
+    const FieldName field = [i] { return "spec.network.listen[" + std::to_string(i) + "]"; };
+    const cordon::v1::ListenRule& rule = network.listen(i);
+    CompiledRule& compiled = out->listen_rules[static_cast<size_t>(i)];
+    bool ok = true;
+    if (rule.address().empty()) {
+      if (Present(field() + ".address")) {
+        Error(field() + ".address", "empty address (omit 'address' to allow any address)");
+        ok = false;
+      }
+      compiled.prefix = Prefix{};  // ::/0
+    } else {
+      std::string error;
+      auto prefix = ParsePrefix(rule.address(), &error);
+      if (prefix) {
+        compiled.prefix = *prefix;
+      } else {
+        Error(field() + ".address", error);
+        ok = false;
+      }
+    }
+    const size_t before = diags_->size();
+    Ports(rule, field, &compiled, /*listen=*/true);
+    Protocols(rule, field, &compiled);
+    if (!ok || diags_->size() != before) continue;
+    std::vector<uint32_t> ports;
+    for (const PortRange& r : compiled.ports) ports.push_back(uint32_t{r.lo} << 16 | r.hi);
+    std::sort(ports.begin(), ports.end());
+    std::string addr(reinterpret_cast<const char*>(compiled.prefix.addr.data()), compiled.prefix.addr.size());
+    addr += std::to_string(compiled.prefix.length);
+    auto [it, inserted] = seen.emplace(std::make_tuple(addr, ports, compiled.tcp, compiled.udp), i);
+    if (!inserted)
+      Error(field(), "duplicate listen rule (same address, ports and protocols as spec.network.listen[" +
+                         std::to_string(it->second) + "]" + FirstAt("spec.network.listen[" +
+                                                                    std::to_string(it->second) + "]") + ")");
+  }
 }
 
 constexpr const char* kCapabilityNames[] = {
@@ -588,6 +714,7 @@ bool Validator::Run(CompiledPolicy* out) {
 
   if (policy.spec().allow_keyrings()) out->lsm_flags |= CORDON_LSM_F_KEYRINGS;
   Identity(policy.spec(), out);
+  Devices(policy.spec(), out);
 
   // `files: {}` is present (deny every file access); `files:` (null) and no key are absent.
   out->has_files = policy.spec().has_files() || Present("spec.files");
@@ -612,6 +739,7 @@ bool Validator::Run(CompiledPolicy* out) {
       }
     }
   }
+  Listen(network, out);
   // Checks run field by field; present the findings in file order.
   std::stable_sort(diags_->begin() + static_cast<std::ptrdiff_t>(diags_before), diags_->end(),
                    [](const Diagnostic& a, const Diagnostic& b) {
@@ -921,6 +1049,18 @@ bool Compile(const ParsedPolicy& parsed, CompiledPolicy* out, Diagnostics* diags
   if (!builder.Build(&error)) {
     diags->push_back(parsed.At("spec.network.egress", error));
     return false;
+  }
+  if (!compiled.listen_rules.empty()) {
+    // The same image form as egress: a bind address is judged like a destination.
+    CompiledPolicy listen;
+    listen.rules = compiled.listen_rules;
+    ImageBuilder listen_builder(&listen);
+    if (!listen_builder.Build(&error)) {
+      diags->push_back(parsed.At("spec.network.listen", error));
+      return false;
+    }
+    compiled.listen_addr_entries = std::move(listen.addr_entries);
+    compiled.listen_port_entries = std::move(listen.port_entries);
   }
   *out = std::move(compiled);
   return true;

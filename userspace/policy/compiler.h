@@ -68,6 +68,22 @@ struct CompiledPolicy {
   // port sets deduplicated (identical port/protocol sets share an id).
   std::vector<std::pair<cordon_addr_key, cordon_addr_value>> addr_entries;
   std::vector<std::pair<cordon_port_key, cordon_port_value>> port_entries;
+  // spec.network.listen: rules (prefix ::/0 when the address is omitted; port
+  // 0 = a kernel-chosen port) and their image in the same two-trie form
+  // (listen_addr_rules / listen_port_rules). Empty: no inbound at all.
+  std::vector<CompiledRule> listen_rules;
+  std::vector<std::pair<cordon_addr_key, cordon_addr_value>> listen_addr_entries;
+  std::vector<std::pair<cordon_port_key, cordon_port_value>> listen_port_entries;
+  // spec.devices: device nodes allowed beyond the safe set (cgroup/dev).
+  struct DeviceAllow {
+    static constexpr uint32_t kAnyMinor = 0xffffffffu;  // CORDON_DEV_MINOR_ANY
+    char type = 'c';                                     // 'c' or 'b'
+    uint32_t major = 0;
+    uint32_t minor = 0;
+    uint32_t access = 0;  // BPF_DEVCG_ACC_*: 1 mknod, 2 read, 4 write
+    bool operator==(const DeviceAllow&) const = default;
+  };
+  std::vector<DeviceAllow> devices;
 
   // spec.files was given (even as `files: {}`): every file access not granted
   // by file_rules is denied. False: files are not restricted (file_rules is
@@ -151,6 +167,9 @@ bool NormalizeFilePath(std::string_view path, std::string* out, std::string* err
 // block (for the prefix that first produced the set: with sharing, not
 // necessarily for every address using it).
 bool Compile(const ParsedPolicy& parsed, CompiledPolicy* out, Diagnostics* diags);
+
+// Most spec.devices entries.
+constexpr size_t kMaxPolicyDevices = 32;
 
 // The built-in default: unix, inet and inet6 sockets may be created, no
 // egress at all (loopback included), enforce mode, name "default"; files

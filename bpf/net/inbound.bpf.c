@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Inbound: default-deny listening, for kernels with or without BPF LSM.
+ *
+ * cgroup/bind4|6: bind() to a non-zero port needs a spec.network.listen rule
+ * whose address (CIDR; the bind address as given, so binding the wildcard
+ * 0.0.0.0 or :: needs a rule containing it) and protocol allow it. The rules
+ * are the egress image's two-trie form (lib/egress_match.bpf.h);
+ * ::ffff:a.b.c.d binds are judged as a.b.c.d. bind() to port 0 is always
+ * allowed: UDP clients and many libraries bind port 0 before sending, and
+ * the kernel's choice of port is not inbound by itself.
+ *
+ * cgroup_skb/ingress: a socket also gets a port without bind() (listen() on
+ * an unbound socket auto-binds, without the bind hook), or from bind(port 0).
+ * Whatever way a TCP listener got its port, every packet delivered to a
+ * sandbox socket in state LISTEN (a SYN, or a syncookie ACK) is dropped
+ * unless a listen rule allows the listener's (address, port, tcp), or lists
+ * port 0 ("any port the kernel chose") for its address. The connecting peer
+ * sees no answer (its connect times out); the sandbox sees no connection.
+ * Established connections and the sandbox's own outgoing ones are never in
+ * LISTEN state and are not looked at. One net.bind event per listening port
+ * per second (syn_reported): a SYN flood cannot flood events; the counter
+ * counts every dropped packet.
+ *
+ * Not covered here: UDP needs no listen(); an unconnected UDP socket on a
+ * kernel-chosen port receives datagrams from anyone who learns the port.
+ */
+#include "lib/egress_match.bpf.h"
+
+static __always_inline int cordon_bind_decide(struct bpf_sock_addr *ctx, const __u8 addr[16], __u16 family)
+{
+	__u16 port = bpf_ntohs((__u16)ctx->user_port);
+	if (port == 0)
+		return 1; /* ephemeral: see above */
+	const struct cordon_sandbox_cfg *cfg = cordon_cfg();
+	if (!cfg)
+		return 0;
+	__u32 protocol = ctx->protocol;
+	__u32 rule = 0;
+	__u8 reason = 0;
+	if (cordon_rules_allowed(&listen_addr_rules, &listen_port_rules, addr, port, cordon_rule_proto(protocol),
+				 &rule, &reason))
+		return 1;
+	int audit = cfg->mode == CORDON_MODE_AUDIT;
+	cordon_count(audit ? CORDON_CNT_AUDITED_LSM_NET : CORDON_CNT_DENIED_LSM_NET);
+	struct cordon_event *e = cordon_event_begin(cfg, CORDON_EV_NET_BIND,
+						    audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
+						    CORDON_REASON_NO_LISTEN_RULE);
+	if (e) {
+		__builtin_memcpy(e->addr, addr, 16);
+		e->port = port;
+		e->family = family;
+		e->sock_type = ctx->type;
+		e->protocol = protocol;
+		e->rule = rule;
+		cordon_event_submit(e);
+	}
+	return audit;
+}
+
+SEC("cgroup/bind4")
+int cordon_bind4(struct bpf_sock_addr *ctx)
+{
+	__u8 addr[16];
+	cordon_dest_v4(ctx, addr);
+	return cordon_bind_decide(ctx, addr, AF_INET);
+}
+
+SEC("cgroup/bind6")
+int cordon_bind6(struct bpf_sock_addr *ctx)
+{
+	__u32 addr[4];
+	cordon_dest_v6(ctx, addr);
+	return cordon_bind_decide(ctx, (const __u8 *)addr, AF_INET6);
+}
+
+SEC("cgroup_skb/ingress")
+int cordon_ingress(struct __sk_buff *skb)
+{
+	struct bpf_sock *sk = skb->sk;
+	if (!sk)
+		return 1;
+	sk = bpf_sk_fullsock(sk);
+	if (!sk)
+		return 1;
+	if (sk->state != BPF_TCP_LISTEN || sk->protocol != IPPROTO_TCP)
+		return 1;
+	__u16 port = (__u16)sk->src_port; /* host order */
+	__u32 family = sk->family;
+	/* Every field loaded unconditionally, then chosen: clang must not turn
+	 * per-family loads into pointer arithmetic on the socket, which the
+	 * verifier forbids. */
+	__u32 ip4 = sk->src_ip4;
+	__u32 ip6_0 = sk->src_ip6[0], ip6_1 = sk->src_ip6[1], ip6_2 = sk->src_ip6[2], ip6_3 = sk->src_ip6[3];
+	asm volatile("" : "+r"(ip4), "+r"(ip6_0), "+r"(ip6_1), "+r"(ip6_2), "+r"(ip6_3));
+	__u32 words[4] = {};
+	if (family == AF_INET) {
+		words[2] = bpf_htonl(0xffff);
+		words[3] = ip4;
+	} else if (family == AF_INET6) {
+		words[0] = ip6_0;
+		words[1] = ip6_1;
+		words[2] = ip6_2;
+		words[3] = ip6_3;
+	} else {
+		return 1;
+	}
+	const __u8 *addr = (const __u8 *)words;
+	__u32 rule = 0;
+	__u8 reason = 0;
+	if (cordon_rules_allowed(&listen_addr_rules, &listen_port_rules, addr, port, IPPROTO_TCP, &rule, &reason) ||
+	    cordon_rules_allowed(&listen_addr_rules, &listen_port_rules, addr, 0, IPPROTO_TCP, &rule, &reason))
+		return 1;
+	const struct cordon_sandbox_cfg *cfg = cordon_cfg();
+	if (!cfg)
+		return 0;
+	int audit = cfg->mode == CORDON_MODE_AUDIT;
+	cordon_count(audit ? CORDON_CNT_AUDITED_LSM_NET : CORDON_CNT_DENIED_LSM_NET);
+
+	__u64 now = bpf_ktime_get_boot_ns();
+	__u32 key = family << 16 | port;
+	__u64 *last = bpf_map_lookup_elem(&syn_reported, &key);
+	if (last && now - *last < CORDON_SYN_REPORT_INTERVAL_NS)
+		return audit;
+	bpf_map_update_elem(&syn_reported, &key, &now, BPF_ANY);
+
+	/* Softirq context: no task to describe (pid 0); the cgroup is the
+	 * listening socket's. */
+	struct cordon_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		cordon_count(CORDON_CNT_EVENTS_DROPPED);
+		return audit;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->size = sizeof(*e);
+	e->kind = CORDON_EV_NET_BIND;
+	e->verdict = audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED;
+	e->reason = CORDON_REASON_NO_LISTEN_RULE;
+	e->boot_ns = now;
+	e->sandbox_id = cfg->sandbox_id;
+	e->cgroup_id = bpf_skb_cgroup_id(skb);
+	e->rule = rule;
+	__builtin_memcpy(e->addr, addr, 16);
+	e->port = port;
+	e->family = family;
+	e->sock_type = SOCK_STREAM;
+	e->protocol = IPPROTO_TCP;
+	bpf_ringbuf_submit(e, 0);
+	return audit;
+}
