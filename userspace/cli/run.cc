@@ -13,6 +13,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -430,6 +431,19 @@ int RunCommand(const Args& args) {
   options.seccomp_events = !seccomp.program.empty();
   options.landlock_events = landlock_applied && landlock->files;
   options.landlock_scope_events = landlock_applied && landlock->scoped;
+  if (*pty) {
+    // The command's own pty is the one device node of a terminal it may
+    // open again (other ptys, the caller's included, stay refused).
+    struct stat st;
+    if (::fstat((*pty)->slave(), &st) == 0) {
+      DeviceRule rule;
+      rule.type = 'c';
+      rule.major = major(st.st_rdev);
+      rule.minor = minor(st.st_rdev);
+      rule.access = DeviceRule::kRead | DeviceRule::kWrite;
+      options.allowed_devices.push_back(rule);
+    }
+  }
   auto attached = AttachSandbox(*cgroup, *compiled, options);
   if (!attached) {
     (void)KillAndRemoveCgroup(*cgroup);
