@@ -364,6 +364,43 @@ TEST_F(RunIsolation, TerminalInjectionCannotReachTheInvokingShell) {
   EXPECT_GE(terminal, 1) << Slurp(audit_);
 }
 
+// The caller's stdio are the command's explicit input and outputs: a stdout
+// redirected to a file no rule names is still written. Another descriptor
+// to a file of the same directory, kept open (--keep-fd), is not usable
+// where BPF LSM judges descriptors opened outside the sandbox.
+TEST_F(RunIsolation, StdioFilesAreTheCommandsOutputs) {
+  std::string out = dir_ + "/stdout.txt", side = dir_ + "/side.txt";
+  std::ofstream(side) << "side\n";
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: stdio}\nspec:\n  files:\n"
+                    "    include: [runtime-minimal, shell]\n");
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int keep = ::open(side.c_str(), O_RDWR);  // not close-on-exec: fd 4 or so, kept below
+    if (fd < 0 || keep < 0) _exit(120);
+    ::dup2(fd, 1);
+    ::dup2(keep, 9);
+    ::execl(CORDON_BINARY, CORDON_BINARY, "run", "--quiet", "--user", "root", "--keep-fd", "9", "--policy",
+            policy.path().c_str(), "--audit", audit_.c_str(), "--", "/bin/sh", "-c",
+            "echo written; cat <&9 >/dev/null; echo side=$?", nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  std::string text = Slurp(out);
+  EXPECT_NE(text.find("written"), std::string::npos) << text;
+  if (LsmUsableHere()) {
+    EXPECT_NE(text.find("side=1"), std::string::npos) << "a kept descriptor to a file outside the policy: " << text;
+    bool event = false;
+    for (const auto& e : Events()) event |= e.kind() == "file.open" && e.file().path() == side;
+    EXPECT_TRUE(event) << Slurp(audit_);
+  } else {
+    // Landlock judges opens only: an inherited descriptor stays usable.
+    EXPECT_NE(text.find("side=0"), std::string::npos) << text;
+  }
+}
+
 // A private /tmp: gone at the end; the host's /tmp is not visible.
 TEST_F(RunIsolation, ScratchTmpIsPrivateAndRemoved) {
   std::string host_file = "/tmp/cordon-isolation-host-" + std::to_string(::getpid());

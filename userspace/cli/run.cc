@@ -316,6 +316,24 @@ int RunCommand(const Args& args) {
       early_notes.push_back("uid " + std::to_string(identity.uid) + " cannot reach the write path " + path +
                             ": make it searchable (o+x) or run with --user root");
   }
+  // The caller's stdin, stdout and stderr are the command's explicit input
+  // and outputs: where they are regular files, the policy grants them (read
+  // for stdin, write for stdout/stderr), so that BPF LSM, which judges reads
+  // and writes through descriptors opened outside the sandbox, lets them
+  // through. Pipes, sockets and terminals are not path objects.
+  if (compiled->has_files) {
+    for (int fd = 0; fd < 3; ++fd) {
+      struct stat st;
+      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      policy::FileRule rule;
+      rule.path = "/proc/self/fd/" + std::to_string(fd);  // resolved by the loader and Landlock to the file
+      rule.rights = fd == 0 ? policy::kFileRightsRead : (CORDON_FILE_READ | CORDON_FILE_WRITE);
+      rule.rule = static_cast<uint32_t>(compiled->file_rules.size() + 1);
+      rule.required = true;
+      rule.origin = fd == 0 ? "stdin" : fd == 1 ? "stdout" : "stderr";
+      compiled->file_rules.push_back(rule);
+    }
+  }
   const std::string home = "/tmp";
   auto env = BuildEnvironment(environ, *compiled, cli_env, home);
   if (!env) return PrintError(env.error().ToString()), 2;
