@@ -1362,6 +1362,35 @@ TEST_F(Lsm, PosixAclsNeedWriteRights) {
   EXPECT_EQ(setattr, 2) << "removal and setting\n" << Dump(events);
 }
 
+// utimensat: the one attribute change no path hook sees (inode_setattr).
+TEST_F(Lsm, TimestampsNeedWriteRights) {
+  std::string input = tree_ / "in/input.txt", existing = tree_ / "out/existing";
+  auto set_times = [](const std::string& path) {
+    struct timespec ts[2] = {{1000000000, 0}, {1000000000, 0}};
+    return ::utimensat(AT_FDCWD, path.c_str(), ts, 0) ? errno : 0;
+  };
+  auto touch = [](const std::string& path) { return ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) ? errno : 0; };
+  // Negative control: unconfined both work.
+  EXPECT_EQ(set_times(input), 0);
+  EXPECT_EQ(touch(input), 0);
+  struct stat before;
+  ASSERT_EQ(::stat(input.c_str(), &before), 0);
+  TestCgroup cg("times");
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return set_times(input); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return touch(input); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return set_times(existing); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return touch(existing); }), 0);
+  struct stat after;
+  ASSERT_EQ(::stat(input.c_str(), &after), 0);
+  EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  auto events = TakeEvents(cg.path());
+  int setattr = 0;
+  for (const auto& e : events) setattr += Find({e}, "file.setattr", "/in/input.txt") != nullptr;
+  EXPECT_EQ(setattr, 2) << Dump(events);
+  EXPECT_EQ(Find(events, "file.setattr", "/out/existing"), nullptr) << Dump(events);
+}
+
 // Runs everywhere: cordon never claims what the kernel does not enforce.
 TEST(LsmHonesty, ReportsTheTruthAboutFileEnforcement) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
