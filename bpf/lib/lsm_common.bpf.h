@@ -58,18 +58,73 @@ static __always_inline const struct cordon_lsm_sandbox *cordon_current_sandbox(v
 	return bpf_map_lookup_elem(&lsm_sandboxes, &sandbox_id);
 }
 
+#ifndef CORDON_DETECT
+/* Credentials prepared by a task inside a sandbox (key: struct cred *,
+ * value: that sandbox's id), from lsm/cred_prepare until lsm/cred_free; and
+ * files whose owner (F_SETOWN) a sandboxed task set (key: struct file *,
+ * value: the sandbox's id), until lsm/file_free_security. Defined in
+ * bpf/lsm/creds.bpf.c. */
+#define CORDON_LSM_OWNER_MAPS(storage)                                         \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, 1 << 20);                                  \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, __u64);                                            \
+		__type(value, __u64);                                          \
+	} sandbox_creds SEC(".maps");                                          \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, 65536);                                    \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, __u64);                                            \
+		__type(value, __u64);                                          \
+	} fown_sandbox SEC(".maps")
+#ifdef CORDON_OWNER_MAPS_DEFINE
+CORDON_LSM_OWNER_MAPS();
+#else
+CORDON_LSM_OWNER_MAPS(extern);
+#endif
+#endif
+
+/* Whether a check made with credentials `cred` on behalf of the calling
+ * (sandboxed) task is the sandbox's to judge. Every check is, whatever the
+ * task's credentials, except one made while the kernel overrides them with
+ * credentials no sandboxed task prepared: the only such case a sandboxed
+ * task can reach is overlayfs acting with its creator's credentials (taken
+ * by whoever mounted it, outside the sandbox: a sandbox cannot mount) to
+ * copy a file up, open the real lower/upper file or read its own
+ * trusted.overlay.* xattrs. That is the filesystem's own work on its layers,
+ * already judged at the overlay path the task asked for.
+ * Judged although overridden: credentials the task prepared itself (the core
+ * dump writer, faccessat, io-wq workers running a request with the
+ * submitter's newer credentials) are in sandbox_creds. io_uring personalities
+ * and SQPOLL (whose credentials may predate the sandbox) are refused
+ * (lsm/uring_override_creds, lsm/uring_sqpoll), so they never get here. */
+static __always_inline int cordon_cred_judged(const struct cred *cred)
+{
+#ifdef CORDON_DETECT
+	return 1; /* at system call exit nothing is overridden */
+#else
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (cred == BPF_CORE_READ(task, real_cred))
+		return 1;
+	__u64 key = (__u64)cred;
+	if (bpf_map_lookup_elem(&sandbox_creds, &key))
+		return 1;
+	/* Overridden (or another task's credentials, e.g. a file's f_cred):
+	 * not the sandbox's to judge. */
+	return 0;
+#endif
+}
+
 /* The caller's sandbox if its policy restricts files (has spec.files). */
 static __always_inline const struct cordon_lsm_sandbox *cordon_file_sandbox(void)
 {
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
 	if (!sb || !(sb->flags & CORDON_LSM_F_FILES))
 		return NULL;
-	/* The kernel acting for the task with overridden credentials (an
-	 * overlayfs copy-up writing its upper layer): that is the filesystem's
-	 * own work, already judged at the overlay path the task asked for. A
-	 * task cannot hold overridden credentials in userspace. */
 	struct task_struct *task = bpf_get_current_task_btf();
-	if (BPF_CORE_READ(task, cred) != BPF_CORE_READ(task, real_cred))
+	if (!cordon_cred_judged(BPF_CORE_READ(task, cred)))
 		return NULL;
 	return sb;
 }
@@ -116,6 +171,7 @@ struct cordon_walk {
 	__u32 rule;
 	__u32 steps;
 	__u32 complete;        /* reached the root (or satisfied want) */
+	__u32 detached;        /* ended at the root of a mount outside the task's namespace */
 #ifdef CORDON_DIR_CACHE
 	/* The directory whose in-mount result is being computed for the cache
 	 * (fill_ino == 0: none); its tags, and rights/rule met since it. */
@@ -135,12 +191,25 @@ static __always_inline long cordon_walk_cross(struct cordon_walk *w, struct vfsm
 	struct mount *m = cordon_real_mount(mnt);
 	struct mount *up = BPF_CORE_READ(m, mnt_parent);
 	if (up == m) {
+		/* The top of a mount tree: the task's namespace's root, or a
+		 * detached tree (open_tree clone whose fd is closed, a private
+		 * clone) or another namespace's root (cordon_walk tells which).
+		 * Rules name objects, so whatever was met on the way counts;
+		 * nothing above does. w->mnt stays at this mount. */
 		w->complete = 1;
 		return 1;
 	}
 	w->dentry = BPF_CORE_READ(m, mnt_mountpoint);
 	w->mnt = &up->mnt;
 	return 0;
+}
+
+/* Why a walk that did not grant `want` denies. */
+static __always_inline __u8 cordon_walk_reason(const struct cordon_walk *w)
+{
+	if (!w->complete)
+		return CORDON_REASON_PATH_TOO_DEEP;
+	return w->detached ? CORDON_REASON_DETACHED_MOUNT : CORDON_REASON_FILE_RULE;
 }
 
 static __always_inline int cordon_walk_done(struct cordon_walk *w)
@@ -300,6 +369,18 @@ static __always_inline void cordon_walk(struct cordon_walk *w, const struct cord
 		w->self_pid = BPF_CORE_READ(task, group_leader, thread_pid);
 	}
 	bpf_loop(CORDON_WALK_MAX, cordon_walk_step, w, 0);
+	/* Ended at the top of a mount tree that is not the task's namespace's
+	 * (decided here, not in the step: 6.7+ verify bpf_loop callbacks to
+	 * convergence, so the step is kept as small as possible). */
+	struct vfsmount *last = w->mnt;
+	if (w->complete && last) {
+		struct mount *m = cordon_real_mount(last);
+		if (BPF_CORE_READ(m, mnt_parent) == m) {
+			struct task_struct *task = bpf_get_current_task_btf();
+			if (BPF_CORE_READ(m, mnt_ns) != BPF_CORE_READ(task, nsproxy, mnt_ns))
+				w->detached = 1;
+		}
+	}
 }
 
 /* ---- paths for events ------------------------------------------------- */
@@ -395,7 +476,15 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 		p.root_mnt = BPF_CORE_READ(task, fs, root.mnt);
 		bpf_loop(CORDON_WALK_MAX, cordon_path_step, &p, 0);
 		struct dentry *last = p.dentry;
-		if (last && last != p.root_dentry && BPF_CORE_READ(last, d_parent) != last &&
+		/* Stopped early, unless at the root of a detached tree or of
+		 * another namespace (the path is then shown from that root). */
+		struct vfsmount *last_mnt = p.mnt;
+		int at_top = 0;
+		if (last_mnt && last == BPF_CORE_READ(last_mnt, mnt_root)) {
+			struct mount *m = cordon_real_mount(last_mnt);
+			at_top = BPF_CORE_READ(m, mnt_parent) == m;
+		}
+		if (last && last != p.root_dentry && BPF_CORE_READ(last, d_parent) != last && !at_top &&
 		    !(p.flags & CORDON_PATH_F_TRUNCATED))
 			p.flags |= CORDON_PATH_F_TOO_DEEP;
 		path_len = (CORDON_PATH_MAX - 1) - p.pos;
@@ -448,19 +537,24 @@ static __always_inline int cordon_check_path(const struct cordon_lsm_sandbox *sb
 	cordon_walk(&w, sb, dentry, mnt, want);
 	if ((w.granted & want) == want)
 		return 0;
-	__u8 reason = w.complete ? CORDON_REASON_FILE_RULE : CORDON_REASON_PATH_TOO_DEEP;
-	return cordon_lsm_report(sb, kind, reason, want, w.granted, w.rule, dentry, mnt, 0, 0, 0,
+	return cordon_lsm_report(sb, kind, cordon_walk_reason(&w), want, w.granted, w.rule, dentry, mnt, 0, 0, 0,
 				 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 }
 
-/* Anonymous objects: pipes, sockets, anon inodes, memfd (internal mounts
- * that belong to no mount namespace). */
+#define CORDON_MNT_INTERNAL 0x4000   /* include/linux/mount.h */
+#define CORDON_SB_KERNMOUNT (1 << 22) /* include/linux/fs.h */
+
+/* Anonymous objects: pipes, sockets, anon inodes, memfd, nsfs: files of
+ * kernel-internal mounts (kern_mount(): MNT_INTERNAL on the mount,
+ * SB_KERNMOUNT on the superblock), which no path of any tree reaches.
+ * Not a mount without a namespace: open_tree(OPEN_TREE_CLONE) clones whose
+ * fd was closed and mounts of another namespace have none (or another) and
+ * are judged by the walk like any other (the walk ends at their root). */
 static __always_inline int cordon_is_anonymous(struct vfsmount *mnt)
 {
-	struct mount *m = cordon_real_mount(mnt);
-	void *ns = BPF_CORE_READ(m, mnt_ns);
-	/* kern_mount() marks internal mounts with MNT_NS_INTERNAL, ERR_PTR(-EINVAL). */
-	return ns == NULL || (long)ns == -22;
+	int mnt_flags = BPF_CORE_READ(mnt, mnt_flags);
+	unsigned long sb_flags = BPF_CORE_READ(mnt, mnt_sb, s_flags);
+	return (mnt_flags & CORDON_MNT_INTERNAL) || (sb_flags & CORDON_SB_KERNMOUNT);
 }
 
 #endif

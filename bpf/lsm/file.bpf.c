@@ -13,6 +13,7 @@
 #define S_IFCHR 0020000
 #define S_IFBLK 0060000
 #define RENAME_EXCHANGE (1 << 1)
+#define O_ACCMODE 3
 
 SEC("lsm/file_open")
 int BPF_PROG(cordon_file_open, struct file *file)
@@ -31,13 +32,18 @@ int BPF_PROG(cordon_file_open, struct file *file)
 		want |= CORDON_FILE_READ;
 	if (fmode & FMODE_WRITE)
 		want |= CORDON_FILE_WRITE;
+	/* Access mode 3 (neither O_RDONLY, O_WRONLY nor O_RDWR): the kernel
+	 * sets neither FMODE_READ nor FMODE_WRITE, yet the fd takes ioctls
+	 * (TIOCSTI, FS_IOC_SETFLAGS, ...): it counts as read and write. */
+	__u32 fflags = BPF_CORE_READ(file, f_flags);
+	if ((fflags & O_ACCMODE) == O_ACCMODE)
+		want |= CORDON_FILE_READ | CORDON_FILE_WRITE;
 	if (!want)
 		return 0;
 	/* Opened by execve (the program, a script interpreter, the ELF
 	 * interpreter): reading is all this open needs; exec itself is judged
 	 * by bprm_check_security and mappings by mmap_file. */
 	/* 6.8+ set FMODE_EXEC; older kernels leave only __FMODE_EXEC in f_flags. */
-	__u32 fflags = BPF_CORE_READ(file, f_flags);
 	__u16 kind = ((fmode & FMODE_EXEC) || (fflags & FMODE_EXEC)) ? CORDON_EV_FILE_EXEC : CORDON_EV_FILE_OPEN;
 	return cordon_check_path(sb, kind, BPF_CORE_READ(file, f_path.dentry), mnt, want);
 }
@@ -54,8 +60,7 @@ static __always_inline int cordon_dir_op(const struct path *dir, struct dentry *
 	cordon_walk(&w, sb, BPF_CORE_READ(dir, dentry), mnt, CORDON_FILE_CREATE);
 	if (w.granted & CORDON_FILE_CREATE)
 		return 0;
-	return cordon_lsm_report(sb, kind, w.complete ? CORDON_REASON_FILE_RULE : CORDON_REASON_PATH_TOO_DEEP,
-				 CORDON_FILE_CREATE, w.granted, w.rule, dentry, mnt, 0, 0, 0,
+	return cordon_lsm_report(sb, kind, cordon_walk_reason(&w), CORDON_FILE_CREATE, w.granted, w.rule, dentry, mnt, 0, 0, 0,
 				 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 }
 
@@ -109,7 +114,7 @@ static __always_inline int cordon_no_gain(struct cordon_walk *w, const struct co
 	cordon_walk(w, sb, BPF_CORE_READ(new_dir, dentry), new_mnt, 0);
 	__u32 new_granted = w->granted, new_rule = w->rule;
 	if (!(new_granted & CORDON_FILE_CREATE))
-		return cordon_lsm_report(sb, kind, CORDON_REASON_FILE_RULE, CORDON_FILE_CREATE, new_granted,
+		return cordon_lsm_report(sb, kind, cordon_walk_reason(w), CORDON_FILE_CREATE, new_granted,
 					 new_rule, new_dentry, new_mnt, 0, 0, 0,
 					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 	cordon_walk(w, sb, object, object_mnt, 0);
@@ -142,7 +147,7 @@ int BPF_PROG(cordon_path_rename, const struct path *old_dir, struct dentry *old_
 	struct cordon_walk w;
 	cordon_walk(&w, sb, BPF_CORE_READ(old_dir, dentry), old_mnt, CORDON_FILE_CREATE);
 	if (!(w.granted & CORDON_FILE_CREATE))
-		return cordon_lsm_report(sb, CORDON_EV_FILE_RENAME, CORDON_REASON_FILE_RULE, CORDON_FILE_CREATE,
+		return cordon_lsm_report(sb, CORDON_EV_FILE_RENAME, cordon_walk_reason(&w), CORDON_FILE_CREATE,
 					 w.granted, w.rule, old_dentry, old_mnt, 0, 0, 0,
 					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 	int verdict = cordon_no_gain(&w, sb, CORDON_EV_FILE_RENAME, old_dentry, old_mnt, new_dir, new_dentry);
@@ -197,4 +202,117 @@ int BPF_PROG(cordon_inode_removexattr, void *idmap, struct dentry *dentry)
 	if (!sb)
 		return 0;
 	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, dentry, NULL, CORDON_FILE_WRITE);
+}
+
+#define TIOCSTI 0x5412
+#define TIOCLINUX 0x541C
+#define FS_IOC_SETFLAGS 0x40086602
+#define FS_IOC32_SETFLAGS 0x40046602
+#define FS_IOC_FSSETXATTR 0x401c5820
+
+/* ioctl: injecting input into a terminal (TIOCSTI, TIOCLINUX: the console's
+ * selection paste and more) reaches whatever reads that terminal, outside
+ * the sandbox: never allowed. Changing inode flags (immutable, append-only,
+ * ...) is a metadata write: it needs write rights on the file's path, like
+ * chmod. Every other command is judged by the open that made the fd. */
+static __always_inline int cordon_ioctl(struct file *file, unsigned int cmd)
+{
+	if (cmd == TIOCSTI || cmd == TIOCLINUX) {
+		const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+		if (!sb)
+			return 0;
+		return cordon_lsm_report(sb, CORDON_EV_TAMPER_TERMINAL, CORDON_REASON_FORBIDDEN, 0, 0, 0,
+					 BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt), 0, cmd, 0,
+					 CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
+	}
+	if (cmd != FS_IOC_SETFLAGS && cmd != FS_IOC32_SETFLAGS && cmd != FS_IOC_FSSETXATTR)
+		return 0;
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	struct vfsmount *mnt = BPF_CORE_READ(file, f_path.mnt);
+	if (cordon_is_anonymous(mnt))
+		return 0;
+	struct dentry *dentry = BPF_CORE_READ(file, f_path.dentry);
+	struct cordon_walk w;
+	cordon_walk(&w, sb, dentry, mnt, CORDON_FILE_WRITE);
+	if (w.granted & CORDON_FILE_WRITE)
+		return 0;
+	return cordon_lsm_report(sb, CORDON_EV_FILE_IOCTL, cordon_walk_reason(&w), CORDON_FILE_WRITE, w.granted,
+				 w.rule, dentry, mnt, 0, cmd, 0, CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
+}
+
+SEC("lsm/file_ioctl")
+int BPF_PROG(cordon_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg)
+{
+	return cordon_ioctl(file, cmd);
+}
+
+/* 32-bit tasks' ioctls (6.8+, and backported to 6.1.y). */
+SEC("lsm/file_ioctl_compat")
+int BPF_PROG(cordon_file_ioctl_compat, struct file *file, unsigned int cmd, unsigned long arg)
+{
+	return cordon_ioctl(file, cmd);
+}
+
+/* POSIX ACLs: since 6.2 set and removed outside the xattr hooks. Loaded only
+ * where the kernel has these hooks (the loader checks its BTF). */
+SEC("lsm/inode_set_acl")
+int BPF_PROG(cordon_inode_set_acl, void *idmap, struct dentry *dentry)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, dentry, NULL, CORDON_FILE_WRITE);
+}
+
+SEC("lsm/inode_remove_acl")
+int BPF_PROG(cordon_inode_remove_acl, void *idmap, struct dentry *dentry)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, dentry, NULL, CORDON_FILE_WRITE);
+}
+
+#define ATTR_MODE (1 << 0)
+#define ATTR_UID (1 << 1)
+#define ATTR_GID (1 << 2)
+#define ATTR_SIZE (1 << 3)
+#define ATTR_ATIME (1 << 4)
+#define ATTR_MTIME (1 << 5)
+#define ATTR_KILL_SUID (1 << 11)
+#define ATTR_KILL_SGID (1 << 12)
+#define ATTR_KILL_PRIV (1 << 14)
+
+/* Timestamps (utimensat, utimes): the one attribute change no path hook
+ * sees. Mode, owner and size changes are judged by path_chmod/chown/truncate
+ * (with the mount), and the kernel's own clearing of setuid bits follows a
+ * write already judged: those pass here. The hook has no mount: the walk
+ * stays inside the filesystem, like the xattr hooks. Its signature gained
+ * an idmap first argument in 6.3: one program per signature, the loader
+ * keeps the one matching the kernel's BTF. */
+static __always_inline int cordon_setattr_times(struct dentry *dentry, struct iattr *attr)
+{
+	unsigned int valid = BPF_CORE_READ(attr, ia_valid);
+	if (!(valid & (ATTR_ATIME | ATTR_MTIME)) ||
+	    (valid & (ATTR_MODE | ATTR_UID | ATTR_GID | ATTR_SIZE | ATTR_KILL_SUID | ATTR_KILL_SGID | ATTR_KILL_PRIV)))
+		return 0;
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, dentry, NULL, CORDON_FILE_WRITE);
+}
+
+SEC("lsm/inode_setattr")
+int BPF_PROG(cordon_inode_setattr, void *idmap, struct dentry *dentry, struct iattr *attr)
+{
+	return cordon_setattr_times(dentry, attr);
+}
+
+/* Before 6.3: (struct dentry *, struct iattr *). Same hook, other signature. */
+SEC("lsm/inode_setattr")
+int BPF_PROG(cordon_inode_setattr_v1, struct dentry *dentry, struct iattr *attr)
+{
+	return cordon_setattr_times(dentry, attr);
 }

@@ -6,7 +6,8 @@
  * outside its sandbox (the agent included), move tasks to a cgroup outside
  * its subtree (cgroup.procs writes, clone3 CLONE_INTO_CGROUP), mount or
  * unmount anything, load modules or kexec images, create user namespaces
- * (unless allowed), set the clock or reboot.
+ * (unless allowed), set the clock or reboot, use a capability the policy
+ * does not grant, inject terminal input, or signal outside through SIGIO.
  */
 #include "lib/lsm_common.bpf.h"
 
@@ -144,20 +145,124 @@ int BPF_PROG(cordon_settime, const struct timespec64 *ts, const struct timezone 
 	return cordon_tamper(sb, CORDON_EV_TAMPER_CLOCK, CORDON_REASON_FORBIDDEN, NULL, NULL, 0, 0);
 }
 
+#define CAP_OPT_NOAUDIT (1u << 1) /* include/linux/security.h (5.1+) */
+
+/* Every capability the policy does not grant (spec.capabilities) is refused,
+ * root or not: mount(2)'s relatives without an LSM hook of their own on 6.1
+ * (open_tree(OPEN_TREE_CLONE), fsopen/fsmount/fspick, unshare(CLONE_NEWNS),
+ * setns), raw I/O, DAC overrides, ... all start with a capability check.
+ * CAP_SYS_BOOT, CAP_SYS_TIME and CAP_SYS_MODULE are never granted and keep
+ * their own event kinds. Checks the kernel makes without auditing
+ * (CAP_OPT_NOAUDIT: probing what a task could do, e.g. ptrace_may_access,
+ * has_capability_noaudit) are refused too, without an event, so that they
+ * cannot flood the ring buffer. Checks against a user namespace other than
+ * the initial one (the workload's own) are the kernel's business when the
+ * policy allows user namespaces. Checks with credentials not the sandbox's
+ * (see cordon_cred_judged) are not judged. */
 SEC("lsm/capable")
 int BPF_PROG(cordon_capable, const struct cred *cred, struct user_namespace *ns, int cap, unsigned int opts)
 {
-	__u16 kind;
-	switch (cap) {
-	case CAP_SYS_BOOT: kind = CORDON_EV_TAMPER_REBOOT; break;
-	case CAP_SYS_TIME: kind = CORDON_EV_TAMPER_CLOCK; break;
-	case CAP_SYS_MODULE: kind = CORDON_EV_TAMPER_MODULE; break;
-	default: return 0;
-	}
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
 	if (!sb)
 		return 0;
-	return cordon_tamper(sb, kind, CORDON_REASON_FORBIDDEN, NULL, NULL, 0, cap);
+	__u16 kind = CORDON_EV_TAMPER_CAPABILITY;
+	__u8 reason = CORDON_REASON_CAPABILITY;
+	switch (cap) {
+	case CAP_SYS_BOOT: kind = CORDON_EV_TAMPER_REBOOT; reason = CORDON_REASON_FORBIDDEN; break;
+	case CAP_SYS_TIME: kind = CORDON_EV_TAMPER_CLOCK; reason = CORDON_REASON_FORBIDDEN; break;
+	case CAP_SYS_MODULE: kind = CORDON_EV_TAMPER_MODULE; reason = CORDON_REASON_FORBIDDEN; break;
+	default:
+		if (cap >= 0 && cap < 64 && (sb->capabilities & (1ull << cap)))
+			return 0;
+		if ((sb->flags & CORDON_LSM_F_USERNS) && BPF_CORE_READ(ns, level) > 0)
+			return 0;
+	}
+	if (!cordon_cred_judged(cred))
+		return 0;
+	if (opts & CAP_OPT_NOAUDIT)
+		return sb->mode == CORDON_MODE_AUDIT ? 0 : -EPERM;
+	return cordon_tamper(sb, kind, reason, NULL, NULL, 0, cap);
+}
+
+/* io_uring: requests run with the credentials of a registered personality,
+ * and SQPOLL rings submit from a kernel thread with the creator's
+ * credentials (which may predate the sandbox): both would run with
+ * credentials the file rules cannot attribute, so a sandboxed task may use
+ * neither. Plain rings stay usable: their requests run in the task's context
+ * or in io-wq workers of the task, and are judged like system calls.
+ * uring_cmd passes commands straight to a driver or socket, like an ioctl
+ * without the file_ioctl hook: refused too. */
+SEC("lsm/uring_override_creds")
+int BPF_PROG(cordon_uring_override_creds, const struct cred *new)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_IO_URING, CORDON_REASON_FORBIDDEN, NULL, NULL, 0, 1);
+}
+
+SEC("lsm/uring_sqpoll")
+int BPF_PROG(cordon_uring_sqpoll)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_tamper(sb, CORDON_EV_TAMPER_IO_URING, CORDON_REASON_FORBIDDEN, NULL, NULL, 0, 2);
+}
+
+SEC("lsm/uring_cmd")
+int BPF_PROG(cordon_uring_cmd, struct io_uring_cmd *ioucmd)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	struct file *file = BPF_CORE_READ(ioucmd, file);
+	return cordon_lsm_report(sb, CORDON_EV_TAMPER_IO_URING, CORDON_REASON_FORBIDDEN, 0, 0, 0,
+				 BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt), 0, 3,
+				 BPF_CORE_READ(ioucmd, cmd_op), CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
+}
+
+/* fown_struct was embedded in struct file before 6.12 (which allocates it
+ * and points back to the file). */
+struct file___fown_embedded {
+	struct fown_struct f_owner;
+} __attribute__((preserve_access_index));
+
+#define SIGIO 29
+
+static __always_inline int cordon_sigio_refused(const struct cordon_lsm_sandbox *sb, struct task_struct *tsk, int sig)
+{
+	return cordon_tamper(sb, CORDON_EV_TAMPER_SIGNAL, CORDON_REASON_OUTSIDE_SANDBOX, NULL, NULL,
+			     BPF_CORE_READ(tsk, tgid), sig ? sig : SIGIO);
+}
+
+/* SIGIO/SIGURG (or the F_SETSIG signal, SIGKILL included) sent to a file's
+ * owner: the same rule as kill(). It runs in the context of whoever made the
+ * I/O happen (a writer on either side, or softirq for sockets), so it is
+ * judged twice: a sandboxed task may not trigger it towards a task outside
+ * its sandbox (even for an owner set outside: the signal is the sandbox's
+ * doing), and an owner a sandboxed task set (fown_sandbox) may not receive
+ * it outside that sandbox, whoever triggers it. */
+SEC("lsm/file_send_sigiotask")
+int BPF_PROG(cordon_file_send_sigiotask, struct task_struct *tsk, struct fown_struct *fown, int sig)
+{
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (sb && !cordon_task_in_sandbox(tsk, sb))
+		return cordon_sigio_refused(sb, tsk, sig);
+	struct file *file;
+	if (bpf_core_field_exists(fown->file))
+		file = BPF_CORE_READ(fown, file);
+	else
+		file = (struct file *)((void *)fown - bpf_core_field_offset(struct file___fown_embedded, f_owner));
+	__u64 key = (__u64)file;
+	__u64 *owner = bpf_map_lookup_elem(&fown_sandbox, &key);
+	if (!owner)
+		return 0;
+	__u64 id = *owner;
+	const struct cordon_lsm_sandbox *setter = bpf_map_lookup_elem(&lsm_sandboxes, &id);
+	if (!setter || cordon_task_in_sandbox(tsk, setter))
+		return 0;
+	return cordon_sigio_refused(setter, tsk, sig);
 }
 
 /* kernfs renamed kernfs_node::parent to __parent (6.15). */

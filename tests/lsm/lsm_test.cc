@@ -27,6 +27,10 @@
 #include <sys/time.h>
 #include <sys/un.h>
 #include <sys/xattr.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <linux/io_uring.h>
+#include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -402,16 +406,27 @@ TEST_F(Lsm, OpenByHandleIsChecked) {
   int mount_id;
   if (::name_to_handle_at(AT_FDCWD, key.c_str(), &h.fh, &mount_id, 0) != 0) GTEST_SKIP() << "no file handles here";
   int mfd = ::open(tree_.root().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // opened outside
+  auto by_handle = [&] {
+    int fd = ::open_by_handle_at(mfd, &h.fh, O_RDONLY);
+    int err = fd < 0 ? errno : 0;
+    if (fd >= 0) ::close(fd);
+    return err;
+  };
+  EXPECT_EQ(by_handle(), 0) << "negative control: unconfined it works";
+  // open_by_handle_at needs CAP_DAC_READ_SEARCH, which the policy does not grant ...
   Attach(cg, FilesPolicy(tree_));
-  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
-              int fd = ::open_by_handle_at(mfd, &h.fh, O_RDONLY);
-              int err = fd < 0 ? errno : 0;
-              if (fd >= 0) ::close(fd);
-              return err;
-            }),
-            EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), by_handle), EPERM);
+  auto events = TakeEvents(cg.path());
+  const auto* cap = Find(events, "tamper.capability");
+  ASSERT_NE(cap, nullptr) << Dump(events);
+  EXPECT_EQ(cap->target().arg(), 2u) << "CAP_DAC_READ_SEARCH";
+  // ... and where it does, the file rules judge the object the handle names.
+  Attach(cg, FilesPolicy(tree_, "", "  capabilities: [dac_read_search]\n"));
+  EXPECT_EQ(RunInCgroup(cg.path(), by_handle), EPERM);
   ::close(mfd);
-  EXPECT_NE(Find(TakeEvents(cg.path()), "file.open", "/secret/key"), nullptr);
+  events = TakeEvents(cg.path());
+  EXPECT_NE(Find(events, "file.open", "/secret/key"), nullptr) << Dump(events);
+  EXPECT_EQ(Find(events, "tamper.capability"), nullptr) << Dump(events);
 }
 
 TEST_F(Lsm, ExecDirectScriptLoaderAndMemfd) {
@@ -597,7 +612,11 @@ TEST_F(Lsm, TamperAttemptsAreDeniedEvenForRoot) {
     ::pause();
     _exit(0);
   }
+  // BPF_MAP_CREATE: on 6.1 bpf() asks for CAP_BPF/CAP_SYS_ADMIN first (refused:
+  // tamper.capability), on 6.12 security_bpf comes first (tamper.bpf).
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::syscall(SYS_bpf, 0, nullptr, 0) < 0 ? errno : 0; }), EPERM);
+  // BPF_OBJ_GET (of cordon's pins): security_bpf refuses it on both.
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::syscall(SYS_bpf, 7, nullptr, 0) < 0 ? errno : 0; }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::kill(agent, SIGKILL) ? errno : 0; }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::ptrace(PTRACE_ATTACH, agent, 0, 0) < 0 ? errno : 0; }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::mount("none", (tree_ / "out").c_str(), "tmpfs", 0, nullptr) ? errno : 0; }),
@@ -606,6 +625,7 @@ TEST_F(Lsm, TamperAttemptsAreDeniedEvenForRoot) {
               return ::mount((tree_ / "secret").c_str(), (tree_ / "out").c_str(), nullptr, MS_BIND, nullptr) ? errno : 0;
             }),
             EPERM);
+  // umount checks CAP_SYS_ADMIN before sb_umount: refused as tamper.capability (below).
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::umount2("/tmp", MNT_DETACH) ? errno : 0; }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [] {
               struct timeval tv;
@@ -651,8 +671,11 @@ TEST_F(Lsm, TamperAttemptsAreDeniedEvenForRoot) {
   EXPECT_NE(Find(events, "file.create", "/sys/fs/bpf/evil"), nullptr) << Dump(events);
   // tamper.userns: UserNamespacesDeniedUnlessAllowed.
   for (const char* kind : {"tamper.bpf", "tamper.signal", "tamper.ptrace", "tamper.mount", "tamper.clock",
-                           "tamper.reboot", "tamper.module", "tamper.cgroup"})
+                           "tamper.reboot", "tamper.module", "tamper.cgroup", "tamper.capability"})
     EXPECT_NE(Find(events, kind), nullptr) << kind << "\n" << Dump(events);
+  bool umount_cap = false;
+  for (const auto& e : events) umount_cap |= e.kind() == "tamper.capability" && e.target().arg() == 21;
+  EXPECT_TRUE(umount_cap) << "umount: CAP_SYS_ADMIN\n" << Dump(events);
   const auto* sig = Find(events, "tamper.signal");
   ASSERT_NE(sig, nullptr);
   EXPECT_EQ(sig->target().pid(), static_cast<uint32_t>(agent));
@@ -734,17 +757,28 @@ void LeaveChroot(const std::string& scratch) {
 TEST_F(Lsm, UserNamespacesDeniedUnlessAllowed) {
   TestCgroup cg("userns");
   std::string scratch = tree_ / "chroot";
+  // Both leave the chroot before any policy: chroot() needs CAP_SYS_CHROOT,
+  // which a sandbox without spec.capabilities is refused.
   WaitingChild denied(cg.path(), [] { return ::unshare(CLONE_NEWUSER) ? errno : 0; },
                       [scratch] { LeaveChroot(scratch); });
+  // Allowed: the workload's own namespace, and capabilities within it (a
+  // mount namespace owned by it needs CAP_SYS_ADMIN there, not on the host).
+  WaitingChild allowed(
+      cg.path(),
+      [] {
+        if (::unshare(CLONE_NEWUSER)) return errno;
+        return ::unshare(CLONE_NEWNS) ? 100 + errno : 0;
+      },
+      [scratch] { LeaveChroot(scratch); });
   Attach(cg, FilesPolicy(tree_));
   EXPECT_EQ(denied.Go(), EPERM);
   auto events = TakeEvents(cg.path());
   EXPECT_NE(Find(events, "tamper.userns"), nullptr) << Dump(events);
 
   Attach(cg, FilesPolicy(tree_, "", "  allowUserNamespaces: true\n"));
-  WaitingChild allowed(cg.path(), [] { return ::unshare(CLONE_NEWUSER) ? errno : 0; },
-                       [scratch] { LeaveChroot(scratch); });
   EXPECT_EQ(allowed.Go(), 0);
+  events = TakeEvents(cg.path());
+  EXPECT_EQ(Find(events, "tamper.capability"), nullptr) << Dump(events);
 }
 
 TEST_F(Lsm, AuditModeReportsButAllows) {
@@ -813,6 +847,564 @@ TEST_F(Lsm, SandboxedRootCannotDetachOrKillTheSupervisor) {
   EXPECT_NE(Find(events, "tamper.signal"), nullptr);
   EXPECT_TRUE(Find(events, "tamper.bpf") != nullptr || Find(events, "file.open") != nullptr)
       << "cordon inside the sandbox cannot reach its pins";
+}
+
+// ---- issue 12: escapes a hostile root workload found ----------------------
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+constexpr unsigned long kFsIocGetflags = 0x80086601;  // FS_IOC_GETFLAGS
+constexpr unsigned long kFsIocSetflags = 0x40086602;  // FS_IOC_SETFLAGS
+constexpr int kFsNoatimeFl = 0x80;                     // FS_NOATIME_FL
+
+int OpenTreeClone(const std::string& path) {
+  return static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, path.c_str(), OPEN_TREE_CLONE | O_CLOEXEC));
+}
+
+int OpenAtErrno(int dirfd, const char* rel, int flags) {
+  int fd = ::openat(dirfd, rel, flags | O_CLOEXEC);
+  if (fd < 0) return errno;
+  ::close(fd);
+  return 0;
+}
+
+// A detached mount (an open_tree clone whose tree fd was closed: its
+// mounts belong to no namespace any more) and a mount of another namespace
+// were taken for kernel-internal ones: files reached through them were never
+// checked. They are judged by the objects the walk meets, like any path.
+TEST_F(Lsm, DetachedAndForeignMountsAreJudgedByTheirObjects) {
+  // Made outside the sandbox and inherited: an O_PATH handle below a clone.
+  int tree = OpenTreeClone(tree_.root());
+  ASSERT_GE(tree, 0) << std::strerror(errno);
+  int secret = ::openat(tree, "secret", O_PATH | O_CLOEXEC);
+  int in = ::openat(tree, "in", O_PATH | O_CLOEXEC);
+  ASSERT_GE(secret, 0);
+  ASSERT_GE(in, 0);
+  ::close(tree);  // the clone is now detached
+  // A child in a mount namespace of its own hands back a handle from there.
+  int sv[2], hold[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  ASSERT_EQ(::pipe2(hold, O_CLOEXEC), 0);
+  pid_t helper = ::fork();
+  if (helper == 0) {
+    if (::unshare(CLONE_NEWNS) != 0) _exit(1);
+    int fd = ::open((tree_ / "secret").c_str(), O_PATH);
+    char byte = 0;
+    struct iovec iov = {&byte, 1};
+    char control[CMSG_SPACE(sizeof(int))] = {};
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    if (::sendmsg(sv[1], &msg, 0) != 1) _exit(2);
+    char x;
+    (void)!::read(hold[0], &x, 1);  // keeps the namespace alive until released
+    _exit(0);
+  }
+  ::close(hold[0]);
+  int foreign = -1;
+  {
+    char byte;
+    struct iovec iov = {&byte, 1};
+    char control[CMSG_SPACE(sizeof(int))] = {};
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ASSERT_EQ(::recvmsg(sv[0], &msg, MSG_CMSG_CLOEXEC), 1);
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    ASSERT_NE(c, nullptr);
+    std::memcpy(&foreign, CMSG_DATA(c), sizeof foreign);
+  }
+  ASSERT_GE(foreign, 0);
+  // Negative control: unconfined, both handles reach the secret.
+  EXPECT_EQ(OpenAtErrno(secret, "key", O_RDONLY), 0);
+  EXPECT_EQ(OpenAtErrno(foreign, "key", O_RDONLY), 0);
+
+  TestCgroup cg("detached");
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenAtErrno(secret, "key", O_RDONLY); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenAtErrno(foreign, "key", O_RDONLY); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenAtErrno(secret, "key", O_WRONLY); }), EPERM);
+  // The read rule names the object `in`: it applies through the clone too.
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenAtErrno(in, "input.txt", O_RDONLY); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenAtErrno(in, "input.txt", O_WRONLY); }), EPERM);
+  (void)!::write(hold[1], "x", 1);
+  ::waitpid(helper, nullptr, 0);
+  for (int fd : {secret, in, foreign, sv[0], sv[1], hold[1]}) ::close(fd);
+
+  auto events = TakeEvents(cg.path());
+  int detached = 0;
+  for (const auto& e : events)
+    detached += e.kind() == "file.open" && Find({e}, "file.open", "/secret/key") &&
+                e.reason().find("detached mount or another mount namespace") != std::string::npos;
+  EXPECT_EQ(detached, 3) << Dump(events);
+  const auto* w = Find(events, "file.open", "/in/input.txt");
+  ASSERT_NE(w, nullptr) << Dump(events);
+  EXPECT_EQ(w->file().access(), "write");
+  EXPECT_EQ(w->file().granted(), "read");
+  EXPECT_FALSE(w->file().truncated());
+}
+
+// Capabilities the policy does not grant are refused, with the ones no LSM
+// hook of 6.1 sees otherwise: open_tree clones, the new mount API and new
+// mount namespaces (all need CAP_SYS_ADMIN), and a DAC-type one (CAP_CHOWN).
+TEST_F(Lsm, CapabilitiesNotGrantedAreRefused) {
+  std::string out = tree_ / "out/existing";
+  auto open_tree = [&] {
+    int fd = OpenTreeClone(tree_ / "in");
+    if (fd < 0) return errno;
+    ::close(fd);
+    return 0;
+  };
+  auto fsopen = [] {
+    int fd = static_cast<int>(::syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC));
+    if (fd < 0) return errno;
+    ::close(fd);
+    return 0;
+  };
+  auto fspick = [&] {
+    int fd = static_cast<int>(::syscall(SYS_fspick, AT_FDCWD, "/tmp", 0));
+    if (fd < 0) return errno;
+    ::close(fd);
+    return 0;
+  };
+  auto new_mount_ns = [] {
+    pid_t pid = ::fork();
+    if (pid == 0) _exit(::unshare(CLONE_NEWNS) ? errno : 0);
+    int status;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+  };
+  auto chown_away = [&] { return ::chown(out.c_str(), 4242, 4242) ? errno : 0; };
+  // Negative control: all of them work unconfined.
+  EXPECT_EQ(open_tree(), 0);
+  EXPECT_EQ(fsopen(), 0);
+  EXPECT_EQ(fspick(), 0);
+  EXPECT_EQ(new_mount_ns(), 0);
+  EXPECT_EQ(chown_away(), 0);
+  ASSERT_EQ(::chown(out.c_str(), 0, 0), 0);
+
+  TestCgroup cg("caps");
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), open_tree), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), fsopen), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), fspick), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), new_mount_ns), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), chown_away), EPERM) << "the write rule allows the chown; CAP_CHOWN does not";
+  struct stat st;
+  ASSERT_EQ(::stat(out.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  auto events = TakeEvents(cg.path());
+  int sys_admin = 0, chown = 0;
+  for (const auto& e : events) {
+    if (e.kind() != "tamper.capability") continue;
+    EXPECT_NE(e.reason().find("capability not granted by spec.capabilities"), std::string::npos) << e.reason();
+    sys_admin += e.target().arg() == 21;  // CAP_SYS_ADMIN
+    chown += e.target().arg() == 0;       // CAP_CHOWN
+  }
+  EXPECT_GE(sys_admin, 4) << Dump(events);
+  EXPECT_GE(chown, 1) << Dump(events);
+}
+
+// A policy that grants sys_admin: the capability checks pass, the tamper
+// rules still refuse mounting (sb_mount) and a clone still reaches only what
+// the rules grant.
+TEST_F(Lsm, GrantedSysAdminStillCannotMount) {
+  TestCgroup cg("sysadmin");
+  Attach(cg, FilesPolicy(tree_, "", "  capabilities: [sys_admin]\n"));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              pid_t pid = ::fork();
+              if (pid == 0) {
+                if (::unshare(CLONE_NEWNS)) _exit(100 + errno);
+                _exit(::mount("none", (tree_ / "out").c_str(), "tmpfs", 0, nullptr) ? errno : 0);
+              }
+              int status;
+              ::waitpid(pid, &status, 0);
+              return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+            }),
+            EPERM)
+      << "unshare(CLONE_NEWNS) is allowed (100+errno if not); mount(2) is not";
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              int tree = OpenTreeClone(tree_.root());
+              if (tree < 0) return 1000 + errno;
+              int err = OpenAtErrno(tree, "secret/key", O_RDONLY);
+              int ok = OpenAtErrno(tree, "in/input.txt", O_RDONLY);
+              ::close(tree);
+              return ok ? 2000 + ok : err;
+            }),
+            EPERM);
+  auto events = TakeEvents(cg.path());
+  const auto* m = Find(events, "tamper.mount");
+  ASSERT_NE(m, nullptr) << Dump(events);
+  EXPECT_EQ(m->file().path(), tree_ / "out");
+  EXPECT_EQ(Find(events, "tamper.capability"), nullptr) << Dump(events);
+  const auto* d = Find(events, "file.open", "/secret/key");
+  ASSERT_NE(d, nullptr) << Dump(events);
+  EXPECT_NE(d->reason().find("detached mount or another mount namespace"), std::string::npos) << d->reason();
+}
+
+// A minimal io_uring, by system call (no liburing here).
+class Uring {
+ public:
+  explicit Uring(unsigned flags = 0) {
+    io_uring_params p = {};
+    p.flags = flags;
+    p.sq_thread_idle = 50;
+    fd_ = static_cast<int>(::syscall(SYS_io_uring_setup, 4, &p));
+    if (fd_ < 0) {
+      err_ = errno;
+      return;
+    }
+    sq_size_ = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    cq_size_ = p.cq_off.cqes + p.cq_entries * sizeof(io_uring_cqe);
+    sq_ = static_cast<char*>(::mmap(nullptr, sq_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, IORING_OFF_SQ_RING));
+    cq_ = static_cast<char*>(::mmap(nullptr, cq_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, IORING_OFF_CQ_RING));
+    sqes_ = static_cast<io_uring_sqe*>(::mmap(nullptr, p.sq_entries * sizeof(io_uring_sqe), PROT_READ | PROT_WRITE,
+                                              MAP_SHARED, fd_, IORING_OFF_SQES));
+    sqe_size_ = p.sq_entries * sizeof(io_uring_sqe);
+    if (sq_ == MAP_FAILED || cq_ == MAP_FAILED || sqes_ == MAP_FAILED) err_ = errno;
+    off_ = p;
+  }
+  ~Uring() {
+    if (fd_ < 0) return;
+    if (sq_ != MAP_FAILED) ::munmap(sq_, sq_size_);
+    if (cq_ != MAP_FAILED) ::munmap(cq_, cq_size_);
+    if (sqes_ != MAP_FAILED) ::munmap(sqes_, sqe_size_);
+    ::close(fd_);
+  }
+  int error() const { return err_; }  // of io_uring_setup or mmap
+  int RegisterPersonality() {
+    int id = static_cast<int>(::syscall(SYS_io_uring_register, fd_, IORING_REGISTER_PERSONALITY, nullptr, 0));
+    return id < 0 ? -errno : id;
+  }
+  // One openat; returns the CQE's result (an fd, closed here, reported as 0; or -errno).
+  int OpenAt(const std::string& path, int flags, int personality, bool async) {
+    auto* tail = reinterpret_cast<unsigned*>(sq_ + off_.sq_off.tail);
+    unsigned mask = *reinterpret_cast<unsigned*>(sq_ + off_.sq_off.ring_mask);
+    auto* array = reinterpret_cast<unsigned*>(sq_ + off_.sq_off.array);
+    unsigned t = *tail, idx = t & mask;
+    io_uring_sqe* sqe = &sqes_[idx];
+    std::memset(sqe, 0, sizeof *sqe);
+    sqe->opcode = IORING_OP_OPENAT;
+    sqe->fd = AT_FDCWD;
+    sqe->addr = reinterpret_cast<uint64_t>(path.c_str());
+    sqe->open_flags = static_cast<uint32_t>(flags | O_CLOEXEC);
+    sqe->personality = static_cast<uint16_t>(personality);
+    if (async) sqe->flags |= IOSQE_ASYNC;
+    array[idx] = idx;
+    __atomic_store_n(tail, t + 1, __ATOMIC_RELEASE);
+    unsigned enter_flags = IORING_ENTER_GETEVENTS;
+    if (off_.flags & IORING_SETUP_SQPOLL) enter_flags |= IORING_ENTER_SQ_WAKEUP;
+    if (::syscall(SYS_io_uring_enter, fd_, 1, 1, enter_flags, nullptr, 0) < 0) return -errno;
+    auto* head = reinterpret_cast<unsigned*>(cq_ + off_.cq_off.head);
+    auto* ctail = reinterpret_cast<unsigned*>(cq_ + off_.cq_off.tail);
+    unsigned cmask = *reinterpret_cast<unsigned*>(cq_ + off_.cq_off.ring_mask);
+    if (*head == __atomic_load_n(ctail, __ATOMIC_ACQUIRE)) return -EAGAIN;
+    auto* cqes = reinterpret_cast<io_uring_cqe*>(cq_ + off_.cq_off.cqes);
+    int res = cqes[*head & cmask].res;
+    __atomic_store_n(head, *head + 1, __ATOMIC_RELEASE);
+    if (res >= 0) {
+      ::close(res);
+      return 0;
+    }
+    return res;
+  }
+
+ private:
+  int fd_ = -1, err_ = 0;
+  char* sq_ = static_cast<char*>(MAP_FAILED);
+  char* cq_ = static_cast<char*>(MAP_FAILED);
+  io_uring_sqe* sqes_ = static_cast<io_uring_sqe*>(MAP_FAILED);
+  size_t sq_size_ = 0, cq_size_ = 0, sqe_size_ = 0;
+  io_uring_params off_ = {};
+};
+
+// io_uring requests with a personality ran with overridden credentials,
+// which exempted them from every file rule. Personalities and SQPOLL are
+// refused in a sandbox; plain requests, inline or in io-wq workers, are
+// judged like system calls.
+TEST_F(Lsm, IoUringCannotBypassFileRules) {
+  std::string key = tree_ / "secret/key", input = tree_ / "in/input.txt";
+  auto with_personality = [&] {
+    Uring ring;
+    if (ring.error()) return 1000 + ring.error();
+    int id = ring.RegisterPersonality();
+    if (id <= 0) return 2000 - id;
+    return -ring.OpenAt(key, O_RDONLY, id, /*async=*/false);
+  };
+  auto plain = [&](const std::string& path, bool async) {
+    return [&, path, async] {
+      Uring ring;
+      if (ring.error()) return 1000 + ring.error();
+      return -ring.OpenAt(path, O_RDONLY, 0, async);
+    };
+  };
+  auto sqpoll = [] {
+    Uring ring(IORING_SETUP_SQPOLL);
+    return ring.error();
+  };
+  // Negative control: unconfined, the personality open and SQPOLL work.
+  ASSERT_EQ(with_personality(), 0) << "io_uring unusable here";
+  EXPECT_EQ(plain(key, true)(), 0);
+  EXPECT_EQ(sqpoll(), 0);
+
+  TestCgroup cg("uring");
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), with_personality), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), plain(key, false)), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), plain(key, true)), EPERM) << "io-wq worker";
+  EXPECT_EQ(RunInCgroup(cg.path(), plain(input, true)), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), sqpoll), EPERM);
+  auto events = TakeEvents(cg.path());
+  int uring = 0, opens = 0;
+  for (const auto& e : events) {
+    uring += e.kind() == "tamper.io_uring";
+    opens += Find({e}, "file.open", "/secret/key") != nullptr;
+  }
+  EXPECT_EQ(uring, 2) << "personality and SQPOLL\n" << Dump(events);
+  EXPECT_EQ(opens, 2) << "inline and io-wq\n" << Dump(events);
+}
+
+// The core dump writer runs with overridden credentials too: it must not
+// replace a file in a directory the sandbox may not write. core_pattern is
+// only read (the kernel's default "core": a file in the working directory).
+TEST_F(Lsm, CoreDumpCannotReplaceForbiddenFiles) {
+  std::string pattern = ReadText("/proc/sys/kernel/core_pattern");
+  if (pattern != "core\n") GTEST_SKIP() << "core_pattern is " << pattern << " (needs the kernel default, core)";
+  std::string dir = tree_ / "secret", core = tree_ / "secret/core";
+  auto crash_in = [&] {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+      ::setrlimit(RLIMIT_CORE, &rl);
+      if (::chdir(dir.c_str())) _exit(1);
+      ::signal(SIGABRT, SIG_DFL);
+      ::abort();
+    }
+    int status;
+    ::waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WCOREDUMP(status) ? 1 : 0;  // 1: dumped
+  };
+  // Negative control: unconfined, the dump replaces the file.
+  WriteText(core, "old\n");
+  ASSERT_EQ(crash_in(), 1) << "no core dump unconfined (RLIMIT_CORE hard limit?)";
+  EXPECT_NE(ReadText(core), "old\n");
+
+  WriteText(core, "old\n");
+  TestCgroup cg("coredump");
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), crash_in), 0);
+  EXPECT_EQ(ReadText(core), "old\n");
+  auto events = TakeEvents(cg.path());
+  EXPECT_NE(Find(events, "file.unlink", "/secret/core"), nullptr) << Dump(events);
+}
+
+// open(path, 3): neither read nor write in f_mode, yet ioctl-capable. It
+// counts as read and write; inode-flag ioctls need write rights and terminal
+// input injection is never allowed.
+TEST_F(Lsm, AccessMode3AndIoctlsAreChecked) {
+  std::string input = tree_ / "in/input.txt", existing = tree_ / "out/existing";
+  auto set_noatime = [](const std::string& path, bool on) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 1000 + errno;
+    int flags = 0;
+    if (::ioctl(fd, kFsIocGetflags, &flags)) {
+      int err = errno;
+      ::close(fd);
+      return 2000 + err;
+    }
+    flags = on ? (flags | kFsNoatimeFl) : (flags & ~kFsNoatimeFl);
+    int r = ::ioctl(fd, kFsIocSetflags, &flags) ? errno : 0;
+    ::close(fd);
+    return r;
+  };
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(::grantpt(master), 0);
+  ASSERT_EQ(::unlockpt(master), 0);
+  int slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(slave, 0);
+  auto tiocsti = [&] {
+    char c = 'x';
+    return ::ioctl(slave, TIOCSTI, &c) ? errno : 0;
+  };
+  // Negative control: unconfined, all of it works.
+  EXPECT_EQ(OpenErrno(input, 3), 0);
+  EXPECT_EQ(set_noatime(input, true), 0);
+  EXPECT_EQ(set_noatime(input, false), 0);
+  EXPECT_EQ(tiocsti(), 0);
+
+  TestCgroup cg("mode3");
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(input, 3); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "secret/key", 3); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(existing, 3); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return set_noatime(input, true); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return set_noatime(existing, true); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), tiocsti), EPERM);
+  ::close(slave);
+  ::close(master);
+  auto events = TakeEvents(cg.path());
+  const auto* m3 = Find(events, "file.open", "/in/input.txt");
+  ASSERT_NE(m3, nullptr) << Dump(events);
+  EXPECT_EQ(m3->file().access(), "read,write");
+  EXPECT_EQ(m3->file().granted(), "read");
+  EXPECT_NE(Find(events, "file.open", "/secret/key"), nullptr) << Dump(events);
+  const auto* io = Find(events, "file.ioctl", "/in/input.txt");
+  ASSERT_NE(io, nullptr) << Dump(events);
+  EXPECT_EQ(io->target().arg(), kFsIocSetflags);
+  const auto* t = Find(events, "tamper.terminal");
+  ASSERT_NE(t, nullptr) << Dump(events);
+  EXPECT_EQ(t->target().arg(), static_cast<uint32_t>(TIOCSTI));
+  EXPECT_EQ(Find(events, "file.ioctl", "/out/existing"), nullptr) << Dump(events);
+}
+
+bool Alive(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) == 0; }
+
+pid_t Sleeper() {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    for (;;) ::pause();
+  }
+  return pid;
+}
+
+// Arms `rfd` (a pipe's read end) to send `sig` to `owner` when data arrives.
+int ArmSigio(int rfd, pid_t owner, int sig) {
+  if (::fcntl(rfd, F_SETOWN, owner)) return 1000 + errno;
+  if (::fcntl(rfd, F_SETSIG, sig)) return 2000 + errno;
+  if (::fcntl(rfd, F_SETFL, ::fcntl(rfd, F_GETFL) | O_ASYNC)) return 3000 + errno;
+  return 0;
+}
+
+// F_SETOWN + F_SETSIG(SIGKILL) + O_ASYNC: I/O on the file signals its owner.
+// Owners outside the sandbox are refused that signal, whichever side's write
+// triggers it.
+TEST_F(Lsm, SigioCannotSignalOutsideTheSandbox) {
+  // Negative control: unconfined, the write kills the owner.
+  {
+    pid_t victim = Sleeper();
+    int p[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    ASSERT_EQ(ArmSigio(p[0], victim, SIGKILL), 0);
+    ASSERT_EQ(::write(p[1], "x", 1), 1);
+    int status = 0;
+    ASSERT_EQ(::waitpid(victim, &status, 0), victim);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    ::close(p[0]);
+    ::close(p[1]);
+  }
+  TestCgroup cg("sigio");
+  Attach(cg, FilesPolicy(tree_));
+  pid_t v1 = Sleeper(), v2 = Sleeper();
+  // The sandbox arms and writes.
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] {
+              int p[2];
+              if (::pipe(p)) return 100;
+              if (int r = ArmSigio(p[0], v1, SIGKILL)) return r;
+              return ::write(p[1], "x", 1) == 1 ? 0 : 4000 + errno;
+            }),
+            0);
+  // The sandbox arms a pipe of ours; we (outside) write.
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ArmSigio(p[0], v2, SIGKILL); }), 0);
+  ASSERT_EQ(::write(p[1], "x", 1), 1);
+  ::usleep(200 * 1000);
+  EXPECT_TRUE(Alive(v1)) << "killed through SIGIO the sandbox triggered";
+  EXPECT_TRUE(Alive(v2)) << "killed through SIGIO of an owner the sandbox set";
+  ::close(p[0]);
+  ::close(p[1]);
+  for (pid_t v : {v1, v2}) {  // our own children
+    ::kill(v, SIGKILL);
+    ::waitpid(v, nullptr, 0);
+  }
+  auto events = TakeEvents(cg.path());
+  int seen = 0;
+  for (const auto& e : events) {
+    if (e.kind() != "tamper.signal") continue;
+    EXPECT_EQ(e.target().arg(), static_cast<uint32_t>(SIGKILL));
+    seen |= e.target().pid() == static_cast<uint32_t>(v1) ? 1 : e.target().pid() == static_cast<uint32_t>(v2) ? 2 : 0;
+  }
+  EXPECT_EQ(seen, 3) << Dump(events);
+}
+
+// A POSIX ACL granting user 4242 read access, as the system.posix_acl_access
+// xattr (since 6.2 the kernel sets it outside the xattr hooks).
+std::string AclXattr() {
+  struct Entry {
+    uint16_t tag, perm;
+    uint32_t id;
+  };
+  const uint32_t version = 2;
+  const Entry entries[] = {{0x01, 6, ~0u}, {0x02, 4, 4242}, {0x04, 4, ~0u}, {0x10, 4, ~0u}, {0x20, 4, ~0u}};
+  std::string out(reinterpret_cast<const char*>(&version), sizeof version);
+  out.append(reinterpret_cast<const char*>(entries), sizeof entries);
+  return out;
+}
+
+TEST_F(Lsm, PosixAclsNeedWriteRights) {
+  std::string input = tree_ / "in/input.txt", existing = tree_ / "out/existing";
+  const std::string acl = AclXattr();
+  auto set_acl = [&](const std::string& path) {
+    return ::setxattr(path.c_str(), "system.posix_acl_access", acl.data(), acl.size(), 0) ? errno : 0;
+  };
+  auto remove_acl = [&](const std::string& path) {
+    return ::removexattr(path.c_str(), "system.posix_acl_access") ? errno : 0;
+  };
+  // Negative control: unconfined, setting and removing it works.
+  ASSERT_EQ(set_acl(input), 0) << "no POSIX ACLs on this filesystem";
+  EXPECT_EQ(remove_acl(input), 0);
+  ASSERT_EQ(set_acl(input), 0);  // for the removal below
+  TestCgroup cg("acl");
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return remove_acl(input); }), EPERM);
+  ASSERT_EQ(remove_acl(input), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return set_acl(input); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return set_acl(existing); }), 0);
+  EXPECT_EQ(::getxattr(input.c_str(), "system.posix_acl_access", nullptr, 0), -1);
+  auto events = TakeEvents(cg.path());
+  int setattr = 0;
+  for (const auto& e : events) setattr += Find({e}, "file.setattr", "/in/input.txt") != nullptr;
+  EXPECT_EQ(setattr, 2) << "removal and setting\n" << Dump(events);
+}
+
+// utimensat: the one attribute change no path hook sees (inode_setattr).
+TEST_F(Lsm, TimestampsNeedWriteRights) {
+  std::string input = tree_ / "in/input.txt", existing = tree_ / "out/existing";
+  auto set_times = [](const std::string& path) {
+    struct timespec ts[2] = {{1000000000, 0}, {1000000000, 0}};
+    return ::utimensat(AT_FDCWD, path.c_str(), ts, 0) ? errno : 0;
+  };
+  auto touch = [](const std::string& path) { return ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) ? errno : 0; };
+  // Negative control: unconfined both work.
+  EXPECT_EQ(set_times(input), 0);
+  EXPECT_EQ(touch(input), 0);
+  struct stat before;
+  ASSERT_EQ(::stat(input.c_str(), &before), 0);
+  TestCgroup cg("times");
+  Attach(cg, FilesPolicy(tree_));
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return set_times(input); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return touch(input); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return set_times(existing); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return touch(existing); }), 0);
+  struct stat after;
+  ASSERT_EQ(::stat(input.c_str(), &after), 0);
+  EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  auto events = TakeEvents(cg.path());
+  int setattr = 0;
+  for (const auto& e : events) setattr += Find({e}, "file.setattr", "/in/input.txt") != nullptr;
+  EXPECT_EQ(setattr, 2) << Dump(events);
+  EXPECT_EQ(Find(events, "file.setattr", "/out/existing"), nullptr) << Dump(events);
 }
 
 // Runs everywhere: cordon never claims what the kernel does not enforce.

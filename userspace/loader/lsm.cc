@@ -95,6 +95,22 @@ bool DirCacheSupported() {
   return all;
 }
 
+// Hooks some kernels of the support range lack (6.2+: POSIX ACLs outside the
+// xattr hooks): their programs load only where the kernel's BTF has them.
+bool KernelHasLsmHook(const btf* vmlinux, const char* hook) {
+  return vmlinux && btf__find_by_name_kind(vmlinux, (std::string("bpf_lsm_") + hook).c_str(), BTF_KIND_FUNC) > 0;
+}
+
+// Number of arguments of an LSM hook in this kernel (-1: no such hook).
+int LsmHookArgs(const btf* vmlinux, const char* hook) {
+  if (!vmlinux) return -1;
+  int id = btf__find_by_name_kind(vmlinux, (std::string("bpf_lsm_") + hook).c_str(), BTF_KIND_FUNC);
+  if (id <= 0) return -1;
+  const btf_type* func = btf__type_by_id(vmlinux, static_cast<__u32>(id));
+  const btf_type* proto = func ? btf__type_by_id(vmlinux, func->type) : nullptr;
+  return proto && btf_is_func_proto(proto) ? btf_vlen(proto) : -1;
+}
+
 // probe_only: load a single program, enough to learn whether this kernel
 // accepts BPF LSM programs at all without verifying all of them.
 Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
@@ -121,6 +137,20 @@ Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
     for (bpf_program* prog : {skel->progs.cordon_dentry_moved, skel->progs.cordon_dir_removed,
                               skel->progs.cordon_sb_allocated})
       bpf_program__set_autoload(prog, false);
+  }
+  if (!probe_only) {
+    btf* vmlinux = btf__load_vmlinux_btf();
+    const std::pair<bpf_program*, const char*> optional[] = {
+        {skel->progs.cordon_inode_set_acl, "inode_set_acl"},
+        {skel->progs.cordon_inode_remove_acl, "inode_remove_acl"},
+    };
+    for (const auto& [prog, hook] : optional)
+      if (!KernelHasLsmHook(vmlinux, hook)) bpf_program__set_autoload(prog, false);
+    // inode_setattr gained a leading idmap argument in 6.3.
+    int setattr_args = LsmHookArgs(vmlinux, "inode_setattr");
+    bpf_program__set_autoload(skel->progs.cordon_inode_setattr, setattr_args == 3);
+    bpf_program__set_autoload(skel->progs.cordon_inode_setattr_v1, setattr_args == 2);
+    btf__free(vmlinux);
   }
   if (int err = cordon_lsm__load(skel.get()))
     return Error{"load the BPF LSM programs" + log.Tail(), -err};
