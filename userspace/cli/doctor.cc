@@ -71,6 +71,7 @@ struct Exercise {
   int udp_errno = -1;
   int file_errno = -1;
   int unix_errno = -1;  // connect to an abstract address nobody listens on
+  int bind_errno = -1;  // bind to a loopback port no listen rule allows
   bool lsm_registered = false;
 };
 
@@ -116,7 +117,7 @@ Exercise ExerciseScratchSandbox() {
     pid_t pid = ::fork();
     if (pid == 0) {
       ::close(pipefd[0]);
-      int results[3] = {0, 0, 0};
+      int results[4] = {0, 0, 0, 0};
       if (MoveToCgroup(*cgroup, ::getpid()).ok()) {
         int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         sockaddr_in to = {};
@@ -137,19 +138,26 @@ Exercise ExerciseScratchSandbox() {
                                static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size()))
                          ? errno
                          : 0;
+        int b = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in at = {};
+        at.sin_family = AF_INET;
+        at.sin_port = htons(47999);
+        at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        results[3] = ::bind(b, reinterpret_cast<sockaddr*>(&at), sizeof at) ? errno : 0;
       } else {
-        results[0] = results[1] = results[2] = -2;
+        results[0] = results[1] = results[2] = results[3] = -2;
       }
       (void)!::write(pipefd[1], results, sizeof results);
       _exit(0);
     }
     ::close(pipefd[1]);
-    int results[3] = {-1, -1, -1};
+    int results[4] = {-1, -1, -1, -1};
     if (::read(pipefd[0], results, sizeof results) == sizeof results) {
       ex.ran = true;
       ex.udp_errno = results[0];
       ex.file_errno = results[1];
       ex.unix_errno = results[2];
+      ex.bind_errno = results[3];
     }
     ::close(pipefd[0]);
     ::waitpid(pid, nullptr, 0);
@@ -236,6 +244,22 @@ int DoctorCommand(const Args& args) {
                       net_ok ? "" : "a kernel with cgroup v2 BPF (4.17+) and BTF"});
   controls.push_back({"network.extraProtocols", net_ok ? "enforced" : "unavailable", "cgroup sock_create (inet)",
                       ""});
+  const bool bind_ok = ex.ran && ex.bind_errno == EPERM;
+  controls.push_back({"network.listen", bind_ok ? "enforced" : "unavailable",
+                      bind_ok ? "cgroup bind4/6 (exercised) + cgroup_skb/ingress dropping SYNs to unlisted TCP "
+                                "listeners; an unconnected UDP socket on a port the kernel chose is not covered"
+                              : "a bind in the scratch sandbox was not refused (errno " + std::to_string(ex.bind_errno) +
+                                    ")",
+                      bind_ok ? "" : "a kernel with cgroup bind hooks (4.17+)"});
+  // Attached with every sandbox (a sandbox attaches all of its programs or none).
+  for (const auto& [name, how] : std::vector<std::pair<std::string, std::string>>{
+           {"network.sockopt", "cgroup/setsockopt: SO_REUSEPORT, SO_MARK, SO_BINDTODEVICE, IP_TRANSPARENT, "
+                               "IP_FREEBIND and other host-traffic options refused"},
+           {"devices", "cgroup/dev: null, zero, full, random, urandom, tty, ptmx and spec.devices only, at open and "
+                       "mknod (descriptors opened earlier keep working)"},
+           {"sysctl", "cgroup/sysctl: no /proc/sys writes, reads of a safe set only"}})
+    controls.push_back({name, net_ok ? "enforced" : "unavailable", how + " (attached with the scratch sandbox)",
+                        net_ok ? "" : "a kernel with cgroup v2 BPF"});
   auto lsm_control = [&](const std::string& name, const std::string& how) {
     controls.push_back({name, lsm_enforcing ? "enforced" : "unavailable",
                         lsm_enforcing ? how : "needs BPF LSM: " + (lsm.detail.empty() ? std::string("not enforcing")
