@@ -262,6 +262,10 @@ r = call('memfd_sealed', 319, b'x', 0x0008)
 if r >= 0: os.close(r)
 r = call('open_mode3', 257, -100, b'/dev/null', 3)
 if r >= 0: os.close(r)
+f = int(sys.argv[2])
+flags = ctypes.c_long(0)
+libc.syscall(16, f, 0x80086601, ctypes.byref(flags))  # FS_IOC_GETFLAGS
+call('setflags_same', 16, f, 0x40086602, ctypes.byref(flags))  # FS_IOC_SETFLAGS to what they are
 rd, wr = os.pipe()
 call('setown_other', 72, rd, 8, ppid)
 libc.syscall(72, rd, 8, 0)
@@ -270,7 +274,12 @@ libc.syscall(72, rd, 8, 0)
   // refuses below is the seccomp layer.
   PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: hostwide}\nspec:\n"
                     "  capabilities: [sys_admin, syslog, sys_nice, sys_tty_config]\n");
-  auto control = Fields(Unconfined(probe, {std::to_string(pty_slave)}).out);
+  std::string flagged = dir_ + "/flagged";
+  std::ofstream(flagged) << "x";
+  int flagged_fd = ::open(flagged.c_str(), O_RDONLY);  // inheritable: --keep-fd
+  ASSERT_GE(flagged_fd, 3);
+  auto control = Fields(Unconfined(probe, {std::to_string(pty_slave), std::to_string(flagged_fd)}).out);
+  const bool inode_flags = control["setflags_same"] == "0";  // the filesystem supports them
   for (const char* call : {"tiocsti", "syslog", "fanotify_init", "prlimit_other", "setpriority_other", "sched_other",
                            "personality_norandom", "memfd_plain", "setown_other", "open_mode3"})
     ASSERT_EQ(control[call], "0") << call << " must work unconfined (the probe itself)";
@@ -278,8 +287,9 @@ libc.syscall(72, rd, 8, 0)
   char injected[8] = {};
   ASSERT_EQ(::read(pty_master, injected, sizeof injected), 1) << "the unconfined TIOCSTI reached the pty";
 
-  CommandResult r = Confined({"--policy", policy.path(), "--user", "root", "--keep-fd", std::to_string(pty_slave)},
-                             probe, {std::to_string(pty_slave)});
+  CommandResult r = Confined({"--policy", policy.path(), "--user", "root", "--keep-fd", std::to_string(pty_slave),
+                              "--keep-fd", std::to_string(flagged_fd)},
+                             probe, {std::to_string(pty_slave), std::to_string(flagged_fd)});
   ASSERT_EQ(r.status, 0) << r.err;
   auto f = Fields(r.out);
   for (const char* call : {"tiocsti", "syslog", "fanotify_init", "prlimit_other", "setpriority_other", "sched_other",
@@ -287,6 +297,9 @@ libc.syscall(72, rd, 8, 0)
     EXPECT_EQ(f[call], std::to_string(EPERM)) << call << "\n" << r.out;
   if (sealed_memfds) {
     EXPECT_EQ(f["memfd_sealed"], "0") << "sealed, non-executable memfds stay allowed";
+  }
+  if (inode_flags) {
+    EXPECT_EQ(f["setflags_same"], std::to_string(EPERM)) << "FS_IOC_SETFLAGS on any descriptor";
   }
   std::map<std::string, int> kinds;
   for (const auto& e : Events())
@@ -296,6 +309,10 @@ libc.syscall(72, rd, 8, 0)
     EXPECT_GE(kinds[kind], 1) << kind << "\n" << Slurp(audit_);
   EXPECT_EQ(kinds["tamper.sched"], 2) << "setpriority and sched_setscheduler";
   EXPECT_EQ(kinds["file.memfd"], 1) << "only the unsealed memfd";
+  if (inode_flags) {
+    EXPECT_EQ(kinds["file.ioctl"], 1) << Slurp(audit_);
+  }
+  ::close(flagged_fd);
   ::close(pty_slave);
   ::close(pty_master);
 }
