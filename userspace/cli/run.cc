@@ -13,6 +13,8 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <sys/sysmacros.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -317,14 +319,16 @@ int RunCommand(const Args& args) {
                             ": make it searchable (o+x) or run with --user root");
   }
   // The caller's stdin, stdout and stderr are the command's explicit input
-  // and outputs: where they are regular files, the policy grants them (read
+  // and outputs: where they are regular files or named pipes, the policy grants them (read
   // for stdin, write for stdout/stderr), so that BPF LSM, which judges reads
   // and writes through descriptors opened outside the sandbox, lets them
   // through. Pipes, sockets and terminals are not path objects.
   if (compiled->has_files) {
     for (int fd = 0; fd < 3; ++fd) {
       struct stat st;
-      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (::fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) continue;
+      struct statfs fs;  // a pipe() is a FIFO too, on pipefs: not a path object
+      if (S_ISFIFO(st.st_mode) && (::fstatfs(fd, &fs) != 0 || fs.f_type == PIPEFS_MAGIC)) continue;
       policy::FileRule rule;
       rule.path = "/proc/self/fd/" + std::to_string(fd);  // resolved by the loader and Landlock to the file
       rule.rights = fd == 0 ? policy::kFileRightsRead : (CORDON_FILE_READ | CORDON_FILE_WRITE);
