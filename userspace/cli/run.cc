@@ -177,6 +177,17 @@ class Scratch {
   bool made_ = false, mounted_ = false;
 };
 
+// A file rule cordon run adds for its own command (required: the path exists).
+void AddRunFileRule(policy::CompiledPolicy* policy, const std::string& path, uint32_t rights, const char* origin) {
+  policy::FileRule rule;
+  rule.path = path;
+  rule.rights = rights;
+  rule.rule = static_cast<uint32_t>(policy->file_rules.size() + 1);
+  rule.required = true;
+  rule.origin = origin;
+  policy->file_rules.push_back(std::move(rule));
+}
+
 // Whether a policy rule names `dir` or something below it, or an ancestor
 // of it (then the host's `dir` stays visible to the command).
 bool PolicyNames(const policy::CompiledPolicy& policy, const std::string& dir) {
@@ -286,20 +297,11 @@ int RunCommand(const Args& args) {
       auto made = Scratch::Create(run_name, identity.uid, identity.gid);
       if (!made) return PrintError("private /tmp for the command: " + made.error().ToString()), 1;
       scratch = std::move(*made);
-      auto add_rule = [&](const std::string& path, const char* origin) {
-        policy::FileRule rule;
-        rule.path = path;
-        rule.rights = policy::kFileRightsWrite;
-        rule.rule = static_cast<uint32_t>(compiled->file_rules.size() + 1);
-        rule.required = true;
-        rule.origin = origin;
-        compiled->file_rules.push_back(rule);
-      };
       if (tmp) binds.emplace_back(scratch->tmp(), "/tmp");
       if (shm) binds.emplace_back(scratch->shm(), "/dev/shm");
       if (compiled->has_files) {
-        if (tmp) add_rule(scratch->tmp(), "scratch:/tmp");
-        if (shm) add_rule(scratch->shm(), "scratch:/dev/shm");
+        if (tmp) AddRunFileRule(&*compiled, scratch->tmp(), policy::kFileRightsWrite, "scratch:/tmp");
+        if (shm) AddRunFileRule(&*compiled, scratch->shm(), policy::kFileRightsWrite, "scratch:/dev/shm");
       }
     }
   }
@@ -329,13 +331,10 @@ int RunCommand(const Args& args) {
       if (::fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) continue;
       struct statfs fs;  // a pipe() is a FIFO too, on pipefs: not a path object
       if (S_ISFIFO(st.st_mode) && (::fstatfs(fd, &fs) != 0 || fs.f_type == PIPEFS_MAGIC)) continue;
-      policy::FileRule rule;
-      rule.path = "/proc/self/fd/" + std::to_string(fd);  // resolved by the loader and Landlock to the file
-      rule.rights = fd == 0 ? policy::kFileRightsRead : (CORDON_FILE_READ | CORDON_FILE_WRITE);
-      rule.rule = static_cast<uint32_t>(compiled->file_rules.size() + 1);
-      rule.required = true;
-      rule.origin = fd == 0 ? "stdin" : fd == 1 ? "stdout" : "stderr";
-      compiled->file_rules.push_back(rule);
+      // Resolved by the loader and by Landlock to the file itself.
+      AddRunFileRule(&*compiled, "/proc/self/fd/" + std::to_string(fd),
+                     fd == 0 ? policy::kFileRightsRead : (CORDON_FILE_READ | CORDON_FILE_WRITE),
+                     fd == 0 ? "stdin" : fd == 1 ? "stdout" : "stderr");
     }
   }
   const std::string home = "/tmp";
