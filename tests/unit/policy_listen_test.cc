@@ -8,23 +8,14 @@
 
 #include "policy/compiler.h"
 #include "policy/parser.h"
+#include "tests/unit/policy_addr.h"
 
 namespace cordon::policy {
 namespace {
 
-using Addr = std::array<uint8_t, 16>;
-
-Addr V4(const char* text) {
-  uint8_t raw[4];
-  EXPECT_EQ(inet_pton(AF_INET, text, raw), 1) << text;
-  return ToMapped(raw, 4);
-}
-
-Addr V6(const char* text) {
-  Addr out{};
-  EXPECT_EQ(inet_pton(AF_INET6, text, out.data()), 1) << text;
-  return out;
-}
+using test::Addr;
+using test::V4;
+using test::V6;
 
 struct Outcome {
   bool ok = false;
