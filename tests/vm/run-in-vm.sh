@@ -10,8 +10,10 @@
 #     -q, --quiet     do not stream the console; print the command's output at
 #                     the end (the console is still shown if the VM fails)
 #
-# Exit status: the command's exit status in the guest, or 125 if the VM
-# failed (no exit status came back: boot failure, panic, hang, timeout).
+# Exit status: the command's exit status in the guest, 125 if the VM failed
+# (no exit status came back: boot failure, panic, hang, timeout), or 126 if
+# the kernel logged a WARN, BUG or Oops during the run (the command's status
+# is printed).
 # Environment: CORDON_VM_TIMEOUT (whole run, default 300 s),
 # CORDON_VM_BOOT_TIMEOUT (until the command starts, default 120 s),
 # CORDON_VM_CACHE (default /var/cache/cordon-vm), CORDON_VM_APPEND (extra
@@ -23,6 +25,12 @@ CACHE="${CORDON_VM_CACHE:-/var/cache/cordon-vm}"
 TIMEOUT="${CORDON_VM_TIMEOUT:-300}"
 BOOT_TIMEOUT="${CORDON_VM_BOOT_TIMEOUT:-120}"
 VM_FAILED=125
+KERNEL_FAILED=126
+# Kernel log lines that fail a run: WARN(), BUG(), Oops, panics, sanitizers.
+# Stall and lockup watchdogs are shown but do not fail it: under TCG on a busy
+# host they fire on a slow vCPU as well as on a real deadlock.
+KERNEL_TROUBLE='WARNING: CPU: [0-9]+ PID|(^|[^A-Za-z_])BUG: |kernel BUG at|Oops|general protection fault|Kernel panic|UBSAN:|KASAN:|KFENCE:|Unable to handle kernel'
+KERNEL_SLOW='soft lockup|detected stalls|blocked for more than'
 
 usage() {
   sed -n '6,18p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -200,6 +208,22 @@ status="$(cat "$tmp/results/status")"
 case "$status" in ''|*[!0-9]*) die "unreadable exit status '$status'";; esac
 [ "$quiet" -eq 1 ] && cat "$tmp/results/output.log"
 qemu_errors
+# A kernel WARN, BUG or Oops during the run fails it, whatever the command's
+# status: a test that passes while the kernel complains has found something.
+[ -f "$tmp/results/dmesg.log" ] || die "no kernel log came back from the VM"
+if grep -nE "$KERNEL_SLOW" "$tmp/results/dmesg.log" >&2; then
+  say "note: the guest kernel reported a stall or lockup (above); not counted as a failure"
+fi
+grep -nE "$KERNEL_TROUBLE" "$tmp/results/dmesg.log" | grep -vE "$KERNEL_SLOW" >"$tmp/trouble"
+if [ -s "$tmp/trouble" ]; then
+  say "KERNEL TROUBLE in the guest's log (lines matching: $KERNEL_TROUBLE):"
+  while IFS=: read -r n _; do
+    sed -n "$((n > 3 ? n - 3 : 1)),$((n + 25))p" "$tmp/results/dmesg.log" >&2
+    echo "----" >&2
+  done < <(head -n 3 "$tmp/trouble")
+  say "FAILED: the kernel reported trouble (command exit status $status)"
+  exit "$KERNEL_FAILED"
+fi
 boot="?"; run="?"
 if [ -f "$tmp/results/times" ]; then
   read -r _ up0 < <(grep '^start ' "$tmp/results/times")
