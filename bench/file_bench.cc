@@ -440,7 +440,7 @@ int Run(const Options& opt) {
     auto compiled = CompileYaml(PolicyYaml(g.tree, c->rules), c->name + ".yaml");
     if (compiled.file_rules.size() != size_t(c->rules)) Die("policy of " + c->name + " has the wrong rule count");
     if (c->kind == "landlock") {
-      auto plan = cordon::PrepareLandlock(compiled, ll_support, /*handle_tcp=*/false);
+      auto plan = cordon::PrepareLandlock(compiled, ll_support);
       if (!plan) Die("Landlock for " + c->name + ": " + plan.error().ToString());
       if (!plan->files) Die("Landlock plan for " + c->name + " enforces no file rules");
       c->landlock = std::move(*plan);

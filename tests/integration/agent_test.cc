@@ -215,7 +215,7 @@ class TestAgent {
   // The audit file's events of one sandbox.
   std::vector<AuditEvent> Audit(uint64_t sandbox_id) {
     std::vector<AuditEvent> out;
-    for (auto& e : ParseJsonLines(Slurp(audit_)))
+    for (auto& e : ParseJsonLines(Slurp(audit_), /*growing=*/true))
       if (e.sandbox_cgroup_id() == sandbox_id) out.push_back(std::move(e));
     return out;
   }
@@ -319,7 +319,7 @@ TEST_F(Agent, PeersInsideASandboxAreRefusedWhateverTheirUidAndPath) {
   EXPECT_TRUE(refused) << files.out << files.err;
   EXPECT_EQ(files.out.find("ACCEPTED"), std::string::npos) << files.out;
   bool unix_event = false;
-  for (const auto& e : ParseJsonLines(Slurp(audit)))
+  for (const auto& e : AuditFileEvents(audit))
     unix_event |= e.kind() == "net.unix" && e.file().path().find("agent.sock") != std::string::npos;
   EXPECT_TRUE(unix_event) << Slurp(audit);
 }
@@ -356,7 +356,7 @@ TEST_F(Agent, DeniedConnectOfCordonRunReachesCompactTailWithinOneSecond) {
   EXPECT_LT(latency, 1000000000) << "from the connect attempt to the line at the tailer: " << latency << " ns";
 
   // One consumer, every copy: the agent's audit file, and the run's own.
-  auto run_events = ParseJsonLines(Slurp(run_audit));
+  auto run_events = AuditFileEvents(run_audit);
   auto audited = agent.Audit(run_events.empty() ? 0 : run_events[0].sandbox_cgroup_id());
   ASSERT_FALSE(run_events.empty());
   const uint64_t id = run_events[0].sandbox_cgroup_id();

@@ -155,6 +155,11 @@ int RunInCgroup(const std::string& cgroup_path, const std::function<int()>& body
   return child.Go();
 }
 
+ChildOutcome RunInCgroupStatus(const std::string& cgroup_path, const std::function<int()>& body) {
+  WaitingChild child(cgroup_path, body);
+  return child.GoStatus();
+}
+
 WaitingChild::WaitingChild(const std::string& cgroup_path, std::function<int()> body, std::function<void()> before) {
   int go[2], result[2];
   if (::pipe2(go, O_CLOEXEC) || ::pipe2(result, O_CLOEXEC)) return;
@@ -190,20 +195,27 @@ WaitingChild::WaitingChild(const std::string& cgroup_path, std::function<int()> 
   result_fd_ = result[0];
 }
 
-int WaitingChild::Go() {
-  if (go_fd_ < 0) return -1000;
+int WaitingChild::Go() { return GoStatus().result; }
+
+ChildOutcome WaitingChild::GoStatus() {
+  ChildOutcome out;
+  if (go_fd_ < 0) {
+    ADD_FAILURE() << "WaitingChild: the child never started (pipe or fork failed)";
+    return out;
+  }
   char c = 'g';
   (void)!::write(go_fd_, &c, 1);
   ::close(go_fd_);
   go_fd_ = -1;
-  int r = -1000;
-  if (::read(result_fd_, &r, sizeof r) != sizeof r) r = -1000;
+  int r = kChildDied;
+  out.answered = ::read(result_fd_, &r, sizeof r) == sizeof r;
+  out.result = out.answered ? r : kChildDied;
   ::close(result_fd_);
   result_fd_ = -1;
-  int status;
-  ::waitpid(pid_, &status, 0);
+  while (::waitpid(pid_, &out.wait_status, 0) < 0 && errno == EINTR) {
+  }
   pid_ = -1;
-  return r;
+  return out;
 }
 
 WaitingChild::~WaitingChild() {
@@ -347,23 +359,37 @@ PolicyFile::PolicyFile(const std::string& yaml) {
 
 PolicyFile::~PolicyFile() { ::unlink(path_.c_str()); }
 
-std::vector<cordon::v1::AuditEvent> ParseJsonLines(const std::string& text) {
+std::vector<cordon::v1::AuditEvent> ParseJsonLines(const std::string& text, bool growing) {
   std::vector<cordon::v1::AuditEvent> events;
-  std::istringstream in(text);
+  const std::string complete =
+      growing ? text.substr(0, text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1) : text;
+  std::istringstream in(complete);
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     cordon::v1::AuditEvent e;
-    if (google::protobuf::util::JsonStringToMessage(line, &e).ok()) events.push_back(e);
-    else std::fprintf(stderr, "unparseable event line: %s\n", line.c_str());
+    auto parsed = google::protobuf::util::JsonStringToMessage(line, &e);
+    if (parsed.ok()) events.push_back(e);
+    else ADD_FAILURE() << "unparseable event line (" << parsed.ToString() << "): " << line;
   }
   return events;
 }
 
 std::vector<cordon::v1::AuditEvent> TakeEvents(const std::string& cgroup_path) {
   CommandResult r = Cordon({"tail", "--cgroup", cgroup_path, "-o", "json"});
-  if (r.status != 0) std::fprintf(stderr, "cordon tail failed: %s\n", r.err.c_str());
+  if (r.status != 0) ADD_FAILURE() << "cordon tail --cgroup " << cgroup_path << " failed (" << r.status << "): " << r.err;
   return ParseJsonLines(r.out);
+}
+
+std::vector<cordon::v1::AuditEvent> AuditFileEvents(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    ADD_FAILURE() << "audit file " << path << " cannot be read: " << std::strerror(errno);
+    return {};
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseJsonLines(ss.str());
 }
 
 namespace {

@@ -5,6 +5,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <functional>
 #include <string>
@@ -46,9 +47,21 @@ class TestCgroup {
 std::string Cgroup2Mount();
 
 // Forks a child that joins `cgroup_path` (absolute) and runs `body`, whose
-// return value is sent back (typically 0 or an errno). Returns it, or -1000
-// if the child died.
+// return value is sent back (typically 0 or an errno). Returns it, or
+// kChildDied if the child died before it answered (RunInCgroupStatus tells
+// how it died).
+constexpr int kChildDied = -1000;
 int RunInCgroup(const std::string& cgroup_path, const std::function<int()>& body);
+
+// How a body run in the cgroup ended: its result, or the wait status of a
+// child that died first (so "killed by SIGKILL" is told from "crashed").
+struct ChildOutcome {
+  bool answered = false;  // the body returned and sent its result
+  int result = kChildDied;
+  int wait_status = 0;    // of waitpid(), valid in every case
+  bool KilledBy(int sig) const { return !answered && WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == sig; }
+};
+ChildOutcome RunInCgroupStatus(const std::string& cgroup_path, const std::function<int()>& body);
 
 // A child that joins the cgroup and then waits for Go(): lets a test attach
 // a policy to a cgroup whose process is already running.
@@ -58,7 +71,8 @@ class WaitingChild {
   WaitingChild(const std::string& cgroup_path, std::function<int()> body, std::function<void()> before = nullptr);
   ~WaitingChild();
   int pid() const { return pid_; }
-  int Go();  // releases the child and returns its body's result
+  int Go();  // releases the child and returns its body's result (or kChildDied)
+  ChildOutcome GoStatus();  // the same, with the wait status
 
  private:
   int pid_ = -1;
@@ -112,8 +126,17 @@ class PolicyFile {
 };
 
 // Events currently waiting for the sandbox on `cgroup_path` (consumes them).
+// A failed `cordon tail` fails the calling test: otherwise every "no such
+// event" assertion would pass when collection broke.
 std::vector<cordon::v1::AuditEvent> TakeEvents(const std::string& cgroup_path);
-std::vector<cordon::v1::AuditEvent> ParseJsonLines(const std::string& text);
+// One event per line; a line that is not an AuditEvent fails the calling test.
+// With `growing`, text is a file still being written: an unterminated last
+// line is left for the next read instead.
+std::vector<cordon::v1::AuditEvent> ParseJsonLines(const std::string& text, bool growing = false);
+// The events of an audit file (`cordon run --audit`, an agent's file sink).
+// A file that cannot be read fails the calling test: cordon creates it before
+// the workload starts, so a missing file means collection broke.
+std::vector<cordon::v1::AuditEvent> AuditFileEvents(const std::string& path);
 
 // Whether `cordon status` reports BPF LSM usable on this kernel.
 bool LsmUsableHere();

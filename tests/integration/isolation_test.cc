@@ -11,9 +11,12 @@
 #include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -53,7 +56,7 @@ class RunIsolation : public ::testing::Test {
     audit_ = dir_ + "/audit.jsonl";
   }
   void TearDown() override { cordon::test::Run({"rm", "-rf", dir_}); }
-  std::vector<cordon::v1::AuditEvent> Events() { return ParseJsonLines(Slurp(audit_)); }
+  std::vector<cordon::v1::AuditEvent> Events() { return AuditFileEvents(audit_); }
   // Runs python3 code unconfined and under cordon run (extra options first).
   CommandResult Unconfined(const std::string& code, const std::vector<std::string>& args = {}) {
     std::vector<std::string> argv = {"/usr/bin/python3", "-c", code};
@@ -454,6 +457,151 @@ TEST_F(RunIsolation, ScratchTmpIsPrivateAndRemoved) {
     ::closedir(d);
   }
   ::unlink(host_file.c_str());
+}
+
+// The calls cordon run's seccomp filter refuses whatever the policy (mount
+// family, ptrace family, modules, namespaces, clocks, reboot, io_uring,
+// perf, netlink and vsock sockets): each refusal is EPERM *and* an event
+// from the seccomp layer naming the system call, as root with the
+// capabilities the kernel itself would want.
+TEST_F(RunIsolation, SeccompRefusalsAreReportedOneEventEach) {
+  const std::string probe = R"(import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(name, nr, *args):
+    r = libc.syscall(nr, *args)
+    print('%s=%d' % (name, 0 if r >= 0 else ctypes.get_errno()))
+    if r >= 0 and name in ('fsopen', 'io_uring_setup', 'socket_netlink', 'socket_vsock'): os.close(r)
+ts = (ctypes.c_long * 2)(0, 0)
+params = ctypes.create_string_buffer(120)
+call('mount', 165, b'none', b'/nonexistent-cordon', b'tmpfs', 0, None)
+call('umount2', 166, b'/nonexistent-cordon', 0)
+call('open_tree', 428, -100, b'/nonexistent-cordon', 0)
+call('fsopen', 430, b'tmpfs', 0)
+call('ptrace_attach', 101, 16, 0x7ffffff0, 0, 0)
+call('process_vm_readv', 310, os.getpid(), None, 0, None, 0, 0)
+call('init_module', 175, None, 0, b'')
+call('finit_module', 313, -1, b'', 0)
+call('delete_module', 176, b'cordon_nonexistent', os.O_NONBLOCK)
+call('setns', 308, -1, 0)
+call('clock_settime', 227, 1, ts)
+call('reboot', 169, 0, 0, 0, None)
+call('io_uring_setup', 425, 1, params)
+call('perf_event_open', 298, None, 0, -1, -1, 0)
+call('socket_netlink', 41, 16, 3, 0)
+call('socket_vsock', 41, 40, 1, 0)
+call('unshare_ns', 272, 0x20000)
+)";
+  struct Refusal {
+    const char* call;
+    const char* kind;
+    uint32_t nr;
+  };
+  const std::vector<Refusal> refusals = {
+      {"mount", "tamper.mount", 165},          {"umount2", "tamper.mount", 166},
+      {"open_tree", "tamper.mount", 428},      {"fsopen", "tamper.mount", 430},
+      {"ptrace_attach", "tamper.ptrace", 101}, {"process_vm_readv", "tamper.ptrace", 310},
+      {"init_module", "tamper.module", 175},   {"finit_module", "tamper.module", 313},
+      {"delete_module", "tamper.module", 176}, {"setns", "tamper.userns", 308},
+      {"clock_settime", "tamper.clock", 227},  {"reboot", "tamper.reboot", 169},
+      {"io_uring_setup", "tamper.io_uring", 425}, {"perf_event_open", "tamper.capability", 298},
+      {"socket_netlink", "net.socket", 41},    {"socket_vsock", "net.socket", 41},
+      {"unshare_ns", "tamper.userns", 272},
+  };
+  // Control, unconfined as root: the probe makes every call, and only the
+  // module calls may be refused by the kernel itself (this host's root lacks
+  // CAP_SYS_MODULE).
+  auto control = Fields(Unconfined(probe).out);
+  for (const auto& r : refusals) {
+    ASSERT_EQ(control.count(r.call), 1u) << r.call << ": the probe did not run it";
+    if (std::string(r.kind) != "tamper.module") EXPECT_NE(control[r.call], std::to_string(EPERM)) << r.call;
+  }
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: refusals}\nspec:\n"
+                    "  capabilities: [sys_admin, sys_ptrace, sys_time, sys_boot]\n");
+  CommandResult run = Confined({"--policy", policy.path(), "--user", "root"}, probe);
+  ASSERT_EQ(run.status, 0) << run.err;
+  auto f = Fields(run.out);
+  for (const auto& r : refusals) EXPECT_EQ(f[r.call], std::to_string(EPERM)) << r.call << "\n" << run.out;
+  std::map<std::pair<std::string, uint32_t>, int> seen;
+  for (const auto& e : Events())
+    if (e.enforcement() == "seccomp" && e.verdict() == "denied") seen[{e.kind(), e.target().arg()}]++;
+  std::map<std::pair<std::string, uint32_t>, int> want;
+  for (const auto& r : refusals) want[{r.kind, r.nr}]++;
+  for (const auto& [key, n] : want) {
+    // socket() events carry the family in target.arg (see net.socket): count them apart.
+    if (key.first == "net.socket") continue;
+    EXPECT_EQ(seen[key], n) << key.first << " for system call " << key.second << "\n" << Slurp(audit_);
+  }
+  int netlink = 0, vsock = 0;
+  for (const auto& e : Events()) {
+    if (e.kind() != "net.socket" || e.enforcement() != "seccomp") continue;
+    netlink += e.net().family() == "netlink";
+    vsock += e.net().family() == "vsock";
+  }
+  EXPECT_EQ(netlink, 1) << Slurp(audit_);
+  EXPECT_EQ(vsock, 1) << Slurp(audit_);
+}
+
+// Signals and abstract unix sockets outside the sandbox: refused (Landlock
+// scoping, the cgroup unix hook or BPF LSM, whichever comes first on this
+// kernel) and reported either way.
+TEST_F(RunIsolation, SignalsAndAbstractSocketsOutsideAreRefusedAndReported) {
+  pid_t sleeper = ::fork();
+  if (sleeper == 0) {
+    for (;;) ::pause();
+  }
+  ASSERT_GT(sleeper, 0);
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGKILL);  // our own child
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reap{sleeper};
+  const std::string name = "cordon-isolation-" + std::to_string(::getpid());
+  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  // SIGWINCH: ignored by default, so a signal that got through harms nothing.
+  const std::string probe = R"(import os, signal, socket, sys
+try:
+    os.kill(int(sys.argv[1]), signal.SIGWINCH); print('kill=0')
+except OSError as e:
+    print('kill=%d' % e.errno)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect('\0' + sys.argv[2]); print('connect=0')
+except OSError as e:
+    print('connect=%d' % e.errno)
+)";
+  const std::vector<std::string> args = {std::to_string(sleeper), name};
+  auto control = Fields(Unconfined(probe, args).out);
+  ASSERT_EQ(control["kill"], "0") << "the probe signals the sleeper unconfined";
+  ASSERT_EQ(control["connect"], "0") << "the probe reaches the abstract listener unconfined";
+  int accepted = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  ASSERT_GE(accepted, 0);
+  ::close(accepted);
+
+  CommandResult r = Confined({"--user", "root"}, probe, args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto f = Fields(r.out);
+  EXPECT_EQ(f["kill"], std::to_string(EPERM)) << r.out;
+  EXPECT_EQ(f["connect"], std::to_string(EPERM)) << r.out;
+  EXPECT_LT(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK), 0) << "nothing got through";
+  ::close(listener);
+  int signals = 0, abstract = 0;
+  for (const auto& e : Events()) {
+    if (e.verdict() != "denied") continue;
+    signals += e.kind() == "tamper.signal" && e.target().pid() == static_cast<uint32_t>(sleeper);
+    abstract += e.kind() == "net.unix";
+  }
+  EXPECT_EQ(signals, 1) << Slurp(audit_);
+  EXPECT_GE(abstract, 1) << Slurp(audit_);
 }
 
 }  // namespace

@@ -300,7 +300,10 @@ TEST(DetectMode, ReportsAndKillsFileViolationsAfterTheFact) {
   PolicyFile kill(policy_text("kill"));
   r = Cordon({"attach", "--cgroup", cg.path(), "--policy", kill.path(), "--allow-degraded"});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(RunInCgroup(cg.path(), open_file(secret)), -1000) << "the offender is killed before open() returns";
+  ChildOutcome offender = RunInCgroupStatus(cg.path(), open_file(secret));
+  EXPECT_TRUE(offender.KilledBy(SIGKILL)) << "the offender is killed by SIGKILL before open() returns; answered="
+                                          << offender.answered << " result=" << offender.result << " wait status "
+                                          << offender.wait_status;
   EXPECT_EQ(RunInCgroup(cg.path(), open_file(allowed + "/ok")), 0) << "allowed opens are untouched";
   // An exec outside the policy: the new program never runs.
   int exec_result = RunInCgroup(cg.path(), [] {

@@ -369,7 +369,7 @@ TEST_F(RetroAttach, ListenersAndInboundConnectionsAreNotJudged) {
                        accepted = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
                      });
   CommandResult r = Attach(cg, DenyAllButPort1("retro-inbound"));
-  EXPECT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.status, 0) << r.err;
   const char c = 'i';
   ASSERT_EQ(::send(client, &c, 1, MSG_NOSIGNAL), 1);
   EXPECT_EQ(child.Go(), 1000 + 'i');

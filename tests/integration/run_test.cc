@@ -31,12 +31,7 @@ class RunCommand : public ::testing::Test {
     ::unlink(audit_.c_str());
     ::rmdir(dir_.c_str());
   }
-  std::vector<cordon::v1::AuditEvent> AuditEvents() {
-    std::ifstream in(audit_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ParseJsonLines(ss.str());
-  }
+  std::vector<cordon::v1::AuditEvent> AuditEvents() { return AuditFileEvents(audit_); }
   // Run-mode cgroups that still exist (there must be none after a run).
   static int LeftoverRunCgroups() {
     int n = 0;
@@ -217,9 +212,7 @@ TEST(RunLayers, LandlockAndSeccompConfineTheCommand) {
   EXPECT_EQ(bpf.status, EPERM) << "bpf() must be refused in the sandbox: " << bpf.err;
 
   // Every refusal of these layers is reported.
-  std::stringstream ss;
-  ss << std::ifstream(audit).rdbuf();
-  auto events = ParseJsonLines(ss.str());
+  auto events = AuditFileEvents(audit);
   int packet = 0, bpf_events = 0, shadow = 0, mkdir = 0;
   for (const auto& e : events) {
     if (e.enforcement() == "landlock") {
@@ -233,10 +226,10 @@ TEST(RunLayers, LandlockAndSeccompConfineTheCommand) {
     packet += e.kind() == "net.socket" && e.net().family() == "packet";
     bpf_events += e.kind() == "tamper.bpf";
   }
-  EXPECT_EQ(shadow, 1) << ss.str();
-  EXPECT_EQ(mkdir, 1) << ss.str();
-  EXPECT_EQ(packet, 1) << ss.str();
-  EXPECT_EQ(bpf_events, 1) << ss.str();
+  EXPECT_EQ(shadow, 1) << std::ifstream(audit).rdbuf();
+  EXPECT_EQ(mkdir, 1) << std::ifstream(audit).rdbuf();
+  EXPECT_EQ(packet, 1) << std::ifstream(audit).rdbuf();
+  EXPECT_EQ(bpf_events, 1) << std::ifstream(audit).rdbuf();
   cordon::test::Run({"rm", "-rf", dir});
 }
 
@@ -312,9 +305,7 @@ TEST(RunLayers, LandlockHoldsWhenTheBpfLsmLayerIsRemoved) {
   ::waitpid(pid, &st, 0);
   EXPECT_EQ(read(out + "/cat"), "cat=1") << "Landlock alone still refuses the read";
   EXPECT_EQ(read(out + "/chmod"), "chmod=0") << "the BPF LSM layer really was off";
-  std::stringstream ss;
-  ss << std::ifstream(audit).rdbuf();
-  auto events = ParseJsonLines(ss.str());
+  auto events = AuditFileEvents(audit);
   int landlock_shadow = 0;
   for (const auto& e : events)
     landlock_shadow += e.kind() == "file.open" && e.file().path() == "/etc/shadow" && e.enforcement() == "landlock";

@@ -159,7 +159,13 @@ TEST_F(UnixHooksTest, SymlinkAliasIsDetectedAndKilled) {
   PolicyFile kill(Policy("  onViolation: kill\n"));
   r = Cordon({"attach", "--cgroup", cg.path(), "--policy", kill.path(), "--allow-degraded"});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(RunInCgroup(cg.path(), ConnectTo(link)), -1000) << "killed before connect() returns";
+  ChildOutcome killed = RunInCgroupStatus(cg.path(), ConnectTo(link));
+  EXPECT_TRUE(killed.KilledBy(SIGKILL)) << "killed by SIGKILL before connect() returns; answered=" << killed.answered
+                                        << " result=" << killed.result << " wait status " << killed.wait_status;
+  events = TakeEvents(cg.path());
+  const auto* kill_event = FindUnix(events, daemon_);
+  ASSERT_NE(kill_event, nullptr) << "the kill is reported";
+  EXPECT_EQ(kill_event->verdict(), "killed");
   EXPECT_EQ(RunInCgroup(cg.path(), ConnectTo(ok_)), 0);
 }
 
@@ -179,6 +185,11 @@ TEST_F(UnixHooksTest, AuditModeAbstractAllowanceAndNoFileRules) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(RunInCgroup(cg.path(), ConnectTo(abstract())), 0);
   EXPECT_EQ(RunInCgroup(cg.path(), ConnectTo(daemon_)), EPERM) << "paths still need a rule";
+  events = TakeEvents(cg.path());
+  const auto* path_refused = FindUnix(events, daemon_);
+  ASSERT_NE(path_refused, nullptr) << "the refused path is reported";
+  EXPECT_EQ(path_refused->verdict(), "denied");
+  EXPECT_EQ(events.size(), 1u) << "the allowed abstract connect is not";
 
   // Without spec.files, socket paths are not restricted (as with BPF LSM).
   PolicyFile no_files("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: nofiles}\nspec: {}\n");
@@ -186,6 +197,10 @@ TEST_F(UnixHooksTest, AuditModeAbstractAllowanceAndNoFileRules) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(RunInCgroup(cg.path(), ConnectTo(daemon_)), 0);
   EXPECT_EQ(RunInCgroup(cg.path(), ConnectTo(abstract())), EPERM) << "abstract still needs the allowance";
+  events = TakeEvents(cg.path());
+  ASSERT_EQ(events.size(), 1u) << "only the abstract refusal is reported";
+  EXPECT_EQ(events[0].kind(), "net.unix");
+  EXPECT_EQ(events[0].verdict(), "denied");
 }
 
 }  // namespace

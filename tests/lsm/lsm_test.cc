@@ -526,8 +526,7 @@ TEST_F(Lsm, LoaderInvocationNeedsMapExecOfTheProgram) {
   std::string yaml = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: ldso}\nspec:\n  files:\n"
                      "    include: [runtime-minimal]\n    exec: [/lib64/ld-linux-x86-64.so.2]\n"
                      "    read: [/usr/bin/id]\n    allowMemfdExec: true\n";
-  Attach(cg, yaml);
-  int r = RunInCgroup(cg.path(), [] {
+  auto ldso_id = [] {
     pid_t pid = ::fork();
     if (pid == 0) {
       int devnull = ::open("/dev/null", O_WRONLY);
@@ -539,8 +538,13 @@ TEST_F(Lsm, LoaderInvocationNeedsMapExecOfTheProgram) {
     int status;
     ::waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
-  });
-  EXPECT_NE(r, 0) << "ld.so must fail to map /usr/bin/id executable";
+  };
+  // Control: unconfined, ld.so runs the program.
+  ASSERT_EQ(RunInCgroup(cg.path(), ldso_id), 0);
+  Attach(cg, yaml);
+  // ld.so itself may run (exec rule), but its mmap of /usr/bin/id with
+  // PROT_EXEC is refused: it reports the error and exits 127.
+  EXPECT_EQ(RunInCgroup(cg.path(), ldso_id), 127) << "ld.so must fail to map /usr/bin/id executable";
   auto events = TakeEvents(cg.path());
   EXPECT_NE(Find(events, "file.mmap_exec", "/usr/bin/id"), nullptr);
 }
@@ -824,7 +828,7 @@ TEST_F(Lsm, RealProgramsRunUnderDefaultDeny) {
   CommandResult cat = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/bin/cat", "/etc/shadow"});
   EXPECT_NE(cat.status, 0);
   EXPECT_NE(cat.err.find("Permission denied"), std::string::npos) << cat.err;
-  auto events = ParseJsonLines(ReadText(audit));
+  auto events = AuditFileEvents(audit);
   const auto* shadow = Find(events, "file.open", "/etc/shadow");
   ASSERT_NE(shadow, nullptr);
   EXPECT_EQ(shadow->enforcement(), "landlock");
@@ -833,20 +837,42 @@ TEST_F(Lsm, RealProgramsRunUnderDefaultDeny) {
 
 TEST_F(Lsm, SandboxedRootCannotDetachOrKillTheSupervisor) {
   std::string audit = tree_ / "audit.jsonl";
+  // A victim sandbox attached beside it, which the workload tries to free.
+  TestCgroup victim("victim");
+  Attach(victim, FilesPolicy(tree_));
+  // Control: outside any sandbox, cordon detaches and reattaches it.
+  ASSERT_EQ(Cordon({"detach", "--cgroup", victim.path()}).status, 0);
+  Attach(victim, FilesPolicy(tree_));
   PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: root}\nspec:\n  files:\n"
                     "    include: [runtime-minimal, shell]\n    exec: [" CORDON_BINARY "]\n    write: [" +
                     (tree_ / "out") + "]\n");
-  // Inside: try to detach every sandbox with cordon itself, and to kill cordon run (our parent's parent).
-  // As root (--user root): the point is that even uid 0 cannot.
-  CommandResult r = Cordon({"run", "--user", "root", "--policy", policy.path(), "--audit", audit, "--", "/bin/sh", "-c",
-                            std::string(CORDON_BINARY) + " status > " + (tree_ / "out/status.txt") +
-                                " 2>&1; kill -9 $PPID; echo survived"});
+  // Inside, as root (--user root: the point is that even uid 0 cannot): detach
+  // the victim with cordon itself, by cgroup and by id, then kill cordon run
+  // (the shell's parent).
+  const std::string cordon = CORDON_BINARY;
+  CommandResult r = Cordon(
+      {"run", "--user", "root", "--policy", policy.path(), "--audit", audit, "--", "/bin/sh", "-c",
+       cordon + " detach --cgroup " + victim.path() + " > " + (tree_ / "out/detach.txt") + " 2>&1; echo by-cgroup=$?; " +
+           cordon + " detach --id " + std::to_string(victim.id()) + " >> " + (tree_ / "out/detach.txt") +
+           " 2>&1; echo by-id=$?; kill -9 $PPID; echo survived"});
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("survived"), std::string::npos);
-  auto events = ParseJsonLines(ReadText(audit));
-  EXPECT_NE(Find(events, "tamper.signal"), nullptr);
-  EXPECT_TRUE(Find(events, "tamper.bpf") != nullptr || Find(events, "file.open") != nullptr)
-      << "cordon inside the sandbox cannot reach its pins";
+  EXPECT_NE(r.out.find("by-cgroup=1"), std::string::npos) << r.out << ReadText(tree_ / "out/detach.txt");
+  EXPECT_NE(r.out.find("by-id=1"), std::string::npos) << r.out << ReadText(tree_ / "out/detach.txt");
+  EXPECT_NE(r.out.find("survived"), std::string::npos) << r.out;
+  // The victim is still attached and still enforcing.
+  CommandResult status = Cordon({"status", "--json"});
+  EXPECT_NE(status.out.find(victim.relative()), std::string::npos) << status.out;
+  EXPECT_EQ(RunInCgroup(victim.path(), [&] { return OpenErrno(tree_ / "secret/key", O_RDONLY); }), EPERM);
+  TakeEvents(victim.path());
+  // And the attempts were reported: the kill, and cordon reaching for the pins
+  // (bpf() on them, or opening them through bpffs).
+  auto events = AuditFileEvents(audit);
+  EXPECT_NE(Find(events, "tamper.signal"), nullptr) << Dump(events);
+  int pin_attempts = 0;
+  for (const auto& e : events)
+    pin_attempts += e.kind() == "tamper.bpf" ||
+                    (e.kind() == "file.open" && e.file().path().find("/sys/fs/bpf") != std::string::npos);
+  EXPECT_GE(pin_attempts, 1) << "cordon inside the sandbox reached for its pins unreported\n" << Dump(events);
 }
 
 // ---- issue 12: escapes a hostile root workload found ----------------------

@@ -382,7 +382,7 @@ int RunCommand(const Args& args) {
   if (compiled->mode == CORDON_MODE_ENFORCE) {
     LandlockSupport support = ProbeLandlock();
     if (support.abi > 0) {
-      auto plan = PrepareLandlock(*compiled, support, /*handle_tcp=*/false);
+      auto plan = PrepareLandlock(*compiled, support);
       if (!plan) return PrintError(plan.error().ToString() + "; command not started"), 1;
       landlock = std::move(*plan);
     }

@@ -7,7 +7,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <bitset>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -22,12 +21,6 @@
 #endif
 #ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
 #define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
-#endif
-#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
-#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0) /* ABI 4 */
-#endif
-#ifndef LANDLOCK_ACCESS_NET_CONNECT_TCP
-#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1) /* ABI 4 */
 #endif
 #ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 #define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
@@ -51,22 +44,13 @@
 namespace cordon {
 namespace {
 
-// LANDLOCK_RULE_NET_PORT (ABI 4); the header's enum may lack it.
-constexpr int kRuleNetPort = 2;
-
 // struct landlock_ruleset_attr as of ABI 6 (the 6.1 header has only the
 // first field). The kernel accepts a shorter size from older callers; we
 // pass the size matching the ABI in use.
 struct RulesetAttr {
   uint64_t handled_access_fs;
-  uint64_t handled_access_net;  // ABI 4
+  uint64_t handled_access_net;  // ABI 4 (never set: see PrepareLandlock)
   uint64_t scoped;              // ABI 6
-};
-
-// struct landlock_net_port_attr (ABI 4), not packed.
-struct NetPortAttr {
-  uint64_t allowed_access;
-  uint64_t port;  // host endianness
 };
 
 struct PathBeneathAttr {
@@ -74,7 +58,6 @@ struct PathBeneathAttr {
   int32_t parent_fd;
 } __attribute__((packed));
 static_assert(sizeof(PathBeneathAttr) == sizeof(landlock_path_beneath_attr));
-static_assert(sizeof(NetPortAttr) == 16);
 
 constexpr uint64_t kFsAbi1 = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
                              LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
@@ -154,8 +137,7 @@ LandlockSupport ProbeLandlock() {
   return out;
 }
 
-Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const LandlockSupport& support,
-                                     bool handle_tcp) {
+Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const LandlockSupport& support) {
   if (support.abi <= 0)
     return Error{"Landlock is unavailable" + (support.detail.empty() ? std::string() : ": " + support.detail)};
   const int abi = support.abi;
@@ -169,50 +151,12 @@ Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const
     plan.files = true;
   }
 
-  // ---- TCP connect ports
-  std::bitset<65536> ports;
-  bool all_ports = false;
-  if (abi >= 4 && !handle_tcp) {
-    plan.notes.push_back(
-        "TCP connect is left to the cgroup egress programs: Landlock would refuse first, with EACCES and no audit "
-        "event.");
-  } else if (abi >= 4) {
-    for (const auto& rule : policy.rules) {
-      if (!rule.tcp) continue;
-      if (rule.ports.empty()) {
-        all_ports = true;
-        break;
-      }
-      for (const auto& range : rule.ports)
-        for (uint32_t p = range.lo; p <= range.hi; ++p) ports.set(p);
-    }
-    if (all_ports) {
-      plan.notes.push_back(
-          "TCP connect is not restricted by Landlock: a tcp egress rule allows every port (the cgroup egress "
-          "programs still judge each destination).");
-    } else if (ports.count() > kMaxLandlockTcpPorts) {
-      plan.notes.push_back("TCP connect is not restricted by Landlock: the policy allows " +
-                           std::to_string(ports.count()) + " TCP ports, more than " +
-                           std::to_string(kMaxLandlockTcpPorts) +
-                           " port rules (the cgroup egress programs still judge each destination).");
-    } else {
-      attr.handled_access_net = LANDLOCK_ACCESS_NET_CONNECT_TCP;
-      plan.tcp = true;
-      plan.notes.push_back(
-          "Landlock TCP rules name ports, not addresses: a port that some tcp rule allows is allowed by Landlock for "
-          "every destination, and the address is judged only by the cgroup egress programs.");
-      plan.notes.push_back(
-          "a TCP connect to a port no rule names is refused by Landlock (EACCES) before the cgroup egress programs "
-          "see it, so it produces no cordon audit event.");
-      plan.notes.push_back(
-          "On some kernels (measured: 6.18, not 6.12) TCP Fast Open (sendto or sendmsg with MSG_FASTOPEN) connects without Landlock's connect check: only the "
-          "cgroup sendmsg programs judge it.");
-      plan.notes.push_back("UDP, and binding TCP ports, are not restricted by Landlock.");
-    }
-  } else {
-    plan.notes.push_back("TCP connect port rules need Landlock ABI 4 (this kernel has ABI " + std::to_string(abi) +
-                         ").");
-  }
+  // ---- TCP connect: never handled. The cgroup egress programs judge every
+  // destination (address and port) and report each refusal; Landlock would
+  // refuse first, with EACCES and no event, and only by port.
+  plan.notes.push_back(
+      "TCP and UDP are left to the cgroup egress programs: Landlock's network rules (ports only, EACCES, no audit "
+      "event) are not used.");
 
   // ---- scoping
   if (abi >= 6) {
@@ -301,14 +245,6 @@ Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const
           "that Landlock does not mediate.");
   }
 
-  if (plan.tcp) {
-    for (uint32_t p = 1; p < ports.size(); ++p) {
-      if (!ports.test(p)) continue;
-      NetPortAttr net{LANDLOCK_ACCESS_NET_CONNECT_TCP, p};
-      if (::syscall(__NR_landlock_add_rule, plan.ruleset.get(), kRuleNetPort, &net, 0) != 0)
-        return SysError("landlock_add_rule TCP port " + std::to_string(p));
-    }
-  }
   plan.notes.push_back("Landlock denials are not reported as cordon audit events.");
   return plan;
 }

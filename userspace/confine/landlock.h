@@ -1,4 +1,4 @@
-// Landlock: the file, TCP-connect and scoping layer of `cordon run` on kernels
+// Landlock: the file and scoping layer of `cordon run` on kernels
 // without usable BPF LSM. Unlike the BPF programs it is not attached to a
 // cgroup: it is a property of the process, applied by the child between clone
 // and exec and inherited by everything the command starts. It cannot be
@@ -35,7 +35,6 @@ struct LandlockPlan {
   UniqueFd ruleset;  // ready to apply (O_CLOEXEC); invalid when there is nothing to enforce (see notes)
   int abi = 0;
   bool files = false;   // file rules enforced by this ruleset
-  bool tcp = false;     // TCP connect port rules (ABI >= 4)
   bool scoped = false;  // abstract unix + signal scoping (ABI >= 6)
   std::vector<std::string> notes;  // what it cannot express, one sentence each
 };
@@ -55,23 +54,15 @@ struct LandlockPlan {
 //     MAP_EXEC -> nothing (Landlock does not mediate mmap), except that the
 //     dynamic loader gets EXECUTE when a MAP_EXEC rule covers it (the kernel
 //     checks exec on the ELF interpreter of every dynamic program).
-//   TCP (ABI >= 4): CONNECT_TCP is handled and each port some tcp egress
-//     rule allows (for any address) is allowed; binding is not handled. If
-//     some tcp rule allows every port (or more than kMaxLandlockTcpPorts
-//     ports are named), CONNECT_TCP is not handled at all. Either way the
-//     cgroup egress programs still judge every destination address. TCP Fast
-//     Open (MSG_FASTOPEN) is not seen by Landlock's connect check (measured on
-//     6.18); UDP is not covered at all.
+//   network: not handled. Landlock's TCP rules (ABI >= 4) name ports only
+//     and refuse with EACCES before the cgroup egress programs see the
+//     connect, so no event would be reported; the cgroup programs judge
+//     every destination instead (and see TCP Fast Open, which Landlock's
+//     connect check misses on some kernels).
 //   scoping (ABI >= 6): signals only to processes in the same Landlock domain
 //     (or nested ones); abstract unix sockets only to servers in the domain,
 //     unless spec.network.abstractUnix.
-// handle_tcp: also restrict TCP connect by port. `cordon run` passes false:
-// Landlock refuses before the cgroup hooks (EACCES, no event).
-Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const LandlockSupport& support,
-                                     bool handle_tcp = true);
-
-// Above this number of distinct allowed TCP ports, Landlock TCP rules are not used.
-constexpr size_t kMaxLandlockTcpPorts = 4096;
+Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const LandlockSupport& support);
 
 // In the child between clone and exec: prctl(PR_SET_NO_NEW_PRIVS) and
 // landlock_restrict_self(ruleset_fd). Async-signal-safe (no allocation).
