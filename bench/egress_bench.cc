@@ -71,8 +71,14 @@ constexpr const char* kAllowedAddr = "127.0.0.1";
 constexpr const char* kDeniedAddr = "127.0.0.2";  // in no policy and no nftables set
 constexpr int64_t kBurstTargetNs = 10'000'000;    // ~10 ms per burst
 
-enum Op : int { kUdpConnect = 0, kUdpSendto = 1, kTcpConnect = 2, kNumOps = 3 };
-const char* const kOpNames[kNumOps] = {"udp_connect", "udp_sendto", "tcp_connect"};
+// udp_sendto_rotating: sendto() cycling through kRotatingDestinations
+// addresses of kRotatingNet (allowed by the policies' second rule, bound by no
+// socket), more than the allow cache's slots: the decision is the trie's, not
+// the cache's, which a single repeated destination would measure instead.
+enum Op : int { kUdpConnect = 0, kUdpSendto = 1, kTcpConnect = 2, kUdpSendtoRotating = 3, kNumOps = 4 };
+const char* const kOpNames[kNumOps] = {"udp_connect", "udp_sendto", "tcp_connect", "udp_sendto_rotating"};
+constexpr uint32_t kRotatingNet = 0x7f400000u;  // 127.64.0.0/16
+constexpr int kRotatingDestinations = 4096;     // 16 x the allow cache (CORDON_ALLOW_CACHE_SLOTS)
 enum Cmd : int { kCmdBurst = 1, kCmdCheck = 2, kCmdExit = 3 };
 
 struct Request {
@@ -156,6 +162,16 @@ Reply RunBurst(const WorkerSockets& s, int op, int64_t count) {
       for (int64_t i = 0; i < count; ++i)
         if (sendto(s.udp_send, payload, sizeof payload, 0, sa, sizeof dst) != sizeof payload) return r.err = errno, r;
       break;
+    case kUdpSendtoRotating: {
+      sockaddr_in rot = dst;
+      for (int64_t i = 0; i < count; ++i) {
+        rot.sin_addr.s_addr = htonl(kRotatingNet | uint32_t(1 + i % kRotatingDestinations));
+        if (sendto(s.udp_send, payload, sizeof payload, 0, reinterpret_cast<const sockaddr*>(&rot), sizeof rot) !=
+            sizeof payload)
+          return r.err = errno, r;
+      }
+      break;
+    }
     case kTcpConnect:
       for (int64_t i = 0; i < count; ++i) {
         int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -334,12 +350,14 @@ std::string Ip(uint32_t a) {
   return b;
 }
 
-// n rules: 127.0.0.1/32 port kPort (tcp, udp), then n-1 random, pairwise
+// n rules: 127.0.0.1/32 port kPort (tcp, udp), 127.64.0.0/16 port kPort (udp:
+// the rotating destinations), then n-2 random, pairwise
 // disjoint prefixes of lengths /12 to /32 spread over the /8s 1 to 223 but
 // 127, with varied port sets. Deterministic (seeded by n).
 std::vector<GenRule> GenerateRules(int n) {
   std::vector<GenRule> out;
   out.push_back({0x7f000001u, 32, "[" + std::to_string(kPort) + "]", "[tcp, udp]"});
+  if (n >= 2) out.push_back({kRotatingNet, 16, "[" + std::to_string(kPort) + "]", "[udp]"});
   std::mt19937_64 rng(0xC0D0 + n);
   std::map<uint32_t, uint32_t> used;  // start -> end (inclusive), disjoint
   auto overlaps = [&](uint32_t s, uint32_t e) {
@@ -711,7 +729,7 @@ int Run(const Options& opt) {
     for (int phase = 0; phase < 2; ++phase) {
       bool attach = (phase == 0) == attached_first;
       if (attach) AttachTrivial(triv);
-      int ops[kNumOps] = {0, 1, 2};
+      int ops[kNumOps] = {0, 1, 2, 3};
       std::shuffle(ops, ops + kNumOps, rng);
       for (int op : ops) (attach ? hooked : clean)[op] = double(Burst(base, op, count[op]).ns);
       if (attach) DetachTrivial();
@@ -808,7 +826,7 @@ int Run(const Options& opt) {
   int64_t t_main = NowNs();
   for (int r = -1; r < opt.rounds; ++r) {
     CheckStop();
-    int ops[kNumOps] = {0, 1, 2};
+    int ops[kNumOps] = {0, 1, 2, 3};
     std::shuffle(ops, ops + kNumOps, rng);
     for (int op : ops) {
       std::vector<size_t> order(nc);

@@ -17,10 +17,11 @@ library and runs a small unittest suite (bench/b6/suite), as ONE command:
                     default-deny policy with the runtime-minimal, shell and
                     python3 profiles, writable: the job's directory
 
-Each round runs the two "clean" configurations and the two "loaded" ones as two
-blocks (the keeper is attached between them; blocks alternate their order from
-round to round, so the keeper is attached once every two rounds), each block in
-a shuffled order. Per round every configuration's wall time is divided by the
+Each round runs three blocks: the baseline alone, the two "loaded"
+configurations (keeper attached, in a shuffled order), then the A/A control
+alone, so that the A/A control is separated from the baseline by the same block
+boundary (keeper attach and detach, elapsed time) as cordon is; every other
+round runs them in the reverse order. Per round every configuration's wall time is divided by the
 same round's unconfined one; the report gives medians. `cordon run -- /bin/true`
 measures cordon run's fixed cost (warm: every round; cold, nothing of cordon
 loaded before: at the start and at the end).
@@ -223,11 +224,13 @@ class Bench:
         self.run_true("cordon-cold", 0)
         t_start = time.monotonic()
         for rnd in range(self.args.rounds):
-            blocks = [["unconfined", "unconfined-aa"], ["unconfined-loaded", "cordon"]]
+            # The A/A control sits across a block boundary from the baseline,
+            # as cordon does: clean, loaded, clean (reversed every other round).
+            blocks = [["unconfined"], ["unconfined-loaded", "cordon"], ["unconfined-aa"]]
             if rnd % 2:
                 blocks.reverse()
             for block in blocks:
-                self.set_keeper(block[0] != "unconfined" and block[0] != "unconfined-aa")
+                self.set_keeper("cordon" in block)
                 rng.shuffle(block)
                 for config in block:
                     self.run_job(config, rnd)
