@@ -16,6 +16,10 @@
 
 #include "tests/integration/harness.h"
 
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+
 namespace cordon::test {
 namespace {
 
@@ -353,6 +357,117 @@ TEST_F(NetEnforcement, TenThousandCidrRules) {
   const auto* e = FindEvent(events, "net.sendmsg", "10.39.15.7", 444);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->net().rule(), 10000u);  // 10.39.15.0/24 is the 10,000th rule
+}
+
+// Nested sandboxes: a sandbox attached to a cgroup below another's. Network
+// rules of every enclosing sandbox apply: each must allow, each reports its
+// own refusals.
+TEST_F(NetEnforcement, NestedSandboxesEachMustAllow) {
+  TestCgroup outer("nest");
+  const std::string inner = outer.path() + "/inner";
+  ASSERT_EQ(::mkdir(inner.c_str(), 0755), 0);
+  struct DetachInner {
+    std::string path;
+    ~DetachInner() { Cordon({"detach", "--cgroup", path}); }
+  } detach_inner{inner};
+  TcpListener both, outer_only, inner_only;
+  auto policy = [](const char* name, uint16_t p1, uint16_t p2) {
+    return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: " + std::string(name) +
+           "}\nspec:\n  network:\n    egress:\n      - cidr: 127.0.0.1\n        ports: [" + std::to_string(p1) +
+           ", " + std::to_string(p2) + "]\n";
+  };
+  auto connect_to = [](uint16_t port) { return [port] { return TcpConnect(V4("127.0.0.1", port)); }; };
+  // Control: unconfined, every port connects.
+  ASSERT_EQ(TcpConnect(V4("127.0.0.1", outer_only.port())), 0);
+  ASSERT_EQ(TcpConnect(V4("127.0.0.1", inner_only.port())), 0);
+  ASSERT_EQ(outer_only.AcceptPending() + inner_only.AcceptPending(), 2);
+
+  Attach(outer, policy("outer", both.port(), outer_only.port()));
+  PolicyFile inner_policy(policy("inner", both.port(), inner_only.port()));
+  CommandResult r = Cordon({"attach", "--cgroup", inner, "--policy", inner_policy.path(), "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+
+  EXPECT_EQ(RunInCgroup(inner, connect_to(both.port())), 0);
+  EXPECT_EQ(RunInCgroup(inner, connect_to(outer_only.port())), EPERM) << "the inner sandbox refuses";
+  EXPECT_EQ(RunInCgroup(inner, connect_to(inner_only.port())), EPERM) << "the outer sandbox refuses";
+  EXPECT_EQ(RunInCgroup(outer.path(), connect_to(outer_only.port())), 0) << "the outer sandbox alone allows it";
+  EXPECT_EQ(both.AcceptPending(), 1);
+  EXPECT_EQ(outer_only.AcceptPending(), 1);
+  EXPECT_EQ(inner_only.AcceptPending(), 0);
+
+  auto inner_events = TakeEvents(inner);
+  auto outer_events = TakeEvents(outer.path());
+  EXPECT_NE(FindEvent(inner_events, "net.connect", "127.0.0.1", outer_only.port()), nullptr) << "inner reports its own";
+  EXPECT_NE(FindEvent(outer_events, "net.connect", "127.0.0.1", inner_only.port()), nullptr) << "outer reports its own";
+  EXPECT_EQ(FindEvent(inner_events, "net.connect", "127.0.0.1", both.port()), nullptr);
+  EXPECT_EQ(FindEvent(outer_events, "net.connect", "127.0.0.1", outer_only.port()), nullptr);
+}
+
+// A connected UDP socket still has each sendto() with an address judged: the
+// connect was allowed, another destination is not.
+TEST_F(NetEnforcement, ConnectedUdpSendtoAnotherAddressIsJudged) {
+  TestCgroup cg("udp-conn");
+  UdpReceiver allowed, other;
+  Attach(cg, LoopbackPolicy("udp-conn", allowed.port()));
+  auto probe = [&](uint16_t to) {
+    return [&, to] {
+      int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return 1000 + errno;
+      sockaddr_storage a = V4("127.0.0.1", allowed.port());
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(sockaddr_in)) != 0) return 2000 + errno;
+      sockaddr_storage b = V4("127.0.0.1", to);
+      int r = ::sendto(fd, "x", 1, 0, reinterpret_cast<sockaddr*>(&b), sizeof(sockaddr_in)) == 1 ? 0 : errno;
+      ::close(fd);
+      return r;
+    };
+  };
+  // Control: outside the sandbox the same probe reaches the other receiver.
+  ASSERT_EQ(probe(other.port())(), 0);
+  ASSERT_EQ(other.Received(), 1);
+  EXPECT_EQ(RunInCgroup(cg.path(), probe(other.port())), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), probe(allowed.port())), 0);
+  EXPECT_EQ(other.Received(), 0);
+  EXPECT_EQ(allowed.Received(), 1);
+  auto events = TakeEvents(cg.path());
+  EXPECT_NE(FindEvent(events, "net.sendmsg", "127.0.0.1", other.port()), nullptr);
+}
+
+// MPTCP sockets (an inet socket kind, cgroup/sock_create): refused unless
+// spec.network.extraProtocols lists mptcp; then its connects are judged by
+// tcp rules.
+TEST_F(NetEnforcement, MptcpIsASocketKindAndItsConnectsAreJudged) {
+  int here = SocketCreate(AF_INET, SOCK_STREAM, IPPROTO_MPTCP);
+  if (here != 0) {
+    EXPECT_TRUE(here == EPROTONOSUPPORT || here == ENOPROTOOPT || here == EINVAL) << std::strerror(here);
+    RecordProperty("mptcp", "not in this kernel: not tested");
+    return;
+  }
+  TestCgroup cg("mptcp");
+  TcpListener allowed, other;
+  Attach(cg, LoopbackPolicy("mptcp-off", allowed.port()));
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_STREAM, IPPROTO_MPTCP); }), EPERM);
+  auto events = TakeEvents(cg.path());
+  bool refused = false;
+  for (const auto& e : events) refused |= e.kind() == "net.socket" && e.net().protocol() == "mptcp";
+  EXPECT_TRUE(refused) << "the MPTCP socket is reported";
+
+  Attach(cg, LoopbackPolicy("mptcp-on", allowed.port()) + "    extraProtocols: [mptcp]\n");
+  auto mptcp_connect = [](uint16_t port) {
+    return [port] {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_MPTCP);
+      if (fd < 0) return 1000 + errno;
+      sockaddr_storage a = V4("127.0.0.1", port);
+      int r = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(sockaddr_in)) == 0 ? 0 : errno;
+      ::close(fd);
+      return r;
+    };
+  };
+  EXPECT_EQ(RunInCgroup(cg.path(), mptcp_connect(allowed.port())), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), mptcp_connect(other.port())), EPERM);
+  EXPECT_EQ(allowed.AcceptPending(), 1);
+  EXPECT_EQ(other.AcceptPending(), 0);
+  events = TakeEvents(cg.path());
+  EXPECT_NE(FindEvent(events, "net.connect", "127.0.0.1", other.port()), nullptr);
 }
 
 }  // namespace
