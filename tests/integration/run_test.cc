@@ -8,6 +8,9 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <chrono>
 #include <unistd.h>
 
 #include <fstream>
@@ -112,24 +115,144 @@ TEST_F(RunCommand, ExitStatusAndSignalsPropagate) {
   EXPECT_NE(r.err.find("cannot execute /nonexistent/program"), std::string::npos) << r.err;
 }
 
-TEST_F(RunCommand, SignalsToCordonAreForwarded) {
-  int before = LeftoverRunCgroups();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 2);
-    ::execl(CORDON_BINARY, CORDON_BINARY, "run", "--audit", audit_.c_str(), "--", "sleep", "60", nullptr);
-    _exit(127);
+// `cordon run` started in the background with its stdout on a pipe; the
+// destructor kills it (our own child) if the test did not reap it.
+class BackgroundRun {
+ public:
+  explicit BackgroundRun(const std::vector<std::string>& args) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 2);
+      std::vector<char*> argv = {const_cast<char*>(CORDON_BINARY)};
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(CORDON_BINARY, argv.data());
+      _exit(127);
+    }
+    ::close(out[1]);
+    out_ = out[0];
   }
-  // Wait until the sandbox exists, then signal cordon (not the child).
-  for (int i = 0; i < 200 && LeftoverRunCgroups() == before; ++i) ::usleep(10000);
-  ::usleep(100000);
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  ~BackgroundRun() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+  }
+  pid_t pid() const { return pid_; }
+  // The next line of the command's stdout, or "" after timeout_ms or EOF.
+  std::string Line(int timeout_ms = 30000) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      size_t nl = buf_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return line;
+      }
+      int left = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+      if (left <= 0) return "";
+      pollfd p = {out_, POLLIN, 0};
+      if (::poll(&p, 1, left) <= 0) continue;
+      char chunk[256];
+      ssize_t n = ::read(out_, chunk, sizeof chunk);
+      if (n <= 0) return "";
+      buf_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+  int Wait() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  // <cgroup2>/cordon/run-<pid>-*: the sandbox cordon run made ("" if none yet).
+  std::string Cgroup() const {
+    std::string parent = Cgroup2Mount() + "/cordon", prefix = "run-" + std::to_string(pid_) + "-", found;
+    if (auto* d = ::opendir(parent.c_str())) {
+      while (auto* e = ::readdir(d))
+        if (std::string(e->d_name).rfind(prefix, 0) == 0) found = parent + "/" + e->d_name;
+      ::closedir(d);
+    }
+    return found;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::string buf_;
+};
+
+// Every signal the README says cordon run forwards reaches the command: it
+// handles each and says so, one line per signal, in the order sent.
+TEST_F(RunCommand, EveryDocumentedSignalIsForwarded) {
+  const std::vector<std::pair<int, std::string>> signals = {
+      {SIGINT, "SIGINT"},   {SIGHUP, "SIGHUP"},     {SIGQUIT, "SIGQUIT"}, {SIGUSR1, "SIGUSR1"},
+      {SIGUSR2, "SIGUSR2"}, {SIGWINCH, "SIGWINCH"}, {SIGCONT, "SIGCONT"}, {SIGTERM, "SIGTERM"},
+  };
+  const std::string script =
+      "import signal, sys, os\n"
+      "def got(n, f):\n"
+      "    print(signal.Signals(n).name, flush=True)\n"
+      "    if n == signal.SIGTERM: os._exit(0)\n"
+      "for s in ('SIGINT','SIGHUP','SIGQUIT','SIGUSR1','SIGUSR2','SIGWINCH','SIGCONT','SIGTERM'):\n"
+      "    signal.signal(getattr(signal, s), got)\n"
+      "print('ready', flush=True)\n"
+      "while True: signal.pause()\n";
+  int before = LeftoverRunCgroups();
+  BackgroundRun run({"run", "--audit", audit_, "--", "/usr/bin/python3", "-c", script});
+  ASSERT_GT(run.pid(), 0);
+  ASSERT_EQ(run.Line(), "ready");
+  for (const auto& [sig, name] : signals) {
+    ASSERT_EQ(::kill(run.pid(), sig), 0);
+    EXPECT_EQ(run.Line(), name) << "forwarded to the command";
+  }
+  int status = run.Wait();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the command's own exit status";
   EXPECT_EQ(LeftoverRunCgroups(), before);
+}
+
+// SIGKILL to cordon run itself: the command dies with it (PR_SET_PDEATHSIG)
+// and the sandbox stays attached and pinned (fail closed) until detached.
+TEST_F(RunCommand, KillingCordonRunKillsTheCommandAndLeavesTheSandboxPinned) {
+  BackgroundRun run({"run", "--audit", audit_, "--", "/usr/bin/python3", "-c",
+                     "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(300)\n"});
+  ASSERT_GT(run.pid(), 0);
+  std::string line = run.Line();
+  ASSERT_FALSE(line.empty()) << "the command did not start";
+  const pid_t command = std::stoi(line);
+  const std::string cgroup = run.Cgroup();
+  ASSERT_FALSE(cgroup.empty());
+  struct stat st;
+  ASSERT_EQ(::stat(cgroup.c_str(), &st), 0);
+  const uint64_t id = st.st_ino;
+  struct Cleanup {
+    uint64_t id;
+    std::string cgroup;
+    ~Cleanup() {
+      Cordon({"detach", "--id", std::to_string(id)});
+      ::rmdir(cgroup.c_str());
+    }
+  } cleanup{id, cgroup};
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, command, 0));
+  ASSERT_GE(pidfd, 0) << "the command runs: " << std::strerror(errno);
+  ASSERT_EQ(::kill(run.pid(), SIGKILL), 0);
+  int status = run.Wait();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  pollfd p = {pidfd, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 30000), 1) << "the command outlived cordon run";
+  ::close(pidfd);
+  CommandResult status_json = Cordon({"status", "--json"});
+  EXPECT_NE(status_json.out.find(std::to_string(id)), std::string::npos)
+      << "the sandbox stays attached after cordon run was killed\n" << status_json.out;
+  EXPECT_EQ(Cordon({"detach", "--id", std::to_string(id)}).status, 0);
+  EXPECT_EQ(Cordon({"status", "--json"}).out.find(std::to_string(id)), std::string::npos);
 }
 
 TEST_F(RunCommand, BackgroundedDescendantsAreKilledAndStateRemoved) {
