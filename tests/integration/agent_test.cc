@@ -275,6 +275,35 @@ class Agent : public ::testing::Test {
 // sandbox, whatever its uid and whatever path it connects through (here a
 // symlink in its writable directory, the way the control socket was once
 // reached to replace the sandbox's own policy with allow-all).
+// Outside any sandbox, only root reaches the agent: its socket is 0600 root,
+// so another uid is refused by the kernel (EACCES), and the CLI says so.
+TEST_F(Agent, NonRootPeersAreRefused) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  struct stat st;
+  ASSERT_EQ(::stat(agent.socket().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, 0u);
+  const std::string probe =
+      "import socket,sys\ns=socket.socket(socket.AF_UNIX)\n"
+      "try:\n  s.connect(sys.argv[1]); print('CONNECTED')\nexcept OSError as e:\n  print('ERRNO', e.errno)\n";
+  // Control: root connects.
+  CommandResult root = cordon::test::Run({"/usr/bin/python3", "-c", probe, agent.socket()});
+  ASSERT_NE(root.out.find("CONNECTED"), std::string::npos) << root.out << root.err;
+  // The directory lets nobody reach the socket file (search permission only),
+  // so that what refuses is the socket's own mode.
+  ASSERT_EQ(::chmod(agent.dir().c_str(), 0711), 0);
+  CommandResult nobody = cordon::test::Run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                            "/usr/bin/python3", "-c", probe, agent.socket()});
+  EXPECT_NE(nobody.out.find("ERRNO " + std::to_string(EACCES)), std::string::npos) << nobody.out << nobody.err;
+  CommandResult cli = cordon::test::Run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", CORDON_BINARY,
+                                         "status"});  // CORDON_AGENT_SOCKET: set by TestAgent
+  ::chmod(agent.dir().c_str(), 0700);
+  EXPECT_NE(cli.status, 0) << cli.out;
+  EXPECT_FALSE(cli.err.empty()) << "a clear refusal, not silence";
+  RecordProperty("cli_refusal", cli.err);
+}
+
 TEST_F(Agent, PeersInsideASandboxAreRefusedWhateverTheirUidAndPath) {
   TestAgent agent;
   ASSERT_TRUE(agent.Start()) << agent.Log(0);
