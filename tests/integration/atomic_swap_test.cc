@@ -36,6 +36,21 @@ std::string Policy(const std::string& name, const std::vector<uint16_t>& ports, 
          "\n  network:\n    egress:\n      - cidr: 127.0.0.1\n        ports: [" + list + "]\n        protocols: [udp]\n";
 }
 
+// Stops the storm child, joins the thread that released it and unmaps the
+// shared counters, on every path out of a test.
+struct StormGuard {
+  StormCounters* counters;
+  std::thread* go;
+  void Stop() {
+    if (counters) counters->stop = 1;
+    if (go && go->joinable()) go->join();
+  }
+  ~StormGuard() {
+    Stop();
+    if (counters) ::munmap(counters, sizeof(StormCounters));
+  }
+};
+
 TEST(AtomicSwap, HundredSwapsUnderAStormNeverViolateWhatBothPoliciesSay) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
   TestCgroup cg("swap");
@@ -64,6 +79,7 @@ TEST(AtomicSwap, HundredSwapsUnderAStormNeverViolateWhatBothPoliciesSay) {
     return 0;
   });
   std::thread go([&] { storm.Go(); });
+  StormGuard guard{counters, &go};  // an ASSERT below still stops and joins the storm
   const int swaps = Iterations(100, 25);
   for (int swap = 0; swap < swaps; ++swap) {
     CommandResult r =
@@ -71,14 +87,12 @@ TEST(AtomicSwap, HundredSwapsUnderAStormNeverViolateWhatBothPoliciesSay) {
     ASSERT_EQ(r.status, 0) << r.err;
     ASSERT_NE(r.err.find("replaced policy"), std::string::npos) << r.err;
   }
-  counters->stop = 1;
-  go.join();
+  guard.Stop();
   EXPECT_GT(counters->sends.load(), 10000) << "the storm must overlap the swaps";
   EXPECT_EQ(counters->both_allow_denied.load(), 0);
   EXPECT_EQ(counters->both_deny_allowed.load(), 0);
   EXPECT_GT(counters->changing_allowed.load(), 0);
   EXPECT_GT(counters->changing_denied.load(), 0);
-  ::munmap(counters, sizeof(StormCounters));
 }
 
 TEST(AtomicSwap, ModeFlipsNeverDenyWhatIsAllowed) {
@@ -104,18 +118,17 @@ TEST(AtomicSwap, ModeFlipsNeverDenyWhatIsAllowed) {
     return 0;
   });
   std::thread go([&] { storm.Go(); });
+  StormGuard guard{counters, &go};
   const int flips = Iterations(40, 10);
   for (int flip = 0; flip < flips; ++flip) {
     CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", enforce.path(), "--mode",
                               flip % 2 ? "enforce" : "audit", "--allow-degraded"});
     ASSERT_EQ(r.status, 0) << r.err;
   }
-  counters->stop = 1;
-  go.join();
+  guard.Stop();
   EXPECT_EQ(counters->both_allow_denied.load(), 0);
   EXPECT_GT(counters->changing_allowed.load(), 0) << "audit mode let the denied destination through";
   EXPECT_GT(counters->changing_denied.load(), 0) << "enforce mode refused it";
-  ::munmap(counters, sizeof(StormCounters));
 }
 
 }  // namespace

@@ -91,27 +91,6 @@ int ExecErrno(const std::vector<std::string>& argv, int* status, int exec_fd = -
   return err;
 }
 
-// A process outside every Landlock domain, for signal scoping.
-class Sleeper {
- public:
-  Sleeper() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      for (;;) ::pause();
-    }
-  }
-  ~Sleeper() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  bool Alive() const { return ::waitpid(pid_, nullptr, WNOHANG) == 0; }
-
- private:
-  pid_t pid_ = -1;
-};
 
 // A listening abstract unix socket owned by the test process.
 class AbstractListener {

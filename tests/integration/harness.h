@@ -4,8 +4,10 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <functional>
 #include <string>
@@ -137,6 +139,32 @@ std::vector<cordon::v1::AuditEvent> ParseJsonLines(const std::string& text, bool
 // A file that cannot be read fails the calling test: cordon creates it before
 // the workload starts, so a missing file means collection broke.
 std::vector<cordon::v1::AuditEvent> AuditFileEvents(const std::string& path);
+
+// A child of the test that only waits for signals (a stand-in for a process
+// outside the sandbox: the agent, a host service). Killed and reaped by the
+// destructor on every path out of a test.
+class Sleeper {
+ public:
+  Sleeper() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      for (;;) ::pause();
+    }
+  }
+  ~Sleeper() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);  // our own child
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  Sleeper(const Sleeper&) = delete;
+  Sleeper& operator=(const Sleeper&) = delete;
+  pid_t pid() const { return pid_; }
+  bool Alive() const { return ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
 
 // Whether `cordon status` reports BPF LSM usable on this kernel.
 bool LsmUsableHere();

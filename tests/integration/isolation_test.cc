@@ -546,18 +546,9 @@ call('unshare_ns', 272, 0x20000)
 // scoping, the cgroup unix hook or BPF LSM, whichever comes first on this
 // kernel) and reported either way.
 TEST_F(RunIsolation, SignalsAndAbstractSocketsOutsideAreRefusedAndReported) {
-  pid_t sleeper = ::fork();
-  if (sleeper == 0) {
-    for (;;) ::pause();
-  }
+  Sleeper outside;
+  const pid_t sleeper = outside.pid();
   ASSERT_GT(sleeper, 0);
-  struct Reap {
-    pid_t pid;
-    ~Reap() {
-      ::kill(pid, SIGKILL);  // our own child
-      ::waitpid(pid, nullptr, 0);
-    }
-  } reap{sleeper};
   const std::string name = "cordon-isolation-" + std::to_string(::getpid());
   int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   ASSERT_GE(listener, 0);

@@ -171,6 +171,17 @@ class BackgroundRun {
     pid_ = -1;
     return status;
   }
+  // Whether it exited within timeout_ms (then reaped).
+  bool WaitMs(int timeout_ms) {
+    for (int waited = 0; waited <= timeout_ms; waited += 50) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      ::usleep(50 * 1000);
+    }
+    return false;
+  }
   // <cgroup2>/cordon/run-<pid>-*: the sandbox cordon run made ("" if none yet).
   std::string Cgroup() const {
     std::string parent = Cgroup2Mount() + "/cordon", prefix = "run-" + std::to_string(pid_) + "-", found;
@@ -297,6 +308,10 @@ TEST(RunLayers, LandlockAndSeccompConfineTheCommand) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
   char tmpl[] = "/tmp/cordon-fallback-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() { cordon::test::Run({"rm", "-rf", dir}); }
+  } remove_dir{dir};
   // Searchable by the command's own uid (cordon run does not run it as
   // root): what refuses below is Landlock, not the directory's mode.
   ::chmod(dir.c_str(), 0755);
@@ -353,7 +368,6 @@ TEST(RunLayers, LandlockAndSeccompConfineTheCommand) {
   EXPECT_EQ(mkdir, 1) << std::ifstream(audit).rdbuf();
   EXPECT_EQ(packet, 1) << std::ifstream(audit).rdbuf();
   EXPECT_EQ(bpf_events, 1) << std::ifstream(audit).rdbuf();
-  cordon::test::Run({"rm", "-rf", dir});
 }
 
 // Two independent layers: with the BPF LSM layer switched off under a
@@ -392,16 +406,26 @@ TEST(RunLayers, LandlockHoldsWhenTheBpfLsmLayerIsRemoved) {
   ::unlink((out + "/go").c_str());
 
   std::string name = "layers-" + std::to_string(::getpid());
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_RDWR);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    ::execl(CORDON_BINARY, CORDON_BINARY, "run", "--user", "root", "--policy", policy.path().c_str(), "--audit", audit.c_str(),
-            "--name", name.c_str(), "--quiet", "--", "/bin/sh", "-c", script.c_str(), nullptr);
-    _exit(127);
-  }
+  BackgroundRun run({"run", "--user", "root", "--policy", policy.path(), "--audit", audit, "--name", name, "--quiet",
+                     "--", "/bin/sh", "-c", script});
+  ASSERT_GT(run.pid(), 0);
   uint64_t id = 0;
+  // On every path out: release the command, let cordon run finish (or kill it
+  // and detach what it left pinned), remove the directory.
+  struct Finish {
+    BackgroundRun* run;
+    uint64_t* id;
+    std::string go, dir;
+    ~Finish() {
+      std::ofstream(go) << "";
+      if (run->pid() > 0 && !run->WaitMs(30000)) {
+        ::kill(run->pid(), SIGKILL);  // our own child
+        run->Wait();
+      }
+      if (*id) Cordon({"detach", "--id", std::to_string(*id)});
+      cordon::test::Run({"rm", "-rf", dir});
+    }
+  } finish{&run, &id, out + "/go", dir};
   for (int i = 0; i < 300 && !id; ++i) {
     auto sandboxes = ListSandboxes();
     if (sandboxes)
@@ -424,8 +448,7 @@ TEST(RunLayers, LandlockHoldsWhenTheBpfLsmLayerIsRemoved) {
   EXPECT_EQ(deleted, 0) << "BPF LSM layer switched off";
   ::close(sandboxes_map);
   std::ofstream(out + "/go") << "";
-  int st = 0;
-  ::waitpid(pid, &st, 0);
+  run.Wait();
   EXPECT_EQ(read(out + "/cat"), "cat=1") << "Landlock alone still refuses the read";
   EXPECT_EQ(read(out + "/chmod"), "chmod=0") << "the BPF LSM layer really was off";
   auto events = AuditFileEvents(audit);
@@ -433,7 +456,6 @@ TEST(RunLayers, LandlockHoldsWhenTheBpfLsmLayerIsRemoved) {
   for (const auto& e : events)
     landlock_shadow += e.kind() == "file.open" && e.file().path() == "/etc/shadow" && e.enforcement() == "landlock";
   EXPECT_EQ(landlock_shadow, 2) << "both runs' refusals reported";
-  cordon::test::Run({"rm", "-rf", dir});
 }
 
 }  // namespace

@@ -611,11 +611,8 @@ TEST_F(Lsm, TamperAttemptsAreDeniedEvenForRoot) {
   TestCgroup outside("outside");
   Attach(cg, FilesPolicy(tree_));
   // An unconfined process of ours stands in for the agent.
-  pid_t agent = ::fork();
-  if (agent == 0) {
-    ::pause();
-    _exit(0);
-  }
+  Sleeper stand_in;
+  const pid_t agent = stand_in.pid();
   // BPF_MAP_CREATE: on 6.1 bpf() asks for CAP_BPF/CAP_SYS_ADMIN first (refused:
   // tamper.capability), on 6.12 security_bpf comes first (tamper.bpf).
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::syscall(SYS_bpf, 0, nullptr, 0) < 0 ? errno : 0; }), EPERM);
@@ -684,9 +681,7 @@ TEST_F(Lsm, TamperAttemptsAreDeniedEvenForRoot) {
   ASSERT_NE(sig, nullptr);
   EXPECT_EQ(sig->target().pid(), static_cast<uint32_t>(agent));
   EXPECT_EQ(sig->target().arg(), static_cast<uint32_t>(SIGKILL));
-  EXPECT_EQ(::kill(agent, 0), 0) << "the agent stand-in survived";
-  ::kill(agent, SIGKILL);
-  ::waitpid(agent, nullptr, 0);
+  EXPECT_TRUE(stand_in.Alive()) << "the agent stand-in survived";
   // Signals inside the sandbox still work.
   EXPECT_EQ(RunInCgroup(cg.path(), [] {
               pid_t c = ::fork();
@@ -731,16 +726,11 @@ TEST_F(Lsm, SandboxCannotLiftItsOwnCgroupLimits) {
   EXPECT_EQ(ReadText(cg.path() + "/cgroup.max.descendants"), "2\n");
   // Nor pull a task from outside into the sandbox (the kernel asks for write
   // access to the common ancestor's cgroup.procs, which is outside).
-  pid_t outsider = ::fork();
-  if (outsider == 0) {
-    ::pause();
-    _exit(0);
-  }
+  Sleeper outside_task;
+  const pid_t outsider = outside_task.pid();
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return WriteErrno(cg.path() + "/cgroup.procs", std::to_string(outsider)); }),
             EPERM);
   EXPECT_EQ(ReadText(cg.path() + "/cgroup.procs").find(std::to_string(outsider)), std::string::npos);
-  ::kill(outsider, SIGKILL);  // our own child
-  ::waitpid(outsider, nullptr, 0);
   auto events = TakeEvents(cg.path());
   int refused = 0;
   for (const auto& e : events) refused += e.kind() == "tamper.cgroup";
@@ -1296,7 +1286,7 @@ TEST_F(Lsm, AccessMode3AndIoctlsAreChecked) {
 
 bool Alive(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) == 0; }
 
-pid_t Sleeper() {
+pid_t SpawnSleeper() {
   pid_t pid = ::fork();
   if (pid == 0) {
     for (;;) ::pause();
@@ -1318,7 +1308,7 @@ int ArmSigio(int rfd, pid_t owner, int sig) {
 TEST_F(Lsm, SigioCannotSignalOutsideTheSandbox) {
   // Negative control: unconfined, the write kills the owner.
   {
-    pid_t victim = Sleeper();
+    pid_t victim = SpawnSleeper();
     int p[2];
     ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
     ASSERT_EQ(ArmSigio(p[0], victim, SIGKILL), 0);
@@ -1331,7 +1321,7 @@ TEST_F(Lsm, SigioCannotSignalOutsideTheSandbox) {
   }
   TestCgroup cg("sigio");
   Attach(cg, FilesPolicy(tree_));
-  pid_t v1 = Sleeper(), v2 = Sleeper();
+  pid_t v1 = SpawnSleeper(), v2 = SpawnSleeper();
   // The sandbox arms and writes.
   EXPECT_EQ(RunInCgroup(cg.path(), [&] {
               int p[2];
