@@ -91,13 +91,14 @@ static __always_inline __u16 cordon_seccomp_kind(struct pt_regs *regs, long nr, 
 		switch (a1) {
 		case 0x5412: case 0x541C: case 0x541D: case 0x540E: case 0x5437: case 0x5423:
 			return CORDON_EV_TAMPER_TERMINAL;
-		case 0x8901: case 0x8902: return CORDON_EV_TAMPER_SIGNAL;
+		case 0x8901: case 0x8902: case 0x5452: return CORDON_EV_TAMPER_SIGNAL;  /* FIOSETOWN, SIOCSPGRP, FIOASYNC */
 		case 0x40086602: case 0x40046602: case 0x401c5820: return CORDON_EV_FILE_IOCTL;
 		}
 		return 0;
-	case 72:                                                        /* fcntl F_SETOWN_EX, F_SETOWN != 0 */
+	case 72:            /* fcntl F_SETOWN_EX, F_SETSIG, F_SETOWN != 0, F_SETFL with O_ASYNC */
 		*shown = a1 == 8 ? a2 : a1;
-		return (a1 == 15 || (a1 == 8 && a2)) ? CORDON_EV_TAMPER_SIGNAL : 0;
+		return (a1 == 15 || a1 == 10 || (a1 == 8 && a2) || (a1 == 4 && (a2 & 020000))) ? CORDON_EV_TAMPER_SIGNAL
+											       : 0;
 	case 135:                                                       /* personality */
 		*shown = a0;
 		return (a0 != 0xffffffff && (a0 & (0x0040000 | 0x0100000 | 0x0200000 | 0x0400000)))

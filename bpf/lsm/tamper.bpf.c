@@ -15,6 +15,7 @@
 #define S_IFMT 00170000
 #define S_IFDIR 0040000
 #define CAP_SYS_MODULE 16
+#define CAP_SYS_PACCT 20
 #define CAP_SYS_BOOT 22
 #define CAP_SYS_TIME 25
 
@@ -151,8 +152,9 @@ int BPF_PROG(cordon_settime, const struct timespec64 *ts, const struct timezone 
  * root or not: mount(2)'s relatives without an LSM hook of their own on 6.1
  * (open_tree(OPEN_TREE_CLONE), fsopen/fsmount/fspick, unshare(CLONE_NEWNS),
  * setns), raw I/O, DAC overrides, ... all start with a capability check.
- * CAP_SYS_BOOT, CAP_SYS_TIME and CAP_SYS_MODULE are never granted and keep
- * their own event kinds. Checks the kernel makes without auditing
+ * CAP_SYS_BOOT, CAP_SYS_TIME, CAP_SYS_MODULE and CAP_SYS_PACCT (acct():
+ * accounting records of every process on the host, into a file the sandbox
+ * may read) are never granted and keep their own event kinds. Checks the kernel makes without auditing
  * (CAP_OPT_NOAUDIT: probing what a task could do, e.g. ptrace_may_access,
  * has_capability_noaudit) are refused too, without an event, so that they
  * cannot flood the ring buffer. Checks against a user namespace other than
@@ -171,6 +173,7 @@ int BPF_PROG(cordon_capable, const struct cred *cred, struct user_namespace *ns,
 	case CAP_SYS_BOOT: kind = CORDON_EV_TAMPER_REBOOT; reason = CORDON_REASON_FORBIDDEN; break;
 	case CAP_SYS_TIME: kind = CORDON_EV_TAMPER_CLOCK; reason = CORDON_REASON_FORBIDDEN; break;
 	case CAP_SYS_MODULE: kind = CORDON_EV_TAMPER_MODULE; reason = CORDON_REASON_FORBIDDEN; break;
+	case CAP_SYS_PACCT: kind = CORDON_EV_TAMPER_ACCT; reason = CORDON_REASON_FORBIDDEN; break;
 	default:
 		if (cap >= 0 && cap < 64 && (sb->capabilities & (1ull << cap)))
 			return 0;

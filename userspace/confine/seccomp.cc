@@ -106,9 +106,10 @@ constexpr NamedIoctl kRefusedIoctls[] = {
     {0x5412, "TIOCSTI"},           {0x541C, "TIOCLINUX"},        {0x541D, "TIOCCONS"},
     {0x540E, "TIOCSCTTY"},         {0x5437, "TIOCVHANGUP"},      {0x5423, "TIOCSETD"},
     {0x8901, "FIOSETOWN"},         {0x8902, "SIOCSPGRP"},        {0x40086602, "FS_IOC_SETFLAGS"},
-    {0x40046602, "FS_IOC32_SETFLAGS"}, {0x401c5820, "FS_IOC_FSSETXATTR"},
+    {0x40046602, "FS_IOC32_SETFLAGS"}, {0x401c5820, "FS_IOC_FSSETXATTR"}, {0x5452, "FIOASYNC"},
 };
-constexpr uint32_t kFcntlSetOwn = 8, kFcntlSetOwnEx = 15;
+constexpr uint32_t kFcntlSetFl = 4, kFcntlSetOwn = 8, kFcntlSetSig = 10, kFcntlSetOwnEx = 15;
+constexpr uint32_t kOAsync = 020000;  // O_ASYNC (FASYNC)
 // personality(2) flags that weaken ASLR or W^X: ADDR_NO_RANDOMIZE,
 // MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT, READ_IMPLIES_EXEC.
 constexpr uint32_t kPersonalityWeakening = 0x0040000 | 0x0100000 | 0x0200000 | 0x0400000;
@@ -229,7 +230,7 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
   const int l_allow = a.NewLabel(), l_eperm = a.NewLabel(), l_enosys = a.NewLabel(), l_kill = a.NewLabel();
   const int l_socket = a.NewLabel(), l_clone = a.NewLabel(), l_unshare = a.NewLabel();
   const int l_arg0_self = a.NewLabel(), l_arg1_self = a.NewLabel(), l_ioctl = a.NewLabel(), l_fcntl = a.NewLabel(),
-            l_fcntl_owner = a.NewLabel(), l_personality = a.NewLabel(), l_memfd = a.NewLabel(),
+            l_fcntl_owner = a.NewLabel(), l_fcntl_setfl = a.NewLabel(), l_personality = a.NewLabel(), l_memfd = a.NewLabel(),
             l_open = a.NewLabel(), l_openat = a.NewLabel(), l_accmode = a.NewLabel();
   const bool memfd_exec = (policy.lsm_flags & CORDON_LSM_F_MEMFD_EXEC) != 0;
   const bool keyrings = (policy.lsm_flags & CORDON_LSM_F_KEYRINGS) != 0;
@@ -287,14 +288,22 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
   a.Ret(kRetAllow);
 
   // F_SETOWN to anyone (signals through file ownership reach any process);
-  // F_SETOWN 0 clears the owner and stays allowed.
+  // F_SETOWN 0 clears the owner and stays allowed. F_SETSIG and O_ASYNC
+  // (F_SETFL, FIOASYNC above) too: with F_SETOWN refused they only matter for
+  // a kept descriptor whose owner was set outside, where they would let the
+  // command pick the signal (SIGKILL) and trigger it towards that owner.
   a.Bind(l_fcntl);
   a.Load(kOffArg1Low);
   a.Jeq(kFcntlSetOwnEx, l_eperm, Assembler::kNext);
+  a.Jeq(kFcntlSetSig, l_eperm, Assembler::kNext);
+  a.Jeq(kFcntlSetFl, l_fcntl_setfl, Assembler::kNext);
   a.Jeq(kFcntlSetOwn, l_fcntl_owner, l_allow);
   a.Bind(l_fcntl_owner);
   a.Load(kOffArg2Low);
   a.Jeq(0, l_allow, l_eperm);
+  a.Bind(l_fcntl_setfl);
+  a.Load(kOffArg2Low);
+  a.Jset(kOAsync, l_eperm, l_allow);
 
   a.Bind(l_personality);
   a.Load(kOffArg0Low);
@@ -351,9 +360,11 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
     std::vector<std::string> names;
     for (const auto& ioctl : kRefusedIoctls) names.push_back(ioctl.name);
     plan.refused.push_back("ioctl commands on any file: " + Join(names) +
-                           " (terminal injection and takeover, signal ownership, inode flags)");
+                           " (terminal injection and takeover, signal ownership and SIGIO, inode flags)");
   }
-  plan.refused.push_back("fcntl F_SETOWN (but 0) and F_SETOWN_EX: signals through file ownership");
+  plan.refused.push_back(
+      "fcntl F_SETOWN (but 0), F_SETOWN_EX, F_SETSIG and F_SETFL with O_ASYNC: signals through file ownership "
+      "(also for an owner set outside on a kept descriptor)");
   plan.refused.push_back(
       "open and openat with access mode 3 (O_ACCMODE: ioctl-capable without read or write); openat2 with ENOSYS "
       "(its flags are in memory; callers fall back to openat)");

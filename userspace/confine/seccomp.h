@@ -30,8 +30,9 @@
 //    other than 0 (self), setpriority and ioprio_set on a who other than 0;
 //    ioctl TIOCSTI, TIOCLINUX, TIOCCONS, TIOCSCTTY, TIOCVHANGUP, TIOCSETD,
 //    FIOSETOWN, SIOCSPGRP, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS,
-//    FS_IOC_FSSETXATTR on any fd (seccomp cannot tell what the fd is);
-//    fcntl F_SETOWN to anyone but 0, F_SETOWN_EX; personality with
+//    FS_IOC_FSSETXATTR, FIOASYNC on any fd (seccomp cannot tell what the fd is);
+//    fcntl F_SETOWN to anyone but 0, F_SETOWN_EX, F_SETSIG, F_SETFL with
+//    O_ASYNC; personality with
 //    ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT or
 //    READ_IMPLIES_EXEC; memfd_create without MFD_NOEXEC_SEAL unless
 //    spec.files.allowMemfdExec; open and openat with access mode 3
