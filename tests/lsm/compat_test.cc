@@ -10,6 +10,7 @@
 #include <sys/acct.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -326,6 +327,40 @@ TEST_F(LsmEscapes, AcctIsRefusedForSandboxedRoot) {
     EXPECT_EQ(Count(events, "tamper.acct"), 1) << extra << Dump(events);
     for (const auto& e : events) EXPECT_EQ(e.enforcement(), "kernel-lsm") << Dump(events);
   }
+}
+
+// Tamper hooks that no other test reached: PTRACE_TRACEME by a parent outside
+// the sandbox, pivot_root and move_mount (each hook runs right after the path
+// lookups, before the kernel's own checks, so with sys_admin granted the
+// refusal is the hook's). Controls: unconfined, the same calls get past the
+// hook (TRACEME succeeds; pivot_root and move_mount fail with EINVAL because
+// the paths are no mount points).
+TEST_F(LsmEscapes, TracemePivotRootAndMoveMountAreRefused) {
+  ASSERT_EQ(::mkdir(P("out/old").c_str(), 0755), 0);
+  const std::string in = P("in"), out = P("out"), old = P("out/old");
+  auto traceme = [] { return ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) == 0 ? 0 : errno; };
+  auto pivot = [&] { return ::syscall(SYS_pivot_root, out.c_str(), old.c_str()) == 0 ? 0 : errno; };
+  auto move = [&] {
+    return ::syscall(SYS_move_mount, AT_FDCWD, in.c_str(), AT_FDCWD, out.c_str(), 0) == 0 ? 0 : errno;
+  };
+  TestCgroup cg("tamper-hooks");
+  // Controls, in the cgroup before anything is attached.
+  EXPECT_EQ(RunInCgroup(cg.path(), traceme), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), pivot), EINVAL);
+  EXPECT_EQ(RunInCgroup(cg.path(), move), EINVAL);
+  Attach(cg, "  capabilities: [sys_admin]\n");
+  EXPECT_EQ(RunInCgroup(cg.path(), traceme), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), pivot), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), move), EPERM);
+  auto events = TakeEvents(cg.path());
+  EXPECT_EQ(Count(events, "tamper.ptrace",
+                  [](const cordon::v1::AuditEvent& e) { return e.target().pid() == static_cast<uint32_t>(::getpid()); }),
+            1)
+      << "TRACEME names the outside parent\n" << Dump(events);
+  EXPECT_EQ(Count(events, "tamper.mount", [](const cordon::v1::AuditEvent& e) { return EndsWith(e.file().path(), "/out"); }),
+            2)
+      << "pivot_root and move_mount, each naming its target\n" << Dump(events);
+  EXPECT_EQ(Count(events, "tamper.capability"), 0) << "sys_admin was granted: the hooks decided\n" << Dump(events);
 }
 
 }  // namespace
