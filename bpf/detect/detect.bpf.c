@@ -103,7 +103,7 @@ static __always_inline __u16 cordon_seccomp_kind(struct pt_regs *regs, long nr, 
 		*shown = a0;
 		return (a0 != 0xffffffff && (a0 & (0x0040000 | 0x0100000 | 0x0200000 | 0x0400000)))
 			       ? CORDON_EV_TAMPER_PERSONALITY : 0;
-	case 2: case 257:                                               /* open, openat: access mode 3 */
+	case 2: case 257: case 304:                                     /* open, openat, open_by_handle_at: mode 3 */
 		*shown = nr == 2 ? a1 : a2;
 		return (*shown & 3) == 3 ? CORDON_EV_FILE_OPEN : 0;
 	case 319:                                                       /* memfd_create */

@@ -316,6 +316,19 @@ TEST(ConfineSeccomp, RefusesHostWideCallsWithTheirArgumentsOnly) {
     // it would switch the host's process accounting off).
     c.Errno("acct(NULL)", ::syscall(SYS_acct, nullptr), kRefused);
     c.Errno("openat2()", ::syscall(437, AT_FDCWD, "/dev/null", nullptr, 0), ENOSYS);
+    {
+      // open_by_handle_at: its flags are judged like openat's (the empty
+      // handle makes the allowed form fail with EINVAL, or EPERM unprivileged).
+      struct {
+        unsigned int bytes = 0;
+        int type = 0;
+        unsigned char data[8] = {};
+      } handle;
+      c.Errno("open_by_handle_at(access mode 3)", ::syscall(304, AT_FDCWD, &handle, 3), kRefused);
+      errno = 0;
+      long r = ::syscall(304, AT_FDCWD, &handle, O_RDONLY);
+      c.True("open_by_handle_at(O_RDONLY) refused by the filter", !(r < 0 && errno == kRefused));
+    }
     c.Errno("pidfd_getfd(-1) (EBADF without the filter)", ::syscall(438, -1, 0, 0), kRefused);
     if (root) {
       c.Errno("syslog(SIZE_BUFFER)", ::syscall(SYS_syslog, 10, nullptr, 0), kRefused);

@@ -90,7 +90,7 @@ const std::vector<SyscallGroup>& RefusedGroups() {
 // The conditions are spelled out in PrepareSeccomp below and again in
 // bpf/detect/detect.bpf.c (cordon_seccomp_refused), which reports the refusals.
 constexpr uint32_t kNrIoctl = 16, kNrFcntl = 72, kNrPersonality = 135, kNrMemfdCreate = 319;
-constexpr uint32_t kNrOpen = 2, kNrOpenat = 257, kNrOpenat2 = 437;
+constexpr uint32_t kNrOpen = 2, kNrOpenat = 257, kNrOpenat2 = 437, kNrOpenByHandleAt = 304;
 constexpr uint32_t kArg0NotSelf[] = {302 /* prlimit64 */, 142 /* sched_setparam */, 144 /* sched_setscheduler */,
                                      314 /* sched_setattr */, 203 /* sched_setaffinity */,
                                      256 /* migrate_pages */, 279 /* move_pages */};
@@ -259,6 +259,7 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
   if (!memfd_exec) a.Jeq(kNrMemfdCreate, l_memfd, Assembler::kNext);
   a.Jeq(kNrOpen, l_open, Assembler::kNext);
   a.Jeq(kNrOpenat, l_openat, Assembler::kNext);
+  a.Jeq(kNrOpenByHandleAt, l_openat, Assembler::kNext);  // flags are its third argument too
   a.Jeq(kNrOpenat2, l_enosys, Assembler::kNext);
   a.Ret(kRetAllow);
 
@@ -366,7 +367,7 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
       "fcntl F_SETOWN (but 0), F_SETOWN_EX, F_SETSIG and F_SETFL with O_ASYNC: signals through file ownership "
       "(also for an owner set outside on a kept descriptor)");
   plan.refused.push_back(
-      "open and openat with access mode 3 (O_ACCMODE: ioctl-capable without read or write); openat2 with ENOSYS "
+      "open, openat and open_by_handle_at with access mode 3 (O_ACCMODE: ioctl-capable without read or write); openat2 with ENOSYS "
       "(its flags are in memory; callers fall back to openat)");
   plan.refused.push_back(
       "personality flags ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT, READ_IMPLIES_EXEC");
