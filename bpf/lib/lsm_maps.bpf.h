@@ -77,4 +77,37 @@ struct cordon_lsm_scratch {
 		__type(value, struct cordon_lsm_scratch);                      \
 	} lsm_scratch SEC(".maps")
 
+/* The sandboxes' egress tries (see struct cordon_lsm_net_key). Defined by
+ * bpf/lsm/socket.bpf.c only: the detect object has no socket programs. The
+ * inner maps are the network objects' own tries: same type, key, value and
+ * flags (BPF_F_INNER_MAP is neither needed nor allowed: only arrays compare
+ * max_entries when an inner map is inserted, and LPM tries refuse the flag).
+ * Sizes, not BTF types, for the inner ones: clang emits only a forward
+ * declaration for a struct named that deep, which libbpf cannot size. */
+#define CORDON_LSM_EGRESS_MAPS(storage)                                        \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, struct cordon_lsm_net_key);                        \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_LPM_TRIE);                   \
+			__uint(max_entries, 1);                                \
+			__uint(map_flags, BPF_F_NO_PREALLOC);                  \
+			__uint(key_size, sizeof(struct cordon_addr_key));       \
+			__uint(value_size, sizeof(struct cordon_addr_value));   \
+		});                                                            \
+	} sandbox_egress_addr SEC(".maps");                                    \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, struct cordon_lsm_net_key);                        \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_LPM_TRIE);                   \
+			__uint(max_entries, 1);                                \
+			__uint(map_flags, BPF_F_NO_PREALLOC);                  \
+			__uint(key_size, sizeof(struct cordon_port_key));       \
+			__uint(value_size, sizeof(struct cordon_port_value));   \
+		});                                                            \
+	} sandbox_egress_port SEC(".maps")
+
 #endif
