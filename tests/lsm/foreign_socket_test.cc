@@ -9,6 +9,7 @@
 // Runs for real in the BPF LSM test VMs (CORDON_EXPECT_LSM=1); where BPF LSM
 // is not usable (the host, the VM booted without bpf in lsm=),
 // ForeignSocketHonesty checks that cordon says these sockets are not judged.
+#include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -23,6 +24,8 @@
 #include <tuple>
 #include <vector>
 
+#include "abi/cordon_common.h"
+#include "abi/cordon_file.h"
 #include "events/decoder.h"
 #include "tests/integration/harness.h"
 
@@ -326,6 +329,65 @@ TEST_F(ForeignSocket, AuditModeReportsButAllows) {
   auto events = TakeEvents(cg.path());
   ExpectForeignEvent(events, "net.connect", ep_.tcp_forbidden->port(), "tcp", "audited");
   ExpectForeignEvent(events, "net.sendmsg", ep_.udp_forbidden->port(), "udp", "audited");
+}
+
+// The sandbox's egress pairs registered with the BPF LSM object, by policy
+// version (-1: the pinned map cannot be read).
+int EgressEntries(uint64_t sandbox_id, std::set<uint32_t>* versions = nullptr) {
+  int total = 0;
+  for (const char* name : {"sandbox_egress_addr", "sandbox_egress_port"}) {
+    std::string pin = "/sys/fs/bpf/cordon/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/lsm/" + name;
+    int fd = bpf_obj_get(pin.c_str());
+    if (fd < 0) return -1;
+    cordon_lsm_net_key key = {}, next = {};
+    void* prev = nullptr;
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+      if (next.sandbox_id == sandbox_id) {
+        ++total;
+        if (versions) versions->insert(next.version);
+      }
+      key = next;
+      prev = &key;
+    }
+    ::close(fd);
+  }
+  return total;
+}
+
+// A policy replacement switches the rules foreign sockets are judged by with
+// the rest, leaves one version's pair, and detach removes it.
+TEST_F(ForeignSocket, ReplacementSwitchesTheRulesAndDetachRemovesThem) {
+  TestCgroup cg("foreign-replace");
+  Attach(cg, PortsPolicy({ep_.tcp_allowed.port()}));
+  const auto tcp_a = V4("127.0.0.1", ep_.tcp_allowed.port());
+  const auto tcp_b = V4("127.0.0.1", ep_.tcp_forbidden->port());
+  auto connect_to = [](const sockaddr_storage& to) { return [to](int fd) { return ConnectOp(fd, to); }; };
+  std::set<uint32_t> before;
+  EXPECT_EQ(EgressEntries(cg.id(), &before), 2);
+  {
+    Fd s(HostSocket(AF_INET, SOCK_STREAM));
+    EXPECT_EQ(UseInCgroup(cg.path(), s.get(), connect_to(tcp_b)), EPERM);
+  }
+  Attach(cg, PortsPolicy({ep_.tcp_forbidden->port()}));  // now B, not A
+  std::set<uint32_t> after;
+  EXPECT_EQ(EgressEntries(cg.id(), &after), 2) << "only the new version's pair is left";
+  ASSERT_EQ(before.size(), 1u);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_NE(*before.begin(), *after.begin());
+  {
+    Fd s(HostSocket(AF_INET, SOCK_STREAM));
+    EXPECT_EQ(UseInCgroup(cg.path(), s.get(), connect_to(tcp_b)), 0);
+  }
+  {
+    Fd s(HostSocket(AF_INET, SOCK_STREAM));
+    EXPECT_EQ(UseInCgroup(cg.path(), s.get(), connect_to(tcp_a)), EPERM);
+  }
+  auto events = TakeEvents(cg.path());
+  EXPECT_EQ(For(events, "net.connect", ep_.tcp_forbidden->port()).size(), 1u) << Dump(events);
+  ExpectForeignEvent(events, "net.connect", ep_.tcp_allowed.port(), "tcp");
+  ASSERT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
+  // The object stays loaded (the test run holds a sandbox): its map is readable.
+  EXPECT_EQ(EgressEntries(cg.id()), 0);
 }
 
 // Without usable BPF LSM nothing judges these sockets: cordon says so (attach
