@@ -22,6 +22,10 @@
 #define AF_UNSPEC 0
 #define SOCK_STREAM 1
 #define SOCK_DGRAM 2
+#define CORDON_MAY_WRITE 0x2
+#define CORDON_MAY_APPEND 0x8
+#define CORDON_S_IFMT_SOCK 00170000
+#define CORDON_S_IFSOCK 0140000
 
 static __always_inline int cordon_family_bit(int family)
 {
@@ -291,6 +295,35 @@ int BPF_PROG(cordon_socket_sendmsg, struct socket *sock, struct msghdr *msg, int
 	__u16 type = BPF_CORE_READ(sk, sk_type);
 	if (dest == CORDON_DEST_NONE && (type == SOCK_STREAM || type == SOCK_DGRAM))
 		return 0;
+	return cordon_foreign_decide(sb, sk, &d, dest, CORDON_EV_NET_SENDMSG, CORDON_CNT_ALLOWED_SENDMSG,
+				     CORDON_CNT_DENIED_SENDMSG, CORDON_CNT_AUDITED_SENDMSG);
+}
+
+/* Kernels before 6.5 move splice() and sendfile() data into a socket through
+ * sendpage, which passes no socket_sendmsg; both check write permission on
+ * the file first (rw_verify_area), so here the peer of a connected socket
+ * from outside is judged as a send to it. The loader loads this only where
+ * sendpage exists (kernel_sendpage in the kernel's BTF): later kernels send
+ * them through sock_sendmsg, judged above. */
+SEC("lsm/file_permission")
+int BPF_PROG(cordon_socket_file_write, struct file *file, int mask)
+{
+	if (!(mask & (CORDON_MAY_WRITE | CORDON_MAY_APPEND)))
+		return 0;
+	struct inode *inode = file->f_inode;
+	if (!inode || (inode->i_mode & CORDON_S_IFMT_SOCK) != CORDON_S_IFSOCK)
+		return 0;
+	struct socket *sock = BPF_CORE_READ(file, private_data);
+	struct sock *sk = NULL;
+	__u16 family = 0;
+	const struct cordon_lsm_sandbox *sb = cordon_foreign_inet(sock, &sk, &family);
+	if (!sb)
+		return 0;
+	struct cordon_dest d = {};
+	int dest = cordon_peer_dest(sk, family, &d);
+	__u16 type = BPF_CORE_READ(sk, sk_type);
+	if (dest == CORDON_DEST_NONE && (type == SOCK_STREAM || type == SOCK_DGRAM))
+		return 0; /* not connected: nowhere to write to */
 	return cordon_foreign_decide(sb, sk, &d, dest, CORDON_EV_NET_SENDMSG, CORDON_CNT_ALLOWED_SENDMSG,
 				     CORDON_CNT_DENIED_SENDMSG, CORDON_CNT_AUDITED_SENDMSG);
 }

@@ -12,6 +12,8 @@
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -314,6 +316,56 @@ TEST_F(ForeignSocket, SendIsJudgedByTheSandboxsEgressRules) {
   EXPECT_EQ(UseInCgroup(plain_.path(), udp_out.get(), SendOp), 0);
   EXPECT_EQ(UseInCgroup(plain_.path(), udp.get(), sendto(udp_no)), 0);
   EXPECT_EQ(UseInCgroup(plain_.path(), udp6.get(), sendto(udp6_no)), 0);
+}
+
+// splice() from a pipe into a socket (sendfile() from a file), on the
+// socket of test (2). Before 6.5 these go through sendpage, not sendmsg
+// (judged at file_permission); later, through sendmsg.
+int SpliceOp(int fd) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return 1000 + errno;
+  int r = ::write(p[1], "x", 1) == 1 ? 0 : 2000 + errno;
+  if (r == 0) r = ::splice(p[0], nullptr, fd, nullptr, 1, 0) == 1 ? 0 : errno;
+  ::close(p[0]);
+  ::close(p[1]);
+  return r;
+}
+
+TEST_F(ForeignSocket, SpliceAndSendfileAreJudgedToo) {
+  TestCgroup cg("foreign-splice");
+  Attach(cg, PortsPolicy(ep_.allowed()));
+  const auto tcp_no = V4("127.0.0.1", ep_.tcp_forbidden->port());
+  const auto tcp_yes = V4("127.0.0.1", ep_.tcp_allowed.port());
+  char path[] = "/tmp/cordon-foreign-sendfile-XXXXXX";
+  Fd file(::mkstemp(path));
+  ASSERT_GE(file.get(), 0);
+  std::unique_ptr<char, void (*)(char*)> unlink_file(path, [](char* p) { ::unlink(p); });
+  ASSERT_EQ(::write(file.get(), "x", 1), 1);
+  auto sendfile_op = [&](int fd) {
+    int in = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return 1000 + errno;
+    int r = ::sendfile(fd, in, nullptr, 1) == 1 ? 0 : errno;
+    ::close(in);
+    return r;
+  };
+  Fd bad(HostSocket(AF_INET, SOCK_STREAM, &tcp_no));
+  Fd good(HostSocket(AF_INET, SOCK_STREAM, &tcp_yes));
+  ASSERT_GE(bad.get(), 0);
+  ASSERT_GE(good.get(), 0);
+  EXPECT_EQ(UseInCgroup(cg.path(), bad.get(), SpliceOp), EPERM);
+  EXPECT_EQ(UseInCgroup(cg.path(), bad.get(), sendfile_op), EPERM);
+  EXPECT_EQ(UseInCgroup(cg.path(), good.get(), SpliceOp), 0);
+  EXPECT_EQ(UseInCgroup(cg.path(), good.get(), sendfile_op), 0);
+  auto events = TakeEvents(cg.path());
+  auto refused = For(events, "net.sendmsg", ep_.tcp_forbidden->port());
+  ASSERT_EQ(refused.size(), 2u) << Dump(events);
+  for (const auto& e : refused) {
+    EXPECT_EQ(e.enforcement(), "kernel-lsm");
+    EXPECT_NE(e.reason().find("created outside the sandbox"), std::string::npos) << e.reason();
+  }
+  // Controls: unconfined, the same socket.
+  EXPECT_EQ(UseInCgroup(plain_.path(), bad.get(), SpliceOp), 0);
+  EXPECT_EQ(UseInCgroup(plain_.path(), bad.get(), sendfile_op), 0);
 }
 
 // Audit mode: reported, not refused.

@@ -148,6 +148,10 @@ Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
     };
     for (const auto& [prog, hook] : optional)
       if (!KernelHasLsmHook(vmlinux, hook)) bpf_program__set_autoload(prog, false);
+    // Before 6.5 splice()/sendfile() into a socket pass no socket_sendmsg
+    // (sendpage): file_permission judges them for sockets from outside.
+    bpf_program__set_autoload(skel->progs.cordon_socket_file_write,
+                              vmlinux && btf__find_by_name_kind(vmlinux, "kernel_sendpage", BTF_KIND_FUNC) > 0);
     // inode_setattr gained a leading idmap argument in 6.3.
     int setattr_args = LsmHookArgs(vmlinux, "inode_setattr");
     bpf_program__set_autoload(skel->progs.cordon_inode_setattr, setattr_args == 3);
