@@ -25,3 +25,4 @@ static_assert(CORDON_CNT_MAX >= 9);
 static_assert(sizeof(struct cordon_lsm_sandbox) == 40);
 static_assert(offsetof(struct cordon_lsm_sandbox, capabilities) == 32);
 static_assert(sizeof(struct cordon_file_event) == 136);
+static_assert(sizeof(struct cordon_lsm_net_key) == 16);

@@ -82,7 +82,8 @@ enum cordon_reason {
 	CORDON_REASON_CAPABILITY = 18,       /* capability not in spec.capabilities (arg: capability number) */
 	CORDON_REASON_DETACHED_MOUNT = 19,   /* object reached through a detached mount or another mount namespace */
 	CORDON_REASON_NOT_SAFE = 20,         /* device, sysctl, ioctl or option outside the documented safe set */
-	CORDON_REASON_MAX = 20,
+	CORDON_REASON_FOREIGN_SOCKET = 21,   /* socket created outside the sandbox: its destination is not allowed, or its kind (raw ...) never is (BPF LSM) */
+	CORDON_REASON_MAX = 21,
 };
 
 

@@ -59,6 +59,19 @@ struct cordon_lsm_sandbox {
 	__u64 capabilities; /* bit (1 << CAP_*) set: capability granted (spec.capabilities) */
 };
 
+/* Key of sandbox_egress_addr / sandbox_egress_port (BPF LSM object): a
+ * sandbox's egress tries (its network object's addr_rules and port_rules,
+ * referenced, not copied), for the sockets created outside the sandbox that
+ * lsm/socket_connect and lsm/socket_sendmsg judge. Keyed by the policy
+ * version of cordon_lsm_sandbox, like file_rules: a replacement inserts the
+ * new version's pair first, switches the version, then deletes the old pair,
+ * so a check never mixes one policy's addresses with another's ports. */
+struct cordon_lsm_net_key {
+	__u64 sandbox_id;
+	__u32 version;
+	__u32 pad;
+};
+
 struct cordon_inode_key {
 	__u64 sandbox_id;
 	__u64 ino;

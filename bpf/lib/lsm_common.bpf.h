@@ -129,6 +129,20 @@ static __always_inline const struct cordon_lsm_sandbox *cordon_file_sandbox(void
 	return sb;
 }
 
+/* Whether a cgroup is inside the sandbox subtree. */
+static __always_inline int cordon_cgroup_in_sandbox(struct cgroup *cgrp, const struct cordon_lsm_sandbox *sb)
+{
+	if (!cgrp)
+		return 0;
+	int level = BPF_CORE_READ(cgrp, level);
+	if (level < (int)sb->level || sb->level >= MAX_CGROUP_LEVELS)
+		return 0;
+	struct cgroup *anc = NULL;
+	__u32 idx = sb->level & (MAX_CGROUP_LEVELS - 1); /* a local: see cordon_walk_step */
+	bpf_core_read(&anc, sizeof(anc), &cgrp->ancestors[idx]);
+	return BPF_CORE_READ(anc, kn, id) == sb->sandbox_id;
+}
+
 /* Whether a task is inside the sandbox subtree (for signals, ptrace). */
 static __always_inline int cordon_task_in_sandbox(struct task_struct *task,
 						  const struct cordon_lsm_sandbox *sb)

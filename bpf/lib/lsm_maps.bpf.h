@@ -77,4 +77,47 @@ struct cordon_lsm_scratch {
 		__type(value, struct cordon_lsm_scratch);                      \
 	} lsm_scratch SEC(".maps")
 
+/* The sandboxes' egress tries (see struct cordon_lsm_net_key). Defined by
+ * bpf/lsm/socket.bpf.c only: the detect object has no socket programs. The
+ * inner maps are the network objects' own tries: same type, key, value and
+ * flags (BPF_F_INNER_MAP is neither needed nor allowed: only arrays compare
+ * max_entries when an inner map is inserted, and LPM tries refuse the flag).
+ * The inner templates carry the same BTF types as the network object's
+ * tries: 6.1 compares timer_off, which a map has as -ENOENT with a BTF value
+ * type and -EINVAL without one. clang 14 emits only a forward declaration for
+ * a struct named this deep in a map definition (libbpf cannot size it), so
+ * the one definition site also defines cordon_egress_btf_types, a global
+ * that makes clang emit the structs whole. */
+#define CORDON_LSM_EGRESS_MAPS(storage)                                        \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, struct cordon_lsm_net_key);                        \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_LPM_TRIE);                   \
+			__uint(max_entries, 1);                                \
+			__uint(map_flags, BPF_F_NO_PREALLOC);                  \
+			__type(key, struct cordon_addr_key);                   \
+			__type(value, struct cordon_addr_value);               \
+		});                                                            \
+	} sandbox_egress_addr SEC(".maps");                                    \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, struct cordon_lsm_net_key);                        \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_LPM_TRIE);                   \
+			__uint(max_entries, 1);                                \
+			__uint(map_flags, BPF_F_NO_PREALLOC);                  \
+			__type(key, struct cordon_port_key);                   \
+			__type(value, struct cordon_port_value);               \
+		});                                                            \
+	} sandbox_egress_port SEC(".maps");                                    \
+	storage const volatile struct {                                        \
+		struct cordon_addr_key addr_key;                               \
+		struct cordon_addr_value addr_value;                           \
+		struct cordon_port_key port_key;                               \
+		struct cordon_port_value port_value;                           \
+	} cordon_egress_btf_types = {}
+
 #endif

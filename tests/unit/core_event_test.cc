@@ -66,6 +66,36 @@ TEST(EventDecoder, DecodesAllFields) {
   EXPECT_EQ(event->enforcement(), "kernel-cgroup");
 }
 
+// lsm/socket_connect and socket_sendmsg on a socket created outside the
+// sandbox: a net record like the cgroup programs', judged by BPF LSM.
+TEST(EventDecoder, ForeignSocketDenialsSayWhereTheSocketCameFrom) {
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  cordon_event e = SampleEvent();
+  e.reason = CORDON_REASON_FOREIGN_SOCKET;
+  e.rule = 0;
+  auto none = decoder.Decode(&e, sizeof e, kSandbox);
+  ASSERT_TRUE(none.ok()) << none.error().ToString();
+  EXPECT_EQ(none->kind(), "net.connect");
+  EXPECT_EQ(none->enforcement(), "kernel-lsm");
+  EXPECT_EQ(none->net().address(), "169.254.169.254");
+  EXPECT_NE(none->reason().find("created outside the sandbox"), std::string::npos) << none->reason();
+  EXPECT_NE(none->reason().find("no egress rule allows 169.254.169.254 port 80/tcp"), std::string::npos)
+      << none->reason();
+  e.rule = 3;
+  e.kind = CORDON_EV_NET_SENDMSG;
+  auto port = decoder.Decode(&e, sizeof e, kSandbox);
+  ASSERT_TRUE(port.ok());
+  EXPECT_EQ(port->kind(), "net.sendmsg");
+  EXPECT_NE(port->reason().find("egress rule #3 matches the address but not 80/tcp"), std::string::npos)
+      << port->reason();
+  e.sock_type = 3;  // SOCK_RAW
+  auto raw = decoder.Decode(&e, sizeof e, kSandbox);
+  ASSERT_TRUE(raw.ok());
+  EXPECT_NE(raw->reason().find("never allowed"), std::string::npos) << raw->reason();
+  e.reason = CORDON_REASON_MAX + 1;
+  EXPECT_FALSE(decoder.Decode(&e, sizeof e, kSandbox).ok());
+}
+
 TEST(EventDecoder, JsonIsCanonicalProtobufJson) {
   EventDecoder decoder("/nonexistent-cgroup-mount");
   cordon_event e = SampleEvent();

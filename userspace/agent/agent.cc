@@ -1490,6 +1490,8 @@ void Agent::HandleAttach(Client& c, const std::string& cgroup_arg, const std::st
     if (auto pinned = ReadPinnedInfo(SandboxPinDir(pin_root_, cgroup->id), &foreign)) Refresh(*it->second, *pinned);
   }
   for (const auto& line : UnenforcedControls(compiled, ProbeLsm())) r.add_notes(line);
+  if (ProbeLsm().usable())
+    if (std::string note = ForeignSocketsNote(); !note.empty()) r.add_notes(note);
   for (const auto& path : result->skipped_paths) r.add_notes("profile path absent on this host, skipped: " + path);
   auto* a = r.mutable_attach();
   // Retroactive attach: its events go into the audit trail like any other.

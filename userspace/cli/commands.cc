@@ -363,6 +363,8 @@ int AttachOrUpdate(const Args& args, bool update) {
   ReportAttached(result->replaced, info.name, cgroup->path, info.id, compiled->name, ModeName(compiled->mode),
                  result->swap_ns);
   for (const auto& line : UnenforcedControls(*compiled, ProbeLsm())) PrintNote(line);
+  if (ProbeLsm().usable())
+    if (std::string note = ForeignSocketsNote(); !note.empty()) PrintNote(note);
   for (const auto& path : result->skipped_paths) PrintNote("profile path absent on this host, skipped: " + path);
   // Retroactive attach: pre-existing connections the policy denies are
   // destroyed, open files listed; events to stdout as `cordon tail -o json`.

@@ -329,8 +329,11 @@ int DoctorCommand(const Args& args) {
   held("inherited",
        "scrubbed environment, descriptors above 2 closed (--keep-fd), a fresh session keyring, keyrings refused "
        "(spec.allowKeyrings)",
-       "BPF LSM judges reads, writes and mappings through descriptors opened outside (file_permission, mmap_file)",
-       "descriptors opened before attach or passed in stay usable, NOT enforced");
+       "BPF LSM judges reads, writes and mappings through descriptors opened outside (file_permission, mmap_file), "
+       "and connects and sends (splice and sendfile included) on inet sockets created outside by the egress rules "
+       "(socket_connect, socket_sendmsg)",
+       "descriptors opened before attach or passed in stay usable, NOT enforced; inet sockets created outside "
+       "reach any destination (the cgroup programs judge a socket by the cgroup that created it)");
   held("hostObjects",
        "private IPC, UTS and mount namespaces (/tmp, /dev/shm); seccomp refuses fanotify, syslog, acct, other "
        "processes' limits and scheduling, weakening personalities, unsealed memfds, F_SETOWN",

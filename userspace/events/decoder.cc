@@ -84,6 +84,15 @@ std::string ReasonText(const cordon_event& e, const std::string& target) {
              (target.empty() ? std::string() : " (" + target + ")");
     case CORDON_REASON_NOT_SAFE:
       return "outside the set a sandbox may use" + (target.empty() ? std::string() : " (" + target + ")");
+    case CORDON_REASON_FOREIGN_SOCKET: {
+      const std::string from_outside = "socket created outside the sandbox (inherited or passed in), judged by BPF LSM: ";
+      if (e.sock_type != 1 && e.sock_type != 2)  // SOCK_STREAM, SOCK_DGRAM
+        return from_outside + SocketTypeName(e.sock_type) + " sockets from outside are never allowed to send";
+      if (e.rule)
+        return from_outside + "egress rule #" + std::to_string(e.rule) + " matches the address but not " +
+               std::to_string(e.port) + "/" + ProtocolName(e.protocol);
+      return from_outside + "no egress rule allows " + target;
+    }
   }
   return "unknown";
 }
@@ -346,6 +355,7 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   out.set_enforcement(detected                               ? (e.verdict == CORDON_VERDICT_KILLED ? "detect+kill" : "detect")
                       : e.reason == CORDON_REASON_SECCOMP ? "seccomp"
                       : e.reason == CORDON_REASON_LANDLOCK ? "landlock"
+                      : e.reason == CORDON_REASON_FOREIGN_SOCKET ? "kernel-lsm"
                       : (lsm_layout && (fe.path_flags & CORDON_PATH_F_AS_WRITTEN)) ? "kernel-cgroup"
                       : IsCgroupFileLayoutKind(e.kind)    ? "kernel-cgroup"
                       : lsm_layout                        ? "kernel-lsm"

@@ -46,6 +46,10 @@ std::vector<std::string> UnenforcedControls(const policy::CompiledPolicy& policy
                 "descriptors opened outside the sandbox and host-wide objects (kernel log, keyrings, System V IPC, "
                 "other processes' limits and scheduling) are NOT restricted: that needs BPF LSM (cordon run "
                 "restricts them for its own command)");
+  out.push_back("inet sockets created outside the sandbox (inherited before attach, or passed in over SCM_RIGHTS) "
+                "are NOT judged by the egress rules: the cgroup programs judge a socket by the cgroup that created "
+                "it, so such a socket reaches any destination; judging them needs BPF LSM (cordon run closes "
+                "inherited descriptors above 2; stdio and --keep-fd descriptors stay usable)");
   return out;
 }
 
@@ -58,7 +62,7 @@ std::vector<std::string> UndeliverableInAttach(const policy::CompiledPolicy& pol
   out.push_back("tamper (bpf(), mounts, signals, ptrace, cgroup escape, modules, namespaces, clock)");
   out.push_back("identity (capabilities outside spec.capabilities)");
   out.push_back("terminal (TIOCSTI, TIOCLINUX)");
-  out.push_back("inherited (descriptors opened outside the sandbox)");
+  out.push_back("inherited (descriptors opened outside the sandbox, inet sockets included)");
   out.push_back("hostObjects (kernel log, keyrings, System V IPC, other processes' limits and scheduling)");
   return out;
 }

@@ -47,6 +47,8 @@ constexpr const char* kSecurityfs = "/sys/kernel/security";
 // The maps userspace writes, by pin name.
 const char* const kMapPins[] = {"lsm_sandboxes", "cgroup_cache", "lsm_state", "file_rules", "sandbox_events",
                                 "sandbox_counters"};
+// ... and those of the BPF LSM object only (bpf/lsm/socket.bpf.c).
+const char* const kLsmOnlyMapPins[] = {"sandbox_egress_addr", "sandbox_egress_port"};
 
 std::string ReadLsmList() {
   auto list = ReadFile(std::string(kSecurityfs) + "/lsm");
@@ -146,6 +148,10 @@ Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
     };
     for (const auto& [prog, hook] : optional)
       if (!KernelHasLsmHook(vmlinux, hook)) bpf_program__set_autoload(prog, false);
+    // Before 6.5 splice()/sendfile() into a socket pass no socket_sendmsg
+    // (sendpage): file_permission judges them for sockets from outside.
+    bpf_program__set_autoload(skel->progs.cordon_socket_file_write,
+                              vmlinux && btf__find_by_name_kind(vmlinux, "kernel_sendpage", BTF_KIND_FUNC) > 0);
     // inode_setattr gained a leading idmap argument in 6.3.
     int setattr_args = LsmHookArgs(vmlinux, "inode_setattr");
     bpf_program__set_autoload(skel->progs.cordon_inode_setattr, setattr_args == 3);
@@ -199,7 +205,9 @@ Status LoadAndPin(const std::string& dir, Backend backend) {
     std::string pin = staging + "/link_" + bpf_program__name(prog);
     if (bpf_link__pin(link, pin.c_str())) return fail(SysError("pin " + pin));
   }
-  for (const char* name : kMapPins) {
+  std::vector<const char*> pins(std::begin(kMapPins), std::end(kMapPins));
+  if (backend == Backend::kLsm) pins.insert(pins.end(), std::begin(kLsmOnlyMapPins), std::end(kLsmOnlyMapPins));
+  for (const char* name : pins) {
     bpf_map* map = bpf_object__find_map_by_name(loaded->obj, name);
     std::string pin = staging + "/" + name;
     if (!map || bpf_map__pin(map, pin.c_str())) return fail(SysError("pin " + pin));
@@ -248,6 +256,26 @@ Status DeleteRules(const std::string& dir, uint64_t sandbox_id, std::optional<ui
     prev = &key;
   }
   for (const auto& k : doomed) bpf_map_delete_elem(rules->get(), &k);
+  return {};
+}
+
+// Deletes the sandbox's egress tries, all of them or all but `keep_version`
+// (nothing to do in an object without them: see LsmJudgesForeignSockets).
+Status DeleteEgress(const std::string& dir, uint64_t sandbox_id, std::optional<uint32_t> keep_version) {
+  for (const char* name : kLsmOnlyMapPins) {
+    if (!Exists(dir + "/" + name)) continue;
+    auto map = OpenPinned(dir, name);
+    if (!map) return map.error();
+    std::vector<cordon_lsm_net_key> doomed;
+    cordon_lsm_net_key key = {}, next = {};
+    void* prev = nullptr;
+    while (bpf_map_get_next_key(map->get(), prev, &next) == 0) {
+      if (next.sandbox_id == sandbox_id && (!keep_version || next.version != *keep_version)) doomed.push_back(next);
+      key = next;
+      prev = &key;
+    }
+    for (const auto& k : doomed) bpf_map_delete_elem(map->get(), &k);
+  }
   return {};
 }
 
@@ -363,7 +391,7 @@ namespace {
 
 Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                   const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, uint32_t extra_flags,
-                  LayerSwitch* with) {
+                  const EgressTries* egress, LayerSwitch* with) {
   auto dir = PinDir(backend);
   if (!dir) return dir.error();
   if (!Exists(*dir + "/lsm_sandboxes")) CORDON_TRY(LoadAndPin(*dir, backend));
@@ -393,7 +421,10 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
 
   // Nothing of a replacement that fails before its switch stays behind.
   auto discard_new = [&](const Error& error) -> Error {
-    if (replacing) (void)DeleteRules(*dir, sandbox_id, current.version);
+    if (replacing) {
+      (void)DeleteRules(*dir, sandbox_id, current.version);
+      (void)DeleteEgress(*dir, sandbox_id, current.version);
+    }
     return error;
   };
   // New rules first, under a version nothing reads yet: one entry per object
@@ -426,6 +457,22 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
     return discard_new(SysError("register the sandbox's ring buffer with the LSM programs"));
   if (bpf_map_update_elem(counters->get(), &sandbox_id, &counters_fd, BPF_ANY))
     return discard_new(SysError("register the sandbox's counters with the LSM programs"));
+  // The egress tries, under the new version too: the socket programs look
+  // both up under the version they read from the sandbox's entry.
+  if (egress && Exists(*dir + "/" + kLsmOnlyMapPins[0])) {
+    if (egress->addr_fd < 0 || egress->port_fd < 0)
+      return discard_new(Error{"the sandbox's egress rules are not open (internal error)"});
+    auto addr = OpenPinned(*dir, kLsmOnlyMapPins[0]);
+    auto port = OpenPinned(*dir, kLsmOnlyMapPins[1]);
+    if (!addr) return discard_new(addr.error());
+    if (!port) return discard_new(port.error());
+    cordon_lsm_net_key key = {};
+    key.sandbox_id = sandbox_id;
+    key.version = version;
+    if (bpf_map_update_elem(addr->get(), &key, &egress->addr_fd, BPF_ANY) ||
+        bpf_map_update_elem(port->get(), &key, &egress->port_fd, BPF_ANY))
+      return discard_new(SysError("register the sandbox's egress rules with the LSM programs"));
+  }
 
   cordon_lsm_sandbox next = {};
   next.sandbox_id = sandbox_id;
@@ -455,7 +502,10 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
     with->file_switched_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
   }
   CORDON_TRY(BumpGeneration(*dir));
-  if (replacing) CORDON_TRY(DeleteRules(*dir, sandbox_id, version));
+  if (replacing) {
+    CORDON_TRY(DeleteRules(*dir, sandbox_id, version));
+    CORDON_TRY(DeleteEgress(*dir, sandbox_id, version));
+  }
   return {};
 }
 
@@ -468,6 +518,7 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
   bpf_map_delete_elem(sandboxes->get(), &sandbox_id);
   CORDON_TRY(BumpGeneration(*dir));
   CORDON_TRY(DeleteRules(*dir, sandbox_id, std::nullopt));
+  CORDON_TRY(DeleteEgress(*dir, sandbox_id, std::nullopt));
   if (auto events = OpenPinned(*dir, "sandbox_events")) bpf_map_delete_elem(events->get(), &sandbox_id);
   if (auto counters = OpenPinned(*dir, "sandbox_counters")) bpf_map_delete_elem(counters->get(), &sandbox_id);
   if (CountSandboxes(*dir) == 0) return Unload(*dir);
@@ -477,15 +528,29 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
 }  // namespace
 
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, LayerSwitch* with) {
-  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, 0, with);
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                     const EgressTries& egress, LayerSwitch* with) {
+  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, 0, &egress, with);
+}
+
+bool LsmJudgesForeignSockets() {
+  auto dir = LsmPinDir();
+  if (!dir) return true;  // nothing pinned: the object this cordon loads has them
+  return !Exists(*dir + "/lsm_sandboxes") || Exists(*dir + "/" + kLsmOnlyMapPins[0]);
+}
+
+std::string ForeignSocketsNote() {
+  if (LsmJudgesForeignSockets()) return "";
+  return "inet sockets created outside the sandbox are NOT judged by its egress rules: the BPF LSM object in force "
+         "was loaded by an earlier cordon without socket_connect/socket_sendmsg; it is replaced when the last "
+         "sandbox leaves";
 }
 
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                         const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
                         uint32_t extra_flags, LayerSwitch* with) {
   return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, extra_flags,
-                    with);
+                    nullptr, with);
 }
 
 Status LsmRemoveSandbox(uint64_t sandbox_id) {

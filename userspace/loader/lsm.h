@@ -57,12 +57,30 @@ struct LayerSwitch {
   uint64_t file_switched_ns = 0;  // set by AddSandbox: CLOCK_MONOTONIC when its entry switched
 };
 
+// A sandbox's egress tries: the addr_rules and port_rules maps of the
+// network object that is (or, for a replacement, is about to be) in force.
+// The LSM programs reference them (map-in-map, under the policy version) to
+// judge inet sockets created outside the sandbox (lsm/socket_connect,
+// lsm/socket_sendmsg), with the same rules as the cgroup programs.
+struct EgressTries {
+  int addr_fd = -1;
+  int port_fd = -1;
+};
+
 // Registers (or atomically replaces) a sandbox's LSM policy. events_fd and
 // counters_fd are the sandbox's ring buffer and counters, shared with its
 // network programs. `with`: see LayerSwitch.
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                      const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
-                     LayerSwitch* with = nullptr);
+                     const EgressTries& egress, LayerSwitch* with = nullptr);
+
+// Whether the BPF LSM object (loaded, or the one this cordon would load)
+// judges inet sockets created outside a sandbox. False only when an object
+// pinned by an earlier cordon of this layout, without those programs, is
+// still in force (until the last sandbox leaves and it is unloaded).
+bool LsmJudgesForeignSockets();
+// A note for `cordon attach` when !LsmJudgesForeignSockets(), else empty.
+std::string ForeignSocketsNote();
 
 // Detect mode (kernels without usable BPF LSM, `cordon attach`): the same
 // rules checked after the fact by a tracepoint at system call exit; verdict

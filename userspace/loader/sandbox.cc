@@ -551,14 +551,14 @@ Status SetHostWideInfo(const std::string& dir, uint32_t flags) {
 // and counters. `with`: the network switch of a replacement (see LayerSwitch).
 Status RegisterHostWide(const std::string& dir, const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
                         const std::vector<ResolvedFileRule>& rules, HostWide role, uint32_t extra_flags = 0,
-                        LayerSwitch* with = nullptr) {
+                        LayerSwitch* with = nullptr, const EgressTries& egress = {}) {
   UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
   UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
   if (!events.valid() || !counters.valid()) return SysError("open the sandbox's events/counters");
   const uint32_t level = CgroupLevel(cgroup.relative);
   switch (role) {
     case HostWide::kLsm:
-      CORDON_TRY(LsmAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), with));
+      CORDON_TRY(LsmAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), egress, with));
       return SetHostWideInfo(dir, CORDON_INFO_F_LSM);
     case HostWide::kReportOnly:  // the info keeps saying BPF LSM enforces
       return DetectAddSandbox(cgroup.id, level, policy, {}, events.get(), counters.get(),
@@ -670,7 +670,22 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
     return error.Wrap(what);
   };
   if (lsm.usable()) {
-    Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kLsm, 0, with);
+    // The egress tries BPF LSM judges sockets from outside the sandbox by:
+    // the new instance's (a replacement), or those a fresh attach pinned.
+    UniqueFd pinned_addr, pinned_port;
+    EgressTries egress;
+    if (existed) {
+      egress.addr_fd = bpf_map__fd(replacement->skel->maps.addr_rules);
+      egress.port_fd = bpf_map__fd(replacement->skel->maps.port_rules);
+    } else {
+      pinned_addr = UniqueFd(bpf_obj_get((dir + "/addr_rules").c_str()));
+      pinned_port = UniqueFd(bpf_obj_get((dir + "/port_rules").c_str()));
+      if (!pinned_addr.valid() || !pinned_port.valid())
+        return undo(SysError("open the sandbox's egress rules in " + dir), "register with BPF LSM");
+      egress.addr_fd = pinned_addr.get();
+      egress.port_fd = pinned_port.get();
+    }
+    Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kLsm, 0, with, egress);
     if (!added.ok()) return undo(added.error(), "register with BPF LSM");
   } else if (detect) {
     Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kDetect, LayerReportFlags(options), with);
