@@ -67,9 +67,12 @@ using bench::Summarize;
 using bench::Summary;
 
 constexpr int64_t kBurstTargetNs = 10'000'000;  // ~10 ms per burst
-enum Op : int { kDepth3 = 0, kDepth20 = 1, kNumOps = 2 };
-const int kDepth[kNumOps] = {3, 20};
-const char* const kOpNames[kNumOps] = {"depth3", "depth20"};
+// read3: pread() of one byte through a descriptor opened once per burst (the
+// depth-3 file): what file_permission costs on every read and write of an
+// open file (its verdict is cached per struct file).
+enum Op : int { kDepth3 = 0, kDepth20 = 1, kRead3 = 2, kNumOps = 3 };
+const int kDepth[kNumOps] = {3, 20, 3};
+const char* const kOpNames[kNumOps] = {"depth3", "depth20", "read3"};
 enum Cmd : int { kCmdBurst = 1, kCmdCheck = 2 };
 enum Phase : int { kN1 = 0, kN2, kT1, kT2, kC, kNumPhases };
 const char* const kPhaseNames[kNumPhases] = {"none", "none-2", "trivial-fo", "trivial-fo-ip", "cordon"};
@@ -108,7 +111,7 @@ struct WorkerPaths {
   if (fd >= 0) close(fd);
   if (!ready.err && landlock_fd >= 0) ready.err = cordon::ApplyLandlockInChild(landlock_fd);
   if (write(ctl, &ready, sizeof ready) != sizeof ready || ready.err) _exit(1);
-  const char* file[kNumOps] = {paths.file[0].c_str(), paths.file[1].c_str()};
+  const char* file[kNumOps] = {paths.file[0].c_str(), paths.file[1].c_str(), paths.file[2].c_str()};
   for (;;) {
     Request q;
     ssize_t n = read(ctl, &q, sizeof q);
@@ -117,7 +120,18 @@ struct WorkerPaths {
     if (q.cmd == kCmdBurst) {
       const char* p = file[q.op];
       int64_t t0 = NowNs();
-      for (int64_t i = 0; i < q.count; ++i) {
+      if (q.op == kRead3) {
+        int f = open(p, O_RDONLY | O_CLOEXEC);
+        char byte;
+        if (f < 0) r.err = errno;
+        for (int64_t i = 0; f >= 0 && i < q.count; ++i)
+          if (pread(f, &byte, 1, 0) != 1) {
+            r.err = errno ? errno : EIO;
+            break;
+          }
+        if (f >= 0) close(f);
+      }
+      for (int64_t i = 0; q.op != kRead3 && i < q.count; ++i) {
         int f = open(p, O_RDONLY | O_CLOEXEC);
         if (f < 0) {
           r.err = errno;
@@ -394,6 +408,7 @@ int Run(const Options& opt) {
       if (mkdir(d.c_str(), 0755) != 0) Die("mkdir " + d);
     }
     paths.file[kDepth20] = d + "/f";
+    paths.file[kRead3] = paths.file[kDepth3];
     for (int op = 0; op < kNumOps; ++op) {
       bench::WriteFileOrDie(paths.file[op], "cordon bench\n");
       int depth = int(std::count(paths.file[op].begin(), paths.file[op].end(), '/'));
@@ -520,7 +535,7 @@ int Run(const Options& opt) {
       for (size_t i = 0; i < nc; ++i)
         if (g.configs[i]->phase == p) members.push_back(i);
       Burst(*g.configs[members[0]], kDepth20, 20);  // warm-up after the switch (TCG retranslates patched code)
-      int ops[kNumOps] = {0, 1};
+      int ops[kNumOps] = {0, 1, 2};
       std::shuffle(ops, ops + kNumOps, rng);
       for (int op : ops) {
         std::shuffle(members.begin(), members.end(), rng);
@@ -599,7 +614,7 @@ int Run(const Options& opt) {
     << "},\n";
   o << "  \"params\": {\"rounds\": " << opt.rounds << ", \"stats_rounds\": " << opt.stats_rounds
     << ", \"burst_target_ms\": " << kBurstTargetNs / 1e6 << ", \"burst_ops\": {\"depth3\": " << count[0]
-    << ", \"depth20\": " << count[1] << "}, \"rules\": [";
+    << ", \"depth20\": " << count[1] << ", \"read3\": " << count[2] << "}, \"rules\": [";
   for (size_t i = 0; i < opt.rules.size(); ++i) o << (i ? ", " : "") << opt.rules[i];
   o << "], \"files\": {\"depth3\": " << JsonStr(paths.file[0]) << ", \"depth20\": " << JsonStr(paths.file[1])
     << "}, \"rule_path\": " << JsonStr(g.tree) << ", \"lsm_list\": " << JsonStr(lsm.lsm_list)

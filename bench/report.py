@@ -609,6 +609,23 @@ def b2_section(d, out_dir):
                 f"{q['median']:.3f} | {f_iqr(q)} | {kcell(c['config'], op)} |"
             )
         L.append("")
+    if any(op == "read3" for (_, op) in res):
+        L.append("### read() of one byte through an open descriptor (file_permission)")
+        L.append("")
+        L.append("Each read and write of an open file passes `file_permission`; cordon judges a descriptor opened "
+                 "outside the policy there and caches the verdict per struct file, so an ordinary read pays the "
+                 "lookup of that cache only.")
+        L.append("")
+        L.append("| configuration | attached host-wide | ns per pread (median) | ratio to unconfined | IQR of ratio |")
+        L.append("|---|---|---:|---:|---|")
+        for c in configs:
+            r = res.get((c["config"], "read3"))
+            if r is None:
+                continue
+            q = r["ratio"]
+            L.append(f"| {b2_label(r)} | {B2_ATTACHED.get(r['phase'], r['phase'])} | {r['ns_per_op']['median']:.0f} | "
+                     f"{q['median']:.3f} | {f_iqr(q)} |")
+        L.append("")
     L.append("![B2 overhead against rule count](b2_overhead.png)")
     L.append("")
     L.append(
