@@ -14,10 +14,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -361,6 +363,64 @@ TEST_F(LsmEscapes, TracemePivotRootAndMoveMountAreRefused) {
             2)
       << "pivot_root and move_mount, each naming its target\n" << Dump(events);
   EXPECT_EQ(Count(events, "tamper.capability"), 0) << "sys_admin was granted: the hooks decided\n" << Dump(events);
+}
+
+// unix_may_send: a datagram to a host socket is write access to the socket's
+// path (unix_dgram sendto has no connect to judge). Control: unconfined, both
+// receive; sandboxed, only the one under the write rule.
+TEST_F(LsmEscapes, UnixDatagramsToHostSocketsNeedWriteOnTheirPath) {
+  auto bind_dgram = [](const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_un a = {};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  };
+  const std::string host = P("secret/host.dgram"), ok = P("out/ok.dgram");
+  int host_fd = bind_dgram(host), ok_fd = bind_dgram(ok);
+  ASSERT_GE(host_fd, 0);
+  ASSERT_GE(ok_fd, 0);
+  auto send_to = [](const std::string& path) {
+    return [path] {
+      int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return 1000 + errno;
+      sockaddr_un a = {};
+      a.sun_family = AF_UNIX;
+      std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+      int r = ::sendto(fd, "x", 1, 0, reinterpret_cast<sockaddr*>(&a), sizeof a) == 1 ? 0 : errno;
+      ::close(fd);
+      return r;
+    };
+  };
+  auto received = [](int fd) {
+    int n = 0;
+    char c;
+    while (::recv(fd, &c, 1, 0) == 1) ++n;
+    return n;
+  };
+  TestCgroup cg("unix-dgram");
+  EXPECT_EQ(RunInCgroup(cg.path(), send_to(host)), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), send_to(ok)), 0);
+  EXPECT_EQ(received(host_fd), 1);
+  EXPECT_EQ(received(ok_fd), 1);
+  Attach(cg);
+  EXPECT_EQ(RunInCgroup(cg.path(), send_to(host)), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), send_to(ok)), 0);
+  EXPECT_EQ(received(host_fd), 0) << "nothing reached the host socket";
+  EXPECT_EQ(received(ok_fd), 1);
+  auto events = TakeEvents(cg.path());
+  EXPECT_EQ(Count(events, "net.unix", [](const cordon::v1::AuditEvent& e) { return EndsWith(e.file().path(), "/secret/host.dgram"); }),
+            1)
+      << Dump(events);
+  EXPECT_EQ(Count(events, "net.unix", [](const cordon::v1::AuditEvent& e) { return EndsWith(e.file().path(), "/out/ok.dgram"); }),
+            0)
+      << Dump(events);
+  ::close(host_fd);
+  ::close(ok_fd);
 }
 
 }  // namespace
