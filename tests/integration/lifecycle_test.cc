@@ -229,6 +229,10 @@ TEST(DetectMode, ReportsAndKillsFileViolationsAfterTheFact) {
   if (LsmUsableHere()) GTEST_SKIP() << "BPF LSM prevents instead of detecting here (tests/lsm covers it)";
   char tmpl[] = "/tmp/cordon-detect-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() { cordon::test::Run({"rm", "-rf", dir}); }
+  } remove_dir{dir};
   std::string allowed = dir + "/allowed", secret = dir + "/secret";
   ::mkdir(allowed.c_str(), 0755);
   ::mkdir((dir + "/sockets").c_str(), 0755);
@@ -333,7 +337,6 @@ TEST(DetectMode, ReportsAndKillsFileViolationsAfterTheFact) {
   EXPECT_EQ(RunInCgroup(cg.path(), open_file(secret)), 0) << "the replaced policy's file rules still apply";
   status = Cordon({"status", "--json"});
   EXPECT_NE(status.out.find("\"enforcementLevel\":\"kernel-cgroup\""), std::string::npos) << status.out;
-  cordon::test::Run({"rm", "-rf", dir});
 }
 
 }  // namespace
