@@ -40,6 +40,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -314,14 +315,22 @@ class RunEscapes : public ::testing::Test {
       ASSERT_TRUE(lsm_) << "this VM boots with bpf in lsm=: cordon must be able to enforce";
     }
     landlock_ = LandlockAbi() > 0;
-    self_ = Self();
-    ASSERT_FALSE(self_.empty());
+    const std::string built = Self();
+    ASSERT_FALSE(built.empty());
     char tmpl[] = "/tmp/cordon-runesc-XXXXXX";
     root_ = ::mkdtemp(tmpl);
     // Searchable by others: the dynamic uid must be refused by the policy,
     // not by this directory's mode.
     ::chmod(root_.c_str(), 0755);
-    for (const char* d : {"in", "out", "secret"}) ::mkdir((root_ + "/" + d).c_str(), 0755);
+    for (const char* d : {"in", "out", "secret", "bin"}) ::mkdir((root_ + "/" + d).c_str(), 0755);
+    // The probe is this binary, run as the dynamic uid: a copy in the test's
+    // own directory, since the build tree may sit below a directory others
+    // cannot search (a checkout in /root, or in a 0700 mktemp directory).
+    self_ = P("bin/lsm_tests");
+    std::error_code ec;
+    std::filesystem::copy_file(built, self_, std::filesystem::copy_options::overwrite_existing, ec);
+    ASSERT_FALSE(ec) << "copy " << built << ": " << ec.message();
+    ASSERT_EQ(::chmod(self_.c_str(), 0755), 0);
     WriteText(root_ + "/in/input.txt", "input\n");
     WriteText(root_ + "/secret/key", "TOP SECRET\n");
   }
