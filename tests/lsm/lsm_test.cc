@@ -1224,14 +1224,17 @@ TEST_F(Lsm, SigioCannotSignalOutsideTheSandbox) {
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ArmSigio(p[0], v2, SIGKILL); }), 0);
   ASSERT_EQ(::write(p[1], "x", 1), 1);
-  ::usleep(200 * 1000);
-  EXPECT_TRUE(Alive(v1)) << "killed through SIGIO the sandbox triggered";
-  EXPECT_TRUE(Alive(v2)) << "killed through SIGIO of an owner the sandbox set";
   ::close(p[0]);
   ::close(p[1]);
+  // SIGIO is sent within write(): had it been let through, the SIGKILL would
+  // already be queued, and would end the victim before the SIGTERM sent now.
+  const char* why[] = {"killed through SIGIO the sandbox triggered", "killed through SIGIO of an owner the sandbox set"};
+  int i = 0;
   for (pid_t v : {v1, v2}) {  // our own children
-    ::kill(v, SIGKILL);
-    ::waitpid(v, nullptr, 0);
+    ASSERT_EQ(::kill(v, SIGTERM), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(v, &status, 0), v);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << why[i++] << " (status " << status << ")";
   }
   auto events = TakeEvents(cg.path());
   int seen = 0;
