@@ -206,14 +206,16 @@ TEST_F(RunCommand, EveryDocumentedSignalIsForwarded) {
       {SIGINT, "SIGINT"},   {SIGHUP, "SIGHUP"},     {SIGQUIT, "SIGQUIT"}, {SIGUSR1, "SIGUSR1"},
       {SIGUSR2, "SIGUSR2"}, {SIGWINCH, "SIGWINCH"}, {SIGCONT, "SIGCONT"}, {SIGTERM, "SIGTERM"},
   };
+  // os.write, not print: a handler that prints while print('ready') is still
+  // returning raises "reentrant call" in Python's buffered stdout.
   const std::string script =
       "import signal, sys, os\n"
       "def got(n, f):\n"
-      "    print(signal.Signals(n).name, flush=True)\n"
+      "    os.write(1, (signal.Signals(n).name + '\\n').encode())\n"
       "    if n == signal.SIGTERM: os._exit(0)\n"
       "for s in ('SIGINT','SIGHUP','SIGQUIT','SIGUSR1','SIGUSR2','SIGWINCH','SIGCONT','SIGTERM'):\n"
       "    signal.signal(getattr(signal, s), got)\n"
-      "print('ready', flush=True)\n"
+      "os.write(1, b'ready\\n')\n"
       "while True: signal.pause()\n";
   int before = LeftoverRunCgroups();
   BackgroundRun run({"run", "--audit", audit_, "--", "/usr/bin/python3", "-c", script});
