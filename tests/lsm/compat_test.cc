@@ -32,21 +32,6 @@
 namespace cordon::test {
 namespace {
 
-void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string Dump(const std::vector<cordon::v1::AuditEvent>& events) {
-  std::string out = "events:\n";
-  for (const auto& e : events)
-    out += "  " + e.kind() + " " + e.verdict() + " " + e.enforcement() + " path=" + e.file().path() +
-           " access=" + e.file().access() + " arg=" + std::to_string(e.target().arg()) +
-           " arg2=" + std::to_string(e.target().arg2()) + " " + e.reason() + "\n";
-  return out;
-}
-
 int Count(const std::vector<cordon::v1::AuditEvent>& events, const std::string& kind,
           const std::function<bool(const cordon::v1::AuditEvent&)>& match = nullptr) {
   int n = 0;

@@ -30,6 +30,7 @@
 #include "abi/cordon_file.h"
 #include "events/decoder.h"
 #include "tests/integration/harness.h"
+#include "tests/lsm/probes.h"
 
 namespace cordon::test {
 namespace {
@@ -143,12 +144,6 @@ std::vector<cordon::v1::AuditEvent> For(const std::vector<cordon::v1::AuditEvent
   std::vector<cordon::v1::AuditEvent> out;
   for (const auto& e : events)
     if (e.kind() == kind && e.net().port() == port) out.push_back(e);
-  return out;
-}
-
-std::string Dump(const std::vector<cordon::v1::AuditEvent>& events) {
-  std::string out = "events:\n";
-  for (const auto& e : events) out += "  " + ToCompactLine(e) + "\n";
   return out;
 }
 

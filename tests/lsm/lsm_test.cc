@@ -60,8 +60,6 @@ bool LsmUsable() {
   return r.out.find("\"usable\":true") != std::string::npos;
 }
 
-void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -104,12 +102,6 @@ std::string FilesPolicy(const Tree& t, const std::string& extra_files = "", cons
   return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: lsm-test}\nspec:\n  mode: " + mode +
          "\n" + extra_spec + "  files:\n    include: [runtime-minimal, shell, python3]\n    read: [" + (t / "in") +
          "]\n    write: [" + (t / "out") + "]\n    exec: [" + (t / "bin") + "]\n" + extra_files;
-}
-
-std::string Dump(const std::vector<cordon::v1::AuditEvent>& events) {
-  std::string out = "events:\n";
-  for (const auto& e : events) out += "  " + ToCompactLine(e) + "\n";
-  return out;
 }
 
 const cordon::v1::AuditEvent* Find(const std::vector<cordon::v1::AuditEvent>& events, const std::string& kind,

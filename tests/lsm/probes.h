@@ -11,11 +11,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <vector>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <string>
+
+#include "event.pb.h"
+#include "events/decoder.h"
 
 namespace cordon::test {
 
@@ -141,6 +147,21 @@ inline int ArmSigio(int rfd, pid_t owner, int sig) {
   if (::fcntl(rfd, F_SETSIG, sig)) return 2000 + errno;
   if (::fcntl(rfd, F_SETFL, ::fcntl(rfd, F_GETFL) | O_ASYNC)) return 3000 + errno;
   return 0;
+}
+
+// Shared by the LSM test files: writing a fixture file, matching event paths
+// by suffix (the test VMs chroot), and events in failure messages (cordon's
+// own compact line, as `cordon tail` prints it).
+inline void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+inline bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+inline std::string Dump(const std::vector<cordon::v1::AuditEvent>& events) {
+  std::string out = "events:\n";
+  for (const auto& e : events) out += "  " + ToCompactLine(e) + "\n";
+  return out;
 }
 
 }  // namespace cordon::test

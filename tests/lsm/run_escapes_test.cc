@@ -230,8 +230,6 @@ std::string ReadText(const std::string& path) {
   ss << in.rdbuf();
   return ss.str();
 }
-void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
 std::map<std::string, std::string> Fields(const std::string& out) {
   std::map<std::string, std::string> m;
   std::istringstream in(out);
@@ -244,20 +242,6 @@ std::map<std::string, std::string> Fields(const std::string& out) {
 }
 
 std::string E(int err) { return std::to_string(err); }
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string Dump(const std::vector<cordon::v1::AuditEvent>& events) {
-  std::string out = "events:\n";
-  for (const auto& e : events)
-    out += "  " + e.kind() + " " + e.verdict() + " " + e.enforcement() + " path=" + e.file().path() +
-           " access=" + e.file().access() + " pid=" + std::to_string(e.target().pid()) +
-           " arg=" + std::to_string(e.target().arg()) + " arg2=" + std::to_string(e.target().arg2()) + " " +
-           e.reason() + "\n";
-  return out;
-}
 
 // Events of `kind` by `enforcement` with `verdict`; `match` narrows further.
 int Count(const std::vector<cordon::v1::AuditEvent>& events, const std::string& kind, const std::string& enforcement,
