@@ -52,6 +52,12 @@ enum cordon_event_kind {
 	CORDON_EV_TAMPER_PERSONALITY = 49, /* personality flags that weaken ASLR or W^X (arg = persona) */
 	CORDON_EV_TAMPER_DEVICE = 50,      /* device access outside the safe set (cgroup/dev: arg = major << 20 | minor, arg2 = access) */
 	CORDON_EV_TAMPER_SYSCTL = 51,      /* /proc/sys write, or read outside the safe set (cgroup/sysctl: path = name, arg = 1 write) */
+	/* A sandboxed process began a core dump (BPF LSM cred_prepare of the dump
+	 * writer): verdict detected, path = its working directory (where a relative
+	 * core_pattern writes). Where the dump may go is judged by the file rules:
+	 * BPF LSM reports its own refusals as file.*; in `cordon run` Landlock
+	 * refuses first and reports nothing, so this is the record. */
+	CORDON_EV_PROC_COREDUMP = 60,
 };
 
 enum cordon_verdict {
@@ -83,7 +89,8 @@ enum cordon_reason {
 	CORDON_REASON_DETACHED_MOUNT = 19,   /* object reached through a detached mount or another mount namespace */
 	CORDON_REASON_NOT_SAFE = 20,         /* device, sysctl, ioctl or option outside the documented safe set */
 	CORDON_REASON_FOREIGN_SOCKET = 21,   /* socket created outside the sandbox: its destination is not allowed, or its kind (raw ...) never is (BPF LSM) */
-	CORDON_REASON_MAX = 21,
+	CORDON_REASON_COREDUMP = 22,         /* a core dump began (observed, not a denial) */
+	CORDON_REASON_MAX = 22,
 };
 
 

@@ -157,6 +157,9 @@ static __always_inline int cordon_task_in_sandbox(struct task_struct *task,
 	return BPF_CORE_READ(anc, kn, id) == sb->sandbox_id;
 }
 
+/* A counter index no slot has: the event is not counted (observations). */
+#define CORDON_CNT_NONE 0xffffffffu
+
 static __always_inline void cordon_lsm_count(__u64 sandbox_id, __u32 counter)
 {
 	void *counters = bpf_map_lookup_elem(&sandbox_counters, &sandbox_id);

@@ -1096,10 +1096,10 @@ TEST_F(Lsm, CoreDumpCannotReplaceForbiddenFiles) {
   std::string pattern = ReadText("/proc/sys/kernel/core_pattern");
   if (pattern != "core\n") GTEST_SKIP() << "core_pattern is " << pattern << " (needs the kernel default, core)";
   std::string dir = tree_ / "secret", core = tree_ / "secret/core";
-  auto crash_in = [&] {
+  auto crash_in = [&](rlim_t core_limit) {
     pid_t pid = ::fork();
     if (pid == 0) {
-      struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+      struct rlimit rl = {core_limit, RLIM_INFINITY};
       ::setrlimit(RLIMIT_CORE, &rl);
       if (::chdir(dir.c_str())) _exit(1);
       ::signal(SIGABRT, SIG_DFL);
@@ -1111,16 +1111,23 @@ TEST_F(Lsm, CoreDumpCannotReplaceForbiddenFiles) {
   };
   // Negative control: unconfined, the dump replaces the file.
   WriteText(core, "old\n");
-  ASSERT_EQ(crash_in(), 1) << "no core dump unconfined (RLIMIT_CORE hard limit?)";
+  ASSERT_EQ(crash_in(RLIM_INFINITY), 1) << "no core dump unconfined (RLIMIT_CORE hard limit?)";
   EXPECT_NE(ReadText(core), "old\n");
 
   WriteText(core, "old\n");
   TestCgroup cg("coredump");
   Attach(cg, FilesPolicy(tree_));
-  EXPECT_EQ(RunInCgroup(cg.path(), crash_in), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return crash_in(RLIM_INFINITY); }), 0);
   EXPECT_EQ(ReadText(core), "old\n");
+  // A crash whose RLIMIT_CORE allows no core is no core dump.
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return crash_in(0); }), 0);
   auto events = TakeEvents(cg.path());
   EXPECT_NE(Find(events, "file.unlink", "/secret/core"), nullptr) << Dump(events);
+  int dumps = 0;
+  for (const auto& e : events)
+    dumps += e.kind() == "proc.coredump" && e.verdict() == "detected" && e.enforcement() == "kernel-lsm" &&
+             EndsWith(e.file().path(), "/secret");
+  EXPECT_EQ(dumps, 1) << Dump(events);
 }
 
 // open(path, 3): neither read nor write in f_mode, yet ioctl-capable. It

@@ -131,24 +131,32 @@ std::string ProbeUring(const Args& a) {
   return out;
 }
 
-// args: the directory to crash in. dumped=1 if the kernel wrote a core.
+// args: the directory to crash in. dumped=1 if the kernel wrote a core. A
+// second crash there with RLIMIT_CORE 0 (no core can be written) must not be
+// reported as a core dump.
 std::string ProbeCoreDump(const Args& a) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    struct rlimit rl;
-    ::getrlimit(RLIMIT_CORE, &rl);
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_CORE, &rl);
-    if (::chdir(a[0].c_str())) _exit(1);
-    ::signal(SIGABRT, SIG_DFL);
-    ::abort();
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  auto crash = [&](bool allow_core) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      struct rlimit rl;
+      ::getrlimit(RLIMIT_CORE, &rl);
+      rl.rlim_cur = allow_core ? rl.rlim_max : 0;
+      ::setrlimit(RLIMIT_CORE, &rl);
+      if (::chdir(a[0].c_str())) _exit(1);
+      ::signal(SIGABRT, SIG_DFL);
+      ::abort();
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return status;
+  };
+  int status = crash(true);
+  int no_core = crash(false);
   struct rlimit rl;
   ::getrlimit(RLIMIT_CORE, &rl);
   // What a refusal must not be mistaken for: no core allowed at all.
   return Line("crashed", WIFSIGNALED(status)) + Line("dumped", WIFSIGNALED(status) && WCOREDUMP(status)) +
+         Line("crashed_without_core", WIFSIGNALED(no_core) && !WCOREDUMP(no_core)) +
          Line("core_allowed", rl.rlim_max != 0) + Line("dumpable", ::prctl(PR_GET_DUMPABLE));
 }
 
@@ -561,10 +569,11 @@ TEST_F(RunEscapes, IoUringPersonalitiesAndSqpollAreRefused) {
 
 // The core dump writer (overridden credentials) replacing a file in a
 // directory the command may not write. Under enforcement Landlock refuses the
-// writer's unlink and create before BPF LSM: no core is written. A core dump
-// is no system call, so the detect tracepoint cannot report that refusal:
-// the outcome is asserted, and the event in audit mode, where BPF LSM's
-// path_unlink judges the writer's credentials (prepared in the sandbox).
+// writer's unlink and create before BPF LSM, without an event: no core is
+// written, and BPF LSM's proc.coredump (cred_prepare of the writer) is the
+// record, once per dump (not for the crash whose RLIMIT_CORE allows none). In
+// audit mode BPF LSM's path_unlink also reports the writer's unlink (its
+// credentials were prepared in the sandbox).
 // Only the test's own directory is written; core_pattern is only read.
 TEST_F(RunEscapes, CoreDumpCannotReplaceForbiddenFiles) {
   std::string pattern = ReadText("/proc/sys/kernel/core_pattern");
@@ -581,8 +590,11 @@ TEST_F(RunEscapes, CoreDumpCannotReplaceForbiddenFiles) {
     std::vector<cordon::v1::AuditEvent> events;
     auto g = Confined(who, "coredump", {P("secret")}, none, &events);
     EXPECT_EQ(g["crashed"], "1") << WhoName(who);
+    EXPECT_EQ(g["crashed_without_core"], "1") << WhoName(who);
     EXPECT_EQ(g["core_allowed"], "1") << WhoName(who) << ": RLIMIT_CORE lets the command dump";
     EXPECT_EQ(g["dumpable"], "1") << WhoName(who) << ": the command is dumpable";
+    EXPECT_EQ(Count(events, "proc.coredump", "kernel-lsm", "detected", Path("/secret")), 1)
+        << WhoName(who) << Dump(events);
     if (who == Who::kRootAudit) {
       EXPECT_EQ(g["dumped"], "1") << WhoName(who);
       EXPECT_NE(ReadText(core), "old\n");

@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "abi/cordon_event.h"
 #include "cli/args.h"
@@ -94,6 +96,33 @@ TEST(EventDecoder, ForeignSocketDenialsSayWhereTheSocketCameFrom) {
   EXPECT_NE(raw->reason().find("never allowed"), std::string::npos) << raw->reason();
   e.reason = CORDON_REASON_MAX + 1;
   EXPECT_FALSE(decoder.Decode(&e, sizeof e, kSandbox).ok());
+}
+
+// BPF LSM's proc.coredump: an observation (detected, by the LSM object),
+// the working directory as its file path.
+TEST(EventDecoder, CoreDumpIsAnObservationWithTheWorkingDirectory) {
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  const std::string dir = "/work/out";
+  std::vector<char> record(sizeof(cordon_file_event) + dir.size());
+  cordon_file_event fe = {};
+  fe.hdr = SampleEvent();
+  fe.hdr.kind = CORDON_EV_PROC_COREDUMP;
+  fe.hdr.verdict = CORDON_VERDICT_DETECTED;
+  fe.hdr.reason = CORDON_REASON_COREDUMP;
+  fe.hdr.rule = 0;
+  fe.hdr.size = static_cast<uint32_t>(record.size());
+  fe.path_len = static_cast<uint32_t>(dir.size());
+  std::memcpy(record.data(), &fe, sizeof fe);
+  std::memcpy(record.data() + sizeof fe, dir.data(), dir.size());
+  auto event = decoder.Decode(record.data(), record.size(), kSandbox);
+  ASSERT_TRUE(event.ok()) << event.error().ToString();
+  EXPECT_EQ(event->kind(), "proc.coredump");
+  EXPECT_EQ(event->verdict(), "detected");
+  EXPECT_EQ(event->enforcement(), "kernel-lsm");
+  EXPECT_EQ(event->file().path(), dir);
+  EXPECT_FALSE(event->has_net());
+  EXPECT_NE(event->reason().find("core dump"), std::string::npos) << event->reason();
+  EXPECT_NE(event->reason().find("working directory /work/out"), std::string::npos) << event->reason();
 }
 
 TEST(EventDecoder, JsonIsCanonicalProtobufJson) {

@@ -93,6 +93,9 @@ std::string ReasonText(const cordon_event& e, const std::string& target) {
                std::to_string(e.port) + "/" + ProtocolName(e.protocol);
       return from_outside + "no egress rule allows " + target;
     }
+    case CORDON_REASON_COREDUMP:
+      return "the process began a core dump, written with its own rights: the file rules decide where it may go"
+             " (working directory " + target + ")";
   }
   return "unknown";
 }
@@ -165,6 +168,7 @@ std::string KindName(uint32_t kind) {
     case CORDON_EV_TAMPER_PERSONALITY: return "tamper.personality";
     case CORDON_EV_TAMPER_DEVICE: return "tamper.device";
     case CORDON_EV_TAMPER_SYSCTL: return "tamper.sysctl";
+    case CORDON_EV_PROC_COREDUMP: return "proc.coredump";
   }
   return "";
 }
@@ -352,7 +356,9 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   out.set_verdict(kVerdicts[e.verdict]);
   out.set_policy(sandbox.policy);
   bool detected = e.verdict == CORDON_VERDICT_DETECTED || e.verdict == CORDON_VERDICT_KILLED;
-  out.set_enforcement(detected                               ? (e.verdict == CORDON_VERDICT_KILLED ? "detect+kill" : "detect")
+  // proc.coredump is "detected" (observed, never prevented) by the LSM object.
+  out.set_enforcement(e.kind == CORDON_EV_PROC_COREDUMP ? "kernel-lsm"
+                      : detected                          ? (e.verdict == CORDON_VERDICT_KILLED ? "detect+kill" : "detect")
                       : e.reason == CORDON_REASON_SECCOMP ? "seccomp"
                       : e.reason == CORDON_REASON_LANDLOCK ? "landlock"
                       : e.reason == CORDON_REASON_FOREIGN_SOCKET ? "kernel-lsm"
