@@ -55,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "abi/cordon_common.h"
 #include "loader/cgroup.h"
 #include "loader/sandbox.h"
 #include "policy/compiler.h"
@@ -864,7 +865,7 @@ int Run(const Options& opt) {
   }
   for (auto& c : g.configs) {
     if (c->kind != "cordon") continue;
-    std::string dir = "/sys/fs/bpf/cordon/v2/sandboxes/" + std::to_string(c->sandbox_id);
+    std::string dir = "/sys/fs/bpf/cordon/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/sandboxes/" + std::to_string(c->sandbox_id);
     for (const char* h : hooks) {
       ProgRef p{c->name, c->rules, h, -1, 0};
       p.fd = ProgOfPinnedLink(dir + "/link_" + h, &p.id);

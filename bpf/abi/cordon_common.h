@@ -21,7 +21,23 @@
  * version instead of misreading it. Maps that belong to one policy instance
  * and are never read back (sandbox_cfg, the rule tries) are replaced whole by
  * every attach, so their layout may change within a version. */
-#define CORDON_LAYOUT_VERSION 2
+#define CORDON_LAYOUT_VERSION 3
+
+/* Every ABI struct's size (and the offsets a reader depends on) is asserted
+ * where it is defined, so that both compilers check it: clang -target bpf
+ * (_Static_assert) and the C++ userspace (static_assert). A changed size
+ * fails both builds until the number here is changed too, which is the
+ * moment to bump CORDON_LAYOUT_VERSION if the struct is pinned state or an
+ * event. */
+#ifdef __cplusplus
+#define CORDON_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define CORDON_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+#define CORDON_ABI_SIZE(type, bytes) \
+	CORDON_STATIC_ASSERT(sizeof(type) == (bytes), "ABI size of " #type " changed")
+#define CORDON_ABI_OFFSET(type, field, bytes) \
+	CORDON_STATIC_ASSERT(__builtin_offsetof(type, field) == (bytes), "ABI offset of " #type "." #field " changed")
 
 enum cordon_mode {
 	CORDON_MODE_ENFORCE = 0,
@@ -40,6 +56,7 @@ struct cordon_sandbox_cfg {
 	__u32 unix_flags;      /* CORDON_UNIX_F_*: the cgroup unix-socket hooks */
 	__u32 _pad;
 };
+CORDON_ABI_SIZE(struct cordon_sandbox_cfg, 32);
 
 /* cgroup/connect_unix and cgroup/sendmsg_unix (kernel 6.7+) decide unix
  * connects only where BPF LSM does not (it resolves paths to inodes; these

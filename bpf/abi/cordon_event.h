@@ -15,9 +15,9 @@ enum cordon_event_kind {
 	CORDON_EV_NET_SOCKET = 3,
 	CORDON_EV_NET_UNIX = 4,       /* connect/send to a unix socket */
 	/* bind() refused: cgroup bind4/bind6 write a cordon_event (address, port);
-	 * BPF LSM (abstract unix names) a cordon_file_event with the name as path. */
+	 * BPF LSM (abstract unix names) a cordon_object_event with the name as path. */
 	CORDON_EV_NET_BIND = 5,
-	/* setsockopt() refused (cgroup/setsockopt): a cordon_file_event without
+	/* setsockopt() refused (cgroup/setsockopt): a cordon_object_event without
 	 * path, arg = level, arg2 = optname. */
 	CORDON_EV_NET_SOCKOPT = 6,
 	CORDON_EV_FILE_OPEN = 10,
@@ -94,11 +94,32 @@ enum cordon_reason {
 };
 
 
-struct cordon_event {
-	__u32 size;          /* sizeof(struct cordon_event) as the writer knew it */
+/* Every record is a header naming its layout, then that layout's payload.
+ * The layout is never guessed from the kind or the size: a record whose
+ * size does not match its layout is rejected by the decoder. */
+enum cordon_event_layout {
+	CORDON_EVL_NET = 1,    /* struct cordon_net_event: an address, port, socket kind */
+	CORDON_EVL_OBJECT = 2, /* struct cordon_object_event: an object (path), a target, arguments */
+};
+
+/* Which program wrote the record: the layer that decided, unless the reason
+ * names another (seccomp and Landlock refusals are reported by BPF LSM or the
+ * detect object, which see them at syscall exit). */
+enum cordon_event_layer {
+	CORDON_LAYER_CGROUP = 1, /* the sandbox's cgroup programs (connect, sendmsg, sock_create, bind, unix, ...) */
+	CORDON_LAYER_LSM = 2,    /* the host-wide BPF LSM object */
+	CORDON_LAYER_DETECT = 3, /* the detect object (tracepoints; no BPF LSM) */
+};
+
+struct cordon_event_header {
+	__u32 size;          /* the whole record's size as the writer knew it */
 	__u16 kind;          /* enum cordon_event_kind */
 	__u8 verdict;        /* enum cordon_verdict */
 	__u8 reason;         /* enum cordon_reason */
+	__u8 layout;         /* enum cordon_event_layout */
+	__u8 layer;          /* enum cordon_event_layer */
+	__u8 _pad[2];
+	__u32 rule;          /* 1-based rule index for port denials, else 0 */
 	__u64 boot_ns;       /* bpf_ktime_get_boot_ns() */
 	__u64 sandbox_id;    /* cgroup id of the sandbox root */
 	__u64 cgroup_id;     /* cgroup id of the offending task */
@@ -107,27 +128,42 @@ struct cordon_event {
 	__u32 ppid;
 	__u32 uid;
 	__u32 gid;
-	__u32 rule;          /* 1-based rule index for port denials, else 0 */
+	__u32 _pad2;
 	char comm[16];
-	/* net.* */
-	__u8 addr[16];       /* IPv6 or ::ffff:a.b.c.d */
-	__u16 port;          /* host order */
-	__u16 family;        /* AF_INET / AF_INET6 as passed by the caller */
+};
+CORDON_ABI_SIZE(struct cordon_event_header, 80);
+CORDON_ABI_OFFSET(struct cordon_event_header, layout, 8);
+CORDON_ABI_OFFSET(struct cordon_event_header, layer, 9);
+CORDON_ABI_OFFSET(struct cordon_event_header, boot_ns, 16);
+CORDON_ABI_OFFSET(struct cordon_event_header, comm, 64);
+
+/* net.connect, net.sendmsg, net.socket (both the cgroup programs' and BPF
+ * LSM's), net.bind of an address: layout CORDON_EVL_NET,
+ * hdr.size == sizeof(struct cordon_net_event). */
+struct cordon_net_event {
+	struct cordon_event_header hdr;
+	__u8 addr[16];       /* IPv6 or ::ffff:a.b.c.d; zero for net.socket */
+	__u16 port;          /* host order; zero for net.socket */
+	__u16 family;        /* AF_INET / AF_INET6 ... as passed by the caller */
 	__u16 sock_type;     /* SOCK_STREAM, SOCK_DGRAM, SOCK_RAW ... */
 	__u16 protocol;      /* IPPROTO_* */
 };
+CORDON_ABI_SIZE(struct cordon_net_event, 104);
+CORDON_ABI_OFFSET(struct cordon_net_event, addr, 80);
+CORDON_ABI_OFFSET(struct cordon_net_event, port, 96);
 
-/* A file or tamper event: the common header, then the path of the object
- * (whole, up to CORDON_PATH_MAX; CORDON_PATH_F_TRUNCATED when cut), without NUL.
- * hdr.size is the whole record's size: sizeof(struct cordon_file_event) + path_len. */
+/* Every other kind (file.*, tamper.*, proc.*, net.unix, net.sockopt, net.bind
+ * of an abstract unix name): layout CORDON_EVL_OBJECT, the path of the object
+ * (whole, up to CORDON_PATH_MAX; CORDON_PATH_F_TRUNCATED when cut, no NUL)
+ * after the payload. hdr.size == sizeof(struct cordon_object_event) + path_len. */
 #define CORDON_PATH_F_TRUNCATED 1u
 #define CORDON_PATH_F_TOO_DEEP 2u
 /* The path is the string the caller passed (unix socket address, syscall
  * argument), not one resolved by the kernel. */
 #define CORDON_PATH_F_AS_WRITTEN 4u
 
-struct cordon_file_event {
-	struct cordon_event hdr;
+struct cordon_object_event {
+	struct cordon_event_header hdr;
 	__u32 access;   /* CORDON_FILE_* requested */
 	__u32 granted;  /* CORDON_FILE_* the path has */
 	__u64 ino;
@@ -135,9 +171,12 @@ struct cordon_file_event {
 	__u32 path_len;
 	__u32 path_flags;
 	__u32 target_pid;  /* tamper.signal / tamper.ptrace */
-	__u32 arg;         /* signal number, capability, bpf cmd, mount flags; net.socket: family */
-	__u32 arg2;        /* net.socket: type << 16 | protocol */
+	__u32 arg;         /* signal number, capability, bpf cmd, syscall nr, ioctl cmd, sockopt level ... */
+	__u32 arg2;        /* seccomp: the argument refused; net.sockopt: the option */
 	/* followed by path_len bytes of path */
 };
+CORDON_ABI_SIZE(struct cordon_object_event, 120);
+CORDON_ABI_OFFSET(struct cordon_object_event, access, 80);
+CORDON_ABI_OFFSET(struct cordon_object_event, arg, 112);
 
 #endif

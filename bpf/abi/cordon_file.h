@@ -58,6 +58,8 @@ struct cordon_lsm_sandbox {
 	__u32 pad;
 	__u64 capabilities; /* bit (1 << CAP_*) set: capability granted (spec.capabilities) */
 };
+CORDON_ABI_SIZE(struct cordon_lsm_sandbox, 40);
+CORDON_ABI_OFFSET(struct cordon_lsm_sandbox, capabilities, 32);
 
 /* Key of sandbox_egress_addr / sandbox_egress_port (BPF LSM object): a
  * sandbox's egress tries (its network object's addr_rules and port_rules,
@@ -71,6 +73,7 @@ struct cordon_lsm_net_key {
 	__u32 version;
 	__u32 pad;
 };
+CORDON_ABI_SIZE(struct cordon_lsm_net_key, 16);
 
 struct cordon_inode_key {
 	__u64 sandbox_id;
@@ -78,11 +81,13 @@ struct cordon_inode_key {
 	__u32 dev;      /* kernel encoding: major << 20 | minor */
 	__u32 version;
 };
+CORDON_ABI_SIZE(struct cordon_inode_key, 24);
 
 struct cordon_inode_rule {
 	__u32 rights; /* CORDON_FILE_* */
 	__u32 rule;   /* 1-based index into the policy's expanded file rules */
 };
+CORDON_ABI_SIZE(struct cordon_inode_rule, 8);
 
 /* cgroup_cache value: which sandbox (0 = none) a cgroup belongs to, valid
  * while gen equals lsm_state.generation (bumped on every attach/detach). */
@@ -90,10 +95,12 @@ struct cordon_cgroup_cache {
 	__u64 sandbox_id;
 	__u64 gen;
 };
+CORDON_ABI_SIZE(struct cordon_cgroup_cache, 16);
 
 struct cordon_lsm_state {
 	__u64 generation;
 };
+CORDON_ABI_SIZE(struct cordon_lsm_state, 8);
 
 #define CORDON_PATH_MAX 4096
 #define CORDON_WALK_MAX 1024 /* ancestry levels walked; deeper is denied */

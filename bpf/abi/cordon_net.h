@@ -48,6 +48,7 @@ struct cordon_addr_key {
 	__u32 prefixlen;  /* in bits over addr */
 	__u8 addr[16];    /* IPv6, network order; IPv4 as ::ffff:a.b.c.d */
 };
+CORDON_ABI_SIZE(struct cordon_addr_key, 20);
 
 #define CORDON_PORT_SET_ALL 0xffffffffu /* every port of tcp and udp */
 
@@ -55,6 +56,7 @@ struct cordon_addr_value {
 	__u32 port_set;  /* id in port_rules, or CORDON_PORT_SET_ALL */
 	__u32 rule;      /* 1-based index of the (most specific) policy rule */
 };
+CORDON_ABI_SIZE(struct cordon_addr_value, 8);
 
 /* prefixlen counts bits over port_set (32), proto (8), port (16). */
 struct cordon_port_key {
@@ -64,12 +66,17 @@ struct cordon_port_key {
 	__u8 port[2];     /* big endian */
 	__u8 pad;
 };
+CORDON_ABI_SIZE(struct cordon_port_key, 12);
+CORDON_ABI_OFFSET(struct cordon_port_key, port_set, 4);
+CORDON_ABI_OFFSET(struct cordon_port_key, proto, 8);
+CORDON_ABI_OFFSET(struct cordon_port_key, port, 9);
 
 #define CORDON_PORT_KEY_BITS (32 + 8 + 16)
 
 struct cordon_port_value {
 	__u32 rule; /* 1-based index of a policy rule that allows it */
 };
+CORDON_ABI_SIZE(struct cordon_port_value, 4);
 
 /* Unix socket paths granted write (cgroup unix hooks): an LPM trie over the
  * path bytes, zero-padded. A rule for P is stored twice: "P\0" (the path
@@ -80,10 +87,12 @@ struct cordon_unix_key {
 	__u32 prefixlen;  /* in bits over path */
 	__u8 path[CORDON_UNIX_PATH_MAX];
 };
+CORDON_ABI_SIZE(struct cordon_unix_key, 112);
 
 struct cordon_unix_value {
 	__u32 rule; /* 1-based file rule */
 };
+CORDON_ABI_SIZE(struct cordon_unix_value, 4);
 
 /* Inbound (cgroup/bind4|6, cgroup_skb/ingress): spec.network.listen compiles
  * into listen_addr_rules / listen_port_rules, the same two-trie image as the
@@ -99,6 +108,7 @@ struct cordon_dev_key {
 	__u32 major;
 	__u32 minor;  /* or CORDON_DEV_MINOR_ANY */
 };
+CORDON_ABI_SIZE(struct cordon_dev_key, 12);
 /* value: __u32 of BPF_DEVCG_ACC_* bits allowed (MKNOD 1, READ 2, WRITE 4) */
 
 /* Sysctls (cgroup/sysctl): names readable by a sandbox, as
@@ -109,6 +119,7 @@ struct cordon_dev_key {
 struct cordon_sysctl_key {
 	char name[CORDON_SYSCTL_NAME_MAX];
 };
+CORDON_ABI_SIZE(struct cordon_sysctl_key, 64);
 
 /* Listening ports already reported by cgroup_skb/ingress (key: family << 16 |
  * port, value: boot ns of the last report): one event per port per second. */

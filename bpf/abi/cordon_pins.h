@@ -27,6 +27,7 @@ struct cordon_sandbox_info {
 	char policy[CORDON_NAME_MAX];   /* policy metadata.name */
 	char cgroup_path[CORDON_CGROUP_PATH_MAX]; /* relative to the cgroup2 mount */
 };
+CORDON_ABI_SIZE(struct cordon_sandbox_info, 4136);
 
 /* Created by `cordon run`: ephemeral, removed with its command. */
 #define CORDON_INFO_F_EPHEMERAL 1u

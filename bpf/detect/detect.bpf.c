@@ -130,8 +130,8 @@ static __always_inline void cordon_report_seccomp(struct pt_regs *regs, long nr,
 	__u32 arg1 = BPF_CORE_READ(regs, si);
 	__u32 arg2 = BPF_CORE_READ(regs, dx);
 	if (kind == CORDON_EV_NET_SOCKET)  /* socket(family, type, protocol) */
-		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, kind, CORDON_REASON_SECCOMP, 0, 0, 0, NULL, NULL, 0, arg0,
-				(arg1 << 16) | (arg2 & 0xffff), CORDON_CNT_DENIED_LSM_NET, CORDON_CNT_AUDITED_LSM_NET);
+		cordon_lsm_emit_net(sb, CORDON_VERDICT_DENIED, kind, CORDON_REASON_SECCOMP, 0, NULL, 0, arg0, arg1, arg2,
+				    CORDON_CNT_DENIED_LSM_NET, CORDON_CNT_AUDITED_LSM_NET);
 	else if (kind == CORDON_EV_FILE_MEMFD || kind == CORDON_EV_FILE_IOCTL || kind == CORDON_EV_FILE_OPEN)
 		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, kind, CORDON_REASON_SECCOMP, 0, 0, 0, NULL, NULL, 0, nr, shown,
 				CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
@@ -218,9 +218,10 @@ static __always_inline void cordon_report_landlock(struct pt_regs *regs, long nr
 		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
 		return;
 	}
-	struct cordon_file_event *e = &s->ev;
+	struct cordon_object_event *e = &s->ev;
 	__builtin_memset(e, 0, sizeof(*e));
-	cordon_event_header(&e->hdr, call.kind, CORDON_VERDICT_DENIED, CORDON_REASON_LANDLOCK, sandbox_id);
+	cordon_event_header(&e->hdr, CORDON_EVL_OBJECT, CORDON_LSM_LAYER, call.kind, CORDON_VERDICT_DENIED,
+			    CORDON_REASON_LANDLOCK, sandbox_id);
 	e->access = access;
 	e->path_flags = CORDON_PATH_F_AS_WRITTEN;
 	long n = bpf_probe_read_user_str(s->path, CORDON_PATH_MAX, (void *)cordon_arg(regs, call.path_arg));

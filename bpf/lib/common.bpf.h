@@ -31,21 +31,21 @@ static __always_inline void cordon_count(__u32 counter)
 
 /* Reserves an event and fills the task fields. NULL (and the drop counted)
  * when the ring buffer is full: a lost event is never silent. */
-static __always_inline struct cordon_event *
+static __always_inline struct cordon_net_event *
 cordon_event_begin(const struct cordon_sandbox_cfg *cfg, __u16 kind, __u8 verdict, __u8 reason)
 {
-	struct cordon_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct cordon_net_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		cordon_count(CORDON_CNT_EVENTS_DROPPED);
 		return NULL;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
-	e->size = sizeof(*e);
-	cordon_event_header(e, kind, verdict, reason, cfg->sandbox_id);
+	e->hdr.size = sizeof(*e);
+	cordon_event_header(&e->hdr, CORDON_EVL_NET, CORDON_LAYER_CGROUP, kind, verdict, reason, cfg->sandbox_id);
 	return e;
 }
 
-static __always_inline void cordon_event_submit(struct cordon_event *e)
+static __always_inline void cordon_event_submit(struct cordon_net_event *e)
 {
 	bpf_ringbuf_submit(e, 0);
 }

@@ -93,7 +93,7 @@ static __always_inline int cordon_sock_addr_decide(struct bpf_sock_addr *ctx, co
 
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? audited_counter : denied_counter);
-	struct cordon_event *e = cordon_event_begin(
+	struct cordon_net_event *e = cordon_event_begin(
 		cfg, kind, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason);
 	if (e) {
 		__builtin_memcpy(e->addr, addr, 16);
@@ -101,7 +101,7 @@ static __always_inline int cordon_sock_addr_decide(struct bpf_sock_addr *ctx, co
 		e->family = family;
 		e->sock_type = ctx->type;
 		e->protocol = protocol;
-		e->rule = rule;
+		e->hdr.rule = rule;
 		cordon_event_submit(e);
 	}
 	return audit ? 1 : 0;

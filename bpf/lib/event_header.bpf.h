@@ -9,10 +9,13 @@
 
 #include "abi/cordon_event.h"
 
-/* Fills the header of a zeroed record: what, when, which sandbox, who. */
-static __always_inline void cordon_event_header(struct cordon_event *e, __u16 kind, __u8 verdict, __u8 reason,
-						__u64 sandbox_id)
+/* Fills the header of a zeroed record: its layout and writer, what, when,
+ * which sandbox, who. The writer sets e->size. */
+static __always_inline void cordon_event_header(struct cordon_event_header *e, __u8 layout, __u8 layer,
+						__u16 kind, __u8 verdict, __u8 reason, __u64 sandbox_id)
 {
+	e->layout = layout;
+	e->layer = layer;
 	e->kind = kind;
 	e->verdict = verdict;
 	e->reason = reason;

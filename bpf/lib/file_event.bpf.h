@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cordon_file_event records written by the network object's cgroup programs
+ * cordon_object_event records written by the network object's cgroup programs
  * (net.sockopt, tamper.device, tamper.sysctl) into the sandbox's ring buffer.
  */
 #ifndef CORDON_BPF_FILE_EVENT_H
@@ -13,17 +13,17 @@
  * path_cap bytes of `path` (path_len of them meaningful; more is marked
  * truncated; path_flags: CORDON_PATH_F_*). path_cap must be a compile-time constant. A full ring buffer
  * counts a drop: a lost event is never silent. */
-static __always_inline void cordon_file_event_emit(const struct cordon_sandbox_cfg *cfg, __u16 kind, __u8 verdict,
+static __always_inline void cordon_object_event_emit(const struct cordon_sandbox_cfg *cfg, __u16 kind, __u8 verdict,
 						   __u8 reason, __u32 arg, __u32 arg2, const char *path,
 						   __u32 path_len, const __u32 path_cap, __u32 path_flags)
 {
-	struct cordon_file_event *e = bpf_ringbuf_reserve(&events, sizeof(struct cordon_file_event) + path_cap, 0);
+	struct cordon_object_event *e = bpf_ringbuf_reserve(&events, sizeof(struct cordon_object_event) + path_cap, 0);
 	if (!e) {
 		cordon_count(CORDON_CNT_EVENTS_DROPPED);
 		return;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
-	cordon_event_header(&e->hdr, kind, verdict, reason, cfg->sandbox_id);
+	cordon_event_header(&e->hdr, CORDON_EVL_OBJECT, CORDON_LAYER_CGROUP, kind, verdict, reason, cfg->sandbox_id);
 	e->arg = arg;
 	e->path_flags = path_flags;
 	e->arg2 = arg2;

@@ -157,6 +157,13 @@ static __always_inline int cordon_task_in_sandbox(struct task_struct *task,
 	return BPF_CORE_READ(anc, kn, id) == sb->sandbox_id;
 }
 
+/* The writer named in this object's events. */
+#ifdef CORDON_DETECT
+#define CORDON_LSM_LAYER CORDON_LAYER_DETECT
+#else
+#define CORDON_LSM_LAYER CORDON_LAYER_LSM
+#endif
+
 /* A counter index no slot has: the event is not counted (observations). */
 #define CORDON_CNT_NONE 0xffffffffu
 
@@ -468,9 +475,9 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
 		return audit ? 0 : -EPERM;
 	}
-	struct cordon_file_event *e = &s->ev;
+	struct cordon_object_event *e = &s->ev;
 	__builtin_memset(e, 0, sizeof(*e));
-	cordon_event_header(&e->hdr, kind, verdict, reason, sandbox_id);
+	cordon_event_header(&e->hdr, CORDON_EVL_OBJECT, CORDON_LSM_LAYER, kind, verdict, reason, sandbox_id);
 	e->hdr.rule = rule;
 	struct task_struct *task = bpf_get_current_task_btf();
 	e->access = access;
@@ -522,6 +529,49 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 	return verdict == CORDON_VERDICT_DENIED ? -EPERM : 0;
 }
 
+/* Emits a net-layout record (net.socket; connects and datagrams of sockets
+ * made outside the sandbox) with the given verdict and counts it. addr (16
+ * bytes) may be NULL. Returns -EPERM when denied, else 0. */
+static __always_inline int cordon_lsm_emit_net(const struct cordon_lsm_sandbox *sb, __u8 verdict, __u16 kind,
+					       __u8 reason, __u32 rule, const __u8 *addr, __u16 port,
+					       __u16 family, __u16 sock_type, __u16 protocol,
+					       __u32 denied_counter, __u32 audited_counter)
+{
+	__u64 sandbox_id = sb->sandbox_id;
+	cordon_lsm_count(sandbox_id, verdict == CORDON_VERDICT_AUDITED ? audited_counter : denied_counter);
+	struct cordon_net_event e;
+	__builtin_memset(&e, 0, sizeof(e));
+	e.hdr.size = sizeof(e);
+	cordon_event_header(&e.hdr, CORDON_EVL_NET, CORDON_LSM_LAYER, kind, verdict, reason, sandbox_id);
+	e.hdr.rule = rule;
+	if (addr)
+		__builtin_memcpy(e.addr, addr, 16);
+	e.port = port;
+	e.family = family;
+	e.sock_type = sock_type;
+	e.protocol = protocol;
+	void *ring = bpf_map_lookup_elem(&sandbox_events, &sandbox_id);
+	if (!ring || bpf_ringbuf_output(ring, &e, sizeof(e), 0))
+		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
+	return verdict == CORDON_VERDICT_DENIED ? -EPERM : 0;
+}
+
+/* The verdict of this layer on something its policy does not allow. */
+static __always_inline __u8 cordon_lsm_verdict(const struct cordon_lsm_sandbox *sb)
+{
+	int audit = sb->mode == CORDON_MODE_AUDIT;
+#ifdef CORDON_DETECT
+	/* Detect mode: the operation already happened; report it, and kill
+	 * the process before it returns to user space if the policy says so. */
+	int kill = !audit && (sb->flags & CORDON_LSM_F_KILL);
+	if (kill)
+		bpf_send_signal(9);
+	return kill ? CORDON_VERDICT_KILLED : CORDON_VERDICT_DETECTED;
+#else
+	return audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED;
+#endif
+}
+
 /* Reports a decision of this layer. Returns the hook's verdict: 0 (allowed,
  * audit mode) or -EPERM. */
 static __always_inline int cordon_lsm_report(const struct cordon_lsm_sandbox *sb, __u16 kind, __u8 reason,
@@ -530,20 +580,9 @@ static __always_inline int cordon_lsm_report(const struct cordon_lsm_sandbox *sb
 					     __u32 target_pid, __u32 arg, __u32 arg2,
 					     __u32 denied_counter, __u32 audited_counter)
 {
-	int audit = sb->mode == CORDON_MODE_AUDIT;
-#ifdef CORDON_DETECT
-	/* Detect mode: the operation already happened; report it, and kill
-	 * the process before it returns to user space if the policy says so. */
-	int kill = !audit && (sb->flags & CORDON_LSM_F_KILL);
-	__u8 verdict = kill ? CORDON_VERDICT_KILLED : CORDON_VERDICT_DETECTED;
-	if (kill)
-		bpf_send_signal(9);
-#else
-	__u8 verdict = audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED;
-#endif
-	cordon_lsm_emit(sb, verdict, kind, reason, access, granted, rule, dentry, mnt, target_pid, arg, arg2,
-			denied_counter, audited_counter);
-	return verdict == CORDON_VERDICT_DENIED ? -EPERM : 0;
+	__u8 verdict = cordon_lsm_verdict(sb);
+	return cordon_lsm_emit(sb, verdict, kind, reason, access, granted, rule, dentry, mnt, target_pid, arg, arg2,
+			       denied_counter, audited_counter);
 }
 
 /* Checks `want` on a path and reports a denial. Returns the hook verdict. */

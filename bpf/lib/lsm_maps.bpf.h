@@ -19,7 +19,7 @@
 
 /* Per-CPU scratch for building a file event: header, then the path. */
 struct cordon_lsm_scratch {
-	struct cordon_file_event ev;
+	struct cordon_object_event ev;
 	char path[CORDON_PATH_MAX];      /* directly after ev: what is sent */
 	char build[CORDON_PATH_MAX + 256]; /* assembled right to left */
 };

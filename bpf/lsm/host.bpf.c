@@ -322,9 +322,9 @@ static __always_inline int cordon_report_name(const struct cordon_lsm_sandbox *s
 		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
 		return audit ? 0 : -EPERM;
 	}
-	struct cordon_file_event *e = &s->ev;
+	struct cordon_object_event *e = &s->ev;
 	__builtin_memset(e, 0, sizeof(*e));
-	cordon_event_header(&e->hdr, kind, verdict, reason, sandbox_id);
+	cordon_event_header(&e->hdr, CORDON_EVL_OBJECT, CORDON_LSM_LAYER, kind, verdict, reason, sandbox_id);
 	e->access = access;
 	__u32 n = len;
 	if (n > 107)

@@ -50,9 +50,8 @@ int BPF_PROG(cordon_socket_create, int family, int type, int protocol, int kern)
 		return 0;
 	if (sb->families & (1u << cordon_family_bit(family)))
 		return 0;
-	return cordon_lsm_report(sb, CORDON_EV_NET_SOCKET, CORDON_REASON_FAMILY, 0, 0, 0, NULL, NULL, 0, family,
-				 ((__u32)type << 16) | (protocol & 0xffff), CORDON_CNT_DENIED_LSM_NET,
-				 CORDON_CNT_AUDITED_LSM_NET);
+	return cordon_lsm_emit_net(sb, cordon_lsm_verdict(sb), CORDON_EV_NET_SOCKET, CORDON_REASON_FAMILY, 0, NULL, 0,
+				   family, type, protocol, CORDON_CNT_DENIED_LSM_NET, CORDON_CNT_AUDITED_LSM_NET);
 }
 
 static __always_inline int cordon_unix_peer(struct sock *other)
@@ -226,24 +225,8 @@ static __always_inline int cordon_foreign_decide(const struct cordon_lsm_sandbox
 		return 0;
 	}
 
-	int audit = sb->mode == CORDON_MODE_AUDIT;
-	__u64 sandbox_id = sb->sandbox_id;
-	cordon_lsm_count(sandbox_id, audit ? audited_counter : denied_counter);
-	struct cordon_event e;
-	__builtin_memset(&e, 0, sizeof(e));
-	e.size = sizeof(e);
-	cordon_event_header(&e, kind, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
-			    CORDON_REASON_FOREIGN_SOCKET, sandbox_id);
-	__builtin_memcpy(e.addr, d->addr, 16);
-	e.port = d->port;
-	e.family = d->family;
-	e.sock_type = type;
-	e.protocol = protocol;
-	e.rule = rule;
-	void *ring = bpf_map_lookup_elem(&sandbox_events, &sandbox_id);
-	if (!ring || bpf_ringbuf_output(ring, &e, sizeof(e), 0))
-		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
-	return audit ? 0 : -EPERM;
+	return cordon_lsm_emit_net(sb, cordon_lsm_verdict(sb), kind, CORDON_REASON_FOREIGN_SOCKET, rule, d->addr, d->port, d->family,
+				   type, protocol, denied_counter, audited_counter);
 }
 
 SEC("lsm/socket_connect")

@@ -133,7 +133,7 @@ int cordon_setsockopt(struct bpf_sockopt *ctx)
 		return 0;
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? CORDON_CNT_AUDITED_TAMPER : CORDON_CNT_DENIED_TAMPER);
-	cordon_file_event_emit(cfg, CORDON_EV_NET_SOCKOPT, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
+	cordon_object_event_emit(cfg, CORDON_EV_NET_SOCKOPT, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
 			       CORDON_REASON_NOT_SAFE, (__u32)ctx->level, (__u32)ctx->optname, NULL, 0, 0, 0);
 	return audit;
 }
@@ -164,7 +164,7 @@ int cordon_dev(struct bpf_cgroup_dev_ctx *ctx)
 		return 0;
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? CORDON_CNT_AUDITED_TAMPER : CORDON_CNT_DENIED_TAMPER);
-	cordon_file_event_emit(cfg, CORDON_EV_TAMPER_DEVICE, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
+	cordon_object_event_emit(cfg, CORDON_EV_TAMPER_DEVICE, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
 			       CORDON_REASON_NOT_SAFE, major << 20 | (minor & 0xfffff), access, NULL, 0, 0, 0);
 	return audit;
 }
@@ -183,7 +183,7 @@ int cordon_sysctl(struct bpf_sysctl *ctx)
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? CORDON_CNT_AUDITED_TAMPER : CORDON_CNT_DENIED_TAMPER);
 	__u32 len = n >= 0 ? (__u32)n : CORDON_SYSCTL_NAME_MAX - 1;
-	cordon_file_event_emit(cfg, CORDON_EV_TAMPER_SYSCTL, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
+	cordon_object_event_emit(cfg, CORDON_EV_TAMPER_SYSCTL, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
 			       CORDON_REASON_NOT_SAFE, write ? 1 : 0, 0, key.name, len, CORDON_SYSCTL_NAME_MAX,
 			       n >= 0 ? 0 : CORDON_PATH_F_TRUNCATED);
 	return audit;

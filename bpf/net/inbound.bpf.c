@@ -43,7 +43,7 @@ static __always_inline int cordon_bind_decide(struct bpf_sock_addr *ctx, const _
 		return 1;
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? CORDON_CNT_AUDITED_LSM_NET : CORDON_CNT_DENIED_LSM_NET);
-	struct cordon_event *e = cordon_event_begin(cfg, CORDON_EV_NET_BIND,
+	struct cordon_net_event *e = cordon_event_begin(cfg, CORDON_EV_NET_BIND,
 						    audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
 						    CORDON_REASON_NO_LISTEN_RULE);
 	if (e) {
@@ -52,7 +52,7 @@ static __always_inline int cordon_bind_decide(struct bpf_sock_addr *ctx, const _
 		e->family = family;
 		e->sock_type = ctx->type;
 		e->protocol = protocol;
-		e->rule = rule;
+		e->hdr.rule = rule;
 		cordon_event_submit(e);
 	}
 	return audit;
@@ -126,20 +126,22 @@ int cordon_ingress(struct __sk_buff *skb)
 
 	/* Softirq context: no task to describe (pid 0); the cgroup is the
 	 * listening socket's. */
-	struct cordon_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct cordon_net_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		cordon_count(CORDON_CNT_EVENTS_DROPPED);
 		return audit;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
-	e->size = sizeof(*e);
-	e->kind = CORDON_EV_NET_BIND;
-	e->verdict = audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED;
-	e->reason = CORDON_REASON_NO_LISTEN_RULE;
-	e->boot_ns = now;
-	e->sandbox_id = cfg->sandbox_id;
-	e->cgroup_id = bpf_skb_cgroup_id(skb);
-	e->rule = rule;
+	e->hdr.size = sizeof(*e);
+	e->hdr.layout = CORDON_EVL_NET;
+	e->hdr.layer = CORDON_LAYER_CGROUP;
+	e->hdr.kind = CORDON_EV_NET_BIND;
+	e->hdr.verdict = audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED;
+	e->hdr.reason = CORDON_REASON_NO_LISTEN_RULE;
+	e->hdr.boot_ns = now;
+	e->hdr.sandbox_id = cfg->sandbox_id;
+	e->hdr.cgroup_id = bpf_skb_cgroup_id(skb);
+	e->hdr.rule = rule;
 	__builtin_memcpy(e->addr, addr, 16);
 	e->port = port;
 	e->family = family;

@@ -67,7 +67,7 @@ int cordon_sock_create(struct bpf_sock *ctx)
 
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? CORDON_CNT_AUDITED_SOCKET : CORDON_CNT_DENIED_SOCKET);
-	struct cordon_event *e = cordon_event_begin(
+	struct cordon_net_event *e = cordon_event_begin(
 		cfg, CORDON_EV_NET_SOCKET, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason);
 	if (e) {
 		e->family = family;

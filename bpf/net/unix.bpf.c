@@ -105,17 +105,16 @@ static __always_inline int cordon_unix_decide(struct bpf_sock_addr *ctx, __u16 c
 	}
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? counter_audited : counter_denied);
-	struct cordon_file_event *e =
-		bpf_ringbuf_reserve(&events, sizeof(struct cordon_file_event) + CORDON_UNIX_PATH_MAX, 0);
+	struct cordon_object_event *e =
+		bpf_ringbuf_reserve(&events, sizeof(struct cordon_object_event) + CORDON_UNIX_PATH_MAX, 0);
 	if (!e) {
 		cordon_count(CORDON_CNT_EVENTS_DROPPED);
 		return audit;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
-	cordon_event_header(&e->hdr, CORDON_EV_NET_UNIX, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason,
-			    cfg->sandbox_id);
+	cordon_event_header(&e->hdr, CORDON_EVL_OBJECT, CORDON_LAYER_CGROUP, CORDON_EV_NET_UNIX,
+			    audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason, cfg->sandbox_id);
 	e->hdr.rule = rule;
-	e->hdr.family = AF_UNIX;
 	e->access = CORDON_FILE_WRITE;
 	e->path_flags = CORDON_PATH_F_AS_WRITTEN;
 	__u32 len = a.len;

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "abi/cordon_common.h"
 #include "tests/integration/harness.h"
 #include "loader/kernel_features.h"
 
@@ -27,7 +29,9 @@ class Lifecycle : public ::testing::Test {
   }
 };
 
-std::string PinDir(uint64_t id) { return "/sys/fs/bpf/cordon/v2/sandboxes/" + std::to_string(id); }
+std::string PinDir(uint64_t id) {
+  return "/sys/fs/bpf/cordon/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/sandboxes/" + std::to_string(id);
+}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -150,6 +154,49 @@ TEST_F(Lifecycle, BadInputGetsOneClearLineAndNothingAttached) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("needs root"), std::string::npos) << r.err;
   EXPECT_FALSE(Exists(PinDir(cg.id())));
+}
+
+// Pinned state of another layout (another cordon release's sandboxes) stops
+// an attach before anything changes; the directories such a release leaves
+// empty after its last detach do not.
+TEST_F(Lifecycle, AttachRefusesPinnedStateOfAnotherLayout) {
+  TestCgroup cg("foreign-layout");
+  PolicyFile good(LoopbackPolicy("good", 80));
+  const std::string other = "/sys/fs/bpf/cordon/v" + std::to_string(CORDON_LAYOUT_VERSION + 50);
+  const std::string dir = other + "/sandboxes/12345";
+  struct RemoveTree {
+    std::string other, dir;
+    ~RemoveTree() {
+      ::unlink((dir + "/info").c_str());
+      ::rmdir(dir.c_str());
+      ::rmdir((other + "/sandboxes").c_str());
+      ::rmdir(other.c_str());
+    }
+  } remove{other, dir};
+  ASSERT_EQ(Cordon({"status"}).status, 0);  // bpffs and cordon's tree exist
+  ASSERT_EQ(::mkdir(other.c_str(), 0700), 0) << std::strerror(errno);
+  ASSERT_EQ(::mkdir((other + "/sandboxes").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  // Empty: a detached release's leftovers. Attaches (the control).
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", good.path()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Exists(PinDir(cg.id())));
+  EXPECT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
+  ASSERT_FALSE(Exists(PinDir(cg.id())));
+
+  int map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "cordon_info", 4, 8, 1, nullptr);
+  ASSERT_GE(map, 0);
+  ASSERT_EQ(bpf_obj_pin(map, (dir + "/info").c_str()), 0);
+  ::close(map);
+  r = Cordon({"attach", "--cgroup", cg.path(), "--policy", good.path()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(other + " holds pinned state of layout version " + std::to_string(CORDON_LAYOUT_VERSION + 50)),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(dir + "/info"), std::string::npos) << "names the pin: " << r.err;
+  EXPECT_NE(r.err.find("nothing attached"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists(PinDir(cg.id())));
+  EXPECT_TRUE(Exists(dir + "/info")) << "the other release's state is untouched";
 }
 
 TEST_F(Lifecycle, DefaultPolicyDeniesAllEgressIncludingLoopback) {

@@ -43,6 +43,7 @@
 #include <memory>
 #include <sstream>
 
+#include "abi/cordon_common.h"
 #include "events/decoder.h"
 #include "tests/integration/harness.h"
 #include "tests/lsm/probes.h"
@@ -630,7 +631,7 @@ TEST_F(Lsm, TamperAttemptsAreDeniedEvenForRoot) {
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::reboot(LINUX_REBOOT_CMD_CAD_OFF) ? errno : 0; }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return ::syscall(SYS_finit_module, 0, "", 0) ? errno : 0; }), EPERM);
   // cordon's own pins: neither readable nor removable, nothing new under bpffs.
-  std::string pins = "/sys/fs/bpf/cordon/v2/sandboxes/" + std::to_string(cg.id());
+  std::string pins = "/sys/fs/bpf/cordon/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/sandboxes/" + std::to_string(cg.id());
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return ::unlink((pins + "/link_connect4").c_str()) ? errno : 0; }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return OpenErrno("/sys/fs/bpf/evil", O_CREAT | O_WRONLY); }), EPERM);
   // Leaving the cgroup: through cgroup.procs of a cgroup outside, opened

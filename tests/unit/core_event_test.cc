@@ -11,26 +11,24 @@
 #include "abi/cordon_event.h"
 #include "cli/args.h"
 #include "events/decoder.h"
+#include "tests/unit/event_records.h"
 
 namespace cordon {
 namespace {
 
-cordon_event SampleEvent() {
-  cordon_event e = {};
-  e.size = sizeof e;
-  e.kind = CORDON_EV_NET_CONNECT;
-  e.verdict = CORDON_VERDICT_DENIED;
-  e.reason = CORDON_REASON_PORT;
-  e.boot_ns = 123456789;
-  e.sandbox_id = 42;
-  e.cgroup_id = 42;
-  e.pid = 1000;
-  e.tid = 1001;
-  e.ppid = 999;
-  e.uid = 1234;
-  e.gid = 5678;
-  e.rule = 2;
-  std::strcpy(e.comm, "python3");
+using testing::MakeObjectRecord;
+using testing::NetRecord;
+
+cordon_net_event SampleEvent() {
+  cordon_net_event e = NetRecord(CORDON_EV_NET_CONNECT, CORDON_REASON_PORT);
+  e.hdr.boot_ns = 123456789;
+  e.hdr.pid = 1000;
+  e.hdr.tid = 1001;
+  e.hdr.ppid = 999;
+  e.hdr.uid = 1234;
+  e.hdr.gid = 5678;
+  e.hdr.rule = 2;
+  std::strcpy(e.hdr.comm, "python3");
   const uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, 169, 254};
   std::memcpy(e.addr, mapped, 16);
   e.port = 80;
@@ -44,7 +42,7 @@ const SandboxContext kSandbox{42, "agent-1", "build-agent", "/sandboxes/agent-1"
 
 TEST(EventDecoder, DecodesAllFields) {
   EventDecoder decoder("/nonexistent-cgroup-mount");
-  cordon_event e = SampleEvent();
+  cordon_net_event e = SampleEvent();
   auto event = decoder.Decode(&e, sizeof e, kSandbox);
   ASSERT_TRUE(event.ok()) << event.error().ToString();
   EXPECT_EQ(event->kind(), "net.connect");
@@ -72,9 +70,10 @@ TEST(EventDecoder, DecodesAllFields) {
 // sandbox: a net record like the cgroup programs', judged by BPF LSM.
 TEST(EventDecoder, ForeignSocketDenialsSayWhereTheSocketCameFrom) {
   EventDecoder decoder("/nonexistent-cgroup-mount");
-  cordon_event e = SampleEvent();
-  e.reason = CORDON_REASON_FOREIGN_SOCKET;
-  e.rule = 0;
+  cordon_net_event e = SampleEvent();
+  e.hdr.reason = CORDON_REASON_FOREIGN_SOCKET;
+  e.hdr.layer = CORDON_LAYER_LSM;
+  e.hdr.rule = 0;
   auto none = decoder.Decode(&e, sizeof e, kSandbox);
   ASSERT_TRUE(none.ok()) << none.error().ToString();
   EXPECT_EQ(none->kind(), "net.connect");
@@ -83,8 +82,8 @@ TEST(EventDecoder, ForeignSocketDenialsSayWhereTheSocketCameFrom) {
   EXPECT_NE(none->reason().find("created outside the sandbox"), std::string::npos) << none->reason();
   EXPECT_NE(none->reason().find("no egress rule allows 169.254.169.254 port 80/tcp"), std::string::npos)
       << none->reason();
-  e.rule = 3;
-  e.kind = CORDON_EV_NET_SENDMSG;
+  e.hdr.rule = 3;
+  e.hdr.kind = CORDON_EV_NET_SENDMSG;
   auto port = decoder.Decode(&e, sizeof e, kSandbox);
   ASSERT_TRUE(port.ok());
   EXPECT_EQ(port->kind(), "net.sendmsg");
@@ -94,7 +93,7 @@ TEST(EventDecoder, ForeignSocketDenialsSayWhereTheSocketCameFrom) {
   auto raw = decoder.Decode(&e, sizeof e, kSandbox);
   ASSERT_TRUE(raw.ok());
   EXPECT_NE(raw->reason().find("never allowed"), std::string::npos) << raw->reason();
-  e.reason = CORDON_REASON_MAX + 1;
+  e.hdr.reason = CORDON_REASON_MAX + 1;
   EXPECT_FALSE(decoder.Decode(&e, sizeof e, kSandbox).ok());
 }
 
@@ -103,17 +102,8 @@ TEST(EventDecoder, ForeignSocketDenialsSayWhereTheSocketCameFrom) {
 TEST(EventDecoder, CoreDumpIsAnObservationWithTheWorkingDirectory) {
   EventDecoder decoder("/nonexistent-cgroup-mount");
   const std::string dir = "/work/out";
-  std::vector<char> record(sizeof(cordon_file_event) + dir.size());
-  cordon_file_event fe = {};
-  fe.hdr = SampleEvent();
-  fe.hdr.kind = CORDON_EV_PROC_COREDUMP;
-  fe.hdr.verdict = CORDON_VERDICT_DETECTED;
-  fe.hdr.reason = CORDON_REASON_COREDUMP;
-  fe.hdr.rule = 0;
-  fe.hdr.size = static_cast<uint32_t>(record.size());
-  fe.path_len = static_cast<uint32_t>(dir.size());
-  std::memcpy(record.data(), &fe, sizeof fe);
-  std::memcpy(record.data() + sizeof fe, dir.data(), dir.size());
+  auto record = MakeObjectRecord(CORDON_EV_PROC_COREDUMP, CORDON_REASON_COREDUMP, dir);
+  record.fe.hdr.verdict = CORDON_VERDICT_DETECTED;
   auto event = decoder.Decode(record.data(), record.size(), kSandbox);
   ASSERT_TRUE(event.ok()) << event.error().ToString();
   EXPECT_EQ(event->kind(), "proc.coredump");
@@ -127,7 +117,7 @@ TEST(EventDecoder, CoreDumpIsAnObservationWithTheWorkingDirectory) {
 
 TEST(EventDecoder, JsonIsCanonicalProtobufJson) {
   EventDecoder decoder("/nonexistent-cgroup-mount");
-  cordon_event e = SampleEvent();
+  cordon_net_event e = SampleEvent();
   auto event = decoder.Decode(&e, sizeof e, kSandbox);
   ASSERT_TRUE(event.ok());
   std::string line = ToJsonLine(*event);
@@ -151,29 +141,86 @@ TEST(EventDecoder, JsonIsCanonicalProtobufJson) {
 
 TEST(EventDecoder, RejectsMalformedRecords) {
   EventDecoder decoder("/nonexistent-cgroup-mount");
-  cordon_event e = SampleEvent();
+  cordon_net_event e = SampleEvent();
   EXPECT_FALSE(decoder.Decode(&e, sizeof e - 1, kSandbox).ok());
   EXPECT_FALSE(decoder.Decode(&e, 0, kSandbox).ok());
-  cordon_event bad = e;
-  bad.size = 12;
+  cordon_net_event bad = e;
+  bad.hdr.size = 12;
   EXPECT_FALSE(decoder.Decode(&bad, sizeof bad, kSandbox).ok());
   bad = e;
-  bad.kind = 99;
+  bad.hdr.kind = 99;
   auto r = decoder.Decode(&bad, sizeof bad, kSandbox);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("unknown kind 99"), std::string::npos);
   bad = e;
-  bad.verdict = 7;
+  bad.hdr.verdict = 7;
   EXPECT_FALSE(decoder.Decode(&bad, sizeof bad, kSandbox).ok());
   bad = e;
-  bad.reason = 0;
+  bad.hdr.reason = 0;
   EXPECT_FALSE(decoder.Decode(&bad, sizeof bad, kSandbox).ok());
+  // The layout is declared, never guessed: unknown layouts and writers, a
+  // kind in a layout it is never written in, and an object record declaring
+  // the net layout are refused.
+  bad = e;
+  bad.hdr.layout = 0;
+  r = decoder.Decode(&bad, sizeof bad, kSandbox);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("unknown layout 0"), std::string::npos) << r.error().message;
+  bad = e;
+  bad.hdr.layer = 9;
+  r = decoder.Decode(&bad, sizeof bad, kSandbox);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("unknown layer 9"), std::string::npos) << r.error().message;
+  bad = e;
+  bad.hdr.layout = CORDON_EVL_OBJECT;
+  r = decoder.Decode(&bad, sizeof bad, kSandbox);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("net.connect record in layout 2"), std::string::npos) << r.error().message;
+  auto file = MakeObjectRecord(CORDON_EV_FILE_OPEN, CORDON_REASON_FILE_RULE, "/etc/shadow");
+  ASSERT_TRUE(decoder.Decode(file.data(), file.size(), kSandbox).ok());
+  file.fe.hdr.layout = CORDON_EVL_NET;
+  EXPECT_FALSE(decoder.Decode(file.data(), file.size(), kSandbox).ok());
+  file.fe.hdr.layout = CORDON_EVL_OBJECT;
+  file.fe.hdr.size += 1;  // one byte more than its path
+  EXPECT_FALSE(decoder.Decode(file.data(), sizeof file, kSandbox).ok());
+}
+
+// The enforcement named in an event comes from the record's writer, and from
+// the reason where another layer refused (seccomp, Landlock).
+TEST(EventDecoder, EnforcementIsTheWriterOrTheLayerTheReasonNames) {
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  auto enforcement = [&](const void* data, size_t size) {
+    auto event = decoder.Decode(data, size, kSandbox);
+    EXPECT_TRUE(event.ok()) << event.error().ToString();
+    return event.ok() ? event->enforcement() : std::string();
+  };
+  cordon_net_event socket = NetRecord(CORDON_EV_NET_SOCKET, CORDON_REASON_FAMILY);
+  socket.family = 17;  // AF_PACKET
+  socket.sock_type = 3;
+  EXPECT_EQ(enforcement(&socket, sizeof socket), "kernel-cgroup");
+  socket.hdr.layer = CORDON_LAYER_LSM;
+  EXPECT_EQ(enforcement(&socket, sizeof socket), "kernel-lsm");
+  auto decoded = decoder.Decode(&socket, sizeof socket, kSandbox);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->net().family(), "packet");
+  EXPECT_EQ(decoded->net().sock_type(), "raw");
+  socket.hdr.reason = CORDON_REASON_SECCOMP;
+  EXPECT_EQ(enforcement(&socket, sizeof socket), "seccomp");
+  auto unix_path = MakeObjectRecord(CORDON_EV_NET_UNIX, CORDON_REASON_UNIX_PATH, "/run/x.sock", CORDON_LAYER_CGROUP);
+  EXPECT_EQ(enforcement(unix_path.data(), unix_path.size()), "kernel-cgroup");
+  auto landlock = MakeObjectRecord(CORDON_EV_FILE_OPEN, CORDON_REASON_LANDLOCK, "/etc/x", CORDON_LAYER_DETECT);
+  EXPECT_EQ(enforcement(landlock.data(), landlock.size()), "landlock");
+  auto detected = MakeObjectRecord(CORDON_EV_FILE_OPEN, CORDON_REASON_FILE_RULE, "/etc/x", CORDON_LAYER_DETECT);
+  detected.fe.hdr.verdict = CORDON_VERDICT_KILLED;
+  EXPECT_EQ(enforcement(detected.data(), detected.size()), "detect+kill");
+  detected.fe.hdr.verdict = CORDON_VERDICT_DETECTED;
+  EXPECT_EQ(enforcement(detected.data(), detected.size()), "detect");
 }
 
 TEST(EventDecoder, SanitizesProcessChosenStrings) {
   EventDecoder decoder("/nonexistent-cgroup-mount");
-  cordon_event e = SampleEvent();
-  std::memcpy(e.comm, "a\nb\x1b[2J\x7f\x01zzzzzzz", 16);  // 16 bytes, no terminating NUL
+  cordon_net_event e = SampleEvent();
+  std::memcpy(e.hdr.comm, "a\nb\x1b[2J\x7f\x01zzzzzzz", 16);  // 16 bytes, no terminating NUL
   auto event = decoder.Decode(&e, sizeof e, kSandbox);
   ASSERT_TRUE(event.ok());
   EXPECT_EQ(event->comm().size(), 16u);
@@ -185,7 +232,7 @@ TEST(EventDecoder, RandomBytesNeverCrash) {
   EventDecoder decoder("/nonexistent-cgroup-mount");
   std::mt19937 rng(7);
   for (int i = 0; i < 20000; ++i) {
-    cordon_event e = SampleEvent();
+    cordon_net_event e = SampleEvent();
     auto* bytes = reinterpret_cast<uint8_t*>(&e);
     for (int k = 0; k < 4; ++k) bytes[rng() % sizeof e] = static_cast<uint8_t>(rng());
     auto event = decoder.Decode(&e, sizeof e, kSandbox);

@@ -12,6 +12,7 @@
 #include "abi/cordon_file.h"
 #include "events/decoder.h"
 #include "policy/cidr.h"
+#include "tests/unit/event_records.h"
 
 namespace cordon {
 namespace {
@@ -122,17 +123,11 @@ TEST(JsonLine, Timestamps) {
 TEST(JsonLine, DecodedEventsOfEveryLayout) {
   EventDecoder decoder("/nonexistent-cgroup-mount");
   const SandboxContext sandbox{42, "agent-1", "build-agent", "/sandboxes/agent-1"};
-  cordon_event net = {};
-  net.size = sizeof net;
-  net.kind = CORDON_EV_NET_SENDMSG;
-  net.verdict = CORDON_VERDICT_DENIED;
-  net.reason = CORDON_REASON_NO_RULE;
-  net.boot_ns = 5000000123;
-  net.sandbox_id = 42;
-  net.cgroup_id = 42;
-  net.pid = static_cast<uint32_t>(::getpid());  // a live process: exe is set
-  net.tid = net.pid;
-  std::strcpy(net.comm, "flood<\"x\">");
+  cordon_net_event net = testing::NetRecord(CORDON_EV_NET_SENDMSG, CORDON_REASON_NO_RULE);
+  net.hdr.boot_ns = 5000000123;
+  net.hdr.pid = static_cast<uint32_t>(::getpid());  // a live process: exe is set
+  net.hdr.tid = net.hdr.pid;
+  std::strcpy(net.hdr.comm, "flood<\"x\">");
   net.addr[10] = net.addr[11] = 0xff;
   net.addr[12] = 127;
   net.addr[15] = 1;
@@ -145,31 +140,26 @@ TEST(JsonLine, DecodedEventsOfEveryLayout) {
   EXPECT_FALSE(event->exe().empty());
   ExpectSame(*event);
 
-  struct {
-    cordon_file_event fe;
-    char path[32];
-  } rec = {};
-  rec.fe.hdr = net;
-  rec.fe.hdr.kind = CORDON_EV_TAMPER_SIGNAL;
-  rec.fe.hdr.reason = CORDON_REASON_OUTSIDE_SANDBOX;
+  testing::ObjectRecord rec = testing::MakeObjectRecord(CORDON_EV_TAMPER_SIGNAL, CORDON_REASON_OUTSIDE_SANDBOX,
+                                                         "/etc/a\tb\\", CORDON_LAYER_DETECT);
+  rec.fe.hdr.boot_ns = net.hdr.boot_ns;
+  rec.fe.hdr.pid = rec.fe.hdr.tid = net.hdr.pid;
+  std::strcpy(rec.fe.hdr.comm, net.hdr.comm);
   rec.fe.hdr.verdict = CORDON_VERDICT_KILLED;
-  rec.fe.path_len = 9;
-  rec.fe.hdr.size = sizeof rec.fe + rec.fe.path_len;
-  std::memcpy(rec.path, "/etc/a\tb\\", 9);
   rec.fe.access = CORDON_FILE_READ | CORDON_FILE_WRITE;
   rec.fe.ino = 1ull << 40;
   rec.fe.dev = 0x800001;
   rec.fe.target_pid = 1;
   rec.fe.arg = 9;
-  event = decoder.Decode(&rec, sizeof rec, sandbox);
+  event = decoder.Decode(rec.data(), rec.size(), sandbox);
   ASSERT_TRUE(event.ok()) << event.error().ToString();
   EXPECT_TRUE(event->has_file());
   EXPECT_TRUE(event->has_target());
   ExpectSame(*event);
 
   decoder.BeginBatch();
-  for (uint32_t pid : {1u, 999999999u, net.pid}) {
-    net.pid = pid;
+  for (uint32_t pid : {1u, 999999999u, net.hdr.pid}) {
+    net.hdr.pid = pid;
     event = decoder.Decode(&net, sizeof net, sandbox);
     ASSERT_TRUE(event.ok());
     ExpectSame(*event);
@@ -183,15 +173,12 @@ TEST(JsonLine, DecodedEventsOfEveryLayout) {
 TEST(JsonLine, BatchedDecodingMatchesUnbatched) {
   EventDecoder batched("/nonexistent-cgroup-mount"), single("/nonexistent-cgroup-mount");
   const SandboxContext sandbox{7, "s", "p", "/s"};
-  cordon_event e = {};
-  e.size = sizeof e;
-  e.kind = CORDON_EV_NET_CONNECT;
-  e.verdict = CORDON_VERDICT_AUDITED;
-  e.reason = CORDON_REASON_PORT;
-  e.rule = 3;
-  e.sandbox_id = e.cgroup_id = 7;
-  e.pid = static_cast<uint32_t>(::getpid());
-  std::strcpy(e.comm, "core_unit_tests");
+  cordon_net_event e = testing::NetRecord(CORDON_EV_NET_CONNECT, CORDON_REASON_PORT);
+  e.hdr.verdict = CORDON_VERDICT_AUDITED;
+  e.hdr.rule = 3;
+  e.hdr.sandbox_id = e.hdr.cgroup_id = 7;
+  e.hdr.pid = static_cast<uint32_t>(::getpid());
+  std::strcpy(e.hdr.comm, "core_unit_tests");
   e.port = 443;
   e.family = 10;
   e.sock_type = 1;
@@ -199,7 +186,7 @@ TEST(JsonLine, BatchedDecodingMatchesUnbatched) {
   batched.BeginBatch();
   AuditEvent reused;
   for (int i = 0; i < 100; ++i) {
-    e.boot_ns = 1000000000ull * i;
+    e.hdr.boot_ns = 1000000000ull * i;
     ASSERT_TRUE(batched.DecodeInto(&e, sizeof e, sandbox, &reused).ok());
     auto fresh = single.Decode(&e, sizeof e, sandbox);
     ASSERT_TRUE(fresh.ok());
@@ -216,62 +203,47 @@ TEST(JsonLine, BatchedDecodingMatchesUnbatched) {
 TEST(JsonLine, ReusedMessageEqualsFreshDecode) {
   EventDecoder reused_decoder("/nonexistent-cgroup-mount"), fresh_decoder("/nonexistent-cgroup-mount");
   const SandboxContext sandbox{42, "s", "p", "/s"};
-  struct Record {
-    cordon_file_event fe;
-    char path[16];
-  };
-  std::vector<Record> records;
-  auto base = [](uint16_t kind, uint8_t reason) {
-    Record r = {};
-    r.fe.hdr.size = sizeof(cordon_event);
-    r.fe.hdr.kind = kind;
-    r.fe.hdr.verdict = CORDON_VERDICT_DENIED;
-    r.fe.hdr.reason = reason;
-    r.fe.hdr.sandbox_id = 42;
-    r.fe.hdr.cgroup_id = 42;
-    r.fe.hdr.pid = static_cast<uint32_t>(::getpid());
-    std::strcpy(r.fe.hdr.comm, "t");
-    return r;
-  };
-  Record connect = base(CORDON_EV_NET_CONNECT, CORDON_REASON_PORT);
-  connect.fe.hdr.addr[10] = connect.fe.hdr.addr[11] = 0xff;
-  connect.fe.hdr.addr[12] = 10;
-  connect.fe.hdr.port = 443;
-  connect.fe.hdr.rule = 4;
-  connect.fe.hdr.family = 2;
-  connect.fe.hdr.sock_type = 1;
-  connect.fe.hdr.protocol = 6;
-  Record socket_cg = base(CORDON_EV_NET_SOCKET, CORDON_REASON_SOCK_KIND);
-  socket_cg.fe.hdr.family = 2;
-  socket_cg.fe.hdr.sock_type = 3;
-  socket_cg.fe.hdr.protocol = 1;
-  Record socket_lsm = base(CORDON_EV_NET_SOCKET, CORDON_REASON_FAMILY);
-  socket_lsm.fe.hdr.size = sizeof(cordon_file_event);
-  socket_lsm.fe.arg = 16;
-  socket_lsm.fe.arg2 = (3u << 16) | 0;
-  Record file = base(CORDON_EV_FILE_OPEN, CORDON_REASON_FILE_RULE);
-  file.fe.path_len = 6;
-  file.fe.hdr.size = sizeof(cordon_file_event) + 6;
-  std::memcpy(file.path, "/etc/x", 6);
+  const uint32_t pid = static_cast<uint32_t>(::getpid());
+  cordon_net_event connect = testing::NetRecord(CORDON_EV_NET_CONNECT, CORDON_REASON_PORT);
+  connect.hdr.pid = pid;
+  std::strcpy(connect.hdr.comm, "t");
+  connect.addr[10] = connect.addr[11] = 0xff;
+  connect.addr[12] = 10;
+  connect.port = 443;
+  connect.hdr.rule = 4;
+  connect.family = 2;
+  connect.sock_type = 1;
+  connect.protocol = 6;
+  cordon_net_event socket_cg = testing::NetRecord(CORDON_EV_NET_SOCKET, CORDON_REASON_SOCK_KIND);
+  socket_cg.hdr.pid = pid;
+  socket_cg.family = 2;
+  socket_cg.sock_type = 3;
+  socket_cg.protocol = 1;
+  cordon_net_event socket_lsm = testing::NetRecord(CORDON_EV_NET_SOCKET, CORDON_REASON_FAMILY, CORDON_LAYER_LSM);
+  socket_lsm.hdr.pid = pid;
+  socket_lsm.family = 16;
+  socket_lsm.sock_type = 3;
+  auto file = testing::MakeObjectRecord(CORDON_EV_FILE_OPEN, CORDON_REASON_FILE_RULE, "/etc/x");
+  file.fe.hdr.pid = pid;
   file.fe.access = CORDON_FILE_WRITE;
   file.fe.ino = 77;
-  Record tamper = base(CORDON_EV_TAMPER_SIGNAL, CORDON_REASON_OUTSIDE_SANDBOX);
-  tamper.fe.hdr.size = sizeof(cordon_file_event);
+  auto tamper = testing::MakeObjectRecord(CORDON_EV_TAMPER_SIGNAL, CORDON_REASON_OUTSIDE_SANDBOX);
+  tamper.fe.hdr.pid = pid;
   tamper.fe.target_pid = 1;
   tamper.fe.arg = 9;
-  Record mount = base(CORDON_EV_TAMPER_MOUNT, CORDON_REASON_FORBIDDEN);
-  mount.fe.path_len = 4;
-  mount.fe.hdr.size = sizeof(cordon_file_event) + 4;
-  std::memcpy(mount.path, "/mnt", 4);
-  Record gone = connect;
-  gone.fe.hdr.pid = 999999999;  // no such process: no exe
-  const Record sequence[] = {connect, file, connect, socket_cg, connect, socket_lsm, tamper, mount, file,
-                             gone,    connect, tamper, socket_cg, gone, file, socket_lsm, mount, connect};
+  auto mount = testing::MakeObjectRecord(CORDON_EV_TAMPER_MOUNT, CORDON_REASON_FORBIDDEN, "/mnt");
+  mount.fe.hdr.pid = pid;
+  cordon_net_event gone = connect;
+  gone.hdr.pid = 999999999;  // no such process: no exe
+  using testing::Bytes;
+  const std::vector<char> c = Bytes(connect), f = Bytes(file, file.size()), s_cg = Bytes(socket_cg),
+                          s_lsm = Bytes(socket_lsm), t = Bytes(tamper, tamper.size()), m = Bytes(mount, mount.size()),
+                          g = Bytes(gone);
+  const std::vector<char> sequence[] = {c, f, c, s_cg, c, s_lsm, t, m, f, g, c, t, s_cg, g, f, s_lsm, m, c};
   AuditEvent reused;
-  for (const Record& r : sequence) {
-    const size_t size = r.fe.hdr.size == sizeof(cordon_event) ? sizeof(cordon_event) : r.fe.hdr.size;
-    ASSERT_TRUE(reused_decoder.DecodeInto(&r, size, sandbox, &reused).ok());
-    auto fresh = fresh_decoder.Decode(&r, size, sandbox);
+  for (const std::vector<char>& r : sequence) {
+    ASSERT_TRUE(reused_decoder.DecodeInto(r.data(), r.size(), sandbox, &reused).ok());
+    auto fresh = fresh_decoder.Decode(r.data(), r.size(), sandbox);
     ASSERT_TRUE(fresh.ok()) << fresh.error().ToString();
     AuditEvent a = reused, b = *fresh;
     a.clear_time();
@@ -286,12 +258,8 @@ TEST(JsonLine, ReusedMessageEqualsFreshDecode) {
 TEST(JsonLine, AddressesAsInetNtop) {
   EventDecoder decoder("/nonexistent-cgroup-mount");
   const SandboxContext sandbox{1, "s", "p", "/s"};
-  cordon_event e = {};
-  e.size = sizeof e;
-  e.kind = CORDON_EV_NET_CONNECT;
-  e.verdict = CORDON_VERDICT_DENIED;
-  e.reason = CORDON_REASON_NO_RULE;
-  e.pid = 999999999;
+  cordon_net_event e = testing::NetRecord(CORDON_EV_NET_CONNECT, CORDON_REASON_NO_RULE);
+  e.hdr.pid = 999999999;
   std::mt19937 rng(7);
   for (int i = 0; i < 2000; ++i) {
     std::array<uint8_t, 16> addr = {};

@@ -38,12 +38,14 @@ void SetTimestamp(int64_t ns, google::protobuf::Timestamp* ts) {
   ts->set_nanos(static_cast<int32_t>(nanos));
 }
 
-std::string ReasonText(const cordon_event& e, const std::string& target) {
-  switch (e.reason) {
+// e: the record's header and, for net-layout records, its address and socket
+// kind (zero for the object layout).
+std::string ReasonText(const cordon_net_event& e, const std::string& target) {
+  switch (e.hdr.reason) {
     case CORDON_REASON_NO_RULE:
       return "no egress rule allows " + target;
     case CORDON_REASON_PORT:
-      return "egress rule #" + std::to_string(e.rule) + " matches the address but not " + std::to_string(e.port) +
+      return "egress rule #" + std::to_string(e.hdr.rule) + " matches the address but not " + std::to_string(e.port) +
              "/" + ProtocolName(e.protocol);
     case CORDON_REASON_FAMILY:
       return "socket family " + SocketFamilyName(e.family) + " is not in spec.network.families";
@@ -88,8 +90,8 @@ std::string ReasonText(const cordon_event& e, const std::string& target) {
       const std::string from_outside = "socket created outside the sandbox (inherited or passed in), judged by BPF LSM: ";
       if (e.sock_type != 1 && e.sock_type != 2)  // SOCK_STREAM, SOCK_DGRAM
         return from_outside + SocketTypeName(e.sock_type) + " sockets from outside are never allowed to send";
-      if (e.rule)
-        return from_outside + "egress rule #" + std::to_string(e.rule) + " matches the address but not " +
+      if (e.hdr.rule)
+        return from_outside + "egress rule #" + std::to_string(e.hdr.rule) + " matches the address but not " +
                std::to_string(e.port) + "/" + ProtocolName(e.protocol);
       return from_outside + "no egress rule allows " + target;
     }
@@ -240,18 +242,35 @@ const std::string& EventDecoder::CgroupPath(uint64_t cgroup_id, const SandboxCon
 
 namespace {
 
-// Kinds whose records are always a cordon_file_event (plus a path). The
-// others are a plain cordon_event when hdr.size says so (cgroup programs),
-// else a cordon_file_event (the same kinds written by BPF LSM).
-bool IsLsmKind(uint16_t kind) {
-  return kind != CORDON_EV_NET_CONNECT && kind != CORDON_EV_NET_SENDMSG && kind != CORDON_EV_NET_SOCKET &&
-         kind != CORDON_EV_NET_BIND;
+// The layout each kind is written in: net.bind has both (an address from the
+// cgroup bind programs, an abstract unix name from BPF LSM).
+bool KindHasLayout(uint16_t kind, uint8_t layout) {
+  switch (kind) {
+    case CORDON_EV_NET_CONNECT:
+    case CORDON_EV_NET_SENDMSG:
+    case CORDON_EV_NET_SOCKET:
+      return layout == CORDON_EVL_NET;
+    case CORDON_EV_NET_BIND:
+      return layout == CORDON_EVL_NET || layout == CORDON_EVL_OBJECT;
+    default:
+      return layout == CORDON_EVL_OBJECT;
+  }
 }
 
-// Kinds written in the cordon_file_event layout by the per-sandbox cgroup
-// programs (not by BPF LSM).
-bool IsCgroupFileLayoutKind(uint16_t kind) {
-  return kind == CORDON_EV_NET_SOCKOPT || kind == CORDON_EV_TAMPER_DEVICE || kind == CORDON_EV_TAMPER_SYSCTL;
+// The layer that decided: named by the verdict (detect mode) or the reason
+// (seccomp and Landlock refusals are reported by other programs), else the
+// program that wrote the record.
+const char* EnforcementName(const cordon_event_header& h) {
+  if (h.verdict == CORDON_VERDICT_KILLED) return "detect+kill";
+  // BPF LSM's observations (proc.coredump) are "detected" too.
+  if (h.verdict == CORDON_VERDICT_DETECTED) return h.layer == CORDON_LAYER_LSM ? "kernel-lsm" : "detect";
+  if (h.reason == CORDON_REASON_SECCOMP) return "seccomp";
+  if (h.reason == CORDON_REASON_LANDLOCK) return "landlock";
+  switch (h.layer) {
+    case CORDON_LAYER_CGROUP: return "kernel-cgroup";
+    case CORDON_LAYER_LSM: return "kernel-lsm";
+    default: return "detect";
+  }
 }
 
 }  // namespace
@@ -294,158 +313,140 @@ Result<cordon::v1::AuditEvent> EventDecoder::Decode(const void* data, size_t siz
 
 Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxContext& sandbox,
                                 cordon::v1::AuditEvent* event) {
-  if (size < sizeof(cordon_event))
+  if (size < sizeof(cordon_event_header))
     return Error{"malformed event: " + std::to_string(size) + " bytes, expected at least " +
-                 std::to_string(sizeof(cordon_event))};
-  cordon_event e;
-  std::memcpy(&e, data, sizeof e);
-  std::string kind = KindName(e.kind);
-  if (kind.empty()) return Error{"malformed event: unknown kind " + std::to_string(e.kind)};
-  if (e.verdict < CORDON_VERDICT_DENIED || e.verdict > CORDON_VERDICT_KILLED)
-    return Error{"malformed event: unknown verdict " + std::to_string(e.verdict)};
-  if (e.reason < CORDON_REASON_NO_RULE || e.reason > CORDON_REASON_MAX)
-    return Error{"malformed event: unknown reason " + std::to_string(e.reason)};
+                 std::to_string(sizeof(cordon_event_header))};
+  // ne: the header, and the net payload when the layout has one (else zero).
+  cordon_net_event ne = {};
+  cordon_event_header& h = ne.hdr;
+  std::memcpy(&h, data, sizeof h);
+  std::string kind = KindName(h.kind);
+  if (kind.empty()) return Error{"malformed event: unknown kind " + std::to_string(h.kind)};
+  if (h.verdict < CORDON_VERDICT_DENIED || h.verdict > CORDON_VERDICT_KILLED)
+    return Error{"malformed event: unknown verdict " + std::to_string(h.verdict)};
+  if (h.reason < CORDON_REASON_NO_RULE || h.reason > CORDON_REASON_MAX)
+    return Error{"malformed event: unknown reason " + std::to_string(h.reason)};
+  if (h.layer < CORDON_LAYER_CGROUP || h.layer > CORDON_LAYER_DETECT)
+    return Error{"malformed event: unknown layer " + std::to_string(h.layer)};
+  if (h.layout != CORDON_EVL_NET && h.layout != CORDON_EVL_OBJECT)
+    return Error{"malformed event: unknown layout " + std::to_string(h.layout)};
+  if (!KindHasLayout(h.kind, h.layout))
+    return Error{"malformed event: " + kind + " record in layout " + std::to_string(h.layout)};
 
-  // LSM events (and LSM net.socket ones) are a cordon_file_event plus a path.
-  bool lsm_layout = IsLsmKind(e.kind) || e.size != sizeof(cordon_event);
-  cordon_file_event fe = {};
+  const bool net_layout = h.layout == CORDON_EVL_NET;
+  cordon_object_event fe = {};
   std::string path;
-  if (lsm_layout) {
+  if (net_layout) {
+    if (h.size != sizeof ne || size < sizeof ne)
+      return Error{"malformed event: " + kind + " record declares " + std::to_string(h.size) + " bytes, got " +
+                   std::to_string(size) + ", expected " + std::to_string(sizeof ne)};
+    std::memcpy(&ne, data, sizeof ne);
+  } else {
     if (size < sizeof fe) return Error{"malformed event: " + std::to_string(size) + " bytes for a " + kind + " record"};
     std::memcpy(&fe, data, sizeof fe);
-    if (fe.path_len >= CORDON_PATH_MAX || e.size != sizeof fe + fe.path_len || size < e.size)
-      return Error{"malformed event: " + kind + " record declares " + std::to_string(e.size) + " bytes with a " +
+    if (fe.path_len >= CORDON_PATH_MAX || h.size != sizeof fe + fe.path_len || size < h.size)
+      return Error{"malformed event: " + kind + " record declares " + std::to_string(h.size) + " bytes with a " +
                    std::to_string(fe.path_len) + "-byte path, got " + std::to_string(size)};
     path.assign(static_cast<const char*>(data) + sizeof fe, fe.path_len);
-  } else if (e.size != sizeof(cordon_event)) {
-    return Error{"malformed event: declares " + std::to_string(e.size) + " bytes, expected " +
-                 std::to_string(sizeof(cordon_event))};
   }
 
   // The message is reused from record to record: what this record does not
   // set is cleared, the rest overwritten (Clear() would free the sub-messages
   // only for the next record to allocate them again).
   cordon::v1::AuditEvent& out = *event;
-  const bool uses_net = !lsm_layout || e.kind == CORDON_EV_NET_SOCKET;
-  const bool uses_file = lsm_layout && !uses_net && fe.path_len > 0;
-  const bool uses_target = lsm_layout && !uses_net &&
-                           (kind.rfind("tamper.", 0) == 0 || e.kind == CORDON_EV_NET_SOCKOPT ||
-                            e.kind == CORDON_EV_FILE_IOCTL || e.reason == CORDON_REASON_SECCOMP);
-  if (!uses_net) out.clear_net();
+  const bool uses_file = !net_layout && fe.path_len > 0;
+  const bool uses_target = !net_layout && (kind.rfind("tamper.", 0) == 0 || h.kind == CORDON_EV_NET_SOCKOPT ||
+                                           h.kind == CORDON_EV_FILE_IOCTL || h.reason == CORDON_REASON_SECCOMP);
+  if (!net_layout) out.clear_net();
   if (!uses_file) out.clear_file();
   if (!uses_target) out.clear_target();
   out.clear_loss();
   out.clear_open_files();
   out.clear_suppressed();
-  SetTimestamp(static_cast<int64_t>(e.boot_ns) + (batch_ ? batch_offset_ns_ : RealtimeMinusBoottime()),
+  SetTimestamp(static_cast<int64_t>(h.boot_ns) + (batch_ ? batch_offset_ns_ : RealtimeMinusBoottime()),
                out.mutable_time());
   out.set_sandbox(sandbox.name);
-  out.set_cgroup_path(CgroupPath(e.cgroup_id, sandbox));
-  out.set_cgroup_id(e.cgroup_id);
-  out.set_sandbox_cgroup_id(e.sandbox_id);
-  out.set_pid(e.pid);
-  out.set_tid(e.tid);
-  out.set_ppid(e.ppid);
-  out.set_uid(e.uid);
-  out.set_gid(e.gid);
-  out.set_comm(Printable(CommString(e.comm)));
-  if (const std::string& exe = Exe(e.pid, e.comm); !exe.empty()) out.set_exe(exe);
+  out.set_cgroup_path(CgroupPath(h.cgroup_id, sandbox));
+  out.set_cgroup_id(h.cgroup_id);
+  out.set_sandbox_cgroup_id(h.sandbox_id);
+  out.set_pid(h.pid);
+  out.set_tid(h.tid);
+  out.set_ppid(h.ppid);
+  out.set_uid(h.uid);
+  out.set_gid(h.gid);
+  out.set_comm(Printable(CommString(h.comm)));
+  if (const std::string& exe = Exe(h.pid, h.comm); !exe.empty()) out.set_exe(exe);
   else out.clear_exe();
   out.set_kind(kind);
   static const char* const kVerdicts[] = {"", "denied", "audited", "detected", "killed"};
-  out.set_verdict(kVerdicts[e.verdict]);
+  out.set_verdict(kVerdicts[h.verdict]);
   out.set_policy(sandbox.policy);
-  bool detected = e.verdict == CORDON_VERDICT_DETECTED || e.verdict == CORDON_VERDICT_KILLED;
-  // proc.coredump is "detected" (observed, never prevented) by the LSM object.
-  out.set_enforcement(e.kind == CORDON_EV_PROC_COREDUMP ? "kernel-lsm"
-                      : detected                          ? (e.verdict == CORDON_VERDICT_KILLED ? "detect+kill" : "detect")
-                      : e.reason == CORDON_REASON_SECCOMP ? "seccomp"
-                      : e.reason == CORDON_REASON_LANDLOCK ? "landlock"
-                      : e.reason == CORDON_REASON_FOREIGN_SOCKET ? "kernel-lsm"
-                      : (lsm_layout && (fe.path_flags & CORDON_PATH_F_AS_WRITTEN)) ? "kernel-cgroup"
-                      : IsCgroupFileLayoutKind(e.kind)    ? "kernel-cgroup"
-                      : lsm_layout                        ? "kernel-lsm"
-                                                          : "kernel-cgroup");
+  out.set_enforcement(EnforcementName(h));
   std::string target;
-  if (lsm_layout) {
-    if (e.kind == CORDON_EV_NET_SOCKET) {
-      // LSM socket_create: family in arg, type << 16 | protocol in arg2.
-      e.family = static_cast<uint16_t>(fe.arg);
-      e.sock_type = static_cast<uint16_t>(fe.arg2 >> 16);
-      e.protocol = static_cast<uint16_t>(fe.arg2 & 0xffff);
-      auto* net = out.mutable_net();
-      net->set_family(SocketFamilyName(e.family));
-      net->set_sock_type(SocketTypeName(e.sock_type));
-      net->set_protocol(ProtocolName(e.protocol));
-      net->clear_address();
-      net->clear_port();
-      net->clear_rule();
-    } else {
-      bool has_object = fe.path_len > 0;
-      if (has_object) {
-        auto* file = out.mutable_file();
-        file->set_path(Printable(path));
-        file->set_access(RightsString(fe.access));
-        file->set_granted(RightsString(fe.granted));
-        file->set_truncated(fe.path_flags & CORDON_PATH_F_TRUNCATED);
-        file->set_inode(fe.ino);
-        file->set_device(fe.dev);
-        file->set_rule(e.rule);
-        target = file->access().empty() ? file->path() : file->access() + " on " + file->path();
-      }
-      if (uses_target) {
-        auto* t = out.mutable_target();
-        t->set_pid(fe.target_pid);
-        t->set_arg(fe.arg);
-        t->set_arg2(fe.arg2);
-        if (fe.target_pid) target = "pid " + std::to_string(fe.target_pid);
-        if (e.kind == CORDON_EV_TAMPER_SIGNAL) target += ", signal " + std::to_string(fe.arg);
-        if (e.kind == CORDON_EV_TAMPER_CGROUP) target = "cgroup id " + std::to_string(fe.arg);
-        if (e.kind == CORDON_EV_NET_SOCKOPT)
-          target = "setsockopt level " + std::to_string(fe.arg) + " option " + std::to_string(fe.arg2);
-        if (e.kind == CORDON_EV_TAMPER_DEVICE)
-          target = "device " + std::to_string(fe.arg >> 20) + ":" + std::to_string(fe.arg & 0xfffff);
-        if (e.kind == CORDON_EV_TAMPER_SYSCTL) target = (fe.arg ? "write " : "read ") + path;
-        if (e.reason == CORDON_REASON_CAPABILITY) target = "capability " + std::to_string(fe.arg);
-        if ((e.kind == CORDON_EV_FILE_IOCTL || e.kind == CORDON_EV_TAMPER_TERMINAL) && e.reason != CORDON_REASON_SECCOMP) {
-          char cmd[16];
-          std::snprintf(cmd, sizeof cmd, "0x%x", fe.arg);
-          target = std::string("ioctl ") + cmd + (path.empty() ? std::string() : " on " + Printable(path));
-        }
-        if (e.reason == CORDON_REASON_SECCOMP) {
-          target = "syscall " + std::to_string(fe.arg);
-          if (fe.arg2) {
-            char cmd[16];
-            std::snprintf(cmd, sizeof cmd, "0x%x", fe.arg2);
-            target += std::string(", argument ") + cmd;
-          }
-        }
-      }
-    }
-  } else {
+  if (net_layout) {
     auto* net = out.mutable_net();
-    net->set_family(SocketFamilyName(e.family));
-    net->set_sock_type(SocketTypeName(e.sock_type));
-    net->set_protocol(ProtocolName(e.protocol));
-    if (e.kind == CORDON_EV_NET_SOCKET) {
+    net->set_family(SocketFamilyName(ne.family));
+    net->set_sock_type(SocketTypeName(ne.sock_type));
+    net->set_protocol(ProtocolName(ne.protocol));
+    if (h.kind == CORDON_EV_NET_SOCKET) {
       net->clear_address();
       net->clear_port();
       net->clear_rule();
     } else {
       std::array<uint8_t, 16> addr;
-      std::memcpy(addr.data(), e.addr, 16);
+      std::memcpy(addr.data(), ne.addr, 16);
       net->set_address(AddressText(addr));
-      net->set_port(e.port);
-      net->set_rule(e.rule);
+      net->set_port(ne.port);
+      net->set_rule(h.rule);
       target.reserve(net->address().size() + net->protocol().size() + 16);
       target += net->address();
       target += " port ";
-      target += std::to_string(e.port);
+      target += std::to_string(ne.port);
       target += '/';
       target += net->protocol();
     }
+  } else {
+    if (uses_file) {
+      auto* file = out.mutable_file();
+      file->set_path(Printable(path));
+      file->set_access(RightsString(fe.access));
+      file->set_granted(RightsString(fe.granted));
+      file->set_truncated(fe.path_flags & CORDON_PATH_F_TRUNCATED);
+      file->set_inode(fe.ino);
+      file->set_device(fe.dev);
+      file->set_rule(h.rule);
+      target = file->access().empty() ? file->path() : file->access() + " on " + file->path();
+    }
+    if (uses_target) {
+      auto* t = out.mutable_target();
+      t->set_pid(fe.target_pid);
+      t->set_arg(fe.arg);
+      t->set_arg2(fe.arg2);
+      if (fe.target_pid) target = "pid " + std::to_string(fe.target_pid);
+      if (h.kind == CORDON_EV_TAMPER_SIGNAL) target += ", signal " + std::to_string(fe.arg);
+      if (h.kind == CORDON_EV_TAMPER_CGROUP) target = "cgroup id " + std::to_string(fe.arg);
+      if (h.kind == CORDON_EV_NET_SOCKOPT)
+        target = "setsockopt level " + std::to_string(fe.arg) + " option " + std::to_string(fe.arg2);
+      if (h.kind == CORDON_EV_TAMPER_DEVICE)
+        target = "device " + std::to_string(fe.arg >> 20) + ":" + std::to_string(fe.arg & 0xfffff);
+      if (h.kind == CORDON_EV_TAMPER_SYSCTL) target = (fe.arg ? "write " : "read ") + path;
+      if (h.reason == CORDON_REASON_CAPABILITY) target = "capability " + std::to_string(fe.arg);
+      if ((h.kind == CORDON_EV_FILE_IOCTL || h.kind == CORDON_EV_TAMPER_TERMINAL) && h.reason != CORDON_REASON_SECCOMP) {
+        char cmd[16];
+        std::snprintf(cmd, sizeof cmd, "0x%x", fe.arg);
+        target = std::string("ioctl ") + cmd + (path.empty() ? std::string() : " on " + Printable(path));
+      }
+      if (h.reason == CORDON_REASON_SECCOMP) {
+        target = "syscall " + std::to_string(fe.arg);
+        if (fe.arg2) {
+          char cmd[16];
+          std::snprintf(cmd, sizeof cmd, "0x%x", fe.arg2);
+          target += std::string(", argument ") + cmd;
+        }
+      }
+    }
   }
-  out.set_reason(ReasonText(e, target));
+  out.set_reason(ReasonText(ne, target));
   return {};
 }
 

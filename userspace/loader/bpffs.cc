@@ -4,7 +4,10 @@
 #include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
+
+#include <vector>
 
 #include "abi/cordon_common.h"
 #include "util/fs.h"
@@ -30,6 +33,45 @@ Result<std::string> SandboxPinRoot() {
 
 std::string SandboxPinDir(const std::string& root, uint64_t sandbox_id) {
   return root + "/" + std::to_string(sandbox_id);
+}
+
+namespace {
+
+// The first non-directory below dir (depth-first), or "".
+std::string FirstPin(const std::string& dir, int depth) {
+  if (depth > 8) return dir;  // deeper than any layout nests: not ours to judge, count it as state
+  auto names = ListDir(dir);
+  if (!names) return "";
+  for (const auto& name : *names) {
+    std::string path = dir + "/" + name;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    if (!S_ISDIR(st.st_mode)) return path;
+    if (std::string pin = FirstPin(path, depth + 1); !pin.empty()) return pin;
+  }
+  return "";
+}
+
+}  // namespace
+
+Status CheckNoForeignLayoutState() {
+  struct statfs sfs;
+  if (::statfs(kBpffsDefault, &sfs) != 0 || sfs.f_type != BPF_FS_MAGIC) return {};
+  const std::string base = std::string(kBpffsDefault) + "/cordon";
+  auto names = ListDir(base);
+  if (!names) return {};
+  const std::string ours = "v" + std::to_string(CORDON_LAYOUT_VERSION);
+  for (const auto& name : *names) {
+    if (name.size() < 2 || name[0] != 'v' || name == ours ||
+        name.find_first_not_of("0123456789", 1) != std::string::npos)
+      continue;
+    if (std::string pin = FirstPin(base + "/" + name, 0); !pin.empty())
+      return Error{base + "/" + name + " holds pinned state of layout version " + name.substr(1) + " (" + pin +
+                   "), written by another cordon release; this one uses layout " +
+                   std::to_string(CORDON_LAYOUT_VERSION) +
+                   ": detach those sandboxes with that release first (README: Upgrades)"};
+  }
+  return {};
 }
 
 Result<UniqueFd> LockPinRoot(const std::string& root) {

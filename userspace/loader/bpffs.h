@@ -18,6 +18,12 @@ Result<std::string> EnsureBpffs();
 Result<std::string> SandboxPinRoot();
 std::string SandboxPinDir(const std::string& root, uint64_t sandbox_id);
 
+// Pinned state of another layout version (<bpffs>/cordon/v<N>/ holding any
+// pin, N not this cordon's): an error naming it, which an attach refuses on
+// (another cordon release's sandboxes must be detached by that release).
+// Directories left empty by a detach are no state.
+Status CheckNoForeignLayoutState();
+
 // Exclusive lock serialising attach/detach/update across cordon processes.
 Result<UniqueFd> LockPinRoot(const std::string& root);
 

@@ -39,7 +39,7 @@ using Link = std::unique_ptr<bpf_link, LinkDeleter>;
 // its connect will be judged by.
 // The unix hooks exist from kernel 6.7 on and are attached where they exist
 // (their programs decide only where BPF LSM does not: cfg.unix_flags).
-// Hooks marked `late` were added after the first release of layout 2: a
+// Hooks marked `late` were added within a layout, after its first release: a
 // sandbox attached by a cordon without them gets them added on replacement.
 struct Hook {
   const char* pin;
@@ -610,6 +610,7 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
     if (!resolved) return resolved.error().Wrap("resolve file rules");
     rules = std::move(*resolved);
   }
+  CORDON_TRY(CheckNoForeignLayoutState());
   auto root = SandboxPinRoot();
   if (!root) return root.error();
   auto lock = LockPinRoot(*root);
