@@ -29,6 +29,6 @@ tools/apt-ensure.sh setup.sh "${PACKAGES[@]}"
 
 [ "${1:-}" = "--deps" ] && exit 0
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORDON_WERROR="${CORDON_WERROR:-OFF}" >/dev/null
 cmake --build build -j"$(nproc)"
 echo "setup.sh: built build/cordon"

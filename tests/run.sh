@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./setup.sh
+CORDON_WERROR=ON ./setup.sh  # warnings are errors here
 tests/vm/setup.sh
 cd build
 ctest --output-on-failure --timeout 600 "$@"

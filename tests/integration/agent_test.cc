@@ -31,6 +31,7 @@
 #include "abi/cordon_pins.h"
 #include "agent/control.h"
 #include "events/decoder.h"
+#include "events/json_line.h"
 #include "loader/sandbox.h"
 #include "tests/integration/harness.h"
 

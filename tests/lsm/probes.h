@@ -22,6 +22,7 @@
 
 #include "event.pb.h"
 #include "events/decoder.h"
+#include "events/json_line.h"
 
 namespace cordon::test {
 

@@ -11,6 +11,7 @@
 #include "abi/cordon_event.h"
 #include "cli/args.h"
 #include "events/decoder.h"
+#include "events/json_line.h"
 #include "tests/unit/event_records.h"
 
 namespace cordon {

@@ -11,6 +11,8 @@
 #include "abi/cordon_event.h"
 #include "abi/cordon_file.h"
 #include "events/decoder.h"
+#include "events/wire.h"
+#include "events/json_line.h"
 #include "policy/cidr.h"
 #include "tests/unit/event_records.h"
 

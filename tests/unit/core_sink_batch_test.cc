@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "events/decoder.h"
+#include "events/json_line.h"
 #include "events/sink.h"
 #include "util/fd.h"
 

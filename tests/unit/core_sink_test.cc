@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "events/decoder.h"
+#include "events/json_line.h"
 #include "events/sink.h"
 
 namespace cordon {

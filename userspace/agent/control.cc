@@ -17,6 +17,7 @@
 
 #include "agent/config.h"
 #include "events/decoder.h"
+#include "events/json_line.h"
 #include "events/sink.h"
 
 namespace cordon::agent {

@@ -18,6 +18,7 @@
 #include "agent/control.h"
 #include "cli/args.h"
 #include "cli/common.h"
+#include "events/json_line.h"
 #include "events/reader.h"
 #include "events/sink.h"
 #include "loader/cgroup.h"

@@ -1,6 +1,7 @@
-// Ring-buffer records (bpf/abi/cordon_event.h) -> AuditEvent protobufs, and
-// their canonical JSON. Payloads are validated: a record of the wrong size or
-// with unknown enum values is rejected with an error, never misread.
+// Ring-buffer records (bpf/abi/cordon_event.h) -> AuditEvent protobufs.
+// Records are validated: one of the wrong size for its declared layout, or
+// with unknown enum values, is rejected with an error, never misread. Their
+// text and wire encodings: events/json_line.h, events/wire.h.
 #pragma once
 
 #include <cstdint>
@@ -56,23 +57,6 @@ class EventDecoder {
   std::unordered_map<uint32_t, ExeEntry> exes_;  // this batch's, by pid (bounded)
   std::string exe_scratch_;
 };
-
-// One line of the audit file: canonical protobuf JSON, without the newline.
-std::string ToJsonLine(const cordon::v1::AuditEvent& event);
-// Appends ToJsonLine(event) to *out. Byte-identical to protobuf's
-// MessageToJsonString (no whitespace, lowerCamelCase names): written here for
-// events whose strings are all ASCII (the common case, and much faster), and
-// by protobuf for the others.
-void AppendJsonLine(const cordon::v1::AuditEvent& event, std::string* out);
-
-// Appends the event's protobuf wire encoding to *out: the bytes
-// SerializeToString() produces (fields in number order, defaults omitted),
-// written directly (the agent encodes every event for its tailers). Unknown
-// fields are left out; the events the agent makes have none.
-void AppendWireEvent(const cordon::v1::AuditEvent& event, std::string* out);
-
-// One short line for people: time, sandbox, verdict, kind, process, target, reason.
-std::string ToCompactLine(const cordon::v1::AuditEvent& event);
 
 // Names used in events.
 std::string KindName(uint32_t kind);

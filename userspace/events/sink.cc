@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include "events/decoder.h"
+#include "events/json_line.h"
 #include "util/fs.h"
 
 namespace cordon {
