@@ -39,6 +39,7 @@
 #include "abi/cordon_pins.h"
 #include "agent/control.h"
 #include "agent/metrics.h"
+#include "agent/suppression.h"
 #include "events/decoder.h"
 #include "events/reader.h"
 #include "events/sink.h"
@@ -58,8 +59,6 @@ namespace v1 = cordon::v1;
 constexpr int kTickMs = 100;
 constexpr int kRescanEveryTicks = 2;        // pins rescanned every 200 ms
 constexpr int kDrainBudget = 4096;          // records per sandbox per loop turn
-constexpr int64_t kSuppressedEveryNs = 1000000000;  // at most one record a second while suppressing
-constexpr int64_t kSuppressionEndNs = 500000000;    // no suppression for this long: it has ended
 constexpr int64_t kCloseDeadlineNs = 5000000000;    // a closing client gets this long to take its last frame
 constexpr int64_t kSinkErrorLogEveryNs = 10000000000;
 constexpr size_t kSinkBatchBytes = 1 << 20;
@@ -144,93 +143,6 @@ std::string Level(uint32_t flags) {
   return info.Level();
 }
 
-// ---- rate limiting ------------------------------------------------------------
-
-class TokenBucket {
- public:
-  void Configure(double rate, double burst) {
-    rate_ = rate;
-    burst_ = burst;
-    tokens_ = burst;
-    last_ns_ = MonoNs();
-  }
-  bool Take(int64_t now_ns) {
-    if (rate_ <= 0) return true;
-    if (now_ns > last_ns_) {
-      tokens_ = std::min(burst_, tokens_ + static_cast<double>(now_ns - last_ns_) * rate_ / 1e9);
-      last_ns_ = now_ns;
-    }
-    if (tokens_ < 1) return false;
-    tokens_ -= 1;
-    return true;
-  }
-
- private:
-  double rate_ = 0;
-  double burst_ = 0;
-  double tokens_ = 0;
-  int64_t last_ns_ = 0;
-};
-
-// ---- suppressed counts that survive the agent --------------------------------
-
-// Events suppressed but not yet written in a "suppressed" record are counted
-// in a shared mapping of <socket dir>/agent.state, not in the heap: the page
-// cache keeps the counts when the agent dies (kill -9 included), and the next
-// agent writes them out. A count is cleared only after its record went to the
-// sinks, so a crash in between reports it twice, never not at all.
-class PendingState {
- public:
-  struct Slot {
-    uint64_t sandbox_id;
-    uint64_t pending;
-  };
-  static constexpr size_t kSlots = 4096;
-
-  ~PendingState() {
-    if (slots_) ::munmap(slots_, kSlots * sizeof(Slot));
-  }
-  Status Open(const std::string& path) {
-    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    if (!fd.valid()) return SysError("open " + path);
-    const off_t size = static_cast<off_t>(kSlots * sizeof(Slot));
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0 || (st.st_size != size && ::ftruncate(fd.get(), size) != 0))
-      return SysError("size " + path);
-    void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-    if (p == MAP_FAILED) return SysError("map " + path);
-    slots_ = static_cast<Slot*>(p);
-    return {};
-  }
-  // The sandbox's counter (claimed if new); null when the table is full.
-  uint64_t* Claim(uint64_t id) {
-    if (!slots_) return nullptr;
-    Slot* free_slot = nullptr;
-    for (size_t i = 0; i < kSlots; ++i) {
-      if (slots_[i].sandbox_id == id) return &slots_[i].pending;
-      if (!free_slot && slots_[i].sandbox_id == 0) free_slot = &slots_[i];
-    }
-    if (!free_slot) return nullptr;
-    free_slot->pending = 0;
-    free_slot->sandbox_id = id;
-    return &free_slot->pending;
-  }
-  void Release(uint64_t id) {
-    if (!slots_) return;
-    for (size_t i = 0; i < kSlots; ++i)
-      if (slots_[i].sandbox_id == id) slots_[i] = Slot{0, 0};
-  }
-  std::vector<Slot> Used() const {
-    std::vector<Slot> out;
-    for (size_t i = 0; slots_ && i < kSlots; ++i)
-      if (slots_[i].sandbox_id) out.push_back(slots_[i]);
-    return out;
-  }
-
- private:
-  Slot* slots_ = nullptr;
-};
-
 // ---- the agent ----------------------------------------------------------------
 
 struct Sandbox {
@@ -244,15 +156,9 @@ struct Sandbox {
   std::unique_ptr<EventReader> reader;
   bool more = false;  // the last drain spent its budget
   uint64_t delivered = 0;
-  uint64_t suppressed = 0;
-  uint64_t own_pending = 0;           // used when the state table is full
-  uint64_t* pending = &own_pending;   // suppressed, not yet in a record (agent.state)
   uint64_t lost = 0;
   uint64_t backlog = 0;
-  TokenBucket bucket;
-  int64_t last_suppressed_ns = 0;
-  int64_t last_record_ns = 0;
-  bool suppressing = false;  // suppressed since the last final record
+  Suppression suppression;
 };
 
 struct OutFrame {
@@ -584,7 +490,7 @@ Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
   sb->info_map_id = pinned.map_id;
   sb->generation = pinned.info.generation;
   sb->flags = pinned.info.flags;
-  sb->bucket.Configure(static_cast<double>(config_.rate_per_second), static_cast<double>(config_.rate_burst));
+  sb->suppression.Configure(config_.rate_per_second, config_.rate_burst, MonoNs());
   {
     // The directory first: if it is replaced after this, its inode differs.
     const std::string dir = SandboxPinDir(pin_root_, id);
@@ -599,14 +505,10 @@ Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
       }
     }
   }
-  if (uint64_t* slot = pending_.Claim(id)) sb->pending = slot;
-  if (*sb->pending) {
-    // Counted by an agent that died before writing them: written out now.
-    Log("sandbox " + std::string(pinned.info.name) + ": " + std::to_string(*sb->pending) +
+  // Counted by an agent that died before writing them: written out now.
+  if (uint64_t left = sb->suppression.Resume(pending_.Claim(id), MonoNs()))
+    Log("sandbox " + std::string(pinned.info.name) + ": " + std::to_string(left) +
         " suppressed events left by the previous agent");
-    sb->suppressing = true;
-    sb->last_suppressed_ns = sb->last_record_ns = MonoNs() - kSuppressedEveryNs;
-  }
   sb->reader = std::make_unique<EventReader>(cgroup_mount_, [this, raw](const v1::AuditEvent& e) { OnEvent(*raw, e); });
   sb->reader->SetAdmit([this, raw] { return Admit(*raw); });
   sb->reader->SetDeferCommit(true);
@@ -639,7 +541,7 @@ uint64_t Agent::Finish(uint64_t id) {
   uint64_t before = sb.reader->consumed();
   DrainAll(sb);
   sb.reader->CheckLosses();
-  if (sb.suppressing) EmitSuppressed(sb, true, MonoNs());
+  if (sb.suppression.suppressing()) EmitSuppressed(sb, true, MonoNs());
   Commit(sb);
   uint64_t drained = sb.reader->consumed() - before;
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, sb.reader->epoll_fd(), nullptr);
@@ -757,15 +659,8 @@ void Agent::Commit(Sandbox& sb) {
 
 bool Agent::Admit(Sandbox& sb) {
   consumed_++;
-  if (config_.rate_per_second == 0) return true;
-  int64_t now = MonoNs();
-  if (sb.bucket.Take(now)) return true;
-  sb.suppressed++;
-  (*sb.pending)++;
+  if (sb.suppression.Admit(MonoNs())) return true;
   suppressed_++;
-  sb.last_suppressed_ns = now;
-  if (!sb.suppressing) sb.last_record_ns = now;  // the first record comes a second into suppression
-  sb.suppressing = true;
   return false;
 }
 
@@ -781,23 +676,9 @@ void Agent::OnEvent(Sandbox& sb, const v1::AuditEvent& event) {
 }
 
 void Agent::EmitSuppressed(Sandbox& sb, bool final, int64_t now) {
-  v1::AuditEvent e;
-  *e.mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(RealNs());
-  e.set_sandbox(sb.ctx.name);
-  e.set_cgroup_path(sb.ctx.cgroup_path);
-  e.set_cgroup_id(sb.id);
-  e.set_sandbox_cgroup_id(sb.id);
-  e.set_kind("suppressed");
-  e.set_policy(sb.ctx.policy);
-  e.set_reason(std::to_string(*sb.pending) + " events not delivered: over the agent's rate limit of " +
-               std::to_string(config_.rate_per_second) + "/s (burst " + std::to_string(config_.rate_burst) +
-               ") for this sandbox" + (final ? "; suppression ended" : "; still suppressing"));
-  e.mutable_suppressed()->set_count(*sb.pending);
-  e.mutable_suppressed()->set_final(final);
-  sb.last_record_ns = now;
-  sb.suppressing = !final;
-  Deliver(e);
-  *sb.pending = 0;  // after the sinks have it
+  Deliver(SuppressedRecord(sb.ctx, sb.suppression.pending(), config_.rate_per_second, config_.rate_burst, final,
+                           RealNs()));
+  sb.suppression.Recorded(final, now);  // the count is cleared after the sinks have it
 }
 
 // Keeps kPreparedInstances network instances loaded ahead for the next
@@ -861,13 +742,7 @@ void Agent::Tick() {
       Commit(*sb);
       sb->reader->UnmapIdle(kUnmapIdleNs);
     }
-    if (sb->suppressing) {
-      // Ended: the final record (possibly of 0 if the last periodic one
-      // took them all). Else at most one a second.
-      bool ended = now - sb->last_suppressed_ns >= kSuppressionEndNs;
-      if (ended || (*sb->pending && now - sb->last_record_ns >= kSuppressedEveryNs))
-        EmitSuppressed(*sb, ended, now);
-    }
+    if (bool ended; sb->suppression.Due(now, &ended)) EmitSuppressed(*sb, ended, now);
   }
   if (rescan) Rescan();
   for (auto& slot : sinks_)
@@ -1336,11 +1211,11 @@ void Agent::HandleStatus(Client& c) {
     a->set_name(sb->ctx.name);
     a->set_consumed(sb->reader->consumed());
     a->set_delivered(sb->delivered);
-    a->set_suppressed(sb->suppressed);
+    a->set_suppressed(sb->suppression.suppressed());
     a->set_lost(sb->lost);
     a->set_malformed(sb->reader->malformed());
     a->set_backlog(sb->backlog);
-    a->set_suppressing(sb->suppressing);
+    a->set_suppressing(sb->suppression.suppressing());
   }
   for (const auto& [id, problem] : problems_) {
     auto* a = s->add_sandboxes();
@@ -1563,7 +1438,7 @@ std::string Agent::RenderMetrics() {
     if (auto counters = OpenSandboxMap(id, "counters"))
       if (auto sums = ReadCounters(counters->get())) s.counters = *sums;
     s.events_delivered = sb->delivered;
-    s.events_suppressed = sb->suppressed;
+    s.events_suppressed = sb->suppression.suppressed();
     s.ringbuf_lost = sb->lost;
     m.sandboxes.push_back(std::move(s));
   }
