@@ -37,8 +37,11 @@
 
 #include "abi/cordon_common.h"
 #include "abi/cordon_pins.h"
+#include "agent/clock.h"
 #include "agent/control.h"
+#include "agent/log.h"
 #include "agent/metrics.h"
+#include "agent/sink_fanout.h"
 #include "agent/suppression.h"
 #include "events/decoder.h"
 #include "events/reader.h"
@@ -60,24 +63,9 @@ constexpr int kTickMs = 100;
 constexpr int kRescanEveryTicks = 2;        // pins rescanned every 200 ms
 constexpr int kDrainBudget = 4096;          // records per sandbox per loop turn
 constexpr int64_t kCloseDeadlineNs = 5000000000;    // a closing client gets this long to take its last frame
-constexpr int64_t kSinkErrorLogEveryNs = 10000000000;
-constexpr size_t kSinkBatchBytes = 1 << 20;
 constexpr int64_t kUnmapIdleNs = 2000000000;  // a ring buffer with nothing for this long is unmapped
 constexpr size_t kClientFlushFrames = 64;  // queued tail frames that are sent at once, not at the batch's end
 
-int64_t MonoNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-int64_t RealNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-void Log(const std::string& message) { std::fprintf(stderr, "cordon: agent: %s\n", message.c_str()); }
 
 // ---- pinned state -----------------------------------------------------------
 
@@ -188,21 +176,6 @@ struct Client {
   bool dead = false;             // closed; erased from the client map by Reap()
 };
 
-struct SinkSlot {
-  SinkConfig config;
-  std::unique_ptr<AuditSink> sink;  // null: not open (syslog without a daemon yet)
-  // Sinks that take audit-file lines get them batched: written out at the
-  // end of each ring-buffer batch (FlushSinks), before its records are
-  // committed, and whenever kSinkBatchBytes have gathered.
-  std::string batch;
-  size_t batch_count = 0;
-  uint64_t written = 0;
-  uint64_t failed = 0;
-  std::string last_error;
-  int64_t last_log_ns = 0;
-  int64_t last_open_try_ns = 0;
-};
-
 enum Tag : uint64_t { kSignal = 1, kListen, kTimer, kMetrics, kClient, kSandbox };
 constexpr uint64_t Key(Tag tag, uint64_t id) { return (static_cast<uint64_t>(tag) << 56) | (id & ((1ull << 56) - 1)); }
 
@@ -216,7 +189,6 @@ class Agent {
  private:
   // setup
   Status Lock();
-  Status OpenSinks();
   Status OpenSocket();
   void Watch(int fd, uint64_t key, uint32_t events = EPOLLIN);
 
@@ -239,12 +211,7 @@ class Agent {
 
   // delivery
   void Deliver(const v1::AuditEvent& event);
-  void WriteSinks(const v1::AuditEvent& event);
-  void FlushSinks();    // writes the batched lines out
-  void FlushSink(SinkSlot& slot);
-  void SinkFailed(SinkSlot& slot, uint64_t events, const Error& error);
   void FlushClients();  // sends what was queued for tailers
-  void RetrySinks(int64_t now);
 
   // clients
   void Accept();
@@ -278,7 +245,7 @@ class Agent {
   UniqueFd timer_fd_;
   std::unique_ptr<MetricsServer> metrics_;
   std::string metrics_address_;
-  std::vector<SinkSlot> sinks_;
+  SinkFanout sinks_;
   PendingState pending_;
   std::map<uint64_t, std::unique_ptr<Sandbox>> sandboxes_;
   std::set<uint64_t> released_;               // finished on request: not re-adopted while pinned
@@ -297,7 +264,7 @@ class Agent {
   int64_t started_real_ns_ = 0;
   int64_t started_mono_ns_ = 0;
   // accounting since start
-  uint64_t consumed_ = 0, delivered_ = 0, suppressed_ = 0, lost_ = 0, sink_failures_ = 0, tailer_drops_ = 0,
+  uint64_t consumed_ = 0, delivered_ = 0, suppressed_ = 0, lost_ = 0, tailer_drops_ = 0,
            tailers_disconnected_ = 0;
   uint64_t rate_last_delivered_ = 0;
   int64_t rate_last_ns_ = 0;
@@ -333,42 +300,6 @@ Status Agent::Lock() {
   std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(lock_fd_.get(), 0) != 0 || ::pwrite(lock_fd_.get(), pid.data(), pid.size(), 0) < 0)
     return SysError("write " + path);
-  return {};
-}
-
-Status Agent::OpenSinks() {
-  for (const auto& sc : config_.sinks) {
-    SinkSlot slot;
-    slot.config = sc;
-    switch (sc.kind) {
-      case SinkConfig::Kind::kJsonl: {
-        JsonlOptions options = sc.jsonl;
-        options.repair_torn_tail = true;  // the agent lock makes it the only writer
-        auto sink = JsonlFileSink::Open(sc.path, options);
-        if (!sink) return sink.error().Wrap("sink " + sc.Name());
-        slot.sink = std::move(*sink);
-        break;
-      }
-      case SinkConfig::Kind::kStdout:
-        slot.sink = std::make_unique<StreamSink>(STDOUT_FILENO, sc.format);
-        break;
-      case SinkConfig::Kind::kSyslog: {
-        // The syslog daemon may come up after the agent: retried, and events
-        // meanwhile counted as failed writes of this sink.
-        auto sink = SyslogSink::Open(sc.socket, "cordon", sc.facility);
-        slot.last_open_try_ns = MonoNs();
-        if (sink) {
-          slot.sink = std::move(*sink);
-        } else {
-          slot.last_error = sink.error().ToString();
-          Log("sink " + sc.Name() + ": " + slot.last_error + " (retried every 10 s; events count as failed)");
-        }
-        break;
-      }
-    }
-    sinks_.push_back(std::move(slot));
-  }
-  if (sinks_.empty()) Log("no sinks configured: events reach only tailers");
   return {};
 }
 
@@ -417,7 +348,7 @@ Status Agent::Start() {
   auto root = SandboxPinRoot();
   if (!root) return root.error();
   pin_root_ = *root;
-  CORDON_TRY(OpenSinks());
+  CORDON_TRY(sinks_.Open(config_.sinks));
 
   ::signal(SIGPIPE, SIG_IGN);
   sigset_t mask;
@@ -652,7 +583,7 @@ void Agent::Commit(Sandbox& sb) {
   // What was consumed is in the sinks (or counted as failed there) before
   // the ring buffer may reuse its space: a kill -9 before this point makes
   // the next agent read those records again, never lose them.
-  FlushSinks();
+  sinks_.FlushBatches();
   FlushClients();
   sb.reader->Commit();
 }
@@ -745,9 +676,8 @@ void Agent::Tick() {
     if (bool ended; sb->suppression.Due(now, &ended)) EmitSuppressed(*sb, ended, now);
   }
   if (rescan) Rescan();
-  for (auto& slot : sinks_)
-    if (slot.sink) (void)slot.sink->Flush();
-  RetrySinks(now);
+  sinks_.FlushSinks();
+  sinks_.Retry(now);
   if (metrics_) metrics_->Service([this] { return RenderMetrics(); });
   if (now - rate_last_ns_ >= 1000000000) {
     events_per_second_ = static_cast<double>(consumed_ - rate_last_delivered_) * 1e9 / static_cast<double>(now - rate_last_ns_);
@@ -759,74 +689,6 @@ void Agent::Tick() {
 }
 
 // ---- delivery -------------------------------------------------------------------
-
-void Agent::SinkFailed(SinkSlot& slot, uint64_t events, const Error& error) {
-  slot.failed += events;
-  sink_failures_ += events;
-  slot.last_error = error.ToString();
-  int64_t now = MonoNs();
-  if (now - slot.last_log_ns >= kSinkErrorLogEveryNs) {
-    slot.last_log_ns = now;
-    Log("sink " + slot.config.Name() + ": " + slot.last_error + " (" + std::to_string(slot.failed) +
-        " events not written so far)");
-  }
-}
-
-void Agent::WriteSinks(const v1::AuditEvent& event) {
-  // The line is rendered once, into the first sink that takes lines, and
-  // copied from there into the others.
-  const SinkSlot* rendered = nullptr;
-  size_t line_start = 0;
-  for (auto& slot : sinks_) {
-    if (slot.sink && slot.sink->TakesJsonLines()) {
-      if (!rendered) {
-        line_start = slot.batch.size();
-        AppendJsonLine(event, &slot.batch);
-        slot.batch.push_back('\n');
-        rendered = &slot;
-      } else {
-        slot.batch.append(rendered->batch, line_start, std::string::npos);
-      }
-      slot.batch_count++;
-      continue;
-    }
-    Status s = slot.sink ? slot.sink->Write(event) : Status(Error{slot.last_error.empty() ? "not open" : slot.last_error});
-    if (s.ok()) slot.written++;
-    else SinkFailed(slot, 1, s.error());
-  }
-  if (rendered)
-    for (auto& slot : sinks_)
-      if (slot.batch.size() >= kSinkBatchBytes) FlushSink(slot);
-}
-
-void Agent::FlushSink(SinkSlot& slot) {
-  if (!slot.batch_count) return;
-  Status s;
-  size_t written = slot.sink->WriteLines(slot.batch, slot.batch_count, &s);
-  slot.written += written;
-  if (written < slot.batch_count) SinkFailed(slot, slot.batch_count - written, s.ok() ? Error{"short write"} : s.error());
-  else if (!s.ok()) slot.last_error = s.error().ToString();  // written, but not synced
-  slot.batch.clear();
-  slot.batch_count = 0;
-  if (slot.batch.capacity() > 2 * kSinkBatchBytes) slot.batch.shrink_to_fit();
-}
-
-void Agent::FlushSinks() {
-  for (auto& slot : sinks_) FlushSink(slot);
-}
-
-void Agent::RetrySinks(int64_t now) {
-  for (auto& slot : sinks_) {
-    if (slot.sink || slot.config.kind != SinkConfig::Kind::kSyslog) continue;
-    if (now - slot.last_open_try_ns < 10000000000) continue;
-    slot.last_open_try_ns = now;
-    auto sink = SyslogSink::Open(slot.config.socket, "cordon", slot.config.facility);
-    if (sink) {
-      slot.sink = std::move(*sink);
-      Log("sink " + slot.config.Name() + " connected");
-    }
-  }
-}
 
 // EncodeFrame of a TailFrame holding `event`, without copying the event into
 // one: the length prefix, TailFrame.event's tag and length, the event.
@@ -857,7 +719,7 @@ std::shared_ptr<const std::string> EventFrame(const v1::AuditEvent& event) {
 }
 
 void Agent::Deliver(const v1::AuditEvent& event) {
-  WriteSinks(event);
+  sinks_.Write(event);
   std::shared_ptr<const std::string> frame;
   for (auto& [key, c] : clients_) {
     if (c->dead || !c->tail || c->closing || !TailMatches(event, c->filter)) continue;
@@ -1190,7 +1052,7 @@ void Agent::HandleStatus(Client& c) {
   s->set_rate_limit_per_second(static_cast<double>(config_.rate_per_second));
   s->set_rate_limit_burst(config_.rate_burst);
   s->set_metrics_listen(metrics_ ? metrics_address_ : "");
-  for (const auto& slot : sinks_) {
+  for (const auto& slot : sinks_.slots()) {
     auto* k = s->add_sinks();
     k->set_name(slot.config.Name());
     k->set_written(slot.written);
@@ -1228,7 +1090,7 @@ void Agent::HandleStatus(Client& c) {
   s->set_suppressed(suppressed_);
   s->set_lost(lost_);
   s->set_malformed(malformed);
-  s->set_sink_failures(sink_failures_);
+  s->set_sink_failures(sinks_.failures());
   s->set_tailer_drops(tailer_drops_);
   s->set_tailers_disconnected(tailers_disconnected_);
   Reply(c, r);
@@ -1253,16 +1115,14 @@ void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
   f.kind_prefix = req.kind_prefix();
   std::vector<UniqueFd> fds;
   if (req.since_unix_ns() > 0) {
-    FlushSinks();  // what was delivered before this request is in the files, not after them
+    sinks_.FlushBatches();  // what was delivered before this request is in the files, not after them
     // The files as they are now; what comes after arrives live. Oldest
     // first: path.keep .. path.1, then path.
     std::string path = config_.AuditPath();
     if (path.empty()) {
       r.add_notes("--since: the agent has no jsonl sink, so there is nothing to replay");
     } else {
-      uint32_t keep = 0;
-      for (const auto& slot : sinks_)
-        if (slot.config.kind == SinkConfig::Kind::kJsonl && slot.config.path == path) keep = slot.config.jsonl.keep;
+      const uint32_t keep = sinks_.KeepOf(path);
       std::vector<std::string> files;
       for (uint32_t k = keep; k >= 1; --k) files.push_back(path + "." + std::to_string(k));
       files.push_back(path);
@@ -1418,8 +1278,8 @@ std::string Agent::RenderMetrics() {
   AgentMetrics m;
   m.events_total = consumed_;
   m.events_per_second = events_per_second_;
-  m.sink_write_failures = sink_failures_;
-  for (const auto& slot : sinks_) m.sink_failures_by_sink[slot.config.Name()] = slot.failed;
+  m.sink_write_failures = sinks_.failures();
+  for (const auto& slot : sinks_.slots()) m.sink_failures_by_sink[slot.config.Name()] = slot.failed;
   m.tailer_drops = tailer_drops_;
   for (const auto& [key, c] : clients_) m.tailers_connected += c->tail ? 1 : 0;
   m.tailers_disconnected_slow = tailers_disconnected_;
@@ -1451,11 +1311,7 @@ void Agent::Shutdown() {
   for (const auto& [id, sb] : sandboxes_) ids.push_back(id);
   uint64_t drained = 0;
   for (uint64_t id : ids) drained += Finish(id);
-  for (auto& slot : sinks_)
-    if (slot.sink) {
-      (void)slot.sink->Flush();
-      if (auto* jsonl = dynamic_cast<JsonlFileSink*>(slot.sink.get())) (void)jsonl->Sync();
-    }
+  sinks_.Close();
   for (auto& [key, cp] : clients_) {
     Client& c = *cp;
     if (c.dead) continue;
@@ -1476,7 +1332,7 @@ void Agent::Shutdown() {
   if (lock_fd_.valid()) (void)!::ftruncate(lock_fd_.get(), 0);
   Log("stopped: drained " + std::to_string(drained) + " final events; " + std::to_string(delivered_) +
       " delivered, " + std::to_string(suppressed_) + " suppressed, " + std::to_string(lost_) + " lost, " +
-      std::to_string(sink_failures_) + " sink write failures since start");
+      std::to_string(sinks_.failures()) + " sink write failures since start");
 }
 
 int Agent::Loop() {
@@ -1538,7 +1394,7 @@ int Agent::Loop() {
         if (sb->more) DrainSandbox(*sb, kDrainBudget);
     // Whatever this turn delivered outside a drain (suppressed records,
     // retroactive attach events, loss records) goes out now.
-    FlushSinks();
+    sinks_.FlushBatches();
     FlushClients();
     Reap();
   }
