@@ -43,6 +43,7 @@
 #include "agent/metrics.h"
 #include "agent/sink_fanout.h"
 #include "agent/suppression.h"
+#include "agent/tail_server.h"
 #include "events/decoder.h"
 #include "events/reader.h"
 #include "events/sink.h"
@@ -62,9 +63,7 @@ namespace v1 = cordon::v1;
 constexpr int kTickMs = 100;
 constexpr int kRescanEveryTicks = 2;        // pins rescanned every 200 ms
 constexpr int kDrainBudget = 4096;          // records per sandbox per loop turn
-constexpr int64_t kCloseDeadlineNs = 5000000000;    // a closing client gets this long to take its last frame
 constexpr int64_t kUnmapIdleNs = 2000000000;  // a ring buffer with nothing for this long is unmapped
-constexpr size_t kClientFlushFrames = 64;  // queued tail frames that are sent at once, not at the batch's end
 
 
 // ---- pinned state -----------------------------------------------------------
@@ -149,33 +148,6 @@ struct Sandbox {
   Suppression suppression;
 };
 
-struct OutFrame {
-  std::shared_ptr<const std::string> data;
-  bool event = false;            // counted against the tail queue bound; may be discarded
-  std::vector<UniqueFd> fds;     // sent with the frame's first byte
-};
-
-struct Client {
-  uint64_t key = 0;
-  UniqueFd fd;
-  uint32_t pid = 0;
-  int sndbuf = 0;
-  std::string in;
-  std::deque<OutFrame> out;
-  size_t out_off = 0;
-  size_t event_frames = 0;
-  bool want_out = false;
-  size_t unflushed = 0;          // frames queued since the last Flush()
-  bool tail = false;
-  TailFilter filter;
-  uint64_t sent = 0;
-  uint64_t dropped = 0;
-  uint64_t dropped_unreported = 0;
-  bool closing = false;          // close once `out` is written (or at close_deadline)
-  int64_t close_deadline = 0;
-  bool dead = false;             // closed; erased from the client map by Reap()
-};
-
 enum Tag : uint64_t { kSignal = 1, kListen, kTimer, kMetrics, kClient, kSandbox };
 constexpr uint64_t Key(Tag tag, uint64_t id) { return (static_cast<uint64_t>(tag) << 56) | (id & ((1ull << 56) - 1)); }
 
@@ -211,19 +183,9 @@ class Agent {
 
   // delivery
   void Deliver(const v1::AuditEvent& event);
-  void FlushClients();  // sends what was queued for tailers
 
   // clients
   void Accept();
-  void OnReadable(Client& c);
-  void Flush(Client& c);
-  void SetWantOut(Client& c, bool want);
-  void Kill(Client& c);  // closes now; the entry goes at the next Reap()
-  void Reap();
-  void Push(Client& c, std::shared_ptr<const std::string> data, bool event, std::vector<UniqueFd> fds = {});
-  void Reply(Client& c, const v1::Response& response, std::vector<UniqueFd> fds = {});
-  void Enqueue(Client& c, const std::shared_ptr<const std::string>& frame);
-  void Disconnect(Client& c, const std::string& reason);
   void Handle(Client& c, const std::string& payload);
   void HandleStatus(Client& c);
   void HandleTail(Client& c, const v1::TailRequest& req);
@@ -246,12 +208,11 @@ class Agent {
   std::unique_ptr<MetricsServer> metrics_;
   std::string metrics_address_;
   SinkFanout sinks_;
+  std::unique_ptr<TailServer> tails_;  // made once the epoll set exists
   PendingState pending_;
   std::map<uint64_t, std::unique_ptr<Sandbox>> sandboxes_;
   std::set<uint64_t> released_;               // finished on request: not re-adopted while pinned
   std::map<uint64_t, std::string> problems_;  // pinned sandboxes this agent will not read
-  std::map<uint64_t, std::unique_ptr<Client>> clients_;
-  uint64_t next_client_ = 1;
   bool stop_ = false;
   uint64_t ticks_ = 0;
   int64_t next_prepare_ns_ = 0;  // when to try PrepareNetworkInstances() again after a failure
@@ -264,8 +225,7 @@ class Agent {
   int64_t started_real_ns_ = 0;
   int64_t started_mono_ns_ = 0;
   // accounting since start
-  uint64_t consumed_ = 0, delivered_ = 0, suppressed_ = 0, lost_ = 0, tailer_drops_ = 0,
-           tailers_disconnected_ = 0;
+  uint64_t consumed_ = 0, delivered_ = 0, suppressed_ = 0, lost_ = 0;
   uint64_t rate_last_delivered_ = 0;
   int64_t rate_last_ns_ = 0;
   double events_per_second_ = 0;
@@ -367,6 +327,10 @@ Status Agent::Start() {
   if (!epoll_fd_.valid()) return SysError("epoll_create1");
   Watch(signal_fd_.get(), Key(kSignal, 0));
   Watch(timer_fd_.get(), Key(kTimer, 0));
+  tails_ = std::make_unique<TailServer>(
+      epoll_fd_.get(), [](uint64_t client) { return Key(kClient, client); },
+      TailLimits{config_.tail_queue_events, config_.tail_disconnect_after_dropped},
+      [this](Client& c, const std::string& payload) { Handle(c, payload); });
 
   CORDON_TRY(OpenSocket());
   Watch(listen_fd_.get(), Key(kListen, 0));
@@ -584,7 +548,7 @@ void Agent::Commit(Sandbox& sb) {
   // the ring buffer may reuse its space: a kill -9 before this point makes
   // the next agent read those records again, never lose them.
   sinks_.FlushBatches();
-  FlushClients();
+  tails_->FlushAll();
   sb.reader->Commit();
 }
 
@@ -684,48 +648,14 @@ void Agent::Tick() {
     rate_last_delivered_ = consumed_;
     rate_last_ns_ = now;
   }
-  for (auto& [key, c] : clients_)
-    if (!c->dead && c->closing && now >= c->close_deadline) Kill(*c);
+  tails_->ExpireClosing(now);
 }
 
 // ---- delivery -------------------------------------------------------------------
 
-// EncodeFrame of a TailFrame holding `event`, without copying the event into
-// one: the length prefix, TailFrame.event's tag and length, the event.
-std::shared_ptr<const std::string> EventFrame(const v1::AuditEvent& event) {
-  thread_local std::string body;
-  body.clear();
-  AppendWireEvent(event, &body);
-  char head[16];
-  size_t n = 4;
-  head[n++] = 0x0a;  // TailFrame.event: field 1, length-delimited
-  for (uint64_t v = body.size();; v >>= 7) {
-    if (v < 0x80) {
-      head[n++] = static_cast<char>(v);
-      break;
-    }
-    head[n++] = static_cast<char>(v | 0x80);
-  }
-  const uint32_t len = static_cast<uint32_t>(n - 4 + body.size());
-  head[0] = static_cast<char>(len >> 24);
-  head[1] = static_cast<char>(len >> 16);
-  head[2] = static_cast<char>(len >> 8);
-  head[3] = static_cast<char>(len);
-  auto frame = std::make_shared<std::string>();
-  frame->reserve(n + body.size());
-  frame->append(head, n);
-  frame->append(body);
-  return frame;
-}
-
 void Agent::Deliver(const v1::AuditEvent& event) {
   sinks_.Write(event);
-  std::shared_ptr<const std::string> frame;
-  for (auto& [key, c] : clients_) {
-    if (c->dead || !c->tail || c->closing || !TailMatches(event, c->filter)) continue;
-    if (!frame) frame = EventFrame(event);
-    Enqueue(*c, frame);
-  }
+  tails_->Broadcast(event);
 }
 
 // ---- clients --------------------------------------------------------------------
@@ -766,236 +696,11 @@ void Agent::Accept() {
       }
       continue;
     }
-    if (clients_.size() >= config_.max_clients) {
+    if (tails_->clients().size() >= config_.max_clients) {
       refuse("too many clients (tail.maxClients = " + std::to_string(config_.max_clients) + ")");
       continue;
     }
-    auto c = std::make_unique<Client>();
-    c->key = next_client_++;
-    c->pid = static_cast<uint32_t>(cred.pid);
-    socklen_t sl = sizeof c->sndbuf;
-    if (::getsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &c->sndbuf, &sl) != 0) c->sndbuf = 212992;
-    c->fd = std::move(fd);
-    Watch(c->fd.get(), Key(kClient, c->key), EPOLLIN | EPOLLRDHUP);
-    clients_[c->key] = std::move(c);
-  }
-}
-
-void Agent::Kill(Client& c) {
-  if (c.dead) return;
-  c.dead = true;
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
-  c.fd.Reset();
-  c.out.clear();
-  c.event_frames = 0;
-}
-
-void Agent::Reap() {
-  for (auto it = clients_.begin(); it != clients_.end();) it = it->second->dead ? clients_.erase(it) : std::next(it);
-}
-
-void Agent::SetWantOut(Client& c, bool want) {
-  if (c.want_out == want) return;
-  c.want_out = want;
-  struct epoll_event ev = {};
-  ev.events = EPOLLIN | EPOLLRDHUP | (want ? static_cast<uint32_t>(EPOLLOUT) : 0u);
-  ev.data.u64 = Key(kClient, c.key);
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
-}
-
-void Agent::Flush(Client& c) {
-  if (c.dead) return;
-  c.unflushed = 0;
-  constexpr size_t kMaxIov = 256;
-  struct iovec iov[kMaxIov];
-  while (!c.out.empty()) {
-    OutFrame& f = c.out.front();
-    ssize_t n;
-    if (c.out_off == 0 && !f.fds.empty()) {
-      // A frame with file descriptors goes alone, with them.
-      const std::string& data = *f.data;
-      struct iovec one = {const_cast<char*>(data.data()), data.size()};
-      std::vector<char> control(CMSG_SPACE(sizeof(int) * f.fds.size()));
-      struct msghdr msg = {};
-      msg.msg_iov = &one;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control.data();
-      msg.msg_controllen = control.size();
-      struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-      cm->cmsg_level = SOL_SOCKET;
-      cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN(sizeof(int) * f.fds.size());
-      for (size_t i = 0; i < f.fds.size(); ++i) {
-        int raw = f.fds[i].get();
-        std::memcpy(CMSG_DATA(cm) + i * sizeof(int), &raw, sizeof raw);
-      }
-      n = ::sendmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n > 0) f.fds.clear();
-    } else {
-      // Frames from the front, gathered into one sendmsg(). Event frames may
-      // fill only half the socket buffer: the rest is kept for notices, so a
-      // tailer that stopped reading still gets told why it was cut off when
-      // it reads again. (A frame already begun is always finished.)
-      int outq = -1;
-      size_t gathered = 0, bytes = 0;
-      for (size_t i = 0; i < c.out.size() && gathered < kMaxIov; ++i) {
-        OutFrame& g = c.out[i];
-        const size_t off = i == 0 ? c.out_off : 0;
-        if (off == 0 && !g.fds.empty()) break;
-        if (g.event && off == 0) {
-          if (outq < 0 && ::ioctl(c.fd.get(), SIOCOUTQ, &outq) != 0) outq = 0;
-          if (static_cast<size_t>(outq) + bytes >= static_cast<size_t>(c.sndbuf / 2)) break;
-        }
-        iov[gathered++] = {const_cast<char*>(g.data->data() + off), g.data->size() - off};
-        bytes += g.data->size() - off;
-      }
-      if (gathered == 0) {
-        SetWantOut(c, true);
-        return;
-      }
-      struct msghdr msg = {};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = gathered;
-      n = ::sendmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        SetWantOut(c, true);
-        return;
-      }
-      Kill(c);  // the peer is gone
-      return;
-    }
-    // Retire what went out.
-    size_t sent = static_cast<size_t>(n);
-    while (!c.out.empty()) {
-      OutFrame& g = c.out.front();
-      const size_t left = g.data->size() - c.out_off;
-      if (sent < left) {
-        c.out_off += sent;
-        break;
-      }
-      sent -= left;
-      if (g.event) {
-        c.event_frames--;
-        c.sent++;
-      }
-      c.out.pop_front();
-      c.out_off = 0;
-      if (sent == 0) break;
-    }
-  }
-  SetWantOut(c, false);
-  if (c.closing) Kill(c);
-}
-
-void Agent::Push(Client& c, std::shared_ptr<const std::string> data, bool event, std::vector<UniqueFd> fds) {
-  OutFrame f;
-  f.data = std::move(data);
-  f.event = event;
-  f.fds = std::move(fds);
-  c.out.push_back(std::move(f));
-  if (event) c.event_frames++;
-}
-
-void Agent::Reply(Client& c, const v1::Response& response, std::vector<UniqueFd> fds) {
-  std::string frame;
-  if (c.tail) {
-    v1::TailFrame tf;
-    *tf.mutable_response() = response;
-    frame = EncodeFrame(tf);
-  } else {
-    frame = EncodeFrame(response);
-  }
-  Push(c, std::make_shared<const std::string>(std::move(frame)), false, std::move(fds));
-  Flush(c);
-}
-
-void Agent::Enqueue(Client& c, const std::shared_ptr<const std::string>& frame) {
-  if (c.event_frames >= config_.tail_queue_events) {
-    c.dropped++;
-    c.dropped_unreported++;
-    tailer_drops_++;
-    if (config_.tail_disconnect_after_dropped && c.dropped >= config_.tail_disconnect_after_dropped)
-      Disconnect(c, "fell too far behind: " + std::to_string(c.dropped) + " events dropped (tail.disconnectAfterDropped = " +
-                        std::to_string(config_.tail_disconnect_after_dropped) + ")");
-    return;
-  }
-  if (c.dropped_unreported) {
-    v1::TailFrame tf;
-    tf.mutable_notice()->set_dropped(c.dropped_unreported);
-    tf.mutable_notice()->set_dropped_total(c.dropped);
-    Push(c, std::make_shared<const std::string>(EncodeFrame(tf)), false);
-    c.dropped_unreported = 0;
-  }
-  Push(c, frame, true);
-  // Sent in bunches: at the end of the batch (FlushClients), or now when a
-  // bunch has gathered (or half the queue bound, so the bound keeps its
-  // meaning for a reading tailer); while the socket is full, EPOLLOUT will.
-  if (!c.want_out && ++c.unflushed >= std::min<size_t>(kClientFlushFrames, std::max<size_t>(1, config_.tail_queue_events / 2)))
-    Flush(c);
-}
-
-void Agent::FlushClients() {
-  for (auto& [key, c] : clients_)
-    if (!c->dead && c->unflushed && !c->want_out) Flush(*c);
-}
-
-void Agent::Disconnect(Client& c, const std::string& reason) {
-  // Frames not yet begun are discarded (and counted); a frame half-written
-  // is finished so the stream stays parseable; then the reason.
-  std::deque<OutFrame> keep;
-  uint64_t discarded = 0;
-  for (size_t i = 0; i < c.out.size(); ++i) {
-    if (i == 0 && c.out_off > 0) {
-      keep.push_back(std::move(c.out[i]));
-      continue;
-    }
-    if (c.out[i].event) discarded++;
-  }
-  c.out = std::move(keep);
-  c.event_frames = !c.out.empty() && c.out.front().event ? 1 : 0;
-  c.dropped += discarded;
-  tailer_drops_ += discarded;
-  tailers_disconnected_++;
-  v1::TailFrame tf;
-  tf.mutable_notice()->set_dropped(c.dropped_unreported + discarded);
-  tf.mutable_notice()->set_dropped_total(c.dropped);
-  tf.mutable_notice()->set_disconnect_reason(reason);
-  c.dropped_unreported = 0;
-  Push(c, std::make_shared<const std::string>(EncodeFrame(tf)), false);
-  c.closing = true;
-  c.close_deadline = MonoNs() + kCloseDeadlineNs;
-  Log("tail of pid " + std::to_string(c.pid) + " disconnected: " + reason);
-  Flush(c);
-}
-
-void Agent::OnReadable(Client& c) {
-  char buf[65536];
-  while (!c.dead) {
-    ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) Kill(c);
-      return;
-    }
-    if (n == 0) {
-      Kill(c);  // the client is done (queued frames have no reader any more)
-      return;
-    }
-    if (c.closing) continue;  // requests after the end are ignored
-    c.in.append(buf, static_cast<size_t>(n));
-    std::string payload;
-    while (!c.dead && !c.closing) {
-      int got = TakeFrame(&c.in, &payload);
-      if (got < 0) {
-        Kill(c);
-        return;
-      }
-      if (got == 0) break;
-      Handle(c, payload);
-    }
+    tails_->Add(std::move(fd), static_cast<uint32_t>(cred.pid));
   }
 }
 
@@ -1004,7 +709,7 @@ void Agent::Handle(Client& c, const std::string& payload) {
   if (!req.ParseFromString(payload)) {
     v1::Response r;
     r.set_error("malformed request");
-    Reply(c, r);
+    tails_->Reply(c, r);
     return;
   }
   switch (req.body_case()) {
@@ -1023,7 +728,7 @@ void Agent::Handle(Client& c, const std::string& payload) {
       if (!info) {
         v1::Response r;
         r.set_error(info.error().ToString());
-        return Reply(c, r);
+        return tails_->Reply(c, r);
       }
       return HandleAttach(c, JoinPath(cgroup_mount_, info->cgroup_path), u.policy_text(), u.policy_file(), u.mode(), "", u.allow_degraded(),
                           true);
@@ -1037,7 +742,7 @@ void Agent::Handle(Client& c, const std::string& payload) {
   }
   v1::Response r;
   r.set_error("unknown request (is the agent older than this cordon?)");
-  Reply(c, r);
+  tails_->Reply(c, r);
 }
 
 void Agent::HandleStatus(Client& c) {
@@ -1059,7 +764,7 @@ void Agent::HandleStatus(Client& c) {
     k->set_failed(slot.failed);
     k->set_last_error(slot.failed ? slot.last_error : "");
   }
-  for (const auto& [key, cl] : clients_) {
+  for (const auto& [key, cl] : tails_->clients()) {
     if (cl->dead || !cl->tail) continue;
     auto* t = s->add_tailers();
     t->set_pid(cl->pid);
@@ -1091,25 +796,25 @@ void Agent::HandleStatus(Client& c) {
   s->set_lost(lost_);
   s->set_malformed(malformed);
   s->set_sink_failures(sinks_.failures());
-  s->set_tailer_drops(tailer_drops_);
-  s->set_tailers_disconnected(tailers_disconnected_);
-  Reply(c, r);
+  s->set_tailer_drops(tails_->drops());
+  s->set_tailers_disconnected(tails_->disconnected());
+  tails_->Reply(c, r);
 }
 
 void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
   v1::Response r;
   if (c.tail) {
     r.set_error("this connection is already a tail");
-    return Reply(c, r);
+    return tails_->Reply(c, r);
   }
   if (req.adopt_sandbox_id()) {
     Status adopted = AdoptNow(req.adopt_sandbox_id());
     if (!adopted.ok()) {
       r.set_error("cannot adopt sandbox " + std::to_string(req.adopt_sandbox_id()) + ": " + adopted.error().ToString());
-      return Reply(c, r);
+      return tails_->Reply(c, r);
     }
   }
-  TailFilter& f = c.filter;
+  TailFilter f;
   f.sandbox_ids.assign(req.sandbox_ids().begin(), req.sandbox_ids().end());
   f.sandbox_name = req.sandbox_name();
   f.kind_prefix = req.kind_prefix();
@@ -1139,9 +844,9 @@ void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
     }
   }
   r.mutable_tail();
-  Reply(c, r, std::move(fds));
+  tails_->Reply(c, r, std::move(fds));
   if (c.dead) return;
-  c.tail = true;
+  tails_->StartTail(c, f);
   if (!req.follow()) {
     // What the ring buffers hold now, then the end.
     for (auto& [id, sb] : sandboxes_) {
@@ -1151,15 +856,7 @@ void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
       sb->reader->CheckLosses();
       Commit(*sb);
     }
-    if (c.dead) return;
-    v1::TailFrame tf;
-    tf.mutable_notice()->set_end(true);
-    tf.mutable_notice()->set_dropped(c.dropped_unreported);
-    tf.mutable_notice()->set_dropped_total(c.dropped);
-    Push(c, std::make_shared<const std::string>(EncodeFrame(tf)), false);
-    c.closing = true;
-    c.close_deadline = MonoNs() + 60 * 1000000000ll;
-    Flush(c);
+    tails_->EndTail(c);
   }
 }
 
@@ -1178,23 +875,23 @@ void Agent::HandleAttach(Client& c, const std::string& cgroup_arg, const std::st
       std::string msg = policy::FormatDiagnostics(diags);
       r.set_error(msg + "policy " + display + " rejected (" + std::to_string(diags.size()) + " error" +
                   (diags.size() == 1 ? "" : "s") + "); nothing attached");
-      return Reply(c, r);
+      return tails_->Reply(c, r);
     }
   }
   if (mode == "enforce") compiled.mode = CORDON_MODE_ENFORCE;
   else if (mode == "audit") compiled.mode = CORDON_MODE_AUDIT;
   else if (!mode.empty()) {
     r.set_error("mode must be enforce or audit, not '" + mode + "'");
-    return Reply(c, r);
+    return tails_->Reply(c, r);
   }
   auto cgroup = ResolveCgroup(cgroup_arg);
   if (!cgroup) {
     r.set_error(cgroup.error().ToString() + "; nothing attached");
-    return Reply(c, r);
+    return tails_->Reply(c, r);
   }
   if (must_exist && !sandboxes_.count(cgroup->id) && !GetSandbox(cgroup->id)) {
     r.set_error("no sandbox is attached to " + cgroup->path);
-    return Reply(c, r);
+    return tails_->Reply(c, r);
   }
   std::vector<std::string> missing = UndeliverableInAttach(compiled, ProbeLsm());
   if (!missing.empty() && !allow_degraded) {
@@ -1202,7 +899,7 @@ void Agent::HandleAttach(Client& c, const std::string& cgroup_arg, const std::st
     for (const auto& m : missing) list += (list.empty() ? "" : "; ") + m;
     r.set_error("this kernel cannot enforce, for processes cordon attaches to: " + list +
                 ". Nothing attached; allow degraded enforcement to enforce only the rest");
-    return Reply(c, r);
+    return tails_->Reply(c, r);
   }
   AttachOptions options;
   options.name = name;
@@ -1211,7 +908,7 @@ void Agent::HandleAttach(Client& c, const std::string& cgroup_arg, const std::st
   const int64_t t_attached = MonoNs();
   if (!result) {
     r.set_error(result.error().ToString() + "; nothing attached");
-    return Reply(c, r);
+    return tails_->Reply(c, r);
   }
   Status adopted = AdoptNow(cgroup->id);
   if (!adopted.ok()) r.add_notes("attached, but the agent cannot read its events: " + adopted.error().ToString());
@@ -1256,7 +953,7 @@ void Agent::HandleAttach(Client& c, const std::string& cgroup_arg, const std::st
       ms(t_attached - t_attach) + " ms" + (result->prepared_instance ? " (prepared instance)" : "") +
       ", adopt and retroactive check " + ms(t_end - t_attached) + " ms; " + std::to_string(sandboxes_.size()) +
       " sandboxes read");
-  Reply(c, r);
+  tails_->Reply(c, r);
   if (result->prepared_instance) PrepareInstance();  // the next one
 }
 
@@ -1271,7 +968,7 @@ void Agent::HandleDrain(Client& c, uint64_t id, bool detach, bool release) {
     if (!detached.ok()) r.set_error(detached.error().ToString());
     else d->set_detached(true);
   }
-  Reply(c, r);
+  tails_->Reply(c, r);
 }
 
 std::string Agent::RenderMetrics() {
@@ -1280,9 +977,9 @@ std::string Agent::RenderMetrics() {
   m.events_per_second = events_per_second_;
   m.sink_write_failures = sinks_.failures();
   for (const auto& slot : sinks_.slots()) m.sink_failures_by_sink[slot.config.Name()] = slot.failed;
-  m.tailer_drops = tailer_drops_;
-  for (const auto& [key, c] : clients_) m.tailers_connected += c->tail ? 1 : 0;
-  m.tailers_disconnected_slow = tailers_disconnected_;
+  m.tailer_drops = tails_->drops();
+  for (const auto& [key, c] : tails_->clients()) m.tailers_connected += c->tail ? 1 : 0;
+  m.tailers_disconnected_slow = tails_->disconnected();
   m.uptime_seconds = static_cast<double>(MonoNs() - started_mono_ns_) / 1e9;
   if (auto statm = ReadFile("/proc/self/statm", 4096)) {
     unsigned long long size = 0, resident = 0;
@@ -1312,20 +1009,7 @@ void Agent::Shutdown() {
   uint64_t drained = 0;
   for (uint64_t id : ids) drained += Finish(id);
   sinks_.Close();
-  for (auto& [key, cp] : clients_) {
-    Client& c = *cp;
-    if (c.dead) continue;
-    if (c.tail && !c.closing) {
-      v1::TailFrame tf;
-      tf.mutable_notice()->set_dropped(c.dropped_unreported);
-      tf.mutable_notice()->set_dropped_total(c.dropped);
-      tf.mutable_notice()->set_disconnect_reason("the agent is shutting down");
-      Push(c, std::make_shared<const std::string>(EncodeFrame(tf)), false);
-      c.closing = true;
-    }
-    Flush(c);
-  }
-  clients_.clear();
+  tails_->Shutdown();
   struct stat st;
   if (socket_ino_ && ::stat(config_.socket.c_str(), &st) == 0 && st.st_ino == socket_ino_)
     ::unlink(config_.socket.c_str());
@@ -1372,14 +1056,9 @@ int Agent::Loop() {
         case kMetrics:
           if (metrics_) metrics_->Service([this] { return RenderMetrics(); });
           break;
-        case kClient: {
-          auto it = clients_.find(id);
-          if (it == clients_.end() || it->second->dead) break;
-          Client& c = *it->second;
-          if (evs[i].events & EPOLLOUT) Flush(c);
-          if (!c.dead && (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) OnReadable(c);
+        case kClient:
+          tails_->OnReady(id, evs[i].events);
           break;
-        }
         case kSandbox: {
           auto it = sandboxes_.find(id);
           if (it != sandboxes_.end()) DrainSandbox(*it->second, kDrainBudget);
@@ -1395,8 +1074,8 @@ int Agent::Loop() {
     // Whatever this turn delivered outside a drain (suppressed records,
     // retroactive attach events, loss records) goes out now.
     sinks_.FlushBatches();
-    FlushClients();
-    Reap();
+    tails_->FlushAll();
+    tails_->Reap();
   }
   Shutdown();
   return 0;
