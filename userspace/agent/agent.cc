@@ -215,7 +215,7 @@ void Agent::Tick() {
       Commit(*sb);
       sb->reader->UnmapIdle(kUnmapIdleNs);
     }
-    if (bool ended; sb->suppression.Due(now, &ended)) EmitSuppressed(*sb, ended, now);
+    if (bool ended = false; sb->suppression.Due(now, &ended)) EmitSuppressed(*sb, ended, now);
   }
   if (rescan) Rescan();
   sinks_.FlushSinks();
