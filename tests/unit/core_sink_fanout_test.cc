@@ -10,21 +10,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "agent/clock.h"
 #include "agent/sink_fanout.h"
+#include "util/fs.h"
 
 namespace cordon::agent {
 namespace {
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+std::string Contents(const std::string& path) {
+  auto text = ReadFile(path);
+  return text ? *text : "(unreadable)";
 }
 
 cordon::v1::AuditEvent Event(uint32_t pid) {
@@ -59,10 +56,10 @@ TEST_F(SinkFanoutTest, FileSinksGetTheSameLinesOnceTheBatchIsFlushed) {
   SinkFanout sinks;
   ASSERT_TRUE(sinks.Open({Jsonl("a.jsonl", 3), Jsonl("b.jsonl", 7)}).ok());
   for (uint32_t pid = 1; pid <= 3; ++pid) sinks.Write(Event(pid));
-  EXPECT_EQ(Slurp(dir_ + "/a.jsonl"), "") << "batched until the batch's end";
+  EXPECT_EQ(Contents(dir_ + "/a.jsonl"), "") << "batched until the batch's end";
   sinks.FlushBatches();
-  const std::string a = Slurp(dir_ + "/a.jsonl");
-  EXPECT_EQ(a, Slurp(dir_ + "/b.jsonl"));
+  const std::string a = Contents(dir_ + "/a.jsonl");
+  EXPECT_EQ(a, Contents(dir_ + "/b.jsonl"));
   size_t lines = 0;
   for (char ch : a) lines += ch == '\n';
   EXPECT_EQ(lines, 3u);
