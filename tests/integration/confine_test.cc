@@ -301,7 +301,7 @@ TEST_F(ConfineLandlock, RunPlanLeavesTcpToTheCgroupPrograms) {
   // connect() and by TCP Fast Open.
   ASSERT_EQ(TcpConnect(V4("127.0.0.1", other.port())), 0);
   ASSERT_EQ(TcpFastOpen(V4("127.0.0.1", other.port())), 0);
-  ASSERT_EQ(other.AcceptPending(), 2);
+  ASSERT_EQ(other.AcceptCount(2), 2);
 
   // Inside, with run's Landlock plan: the cgroup program decides (EPERM, not
   // Landlock's EACCES) and reports.

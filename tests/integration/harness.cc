@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <cerrno>
 #include <cstring>
@@ -327,6 +328,20 @@ int TcpListener::AcceptPending() {
     if (c < 0) break;
     ::close(c);
     ++n;
+  }
+  return n;
+}
+
+int TcpListener::AcceptCount(int want, int timeout_ms) {
+  int n = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (n < want) {
+    n += AcceptPending();
+    if (n >= want) break;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p = {fd_, POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(left.count()));
   }
   return n;
 }

@@ -100,6 +100,11 @@ class TcpListener {
   ~TcpListener();
   uint16_t port() const { return port_; }
   int AcceptPending();  // number of connections accepted without blocking
+  // Accepts until `want` connections arrived (waiting for each with poll(),
+  // at most timeout_ms in all: the last handshake step of a loopback
+  // connection may still be in a softirq when connect() returns); returns
+  // how many were accepted.
+  int AcceptCount(int want, int timeout_ms = 10000);
  private:
   int fd_ = -1;
   uint16_t port_ = 0;

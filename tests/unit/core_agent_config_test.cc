@@ -6,6 +6,7 @@
 
 #include "agent/config.h"
 #include "agent/control.h"
+#include "cli/args.h"
 
 namespace cordon::agent {
 namespace {
@@ -234,17 +235,17 @@ TEST(AgentControl, FramesAndDurations) {
   EXPECT_EQ(TakeFrame(&huge, &payload), -1);
 
   int64_t ns = 0;
-  ASSERT_TRUE(ParseDuration("90s", &ns));
+  ASSERT_TRUE(cli::ParseDuration("90s", &ns));
   EXPECT_EQ(ns, 90'000'000'000);
-  ASSERT_TRUE(ParseDuration("5m", &ns));
+  ASSERT_TRUE(cli::ParseDuration("5m", &ns));
   EXPECT_EQ(ns, 300'000'000'000);
-  ASSERT_TRUE(ParseDuration("1500ms", &ns));
+  ASSERT_TRUE(cli::ParseDuration("1500ms", &ns));
   EXPECT_EQ(ns, 1'500'000'000);
-  ASSERT_TRUE(ParseDuration("2", &ns));
+  ASSERT_TRUE(cli::ParseDuration("2", &ns));
   EXPECT_EQ(ns, 2'000'000'000);
-  EXPECT_FALSE(ParseDuration("soon", &ns));
-  EXPECT_FALSE(ParseDuration("5 m", &ns));
-  EXPECT_FALSE(ParseDuration("", &ns));
+  EXPECT_FALSE(cli::ParseDuration("soon", &ns));
+  EXPECT_FALSE(cli::ParseDuration("5 m", &ns));
+  EXPECT_FALSE(cli::ParseDuration("", &ns));
 }
 
 TEST(AgentControl, TailFilters) {
@@ -252,7 +253,7 @@ TEST(AgentControl, TailFilters) {
   e.set_sandbox("a");
   e.set_sandbox_cgroup_id(7);
   e.set_kind("net.connect");
-  TailOptions o;
+  TailFilter o;
   EXPECT_TRUE(TailMatches(e, o));
   o.kind_prefix = "file.";
   EXPECT_FALSE(TailMatches(e, o));

@@ -1,407 +1,40 @@
+// The agent's start, its loop and 100 ms tick, and its shutdown (the class
+// and where its other parts are: agent_impl.h).
 #include "agent/agent.h"
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include <fcntl.h>
-#include <google/protobuf/util/time_util.h>
-#include <linux/magic.h>
-#include <linux/sockios.h>
 #include <malloc.h>
 #include <signal.h>
-#include <dirent.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/timerfd.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <deque>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <set>
 #include <system_error>
-#include <thread>
-#include <unordered_map>
 
-#include "abi/cordon_common.h"
-#include "abi/cordon_pins.h"
-#include "agent/control.h"
-#include "agent/metrics.h"
-#include "cli/args.h"
-#include "cli/commands.h"
-#include "cli/common.h"
-#include "events/decoder.h"
-#include "events/json_line.h"
-#include "events/reader.h"
-#include "events/sink.h"
-#include "events/wire.h"
+#include "agent/agent_impl.h"
+#include "agent/clock.h"
+#include "agent/control_socket.h"
+#include "agent/log.h"
 #include "loader/bpffs.h"
 #include "loader/cgroup.h"
-#include "loader/retro.h"
-#include "loader/kernel_features.h"
 #include "loader/sandbox.h"
-#include "policy/parser.h"
 #include "util/fs.h"
 
 namespace cordon::agent {
 namespace {
 
-namespace v1 = cordon::v1;
-
 constexpr int kTickMs = 100;
-constexpr int kRescanEveryTicks = 2;        // pins rescanned every 200 ms
-constexpr int kDrainBudget = 4096;          // records per sandbox per loop turn
-constexpr int64_t kSuppressedEveryNs = 1000000000;  // at most one record a second while suppressing
-constexpr int64_t kSuppressionEndNs = 500000000;    // no suppression for this long: it has ended
-constexpr int64_t kCloseDeadlineNs = 5000000000;    // a closing client gets this long to take its last frame
-constexpr int64_t kSinkErrorLogEveryNs = 10000000000;
-constexpr size_t kSinkBatchBytes = 1 << 20;
+constexpr int kRescanEveryTicks = 2;          // pins rescanned every 200 ms
 constexpr int64_t kUnmapIdleNs = 2000000000;  // a ring buffer with nothing for this long is unmapped
-constexpr size_t kClientFlushFrames = 64;  // queued tail frames that are sent at once, not at the batch's end
 
-int64_t MonoNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-int64_t RealNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-void Log(const std::string& message) { std::fprintf(stderr, "cordon: agent: %s\n", message.c_str()); }
-
-// ---- pinned state -----------------------------------------------------------
-
-struct PinnedInfo {
-  cordon_sandbox_info info = {};
-  uint32_t map_id = 0;  // the info map's id: changes when the sandbox is re-created
-};
-
-// Reads <dir>/info. *foreign: the state is of another layout (never misread).
-Result<PinnedInfo> ReadPinnedInfo(const std::string& dir, bool* foreign) {
-  *foreign = false;
-  const std::string path = dir + "/info";
-  UniqueFd fd(bpf_obj_get(path.c_str()));
-  if (!fd.valid()) return SysError("open " + path);
-  struct bpf_map_info minfo = {};
-  uint32_t len = sizeof minfo;
-  if (bpf_obj_get_info_by_fd(fd.get(), &minfo, &len)) return SysError("inspect " + path);
-  if (minfo.value_size != sizeof(cordon_sandbox_info)) {
-    *foreign = true;
-    return Error{dir + " was written by a cordon with another state layout (info of " +
-                 std::to_string(minfo.value_size) + " bytes, this cordon's has " +
-                 std::to_string(sizeof(cordon_sandbox_info)) + ")"};
-  }
-  PinnedInfo out;
-  out.map_id = minfo.id;
-  uint32_t zero = 0;
-  if (bpf_map_lookup_elem(fd.get(), &zero, &out.info)) return SysError("read " + path);
-  if (out.info.layout_version != CORDON_LAYOUT_VERSION) {
-    *foreign = true;
-    return Error{dir + " has state layout version " + std::to_string(out.info.layout_version) +
-                 " (this cordon understands " + std::to_string(CORDON_LAYOUT_VERSION) + ")"};
-  }
-  out.info.name[sizeof out.info.name - 1] = '\0';
-  out.info.policy[sizeof out.info.policy - 1] = '\0';
-  out.info.cgroup_path[sizeof out.info.cgroup_path - 1] = '\0';
-  return out;
-}
-
-bool IsNumber(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-}
-
-// `cordon run` reads its own sandbox's ring buffer when it found no agent:
-// while that run lives, a rescan must not become a second consumer. (A run
-// that found the agent asked it to adopt the sandbox explicitly.) Its cgroup
-// is /cordon/run-<pid>-<random>.
-bool RunStillReading(const cordon_sandbox_info& info) {
-  if (!(info.flags & CORDON_INFO_F_EPHEMERAL)) return false;
-  const std::string path = info.cgroup_path;
-  const std::string prefix = "/cordon/run-";
-  if (path.compare(0, prefix.size(), prefix) != 0) return false;
-  int pid = std::atoi(path.c_str() + prefix.size());
-  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
-}
-
-std::string Level(uint32_t flags) {
-  SandboxInfo info;
-  info.lsm = flags & CORDON_INFO_F_LSM;
-  info.landlock = flags & CORDON_INFO_F_LANDLOCK;
-  info.seccomp = flags & CORDON_INFO_F_SECCOMP;
-  info.detect = flags & CORDON_INFO_F_DETECT;
-  info.detect_kill = flags & CORDON_INFO_F_DETECT_KILL;
-  return info.Level();
-}
-
-// ---- rate limiting ------------------------------------------------------------
-
-class TokenBucket {
- public:
-  void Configure(double rate, double burst) {
-    rate_ = rate;
-    burst_ = burst;
-    tokens_ = burst;
-    last_ns_ = MonoNs();
-  }
-  bool Take(int64_t now_ns) {
-    if (rate_ <= 0) return true;
-    if (now_ns > last_ns_) {
-      tokens_ = std::min(burst_, tokens_ + static_cast<double>(now_ns - last_ns_) * rate_ / 1e9);
-      last_ns_ = now_ns;
-    }
-    if (tokens_ < 1) return false;
-    tokens_ -= 1;
-    return true;
-  }
-
- private:
-  double rate_ = 0;
-  double burst_ = 0;
-  double tokens_ = 0;
-  int64_t last_ns_ = 0;
-};
-
-// ---- suppressed counts that survive the agent --------------------------------
-
-// Events suppressed but not yet written in a "suppressed" record are counted
-// in a shared mapping of <socket dir>/agent.state, not in the heap: the page
-// cache keeps the counts when the agent dies (kill -9 included), and the next
-// agent writes them out. A count is cleared only after its record went to the
-// sinks, so a crash in between reports it twice, never not at all.
-class PendingState {
- public:
-  struct Slot {
-    uint64_t sandbox_id;
-    uint64_t pending;
-  };
-  static constexpr size_t kSlots = 4096;
-
-  ~PendingState() {
-    if (slots_) ::munmap(slots_, kSlots * sizeof(Slot));
-  }
-  Status Open(const std::string& path) {
-    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    if (!fd.valid()) return SysError("open " + path);
-    const off_t size = static_cast<off_t>(kSlots * sizeof(Slot));
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0 || (st.st_size != size && ::ftruncate(fd.get(), size) != 0))
-      return SysError("size " + path);
-    void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-    if (p == MAP_FAILED) return SysError("map " + path);
-    slots_ = static_cast<Slot*>(p);
-    return {};
-  }
-  // The sandbox's counter (claimed if new); null when the table is full.
-  uint64_t* Claim(uint64_t id) {
-    if (!slots_) return nullptr;
-    Slot* free_slot = nullptr;
-    for (size_t i = 0; i < kSlots; ++i) {
-      if (slots_[i].sandbox_id == id) return &slots_[i].pending;
-      if (!free_slot && slots_[i].sandbox_id == 0) free_slot = &slots_[i];
-    }
-    if (!free_slot) return nullptr;
-    free_slot->pending = 0;
-    free_slot->sandbox_id = id;
-    return &free_slot->pending;
-  }
-  void Release(uint64_t id) {
-    if (!slots_) return;
-    for (size_t i = 0; i < kSlots; ++i)
-      if (slots_[i].sandbox_id == id) slots_[i] = Slot{0, 0};
-  }
-  std::vector<Slot> Used() const {
-    std::vector<Slot> out;
-    for (size_t i = 0; slots_ && i < kSlots; ++i)
-      if (slots_[i].sandbox_id) out.push_back(slots_[i]);
-    return out;
-  }
-
- private:
-  Slot* slots_ = nullptr;
-};
-
-// ---- the agent ----------------------------------------------------------------
-
-struct Sandbox {
-  uint64_t id = 0;
-  SandboxContext ctx;
-  uint32_t info_map_id = 0;
-  UniqueFd info_fd;   // the info map, held: a rescan reads it without reopening the pin
-  ino_t dir_ino = 0;  // the pin directory's inode: another one means the sandbox was re-created
-  uint32_t generation = 0;
-  uint32_t flags = 0;
-  std::unique_ptr<EventReader> reader;
-  bool more = false;  // the last drain spent its budget
-  uint64_t delivered = 0;
-  uint64_t suppressed = 0;
-  uint64_t own_pending = 0;           // used when the state table is full
-  uint64_t* pending = &own_pending;   // suppressed, not yet in a record (agent.state)
-  uint64_t lost = 0;
-  uint64_t backlog = 0;
-  TokenBucket bucket;
-  int64_t last_suppressed_ns = 0;
-  int64_t last_record_ns = 0;
-  bool suppressing = false;  // suppressed since the last final record
-};
-
-struct OutFrame {
-  std::shared_ptr<const std::string> data;
-  bool event = false;            // counted against the tail queue bound; may be discarded
-  std::vector<UniqueFd> fds;     // sent with the frame's first byte
-};
-
-struct Client {
-  uint64_t key = 0;
-  UniqueFd fd;
-  uint32_t pid = 0;
-  int sndbuf = 0;
-  std::string in;
-  std::deque<OutFrame> out;
-  size_t out_off = 0;
-  size_t event_frames = 0;
-  bool want_out = false;
-  size_t unflushed = 0;          // frames queued since the last Flush()
-  bool tail = false;
-  TailOptions filter;
-  uint64_t sent = 0;
-  uint64_t dropped = 0;
-  uint64_t dropped_unreported = 0;
-  bool closing = false;          // close once `out` is written (or at close_deadline)
-  int64_t close_deadline = 0;
-  bool dead = false;             // closed; erased from the client map by Reap()
-};
-
-struct SinkSlot {
-  SinkConfig config;
-  std::unique_ptr<AuditSink> sink;  // null: not open (syslog without a daemon yet)
-  // Sinks that take audit-file lines get them batched: written out at the
-  // end of each ring-buffer batch (FlushSinks), before its records are
-  // committed, and whenever kSinkBatchBytes have gathered.
-  std::string batch;
-  size_t batch_count = 0;
-  uint64_t written = 0;
-  uint64_t failed = 0;
-  std::string last_error;
-  int64_t last_log_ns = 0;
-  int64_t last_open_try_ns = 0;
-};
-
-enum Tag : uint64_t { kSignal = 1, kListen, kTimer, kMetrics, kClient, kSandbox };
-constexpr uint64_t Key(Tag tag, uint64_t id) { return (static_cast<uint64_t>(tag) << 56) | (id & ((1ull << 56) - 1)); }
-
-class Agent {
- public:
-  explicit Agent(AgentConfig config) : config_(std::move(config)) {}
-  ~Agent();
-  Status Start();
-  int Loop();
-
- private:
-  // setup
-  Status Lock();
-  Status OpenSinks();
-  Status OpenSocket();
-  void Watch(int fd, uint64_t key, uint32_t events = EPOLLIN);
-
-  // sandboxes
-  void Rescan();
-  Status Adopt(uint64_t id, const PinnedInfo& pinned);
-  Status AdoptNow(uint64_t id);
-  uint64_t Finish(uint64_t id);  // final drain; stops reading; returns records drained
-  void DrainSandbox(Sandbox& sb, int budget);  // one batch, written out and committed
-  void DrainAll(Sandbox& sb);
-  void Commit(Sandbox& sb);
-  // After a policy replacement: what waits is decoded under the old names,
-  // then the new ones apply.
-  void Refresh(Sandbox& sb, const PinnedInfo& pinned);
-  void OnEvent(Sandbox& sb, const v1::AuditEvent& event);
-  bool Admit(Sandbox& sb);
-  void EmitSuppressed(Sandbox& sb, bool final, int64_t now);
-  void Tick();
-  void PrepareInstance();
-
-  // delivery
-  void Deliver(const v1::AuditEvent& event);
-  void WriteSinks(const v1::AuditEvent& event);
-  void FlushSinks();    // writes the batched lines out
-  void FlushSink(SinkSlot& slot);
-  void SinkFailed(SinkSlot& slot, uint64_t events, const Error& error);
-  void FlushClients();  // sends what was queued for tailers
-  void RetrySinks(int64_t now);
-
-  // clients
-  void Accept();
-  void OnReadable(Client& c);
-  void Flush(Client& c);
-  void SetWantOut(Client& c, bool want);
-  void Kill(Client& c);  // closes now; the entry goes at the next Reap()
-  void Reap();
-  void Push(Client& c, std::shared_ptr<const std::string> data, bool event, std::vector<UniqueFd> fds = {});
-  void Reply(Client& c, const v1::Response& response, std::vector<UniqueFd> fds = {});
-  void Enqueue(Client& c, const std::shared_ptr<const std::string>& frame);
-  void Disconnect(Client& c, const std::string& reason);
-  void Handle(Client& c, const std::string& payload);
-  void HandleStatus(Client& c);
-  void HandleTail(Client& c, const v1::TailRequest& req);
-  void HandleAttach(Client& c, const std::string& cgroup, const std::string& text, const std::string& file,
-                    const std::string& mode, const std::string& name, bool allow_degraded, bool must_exist);
-  void HandleDrain(Client& c, uint64_t id, bool detach, bool release);
-  std::string RenderMetrics();
-
-  void Shutdown();
-
-  AgentConfig config_;
-  std::string cgroup_mount_;
-  std::string pin_root_;
-  UniqueFd lock_fd_;
-  UniqueFd listen_fd_;
-  ino_t socket_ino_ = 0;
-  UniqueFd epoll_fd_;
-  UniqueFd signal_fd_;
-  UniqueFd timer_fd_;
-  std::unique_ptr<MetricsServer> metrics_;
-  std::string metrics_address_;
-  std::vector<SinkSlot> sinks_;
-  PendingState pending_;
-  std::map<uint64_t, std::unique_ptr<Sandbox>> sandboxes_;
-  std::set<uint64_t> released_;               // finished on request: not re-adopted while pinned
-  std::map<uint64_t, std::string> problems_;  // pinned sandboxes this agent will not read
-  std::map<uint64_t, std::unique_ptr<Client>> clients_;
-  uint64_t next_client_ = 1;
-  bool stop_ = false;
-  uint64_t ticks_ = 0;
-  int64_t next_prepare_ns_ = 0;  // when to try PrepareNetworkInstances() again after a failure
-  // The thread loading the next network instance ahead of an attach (so the
-  // loop, and a detach waiting in it, never wait for that), and its error.
-  std::thread preparer_;
-  std::atomic<bool> preparing_{false};
-  std::mutex prepare_mu_;
-  std::string prepare_error_;
-  int64_t started_real_ns_ = 0;
-  int64_t started_mono_ns_ = 0;
-  // accounting since start
-  uint64_t consumed_ = 0, delivered_ = 0, suppressed_ = 0, lost_ = 0, sink_failures_ = 0, tailer_drops_ = 0,
-           tailers_disconnected_ = 0;
-  uint64_t rate_last_delivered_ = 0;
-  int64_t rate_last_ns_ = 0;
-  double events_per_second_ = 0;
-};
+}  // namespace
 
 Agent::~Agent() {
   if (preparer_.joinable()) preparer_.join();
@@ -435,66 +68,6 @@ Status Agent::Lock() {
   return {};
 }
 
-Status Agent::OpenSinks() {
-  for (const auto& sc : config_.sinks) {
-    SinkSlot slot;
-    slot.config = sc;
-    switch (sc.kind) {
-      case SinkConfig::Kind::kJsonl: {
-        JsonlOptions options = sc.jsonl;
-        options.repair_torn_tail = true;  // the agent lock makes it the only writer
-        auto sink = JsonlFileSink::Open(sc.path, options);
-        if (!sink) return sink.error().Wrap("sink " + sc.Name());
-        slot.sink = std::move(*sink);
-        break;
-      }
-      case SinkConfig::Kind::kStdout:
-        slot.sink = std::make_unique<StreamSink>(STDOUT_FILENO, sc.format);
-        break;
-      case SinkConfig::Kind::kSyslog: {
-        // The syslog daemon may come up after the agent: retried, and events
-        // meanwhile counted as failed writes of this sink.
-        auto sink = SyslogSink::Open(sc.socket, "cordon", sc.facility);
-        slot.last_open_try_ns = MonoNs();
-        if (sink) {
-          slot.sink = std::move(*sink);
-        } else {
-          slot.last_error = sink.error().ToString();
-          Log("sink " + sc.Name() + ": " + slot.last_error + " (retried every 10 s; events count as failed)");
-        }
-        break;
-      }
-    }
-    sinks_.push_back(std::move(slot));
-  }
-  if (sinks_.empty()) Log("no sinks configured: events reach only tailers");
-  return {};
-}
-
-Status Agent::OpenSocket() {
-  const std::string& path = config_.socket;
-  sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return Error{"socket path too long: " + path};
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  listen_fd_ = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!listen_fd_.valid()) return SysError("socket");
-  // We hold the lock: whatever is at the path was left by a dead agent.
-  struct stat st;
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) return Error{path + " exists and is not a socket; refusing to replace it"};
-    ::unlink(path.c_str());
-  }
-  mode_t old = ::umask(0177);
-  int bound = ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::umask(old);
-  if (bound != 0) return SysError("bind " + path);
-  ::chmod(path.c_str(), 0600);
-  if (::stat(path.c_str(), &st) == 0) socket_ino_ = st.st_ino;
-  if (::listen(listen_fd_.get(), 64) != 0) return SysError("listen on " + path);
-  return {};
-}
-
 Status Agent::Start() {
   // One malloc arena: the thread that prepares network instances would
   // otherwise get an arena of its own, keeping libbpf's freed kernel-BTF parse
@@ -516,7 +89,7 @@ Status Agent::Start() {
   auto root = SandboxPinRoot();
   if (!root) return root.error();
   pin_root_ = *root;
-  CORDON_TRY(OpenSinks());
+  CORDON_TRY(sinks_.Open(config_.sinks));
 
   ::signal(SIGPIPE, SIG_IGN);
   sigset_t mask;
@@ -533,11 +106,17 @@ Status Agent::Start() {
   if (!timer_fd_.valid() || ::timerfd_settime(timer_fd_.get(), 0, &its, nullptr) != 0) return SysError("timerfd");
   epoll_fd_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_fd_.valid()) return SysError("epoll_create1");
-  Watch(signal_fd_.get(), Key(kSignal, 0));
-  Watch(timer_fd_.get(), Key(kTimer, 0));
+  Watch(signal_fd_.get(), Key(kSignal, 0), EPOLLIN);
+  Watch(timer_fd_.get(), Key(kTimer, 0), EPOLLIN);
+  tails_ = std::make_unique<TailServer>(
+      epoll_fd_.get(), [](uint64_t client) { return Key(kClient, client); },
+      TailLimits{config_.tail_queue_events, config_.tail_disconnect_after_dropped},
+      [this](Client& c, const std::string& payload) { Handle(c, payload); });
 
-  CORDON_TRY(OpenSocket());
-  Watch(listen_fd_.get(), Key(kListen, 0));
+  auto listening = ListenOnControlSocket(config_.socket, &socket_ino_);
+  if (!listening) return listening.error();
+  listen_fd_ = std::move(*listening);
+  Watch(listen_fd_.get(), Key(kListen, 0), EPOLLIN);
 
   if (!config_.metrics_listen.empty()) {
     auto server = MetricsServer::Listen(config_.metrics_listen, config_.metrics_allow_non_loopback);
@@ -548,7 +127,7 @@ Status Agent::Start() {
       metrics_ = std::move(*server);
       std::string host = config_.metrics_listen.substr(0, config_.metrics_listen.rfind(':'));
       metrics_address_ = host + ":" + std::to_string(metrics_->port());
-      Watch(metrics_->fd(), Key(kMetrics, 0));
+      Watch(metrics_->fd(), Key(kMetrics, 0), EPOLLIN);
     }
   }
 
@@ -573,236 +152,6 @@ Status Agent::Start() {
       std::to_string(backlog) + " buffered event" + (backlog == 1 ? "" : "s") + ", " + std::to_string(lost) +
       " lost while no agent ran" + (metrics_ ? ", metrics on http://" + metrics_address_ + "/metrics" : ""));
   return {};
-}
-
-// ---- sandboxes ------------------------------------------------------------------
-
-Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
-  auto events = OpenSandboxMap(id, "events");
-  if (!events) return events.error();
-  auto counters = OpenSandboxMap(id, "counters");
-  if (!counters) return counters.error();
-  auto sb = std::make_unique<Sandbox>();
-  Sandbox* raw = sb.get();
-  sb->id = id;
-  sb->ctx = SandboxContext{id, pinned.info.name, pinned.info.policy, pinned.info.cgroup_path};
-  sb->info_map_id = pinned.map_id;
-  sb->generation = pinned.info.generation;
-  sb->flags = pinned.info.flags;
-  sb->bucket.Configure(static_cast<double>(config_.rate_per_second), static_cast<double>(config_.rate_burst));
-  {
-    // The directory first: if it is replaced after this, its inode differs.
-    const std::string dir = SandboxPinDir(pin_root_, id);
-    struct stat st;
-    if (::stat(dir.c_str(), &st) == 0) {
-      UniqueFd info_fd(bpf_obj_get((dir + "/info").c_str()));
-      struct bpf_map_info minfo = {};
-      uint32_t len = sizeof minfo;
-      if (info_fd.valid() && bpf_obj_get_info_by_fd(info_fd.get(), &minfo, &len) == 0 && minfo.id == pinned.map_id) {
-        sb->info_fd = std::move(info_fd);
-        sb->dir_ino = st.st_ino;
-      }
-    }
-  }
-  if (uint64_t* slot = pending_.Claim(id)) sb->pending = slot;
-  if (*sb->pending) {
-    // Counted by an agent that died before writing them: written out now.
-    Log("sandbox " + std::string(pinned.info.name) + ": " + std::to_string(*sb->pending) +
-        " suppressed events left by the previous agent");
-    sb->suppressing = true;
-    sb->last_suppressed_ns = sb->last_record_ns = MonoNs() - kSuppressedEveryNs;
-  }
-  sb->reader = std::make_unique<EventReader>(cgroup_mount_, [this, raw](const v1::AuditEvent& e) { OnEvent(*raw, e); });
-  sb->reader->SetAdmit([this, raw] { return Admit(*raw); });
-  sb->reader->SetDeferCommit(true);
-  CORDON_TRY(sb->reader->Add(sb->ctx, std::move(*events), std::move(*counters)));
-  Watch(sb->reader->epoll_fd(), Key(kSandbox, id));
-  sandboxes_[id] = std::move(sb);
-  problems_.erase(id);
-  // What waited while nobody read, then what could not wait.
-  uint64_t before = raw->reader->consumed();
-  DrainAll(*raw);
-  raw->backlog = raw->reader->consumed() - before;
-  raw->reader->CheckLosses();
-  Commit(*raw);
-  return {};
-}
-
-Status Agent::AdoptNow(uint64_t id) {
-  released_.erase(id);
-  if (sandboxes_.count(id)) return {};
-  bool foreign = false;
-  auto pinned = ReadPinnedInfo(SandboxPinDir(pin_root_, id), &foreign);
-  if (!pinned) return pinned.error();
-  return Adopt(id, *pinned);
-}
-
-uint64_t Agent::Finish(uint64_t id) {
-  auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) return 0;
-  Sandbox& sb = *it->second;
-  uint64_t before = sb.reader->consumed();
-  DrainAll(sb);
-  sb.reader->CheckLosses();
-  if (sb.suppressing) EmitSuppressed(sb, true, MonoNs());
-  Commit(sb);
-  uint64_t drained = sb.reader->consumed() - before;
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, sb.reader->epoll_fd(), nullptr);
-  pending_.Release(id);
-  sandboxes_.erase(it);
-  return drained;
-}
-
-void Agent::Rescan() {
-  // The listing with each directory's inode (readdir has it): an adopted
-  // sandbox whose directory is the same one is read through the info map fd
-  // we hold, one system call, without reopening its pins.
-  std::vector<std::pair<std::string, ino_t>> entries;
-  {
-    DIR* d = ::opendir(pin_root_.c_str());
-    if (!d) return;
-    while (struct dirent* ent = ::readdir(d)) entries.emplace_back(ent->d_name, ent->d_ino);
-    ::closedir(d);
-  }
-  std::set<uint64_t> present;
-  for (const auto& [name, dir_ino] : entries) {
-    if (!IsNumber(name)) continue;  // staging-*, ".", ".."
-    uint64_t id = std::strtoull(name.c_str(), nullptr, 10);
-    present.insert(id);
-    if (released_.count(id)) continue;
-    auto it = sandboxes_.find(id);
-    if (it != sandboxes_.end() && it->second->info_fd.valid()) {
-      Sandbox& sb = *it->second;
-      if (dir_ino == sb.dir_ino) {
-        PinnedInfo same;
-        same.map_id = sb.info_map_id;
-        uint32_t zero = 0;
-        if (bpf_map_lookup_elem(sb.info_fd.get(), &zero, &same.info) == 0 &&
-            same.info.layout_version == CORDON_LAYOUT_VERSION) {
-          same.info.name[sizeof same.info.name - 1] = '\0';
-          same.info.policy[sizeof same.info.policy - 1] = '\0';
-          same.info.cgroup_path[sizeof same.info.cgroup_path - 1] = '\0';
-          Refresh(sb, same);
-          continue;
-        }
-      }
-    }
-    bool foreign = false;
-    auto pinned = ReadPinnedInfo(SandboxPinDir(pin_root_, id), &foreign);
-    if (!pinned) {
-      // Half-published or being removed: look again next time; foreign
-      // state is never read.
-      if (foreign && !problems_.count(id)) {
-        Log("not reading sandbox " + std::to_string(id) + ": " + pinned.error().ToString());
-        problems_[id] = pinned.error().ToString();
-      }
-      continue;
-    }
-    if (it != sandboxes_.end()) {
-      Sandbox& sb = *it->second;
-      if (sb.info_map_id != pinned->map_id) {
-        // Detached and attached again between two scans: finish the old
-        // instance (its maps live while we hold them), adopt the new one.
-        Finish(id);
-      } else {
-        Refresh(sb, *pinned);
-        continue;
-      }
-    }
-    if (!config_.InScope(pinned->info.cgroup_path, pinned->info.name)) continue;
-    if (RunStillReading(pinned->info)) continue;
-    Status adopted = Adopt(id, *pinned);
-    if (!adopted.ok() && !problems_.count(id)) {
-      Log("cannot read sandbox " + std::to_string(id) + ": " + adopted.error().ToString());
-      problems_[id] = adopted.error().ToString();
-    }
-  }
-  // Detached without us: drain what is left (we still hold the ring buffer).
-  std::vector<uint64_t> gone;
-  for (const auto& [id, sb] : sandboxes_)
-    if (!present.count(id)) gone.push_back(id);
-  for (uint64_t id : gone) Finish(id);
-  for (auto it = released_.begin(); it != released_.end();)
-    it = present.count(*it) ? std::next(it) : released_.erase(it);
-  for (auto it = problems_.begin(); it != problems_.end();)
-    it = present.count(it->first) ? std::next(it) : problems_.erase(it);
-}
-
-void Agent::Refresh(Sandbox& sb, const PinnedInfo& pinned) {
-  sb.flags = pinned.info.flags;
-  if (sb.generation == pinned.info.generation && sb.ctx.name == pinned.info.name &&
-      sb.ctx.policy == pinned.info.policy)
-    return;
-  DrainAll(sb);
-  sb.ctx.name = pinned.info.name;
-  sb.ctx.policy = pinned.info.policy;
-  sb.generation = pinned.info.generation;
-  sb.reader->Update(sb.ctx);
-}
-
-void Agent::DrainSandbox(Sandbox& sb, int budget) {
-  auto n = sb.reader->Drain(budget);
-  sb.more = n && *n >= budget;
-  Commit(sb);
-}
-
-void Agent::DrainAll(Sandbox& sb) {
-  do DrainSandbox(sb, kDrainBudget);
-  while (sb.more);
-}
-
-void Agent::Commit(Sandbox& sb) {
-  // What was consumed is in the sinks (or counted as failed there) before
-  // the ring buffer may reuse its space: a kill -9 before this point makes
-  // the next agent read those records again, never lose them.
-  FlushSinks();
-  FlushClients();
-  sb.reader->Commit();
-}
-
-bool Agent::Admit(Sandbox& sb) {
-  consumed_++;
-  if (config_.rate_per_second == 0) return true;
-  int64_t now = MonoNs();
-  if (sb.bucket.Take(now)) return true;
-  sb.suppressed++;
-  (*sb.pending)++;
-  suppressed_++;
-  sb.last_suppressed_ns = now;
-  if (!sb.suppressing) sb.last_record_ns = now;  // the first record comes a second into suppression
-  sb.suppressing = true;
-  return false;
-}
-
-void Agent::OnEvent(Sandbox& sb, const v1::AuditEvent& event) {
-  if (event.kind() == "loss") {
-    sb.lost += event.loss().dropped();
-    lost_ += event.loss().dropped();
-  } else {
-    sb.delivered++;
-    delivered_++;
-  }
-  Deliver(event);
-}
-
-void Agent::EmitSuppressed(Sandbox& sb, bool final, int64_t now) {
-  v1::AuditEvent e;
-  *e.mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(RealNs());
-  e.set_sandbox(sb.ctx.name);
-  e.set_cgroup_path(sb.ctx.cgroup_path);
-  e.set_cgroup_id(sb.id);
-  e.set_sandbox_cgroup_id(sb.id);
-  e.set_kind("suppressed");
-  e.set_policy(sb.ctx.policy);
-  e.set_reason(std::to_string(*sb.pending) + " events not delivered: over the agent's rate limit of " +
-               std::to_string(config_.rate_per_second) + "/s (burst " + std::to_string(config_.rate_burst) +
-               ") for this sandbox" + (final ? "; suppression ended" : "; still suppressing"));
-  e.mutable_suppressed()->set_count(*sb.pending);
-  e.mutable_suppressed()->set_final(final);
-  sb.last_record_ns = now;
-  sb.suppressing = !final;
-  Deliver(e);
-  *sb.pending = 0;  // after the sinks have it
 }
 
 // Keeps kPreparedInstances network instances loaded ahead for the next
@@ -866,695 +215,29 @@ void Agent::Tick() {
       Commit(*sb);
       sb->reader->UnmapIdle(kUnmapIdleNs);
     }
-    if (sb->suppressing) {
-      // Ended: the final record (possibly of 0 if the last periodic one
-      // took them all). Else at most one a second.
-      bool ended = now - sb->last_suppressed_ns >= kSuppressionEndNs;
-      if (ended || (*sb->pending && now - sb->last_record_ns >= kSuppressedEveryNs))
-        EmitSuppressed(*sb, ended, now);
-    }
+    if (bool ended = false; sb->suppression.Due(now, &ended)) EmitSuppressed(*sb, ended, now);
   }
   if (rescan) Rescan();
-  for (auto& slot : sinks_)
-    if (slot.sink) (void)slot.sink->Flush();
-  RetrySinks(now);
+  sinks_.FlushSinks();
+  sinks_.Retry(now);
   if (metrics_) metrics_->Service([this] { return RenderMetrics(); });
   if (now - rate_last_ns_ >= 1000000000) {
     events_per_second_ = static_cast<double>(consumed_ - rate_last_delivered_) * 1e9 / static_cast<double>(now - rate_last_ns_);
     rate_last_delivered_ = consumed_;
     rate_last_ns_ = now;
   }
-  for (auto& [key, c] : clients_)
-    if (!c->dead && c->closing && now >= c->close_deadline) Kill(*c);
-}
-
-// ---- delivery -------------------------------------------------------------------
-
-void Agent::SinkFailed(SinkSlot& slot, uint64_t events, const Error& error) {
-  slot.failed += events;
-  sink_failures_ += events;
-  slot.last_error = error.ToString();
-  int64_t now = MonoNs();
-  if (now - slot.last_log_ns >= kSinkErrorLogEveryNs) {
-    slot.last_log_ns = now;
-    Log("sink " + slot.config.Name() + ": " + slot.last_error + " (" + std::to_string(slot.failed) +
-        " events not written so far)");
-  }
-}
-
-void Agent::WriteSinks(const v1::AuditEvent& event) {
-  // The line is rendered once, into the first sink that takes lines, and
-  // copied from there into the others.
-  const SinkSlot* rendered = nullptr;
-  size_t line_start = 0;
-  for (auto& slot : sinks_) {
-    if (slot.sink && slot.sink->TakesJsonLines()) {
-      if (!rendered) {
-        line_start = slot.batch.size();
-        AppendJsonLine(event, &slot.batch);
-        slot.batch.push_back('\n');
-        rendered = &slot;
-      } else {
-        slot.batch.append(rendered->batch, line_start, std::string::npos);
-      }
-      slot.batch_count++;
-      continue;
-    }
-    Status s = slot.sink ? slot.sink->Write(event) : Status(Error{slot.last_error.empty() ? "not open" : slot.last_error});
-    if (s.ok()) slot.written++;
-    else SinkFailed(slot, 1, s.error());
-  }
-  if (rendered)
-    for (auto& slot : sinks_)
-      if (slot.batch.size() >= kSinkBatchBytes) FlushSink(slot);
-}
-
-void Agent::FlushSink(SinkSlot& slot) {
-  if (!slot.batch_count) return;
-  Status s;
-  size_t written = slot.sink->WriteLines(slot.batch, slot.batch_count, &s);
-  slot.written += written;
-  if (written < slot.batch_count) SinkFailed(slot, slot.batch_count - written, s.ok() ? Error{"short write"} : s.error());
-  else if (!s.ok()) slot.last_error = s.error().ToString();  // written, but not synced
-  slot.batch.clear();
-  slot.batch_count = 0;
-  if (slot.batch.capacity() > 2 * kSinkBatchBytes) slot.batch.shrink_to_fit();
-}
-
-void Agent::FlushSinks() {
-  for (auto& slot : sinks_) FlushSink(slot);
-}
-
-void Agent::RetrySinks(int64_t now) {
-  for (auto& slot : sinks_) {
-    if (slot.sink || slot.config.kind != SinkConfig::Kind::kSyslog) continue;
-    if (now - slot.last_open_try_ns < 10000000000) continue;
-    slot.last_open_try_ns = now;
-    auto sink = SyslogSink::Open(slot.config.socket, "cordon", slot.config.facility);
-    if (sink) {
-      slot.sink = std::move(*sink);
-      Log("sink " + slot.config.Name() + " connected");
-    }
-  }
-}
-
-// EncodeFrame of a TailFrame holding `event`, without copying the event into
-// one: the length prefix, TailFrame.event's tag and length, the event.
-std::shared_ptr<const std::string> EventFrame(const v1::AuditEvent& event) {
-  thread_local std::string body;
-  body.clear();
-  AppendWireEvent(event, &body);
-  char head[16];
-  size_t n = 4;
-  head[n++] = 0x0a;  // TailFrame.event: field 1, length-delimited
-  for (uint64_t v = body.size();; v >>= 7) {
-    if (v < 0x80) {
-      head[n++] = static_cast<char>(v);
-      break;
-    }
-    head[n++] = static_cast<char>(v | 0x80);
-  }
-  const uint32_t len = static_cast<uint32_t>(n - 4 + body.size());
-  head[0] = static_cast<char>(len >> 24);
-  head[1] = static_cast<char>(len >> 16);
-  head[2] = static_cast<char>(len >> 8);
-  head[3] = static_cast<char>(len);
-  auto frame = std::make_shared<std::string>();
-  frame->reserve(n + body.size());
-  frame->append(head, n);
-  frame->append(body);
-  return frame;
-}
-
-void Agent::Deliver(const v1::AuditEvent& event) {
-  WriteSinks(event);
-  std::shared_ptr<const std::string> frame;
-  for (auto& [key, c] : clients_) {
-    if (c->dead || !c->tail || c->closing || !TailMatches(event, c->filter)) continue;
-    if (!frame) frame = EventFrame(event);
-    Enqueue(*c, frame);
-  }
-}
-
-// ---- clients --------------------------------------------------------------------
-
-void Agent::Accept() {
-  for (;;) {
-    UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!fd.valid()) return;
-    struct ucred cred = {};
-    socklen_t len = sizeof cred;
-    auto refuse = [&](const std::string& why) {
-      v1::Response r;
-      r.set_error(why);
-      std::string frame = EncodeFrame(r);
-      (void)!::send(fd.get(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    };
-    if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != 0) {
-      refuse("only root may use the agent's control socket");
-      continue;
-    }
-    // A sandboxed root is still root: a peer inside any sandbox is refused
-    // whatever its uid (it could replace its own policy), and so is one
-    // whose cgroup cannot be established.
-    if (auto sandbox = SandboxOfPeer(fd.get(), cgroup_mount_, pin_root_); !sandbox || *sandbox != 0) {
-      refuse(sandbox ? "the agent refuses requests from inside a sandbox (sandbox " + std::to_string(*sandbox) + ")"
-                     : "the agent refuses this peer: " + sandbox.error().ToString());
-      // Logged at most every 10 s: a sandbox can connect in a loop.
-      static int64_t last_logged_ns = 0;
-      static uint64_t unlogged = 0;
-      if (MonoNs() - last_logged_ns >= 10'000'000'000LL) {
-        Log("refused a control connection from pid " + std::to_string(cred.pid) +
-            (sandbox ? " inside sandbox " + std::to_string(*sandbox) : ": " + sandbox.error().ToString()) +
-            (unlogged ? " (and " + std::to_string(unlogged) + " more since the last report)" : ""));
-        last_logged_ns = MonoNs();
-        unlogged = 0;
-      } else {
-        ++unlogged;
-      }
-      continue;
-    }
-    if (clients_.size() >= config_.max_clients) {
-      refuse("too many clients (tail.maxClients = " + std::to_string(config_.max_clients) + ")");
-      continue;
-    }
-    auto c = std::make_unique<Client>();
-    c->key = next_client_++;
-    c->pid = static_cast<uint32_t>(cred.pid);
-    socklen_t sl = sizeof c->sndbuf;
-    if (::getsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &c->sndbuf, &sl) != 0) c->sndbuf = 212992;
-    c->fd = std::move(fd);
-    Watch(c->fd.get(), Key(kClient, c->key), EPOLLIN | EPOLLRDHUP);
-    clients_[c->key] = std::move(c);
-  }
-}
-
-void Agent::Kill(Client& c) {
-  if (c.dead) return;
-  c.dead = true;
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
-  c.fd.Reset();
-  c.out.clear();
-  c.event_frames = 0;
-}
-
-void Agent::Reap() {
-  for (auto it = clients_.begin(); it != clients_.end();) it = it->second->dead ? clients_.erase(it) : std::next(it);
-}
-
-void Agent::SetWantOut(Client& c, bool want) {
-  if (c.want_out == want) return;
-  c.want_out = want;
-  struct epoll_event ev = {};
-  ev.events = EPOLLIN | EPOLLRDHUP | (want ? static_cast<uint32_t>(EPOLLOUT) : 0u);
-  ev.data.u64 = Key(kClient, c.key);
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
-}
-
-void Agent::Flush(Client& c) {
-  if (c.dead) return;
-  c.unflushed = 0;
-  constexpr size_t kMaxIov = 256;
-  struct iovec iov[kMaxIov];
-  while (!c.out.empty()) {
-    OutFrame& f = c.out.front();
-    ssize_t n;
-    if (c.out_off == 0 && !f.fds.empty()) {
-      // A frame with file descriptors goes alone, with them.
-      const std::string& data = *f.data;
-      struct iovec one = {const_cast<char*>(data.data()), data.size()};
-      std::vector<char> control(CMSG_SPACE(sizeof(int) * f.fds.size()));
-      struct msghdr msg = {};
-      msg.msg_iov = &one;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control.data();
-      msg.msg_controllen = control.size();
-      struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-      cm->cmsg_level = SOL_SOCKET;
-      cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN(sizeof(int) * f.fds.size());
-      for (size_t i = 0; i < f.fds.size(); ++i) {
-        int raw = f.fds[i].get();
-        std::memcpy(CMSG_DATA(cm) + i * sizeof(int), &raw, sizeof raw);
-      }
-      n = ::sendmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n > 0) f.fds.clear();
-    } else {
-      // Frames from the front, gathered into one sendmsg(). Event frames may
-      // fill only half the socket buffer: the rest is kept for notices, so a
-      // tailer that stopped reading still gets told why it was cut off when
-      // it reads again. (A frame already begun is always finished.)
-      int outq = -1;
-      size_t gathered = 0, bytes = 0;
-      for (size_t i = 0; i < c.out.size() && gathered < kMaxIov; ++i) {
-        OutFrame& g = c.out[i];
-        const size_t off = i == 0 ? c.out_off : 0;
-        if (off == 0 && !g.fds.empty()) break;
-        if (g.event && off == 0) {
-          if (outq < 0 && ::ioctl(c.fd.get(), SIOCOUTQ, &outq) != 0) outq = 0;
-          if (static_cast<size_t>(outq) + bytes >= static_cast<size_t>(c.sndbuf / 2)) break;
-        }
-        iov[gathered++] = {const_cast<char*>(g.data->data() + off), g.data->size() - off};
-        bytes += g.data->size() - off;
-      }
-      if (gathered == 0) {
-        SetWantOut(c, true);
-        return;
-      }
-      struct msghdr msg = {};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = gathered;
-      n = ::sendmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        SetWantOut(c, true);
-        return;
-      }
-      Kill(c);  // the peer is gone
-      return;
-    }
-    // Retire what went out.
-    size_t sent = static_cast<size_t>(n);
-    while (!c.out.empty()) {
-      OutFrame& g = c.out.front();
-      const size_t left = g.data->size() - c.out_off;
-      if (sent < left) {
-        c.out_off += sent;
-        break;
-      }
-      sent -= left;
-      if (g.event) {
-        c.event_frames--;
-        c.sent++;
-      }
-      c.out.pop_front();
-      c.out_off = 0;
-      if (sent == 0) break;
-    }
-  }
-  SetWantOut(c, false);
-  if (c.closing) Kill(c);
-}
-
-void Agent::Push(Client& c, std::shared_ptr<const std::string> data, bool event, std::vector<UniqueFd> fds) {
-  OutFrame f;
-  f.data = std::move(data);
-  f.event = event;
-  f.fds = std::move(fds);
-  c.out.push_back(std::move(f));
-  if (event) c.event_frames++;
-}
-
-void Agent::Reply(Client& c, const v1::Response& response, std::vector<UniqueFd> fds) {
-  std::string frame;
-  if (c.tail) {
-    v1::TailFrame tf;
-    *tf.mutable_response() = response;
-    frame = EncodeFrame(tf);
-  } else {
-    frame = EncodeFrame(response);
-  }
-  Push(c, std::make_shared<const std::string>(std::move(frame)), false, std::move(fds));
-  Flush(c);
-}
-
-void Agent::Enqueue(Client& c, const std::shared_ptr<const std::string>& frame) {
-  if (c.event_frames >= config_.tail_queue_events) {
-    c.dropped++;
-    c.dropped_unreported++;
-    tailer_drops_++;
-    if (config_.tail_disconnect_after_dropped && c.dropped >= config_.tail_disconnect_after_dropped)
-      Disconnect(c, "fell too far behind: " + std::to_string(c.dropped) + " events dropped (tail.disconnectAfterDropped = " +
-                        std::to_string(config_.tail_disconnect_after_dropped) + ")");
-    return;
-  }
-  if (c.dropped_unreported) {
-    v1::TailFrame tf;
-    tf.mutable_notice()->set_dropped(c.dropped_unreported);
-    tf.mutable_notice()->set_dropped_total(c.dropped);
-    Push(c, std::make_shared<const std::string>(EncodeFrame(tf)), false);
-    c.dropped_unreported = 0;
-  }
-  Push(c, frame, true);
-  // Sent in bunches: at the end of the batch (FlushClients), or now when a
-  // bunch has gathered (or half the queue bound, so the bound keeps its
-  // meaning for a reading tailer); while the socket is full, EPOLLOUT will.
-  if (!c.want_out && ++c.unflushed >= std::min<size_t>(kClientFlushFrames, std::max<size_t>(1, config_.tail_queue_events / 2)))
-    Flush(c);
-}
-
-void Agent::FlushClients() {
-  for (auto& [key, c] : clients_)
-    if (!c->dead && c->unflushed && !c->want_out) Flush(*c);
-}
-
-void Agent::Disconnect(Client& c, const std::string& reason) {
-  // Frames not yet begun are discarded (and counted); a frame half-written
-  // is finished so the stream stays parseable; then the reason.
-  std::deque<OutFrame> keep;
-  uint64_t discarded = 0;
-  for (size_t i = 0; i < c.out.size(); ++i) {
-    if (i == 0 && c.out_off > 0) {
-      keep.push_back(std::move(c.out[i]));
-      continue;
-    }
-    if (c.out[i].event) discarded++;
-  }
-  c.out = std::move(keep);
-  c.event_frames = !c.out.empty() && c.out.front().event ? 1 : 0;
-  c.dropped += discarded;
-  tailer_drops_ += discarded;
-  tailers_disconnected_++;
-  v1::TailFrame tf;
-  tf.mutable_notice()->set_dropped(c.dropped_unreported + discarded);
-  tf.mutable_notice()->set_dropped_total(c.dropped);
-  tf.mutable_notice()->set_disconnect_reason(reason);
-  c.dropped_unreported = 0;
-  Push(c, std::make_shared<const std::string>(EncodeFrame(tf)), false);
-  c.closing = true;
-  c.close_deadline = MonoNs() + kCloseDeadlineNs;
-  Log("tail of pid " + std::to_string(c.pid) + " disconnected: " + reason);
-  Flush(c);
-}
-
-void Agent::OnReadable(Client& c) {
-  char buf[65536];
-  while (!c.dead) {
-    ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) Kill(c);
-      return;
-    }
-    if (n == 0) {
-      Kill(c);  // the client is done (queued frames have no reader any more)
-      return;
-    }
-    if (c.closing) continue;  // requests after the end are ignored
-    c.in.append(buf, static_cast<size_t>(n));
-    std::string payload;
-    while (!c.dead && !c.closing) {
-      int got = TakeFrame(&c.in, &payload);
-      if (got < 0) {
-        Kill(c);
-        return;
-      }
-      if (got == 0) break;
-      Handle(c, payload);
-    }
-  }
-}
-
-void Agent::Handle(Client& c, const std::string& payload) {
-  v1::Request req;
-  if (!req.ParseFromString(payload)) {
-    v1::Response r;
-    r.set_error("malformed request");
-    Reply(c, r);
-    return;
-  }
-  switch (req.body_case()) {
-    case v1::Request::kStatus:
-      return HandleStatus(c);
-    case v1::Request::kTail:
-      return HandleTail(c, req.tail());
-    case v1::Request::kAttach: {
-      const auto& a = req.attach();
-      return HandleAttach(c, a.cgroup(), a.policy_text(), a.policy_file(), a.mode(), a.name(), a.allow_degraded(),
-                          false);
-    }
-    case v1::Request::kUpdate: {
-      const auto& u = req.update();
-      auto info = GetSandbox(u.sandbox_id());
-      if (!info) {
-        v1::Response r;
-        r.set_error(info.error().ToString());
-        return Reply(c, r);
-      }
-      return HandleAttach(c, JoinPath(cgroup_mount_, info->cgroup_path), u.policy_text(), u.policy_file(), u.mode(), "", u.allow_degraded(),
-                          true);
-    }
-    case v1::Request::kDetach:
-      return HandleDrain(c, req.detach().sandbox_id(), true, false);
-    case v1::Request::kRelease:
-      return HandleDrain(c, req.release().sandbox_id(), req.release().detach(), true);
-    case v1::Request::BODY_NOT_SET:
-      break;
-  }
-  v1::Response r;
-  r.set_error("unknown request (is the agent older than this cordon?)");
-  Reply(c, r);
-}
-
-void Agent::HandleStatus(Client& c) {
-  v1::Response r;
-  auto* s = r.mutable_status();
-  s->set_pid(static_cast<uint32_t>(::getpid()));
-  s->set_version(CORDON_VERSION);
-  s->set_started_unix_ns(started_real_ns_);
-  s->set_socket(config_.socket);
-  s->set_config_file(config_.file);
-  s->set_layout_version(CORDON_LAYOUT_VERSION);
-  s->set_rate_limit_per_second(static_cast<double>(config_.rate_per_second));
-  s->set_rate_limit_burst(config_.rate_burst);
-  s->set_metrics_listen(metrics_ ? metrics_address_ : "");
-  for (const auto& slot : sinks_) {
-    auto* k = s->add_sinks();
-    k->set_name(slot.config.Name());
-    k->set_written(slot.written);
-    k->set_failed(slot.failed);
-    k->set_last_error(slot.failed ? slot.last_error : "");
-  }
-  for (const auto& [key, cl] : clients_) {
-    if (cl->dead || !cl->tail) continue;
-    auto* t = s->add_tailers();
-    t->set_pid(cl->pid);
-    t->set_sent(cl->sent);
-    t->set_dropped(cl->dropped);
-    t->set_queued(static_cast<uint32_t>(cl->event_frames));
-  }
-  for (const auto& [id, sb] : sandboxes_) {
-    auto* a = s->add_sandboxes();
-    a->set_id(id);
-    a->set_name(sb->ctx.name);
-    a->set_consumed(sb->reader->consumed());
-    a->set_delivered(sb->delivered);
-    a->set_suppressed(sb->suppressed);
-    a->set_lost(sb->lost);
-    a->set_malformed(sb->reader->malformed());
-    a->set_backlog(sb->backlog);
-    a->set_suppressing(sb->suppressing);
-  }
-  for (const auto& [id, problem] : problems_) {
-    auto* a = s->add_sandboxes();
-    a->set_id(id);
-    a->set_problem(problem);
-  }
-  uint64_t malformed = 0;
-  for (const auto& [id, sb] : sandboxes_) malformed += sb->reader->malformed();
-  s->set_delivered(delivered_);
-  s->set_suppressed(suppressed_);
-  s->set_lost(lost_);
-  s->set_malformed(malformed);
-  s->set_sink_failures(sink_failures_);
-  s->set_tailer_drops(tailer_drops_);
-  s->set_tailers_disconnected(tailers_disconnected_);
-  Reply(c, r);
-}
-
-void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
-  v1::Response r;
-  if (c.tail) {
-    r.set_error("this connection is already a tail");
-    return Reply(c, r);
-  }
-  if (req.adopt_sandbox_id()) {
-    Status adopted = AdoptNow(req.adopt_sandbox_id());
-    if (!adopted.ok()) {
-      r.set_error("cannot adopt sandbox " + std::to_string(req.adopt_sandbox_id()) + ": " + adopted.error().ToString());
-      return Reply(c, r);
-    }
-  }
-  TailOptions& f = c.filter;
-  f.follow = req.follow();
-  f.sandbox_ids.assign(req.sandbox_ids().begin(), req.sandbox_ids().end());
-  f.sandbox_name = req.sandbox_name();
-  f.kind_prefix = req.kind_prefix();
-  f.since_unix_ns = req.since_unix_ns();
-  std::vector<UniqueFd> fds;
-  if (req.since_unix_ns() > 0) {
-    FlushSinks();  // what was delivered before this request is in the files, not after them
-    // The files as they are now; what comes after arrives live. Oldest
-    // first: path.keep .. path.1, then path.
-    std::string path = config_.AuditPath();
-    if (path.empty()) {
-      r.add_notes("--since: the agent has no jsonl sink, so there is nothing to replay");
-    } else {
-      uint32_t keep = 0;
-      for (const auto& slot : sinks_)
-        if (slot.config.kind == SinkConfig::Kind::kJsonl && slot.config.path == path) keep = slot.config.jsonl.keep;
-      std::vector<std::string> files;
-      for (uint32_t k = keep; k >= 1; --k) files.push_back(path + "." + std::to_string(k));
-      files.push_back(path);
-      for (const auto& file : files) {
-        UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-        if (!fd.valid()) continue;
-        struct stat st;
-        if (::fstat(fd.get(), &st) != 0) continue;
-        auto* rf = r.mutable_tail()->add_replay();
-        rf->set_path(file);
-        rf->set_end_offset(static_cast<uint64_t>(st.st_size));
-        fds.push_back(std::move(fd));
-      }
-    }
-  }
-  r.mutable_tail();
-  Reply(c, r, std::move(fds));
-  if (c.dead) return;
-  c.tail = true;
-  if (!req.follow()) {
-    // What the ring buffers hold now, then the end.
-    for (auto& [id, sb] : sandboxes_) {
-      if (!f.sandbox_ids.empty() && std::find(f.sandbox_ids.begin(), f.sandbox_ids.end(), id) == f.sandbox_ids.end())
-        continue;
-      DrainAll(*sb);
-      sb->reader->CheckLosses();
-      Commit(*sb);
-    }
-    if (c.dead) return;
-    v1::TailFrame tf;
-    tf.mutable_notice()->set_end(true);
-    tf.mutable_notice()->set_dropped(c.dropped_unreported);
-    tf.mutable_notice()->set_dropped_total(c.dropped);
-    Push(c, std::make_shared<const std::string>(EncodeFrame(tf)), false);
-    c.closing = true;
-    c.close_deadline = MonoNs() + 60 * 1000000000ll;
-    Flush(c);
-  }
-}
-
-void Agent::HandleAttach(Client& c, const std::string& cgroup_arg, const std::string& text, const std::string& file,
-                         const std::string& mode, const std::string& name, bool allow_degraded, bool must_exist) {
-  const int64_t t_start = MonoNs();
-  v1::Response r;
-  policy::CompiledPolicy compiled;
-  if (text.empty()) {
-    compiled = policy::DefaultPolicy();
-  } else {
-    policy::ParsedPolicy parsed;
-    policy::Diagnostics diags;
-    const std::string display = file.empty() ? "<policy>" : file;
-    if (!policy::ParsePolicyText(text, display, &parsed, &diags) || !policy::Compile(parsed, &compiled, &diags)) {
-      std::string msg = policy::FormatDiagnostics(diags);
-      r.set_error(msg + "policy " + display + " rejected (" + std::to_string(diags.size()) + " error" +
-                  (diags.size() == 1 ? "" : "s") + "); nothing attached");
-      return Reply(c, r);
-    }
-  }
-  if (mode == "enforce") compiled.mode = CORDON_MODE_ENFORCE;
-  else if (mode == "audit") compiled.mode = CORDON_MODE_AUDIT;
-  else if (!mode.empty()) {
-    r.set_error("mode must be enforce or audit, not '" + mode + "'");
-    return Reply(c, r);
-  }
-  auto cgroup = ResolveCgroup(cgroup_arg);
-  if (!cgroup) {
-    r.set_error(cgroup.error().ToString() + "; nothing attached");
-    return Reply(c, r);
-  }
-  if (must_exist && !sandboxes_.count(cgroup->id) && !GetSandbox(cgroup->id)) {
-    r.set_error("no sandbox is attached to " + cgroup->path);
-    return Reply(c, r);
-  }
-  std::vector<std::string> missing = UndeliverableInAttach(compiled, ProbeLsm());
-  if (!missing.empty() && !allow_degraded) {
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : "; ") + m;
-    r.set_error("this kernel cannot enforce, for processes cordon attaches to: " + list +
-                ". Nothing attached; allow degraded enforcement to enforce only the rest");
-    return Reply(c, r);
-  }
-  AttachOptions options;
-  options.name = name;
-  const int64_t t_attach = MonoNs();
-  auto result = AttachSandbox(*cgroup, compiled, options);
-  const int64_t t_attached = MonoNs();
-  if (!result) {
-    r.set_error(result.error().ToString() + "; nothing attached");
-    return Reply(c, r);
-  }
-  Status adopted = AdoptNow(cgroup->id);
-  if (!adopted.ok()) r.add_notes("attached, but the agent cannot read its events: " + adopted.error().ToString());
-  if (auto it = sandboxes_.find(cgroup->id); it != sandboxes_.end()) {
-    bool foreign = false;
-    if (auto pinned = ReadPinnedInfo(SandboxPinDir(pin_root_, cgroup->id), &foreign)) Refresh(*it->second, *pinned);
-  }
-  for (const auto& line : UnenforcedControls(compiled, ProbeLsm())) r.add_notes(line);
-  if (ProbeLsm().usable())
-    if (std::string note = ForeignSocketsNote(); !note.empty()) r.add_notes(note);
-  for (const auto& path : result->skipped_paths) r.add_notes("profile path absent on this host, skipped: " + path);
-  auto* a = r.mutable_attach();
-  // Retroactive attach: its events go into the audit trail like any other.
-  SandboxContext retro_ctx{result->info.id, result->info.name,
-                           result->info.policy.empty() ? compiled.name : result->info.policy, result->info.cgroup_path};
-  if (auto retro = ApplyRetroactively(*cgroup, compiled, retro_ctx)) {
-    for (const auto& event : retro->events) {
-      Deliver(event);
-      *a->add_retro_events() = event;
-    }
-    a->set_retro_summary(RetroSummaryLine(*retro));
-    a->set_retro_destroy_failed(retro->destroy_failed);
-  } else {
-    a->set_retro_error(retro.error().ToString());
-  }
-  a->set_sandbox_id(result->info.id);
-  a->set_name(result->info.name);
-  a->set_policy(compiled.name);
-  a->set_mode(compiled.mode == CORDON_MODE_AUDIT ? "audit" : "enforce");
-  a->set_replaced(result->replaced);
-  a->set_swap_ns(result->swap_ns);
-  a->set_cgroup(cgroup->path);
-  const int64_t t_end = MonoNs();
-  auto ms = [](int64_t ns) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(ns) / 1e6);
-    return std::string(buf);
-  };
-  Log(std::string(result->replaced ? "replaced the policy of" : "attached") + " sandbox " + result->info.name +
-      " (cgroup id " + std::to_string(result->info.id) + ", " + cgroup->path + ", policy " + compiled.name +
-      ") for pid " + std::to_string(c.pid) + " in " + ms(t_end - t_start) + " ms: AttachSandbox " +
-      ms(t_attached - t_attach) + " ms" + (result->prepared_instance ? " (prepared instance)" : "") +
-      ", adopt and retroactive check " + ms(t_end - t_attached) + " ms; " + std::to_string(sandboxes_.size()) +
-      " sandboxes read");
-  Reply(c, r);
-  if (result->prepared_instance) PrepareInstance();  // the next one
-}
-
-void Agent::HandleDrain(Client& c, uint64_t id, bool detach, bool release) {
-  v1::Response r;
-  auto* d = r.mutable_drain();
-  d->set_sandbox_id(id);
-  d->set_drained(Finish(id));
-  if (release && !detach) released_.insert(id);
-  if (detach) {
-    Status detached = DetachSandbox(id);
-    if (!detached.ok()) r.set_error(detached.error().ToString());
-    else d->set_detached(true);
-  }
-  Reply(c, r);
+  tails_->ExpireClosing(now);
 }
 
 std::string Agent::RenderMetrics() {
   AgentMetrics m;
   m.events_total = consumed_;
   m.events_per_second = events_per_second_;
-  m.sink_write_failures = sink_failures_;
-  for (const auto& slot : sinks_) m.sink_failures_by_sink[slot.config.Name()] = slot.failed;
-  m.tailer_drops = tailer_drops_;
-  for (const auto& [key, c] : clients_) m.tailers_connected += c->tail ? 1 : 0;
-  m.tailers_disconnected_slow = tailers_disconnected_;
+  m.sink_write_failures = sinks_.failures();
+  for (const auto& slot : sinks_.slots()) m.sink_failures_by_sink[slot.config.Name()] = slot.failed;
+  m.tailer_drops = tails_->drops();
+  for (const auto& [key, c] : tails_->clients()) m.tailers_connected += c->tail ? 1 : 0;
+  m.tailers_disconnected_slow = tails_->disconnected();
   m.uptime_seconds = static_cast<double>(MonoNs() - started_mono_ns_) / 1e9;
   if (auto statm = ReadFile("/proc/self/statm", 4096)) {
     unsigned long long size = 0, resident = 0;
@@ -1566,11 +249,11 @@ std::string Agent::RenderMetrics() {
     SandboxMetrics s;
     s.id = id;
     s.name = sb->ctx.name;
-    s.level = Level(sb->flags);
+    s.level = EnforcementLevel(sb->flags);
     if (auto counters = OpenSandboxMap(id, "counters"))
       if (auto sums = ReadCounters(counters->get())) s.counters = *sums;
     s.events_delivered = sb->delivered;
-    s.events_suppressed = sb->suppressed;
+    s.events_suppressed = sb->suppression.suppressed();
     s.ringbuf_lost = sb->lost;
     m.sandboxes.push_back(std::move(s));
   }
@@ -1583,32 +266,15 @@ void Agent::Shutdown() {
   for (const auto& [id, sb] : sandboxes_) ids.push_back(id);
   uint64_t drained = 0;
   for (uint64_t id : ids) drained += Finish(id);
-  for (auto& slot : sinks_)
-    if (slot.sink) {
-      (void)slot.sink->Flush();
-      if (auto* jsonl = dynamic_cast<JsonlFileSink*>(slot.sink.get())) (void)jsonl->Sync();
-    }
-  for (auto& [key, cp] : clients_) {
-    Client& c = *cp;
-    if (c.dead) continue;
-    if (c.tail && !c.closing) {
-      v1::TailFrame tf;
-      tf.mutable_notice()->set_dropped(c.dropped_unreported);
-      tf.mutable_notice()->set_dropped_total(c.dropped);
-      tf.mutable_notice()->set_disconnect_reason("the agent is shutting down");
-      Push(c, std::make_shared<const std::string>(EncodeFrame(tf)), false);
-      c.closing = true;
-    }
-    Flush(c);
-  }
-  clients_.clear();
+  sinks_.Close();
+  tails_->Shutdown();
   struct stat st;
   if (socket_ino_ && ::stat(config_.socket.c_str(), &st) == 0 && st.st_ino == socket_ino_)
     ::unlink(config_.socket.c_str());
   if (lock_fd_.valid()) (void)!::ftruncate(lock_fd_.get(), 0);
   Log("stopped: drained " + std::to_string(drained) + " final events; " + std::to_string(delivered_) +
       " delivered, " + std::to_string(suppressed_) + " suppressed, " + std::to_string(lost_) + " lost, " +
-      std::to_string(sink_failures_) + " sink write failures since start");
+      std::to_string(sinks_.failures()) + " sink write failures since start");
 }
 
 int Agent::Loop() {
@@ -1625,7 +291,7 @@ int Agent::Loop() {
     }
     for (int i = 0; i < n && !stop_; ++i) {
       uint64_t key = evs[i].data.u64;
-      uint64_t id = key & ((1ull << 56) - 1);
+      uint64_t id = key & kKeyIdMask;
       switch (static_cast<Tag>(key >> 56)) {
         case kSignal: {
           struct signalfd_siginfo si;
@@ -1640,7 +306,7 @@ int Agent::Loop() {
           break;
         }
         case kListen:
-          Accept();
+          AcceptControlClients(listen_fd_.get(), cgroup_mount_, pin_root_, config_.max_clients, *tails_);
           break;
         case kTimer:
           Tick();
@@ -1648,14 +314,9 @@ int Agent::Loop() {
         case kMetrics:
           if (metrics_) metrics_->Service([this] { return RenderMetrics(); });
           break;
-        case kClient: {
-          auto it = clients_.find(id);
-          if (it == clients_.end() || it->second->dead) break;
-          Client& c = *it->second;
-          if (evs[i].events & EPOLLOUT) Flush(c);
-          if (!c.dead && (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) OnReadable(c);
+        case kClient:
+          tails_->OnReady(id, evs[i].events);
           break;
-        }
         case kSandbox: {
           auto it = sandboxes_.find(id);
           if (it != sandboxes_.end()) DrainSandbox(*it->second, kDrainBudget);
@@ -1670,43 +331,11 @@ int Agent::Loop() {
         if (sb->more) DrainSandbox(*sb, kDrainBudget);
     // Whatever this turn delivered outside a drain (suppressed records,
     // retroactive attach events, loss records) goes out now.
-    FlushSinks();
-    FlushClients();
-    Reap();
+    FlushDeliveries();
+    tails_->Reap();
   }
   Shutdown();
   return 0;
-}
-
-}  // namespace
-
-Status CheckPinnedLayout() {
-  struct statfs sfs;
-  if (::statfs(kBpffsDefault, &sfs) != 0 || sfs.f_type != BPF_FS_MAGIC) return {};  // no bpffs: no state
-  const std::string base = std::string(kBpffsDefault) + "/cordon";
-  auto names = ListDir(base);
-  if (!names) return {};  // nothing pinned yet
-  std::vector<std::string> problems;
-  for (const auto& name : *names) {
-    if (name.size() < 2 || name[0] != 'v' || !IsNumber(name.substr(1))) continue;
-    if (name == "v" + std::to_string(CORDON_LAYOUT_VERSION)) continue;
-    problems.push_back(base + "/" + name + " holds state of layout version " + name.substr(1));
-  }
-  const std::string sandboxes = base + "/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/sandboxes";
-  if (auto ids = ListDir(sandboxes)) {
-    for (const auto& name : *ids) {
-      if (!IsNumber(name)) continue;
-      bool foreign = false;
-      auto pinned = ReadPinnedInfo(sandboxes + "/" + name, &foreign);
-      if (!pinned && foreign) problems.push_back(pinned.error().ToString());
-    }
-  }
-  if (problems.empty()) return {};
-  std::string list;
-  for (const auto& p : problems) list += (list.empty() ? "" : "; ") + p;
-  return Error{"refusing to start: " + list + ". This cordon understands state layout version " +
-               std::to_string(CORDON_LAYOUT_VERSION) +
-               " only; nothing was touched. Use the cordon that wrote that state (its agent, or its detach)"};
 }
 
 int RunAgent(const AgentConfig& config) {
@@ -1720,80 +349,3 @@ int RunAgent(const AgentConfig& config) {
 }
 
 }  // namespace cordon::agent
-
-namespace cordon::cli {
-
-namespace {
-const char* kAgentHelp =
-    "usage: cordon agent [--config FILE] [--check]\n"
-    "\n"
-    "Runs the cordon agent in the foreground: the single consumer of every sandbox's event ring\n"
-    "buffer. It writes events to the configured sinks (JSONL audit file with rotation and an fsync\n"
-    "policy, stdout, syslog), streams them to `cordon tail` clients, rate-limits each sandbox's\n"
-    "events, accounts for every loss, and serves `cordon status`, attach, update and detach requests\n"
-    "on a unix socket (root only, mode 0600) and Prometheus metrics on a loopback address.\n"
-    "Logs go to stderr (journald under systemd).\n"
-    "\n"
-    "options:\n"
-    "  --config FILE   configuration (default /etc/cordon/agent.yaml; a missing default file\n"
-    "                  means the defaults: one audit file /var/log/cordon/audit.jsonl, socket\n"
-    "                  /run/cordon/agent.sock, metrics on 127.0.0.1:9464, 2000 events/s per\n"
-    "                  sandbox with bursts of 10000). Errors name file:line:column and field.\n"
-    "  --check         validate the configuration and the pinned state, print the result, exit.\n"
-    "\n"
-    "On start the agent adopts every sandbox pinned under /sys/fs/bpf/cordon/v3 (nothing is\n"
-    "re-attached: enforcement never paused), drains what the ring buffers held while no agent ran,\n"
-    "and reports what they could not hold as `loss` records. It refuses to start, touching nothing,\n"
-    "when pinned state has another layout version (written by another cordon release). Sandboxes\n"
-    "attached later without the agent (`cordon attach`, `cordon run`) are adopted within 200 ms.\n"
-    "\n"
-    "Enforcement never depends on the agent: killing it (even with SIGKILL) leaves every sandbox\n"
-    "exactly as confined; events wait in each 256 KiB ring buffer, and what overflows is counted.\n"
-    "SIGTERM or SIGINT: drain every ring buffer, flush the sinks, exit 0. A second agent (same\n"
-    "socket directory) refuses to start.\n"
-    "\n"
-    "Rate limit: beyond rateLimit.eventsPerSecond (token bucket of rateLimit.burst) a sandbox's\n"
-    "events are counted, not delivered, and a `suppressed` record carrying the count is written at\n"
-    "most once a second while it lasts, and once more when it ends. For every sandbox:\n"
-    "delivered + suppressed + lost = generated.\n"
-    "\n"
-    "Exit status: 0 after SIGTERM/SIGINT (or --check passed), 1 if it cannot start (configuration\n"
-    "error, another agent, foreign pinned state), 2 usage errors.\n";
-}  // namespace
-
-int AgentCommand(const Args& args) {
-  for (const auto& a : args)
-    if (a == "-h" || a == "--help") return std::fputs(kAgentHelp, stdout), 0;
-  ParsedArgs parsed;
-  std::string error;
-  if (!ParseArgs(args, {{"--config", "-c", true}, {"--check", ""}}, &parsed, &error) || !parsed.positionals.empty()) {
-    PrintError(error.empty() ? "unexpected argument '" + parsed.positionals[0] + "'" : error);
-    std::fputs(kAgentHelp, stderr);
-    return 2;
-  }
-  agent::AgentConfig config;
-  policy::Diagnostics diags;
-  const std::string path = parsed.Get("--config").value_or("");
-  if (!agent::LoadAgentConfig(path, !path.empty(), &config, &diags)) {
-    std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
-    PrintError("agent configuration " + (path.empty() ? std::string(agent::kDefaultConfigPath) : path) +
-               " rejected (" + std::to_string(diags.size()) + " error" + (diags.size() == 1 ? "" : "s") + ")");
-    return 1;
-  }
-  if (!IsRoot()) return PrintError("the agent needs root (it reads pinned BPF state)"), 1;
-  if (parsed.Has("--check")) {
-    Status layout = agent::CheckPinnedLayout();
-    if (!layout.ok()) return PrintError("agent: " + layout.error().ToString()), 1;
-    std::printf("%s: ok (socket %s; %zu sink%s; rate limit %s)\n",
-                config.file.empty() ? "built-in defaults" : config.file.c_str(), config.socket.c_str(),
-                config.sinks.size(), config.sinks.size() == 1 ? "" : "s",
-                config.rate_per_second ? (std::to_string(config.rate_per_second) + "/s, burst " +
-                                          std::to_string(config.rate_burst))
-                                             .c_str()
-                                       : "none");
-    return 0;
-  }
-  return agent::RunAgent(config);
-}
-
-}  // namespace cordon::cli

@@ -245,15 +245,6 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
 
 }  // namespace
 
-std::string SinkConfig::Name() const {
-  switch (kind) {
-    case Kind::kJsonl: return "jsonl:" + path;
-    case Kind::kStdout: return "stdout";
-    case Kind::kSyslog: return "syslog:" + socket;
-  }
-  return "?";
-}
-
 bool ParseListenAddress(const std::string& text, ListenAddress* out, std::string* error) {
   std::string host, port;
   if (!text.empty() && text[0] == '[') {

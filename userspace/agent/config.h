@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "events/sink.h"
+#include "agent/sink_fanout.h"  // SinkConfig: the sinks: entries, with the sinks
 #include "policy/diagnostic.h"
 
 namespace cordon::agent {
@@ -35,23 +35,6 @@ constexpr const char* kDefaultConfigPath = "/etc/cordon/agent.yaml";
 constexpr const char* kDefaultSocketPath = "/run/cordon/agent.sock";
 constexpr const char* kDefaultAuditPath = "/var/log/cordon/audit.jsonl";
 constexpr const char* kDefaultMetricsListen = "127.0.0.1:9464";
-
-struct SinkConfig {
-  enum class Kind { kJsonl, kStdout, kSyslog };
-  Kind kind = Kind::kJsonl;
-  // jsonl
-  std::string path;
-  JsonlOptions jsonl;
-  // stdout
-  StreamSink::Format format = StreamSink::Format::kJson;
-  // syslog
-  std::string socket = "/dev/log";
-  int facility = 10;  // authpriv
-  std::string facility_name = "authpriv";
-
-  // "jsonl:/var/log/cordon/audit.jsonl", "stdout", "syslog:/dev/log"
-  std::string Name() const;
-};
 
 // host:port with a numeric IPv4 address, [IPv6]:port, or localhost:port.
 struct ListenAddress {

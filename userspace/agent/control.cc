@@ -1,24 +1,16 @@
 #include "agent/control.h"
 
-#include <google/protobuf/util/json_util.h>
-#include <google/protobuf/util/time_util.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "agent/config.h"
-#include "events/decoder.h"
-#include "events/json_line.h"
-#include "events/sink.h"
 
 namespace cordon::agent {
 
@@ -183,236 +175,17 @@ bool ReachAgent(std::optional<AgentClient>* client, bool* failed) {
   return false;
 }
 
-bool TailMatches(const cordon::v1::AuditEvent& event, const TailOptions& options) {
-  if (!options.sandbox_ids.empty()) {
+bool TailMatches(const cordon::v1::AuditEvent& event, const TailFilter& filter) {
+  if (!filter.sandbox_ids.empty()) {
     bool found = false;
-    for (uint64_t id : options.sandbox_ids) found = found || id == event.sandbox_cgroup_id();
+    for (uint64_t id : filter.sandbox_ids) found = found || id == event.sandbox_cgroup_id();
     if (!found) return false;
   }
-  if (!options.sandbox_name.empty() && event.sandbox() != options.sandbox_name) return false;
-  if (!options.kind_prefix.empty() && event.kind() != "loss" && event.kind() != "suppressed" &&
-      event.kind().compare(0, options.kind_prefix.size(), options.kind_prefix) != 0)
+  if (!filter.sandbox_name.empty() && event.sandbox() != filter.sandbox_name) return false;
+  if (!filter.kind_prefix.empty() && event.kind() != "loss" && event.kind() != "suppressed" &&
+      event.kind().compare(0, filter.kind_prefix.size(), filter.kind_prefix) != 0)
     return false;
   return true;
-}
-
-bool ReplayAuditFile(int fd, uint64_t end_offset, const TailOptions& options) {
-  std::string pending, out;
-  uint64_t offset = 0;
-  char buf[65536];
-  size_t unparseable = 0;
-  google::protobuf::util::JsonParseOptions parse;
-  parse.ignore_unknown_fields = true;
-  auto line_done = [&](const std::string& line) {
-    if (line.empty()) return;
-    cordon::v1::AuditEvent event;
-    if (!google::protobuf::util::JsonStringToMessage(line, &event, parse).ok()) {
-      unparseable++;
-      return;
-    }
-    int64_t ns = google::protobuf::util::TimeUtil::TimestampToNanoseconds(event.time());
-    if (options.since_unix_ns > 0 && ns < options.since_unix_ns) return;
-    if (!TailMatches(event, options)) return;
-    out += options.json ? line : ToCompactLine(event);
-    out += '\n';
-  };
-  for (;;) {
-    size_t want = sizeof buf;
-    if (end_offset > 0) {
-      if (offset >= end_offset) break;
-      want = static_cast<size_t>(std::min<uint64_t>(want, end_offset - offset));
-    }
-    ssize_t n = ::pread(fd, buf, want, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    offset += static_cast<uint64_t>(n);
-    pending.append(buf, static_cast<size_t>(n));
-    size_t start = 0;
-    for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
-      line_done(pending.substr(start, nl - start));
-    pending.erase(0, start);
-    if (out.size() > (1u << 16)) {
-      if (!WriteAll(STDOUT_FILENO, out).ok()) return false;
-      out.clear();
-    }
-  }
-  line_done(pending);  // a last line without newline
-  if (unparseable)
-    std::fprintf(stderr, "cordon: replay: %zu unparseable audit-file line%s skipped\n", unparseable,
-                 unparseable == 1 ? "" : "s");
-  return out.empty() || WriteAll(STDOUT_FILENO, out).ok();
-}
-
-namespace {
-std::atomic<bool> g_stop{false};
-void OnStop(int) { g_stop = true; }
-}  // namespace
-
-int TailThroughAgent(AgentClient& client, const TailOptions& options) {
-  cordon::v1::Request request;
-  auto* tail = request.mutable_tail();
-  tail->set_follow(options.follow);
-  for (uint64_t id : options.sandbox_ids) tail->add_sandbox_ids(id);
-  tail->set_sandbox_name(options.sandbox_name);
-  tail->set_kind_prefix(options.kind_prefix);
-  tail->set_since_unix_ns(options.since_unix_ns);
-  auto response = client.Call(request, 30000);
-  if (!response) {
-    std::fprintf(stderr, "cordon: %s\n", response.error().ToString().c_str());
-    return 1;
-  }
-  if (!response->error().empty()) {
-    std::fprintf(stderr, "cordon: agent: %s\n", response->error().c_str());
-    return 1;
-  }
-  for (const auto& note : response->notes()) std::fprintf(stderr, "cordon: note: %s\n", note.c_str());
-  // Replay first: the files end where the live stream begins.
-  const auto& replay = response->tail().replay();
-  for (int i = 0; i < replay.size(); ++i) {
-    if (client.received_fds().empty()) {
-      std::fprintf(stderr, "cordon: the agent named %s for replay but passed no file\n", replay[i].path().c_str());
-      return 1;
-    }
-    UniqueFd fd = std::move(client.received_fds().front());
-    client.received_fds().pop_front();
-    if (!ReplayAuditFile(fd.get(), replay[i].end_offset(), options)) return 1;
-  }
-
-  struct sigaction sa = {};
-  sa.sa_handler = OnStop;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  // Lines are gathered while frames are already here, and written before
-  // waiting for more (or at 64 KiB): one write() per bunch, whole lines only.
-  std::string out;
-  auto flush = [&] {
-    bool ok = out.empty() || WriteAll(STDOUT_FILENO, out).ok();
-    out.clear();
-    return ok;
-  };
-  cordon::v1::TailFrame tf;
-  for (;;) {
-    if (g_stop) return flush() ? 0 : 1;
-    if ((!client.FrameReady() || out.size() >= (1u << 16)) && !flush()) return 1;
-    auto frame = client.ReadFrame(-1);
-    if (!frame) {
-      if (frame.error().err == EINTR) continue;
-      flush();
-      std::fprintf(stderr, "cordon: %s\n", frame.error().ToString().c_str());
-      return 1;
-    }
-    if (!tf.ParseFromString(*frame)) {
-      flush();
-      std::fprintf(stderr, "cordon: the agent sent a malformed frame\n");
-      return 1;
-    }
-    if (tf.has_event()) {
-      if (options.json) AppendJsonLine(tf.event(), &out);
-      else out += ToCompactLine(tf.event());
-      out += '\n';
-      continue;
-    }
-    if (!flush()) return 1;
-    if (tf.has_notice()) {
-      const auto& n = tf.notice();
-      if (n.dropped())
-        std::fprintf(stderr,
-                     "cordon: %llu events not shown: this tail fell behind (%llu in all; the agent's sinks have "
-                     "them)\n",
-                     static_cast<unsigned long long>(n.dropped()), static_cast<unsigned long long>(n.dropped_total()));
-      if (!n.disconnect_reason().empty()) {
-        std::fprintf(stderr, "cordon: the agent ended this tail: %s\n", n.disconnect_reason().c_str());
-        return 1;
-      }
-      if (n.end()) return 0;
-    }
-  }
-}
-
-bool ParseDuration(const std::string& text, int64_t* ns) {
-  size_t i = 0;
-  uint64_t value = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-    if (value > 1000000000ull) return false;
-    value = value * 10 + static_cast<uint64_t>(text[i++] - '0');
-  }
-  if (i == 0) return false;
-  std::string unit = text.substr(i);
-  int64_t mult;
-  if (unit.empty() || unit == "s") mult = 1000000000ll;
-  else if (unit == "ms") mult = 1000000ll;
-  else if (unit == "m") mult = 60ll * 1000000000ll;
-  else if (unit == "h") mult = 3600ll * 1000000000ll;
-  else if (unit == "d") mult = 86400ll * 1000000000ll;
-  else return false;
-  if (value > static_cast<uint64_t>(INT64_MAX / mult)) return false;
-  *ns = static_cast<int64_t>(value) * mult;
-  return true;
-}
-
-namespace {
-std::string U(uint64_t v) { return std::to_string(v); }
-std::string Uptime(int64_t started_ns) {
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  int64_t s = (now.tv_sec * 1000000000ll + now.tv_nsec - started_ns) / 1000000000ll;
-  if (s < 0) s = 0;
-  char buf[64];
-  if (s >= 86400) std::snprintf(buf, sizeof buf, "%lldd%02lldh", (long long)(s / 86400), (long long)(s % 86400 / 3600));
-  else if (s >= 3600) std::snprintf(buf, sizeof buf, "%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
-  else std::snprintf(buf, sizeof buf, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
-  return buf;
-}
-}  // namespace
-
-std::string AgentStatusText(const cordon::v1::StatusReply& s) {
-  std::string out = "agent: pid " + std::to_string(s.pid()) + ", cordon " + s.version() + ", up " +
-                    Uptime(s.started_unix_ns()) + ", socket " + s.socket() + ", config " +
-                    (s.config_file().empty() ? std::string("(defaults)") : s.config_file()) + "\n";
-  out += "agent events: " + U(s.delivered()) + " delivered, " + U(s.suppressed()) + " suppressed by the rate limit (";
-  if (s.rate_limit_per_second() > 0) {
-    char rate[64];
-    std::snprintf(rate, sizeof rate, "%.0f/s, burst %llu", s.rate_limit_per_second(),
-                  static_cast<unsigned long long>(s.rate_limit_burst()));
-    out += std::string(rate) + " per sandbox";
-  } else {
-    out += "none";
-  }
-  out += "), " + U(s.lost()) + " lost (ring buffer full), " + U(s.malformed()) + " malformed\n";
-  out += "agent sinks:";
-  if (s.sinks().empty()) out += " none";
-  for (int i = 0; i < s.sinks_size(); ++i) {
-    const auto& k = s.sinks(i);
-    out += std::string(i ? ";" : "") + " " + k.name() + " " + U(k.written()) + " written, " + U(k.failed()) + " failed";
-    if (!k.last_error().empty()) out += " (last error: " + k.last_error() + ")";
-  }
-  out += "\nagent tailers: " + std::to_string(s.tailers_size()) + " connected, " + U(s.tailer_drops()) +
-         " events dropped for slow tailers, " + U(s.tailers_disconnected()) + " disconnected for falling behind\n";
-  out += "agent metrics: " + (s.metrics_listen().empty() ? std::string("off") : "http://" + s.metrics_listen() + "/metrics") + "\n";
-  if (!s.sandboxes().empty()) {
-    char line[512];
-    std::snprintf(line, sizeof line, "%-20s %-12s %10s %10s %10s %10s %10s %s\n", "AGENT SANDBOX", "CGROUP-ID",
-                  "CONSUMED", "DELIVERED", "SUPPRESSED", "LOST", "BACKLOG", "STATE");
-    out += line;
-    for (const auto& b : s.sandboxes()) {
-      std::string state = !b.problem().empty() ? "problem: " + b.problem() : b.suppressing() ? "rate-limited" : "ok";
-      std::snprintf(line, sizeof line, "%-20s %-12llu %10llu %10llu %10llu %10llu %10llu %s\n", b.name().c_str(),
-                    static_cast<unsigned long long>(b.id()), static_cast<unsigned long long>(b.consumed()),
-                    static_cast<unsigned long long>(b.delivered()), static_cast<unsigned long long>(b.suppressed()),
-                    static_cast<unsigned long long>(b.lost()), static_cast<unsigned long long>(b.backlog()),
-                    state.c_str());
-      out += line;
-    }
-  }
-  return out;
-}
-
-std::string AgentStatusJson(const cordon::v1::StatusReply& status) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
-  (void)google::protobuf::util::MessageToJsonString(status, &json, options);
-  return json;
 }
 
 }  // namespace cordon::agent

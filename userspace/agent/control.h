@@ -2,7 +2,7 @@
 // control.proto): every message is a 4-byte big-endian length followed by the
 // serialized message. The CLI uses AgentClient to reach a running agent;
 // without one (no socket, or nobody listening) it works directly on the
-// pinned state.
+// pinned state. What the CLI shows of the replies is in userspace/cli/.
 #pragma once
 
 #include <cstdint>
@@ -69,29 +69,15 @@ bool NoAgent(const Error& error);
 // set when one seems to be there but cannot be reached (e.g. permission).
 bool ReachAgent(std::optional<AgentClient>* client, bool* failed);
 
-// `cordon tail` through the agent.
-struct TailOptions {
-  bool follow = false;
-  std::vector<uint64_t> sandbox_ids;
+// Which events a tail selects (TailRequest's filters): the agent applies it
+// to what it delivers, `cordon tail` without an agent to what it reads.
+struct TailFilter {
+  std::vector<uint64_t> sandbox_ids;  // empty: every sandbox
   std::string sandbox_name;
   std::string kind_prefix;
-  int64_t since_unix_ns = 0;
-  bool json = true;
 };
-int TailThroughAgent(AgentClient& client, const TailOptions& options);
-
-// Replays audit-file lines (JSONL) matching the options to stdout; stops at
-// end_offset (0: the whole file). Returns false if stdout failed.
-bool ReplayAuditFile(int fd, uint64_t end_offset, const TailOptions& options);
 // Whether an event passes the tail filters (loss and suppressed records pass
 // any kind filter).
-bool TailMatches(const cordon::v1::AuditEvent& event, const TailOptions& options);
-
-// Parses "90s", "5m", "2h", "1d", "1500ms" (a bare number is seconds).
-bool ParseDuration(const std::string& text, int64_t* ns);
-
-// Renders the agent part of `cordon status`.
-std::string AgentStatusText(const cordon::v1::StatusReply& status);
-std::string AgentStatusJson(const cordon::v1::StatusReply& status);
+bool TailMatches(const cordon::v1::AuditEvent& event, const TailFilter& filter);
 
 }  // namespace cordon::agent

@@ -1,5 +1,8 @@
 #include "cli/args.h"
 
+#include <climits>
+#include <cstdint>
+
 namespace cordon::cli {
 
 std::optional<std::string> ParsedArgs::Get(const std::string& name) const {
@@ -59,6 +62,27 @@ bool ParseArgs(const std::vector<std::string>& args, const std::vector<OptionSpe
     }
     values.push_back(value);
   }
+  return true;
+}
+
+bool ParseDuration(const std::string& text, int64_t* ns) {
+  size_t i = 0;
+  uint64_t value = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (value > 1000000000ull) return false;
+    value = value * 10 + static_cast<uint64_t>(text[i++] - '0');
+  }
+  if (i == 0) return false;
+  std::string unit = text.substr(i);
+  int64_t mult;
+  if (unit.empty() || unit == "s") mult = 1000000000ll;
+  else if (unit == "ms") mult = 1000000ll;
+  else if (unit == "m") mult = 60ll * 1000000000ll;
+  else if (unit == "h") mult = 3600ll * 1000000000ll;
+  else if (unit == "d") mult = 86400ll * 1000000000ll;
+  else return false;
+  if (value > static_cast<uint64_t>(INT64_MAX / mult)) return false;
+  *ns = static_cast<int64_t>(value) * mult;
   return true;
 }
 

@@ -2,6 +2,7 @@
 // and repeated single-valued options are errors.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,5 +30,8 @@ struct ParsedArgs {
 // On error returns false and sets *error to one sentence.
 bool ParseArgs(const std::vector<std::string>& args, const std::vector<OptionSpec>& specs, ParsedArgs* out,
                std::string* error, bool stop_at_first_positional = false);
+
+// Parses "90s", "5m", "2h", "1d", "1500ms" (a bare number is seconds).
+bool ParseDuration(const std::string& text, int64_t* ns);
 
 }  // namespace cordon::cli

@@ -16,8 +16,10 @@
 #include "abi/cordon_common.h"
 #include "agent/config.h"
 #include "agent/control.h"
+#include "cli/agent_status.h"
 #include "cli/args.h"
 #include "cli/common.h"
+#include "cli/tail.h"
 #include "events/json_line.h"
 #include "events/reader.h"
 #include "events/sink.h"
@@ -479,7 +481,7 @@ int StatusCommand(const Args& args) {
           << ",\"sendmsg\":" << c[CORDON_CNT_ALLOWED_SENDMSG] << "},\"eventsDropped\":" << c[CORDON_CNT_EVENTS_DROPPED]
           << ",\"problem\":" << JsonString(s.problem) << "}";
     }
-    out << "],\"agent\":" << (agent_status ? agent::AgentStatusJson(*agent_status) : "null");
+    out << "],\"agent\":" << (agent_status ? AgentStatusJson(*agent_status) : "null");
     if (!agent_problem.empty()) out << ",\"agentProblem\":" << JsonString(agent_problem);
     out << "}\n";
     std::fputs(out.str().c_str(), stdout);
@@ -487,7 +489,7 @@ int StatusCommand(const Args& args) {
   }
   std::printf("%s\n", EnforcementSummary(ProbeLsm()).c_str());
   auto print_agent = [&] {
-    if (agent_status) std::fputs(agent::AgentStatusText(*agent_status).c_str(), stdout);
+    if (agent_status) std::fputs(AgentStatusText(*agent_status).c_str(), stdout);
     else if (!agent_problem.empty()) std::printf("agent: %s\n", agent_problem.c_str());
     else
       std::printf("agent: not running (%s): events wait in each sandbox's ring buffer until one runs or "
@@ -543,14 +545,14 @@ int TailCommand(const Args& args) {
   }
   std::string format = parsed.Get("--output").value_or("json");
   if (format != "json" && format != "compact") return Usage("-o must be json or compact", kTailHelp), 2;
-  agent::TailOptions options;
+  TailOptions options;
   options.follow = parsed.Has("--follow");
   options.json = format == "json";
   options.sandbox_name = parsed.Get("--sandbox").value_or("");
   options.kind_prefix = parsed.Get("--kind").value_or("");
   if (auto since = parsed.Get("--since")) {
     int64_t ns = 0;
-    if (!agent::ParseDuration(*since, &ns) || ns <= 0)
+    if (!ParseDuration(*since, &ns) || ns <= 0)
       return Usage("--since takes a duration such as 90s, 10m, 2h or 1d, not '" + *since + "'", kTailHelp), 2;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -567,7 +569,7 @@ int TailCommand(const Args& args) {
 
   std::optional<agent::AgentClient> client;
   bool agent_failed = false;
-  if (agent::ReachAgent(&client, &agent_failed)) return agent::TailThroughAgent(*client, options);
+  if (agent::ReachAgent(&client, &agent_failed)) return TailThroughAgent(*client, options);
   if (agent_failed) return 1;
 
   // No agent: read the ring buffers here (this consumes their events).
@@ -598,7 +600,7 @@ int TailCommand(const Args& args) {
       files.push_back(audit);
       for (const auto& file : files) {
         UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-        if (fd.valid() && !agent::ReplayAuditFile(fd.get(), 0, options)) return 1;
+        if (fd.valid() && !ReplayAuditFile(fd.get(), 0, options)) return 1;
       }
     }
   }

@@ -19,7 +19,7 @@ int StatusCommand(const Args& args);
 int TailCommand(const Args& args);
 int RunCommand(const Args& args);
 int DoctorCommand(const Args& args);
-int AgentCommand(const Args& args);  // userspace/agent/agent.cc
+int AgentCommand(const Args& args);  // agent_command.cc
 
 int Main(int argc, char** argv);
 

@@ -1,0 +1,228 @@
+// The agent's sandboxes: adopting what is pinned (at start, on every rescan,
+// and on request), draining each ring buffer in bounded batches, delivering
+// its events, rate limiting them, and finishing a sandbox that is detached.
+#include <bpf/bpf.h>
+#include <dirent.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+
+#include "agent/agent_impl.h"
+#include "agent/clock.h"
+#include "agent/log.h"
+#include "loader/bpffs.h"
+#include "loader/sandbox.h"
+
+namespace cordon::agent {
+
+namespace v1 = cordon::v1;
+
+Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
+  auto events = OpenSandboxMap(id, "events");
+  if (!events) return events.error();
+  auto counters = OpenSandboxMap(id, "counters");
+  if (!counters) return counters.error();
+  auto sb = std::make_unique<Sandbox>();
+  Sandbox* raw = sb.get();
+  sb->id = id;
+  sb->ctx = SandboxContext{id, pinned.info.name, pinned.info.policy, pinned.info.cgroup_path};
+  sb->info_map_id = pinned.map_id;
+  sb->generation = pinned.info.generation;
+  sb->flags = pinned.info.flags;
+  sb->suppression.Configure(config_.rate_per_second, config_.rate_burst, MonoNs());
+  {
+    // The directory first: if it is replaced after this, its inode differs.
+    const std::string dir = SandboxPinDir(pin_root_, id);
+    struct stat st;
+    if (::stat(dir.c_str(), &st) == 0) {
+      UniqueFd info_fd(bpf_obj_get((dir + "/info").c_str()));
+      struct bpf_map_info minfo = {};
+      uint32_t len = sizeof minfo;
+      if (info_fd.valid() && bpf_obj_get_info_by_fd(info_fd.get(), &minfo, &len) == 0 && minfo.id == pinned.map_id) {
+        sb->info_fd = std::move(info_fd);
+        sb->dir_ino = st.st_ino;
+      }
+    }
+  }
+  // Counted by an agent that died before writing them: written out now.
+  if (uint64_t left = sb->suppression.Resume(pending_.Claim(id), MonoNs()))
+    Log("sandbox " + std::string(pinned.info.name) + ": " + std::to_string(left) +
+        " suppressed events left by the previous agent");
+  sb->reader = std::make_unique<EventReader>(cgroup_mount_, [this, raw](const v1::AuditEvent& e) { OnEvent(*raw, e); });
+  sb->reader->SetAdmit([this, raw] { return Admit(*raw); });
+  sb->reader->SetDeferCommit(true);
+  CORDON_TRY(sb->reader->Add(sb->ctx, std::move(*events), std::move(*counters)));
+  Watch(sb->reader->epoll_fd(), Key(kSandbox, id), EPOLLIN);
+  sandboxes_[id] = std::move(sb);
+  problems_.erase(id);
+  // What waited while nobody read, then what could not wait.
+  uint64_t before = raw->reader->consumed();
+  DrainAll(*raw);
+  raw->backlog = raw->reader->consumed() - before;
+  raw->reader->CheckLosses();
+  Commit(*raw);
+  return {};
+}
+
+Status Agent::AdoptNow(uint64_t id) {
+  released_.erase(id);
+  if (sandboxes_.count(id)) return {};
+  bool foreign = false;
+  auto pinned = ReadPinnedInfo(SandboxPinDir(pin_root_, id), &foreign);
+  if (!pinned) return pinned.error();
+  return Adopt(id, *pinned);
+}
+
+uint64_t Agent::Finish(uint64_t id) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) return 0;
+  Sandbox& sb = *it->second;
+  uint64_t before = sb.reader->consumed();
+  DrainAll(sb);
+  sb.reader->CheckLosses();
+  if (sb.suppression.suppressing()) EmitSuppressed(sb, true, MonoNs());
+  Commit(sb);
+  uint64_t drained = sb.reader->consumed() - before;
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, sb.reader->epoll_fd(), nullptr);
+  pending_.Release(id);
+  sandboxes_.erase(it);
+  return drained;
+}
+
+void Agent::Rescan() {
+  // The listing with each directory's inode (readdir has it): an adopted
+  // sandbox whose directory is the same one is read through the info map fd
+  // we hold, one system call, without reopening its pins.
+  std::vector<std::pair<std::string, ino_t>> entries;
+  {
+    DIR* d = ::opendir(pin_root_.c_str());
+    if (!d) return;
+    while (struct dirent* ent = ::readdir(d)) entries.emplace_back(ent->d_name, ent->d_ino);
+    ::closedir(d);
+  }
+  std::set<uint64_t> present;
+  for (const auto& [name, dir_ino] : entries) {
+    if (!IsNumber(name)) continue;  // staging-*, ".", ".."
+    uint64_t id = std::strtoull(name.c_str(), nullptr, 10);
+    present.insert(id);
+    if (released_.count(id)) continue;
+    auto it = sandboxes_.find(id);
+    if (it != sandboxes_.end() && it->second->info_fd.valid()) {
+      Sandbox& sb = *it->second;
+      if (dir_ino == sb.dir_ino) {
+        PinnedInfo same;
+        same.map_id = sb.info_map_id;
+        if (ReadHeldInfo(sb.info_fd.get(), &same)) {
+          Refresh(sb, same);
+          continue;
+        }
+      }
+    }
+    bool foreign = false;
+    auto pinned = ReadPinnedInfo(SandboxPinDir(pin_root_, id), &foreign);
+    if (!pinned) {
+      // Half-published or being removed: look again next time; foreign
+      // state is never read.
+      if (foreign && !problems_.count(id)) {
+        Log("not reading sandbox " + std::to_string(id) + ": " + pinned.error().ToString());
+        problems_[id] = pinned.error().ToString();
+      }
+      continue;
+    }
+    if (it != sandboxes_.end()) {
+      Sandbox& sb = *it->second;
+      if (sb.info_map_id != pinned->map_id) {
+        // Detached and attached again between two scans: finish the old
+        // instance (its maps live while we hold them), adopt the new one.
+        Finish(id);
+      } else {
+        Refresh(sb, *pinned);
+        continue;
+      }
+    }
+    if (!config_.InScope(pinned->info.cgroup_path, pinned->info.name)) continue;
+    if (RunStillReading(pinned->info)) continue;
+    Status adopted = Adopt(id, *pinned);
+    if (!adopted.ok() && !problems_.count(id)) {
+      Log("cannot read sandbox " + std::to_string(id) + ": " + adopted.error().ToString());
+      problems_[id] = adopted.error().ToString();
+    }
+  }
+  // Detached without us: drain what is left (we still hold the ring buffer).
+  std::vector<uint64_t> gone;
+  for (const auto& [id, sb] : sandboxes_)
+    if (!present.count(id)) gone.push_back(id);
+  for (uint64_t id : gone) Finish(id);
+  for (auto it = released_.begin(); it != released_.end();)
+    it = present.count(*it) ? std::next(it) : released_.erase(it);
+  for (auto it = problems_.begin(); it != problems_.end();)
+    it = present.count(it->first) ? std::next(it) : problems_.erase(it);
+}
+
+void Agent::Refresh(Sandbox& sb, const PinnedInfo& pinned) {
+  sb.flags = pinned.info.flags;
+  if (sb.generation == pinned.info.generation && sb.ctx.name == pinned.info.name &&
+      sb.ctx.policy == pinned.info.policy)
+    return;
+  DrainAll(sb);
+  sb.ctx.name = pinned.info.name;
+  sb.ctx.policy = pinned.info.policy;
+  sb.generation = pinned.info.generation;
+  sb.reader->Update(sb.ctx);
+}
+
+void Agent::DrainSandbox(Sandbox& sb, int budget) {
+  auto n = sb.reader->Drain(budget);
+  sb.more = n && *n >= budget;
+  Commit(sb);
+}
+
+void Agent::DrainAll(Sandbox& sb) {
+  do DrainSandbox(sb, kDrainBudget);
+  while (sb.more);
+}
+
+void Agent::Commit(Sandbox& sb) {
+  // What was consumed is in the sinks (or counted as failed there) before
+  // the ring buffer may reuse its space: a kill -9 before this point makes
+  // the next agent read those records again, never lose them.
+  FlushDeliveries();
+  sb.reader->Commit();
+}
+
+bool Agent::Admit(Sandbox& sb) {
+  consumed_++;
+  if (sb.suppression.Admit(MonoNs())) return true;
+  suppressed_++;
+  return false;
+}
+
+void Agent::OnEvent(Sandbox& sb, const v1::AuditEvent& event) {
+  if (event.kind() == "loss") {
+    sb.lost += event.loss().dropped();
+    lost_ += event.loss().dropped();
+  } else {
+    sb.delivered++;
+    delivered_++;
+  }
+  Deliver(event);
+}
+
+void Agent::EmitSuppressed(Sandbox& sb, bool final, int64_t now) {
+  Deliver(SuppressedRecord(sb.ctx, sb.suppression.pending(), config_.rate_per_second, config_.rate_burst, final,
+                           RealNs()));
+  sb.suppression.Recorded(final, now);  // the count is cleared after the sinks have it
+}
+
+void Agent::Deliver(const v1::AuditEvent& event) {
+  sinks_.Write(event);
+  tails_->Broadcast(event);
+}
+
+void Agent::FlushDeliveries() {
+  sinks_.FlushBatches();
+  tails_->FlushAll();
+}
+
+}  // namespace cordon::agent

@@ -1,0 +1,137 @@
+// The Agent behind RunAgent (agent.h): one thread, one epoll loop. The class
+// is written in three files:
+//   agent.cc     start, the loop and its 100 ms tick, shutdown, metrics
+//   adoption.cc  sandboxes: adopting pinned ones, draining their ring
+//                buffers, delivering their events, suppression records
+//   handlers.cc  control requests: status, tail, attach/update, detach/release
+// Its parts with state of their own are classes of their own: SinkFanout
+// (sink_fanout.h), TailServer (tail_server.h), Suppression and PendingState
+// (suppression.h); the control socket's listener is control_socket.h and the
+// pinned state it reads is pinned.h.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/config.h"
+#include "agent/metrics.h"
+#include "agent/pinned.h"
+#include "agent/sink_fanout.h"
+#include "agent/suppression.h"
+#include "agent/tail_server.h"
+#include "events/decoder.h"
+#include "events/reader.h"
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace cordon::agent {
+
+constexpr int kDrainBudget = 4096;  // records per sandbox per loop turn
+
+struct Sandbox {
+  uint64_t id = 0;
+  SandboxContext ctx;
+  uint32_t info_map_id = 0;
+  UniqueFd info_fd;   // the info map, held: a rescan reads it without reopening the pin
+  ino_t dir_ino = 0;  // the pin directory's inode: another one means the sandbox was re-created
+  uint32_t generation = 0;
+  uint32_t flags = 0;
+  std::unique_ptr<EventReader> reader;
+  bool more = false;  // the last drain spent its budget
+  uint64_t delivered = 0;
+  uint64_t lost = 0;
+  uint64_t backlog = 0;
+  Suppression suppression;
+};
+
+// What an epoll event is for: the tag in the key's top byte, an id below.
+enum Tag : uint64_t { kSignal = 1, kListen, kTimer, kMetrics, kClient, kSandbox };
+constexpr uint64_t kKeyIdMask = (1ull << 56) - 1;
+constexpr uint64_t Key(Tag tag, uint64_t id) { return (static_cast<uint64_t>(tag) << 56) | (id & kKeyIdMask); }
+
+class Agent {
+ public:
+  explicit Agent(AgentConfig config) : config_(std::move(config)) {}
+  ~Agent();
+  Status Start();
+  int Loop();
+
+ private:
+  // setup (agent.cc)
+  Status Lock();
+  void Watch(int fd, uint64_t key, uint32_t events);
+  void Tick();
+  void PrepareInstance();
+  std::string RenderMetrics();
+  void Shutdown();
+
+  // sandboxes (adoption.cc)
+  void Rescan();
+  Status Adopt(uint64_t id, const PinnedInfo& pinned);
+  Status AdoptNow(uint64_t id);
+  uint64_t Finish(uint64_t id);  // final drain; stops reading; returns records drained
+  void DrainSandbox(Sandbox& sb, int budget);  // one batch, written out and committed
+  void DrainAll(Sandbox& sb);
+  void Commit(Sandbox& sb);
+  // After a policy replacement: what waits is decoded under the old names,
+  // then the new ones apply.
+  void Refresh(Sandbox& sb, const PinnedInfo& pinned);
+  void OnEvent(Sandbox& sb, const cordon::v1::AuditEvent& event);
+  bool Admit(Sandbox& sb);
+  void EmitSuppressed(Sandbox& sb, bool final, int64_t now);
+  void Deliver(const cordon::v1::AuditEvent& event);  // to the sinks and the tails
+  void FlushDeliveries();  // what was delivered outside a drain goes out
+
+  // control requests (handlers.cc)
+  void Handle(Client& c, const std::string& payload);
+  void HandleStatus(Client& c);
+  void HandleTail(Client& c, const cordon::v1::TailRequest& req);
+  void HandleAttach(Client& c, const std::string& cgroup, const std::string& text, const std::string& file,
+                    const std::string& mode, const std::string& name, bool allow_degraded, bool must_exist);
+  void HandleDrain(Client& c, uint64_t id, bool detach, bool release);
+
+  AgentConfig config_;
+  std::string cgroup_mount_;
+  std::string pin_root_;
+  UniqueFd lock_fd_;
+  UniqueFd listen_fd_;
+  ino_t socket_ino_ = 0;
+  UniqueFd epoll_fd_;
+  UniqueFd signal_fd_;
+  UniqueFd timer_fd_;
+  std::unique_ptr<MetricsServer> metrics_;
+  std::string metrics_address_;
+  SinkFanout sinks_;
+  std::unique_ptr<TailServer> tails_;  // made once the epoll set exists
+  PendingState pending_;
+  std::map<uint64_t, std::unique_ptr<Sandbox>> sandboxes_;
+  std::set<uint64_t> released_;               // finished on request: not re-adopted while pinned
+  std::map<uint64_t, std::string> problems_;  // pinned sandboxes this agent will not read
+  bool stop_ = false;
+  uint64_t ticks_ = 0;
+  int64_t next_prepare_ns_ = 0;  // when to try PrepareNetworkInstances() again after a failure
+  // The thread loading the next network instance ahead of an attach (so the
+  // loop, and a detach waiting in it, never wait for that), and its error.
+  std::thread preparer_;
+  std::atomic<bool> preparing_{false};
+  std::mutex prepare_mu_;
+  std::string prepare_error_;
+  int64_t started_real_ns_ = 0;
+  int64_t started_mono_ns_ = 0;
+  // accounting since start
+  uint64_t consumed_ = 0, delivered_ = 0, suppressed_ = 0, lost_ = 0;
+  uint64_t rate_last_delivered_ = 0;
+  int64_t rate_last_ns_ = 0;
+  double events_per_second_ = 0;
+};
+
+}  // namespace cordon::agent

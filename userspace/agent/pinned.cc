@@ -1,0 +1,118 @@
+#include "agent/pinned.h"
+
+#include <bpf/bpf.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <sys/statfs.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <vector>
+
+#include "agent/agent.h"
+#include "loader/bpffs.h"
+#include "loader/sandbox.h"
+#include "util/fd.h"
+#include "util/fs.h"
+
+namespace cordon::agent {
+
+namespace {
+void TerminateStrings(cordon_sandbox_info* info) {
+  info->name[sizeof info->name - 1] = '\0';
+  info->policy[sizeof info->policy - 1] = '\0';
+  info->cgroup_path[sizeof info->cgroup_path - 1] = '\0';
+}
+}  // namespace
+
+Result<PinnedInfo> ReadPinnedInfo(const std::string& dir, bool* foreign) {
+  *foreign = false;
+  const std::string path = dir + "/info";
+  UniqueFd fd(bpf_obj_get(path.c_str()));
+  if (!fd.valid()) return SysError("open " + path);
+  struct bpf_map_info minfo = {};
+  uint32_t len = sizeof minfo;
+  if (bpf_obj_get_info_by_fd(fd.get(), &minfo, &len)) return SysError("inspect " + path);
+  if (minfo.value_size != sizeof(cordon_sandbox_info)) {
+    *foreign = true;
+    return Error{dir + " was written by a cordon with another state layout (info of " +
+                 std::to_string(minfo.value_size) + " bytes, this cordon's has " +
+                 std::to_string(sizeof(cordon_sandbox_info)) + ")"};
+  }
+  PinnedInfo out;
+  out.map_id = minfo.id;
+  uint32_t zero = 0;
+  if (bpf_map_lookup_elem(fd.get(), &zero, &out.info)) return SysError("read " + path);
+  if (out.info.layout_version != CORDON_LAYOUT_VERSION) {
+    *foreign = true;
+    return Error{dir + " has state layout version " + std::to_string(out.info.layout_version) +
+                 " (this cordon understands " + std::to_string(CORDON_LAYOUT_VERSION) + ")"};
+  }
+  TerminateStrings(&out.info);
+  return out;
+}
+
+bool ReadHeldInfo(int info_fd, PinnedInfo* pinned) {
+  uint32_t zero = 0;
+  if (bpf_map_lookup_elem(info_fd, &zero, &pinned->info) != 0 ||
+      pinned->info.layout_version != CORDON_LAYOUT_VERSION)
+    return false;
+  TerminateStrings(&pinned->info);
+  return true;
+}
+
+bool IsNumber(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// A run that found the agent asked it to adopt the sandbox explicitly. Its
+// cgroup is /cordon/run-<pid>-<random>.
+bool RunStillReading(const cordon_sandbox_info& info) {
+  if (!(info.flags & CORDON_INFO_F_EPHEMERAL)) return false;
+  const std::string path = info.cgroup_path;
+  const std::string prefix = "/cordon/run-";
+  if (path.compare(0, prefix.size(), prefix) != 0) return false;
+  int pid = std::atoi(path.c_str() + prefix.size());
+  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+}
+
+std::string EnforcementLevel(uint32_t flags) {
+  SandboxInfo info;
+  info.lsm = flags & CORDON_INFO_F_LSM;
+  info.landlock = flags & CORDON_INFO_F_LANDLOCK;
+  info.seccomp = flags & CORDON_INFO_F_SECCOMP;
+  info.detect = flags & CORDON_INFO_F_DETECT;
+  info.detect_kill = flags & CORDON_INFO_F_DETECT_KILL;
+  return info.Level();
+}
+
+Status CheckPinnedLayout() {
+  struct statfs sfs;
+  if (::statfs(kBpffsDefault, &sfs) != 0 || sfs.f_type != BPF_FS_MAGIC) return {};  // no bpffs: no state
+  const std::string base = std::string(kBpffsDefault) + "/cordon";
+  auto names = ListDir(base);
+  if (!names) return {};  // nothing pinned yet
+  std::vector<std::string> problems;
+  for (const auto& name : *names) {
+    if (name.size() < 2 || name[0] != 'v' || !IsNumber(name.substr(1))) continue;
+    if (name == "v" + std::to_string(CORDON_LAYOUT_VERSION)) continue;
+    problems.push_back(base + "/" + name + " holds state of layout version " + name.substr(1));
+  }
+  const std::string sandboxes = base + "/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/sandboxes";
+  if (auto ids = ListDir(sandboxes)) {
+    for (const auto& name : *ids) {
+      if (!IsNumber(name)) continue;
+      bool foreign = false;
+      auto pinned = ReadPinnedInfo(sandboxes + "/" + name, &foreign);
+      if (!pinned && foreign) problems.push_back(pinned.error().ToString());
+    }
+  }
+  if (problems.empty()) return {};
+  std::string list;
+  for (const auto& p : problems) list += (list.empty() ? "" : "; ") + p;
+  return Error{"refusing to start: " + list + ". This cordon understands state layout version " +
+               std::to_string(CORDON_LAYOUT_VERSION) +
+               " only; nothing was touched. Use the cordon that wrote that state (its agent, or its detach)"};
+}
+
+}  // namespace cordon::agent

@@ -1,0 +1,121 @@
+// The clients of the agent's control socket: request frames in, replies
+// and tail frames out. Every connection is a client here; a tail is one that
+// asked for events (StartTail), which then get broadcast to it.
+//
+// Backpressure: a tail's queue holds at most limits.queue_events event
+// frames; beyond that its events are dropped and counted (and it is told so,
+// in a notice before its next event), and after limits.disconnect_after_dropped
+// drops it is cut off with a notice saying why. Event frames may fill only
+// half its socket buffer, so the notices still fit when it reads again. A
+// slow tail never holds up the sinks or the other tails.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/control.h"
+#include "control.pb.h"
+#include "event.pb.h"
+#include "util/fd.h"
+
+namespace cordon::agent {
+
+struct TailLimits {
+  uint32_t queue_events = 10000;             // tail.queueEvents
+  uint64_t disconnect_after_dropped = 100000;  // tail.disconnectAfterDropped; 0 = never
+};
+
+struct OutFrame {
+  std::shared_ptr<const std::string> data;
+  bool event = false;         // counted against the tail queue bound; may be discarded
+  std::vector<UniqueFd> fds;  // sent with the frame's first byte
+};
+
+struct Client {
+  uint64_t key = 0;
+  UniqueFd fd;
+  uint32_t pid = 0;
+  int sndbuf = 0;
+  std::string in;
+  std::deque<OutFrame> out;
+  size_t out_off = 0;
+  size_t event_frames = 0;
+  bool want_out = false;
+  size_t unflushed = 0;  // frames queued since the last Flush()
+  bool tail = false;
+  TailFilter filter;
+  uint64_t sent = 0;
+  uint64_t dropped = 0;
+  uint64_t dropped_unreported = 0;
+  bool closing = false;  // close once `out` is written (or at close_deadline)
+  int64_t close_deadline = 0;
+  bool dead = false;  // closed; erased from the client map by Reap()
+};
+
+class TailServer {
+ public:
+  // Called with each whole request frame's payload.
+  using RequestHandler = std::function<void(Client& client, const std::string& payload)>;
+  // The epoll key under which a client's fd is watched in `epoll_fd`.
+  using EpollKey = std::function<uint64_t(uint64_t client_key)>;
+
+  TailServer(int epoll_fd, EpollKey epoll_key, TailLimits limits, RequestHandler handler);
+
+  // A connection accepted (and allowed) on the control socket.
+  Client& Add(UniqueFd fd, uint32_t pid);
+  // epoll readiness of a client (its key, as given to EpollKey).
+  void OnReady(uint64_t client_key, uint32_t events);
+
+  void Reply(Client& c, const cordon::v1::Response& response, std::vector<UniqueFd> fds = {});
+  // From now on the client gets the events that pass `filter`.
+  void StartTail(Client& c, TailFilter filter);
+  // A tail that does not follow: the end notice, then it is closed.
+  void EndTail(Client& c);
+  // Queues the event for every tail it passes; sent in bunches, or by FlushAll().
+  void Broadcast(const cordon::v1::AuditEvent& event);
+  void FlushAll();  // sends what was queued for tails
+  // Closes clients whose last frame was not taken by their deadline.
+  void ExpireClosing(int64_t now_ns);
+  // Erases closed clients.
+  void Reap();
+  // The agent stops: every tail is told, what is queued is sent if it can be,
+  // and every client is closed.
+  void Shutdown();
+
+  const std::map<uint64_t, std::unique_ptr<Client>>& clients() const { return clients_; }
+  uint64_t drops() const { return drops_; }                // events dropped for slow tails, since start
+  uint64_t disconnected() const { return disconnected_; }  // tails cut off for falling behind
+
+ private:
+  void OnReadable(Client& c);
+  void Flush(Client& c);
+  void SetWantOut(Client& c, bool want);
+  void Kill(Client& c);  // closes now; the entry goes at the next Reap()
+  void Push(Client& c, std::shared_ptr<const std::string> data, bool event, std::vector<UniqueFd> fds = {});
+  void PushNotice(Client& c, const cordon::v1::TailFrame& notice);
+  void Enqueue(Client& c, const std::shared_ptr<const std::string>& frame);
+  void Disconnect(Client& c, const std::string& reason);
+
+  int epoll_fd_;
+  EpollKey epoll_key_;
+  TailLimits limits_;
+  RequestHandler handler_;
+  std::map<uint64_t, std::unique_ptr<Client>> clients_;
+  uint64_t next_key_ = 1;
+  uint64_t drops_ = 0;
+  uint64_t disconnected_ = 0;
+};
+
+// EncodeFrame of a TailFrame holding `event`, without copying the event into
+// one.
+std::shared_ptr<const std::string> EventFrame(const cordon::v1::AuditEvent& event);
+
+}  // namespace cordon::agent
