@@ -178,7 +178,7 @@ TEST_F(Lifecycle, AttachRefusesPinnedStateOfAnotherLayout) {
   ASSERT_EQ(::mkdir((other + "/sandboxes").c_str(), 0700), 0);
   ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
   // Empty: a detached release's leftovers. Attaches (the control).
-  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", good.path()});
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", good.path(), "--allow-degraded"});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(Exists(PinDir(cg.id())));
   EXPECT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
@@ -188,7 +188,7 @@ TEST_F(Lifecycle, AttachRefusesPinnedStateOfAnotherLayout) {
   ASSERT_GE(map, 0);
   ASSERT_EQ(bpf_obj_pin(map, (dir + "/info").c_str()), 0);
   ::close(map);
-  r = Cordon({"attach", "--cgroup", cg.path(), "--policy", good.path()});
+  r = Cordon({"attach", "--cgroup", cg.path(), "--policy", good.path(), "--allow-degraded"});
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find(other + " holds pinned state of layout version " + std::to_string(CORDON_LAYOUT_VERSION + 50)),
             std::string::npos)
