@@ -404,17 +404,28 @@ class KeepLsmLoaded : public ::testing::Environment {
     if (::geteuid() != 0) return;
     if (Cordon({"status", "--json"}).out.find("\"usable\":true") == std::string::npos) return;
     anchor_ = std::make_unique<TestCgroup>("anchor");
+    Reattach();
+  }
+  void TearDown() override { anchor_.reset(); }
+  // Detaches the anchor (true if there was one) or attaches it again.
+  bool Detach() { return anchor_ && Cordon({"detach", "--cgroup", anchor_->path()}).status == 0; }
+  void Reattach() {  // (also the first attach)
     PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: anchor}\nspec:\n  files: {}\n");
     Cordon({"attach", "--cgroup", anchor_->path(), "--policy", policy.path(), "--allow-degraded"});
   }
-  void TearDown() override { anchor_.reset(); }
 
  private:
   std::unique_ptr<TestCgroup> anchor_;
 };
-const auto* const kKeepLsmLoaded = ::testing::AddGlobalTestEnvironment(new KeepLsmLoaded);
+KeepLsmLoaded* const kKeepLsmLoaded =
+    static_cast<KeepLsmLoaded*>(::testing::AddGlobalTestEnvironment(new KeepLsmLoaded));
 
 }  // namespace
+
+LsmAnchorReleased::LsmAnchorReleased() : detached_(kKeepLsmLoaded->Detach()) {}
+LsmAnchorReleased::~LsmAnchorReleased() {
+  if (detached_) kKeepLsmLoaded->Reattach();
+}
 
 bool LsmUsableHere() { return Cordon({"status", "--json"}).out.find("\"usable\":true") != std::string::npos; }
 
