@@ -88,7 +88,10 @@ CommandResult Run(const std::vector<std::string>& argv, const std::string& stdin
 }
 
 CommandResult Cordon(const std::vector<std::string>& args, const std::string& stdin_data) {
-  std::vector<std::string> argv = {CORDON_BINARY};
+  // CORDON_TEST_CORDON: another build of cordon (e.g. with a BPF change
+  // reverted, to show that a test fails without it).
+  const char* other = std::getenv("CORDON_TEST_CORDON");
+  std::vector<std::string> argv = {other && *other ? other : CORDON_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   return Run(argv, stdin_data);
 }
@@ -407,6 +410,7 @@ class KeepLsmLoaded : public ::testing::Environment {
     Reattach();
   }
   void TearDown() override { anchor_.reset(); }
+  std::string path() const { return anchor_ ? anchor_->path() : ""; }
   // Detaches the anchor (true if there was one) or attaches it again.
   bool Detach() { return anchor_ && Cordon({"detach", "--cgroup", anchor_->path()}).status == 0; }
   void Reattach() {  // (also the first attach)
@@ -422,9 +426,26 @@ KeepLsmLoaded* const kKeepLsmLoaded =
 
 }  // namespace
 
-LsmAnchorReleased::LsmAnchorReleased() : detached_(kKeepLsmLoaded->Detach()) {}
+// Whether a test after the current one is still to run (in run order, which
+// --gtest_shuffle changes).
+bool MoreTestsToRun() {
+  const auto* unit = ::testing::UnitTest::GetInstance();
+  const ::testing::TestInfo* current = unit->current_test_info();
+  bool after = false;
+  for (int i = 0; i < unit->total_test_suite_count(); ++i) {
+    const ::testing::TestSuite* suite = unit->GetTestSuite(i);
+    for (int j = 0; j < suite->total_test_count(); ++j) {
+      const ::testing::TestInfo* test = suite->GetTestInfo(j);
+      if (after && test->should_run()) return true;
+      after |= test == current;
+    }
+  }
+  return !current;
+}
+
+LsmAnchorReleased::LsmAnchorReleased() : path_(kKeepLsmLoaded->path()), detached_(kKeepLsmLoaded->Detach()) {}
 LsmAnchorReleased::~LsmAnchorReleased() {
-  if (detached_) kKeepLsmLoaded->Reattach();
+  if (detached_ && MoreTestsToRun()) kKeepLsmLoaded->Reattach();
 }
 
 bool LsmUsableHere() { return Cordon({"status", "--json"}).out.find("\"usable\":true") != std::string::npos; }

@@ -175,11 +175,14 @@ bool LsmUsableHere();
 class LsmAnchorReleased {
  public:
   LsmAnchorReleased();
-  ~LsmAnchorReleased();  // attaches it again
+  ~LsmAnchorReleased();  // attaches it again if any test is still to run
   LsmAnchorReleased(const LsmAnchorReleased&) = delete;
   LsmAnchorReleased& operator=(const LsmAnchorReleased&) = delete;
+  bool detached() const { return detached_; }
+  const std::string& path() const { return path_; }  // its cgroup ("" if none)
 
  private:
+  std::string path_;
   bool detached_;
 };
 
