@@ -34,11 +34,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <atomic>
-#include <set>
 #include <thread>
 #include <cerrno>
 #include <chrono>
