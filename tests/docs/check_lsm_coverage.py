@@ -3,7 +3,8 @@
 
 - every row whose status is `hooked` names a program that exists as
   SEC("lsm/<hook>") (or lsm.s/) in bpf/lsm/*.bpf.c, and every such program
-  has a `hooked` row;
+  has a `hooked` row; likewise rows `fexit/<function>` and the SEC("fexit/...")
+  programs there (the directory cache's invalidation);
 - every `hooked` row names at least one test (Suite.Name) that exists as
   TEST/TEST_F/TEST_P(Suite, Name) somewhere under tests/;
 - rows whose status is exactly `hooked (bpf/lsm/host.bpf.c, in progress)` must
@@ -43,7 +44,11 @@ def main(root):
     programs = {}
     for src in sorted(glob.glob(os.path.join(root, "bpf", "lsm", "*.bpf.c"))):
         with open(src, encoding="utf-8") as f:
-            for m in re.finditer(r'SEC\("lsm(?:\.s)?/([a-z0-9_]+)"\)', f.read()):
+            text = f.read()
+            for m in re.finditer(r'SEC\("lsm(?:\.s)?/([a-z0-9_]+)"\)', text):
+                programs.setdefault(m.group(1), os.path.relpath(src, root))
+            # The directory cache's invalidation programs: rows `fexit/<function>`.
+            for m in re.finditer(r'SEC\("(fexit/[A-Za-z0-9_]+)"\)', text):
                 programs.setdefault(m.group(1), os.path.relpath(src, root))
 
     tests = set()

@@ -89,7 +89,10 @@ CommandResult Run(const std::vector<std::string>& argv, const std::string& stdin
 }
 
 CommandResult Cordon(const std::vector<std::string>& args, const std::string& stdin_data) {
-  std::vector<std::string> argv = {CORDON_BINARY};
+  // CORDON_TEST_CORDON: another build of cordon (e.g. with a BPF change
+  // reverted, to show that a test fails without it).
+  const char* other = std::getenv("CORDON_TEST_CORDON");
+  std::vector<std::string> argv = {other && *other ? other : CORDON_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   return Run(argv, stdin_data);
 }
@@ -419,17 +422,46 @@ class KeepLsmLoaded : public ::testing::Environment {
     if (::geteuid() != 0) return;
     if (Cordon({"status", "--json"}).out.find("\"usable\":true") == std::string::npos) return;
     anchor_ = std::make_unique<TestCgroup>("anchor");
+    Reattach();
+  }
+  void TearDown() override { anchor_.reset(); }
+  std::string path() const { return anchor_ ? anchor_->path() : ""; }
+  // Detaches the anchor (true if there was one) or attaches it again.
+  bool Detach() { return anchor_ && Cordon({"detach", "--cgroup", anchor_->path()}).status == 0; }
+  void Reattach() {  // (also the first attach)
     PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: anchor}\nspec:\n  files: {}\n");
     Cordon({"attach", "--cgroup", anchor_->path(), "--policy", policy.path(), "--allow-degraded"});
   }
-  void TearDown() override { anchor_.reset(); }
 
  private:
   std::unique_ptr<TestCgroup> anchor_;
 };
-const auto* const kKeepLsmLoaded = ::testing::AddGlobalTestEnvironment(new KeepLsmLoaded);
+KeepLsmLoaded* const kKeepLsmLoaded =
+    static_cast<KeepLsmLoaded*>(::testing::AddGlobalTestEnvironment(new KeepLsmLoaded));
 
 }  // namespace
+
+// Whether a test after the current one is still to run (in run order, which
+// --gtest_shuffle changes).
+bool MoreTestsToRun() {
+  const auto* unit = ::testing::UnitTest::GetInstance();
+  const ::testing::TestInfo* current = unit->current_test_info();
+  bool after = false;
+  for (int i = 0; i < unit->total_test_suite_count(); ++i) {
+    const ::testing::TestSuite* suite = unit->GetTestSuite(i);
+    for (int j = 0; j < suite->total_test_count(); ++j) {
+      const ::testing::TestInfo* test = suite->GetTestInfo(j);
+      if (after && test->should_run()) return true;
+      after |= test == current;
+    }
+  }
+  return !current;
+}
+
+LsmAnchorReleased::LsmAnchorReleased() : path_(kKeepLsmLoaded->path()), detached_(kKeepLsmLoaded->Detach()) {}
+LsmAnchorReleased::~LsmAnchorReleased() {
+  if (detached_ && MoreTestsToRun()) kKeepLsmLoaded->Reattach();
+}
 
 bool LsmUsableHere() { return Cordon({"status", "--json"}).out.find("\"usable\":true") != std::string::npos; }
 

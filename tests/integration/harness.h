@@ -174,6 +174,23 @@ class Sleeper {
 // Whether `cordon status` reports BPF LSM usable on this kernel.
 bool LsmUsableHere();
 
+// Where BPF LSM is usable, an idle sandbox held for the whole run keeps the
+// host-wide LSM object loaded between tests (harness.cc, KeepLsmLoaded). A
+// test of that object's lifetime detaches it for its own duration.
+class LsmAnchorReleased {
+ public:
+  LsmAnchorReleased();
+  ~LsmAnchorReleased();  // attaches it again if any test is still to run
+  LsmAnchorReleased(const LsmAnchorReleased&) = delete;
+  LsmAnchorReleased& operator=(const LsmAnchorReleased&) = delete;
+  bool detached() const { return detached_; }
+  const std::string& path() const { return path_; }  // its cgroup ("" if none)
+
+ private:
+  std::string path_;
+  bool detached_;
+};
+
 // A policy allowing egress to loopback TCP/UDP `port` only (IPv4 and IPv6).
 std::string LoopbackPolicy(const std::string& name, uint16_t port, const std::string& mode = "enforce");
 

@@ -3,6 +3,7 @@
 // (io_uring results: the CQE's, negative).
 #pragma once
 
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <linux/io_uring.h>
 #include <signal.h>
@@ -131,6 +132,21 @@ class Uring {
   size_t sq_size_ = 0, cq_size_ = 0, sqe_size_ = 0;
   io_uring_params off_ = {};
 };
+
+// Every loaded program: its info (id, type, name).
+inline std::vector<bpf_prog_info> LoadedPrograms() {
+  std::vector<bpf_prog_info> out;
+  uint32_t id = 0;
+  while (bpf_prog_get_next_id(id, &id) == 0) {
+    int fd = bpf_prog_get_fd_by_id(id);
+    if (fd < 0) continue;
+    bpf_prog_info info = {};
+    uint32_t len = sizeof info;
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) out.push_back(info);
+    ::close(fd);
+  }
+  return out;
+}
 
 inline bool Alive(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) == 0; }
 

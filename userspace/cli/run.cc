@@ -428,6 +428,10 @@ int RunCommand(const Args& args) {
       if (!landlock || !landlock->scoped)
         notes.push_back("signals to processes outside the sandbox are NOT restricted: that needs BPF LSM or "
                         "Landlock ABI 6 (ptrace is refused by seccomp)");
+      if ((!landlock || !landlock->scoped) && !UnixHooks().available() &&
+          (compiled->families & (1u << CORDON_FAM_UNIX)) && !(compiled->lsm_flags & CORDON_LSM_F_ABSTRACT_UNIX))
+        notes.push_back("connections to abstract unix sockets outside the sandbox are NOT refused: that needs BPF "
+                        "LSM, Landlock ABI 6 or the cgroup unix-socket hooks (kernel 6.7+)");
       if ((compiled->families & (1u << CORDON_FAM_UNIX)) && !(compiled->lsm_flags & CORDON_LSM_F_ABSTRACT_UNIX))
         notes.push_back("binding an abstract unix name is NOT refused without BPF LSM: a host client expecting "
                         "that name could reach the command");
