@@ -591,12 +591,14 @@ except OSError as e:
   auto f = Fields(r.out);
   EXPECT_EQ(f["kill"], std::to_string(signals_refused ? EPERM : 0)) << r.out;
   EXPECT_EQ(f["connect"], std::to_string(abstract_refused ? EPERM : 0)) << r.out;
-  if (!signals_refused)
+  if (!signals_refused) {
     EXPECT_NE(r.err.find("signals to processes outside the sandbox are NOT restricted"), std::string::npos) << r.err;
-  if (!abstract_refused)
+  }
+  if (!abstract_refused) {
     EXPECT_NE(r.err.find("connections to abstract unix sockets outside the sandbox are NOT refused"),
               std::string::npos)
         << r.err;
+  }
   int accepted_after = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   EXPECT_EQ(accepted_after >= 0, !abstract_refused) << "got through exactly where not refused";
   if (accepted_after >= 0) ::close(accepted_after);

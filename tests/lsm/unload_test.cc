@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 
+#include "abi/cordon_common.h"
 #include "loader/sandbox.h"
 #include "tests/integration/harness.h"
 #include "tests/lsm/probes.h"
@@ -25,16 +26,16 @@
 namespace cordon::test {
 namespace {
 
-constexpr const char* kLsmPins = "/sys/fs/bpf/cordon/v2/lsm";
+const std::string kLsmPins = "/sys/fs/bpf/cordon/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/lsm";
 
 // The programs the pinned BPF LSM object's links run.
 std::set<uint32_t> LsmObjectPrograms() {
   std::set<uint32_t> ids;
-  DIR* dir = ::opendir(kLsmPins);
+  DIR* dir = ::opendir(kLsmPins.c_str());
   if (!dir) return ids;
   while (dirent* e = ::readdir(dir)) {
     if (std::strncmp(e->d_name, "link_", 5) != 0) continue;
-    int fd = bpf_obj_get((std::string(kLsmPins) + "/" + e->d_name).c_str());
+    int fd = bpf_obj_get((kLsmPins + "/" + e->d_name).c_str());
     if (fd < 0) continue;
     bpf_link_info info = {};
     uint32_t len = sizeof info;
@@ -118,7 +119,7 @@ TEST(LsmObject, UnloadedWhenTheLastSandboxLeaves) {
 
   ASSERT_EQ(Cordon({"detach", "--cgroup", one.path()}).status, 0);
   struct stat st;
-  EXPECT_EQ(::stat(kLsmPins, &st), 0) << "unloaded while a sandbox is still attached";
+  EXPECT_EQ(::stat(kLsmPins.c_str(), &st), 0) << "unloaded while a sandbox is still attached";
   same_object();
   EXPECT_EQ(secret_from(two), EPERM) << "the remaining sandbox is still enforced";
   EXPECT_EQ(secret_from(one), 0) << "the detached one is not";
@@ -128,7 +129,7 @@ TEST(LsmObject, UnloadedWhenTheLastSandboxLeaves) {
   EXPECT_TRUE(reported) << Dump(events);
 
   ASSERT_EQ(Cordon({"detach", "--cgroup", two.path()}).status, 0);
-  EXPECT_NE(::stat(kLsmPins, &st), 0) << "the pins outlive the last sandbox";
+  EXPECT_NE(::stat(kLsmPins.c_str(), &st), 0) << "the pins outlive the last sandbox";
   EXPECT_EQ(errno, ENOENT);
   // Unpinned programs are released after an RCU grace period: wait for it.
   std::string left = CordonLsmProgramsLoaded(ids);
