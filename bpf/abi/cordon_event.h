@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Violation events, written by the BPF programs into the sandbox's ring
- * buffer and decoded by userspace/event_decoder.cc into the AuditEvent
+ * buffer and decoded by userspace/events/decoder.cc into the AuditEvent
  * protobuf (userspace/proto/event.proto).
  */
 #ifndef CORDON_ABI_EVENT_H
