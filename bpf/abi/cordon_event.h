@@ -14,7 +14,7 @@ enum cordon_event_kind {
 	CORDON_EV_NET_SENDMSG = 2,
 	CORDON_EV_NET_SOCKET = 3,
 	CORDON_EV_NET_UNIX = 4,       /* connect/send to a unix socket */
-	/* bind() refused: cgroup bind4/bind6 write a cordon_event (address, port);
+	/* bind() refused: cgroup bind4/bind6 write a cordon_net_event (address, port);
 	 * BPF LSM (abstract unix names) a cordon_object_event with the name as path. */
 	CORDON_EV_NET_BIND = 5,
 	/* setsockopt() refused (cgroup/setsockopt): a cordon_object_event without
