@@ -10,6 +10,7 @@
 #include <google/protobuf/util/time_util.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -34,6 +35,7 @@
 #include "events/json_line.h"
 #include "loader/sandbox.h"
 #include "tests/integration/harness.h"
+#include "util/text.h"
 
 namespace cordon::test {
 namespace {
@@ -402,6 +404,101 @@ TEST_F(Agent, DeniedConnectOfCordonRunReachesCompactTailWithinOneSecond) {
   // The run's sandbox is gone, detached by the agent after its last drain.
   EXPECT_FALSE(GetSandbox(id).ok());
   EXPECT_EQ(tail.Stop(), 0);
+}
+
+// Issue #16, findings 1 and 2: names the workload chooses (its comm, a child
+// cgroup's name, a file path) with invalid UTF-8, terminal escape sequences
+// (ESC [ and the C1 CSI byte) and a bidi override reach every consumer intact
+// (escaped reversibly: the original bytes come back) and harmless (the
+// compact tail shows no control or bidi character). The tails keep showing
+// what follows: an invalid string once ended `cordon tail` ("malformed
+// frame"), hiding every later event.
+TEST_F(Agent, HostileNamesReachEveryConsumerIntactAndCannotSteerTheTerminal) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("hostile");
+  char tmpl[] = "/tmp/cordon-hostile-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string hostile = "\xff\x1b[2J\xe2\x80\xae\xc2\x9bx";  // 11 bytes: fits a comm
+  const std::string secret = dir + "/" + hostile + ".txt";
+  { std::ofstream(secret) << "s"; }
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: hostile}\nspec:\n  network:\n"
+                    "    egress: []\n  files:\n    include: [runtime-minimal]\n");
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--name",
+                            NamePrefix() + "hostile", "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 10000));
+  LineReader json({CORDON_BINARY, "tail", "-f", "-o", "json", "--cgroup", cg.path()});
+  LineReader compact({CORDON_BINARY, "tail", "-f", "-o", "compact", "--cgroup", cg.path()});
+  ASSERT_TRUE(WaitFor([&] { auto s = agent.Status(); return s && s->tailers_size() == 2; }, 10000));
+
+  // The hostile process: in a child cgroup with a hostile name, under a
+  // hostile comm, it opens a file with a hostile name (detected where BPF LSM
+  // is not there, refused where it is) and connects (refused).
+  const std::string child = cg.path() + "/" + hostile;
+  ASSERT_EQ(::mkdir(child.c_str(), 0755), 0) << std::strerror(errno);
+  EXPECT_EQ(RunInCgroup(child, [&] {
+              ::prctl(PR_SET_NAME, hostile.c_str());
+              int fd = ::open(secret.c_str(), O_RDONLY | O_CLOEXEC);
+              if (fd >= 0) ::close(fd);
+              return TcpConnect(V4("127.0.0.1", 9));
+            }),
+            EPERM);
+  // A plain violation after it, from a plain process: the sentinel.
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 10)); }), EPERM);
+  auto has_sentinel = [](LineReader& reader) {
+    for (const auto& [line, at] : reader.Lines())
+      if (line.find(":10/tcp") != std::string::npos || line.find("\"port\":10,") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(WaitFor([&] { return has_sentinel(json) && has_sentinel(compact); }, 10000))
+      << "both tails still show what follows the hostile events";
+  // SIGTERM right after a line: the tail ends (it once could miss it
+  // between checking its stop flag and waiting for the next frame).
+  EXPECT_EQ(json.Stop(), 0);
+  EXPECT_EQ(compact.Stop(), 0);
+  ::rmdir(child.c_str());
+  cordon::test::Run({"rm", "-rf", dir});
+
+  // The JSON tail and the audit file: the same lines, every string valid
+  // (they parse), the original bytes recovered from the escaped form.
+  std::vector<std::string> json_lines;
+  for (const auto& [line, at] : json.Lines()) json_lines.push_back(line);
+  auto tailed = ParseJsonLines([&] {
+    std::string all;
+    for (const auto& l : json_lines) all += l + "\n";
+    return all;
+  }());
+  auto audited = agent.Audit(cg.id());
+  ASSERT_EQ(tailed.size(), audited.size());
+  for (size_t i = 0; i < tailed.size(); ++i) EXPECT_EQ(ToJsonLine(tailed[i]), ToJsonLine(audited[i]));
+  const AuditEvent* connect = nullptr;
+  const AuditEvent* open = nullptr;
+  for (const auto& e : audited) {
+    if (e.kind() == "net.connect" && e.net().port() == 9) connect = &e;
+    if (e.kind() == "file.open" && e.file().path().find(".txt") != std::string::npos) open = &e;
+  }
+  ASSERT_NE(connect, nullptr);
+  EXPECT_EQ(UnescapeWorkloadBytes(connect->comm()), hostile);
+  EXPECT_EQ(UnescapeWorkloadBytes(connect->cgroup_path()), cg.relative() + "/" + hostile);
+  EXPECT_EQ(connect->comm(), "\\xff\\x1b[2J\xe2\x80\xae\\xc2\\x9bx") << "the escapes an operator reads";
+  ASSERT_NE(open, nullptr);
+  EXPECT_EQ(UnescapeWorkloadBytes(open->file().path()), secret);
+  EXPECT_EQ(UnescapeWorkloadBytes(open->comm()), hostile);
+
+  // The compact tail: no raw control character (C0, DEL, C1), no bidi
+  // override, and the hostile event's line is there, escaped.
+  bool hostile_line = false;
+  for (const auto& [line, at] : compact.Lines()) {
+    for (size_t i = 0; i < line.size(); ++i) {
+      auto c = static_cast<unsigned char>(line[i]);
+      EXPECT_FALSE(c < 0x20 || c == 0x7f) << "control " << int(c) << " in: " << line;
+      EXPECT_FALSE(c == 0xc2 && i + 1 < line.size() && static_cast<unsigned char>(line[i + 1]) <= 0x9f) << line;
+    }
+    EXPECT_EQ(line.find("\xe2\x80\xae"), std::string::npos) << line;
+    hostile_line |= line.find("\\xff\\x1b[2J\\u{202E}\\xc2\\x9bx[") != std::string::npos;
+  }
+  EXPECT_TRUE(hostile_line) << "the hostile comm, shown escaped";
 }
 
 // kill -9 of the agent during a connect storm: nothing denied ever gets

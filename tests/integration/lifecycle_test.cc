@@ -148,6 +148,23 @@ TEST_F(Lifecycle, BadInputGetsOneClearLineAndNothingAttached) {
   EXPECT_EQ(r.status, 2);
   EXPECT_FALSE(Exists(PinDir(cg.id())));
 
+  // A sandbox name goes into every event and onto the operator's terminal:
+  // escape sequences, bidi overrides and invalid UTF-8 are refused, named
+  // in escaped form (the control: a plain name attaches, below).
+  for (const std::string name : {"ok\x1b[2Jroot", "ok\xe2\x80\xaetxt", "ok\xff"}) {
+    r = Cordon({"attach", "--cgroup", cg.path(), "--policy", good.path(), "--name", name, "--allow-degraded"});
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_NE(r.err.find("holds control, invisible or bidi characters or invalid UTF-8"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("\x1b["), std::string::npos) << "the error itself is escaped";
+    EXPECT_FALSE(Exists(PinDir(cg.id())));
+  }
+  r = Cordon({"attach", "--cgroup", cg.path(), "--policy", good.path(), "--name", "ok-caf\xc3\xa9",
+              "--allow-degraded"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Exists(PinDir(cg.id())));
+  r = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(r.status, 0) << r.err;
+
   // Non-root: refused with a clear line, nothing attached.
   r = cordon::test::Run(
       {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", CORDON_BINARY, "attach", "--cgroup", cg.path()});

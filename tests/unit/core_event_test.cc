@@ -224,7 +224,8 @@ TEST(EventDecoder, SanitizesProcessChosenStrings) {
   std::memcpy(e.hdr.comm, "a\nb\x1b[2J\x7f\x01zzzzzzz", 16);  // 16 bytes, no terminating NUL
   auto event = decoder.Decode(&e, sizeof e, kSandbox);
   ASSERT_TRUE(event.ok());
-  EXPECT_EQ(event->comm().size(), 16u);
+  // All 16 bytes, controls escaped (tests/unit/core_text_test.cc has the forms).
+  EXPECT_EQ(event->comm(), "a\\x0ab\\x1b[2J\\x7f\\x01zzzzzzz");
   for (char c : event->comm()) EXPECT_GE(static_cast<unsigned char>(c), 0x20);
   EXPECT_EQ(ToCompactLine(*event).find('\n'), std::string::npos);
 }

@@ -541,7 +541,7 @@ TEST(PolicyFiles, DescribeShowsTheExpansion) {
   CompiledPolicy odd;
   odd.has_files = true;
   odd.file_rules.push_back(FileRule{"/a\x1b[2Jb", kFileRightsRead, 1, true, "spec.files.read[0]"});
-  EXPECT_NE(Describe(odd).find("  r---- /a?[2Jb  (spec.files.read[0])\n"), std::string::npos) << Describe(odd);
+  EXPECT_NE(Describe(odd).find("  r---- /a\\x1b[2Jb  (spec.files.read[0])\n"), std::string::npos) << Describe(odd);
 }
 
 TEST(PolicyFiles, DescribeOfTheDefaultPolicy) {

@@ -98,7 +98,7 @@ Status AgentClient::Send(const cordon::v1::Request& request) {
   return {};
 }
 
-Result<std::string> AgentClient::ReadFrame(int timeout_ms) {
+Result<std::string> AgentClient::ReadFrame(int timeout_ms, const sigset_t* wait_mask) {
   struct timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
@@ -114,7 +114,8 @@ Result<std::string> AgentClient::ReadFrame(int timeout_ms) {
       wait = static_cast<int>(std::max<int64_t>(0, timeout_ms - elapsed));
     }
     struct pollfd pfd = {fd_.get(), POLLIN, 0};
-    int r = ::poll(&pfd, 1, wait);
+    struct timespec ts = {wait / 1000, (wait % 1000) * 1000000L};
+    int r = ::ppoll(&pfd, 1, wait < 0 ? nullptr : &ts, wait_mask);
     if (r < 0) {
       if (errno == EINTR) return Error{"interrupted", EINTR};
       return SysError("poll the agent connection");

@@ -5,6 +5,8 @@
 // pinned state. What the CLI shows of the replies is in userspace/cli/.
 #pragma once
 
+#include <signal.h>
+
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -40,7 +42,10 @@ class AgentClient {
   // One whole frame, waiting up to timeout_ms (-1: forever). File descriptors
   // passed with it (SCM_RIGHTS) are appended to received_fds(). EOF is an
   // error with err 0 and message "the agent closed the connection".
-  Result<std::string> ReadFrame(int timeout_ms);
+  // `wait_mask`: the signal mask while waiting (ppoll), so that a caller that
+  // blocks its stop signals and checks a flag before calling never misses one
+  // that arrives in between (the wait ends at once with EINTR).
+  Result<std::string> ReadFrame(int timeout_ms, const sigset_t* wait_mask = nullptr);
   // Send + one Response (on a connection that is not a tail).
   Result<cordon::v1::Response> Call(const cordon::v1::Request& request, int timeout_ms = 30000);
 

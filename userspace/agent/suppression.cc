@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "util/fd.h"
+#include "util/text.h"
 
 namespace cordon::agent {
 
@@ -72,7 +73,7 @@ cordon::v1::AuditEvent SuppressedRecord(const SandboxContext& sandbox, uint64_t 
   cordon::v1::AuditEvent e;
   *e.mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(unix_ns);
   e.set_sandbox(sandbox.name);
-  e.set_cgroup_path(sandbox.cgroup_path);
+  e.set_cgroup_path(EscapeWorkloadBytes(sandbox.cgroup_path));
   e.set_cgroup_id(sandbox.id);
   e.set_sandbox_cgroup_id(sandbox.id);
   e.set_kind("suppressed");

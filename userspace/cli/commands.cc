@@ -30,6 +30,7 @@
 #include "policy/describe.h"
 #include "policy/parser.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 namespace cordon::cli {
 
@@ -464,7 +465,8 @@ int StatusCommand(const Args& args) {
       if (!first) out << ",";
       first = false;
       const auto& c = s.counters;
-      out << "{\"id\":" << s.id << ",\"name\":" << JsonString(s.name) << ",\"cgroup\":" << JsonString(s.cgroup_path)
+      out << "{\"id\":" << s.id << ",\"name\":" << JsonString(EscapeWorkloadBytes(s.name))
+          << ",\"cgroup\":" << JsonString(EscapeWorkloadBytes(s.cgroup_path))
           << ",\"cgroupAlive\":" << (s.cgroup_alive ? "true" : "false") << ",\"policy\":" << JsonString(s.policy)
           << ",\"mode\":" << JsonString(ModeName(s.mode)) << ",\"generation\":" << s.generation
           << ",\"ephemeral\":" << (s.ephemeral ? "true" : "false") << ",\"enforcementLevel\":"
@@ -511,8 +513,9 @@ int StatusCommand(const Args& args) {
                          std::to_string(c[CORDON_CNT_DENIED_FILE]) + "/" + std::to_string(c[CORDON_CNT_DENIED_TAMPER]);
     uint64_t audited = c[CORDON_CNT_AUDITED_CONNECT] + c[CORDON_CNT_AUDITED_SENDMSG] + c[CORDON_CNT_AUDITED_SOCKET] +
                        c[CORDON_CNT_AUDITED_LSM_NET] + c[CORDON_CNT_AUDITED_FILE] + c[CORDON_CNT_AUDITED_TAMPER];
-    std::string cgroup = s.cgroup_path + (s.cgroup_alive ? "" : " (removed)");
-    std::printf("%-20s %-12llu %-32s %-16s %-7s %-29s %-30s %-8llu %llu\n", s.name.c_str(),
+    // Names and paths as events carry them (escaped), made safe for a terminal.
+    std::string cgroup = DisplayText(EscapeWorkloadBytes(s.cgroup_path)) + (s.cgroup_alive ? "" : " (removed)");
+    std::printf("%-20s %-12llu %-32s %-16s %-7s %-29s %-30s %-8llu %llu\n", DisplayText(EscapeWorkloadBytes(s.name)).c_str(),
                 static_cast<unsigned long long>(s.id), cgroup.c_str(), s.policy.c_str(), ModeName(s.mode).c_str(),
                 s.Level().c_str(), denied.c_str(), static_cast<unsigned long long>(audited),
                 static_cast<unsigned long long>(c[CORDON_CNT_EVENTS_DROPPED]));

@@ -215,8 +215,13 @@ bool PolicyReads(const policy::CompiledPolicy& policy, const std::string& dir) {
 
 struct Summary {
   std::map<std::string, uint64_t> by_kind;
+  // By verdict: denied (refused), audited (would have been refused), detected
+  // (it happened, seen afterwards), killed (it happened, then the task was killed).
   uint64_t denied = 0;
   uint64_t audited = 0;
+  uint64_t detected = 0;
+  uint64_t killed = 0;
+  uint64_t Violations() const { return denied + audited + detected + killed; }
   uint64_t lost = 0;
   uint64_t suppressed = 0;    // held back by the agent's rate limit (its "suppressed" records)
   uint64_t not_received = 0;  // the agent had them but this run fell behind (its sinks have them)
@@ -502,7 +507,8 @@ int RunCommand(const Args& args) {
       summary.suppressed += event.suppressed().count();
     } else {
       summary.by_kind[event.kind()]++;
-      (event.verdict() == "denied" ? summary.denied : summary.audited)++;
+      const std::string& v = event.verdict();
+      (v == "denied" ? summary.denied : v == "audited" ? summary.audited : v == "killed" ? summary.killed : summary.detected)++;
     }
     Status s = (*sink)->Write(event);
     if (!s.ok() && sink_status.ok()) sink_status = s;
@@ -798,12 +804,14 @@ int RunCommand(const Args& args) {
   if (!sink_status.ok()) PrintError("audit log incomplete: " + sink_status.error().ToString());
   if (!quiet) {
     std::string line;
-    if (summary.denied + summary.audited == 0) {
+    if (summary.Violations() == 0) {
       line = "no violations";
     } else {
-      line = std::to_string(summary.denied + summary.audited) + " violation" +
-             (summary.denied + summary.audited == 1 ? "" : "s") + " (" + std::to_string(summary.denied) +
-             " denied, " + std::to_string(summary.audited) + " audited:";
+      line = std::to_string(summary.Violations()) + " violation" + (summary.Violations() == 1 ? "" : "s") + " (" +
+             std::to_string(summary.denied) + " denied, " + std::to_string(summary.audited) + " audited";
+      if (summary.detected) line += ", " + std::to_string(summary.detected) + " detected";
+      if (summary.killed) line += ", " + std::to_string(summary.killed) + " killed";
+      line += ":";
       for (const auto& [kind, count] : summary.by_kind) line += " " + kind + " x" + std::to_string(count);
       line += ")";
     }

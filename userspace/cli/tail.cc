@@ -105,6 +105,17 @@ int TailThroughAgent(AgentClient& client, const TailOptions& options) {
   sa.sa_handler = OnStop;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // Both stay blocked except while waiting for a frame: one that arrives
+  // after the check of g_stop ends that wait at once instead of being
+  // missed until the next frame (a tail stopped right after it printed
+  // once waited forever).
+  sigset_t stop_signals, wait_mask;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigprocmask(SIG_BLOCK, &stop_signals, &wait_mask);
+  sigdelset(&wait_mask, SIGINT);
+  sigdelset(&wait_mask, SIGTERM);
   // Lines are gathered while frames are already here, and written before
   // waiting for more (or at 64 KiB): one write() per bunch, whole lines only.
   std::string out;
@@ -117,7 +128,7 @@ int TailThroughAgent(AgentClient& client, const TailOptions& options) {
   for (;;) {
     if (g_stop) return flush() ? 0 : 1;
     if ((!client.FrameReady() || out.size() >= (1u << 16)) && !flush()) return 1;
-    auto frame = client.ReadFrame(-1);
+    auto frame = client.ReadFrame(-1, &wait_mask);
     if (!frame) {
       if (frame.error().err == EINTR) continue;
       flush();

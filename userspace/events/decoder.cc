@@ -14,6 +14,7 @@
 #include "abi/cordon_file.h"
 #include "loader/cgroup.h"
 #include "policy/cidr.h"
+#include "util/text.h"
 
 namespace cordon {
 namespace {
@@ -121,12 +122,6 @@ std::string AddressText(const std::array<uint8_t, 16>& addr) {
 
 std::string CommString(const char (&comm)[16]) { return std::string(comm, strnlen(comm, sizeof comm)); }
 
-// Comm is chosen by the sandboxed process: keep it printable.
-std::string Printable(std::string s) {
-  for (char& c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return s;
-}
 
 }  // namespace
 
@@ -232,10 +227,17 @@ std::string SocketTypeName(uint32_t type) {
 }
 
 const std::string& EventDecoder::CgroupPath(uint64_t cgroup_id, const SandboxContext& sandbox) {
-  if (cgroup_id == sandbox.id) return sandbox.cgroup_path;
+  if (cgroup_id == sandbox.id) {
+    if (root_raw_ != sandbox.cgroup_path) {
+      root_raw_ = sandbox.cgroup_path;
+      root_escaped_ = EscapeWorkloadBytes(root_raw_);
+    }
+    return root_escaped_;
+  }
   auto it = cgroup_paths_.find(cgroup_id);
   if (it != cgroup_paths_.end()) return it->second;
-  std::string path = CgroupPathFromId(cgroup_mount_, cgroup_id);
+  // A child cgroup's name is the sandbox's choice.
+  std::string path = EscapeWorkloadBytes(CgroupPathFromId(cgroup_mount_, cgroup_id));
   if (cgroup_paths_.size() > 4096) cgroup_paths_.clear();  // bounded: ids are chosen by the sandbox
   return cgroup_paths_[cgroup_id] = std::move(path);
 }
@@ -296,7 +298,7 @@ const std::string& EventDecoder::Exe(uint32_t pid, const char (&comm)[16]) {
   std::snprintf(link, sizeof link, "/proc/%u/exe", pid);
   ssize_t n = ::readlink(link, exe, sizeof exe);
   exe_scratch_.clear();
-  if (n > 0) exe_scratch_ = Printable(std::string(exe, static_cast<size_t>(n)));
+  if (n > 0) exe_scratch_ = EscapeWorkloadBytes(std::string_view(exe, static_cast<size_t>(n)));
   if (!batch_) return exe_scratch_;
   if (exes_.size() >= 1024) exes_.clear();  // bounded: pids are chosen by the sandbox
   ExeEntry& entry = exes_[pid];
@@ -374,7 +376,7 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   out.set_ppid(h.ppid);
   out.set_uid(h.uid);
   out.set_gid(h.gid);
-  out.set_comm(Printable(CommString(h.comm)));
+  out.set_comm(EscapeWorkloadBytes(CommString(h.comm)));
   if (const std::string& exe = Exe(h.pid, h.comm); !exe.empty()) out.set_exe(exe);
   else out.clear_exe();
   out.set_kind(kind);
@@ -408,7 +410,7 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   } else {
     if (uses_file) {
       auto* file = out.mutable_file();
-      file->set_path(Printable(path));
+      file->set_path(EscapeWorkloadBytes(path));
       file->set_access(RightsString(fe.access));
       file->set_granted(RightsString(fe.granted));
       file->set_truncated(fe.path_flags & CORDON_PATH_F_TRUNCATED);
@@ -429,12 +431,12 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
         target = "setsockopt level " + std::to_string(fe.arg) + " option " + std::to_string(fe.arg2);
       if (h.kind == CORDON_EV_TAMPER_DEVICE)
         target = "device " + std::to_string(fe.arg >> 20) + ":" + std::to_string(fe.arg & 0xfffff);
-      if (h.kind == CORDON_EV_TAMPER_SYSCTL) target = (fe.arg ? "write " : "read ") + path;
+      if (h.kind == CORDON_EV_TAMPER_SYSCTL) target = (fe.arg ? "write " : "read ") + EscapeWorkloadBytes(path);
       if (h.reason == CORDON_REASON_CAPABILITY) target = "capability " + std::to_string(fe.arg);
       if ((h.kind == CORDON_EV_FILE_IOCTL || h.kind == CORDON_EV_TAMPER_TERMINAL) && h.reason != CORDON_REASON_SECCOMP) {
         char cmd[16];
         std::snprintf(cmd, sizeof cmd, "0x%x", fe.arg);
-        target = std::string("ioctl ") + cmd + (path.empty() ? std::string() : " on " + Printable(path));
+        target = std::string("ioctl ") + cmd + (path.empty() ? std::string() : " on " + EscapeWorkloadBytes(path));
       }
       if (h.reason == CORDON_REASON_SECCOMP) {
         target = "syscall " + std::to_string(fe.arg);
@@ -454,7 +456,7 @@ cordon::v1::AuditEvent EventDecoder::LossRecord(const SandboxContext& sandbox, u
   cordon::v1::AuditEvent out;
   *out.mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(NowNs(CLOCK_REALTIME));
   out.set_sandbox(sandbox.name);
-  out.set_cgroup_path(sandbox.cgroup_path);
+  out.set_cgroup_path(EscapeWorkloadBytes(sandbox.cgroup_path));
   out.set_sandbox_cgroup_id(sandbox.id);
   out.set_cgroup_id(sandbox.id);
   out.set_kind("loss");

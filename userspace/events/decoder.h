@@ -52,6 +52,7 @@ class EventDecoder {
 
   std::string cgroup_mount_;
   std::unordered_map<uint64_t, std::string> cgroup_paths_;
+  std::string root_raw_, root_escaped_;  // the sandbox root's path, escaped once
   bool batch_ = false;
   int64_t batch_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_BOOTTIME at the batch's start
   std::unordered_map<uint32_t, ExeEntry> exes_;  // this batch's, by pid (bounded)

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include "util/text.h"
+
 namespace cordon {
 namespace {
 
@@ -290,19 +292,25 @@ std::string ToJsonLine(const cordon::v1::AuditEvent& event) {
   return json;
 }
 
+// For a terminal: every string goes through DisplayText (the workload chose
+// comm, paths and the reasons quoting them; an event read back from a file
+// may hold anything).
 std::string ToCompactLine(const cordon::v1::AuditEvent& event) {
+  auto d = [](const std::string& s) { return DisplayText(s); };
   std::string time = google::protobuf::util::TimeUtil::ToString(event.time());
-  std::string line = time + " " + event.sandbox() + " ";
-  if (event.kind() == "loss") return line + "LOSS " + event.reason();
-  if (event.kind() == "suppressed") return line + "SUPPRESSED " + event.reason();
-  line += event.verdict() + " " + event.kind() + " " + event.comm() + "[" + std::to_string(event.pid()) + "]";
-  if (event.has_net() && !event.net().address().empty())
-    line += (event.kind() == "net.bind" ? " bind " : " -> ") + event.net().address() + ":" + std::to_string(event.net().port()) + "/" + event.net().protocol();
+  std::string line = time + " " + d(event.sandbox()) + " ";
+  if (event.kind() == "loss") return line + "LOSS " + d(event.reason());
+  if (event.kind() == "suppressed") return line + "SUPPRESSED " + d(event.reason());
+  line += d(event.verdict()) + " " + d(event.kind()) + " " + d(event.comm()) + "[" + std::to_string(event.pid()) + "]";
+  const auto& n = event.net();
+  if (event.has_net() && !n.address().empty())
+    line += (event.kind() == "net.bind" ? " bind " : " -> ") + d(n.address()) + ":" + std::to_string(n.port()) + "/" +
+            d(n.protocol());
   else if (event.has_net())
-    line += " socket(" + event.net().family() + ", " + event.net().sock_type() + ", " + event.net().protocol() + ")";
+    line += " socket(" + d(n.family()) + ", " + d(n.sock_type()) + ", " + d(n.protocol()) + ")";
   else if (event.has_file())
-    line += " " + event.file().path();
-  return line + ": " + event.reason();
+    line += " " + d(event.file().path());
+  return line + ": " + d(event.reason());
 }
 
 }  // namespace cordon

@@ -41,6 +41,7 @@
 #include "policy/cidr.h"
 #include "util/fd.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 namespace cordon {
 
@@ -155,12 +156,6 @@ struct Process {
   std::vector<std::string> files;  // regular files, first fd first, each path once
 };
 
-std::string Printable(std::string s) {
-  for (char& c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return s;
-}
-
 std::string ReadLinkAt(int dirfd, const char* name) {
   char buf[4096];
   ssize_t n = ::readlinkat(dirfd, name, buf, sizeof buf);
@@ -194,7 +189,7 @@ bool ScanProcess(Process* p, const std::string& sandbox_relative, std::vector<ui
   if (auto comm = ReadFile(proc + "/comm", 4096)) {
     std::string c = *comm;
     while (!c.empty() && c.back() == '\n') c.pop_back();
-    p->comm = Printable(c);
+    p->comm = EscapeWorkloadBytes(c);
   }
   if (auto status = ReadFile(proc + "/status", 1 << 16)) {
     auto field = [&](const char* name) -> uint32_t {
@@ -209,7 +204,7 @@ bool ScanProcess(Process* p, const std::string& sandbox_relative, std::vector<ui
   }
   UniqueFd dirfd(::open((proc + "/fd").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dirfd.valid()) return false;
-  p->exe = Printable(ReadLinkAt(AT_FDCWD, (proc + "/exe").c_str()));
+  p->exe = EscapeWorkloadBytes(ReadLinkAt(AT_FDCWD, (proc + "/exe").c_str()));
   DIR* dir = ::fdopendir(::dup(dirfd.get()));
   if (!dir) return false;
   std::vector<int> fds;
@@ -234,7 +229,7 @@ bool ScanProcess(Process* p, const std::string& sandbox_relative, std::vector<ui
     struct statx stx;
     if (::statx(dirfd.get(), name.c_str(), AT_STATX_DONT_SYNC, STATX_TYPE, &stx) != 0 || !S_ISREG(stx.stx_mode))
       continue;
-    if (seen.insert(target).second) p->files.push_back(Printable(target));
+    if (seen.insert(target).second) p->files.push_back(EscapeWorkloadBytes(target));
   }
   pollfd exited{pidfd.get(), POLLIN, 0};
   return ::poll(&exited, 1, 0) == 0;  // still running: what was read is its
@@ -482,7 +477,7 @@ cordon::v1::AuditEvent BaseEvent(const Process& p, const SandboxContext& sandbox
   cordon::v1::AuditEvent e;
   *e.mutable_time() = Now();
   e.set_sandbox(sandbox.name);
-  e.set_cgroup_path(p.cgroup_relative);
+  e.set_cgroup_path(EscapeWorkloadBytes(p.cgroup_relative));
   e.set_cgroup_id(p.cgroup_id);
   e.set_sandbox_cgroup_id(sandbox.id);
   e.set_pid(static_cast<uint32_t>(p.pid));

@@ -20,6 +20,7 @@
 #include "loader/lsm.h"
 #include "loader/map_batch.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 namespace cordon {
 namespace {
@@ -116,6 +117,17 @@ uint64_t RealtimeNs() {
 bool Exists(const std::string& path) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0;
+}
+
+// An explicit sandbox name goes into every event and the operator's
+// terminal as it is: printable UTF-8 only.
+Status CheckSandboxName(const std::string& name) {
+  if (name.size() >= sizeof(cordon_sandbox_info::name))
+    return Error{"sandbox name is longer than " + std::to_string(sizeof(cordon_sandbox_info::name) - 1) + " bytes"};
+  if (!IsCleanName(name))
+    return Error{"sandbox name \"" + DisplayText(EscapeWorkloadBytes(name)) +
+                 "\" holds control, invisible or bidi characters or invalid UTF-8"};
+  return {};
 }
 
 void CopyName(char* dst, size_t cap, const std::string& src) {
@@ -360,7 +372,12 @@ Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgrou
   info.sandbox_id = cgroup.id;
   info.attached_at_ns = info.updated_at_ns = RealtimeNs();
   info.flags = options.ephemeral ? CORDON_INFO_F_EPHEMERAL : 0;
-  std::string name = options.name.empty() ? cgroup.relative.substr(cgroup.relative.rfind('/') + 1) : options.name;
+  // By default the cgroup directory's name, which the platform chose: in the
+  // data form of workload text, as events carry it.
+  std::string name = options.name.empty() ? std::string(TruncateEscaped(
+                                                EscapeWorkloadBytes(cgroup.relative.substr(cgroup.relative.rfind('/') + 1)),
+                                                sizeof info.name - 1))
+                                          : options.name;
   CopyName(info.name, sizeof info.name, name);
   CopyName(info.policy, sizeof info.policy, policy.name);
   if (cgroup.relative.size() >= sizeof info.cgroup_path)
@@ -600,6 +617,7 @@ size_t PreparedNetworkInstances() {
 Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
                                    const AttachOptions& options) {
   // Everything that can fail on bad input is decided before anything attaches.
+  CORDON_TRY(CheckSandboxName(options.name));
   const LsmAvailability& lsm = ProbeLsm();
   std::vector<ResolvedFileRule> rules;
   std::vector<std::string> skipped;

@@ -1,5 +1,7 @@
 #include "policy/describe.h"
 
+#include "util/text.h"
+
 namespace cordon::policy {
 namespace {
 
@@ -25,14 +27,9 @@ std::string PortsText(const std::vector<PortRange>& ports) {
   return out;
 }
 
-// Rule names come from the policy file: keep them on one printable line.
-std::string Printable(const std::string& text) {
-  std::string out = text;
-  for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  }
-  return out;
-}
+// Rule names and paths come from the policy file: keep them on one line
+// that cannot steer the terminal.
+std::string Printable(const std::string& text) { return DisplayText(text); }
 
 }  // namespace
 
