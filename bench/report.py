@@ -170,7 +170,7 @@ def b1_section(d, out_dir):
         "column *kernel ns/decision* is run_time_ns / run_cnt of that configuration's program over one burst, "
         "median over the bursts (IQR in brackets) "
         "(cordon's programs are found through the sandbox's pinned links, "
-        "`/sys/fs/bpf/cordon/v3/sandboxes/<cgroup id>/link_*`). This includes the cost of the accounting "
+        "`/sys/fs/bpf/cordon/v4/sandboxes/<cgroup id>/link_*`). This includes the cost of the accounting "
         "itself (two clock reads), which is why even the trivial program shows tens of ns; the difference "
         "to the trivial program is the program's own work."
     )

@@ -55,8 +55,8 @@ spec:
     include: [runtime-minimal, shell, python3]
     write: [{work}]
 """
-LSM_DIR = "/sys/fs/bpf/cordon/v3/lsm"
-DETECT_DIR = "/sys/fs/bpf/cordon/v3/detect"  # where BPF LSM is unusable: the detect object instead
+LSM_DIR = "/sys/fs/bpf/cordon/v4/lsm"
+DETECT_DIR = "/sys/fs/bpf/cordon/v4/detect"  # where BPF LSM is unusable: the detect object instead
 
 
 def log(msg):

@@ -21,7 +21,7 @@
  * version instead of misreading it. Maps that belong to one policy instance
  * and are never read back (sandbox_cfg, the rule tries) are replaced whole by
  * every attach, so their layout may change within a version. */
-#define CORDON_LAYOUT_VERSION 3
+#define CORDON_LAYOUT_VERSION 4
 
 /* Every ABI struct's size (and the offsets a reader depends on) is asserted
  * where it is defined, so that both compilers check it: clang -target bpf
@@ -76,7 +76,7 @@ enum cordon_counter {
 	CORDON_CNT_EVENTS_DROPPED = 6, /* ring buffer full: bpf_ringbuf_reserve failed */
 	CORDON_CNT_ALLOWED_CONNECT = 7,
 	CORDON_CNT_ALLOWED_SENDMSG = 8,
-	CORDON_CNT_DENIED_FILE = 9,     /* file.* denials (BPF LSM) */
+	CORDON_CNT_DENIED_FILE = 9,     /* file.* refusals (BPF LSM, seccomp, Landlock) */
 	CORDON_CNT_AUDITED_FILE = 10,
 	CORDON_CNT_DENIED_TAMPER = 11,  /* tamper.* denials (BPF LSM) */
 	CORDON_CNT_AUDITED_TAMPER = 12,
@@ -86,7 +86,12 @@ enum cordon_counter {
 	 * in loss records by the consumer (the agent, `cordon tail`, `cordon run`),
 	 * so a restarted consumer reports only what is new. */
 	CORDON_CNT_LOSS_REPORTED = 15,
-	CORDON_CNT_MAX = 16,
+	/* By verdict, whatever the kind: it happened and was seen afterwards
+	 * (detect mode), or it happened and the task was then killed. Never in
+	 * the DENIED_* slots: those count refusals only. */
+	CORDON_CNT_DETECTED = 16,
+	CORDON_CNT_KILLED = 17,
+	CORDON_CNT_MAX = 18,
 };
 
 #endif

@@ -167,6 +167,25 @@ static __always_inline int cordon_task_in_sandbox(struct task_struct *task,
 /* A counter index no slot has: the event is not counted (observations). */
 #define CORDON_CNT_NONE 0xffffffffu
 
+/* The slot an event of `verdict` counts in: the caller's per-kind slots for
+ * refusals and audits, the per-verdict ones for what happened (detected,
+ * killed); none for an observation (CORDON_CNT_NONE). */
+static __always_inline __u32 cordon_verdict_counter(__u8 verdict, __u32 denied_counter, __u32 audited_counter)
+{
+	if (denied_counter == CORDON_CNT_NONE)
+		return CORDON_CNT_NONE;
+	switch (verdict) {
+	case CORDON_VERDICT_AUDITED:
+		return audited_counter;
+	case CORDON_VERDICT_DETECTED:
+		return CORDON_CNT_DETECTED;
+	case CORDON_VERDICT_KILLED:
+		return CORDON_CNT_KILLED;
+	default:
+		return denied_counter;
+	}
+}
+
 static __always_inline void cordon_lsm_count(__u64 sandbox_id, __u32 counter)
 {
 	void *counters = bpf_map_lookup_elem(&sandbox_counters, &sandbox_id);
@@ -464,16 +483,15 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 					   __u32 target_pid, __u32 arg, __u32 arg2,
 					   __u32 denied_counter, __u32 audited_counter)
 {
-	int audit = verdict == CORDON_VERDICT_AUDITED;
 	__u64 sandbox_id = sb->sandbox_id;
-	cordon_lsm_count(sandbox_id, audit ? audited_counter : denied_counter);
+	cordon_lsm_count(sandbox_id, cordon_verdict_counter(verdict, denied_counter, audited_counter));
 
 	__u32 zero = 0;
 	struct cordon_lsm_scratch *s = bpf_map_lookup_elem(&lsm_scratch, &zero);
 	void *ring = bpf_map_lookup_elem(&sandbox_events, &sandbox_id);
 	if (!s || !ring) {
 		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
-		return audit ? 0 : -EPERM;
+		return verdict == CORDON_VERDICT_DENIED ? -EPERM : 0;
 	}
 	struct cordon_object_event *e = &s->ev;
 	__builtin_memset(e, 0, sizeof(*e));
@@ -538,7 +556,7 @@ static __always_inline int cordon_lsm_emit_net(const struct cordon_lsm_sandbox *
 					       __u32 denied_counter, __u32 audited_counter)
 {
 	__u64 sandbox_id = sb->sandbox_id;
-	cordon_lsm_count(sandbox_id, verdict == CORDON_VERDICT_AUDITED ? audited_counter : denied_counter);
+	cordon_lsm_count(sandbox_id, cordon_verdict_counter(verdict, denied_counter, audited_counter));
 	struct cordon_net_event e;
 	__builtin_memset(&e, 0, sizeof(e));
 	e.hdr.size = sizeof(e);

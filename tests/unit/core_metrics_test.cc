@@ -91,10 +91,14 @@ TEST(MetricsRender, AgentFamiliesGolden) {
             "cordon_sandboxes 0\n"
             "# HELP cordon_sandbox_info A sandbox and its enforcement level (always 1).\n"
             "# TYPE cordon_sandbox_info gauge\n"
-            "# HELP cordon_denials_total Operations denied (or, in audit mode, audited) by kind: net.connect, "
-            "net.sendmsg, net.socket (inet socket kinds), net.lsm (socket families and unix sockets, BPF LSM), file, "
-            "tamper.\n"
+            "# HELP cordon_denials_total Operations refused (verdict denied) or that audit mode would have refused "
+            "(verdict audited), by kind: net.connect, net.sendmsg, net.socket (inet socket kinds), net.lsm (socket "
+            "families and unix sockets), file, tamper.\n"
             "# TYPE cordon_denials_total counter\n"
+            "# HELP cordon_violations_happened_total Violations that were not prevented: detected (seen after the "
+            "fact, detect mode) and killed (detected, then the task was killed). Never counted in "
+            "cordon_denials_total.\n"
+            "# TYPE cordon_violations_happened_total counter\n"
             "# HELP cordon_net_allowed_total Network operations allowed by policy.\n"
             "# TYPE cordon_net_allowed_total counter\n"
             "# HELP cordon_ringbuf_lost_events_total Events lost because the sandbox's ring buffer was full.\n"
@@ -133,6 +137,10 @@ TEST(MetricsRender, SandboxCounterSlots) {
                                 std::to_string(100 + CORDON_CNT_ALLOWED_SENDMSG)));
   EXPECT_TRUE(HasLine(text, "cordon_ringbuf_lost_events_total" + l + "} " +
                                 std::to_string(100 + CORDON_CNT_EVENTS_DROPPED)));
+  EXPECT_TRUE(HasLine(text, "cordon_violations_happened_total" + l + ",verdict=\"detected\"} " +
+                                std::to_string(100 + CORDON_CNT_DETECTED)));
+  EXPECT_TRUE(HasLine(text, "cordon_violations_happened_total" + l + ",verdict=\"killed\"} " +
+                                std::to_string(100 + CORDON_CNT_KILLED)));
   EXPECT_TRUE(HasLine(text, "cordon_sandbox_info" + l + ",level=\"full\"} 1"));
   EXPECT_TRUE(HasLine(text, "cordon_events_delivered_total" + l + "} 7"));
   EXPECT_TRUE(HasLine(text, "cordon_events_suppressed_total" + l + "} 3"));

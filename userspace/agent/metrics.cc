@@ -58,11 +58,16 @@ constexpr Slot kDenialSlots[] = {
     {CORDON_CNT_DENIED_FILE, "file", "denied"},           {CORDON_CNT_AUDITED_FILE, "file", "audited"},
     {CORDON_CNT_DENIED_TAMPER, "tamper", "denied"},       {CORDON_CNT_AUDITED_TAMPER, "tamper", "audited"},
 };
+// What happened (detect mode): by verdict, whatever the kind.
+constexpr Slot kHappenedSlots[] = {
+    {CORDON_CNT_DETECTED, nullptr, "detected"},
+    {CORDON_CNT_KILLED, nullptr, "killed"},
+};
 constexpr Slot kAllowedSlots[] = {
     {CORDON_CNT_ALLOWED_CONNECT, "net.connect", nullptr},
     {CORDON_CNT_ALLOWED_SENDMSG, "net.sendmsg", nullptr},
 };
-static_assert(CORDON_CNT_AUDITED_LSM_NET < CORDON_CNT_MAX);
+static_assert(CORDON_CNT_KILLED < CORDON_CNT_MAX);
 
 // ---- listen address ---------------------------------------------------------
 
@@ -186,12 +191,20 @@ std::string RenderPrometheus(const AgentMetrics& m) {
   for (const SandboxMetrics& s : m.sandboxes)
     w.Sample("cordon_sandbox_info", SandboxLabels(s) + "," + Label("level", s.level), uint64_t{1});
   w.Family("cordon_denials_total", "counter",
-           "Operations denied (or, in audit mode, audited) by kind: net.connect, net.sendmsg, net.socket (inet "
-           "socket kinds), net.lsm (socket families and unix sockets, BPF LSM), file, tamper.");
+           "Operations refused (verdict denied) or that audit mode would have refused (verdict audited), by kind: "
+           "net.connect, net.sendmsg, net.socket (inet socket kinds), net.lsm (socket families and unix sockets), "
+           "file, tamper.");
   for (const SandboxMetrics& s : m.sandboxes)
     for (const Slot& slot : kDenialSlots)
       w.Sample("cordon_denials_total",
                SandboxLabels(s) + "," + Label("kind", slot.kind) + "," + Label("verdict", slot.verdict),
+               s.counters[slot.index]);
+  w.Family("cordon_violations_happened_total", "counter",
+           "Violations that were not prevented: detected (seen after the fact, detect mode) and killed (detected, "
+           "then the task was killed). Never counted in cordon_denials_total.");
+  for (const SandboxMetrics& s : m.sandboxes)
+    for (const Slot& slot : kHappenedSlots)
+      w.Sample("cordon_violations_happened_total", SandboxLabels(s) + "," + Label("verdict", slot.verdict),
                s.counters[slot.index]);
   w.Family("cordon_net_allowed_total", "counter", "Network operations allowed by policy.");
   for (const SandboxMetrics& s : m.sandboxes)

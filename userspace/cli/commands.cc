@@ -479,7 +479,8 @@ int StatusCommand(const Args& args) {
           << ",\"sendmsg\":" << c[CORDON_CNT_AUDITED_SENDMSG]
           << ",\"socket\":" << c[CORDON_CNT_AUDITED_SOCKET] + c[CORDON_CNT_AUDITED_LSM_NET]
           << ",\"file\":" << c[CORDON_CNT_AUDITED_FILE] << ",\"tamper\":" << c[CORDON_CNT_AUDITED_TAMPER]
-          << "},\"allowed\":{\"connect\":" << c[CORDON_CNT_ALLOWED_CONNECT]
+          << "},\"detected\":" << c[CORDON_CNT_DETECTED] << ",\"killed\":" << c[CORDON_CNT_KILLED]
+          << ",\"allowed\":{\"connect\":" << c[CORDON_CNT_ALLOWED_CONNECT]
           << ",\"sendmsg\":" << c[CORDON_CNT_ALLOWED_SENDMSG] << "},\"eventsDropped\":" << c[CORDON_CNT_EVENTS_DROPPED]
           << ",\"problem\":" << JsonString(s.problem) << "}";
     }
@@ -503,8 +504,11 @@ int StatusCommand(const Args& args) {
     print_agent();
     return 0;
   }
-  std::printf("%-20s %-12s %-32s %-16s %-7s %-29s %-30s %-8s %s\n", "SANDBOX", "CGROUP-ID", "CGROUP", "POLICY",
-              "MODE", "LEVEL", "DENIED conn/send/sock/file/tamp", "AUDITED", "DROPPED");
+  // By verdict (README "Event records"): DENIED refused, AUDITED would have
+  // been refused (audit mode), DETECTED happened and was seen afterwards,
+  // KILLED happened and the task was then killed.
+  std::printf("%-20s %-12s %-32s %-16s %-7s %-29s %-30s %-8s %-8s %-8s %s\n", "SANDBOX", "CGROUP-ID", "CGROUP", "POLICY",
+              "MODE", "LEVEL", "DENIED conn/send/sock/file/tamp", "AUDITED", "DETECTED", "KILLED", "DROPPED");
   for (const auto& s : *list) {
     const auto& c = s.counters;
     std::string denied = std::to_string(c[CORDON_CNT_DENIED_CONNECT]) + "/" +
@@ -515,9 +519,11 @@ int StatusCommand(const Args& args) {
                        c[CORDON_CNT_AUDITED_LSM_NET] + c[CORDON_CNT_AUDITED_FILE] + c[CORDON_CNT_AUDITED_TAMPER];
     // Names and paths as events carry them (escaped), made safe for a terminal.
     std::string cgroup = DisplayText(EscapeWorkloadBytes(s.cgroup_path)) + (s.cgroup_alive ? "" : " (removed)");
-    std::printf("%-20s %-12llu %-32s %-16s %-7s %-29s %-30s %-8llu %llu\n", DisplayText(EscapeWorkloadBytes(s.name)).c_str(),
-                static_cast<unsigned long long>(s.id), cgroup.c_str(), s.policy.c_str(), ModeName(s.mode).c_str(),
-                s.Level().c_str(), denied.c_str(), static_cast<unsigned long long>(audited),
+    std::printf("%-20s %-12llu %-32s %-16s %-7s %-29s %-30s %-8llu %-8llu %-8llu %llu\n",
+                DisplayText(EscapeWorkloadBytes(s.name)).c_str(), static_cast<unsigned long long>(s.id), cgroup.c_str(),
+                s.policy.c_str(), ModeName(s.mode).c_str(), s.Level().c_str(), denied.c_str(),
+                static_cast<unsigned long long>(audited), static_cast<unsigned long long>(c[CORDON_CNT_DETECTED]),
+                static_cast<unsigned long long>(c[CORDON_CNT_KILLED]),
                 static_cast<unsigned long long>(c[CORDON_CNT_EVENTS_DROPPED]));
     if (!s.problem.empty()) std::printf("  problem: %s\n", s.problem.c_str());
   }
