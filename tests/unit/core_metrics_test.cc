@@ -393,15 +393,15 @@ TEST(MetricsServer, AtMost16Connections) {
   ASSERT_TRUE(server.ok()) << server.error().ToString();
   ServeLoop loop(**server, [] { return std::string("x\n"); });
   std::vector<int> idle;
-  for (size_t i = 0; i < MetricsServer::kMaxConnections; ++i) idle.push_back(Connect((*server)->port()));
-  for (int i = 0; i < 100 && loop.connections() < MetricsServer::kMaxConnections; ++i)
+  for (size_t i = 0; i < MetricsLimits{}.max_connections; ++i) idle.push_back(Connect((*server)->port()));
+  for (int i = 0; i < 100 && loop.connections() < MetricsLimits{}.max_connections; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(loop.connections(), MetricsServer::kMaxConnections);
+  EXPECT_EQ(loop.connections(), MetricsLimits{}.max_connections);
   std::string r = Request((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 503 ", 0), 0u) << r;
   ::close(idle.back());
   idle.pop_back();
-  for (int i = 0; i < 100 && loop.connections() >= MetricsServer::kMaxConnections; ++i)
+  for (int i = 0; i < 100 && loop.connections() >= MetricsLimits{}.max_connections; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   r = Request((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n");
   EXPECT_EQ(Body(r), "x\n") << r;

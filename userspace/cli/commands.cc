@@ -452,6 +452,10 @@ int StatusCommand(const Args& args) {
       agent_problem = "cannot reach the agent at " + agent::AgentSocketPath();
     }
   }
+  // An agent with no room for us is running but cannot say anything: that
+  // fails, with its reason ("agent busy: all N control connections in use").
+  const bool agent_busy = agent::AgentBusy(agent_problem);
+  if (agent_busy) PrintError(agent_problem);
   if (parsed.Has("--json")) {
     std::ostringstream out;
     const LsmAvailability& lsm = ProbeLsm();
@@ -485,7 +489,7 @@ int StatusCommand(const Args& args) {
     if (!agent_problem.empty()) out << ",\"agentProblem\":" << JsonString(agent_problem);
     out << "}\n";
     std::fputs(out.str().c_str(), stdout);
-    return 0;
+    return agent_busy ? 1 : 0;
   }
   std::printf("%s\n", EnforcementSummary(ProbeLsm()).c_str());
   auto print_agent = [&] {
@@ -499,7 +503,7 @@ int StatusCommand(const Args& args) {
   if (list->empty()) {
     std::printf("no sandboxes attached\n");
     print_agent();
-    return 0;
+    return agent_busy ? 1 : 0;
   }
   std::printf("%-20s %-12s %-32s %-16s %-7s %-29s %-30s %-8s %s\n", "SANDBOX", "CGROUP-ID", "CGROUP", "POLICY",
               "MODE", "LEVEL", "DENIED conn/send/sock/file/tamp", "AUDITED", "DROPPED");
@@ -519,7 +523,7 @@ int StatusCommand(const Args& args) {
     if (!s.problem.empty()) std::printf("  problem: %s\n", s.problem.c_str());
   }
   print_agent();
-  return 0;
+  return agent_busy ? 1 : 0;
 }
 
 namespace {
