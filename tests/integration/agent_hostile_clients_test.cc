@@ -105,8 +105,10 @@ class HostileTestAgent {
       ::kill(pid_, SIGTERM);  // our own child
       ::waitpid(pid_, nullptr, 0);
     }
-    if (had_env_) ::setenv("CORDON_AGENT_SOCKET", old_env_.c_str(), 1);
-    else ::unsetenv("CORDON_AGENT_SOCKET");
+    if (had_env_)
+      ::setenv("CORDON_AGENT_SOCKET", old_env_.c_str(), 1);
+    else
+      ::unsetenv("CORDON_AGENT_SOCKET");
     cordon::test::Run({"rm", "-rf", dir_});
   }
   HostileTestAgent(const HostileTestAgent&) = delete;
@@ -122,14 +124,14 @@ class HostileTestAgent {
       _exit(127);
     }
     return WaitFor(
-        [&] {
-          if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-            pid_ = -1;
-            return true;
-          }
-          return Status().has_value();
-        },
-        10000) &&
+               [&] {
+                 if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+                   pid_ = -1;
+                   return true;
+                 }
+                 return Status().has_value();
+               },
+               10000) &&
            pid_ > 0;
   }
   std::optional<cordon::v1::StatusReply> Status() {
@@ -356,9 +358,12 @@ TEST_F(AgentHostileClients, SlowMetricsClientsAreCutOffAndScrapersGetA200OrA503N
   for (int i = 0; i < kSlow; ++i) {
     EXPECT_TRUE(closed[i]) << "slow client " << i << " still connected after " << SecondsSince(t0) << " s";
     last = std::max(last, closed_at[i]);
-    if (got[i].rfind("HTTP/1.1 408 ", 0) == 0) timed_out++;
-    else if (got[i].rfind("HTTP/1.1 503 ", 0) == 0) refused++;
-    else ADD_FAILURE() << "slow client " << i << " got neither 408 nor 503: " << got[i];
+    if (got[i].rfind("HTTP/1.1 408 ", 0) == 0)
+      timed_out++;
+    else if (got[i].rfind("HTTP/1.1 503 ", 0) == 0)
+      refused++;
+    else
+      ADD_FAILURE() << "slow client " << i << " got neither 408 nor 503: " << got[i];
   }
   // 16 took the slots; the 4 beyond were refused at once, and one more made
   // room for root's scrape. The others held theirs until the deadline.
@@ -374,8 +379,7 @@ TEST_F(AgentHostileClients, SlowMetricsClientsAreCutOffAndScrapersGetA200OrA503N
   // Negative control: with the hostile clients gone, the hog's uid scrapes
   // again too.
   std::string ok;
-  EXPECT_TRUE(WaitFor([&] { return (ok = Scrape(port, nullptr, kHog)).rfind("HTTP/1.1 200 ", 0) == 0; }, 5000))
-      << ok;
+  EXPECT_TRUE(WaitFor([&] { return (ok = Scrape(port, nullptr, kHog)).rfind("HTTP/1.1 200 ", 0) == 0; }, 5000)) << ok;
   EXPECT_TRUE(agent.Alive());
 }
 
@@ -532,9 +536,11 @@ TEST_F(AgentHostileClients, PartialThirtyTwoMibFramesStayWithinTheMemoryBudget) 
     }
     ReadResult r = ReadToEnd(fds[i].get(), 5000);
     EXPECT_TRUE(r.eof);
-    if (FirstResponseError(r.data).find("control.partialFramesMaxBytes") != std::string::npos) refused++;
-    else ADD_FAILURE() << "client " << i << " cut off without the budget's error: errno " << send_errno[i] << ", "
-                       << FirstResponseError(r.data);
+    if (FirstResponseError(r.data).find("control.partialFramesMaxBytes") != std::string::npos)
+      refused++;
+    else
+      ADD_FAILURE() << "client " << i << " cut off without the budget's error: errno " << send_errno[i] << ", "
+                    << FirstResponseError(r.data);
   }
   // The frames that got through are held by the agent (all but a byte):
   // that is the budget's worth at most.
@@ -551,6 +557,7 @@ TEST_F(AgentHostileClients, PartialThirtyTwoMibFramesStayWithinTheMemoryBudget) 
   // budget is free again (a large frame is taken whole).
   fds.clear();
   EXPECT_TRUE(WaitFor([&] { return agent.Status().has_value(); }, 5000));
+  Record("rss_after_the_partial_frames_closed_kib", static_cast<double>(agent.RssKib()));
   auto client = agent::AgentClient::Connect(agent.socket());
   ASSERT_TRUE(client.ok());
   cordon::v1::Request big;
@@ -560,8 +567,7 @@ TEST_F(AgentHostileClients, PartialThirtyTwoMibFramesStayWithinTheMemoryBudget) 
   ASSERT_TRUE(response.ok()) << response.error().ToString();
   EXPECT_EQ(response->error().find("control.partialFramesMaxBytes"), std::string::npos) << response->error();
   EXPECT_FALSE(response->error().empty()) << "the cgroup does not exist";
-  EXPECT_TRUE(WaitFor([&] { return agent.RssKib() < baseline_kib + 64 * 1024; }, 10000))
-      << agent.RssKib() << " KiB";
+  EXPECT_TRUE(WaitFor([&] { return agent.RssKib() < baseline_kib + 64 * 1024; }, 10000)) << agent.RssKib() << " KiB";
   Record("rss_after_kib", static_cast<double>(agent.RssKib()));
   EXPECT_TRUE(agent.Alive());
 }

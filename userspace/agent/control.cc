@@ -6,9 +6,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 
 #include "agent/config.h"
@@ -92,15 +92,18 @@ Status AgentClient::Send(const cordon::v1::Request& request) {
     // The agent may refuse the connection (busy, over its budget, timed
     // out) with a frame and close it: that frame is read before and while
     // writing, so that the caller gets the agent's reason, not EPIPE.
-    struct pollfd pfd = {fd_.get(), POLLIN | POLLOUT, 0};
-    int r = ::poll(&pfd, 1, 30000);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return r == 0 ? Error{"the agent at " + path_ + " took no request for 30 s", ETIMEDOUT}
-                              : SysError("poll the agent connection");
     // (Only on a connection that has received nothing yet: on a tail,
     // events may be waiting while a later request goes out.)
+    struct pollfd pfd = {fd_.get(), static_cast<short>(received_any_ ? POLLOUT : POLLIN | POLLOUT), 0};
+    int r = ::poll(&pfd, 1, 30000);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return r == 0 ? Error{"the agent at " + path_ + " took no request for 30 s", ETIMEDOUT}
+                    : SysError("poll the agent connection");
     if (!received_any_ && (pfd.revents & (POLLIN | POLLHUP | POLLERR)))
-      return Error{"the agent answered before the request was sent", EAGAIN};
+      return Error{pfd.revents & POLLIN ? "the agent answered before the request was sent"
+                                        : "the agent at " + path_ + " closed the connection before the request was sent",
+                   EAGAIN};
     ssize_t n = ::send(fd_.get(), frame.data() + off, frame.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;

@@ -25,9 +25,9 @@ class LogLimiter {
       ++unlogged_;
       return;
     }
-    cordon::agent::Log(message + (unlogged_ ? " (and " + std::to_string(unlogged_) +
-                                                  " more like it since the last report, not logged)"
-                                            : ""));
+    cordon::agent::Log(
+        message +
+        (unlogged_ ? " (and " + std::to_string(unlogged_) + " more like it since the last report, not logged)" : ""));
     logged_ = true;
     last_ns_ = now;
     unlogged_ = 0;

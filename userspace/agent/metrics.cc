@@ -199,8 +199,7 @@ std::optional<uint32_t> LoopbackPeerUid(int fd) {
     return std::nullopt;
   alignas(nlmsghdr) char buf[8192];
   ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
-  for (auto* h = reinterpret_cast<nlmsghdr*>(buf); n > 0 && NLMSG_OK(h, static_cast<size_t>(n));
-       h = NLMSG_NEXT(h, n)) {
+  for (auto* h = reinterpret_cast<nlmsghdr*>(buf); n > 0 && NLMSG_OK(h, static_cast<size_t>(n)); h = NLMSG_NEXT(h, n)) {
     if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) break;
     const auto* d = reinterpret_cast<const inet_diag_msg*>(NLMSG_DATA(h));
     return d->idiag_uid;
@@ -275,8 +274,8 @@ std::string RenderPrometheus(const AgentMetrics& m) {
 
 // ---- MetricsServer ----------------------------------------------------------
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::Listen(const std::string& listen_address,
-                                                             bool allow_non_loopback, MetricsLimits limits) {
+Result<std::unique_ptr<MetricsServer>> MetricsServer::Listen(const std::string& listen_address, bool allow_non_loopback,
+                                                             MetricsLimits limits) {
   auto addr = ParseListenAddress(listen_address);
   if (!addr.ok()) return addr.error();
   if (!addr->loopback && !allow_non_loopback)
@@ -318,15 +317,16 @@ void MetricsServer::Service(const std::function<std::string()>& render) {
       // the 503); otherwise this one is refused.
       std::map<uint32_t, size_t> held;
       for (const Connection& conn : conns_) held[conn.uid]++;
-      auto hog = std::max_element(held.begin(), held.end(),
-                                  [](const auto& a, const auto& b) { return a.second < b.second; });
+      auto hog =
+          std::max_element(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
       const size_t mine = held.count(uid) ? held[uid] : 0;
       if (hog == held.end() || hog->first == uid || hog->second < mine + 2) {
         refused_++;
         Linger(std::move(fd), Busy(), now);
         continue;
       }
-      auto oldest = std::find_if(conns_.begin(), conns_.end(), [&](const Connection& conn) { return conn.uid == hog->first; });
+      auto oldest =
+          std::find_if(conns_.begin(), conns_.end(), [&](const Connection& conn) { return conn.uid == hog->first; });
       refused_++;
       evicted_++;
       Linger(std::move(oldest->fd), Busy(), now);
@@ -339,10 +339,10 @@ void MetricsServer::Service(const std::function<std::string()>& render) {
 }
 
 std::string MetricsServer::Busy() const {
-  return HttpResponse("503 Service Unavailable", "text/plain; charset=utf-8",
-                      "too many connections (metrics.maxConnections = " + std::to_string(limits_.max_connections) +
-                          ")\n",
-                      false, "Retry-After: 1\r\n");
+  return HttpResponse(
+      "503 Service Unavailable", "text/plain; charset=utf-8",
+      "too many connections (metrics.maxConnections = " + std::to_string(limits_.max_connections) + ")\n", false,
+      "Retry-After: 1\r\n");
 }
 
 void MetricsServer::Linger(UniqueFd fd, std::string out, std::chrono::steady_clock::time_point now) {
@@ -403,8 +403,8 @@ bool MetricsServer::Step(Connection& conn, const std::function<std::string()>& r
       if (eof) return false;
       const char* kText = "text/plain; charset=utf-8";
       if (conn.in.size() > kMaxRequest) {
-        Linger(std::move(conn.fd), HttpResponse("431 Request Header Fields Too Large", kText, "request too large\n", false),
-               now);
+        Linger(std::move(conn.fd),
+               HttpResponse("431 Request Header Fields Too Large", kText, "request too large\n", false), now);
         return false;
       }
       if (now >= conn.deadline) {

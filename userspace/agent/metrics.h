@@ -81,8 +81,8 @@ std::string EscapeLabelValue(const std::string& value);
 // render(); other paths -> 404; other methods -> 405. One request per
 // connection (Connection: close).
 struct MetricsLimits {
-  size_t max_connections = 16;                         // metrics.maxConnections
-  std::chrono::milliseconds request_timeout{5000};     // metrics.requestTimeoutMs
+  size_t max_connections = 16;                      // metrics.maxConnections
+  std::chrono::milliseconds request_timeout{5000};  // metrics.requestTimeoutMs
 };
 
 class MetricsServer {
@@ -100,7 +100,7 @@ class MetricsServer {
   int fd() const { return listen_fd_.get(); }  // listening socket, nonblocking
   uint16_t port() const { return port_; }
   size_t connections() const { return conns_.size(); }
-  uint64_t refused() const { return refused_; }     // 503s: no free slot
+  uint64_t refused() const { return refused_; }      // 503s: no free slot
   uint64_t timed_out() const { return timed_out_; }  // past a total deadline
   uint64_t evicted() const { return evicted_; }      // 503s to make room for a uid with fewer slots
 
@@ -118,7 +118,7 @@ class MetricsServer {
     uint32_t uid = kUnknownUid;                      // who holds the slot (LoopbackPeerUid)
   };
   std::string Busy() const;  // the 503
-  struct Lingering {  // written and shut for writing; drained until EOF or the deadline
+  struct Lingering {         // written and shut for writing; drained until EOF or the deadline
     UniqueFd fd;
     std::string out;  // what is still to be written first (a refusal that did not fit)
     std::chrono::steady_clock::time_point deadline;

@@ -20,7 +20,7 @@ namespace v1 = cordon::v1;
 namespace {
 constexpr int64_t kCloseDeadlineNs = 5000000000;      // a closing client gets this long to take its last frame
 constexpr int64_t kEndDeadlineNs = 60 * 1000000000ll;  // ... and a tail that ended, this long
-constexpr int64_t kRefuseDeadlineNs = 1000000000;     // ... and one refused (a deadline, the budget), this long
+constexpr int64_t kRefuseDeadlineNs = 1000000000;      // ... and one refused (a deadline, the budget), this long
 constexpr size_t kClientFlushFrames = 64;  // queued tail frames that are sent at once, not at the batch's end
 }  // namespace
 
@@ -103,9 +103,9 @@ bool TailServer::Reserve(Client& c) {
   if (partial_bytes_ + announced > limits_.partial_frames_max_bytes) {
     over_budget_++;
     Refuse(c, "agent busy: request frames still arriving on other connections would exceed the agent's budget (" +
-                  std::to_string(partial_bytes_ >> 20) + " of " + std::to_string(limits_.partial_frames_max_bytes >> 20) +
-                  " MiB in use; this frame announces " + std::to_string(announced >> 10) +
-                  " KiB; control.partialFramesMaxBytes); try again");
+                  std::to_string(partial_bytes_ >> 20) + " of " +
+                  std::to_string(limits_.partial_frames_max_bytes >> 20) + " MiB in use; this frame announces " +
+                  std::to_string(announced >> 10) + " KiB; control.partialFramesMaxBytes); try again");
     return false;
   }
   c.reserved = announced;
