@@ -572,6 +572,43 @@ TEST_F(AgentHostileClients, PartialThirtyTwoMibFramesStayWithinTheMemoryBudget) 
   EXPECT_TRUE(agent.Alive());
 }
 
+// A client that pipelines requests and never reads the replies: they do not
+// pile up in the agent without bound (it is closed past 256 unread), and the
+// agent's memory stays put.
+TEST_F(AgentHostileClients, PipelinedRequestsWhoseRepliesAreNeverReadAreBounded) {
+  HostileTestAgent agent("", "");
+  ASSERT_TRUE(agent.Start()) << agent.Log();
+  const uint64_t baseline_kib = agent.RssKib();
+  cordon::v1::Request status;
+  status.mutable_status();
+  const std::string one = agent::EncodeFrame(status);
+  std::string many;
+  for (int i = 0; i < 1000; ++i) many += one;
+  Fd fd = ConnectUnix(agent.socket());
+  ASSERT_GE(fd.get(), 0);
+  // 100,000 requests (a status reply is a few hundred bytes: tens of MB
+  // if they were all kept); the sends fail once the agent closes it.
+  int rounds = 0;
+  for (; rounds < 100; ++rounds) {
+    size_t off = 0;
+    while (off < many.size()) {
+      ssize_t n = ::send(fd.get(), many.data() + off, many.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    if (off < many.size()) break;
+  }
+  EXPECT_LT(rounds, 100) << "the agent kept taking requests whose replies nobody reads";
+  Record("pipelined_requests_sent_before_the_close", rounds * 1000.0);
+  const uint64_t rss_kib = agent.RssKib();
+  EXPECT_LT(rss_kib, baseline_kib + 32 * 1024) << "baseline " << baseline_kib << " KiB";
+  Record("rss_after_pipelined_requests_kib", static_cast<double>(rss_kib));
+  // Negative control: an ordinary request is answered.
+  fd.Close();
+  EXPECT_TRUE(agent.Status().has_value());
+  EXPECT_TRUE(agent.Alive());
+}
+
 // 200 requests whose string is not UTF-8: each is refused, the agent's
 // stderr gets no raw libprotobuf line (its log handler routes them through
 // the agent's rate-limited log) and at most a few lines in all; the payload

@@ -101,8 +101,9 @@ Status AgentClient::Send(const cordon::v1::Request& request) {
       return r == 0 ? Error{"the agent at " + path_ + " took no request for 30 s", ETIMEDOUT}
                     : SysError("poll the agent connection");
     if (!received_any_ && (pfd.revents & (POLLIN | POLLHUP | POLLERR)))
-      return Error{pfd.revents & POLLIN ? "the agent answered before the request was sent"
-                                        : "the agent at " + path_ + " closed the connection before the request was sent",
+      return Error{pfd.revents & POLLIN
+                       ? "the agent answered before the request was sent"
+                       : "the agent at " + path_ + " closed the connection before the request was sent",
                    EAGAIN};
     ssize_t n = ::send(fd_.get(), frame.data() + off, frame.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {

@@ -21,6 +21,7 @@ namespace {
 constexpr int64_t kCloseDeadlineNs = 5000000000;      // a closing client gets this long to take its last frame
 constexpr int64_t kEndDeadlineNs = 60 * 1000000000ll;  // ... and a tail that ended, this long
 constexpr int64_t kRefuseDeadlineNs = 1000000000;      // ... and one refused (a deadline, the budget), this long
+constexpr size_t kMaxUnreadReplies = 256;  // replies (and notices) queued for a client beyond its socket buffer
 constexpr size_t kClientFlushFrames = 64;  // queued tail frames that are sent at once, not at the batch's end
 }  // namespace
 
@@ -253,6 +254,14 @@ void TailServer::Reply(Client& c, const v1::Response& response, std::vector<Uniq
   }
   Push(c, std::make_shared<const std::string>(std::move(frame)), false, std::move(fds));
   Flush(c);
+  // A client that sends requests but does not read the replies would have
+  // them pile up here without bound: past kMaxUnreadReplies it is closed.
+  // (A tail's queue is bounded by tail.queueEvents.)
+  if (!c.dead && !c.tail && c.out.size() > kMaxUnreadReplies) {
+    refusals_.Log("control connection of pid " + std::to_string(c.pid) + " closed: more than " +
+                  std::to_string(kMaxUnreadReplies) + " replies it does not read");
+    Kill(c);
+  }
 }
 
 void TailServer::StartTail(Client& c, TailFilter filter) {
