@@ -380,6 +380,10 @@ TEST_F(AgentHostileClients, SlowMetricsClientsAreCutOffAndScrapersGetA200OrA503N
   // again too.
   std::string ok;
   EXPECT_TRUE(WaitFor([&] { return (ok = Scrape(port, nullptr, kHog)).rfind("HTTP/1.1 200 ", 0) == 0; }, 5000)) << ok;
+  // And the metrics count what happened: 15 timed out; 503s for the 4 beyond
+  // the slots, the hog's scraper and the slot that made room.
+  EXPECT_NE(ok.find("cordon_metrics_connections_refused_total{reason=\"deadline\"} 15\n"), std::string::npos) << ok;
+  EXPECT_NE(ok.find("cordon_metrics_connections_refused_total{reason=\"busy\"} 6\n"), std::string::npos) << ok;
   EXPECT_TRUE(agent.Alive());
 }
 
@@ -484,6 +488,10 @@ TEST_F(AgentHostileClients, SixtyFourHeldControlConnectionsMakeStatusSayAgentBus
   CommandResult r;
   EXPECT_TRUE(WaitFor([&] { return (r = Cordon({"status"})).status == 0; }, 10000)) << r.out << r.err;
   EXPECT_NE(r.out.find("agent: pid " + std::to_string(agent.pid())), std::string::npos) << r.out;
+  // The 4 refusals are counted.
+  std::string metrics = Scrape(agent.MetricsPort());
+  EXPECT_NE(metrics.find("cordon_control_connections_refused_total{reason=\"busy\"} 4\n"), std::string::npos)
+      << metrics;
 }
 
 // 16 clients each send all but the last byte of a 32 MiB request frame:

@@ -54,6 +54,12 @@ TEST(MetricsRender, AgentFamiliesGolden) {
   m.ringbuf_fill_ratio_max = 0.25;
   m.rss_bytes = 1048576;
   m.uptime_seconds = 3600.125;
+  m.control_refused_busy = 5;
+  m.control_refused_deadline = 6;
+  m.control_refused_budget = 7;
+  m.control_refused_unread = 8;
+  m.metrics_refused_busy = 9;
+  m.metrics_refused_deadline = 10;
   EXPECT_EQ(RenderPrometheus(m),
             "# HELP cordon_events_total Audit events the agent consumed, all sandboxes.\n"
             "# TYPE cordon_events_total counter\n"
@@ -89,6 +95,19 @@ TEST(MetricsRender, AgentFamiliesGolden) {
             "# HELP cordon_sandboxes Sandboxes the agent watches.\n"
             "# TYPE cordon_sandboxes gauge\n"
             "cordon_sandboxes 0\n"
+            "# HELP cordon_control_connections_refused_total Control connections refused or closed by the agent: "
+            "busy (no free slot), deadline (idle or request timeout), budget (partial-frame memory), unread (replies "
+            "never read).\n"
+            "# TYPE cordon_control_connections_refused_total counter\n"
+            "cordon_control_connections_refused_total{reason=\"busy\"} 5\n"
+            "cordon_control_connections_refused_total{reason=\"deadline\"} 6\n"
+            "cordon_control_connections_refused_total{reason=\"budget\"} 7\n"
+            "cordon_control_connections_refused_total{reason=\"unread\"} 8\n"
+            "# HELP cordon_metrics_connections_refused_total Metrics connections answered 503 (busy: no free slot "
+            "for the uid) or 408 (deadline).\n"
+            "# TYPE cordon_metrics_connections_refused_total counter\n"
+            "cordon_metrics_connections_refused_total{reason=\"busy\"} 9\n"
+            "cordon_metrics_connections_refused_total{reason=\"deadline\"} 10\n"
             "# HELP cordon_sandbox_info A sandbox and its enforcement level (always 1).\n"
             "# TYPE cordon_sandbox_info gauge\n"
             "# HELP cordon_denials_total Operations denied (or, in audit mode, audited) by kind: net.connect, "

@@ -252,6 +252,14 @@ std::string Agent::RenderMetrics() {
   m.tailer_drops = tails_->drops();
   for (const auto& [key, c] : tails_->clients()) m.tailers_connected += c->tail ? 1 : 0;
   m.tailers_disconnected_slow = tails_->disconnected();
+  m.control_refused_busy = tails_->busy();
+  m.control_refused_deadline = tails_->timed_out();
+  m.control_refused_budget = tails_->over_budget();
+  m.control_refused_unread = tails_->unread();
+  if (metrics_) {
+    m.metrics_refused_busy = metrics_->refused();
+    m.metrics_refused_deadline = metrics_->timed_out();
+  }
   m.uptime_seconds = static_cast<double>(MonoNs() - started_mono_ns_) / 1e9;
   if (auto statm = ReadFile("/proc/self/statm", 4096)) {
     unsigned long long size = 0, resident = 0;

@@ -76,6 +76,7 @@ void AcceptControlClients(int listen_fd, const std::string& cgroup_mount, const 
     size_t open = 0;
     for (const auto& [key, c] : clients.clients()) open += c->dead ? 0 : 1;
     if (open >= max_clients) {
+      clients.CountBusy();
       // Said before the client writes anything: the CLI reads it even when
       // its request then fails to go out (the socket is closed), and says
       // "agent busy" instead of "Broken pipe".

@@ -244,6 +244,17 @@ std::string RenderPrometheus(const AgentMetrics& m) {
   w.Sample("cordon_uptime_seconds", "", m.uptime_seconds);
   w.Family("cordon_sandboxes", "gauge", "Sandboxes the agent watches.");
   w.Sample("cordon_sandboxes", "", static_cast<uint64_t>(m.sandboxes.size()));
+  w.Family("cordon_control_connections_refused_total", "counter",
+           "Control connections refused or closed by the agent: busy (no free slot), deadline (idle or request "
+           "timeout), budget (partial-frame memory), unread (replies never read).");
+  w.Sample("cordon_control_connections_refused_total", Label("reason", "busy"), m.control_refused_busy);
+  w.Sample("cordon_control_connections_refused_total", Label("reason", "deadline"), m.control_refused_deadline);
+  w.Sample("cordon_control_connections_refused_total", Label("reason", "budget"), m.control_refused_budget);
+  w.Sample("cordon_control_connections_refused_total", Label("reason", "unread"), m.control_refused_unread);
+  w.Family("cordon_metrics_connections_refused_total", "counter",
+           "Metrics connections answered 503 (busy: no free slot for the uid) or 408 (deadline).");
+  w.Sample("cordon_metrics_connections_refused_total", Label("reason", "busy"), m.metrics_refused_busy);
+  w.Sample("cordon_metrics_connections_refused_total", Label("reason", "deadline"), m.metrics_refused_deadline);
 
   w.Family("cordon_sandbox_info", "gauge", "A sandbox and its enforcement level (always 1).");
   for (const SandboxMetrics& s : m.sandboxes)

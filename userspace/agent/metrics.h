@@ -42,6 +42,15 @@ struct AgentMetrics {
   double ringbuf_fill_ratio_max = 0;  // 0..1
   uint64_t rss_bytes = 0;
   double uptime_seconds = 0;
+  // Connections the agent closed to protect itself (README, "Control socket
+  // protocol" and "Metrics"): no free slot, past a deadline, over the
+  // partial-frame budget, replies never read.
+  uint64_t control_refused_busy = 0;
+  uint64_t control_refused_deadline = 0;
+  uint64_t control_refused_budget = 0;
+  uint64_t control_refused_unread = 0;
+  uint64_t metrics_refused_busy = 0;
+  uint64_t metrics_refused_deadline = 0;
   std::vector<SandboxMetrics> sandboxes;
 };
 

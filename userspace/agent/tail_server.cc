@@ -260,6 +260,7 @@ void TailServer::Reply(Client& c, const v1::Response& response, std::vector<Uniq
   if (!c.dead && !c.tail && c.out.size() > kMaxUnreadReplies) {
     refusals_.Log("control connection of pid " + std::to_string(c.pid) + " closed: more than " +
                   std::to_string(kMaxUnreadReplies) + " replies it does not read");
+    unread_++;
     Kill(c);
   }
 }

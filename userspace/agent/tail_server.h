@@ -108,6 +108,9 @@ class TailServer {
   uint64_t partial_bytes() const { return partial_bytes_; }  // announced by request frames still arriving
   uint64_t timed_out() const { return timed_out_; }          // clients closed for an idle or request deadline
   uint64_t over_budget() const { return over_budget_; }      // frames refused for the partial-frame budget
+  uint64_t unread() const { return unread_; }                // clients closed for replies they never read
+  uint64_t busy() const { return busy_; }                    // connections refused: no free slot
+  void CountBusy() { busy_++; }
 
  private:
   void OnReadable(Client& c);
@@ -136,6 +139,8 @@ class TailServer {
   uint64_t partial_bytes_ = 0;
   uint64_t timed_out_ = 0;
   uint64_t over_budget_ = 0;
+  uint64_t unread_ = 0;
+  uint64_t busy_ = 0;
   LogLimiter refusals_;
 };
 
