@@ -166,7 +166,8 @@ const char* kStatusHelp =
     "\n"
     "When an agent runs (see `cordon agent --help`), its accounting follows: events delivered,\n"
     "suppressed by the rate limit and lost, per sandbox; sink writes and failures; tailers and\n"
-    "their drops; the metrics address. Without one it says so.\n"
+    "their drops; the metrics address. Without one it says so. An agent that has no free control\n"
+    "connection (\"agent busy: all N control connections in use\") makes status exit 1.\n"
     "\n"
     "  --json   one JSON object: enforcement, bpfLsm, sandboxes[] and agent (null without one;\n"
     "           else the agent's StatusReply, userspace/proto/control.proto, in protobuf JSON)\n";
