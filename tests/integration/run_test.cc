@@ -85,7 +85,9 @@ TEST_F(RunCommand, DefaultPolicyDeniesLoopbackConnectAndLogsEvent) {
   EXPECT_EQ(e.comm(), "python3");
   // exe is read from /proc when the event is consumed (README, "Event records") and python has
   // usually exited by then: when it is there, it is python's.
-  if (!e.exe().empty()) EXPECT_NE(e.exe().find("python3"), std::string::npos) << e.exe();
+  if (!e.exe().empty()) {
+    EXPECT_NE(e.exe().find("python3"), std::string::npos) << e.exe();
+  }
   EXPECT_EQ(e.cgroup_path().rfind("/cordon/run-", 0), 0u) << e.cgroup_path();
   EXPECT_EQ(LeftoverRunCgroups(), before) << "run must remove its cgroup";
 }

@@ -64,6 +64,45 @@ TEST(AgentConfig, ShippedExampleIsValidAndStatesTheDefaults) {
   EXPECT_EQ(config.rate_burst, defaults.rate_burst);
   EXPECT_EQ(config.tail_queue_events, defaults.tail_queue_events);
   EXPECT_EQ(config.tail_disconnect_after_dropped, defaults.tail_disconnect_after_dropped);
+  EXPECT_EQ(config.metrics_request_timeout_ms, defaults.metrics_request_timeout_ms);
+  EXPECT_EQ(config.metrics_max_connections, defaults.metrics_max_connections);
+  EXPECT_EQ(config.control_idle_timeout_ms, defaults.control_idle_timeout_ms);
+  EXPECT_EQ(config.control_request_timeout_ms, defaults.control_request_timeout_ms);
+  EXPECT_EQ(config.control_partial_frames_max_bytes, defaults.control_partial_frames_max_bytes);
+}
+
+TEST(AgentConfig, HostileClientLimits) {
+  Parsed p = Parse(R"(metrics:
+  requestTimeoutMs: 1500
+  maxConnections: 4
+control:
+  idleTimeoutMs: 2000
+  requestTimeoutMs: 1000
+  partialFramesMaxBytes: 16777216
+)");
+  ASSERT_TRUE(p.ok) << p.errors;
+  EXPECT_EQ(p.config.metrics_request_timeout_ms, 1500u);
+  EXPECT_EQ(p.config.metrics_max_connections, 4u);
+  EXPECT_EQ(p.config.control_idle_timeout_ms, 2000u);
+  EXPECT_EQ(p.config.control_request_timeout_ms, 1000u);
+  EXPECT_EQ(p.config.control_partial_frames_max_bytes, 16u << 20);
+  Parsed defaults = Parse("");
+  EXPECT_EQ(defaults.config.control_idle_timeout_ms, 300000u);
+  EXPECT_EQ(defaults.config.control_request_timeout_ms, 30000u);
+  EXPECT_EQ(defaults.config.control_partial_frames_max_bytes, 64u << 20);
+  EXPECT_EQ(defaults.config.metrics_request_timeout_ms, 5000u);
+  EXPECT_EQ(defaults.config.metrics_max_connections, 16u);
+
+  Parsed bad = Parse("control:\n  idleTimeoutMs: 0\n  partialFramesMaxBytes: 1024\n  idle: 5\n");
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.errors.find("agent.yaml:2:18: control.idleTimeoutMs: must be between 10 and"), std::string::npos)
+      << bad.errors;
+  EXPECT_NE(bad.errors.find("control.partialFramesMaxBytes: must be between 1048576 and"), std::string::npos)
+      << bad.errors;
+  EXPECT_NE(bad.errors.find("control.idle: unknown field 'idle' (expected one of: idleTimeoutMs, requestTimeoutMs, "
+                            "partialFramesMaxBytes)"),
+            std::string::npos)
+      << bad.errors;
 }
 
 TEST(AgentConfig, EveryField) {

@@ -54,6 +54,12 @@ TEST(MetricsRender, AgentFamiliesGolden) {
   m.ringbuf_fill_ratio_max = 0.25;
   m.rss_bytes = 1048576;
   m.uptime_seconds = 3600.125;
+  m.control_refused_busy = 5;
+  m.control_refused_deadline = 6;
+  m.control_refused_budget = 7;
+  m.control_refused_unread = 8;
+  m.metrics_refused_busy = 9;
+  m.metrics_refused_deadline = 10;
   EXPECT_EQ(RenderPrometheus(m),
             "# HELP cordon_events_total Audit events the agent consumed, all sandboxes.\n"
             "# TYPE cordon_events_total counter\n"
@@ -89,6 +95,19 @@ TEST(MetricsRender, AgentFamiliesGolden) {
             "# HELP cordon_sandboxes Sandboxes the agent watches.\n"
             "# TYPE cordon_sandboxes gauge\n"
             "cordon_sandboxes 0\n"
+            "# HELP cordon_control_connections_refused_total Control connections refused or closed by the agent: "
+            "busy (no free slot), deadline (idle or request timeout), budget (partial-frame memory), unread (replies "
+            "never read).\n"
+            "# TYPE cordon_control_connections_refused_total counter\n"
+            "cordon_control_connections_refused_total{reason=\"busy\"} 5\n"
+            "cordon_control_connections_refused_total{reason=\"deadline\"} 6\n"
+            "cordon_control_connections_refused_total{reason=\"budget\"} 7\n"
+            "cordon_control_connections_refused_total{reason=\"unread\"} 8\n"
+            "# HELP cordon_metrics_connections_refused_total Metrics connections answered 503 (busy: no free slot "
+            "for the uid) or 408 (deadline).\n"
+            "# TYPE cordon_metrics_connections_refused_total counter\n"
+            "cordon_metrics_connections_refused_total{reason=\"busy\"} 9\n"
+            "cordon_metrics_connections_refused_total{reason=\"deadline\"} 10\n"
             "# HELP cordon_sandbox_info A sandbox and its enforcement level (always 1).\n"
             "# TYPE cordon_sandbox_info gauge\n"
             "# HELP cordon_denials_total Operations refused (verdict denied) or that audit mode would have refused "
@@ -350,9 +369,10 @@ TEST(MetricsServer, SilentClientDoesNotBlockOthersAndIsClosed) {
   EXPECT_EQ(::recv(partial, &probe, 1, MSG_DONTWAIT), -1) << "the partial client was closed before the request was served";
   EXPECT_EQ(errno, EAGAIN);
 
-  // Both are closed after the timeout (5 s): EOF, nothing sent.
-  EXPECT_EQ(ReadAll(silent), "");
-  EXPECT_EQ(ReadAll(partial), "");
+  // Both are closed after the timeout (5 s, a total deadline from the
+  // accept): a 408, then EOF.
+  EXPECT_EQ(ReadAll(silent).rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u);
+  EXPECT_EQ(ReadAll(partial).rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u);
   auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_GE(waited, std::chrono::milliseconds(4500)) << "closed before the 5 s timeout";
   ::close(silent);
@@ -369,7 +389,8 @@ TEST(MetricsServer, OversizedRequestIsClosed) {
   auto start = std::chrono::steady_clock::now();
   char buf[256];
   ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-  EXPECT_LE(n, 0);  // EOF or reset, no response
+  ASSERT_GT(n, 0);  // a 431, then the close
+  EXPECT_EQ(std::string(buf, static_cast<size_t>(n)).rfind("HTTP/1.1 431 ", 0), 0u);
   // Closed for its size, not by the 5 s idle timeout: a generous bound
   // below that timeout (the close itself takes microseconds).
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(4500));
@@ -401,15 +422,15 @@ TEST(MetricsServer, AtMost16Connections) {
   ASSERT_TRUE(server.ok()) << server.error().ToString();
   ServeLoop loop(**server, [] { return std::string("x\n"); });
   std::vector<int> idle;
-  for (size_t i = 0; i < MetricsServer::kMaxConnections; ++i) idle.push_back(Connect((*server)->port()));
-  for (int i = 0; i < 100 && loop.connections() < MetricsServer::kMaxConnections; ++i)
+  for (size_t i = 0; i < MetricsLimits{}.max_connections; ++i) idle.push_back(Connect((*server)->port()));
+  for (int i = 0; i < 100 && loop.connections() < MetricsLimits{}.max_connections; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(loop.connections(), MetricsServer::kMaxConnections);
+  EXPECT_EQ(loop.connections(), MetricsLimits{}.max_connections);
   std::string r = Request((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 503 ", 0), 0u) << r;
   ::close(idle.back());
   idle.pop_back();
-  for (int i = 0; i < 100 && loop.connections() >= MetricsServer::kMaxConnections; ++i)
+  for (int i = 0; i < 100 && loop.connections() >= MetricsLimits{}.max_connections; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   r = Request((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n");
   EXPECT_EQ(Body(r), "x\n") << r;

@@ -2,6 +2,8 @@
 // and where its other parts are: agent_impl.h).
 #include "agent/agent.h"
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -16,6 +18,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <system_error>
 
 #include "agent/agent_impl.h"
@@ -73,6 +76,11 @@ Status Agent::Start() {
   // otherwise get an arena of its own, keeping libbpf's freed kernel-BTF parse
   // (about 12 MiB) a second time in the agent's RSS.
   (void)::mallopt(M_ARENA_MAX, 1);
+  // A fixed mmap threshold: a large request frame's buffer (up to 32 MiB) is
+  // its own mapping, returned when freed, instead of raising glibc's dynamic
+  // threshold and staying in the heap.
+  (void)::mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  CaptureProtobufLog();
   started_real_ns_ = RealNs();
   started_mono_ns_ = rate_last_ns_ = MonoNs();
   // Read-only checks first: on refusal nothing is touched.
@@ -110,7 +118,10 @@ Status Agent::Start() {
   Watch(timer_fd_.get(), Key(kTimer, 0), EPOLLIN);
   tails_ = std::make_unique<TailServer>(
       epoll_fd_.get(), [](uint64_t client) { return Key(kClient, client); },
-      TailLimits{config_.tail_queue_events, config_.tail_disconnect_after_dropped},
+      TailLimits{config_.tail_queue_events, config_.tail_disconnect_after_dropped,
+                 static_cast<int64_t>(config_.control_idle_timeout_ms) * 1000000,
+                 static_cast<int64_t>(config_.control_request_timeout_ms) * 1000000,
+                 config_.control_partial_frames_max_bytes},
       [this](Client& c, const std::string& payload) { Handle(c, payload); });
 
   auto listening = ListenOnControlSocket(config_.socket, &socket_ino_);
@@ -119,7 +130,10 @@ Status Agent::Start() {
   Watch(listen_fd_.get(), Key(kListen, 0), EPOLLIN);
 
   if (!config_.metrics_listen.empty()) {
-    auto server = MetricsServer::Listen(config_.metrics_listen, config_.metrics_allow_non_loopback);
+    MetricsLimits limits;
+    limits.max_connections = config_.metrics_max_connections;
+    limits.request_timeout = std::chrono::milliseconds(config_.metrics_request_timeout_ms);
+    auto server = MetricsServer::Listen(config_.metrics_listen, config_.metrics_allow_non_loopback, limits);
     if (!server) {
       // Metrics are optional; events are not: keep running without them.
       Log("metrics disabled: " + server.error().ToString());
@@ -238,6 +252,14 @@ std::string Agent::RenderMetrics() {
   m.tailer_drops = tails_->drops();
   for (const auto& [key, c] : tails_->clients()) m.tailers_connected += c->tail ? 1 : 0;
   m.tailers_disconnected_slow = tails_->disconnected();
+  m.control_refused_busy = tails_->busy();
+  m.control_refused_deadline = tails_->timed_out();
+  m.control_refused_budget = tails_->over_budget();
+  m.control_refused_unread = tails_->unread();
+  if (metrics_) {
+    m.metrics_refused_busy = metrics_->refused();
+    m.metrics_refused_deadline = metrics_->timed_out();
+  }
   m.uptime_seconds = static_cast<double>(MonoNs() - started_mono_ns_) / 1e9;
   if (auto statm = ReadFile("/proc/self/statm", 4096)) {
     unsigned long long size = 0, resident = 0;
@@ -336,6 +358,24 @@ int Agent::Loop() {
   }
   Shutdown();
   return 0;
+}
+
+void CaptureProtobufLog() {
+  static std::mutex mu;
+  static LogLimiter limiter;
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel level, const char* filename, int line, const std::string& message) {
+        if (level == google::protobuf::LOGLEVEL_FATAL) {
+          Log(std::string("libprotobuf FATAL ") + filename + ":" + std::to_string(line) + ": " + message);
+          return;
+        }
+        // What libprotobuf says about a client's message (invalid UTF-8, a
+        // missing field) comes with every such request: rate-limited. It
+        // names the field, never the bytes.
+        std::lock_guard<std::mutex> lock(mu);
+        limiter.Log(std::string("libprotobuf ") + (level == google::protobuf::LOGLEVEL_ERROR ? "error" : "warning") +
+                    " (" + filename + ":" + std::to_string(line) + "): " + message);
+      });
 }
 
 int RunAgent(const AgentConfig& config) {

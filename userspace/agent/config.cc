@@ -379,16 +379,24 @@ bool ParseAgentConfig(std::string_view text, const std::string& file, AgentConfi
            }},
           {"metrics",
            [&](const YamlNode& v, const std::string& f) {
-             r.Mapping(v, f,
-                       {{"listen",
-                         [&](const YamlNode& lv, const std::string& lf) {
-                           if (r.String(lv, lf, &c.metrics_listen)) metrics_listen_node = &lv;
-                         }},
-                        {"allowNonLoopback",
-                         [&](const YamlNode& bv, const std::string& bf) {
-                           r.Bool(bv, bf, &c.metrics_allow_non_loopback);
-                         }}},
-                       "metrics");
+             r.Mapping(
+                 v, f,
+                 {{"listen",
+                   [&](const YamlNode& lv, const std::string& lf) {
+                     if (r.String(lv, lf, &c.metrics_listen)) metrics_listen_node = &lv;
+                   }},
+                  {"allowNonLoopback",
+                   [&](const YamlNode& bv, const std::string& bf) { r.Bool(bv, bf, &c.metrics_allow_non_loopback); }},
+                  {"requestTimeoutMs",
+                   [&](const YamlNode& n, const std::string& nf) {
+                     r.Unsigned(n, nf, 10, 600000, &c.metrics_request_timeout_ms);
+                   }},
+                  {"maxConnections",
+                   [&](const YamlNode& n, const std::string& nf) {
+                     uint64_t x;
+                     if (r.Unsigned(n, nf, 1, 4096, &x)) c.metrics_max_connections = static_cast<uint32_t>(x);
+                   }}},
+                 "metrics");
            }},
           {"rateLimit",
            [&](const YamlNode& v, const std::string& f) {
@@ -421,6 +429,23 @@ bool ParseAgentConfig(std::string_view text, const std::string& file, AgentConfi
                            if (r.Unsigned(n, nf, 1, 4096, &x)) c.max_clients = static_cast<uint32_t>(x);
                          }}},
                        "tail");
+           }},
+          {"control",
+           [&](const YamlNode& v, const std::string& f) {
+             r.Mapping(v, f,
+                       {{"idleTimeoutMs",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           r.Unsigned(n, nf, 10, 86400000, &c.control_idle_timeout_ms);
+                         }},
+                        {"requestTimeoutMs",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           r.Unsigned(n, nf, 10, 600000, &c.control_request_timeout_ms);
+                         }},
+                        {"partialFramesMaxBytes",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           r.Unsigned(n, nf, 1u << 20, 1ull << 32, &c.control_partial_frames_max_bytes);
+                         }}},
+                       "control");
            }},
           {"adopt",
            [&](const YamlNode& v, const std::string& f) {

@@ -16,8 +16,11 @@
 //   metrics:
 //     listen: 127.0.0.1:9464              # "" disables; port 0 picks one
 //     allowNonLoopback: false
+//     requestTimeoutMs: 5000              # whole request from the accept; then as long for the reply
+//     maxConnections: 16                  # the next scraper gets a prompt 503
 //   rateLimit: {eventsPerSecond: 2000, burst: 10000}   # per sandbox; 0 = unlimited
 //   tail: {queueEvents: 10000, disconnectAfterDropped: 100000, maxClients: 64}
+//   control: {idleTimeoutMs: 300000, requestTimeoutMs: 30000, partialFramesMaxBytes: 67108864}
 //   adopt: {cgroupPrefixes: [], namePrefixes: []}      # empty: every sandbox
 #pragma once
 
@@ -57,6 +60,20 @@ struct AgentConfig {
   uint32_t tail_queue_events = 10000;
   uint64_t tail_disconnect_after_dropped = 100000;  // 0 = never
   uint32_t max_clients = 64;
+  uint64_t metrics_request_timeout_ms = 5000;  // metrics.requestTimeoutMs
+  uint32_t metrics_max_connections = 16;       // metrics.maxConnections
+  // control.idleTimeoutMs: a control connection that is not a tail and sends
+  // nothing for this long (after its connect or its last whole request) is
+  // told so and closed.
+  uint64_t control_idle_timeout_ms = 300000;
+  // control.requestTimeoutMs: a request frame must arrive whole within this
+  // long of its first byte (a total deadline: bytes trickling in do not
+  // extend it).
+  uint64_t control_request_timeout_ms = 30000;
+  // control.partialFramesMaxBytes: request frames still arriving, summed over
+  // all connections, may announce at most this many bytes; a frame beyond it
+  // is refused and its connection closed.
+  uint64_t control_partial_frames_max_bytes = 64ull << 20;
   std::vector<std::string> adopt_cgroup_prefixes;
   std::vector<std::string> adopt_name_prefixes;
 

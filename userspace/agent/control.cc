@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -88,9 +89,25 @@ Status AgentClient::Send(const cordon::v1::Request& request) {
   std::string frame = EncodeFrame(request);
   size_t off = 0;
   while (off < frame.size()) {
-    ssize_t n = ::send(fd_.get(), frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
+    // The agent may refuse the connection (busy, over its budget, timed
+    // out) with a frame and close it: that frame is read before and while
+    // writing, so that the caller gets the agent's reason, not EPIPE.
+    // (Only on a connection that has received nothing yet: on a tail,
+    // events may be waiting while a later request goes out.)
+    struct pollfd pfd = {fd_.get(), static_cast<short>(received_any_ ? POLLOUT : POLLIN | POLLOUT), 0};
+    int r = ::poll(&pfd, 1, 30000);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return r == 0 ? Error{"the agent at " + path_ + " took no request for 30 s", ETIMEDOUT}
+                    : SysError("poll the agent connection");
+    if (!received_any_ && (pfd.revents & (POLLIN | POLLHUP | POLLERR)))
+      return Error{pfd.revents & POLLIN
+                       ? "the agent answered before the request was sent"
+                       : "the agent at " + path_ + " closed the connection before the request was sent",
+                   EAGAIN};
+    ssize_t n = ::send(fd_.get(), frame.data() + off, frame.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
       return SysError("send to the agent at " + path_);
     }
     off += static_cast<size_t>(n);
@@ -145,6 +162,7 @@ Result<std::string> AgentClient::ReadFrame(int timeout_ms, const sigset_t* wait_
       for (size_t i = 0; i < count; ++i) fds_.emplace_back(fds[i]);
     }
     if (n == 0) return Error{"the agent closed the connection"};
+    received_any_ = true;
     if (in_off_ > 0) {
       in_.erase(0, in_off_);
       in_off_ = 0;
@@ -154,7 +172,15 @@ Result<std::string> AgentClient::ReadFrame(int timeout_ms, const sigset_t* wait_
 }
 
 Result<cordon::v1::Response> AgentClient::Call(const cordon::v1::Request& request, int timeout_ms) {
-  CORDON_TRY(Send(request));
+  Status sent = Send(request);
+  if (!sent.ok()) {
+    // The agent refused the connection before it took the request: its
+    // reason (e.g. "agent busy: ...") is waiting to be read.
+    auto refusal = ReadFrame(1000);
+    cordon::v1::Response response;
+    if (refusal && response.ParseFromString(*refusal) && !response.error().empty()) return response;
+    return sent.error();
+  }
   auto frame = ReadFrame(timeout_ms);
   if (!frame) return frame.error();
   cordon::v1::Response response;

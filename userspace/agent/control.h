@@ -21,6 +21,11 @@ namespace cordon::agent {
 
 constexpr uint32_t kMaxFrameBytes = 32u << 20;
 
+// How an error Response of an agent that has no room for the request begins
+// ("agent busy: all 64 control connections in use ...").
+constexpr const char* kAgentBusy = "agent busy: ";
+inline bool AgentBusy(const std::string& error) { return error.rfind(kAgentBusy, 0) == 0; }
+
 // length prefix + message
 std::string EncodeFrame(const google::protobuf::MessageLite& message);
 
@@ -64,6 +69,7 @@ class AgentClient {
   std::string path_;
   std::string in_;
   size_t in_off_ = 0;  // in_ before this offset was returned already
+  bool received_any_ = false;
   std::deque<UniqueFd> fds_;
 };
 

@@ -73,8 +73,18 @@ void AcceptControlClients(int listen_fd, const std::string& cgroup_mount, const 
       }
       continue;
     }
-    if (clients.clients().size() >= max_clients) {
-      refuse("too many clients (tail.maxClients = " + std::to_string(max_clients) + ")");
+    size_t open = 0;
+    for (const auto& [key, c] : clients.clients()) open += c->dead ? 0 : 1;
+    if (open >= max_clients) {
+      clients.CountBusy();
+      // Said before the client writes anything: the CLI reads it even when
+      // its request then fails to go out (the socket is closed), and says
+      // "agent busy" instead of "Broken pipe".
+      refuse(std::string(kAgentBusy) + "all " + std::to_string(max_clients) +
+             " control connections in use (tail.maxClients); try again later");
+      static LogLimiter busy_log;
+      busy_log.Log("refused a control connection from pid " + std::to_string(cred.pid) + ": all " +
+                   std::to_string(max_clients) + " control connections in use");
       continue;
     }
     clients.Add(std::move(fd), static_cast<uint32_t>(cred.pid));

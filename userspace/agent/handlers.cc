@@ -27,6 +27,11 @@ namespace v1 = cordon::v1;
 void Agent::Handle(Client& c, const std::string& payload) {
   v1::Request req;
   if (!req.ParseFromString(payload)) {
+    // Any root client can send these in a loop: rate-limited, and never the
+    // payload itself.
+    static LogLimiter malformed;
+    malformed.Log("malformed control request from pid " + std::to_string(c.pid) + " (" +
+                  std::to_string(payload.size()) + " bytes) refused");
     v1::Response r;
     r.set_error("malformed request");
     tails_->Reply(c, r);

@@ -1,12 +1,19 @@
 #include "agent/metrics.h"
 
 #include <arpa/inet.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
+#include <map>
 
 namespace cordon::agent {
 namespace {
@@ -149,6 +156,62 @@ std::string Respond(const std::string& request, const std::function<std::string(
 
 }  // namespace
 
+// The uid that owns the other end of a loopback TCP connection: an exact
+// sock_diag lookup of the peer's socket (local = our peer address, remote =
+// our address), which lives in our network namespace.
+std::optional<uint32_t> LoopbackPeerUid(int fd) {
+  sockaddr_storage peer = {}, self = {};
+  socklen_t plen = sizeof peer, slen = sizeof self;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &slen) != 0 || peer.ss_family != self.ss_family)
+    return std::nullopt;
+  struct {
+    nlmsghdr nlh;
+    inet_diag_req_v2 req;
+  } msg = {};
+  msg.nlh.nlmsg_len = sizeof msg;
+  msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  msg.nlh.nlmsg_flags = NLM_F_REQUEST;
+  msg.req.sdiag_family = static_cast<uint8_t>(peer.ss_family);
+  msg.req.sdiag_protocol = IPPROTO_TCP;
+  msg.req.idiag_states = ~0u;
+  msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  if (peer.ss_family == AF_INET) {
+    const auto* p = reinterpret_cast<const sockaddr_in*>(&peer);
+    const auto* s = reinterpret_cast<const sockaddr_in*>(&self);
+    msg.req.id.idiag_sport = p->sin_port;
+    msg.req.id.idiag_dport = s->sin_port;
+    std::memcpy(msg.req.id.idiag_src, &p->sin_addr, 4);
+    std::memcpy(msg.req.id.idiag_dst, &s->sin_addr, 4);
+  } else if (peer.ss_family == AF_INET6) {
+    const auto* p = reinterpret_cast<const sockaddr_in6*>(&peer);
+    const auto* s = reinterpret_cast<const sockaddr_in6*>(&self);
+    msg.req.id.idiag_sport = p->sin6_port;
+    msg.req.id.idiag_dport = s->sin6_port;
+    std::memcpy(msg.req.id.idiag_src, &p->sin6_addr, 16);
+    std::memcpy(msg.req.id.idiag_dst, &s->sin6_addr, 16);
+  } else {
+    return std::nullopt;
+  }
+  UniqueFd nl(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!nl.valid()) return std::nullopt;
+  struct timeval tv = {0, 200000};  // the kernel answers at once; never wait long in the loop
+  (void)::setsockopt(nl.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_nl kernel = {};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(nl.get(), &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) !=
+      static_cast<ssize_t>(sizeof msg))
+    return std::nullopt;
+  alignas(nlmsghdr) char buf[8192];
+  ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
+  for (auto* h = reinterpret_cast<nlmsghdr*>(buf); n > 0 && NLMSG_OK(h, static_cast<size_t>(n)); h = NLMSG_NEXT(h, n)) {
+    if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) break;
+    const auto* d = reinterpret_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+    return d->idiag_uid;
+  }
+  return std::nullopt;
+}
+
 std::string EscapeLabelValue(const std::string& value) {
   std::string out;
   out.reserve(value.size());
@@ -186,6 +249,17 @@ std::string RenderPrometheus(const AgentMetrics& m) {
   w.Sample("cordon_uptime_seconds", "", m.uptime_seconds);
   w.Family("cordon_sandboxes", "gauge", "Sandboxes the agent watches.");
   w.Sample("cordon_sandboxes", "", static_cast<uint64_t>(m.sandboxes.size()));
+  w.Family("cordon_control_connections_refused_total", "counter",
+           "Control connections refused or closed by the agent: busy (no free slot), deadline (idle or request "
+           "timeout), budget (partial-frame memory), unread (replies never read).");
+  w.Sample("cordon_control_connections_refused_total", Label("reason", "busy"), m.control_refused_busy);
+  w.Sample("cordon_control_connections_refused_total", Label("reason", "deadline"), m.control_refused_deadline);
+  w.Sample("cordon_control_connections_refused_total", Label("reason", "budget"), m.control_refused_budget);
+  w.Sample("cordon_control_connections_refused_total", Label("reason", "unread"), m.control_refused_unread);
+  w.Family("cordon_metrics_connections_refused_total", "counter",
+           "Metrics connections answered 503 (busy: no free slot for the uid) or 408 (deadline).");
+  w.Sample("cordon_metrics_connections_refused_total", Label("reason", "busy"), m.metrics_refused_busy);
+  w.Sample("cordon_metrics_connections_refused_total", Label("reason", "deadline"), m.metrics_refused_deadline);
 
   w.Family("cordon_sandbox_info", "gauge", "A sandbox and its enforcement level (always 1).");
   for (const SandboxMetrics& s : m.sandboxes)
@@ -224,8 +298,8 @@ std::string RenderPrometheus(const AgentMetrics& m) {
 
 // ---- MetricsServer ----------------------------------------------------------
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::Listen(const std::string& listen_address,
-                                                             bool allow_non_loopback) {
+Result<std::unique_ptr<MetricsServer>> MetricsServer::Listen(const std::string& listen_address, bool allow_non_loopback,
+                                                             MetricsLimits limits) {
   auto addr = ParseListenAddress(listen_address);
   if (!addr.ok()) return addr.error();
   if (!addr->loopback && !allow_non_loopback)
@@ -247,7 +321,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Listen(const std::string& 
     return SysError("metrics listener: getsockname");
   uint16_t port = family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
                                     : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port;
-  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(fd), ntohs(port)));
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(fd), ntohs(port), limits));
 }
 
 void MetricsServer::Service(const std::function<std::string()>& render) {
@@ -259,15 +333,76 @@ void MetricsServer::Service(const std::function<std::string()>& render) {
       break;  // EAGAIN; EMFILE and the like: try again on the next call
     }
     UniqueFd fd(c);
-    if (conns_.size() >= kMaxConnections) {
-      static const std::string busy =
-          HttpResponse("503 Service Unavailable", "text/plain; charset=utf-8", "too many connections\n", false);
-      (void)::send(fd.get(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      continue;
+    // Unknown owners (the lookup failed) share one account.
+    const uint32_t uid = LoopbackPeerUid(fd.get()).value_or(kUnknownUid);
+    if (conns_.size() >= limits_.max_connections) {
+      // Full. A fair share per uid: when another uid holds at least two
+      // more slots than this one, its oldest connection makes room (it gets
+      // the 503); otherwise this one is refused.
+      std::map<uint32_t, size_t> held;
+      for (const Connection& conn : conns_) held[conn.uid]++;
+      auto hog =
+          std::max_element(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+      const size_t mine = held.count(uid) ? held[uid] : 0;
+      if (hog == held.end() || hog->first == uid || hog->second < mine + 2) {
+        refused_++;
+        Linger(std::move(fd), Busy(), now);
+        continue;
+      }
+      auto oldest =
+          std::find_if(conns_.begin(), conns_.end(), [&](const Connection& conn) { return conn.uid == hog->first; });
+      refused_++;
+      evicted_++;
+      Linger(std::move(oldest->fd), Busy(), now);
+      conns_.erase(oldest);
     }
-    conns_.push_back(Connection{std::move(fd), {}, {}, 0, false, now + kTimeout});
+    conns_.push_back(Connection{std::move(fd), {}, {}, 0, false, now + limits_.request_timeout, uid});
   }
   std::erase_if(conns_, [&](Connection& conn) { return !Step(conn, render, now); });
+  ServiceLingering(now);
+}
+
+std::string MetricsServer::Busy() const {
+  return HttpResponse(
+      "503 Service Unavailable", "text/plain; charset=utf-8",
+      "too many connections (metrics.maxConnections = " + std::to_string(limits_.max_connections) + ")\n", false,
+      "Retry-After: 1\r\n");
+}
+
+void MetricsServer::Linger(UniqueFd fd, std::string out, std::chrono::steady_clock::time_point now) {
+  if (lingering_.size() >= kMaxLingering) {
+    // Too many at once to be polite to: the answer, if it fits, and the close.
+    (void)::send(fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    return;
+  }
+  if (out.empty()) ::shutdown(fd.get(), SHUT_WR);
+  lingering_.push_back(Lingering{std::move(fd), std::move(out), now + std::chrono::milliseconds(kLingerMs)});
+  ServiceLingering(now);
+}
+
+void MetricsServer::ServiceLingering(std::chrono::steady_clock::time_point now) {
+  std::erase_if(lingering_, [&](Lingering& l) {
+    while (!l.out.empty()) {
+      ssize_t n = ::send(l.fd.get(), l.out.data(), l.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        l.out.erase(0, static_cast<size_t>(n));
+        if (l.out.empty()) ::shutdown(l.fd.get(), SHUT_WR);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return now >= l.deadline;
+      return true;  // the peer is gone
+    }
+    char buf[4096];
+    for (int reads = 0; reads < 16; ++reads) {  // what it sent is discarded; its EOF ends the linger
+      ssize_t n = ::recv(l.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) continue;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      return true;  // EOF or error
+    }
+    return now >= l.deadline;
+  });
 }
 
 bool MetricsServer::Step(Connection& conn, const std::function<std::string()>& render,
@@ -289,25 +424,47 @@ bool MetricsServer::Step(Connection& conn, const std::function<std::string()>& r
     size_t end = conn.in.find("\r\n\r\n");
     if (end == std::string::npos) end = conn.in.find("\n\n");
     if (end == std::string::npos || end > kMaxRequest) {
-      return !eof && conn.in.size() <= kMaxRequest && now < conn.deadline;
+      if (eof) return false;
+      const char* kText = "text/plain; charset=utf-8";
+      if (conn.in.size() > kMaxRequest) {
+        Linger(std::move(conn.fd),
+               HttpResponse("431 Request Header Fields Too Large", kText, "request too large\n", false), now);
+        return false;
+      }
+      if (now >= conn.deadline) {
+        // A total deadline from the accept: trickled bytes do not extend it.
+        timed_out_++;
+        Linger(std::move(conn.fd),
+               HttpResponse("408 Request Timeout", kText,
+                            "the request did not arrive whole within " +
+                                std::to_string(limits_.request_timeout.count()) + " ms (metrics.requestTimeoutMs)\n",
+                            false),
+               now);
+        return false;
+      }
+      return true;
     }
     conn.out = Respond(conn.in.substr(0, end), render);
     conn.in.clear();
     conn.responding = true;
-    conn.deadline = now + kTimeout;
+    conn.deadline = now + limits_.request_timeout;  // for the whole response, however slowly it is read
   }
   while (conn.sent < conn.out.size()) {
     ssize_t n = ::send(conn.fd.get(), conn.out.data() + conn.sent, conn.out.size() - conn.sent, MSG_NOSIGNAL);
     if (n > 0) {
       conn.sent += static_cast<size_t>(n);
-      conn.deadline = now + kTimeout;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return now < conn.deadline;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (now < conn.deadline) return true;
+      timed_out_++;
+      return false;
+    }
     return false;
   }
-  ::shutdown(conn.fd.get(), SHUT_WR);
+  // Done: shut the write side, drain what else the client sent, then close.
+  Linger(std::move(conn.fd), "", now);
   return false;
 }
 

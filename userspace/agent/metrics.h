@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,15 @@ struct AgentMetrics {
   double ringbuf_fill_ratio_max = 0;  // 0..1
   uint64_t rss_bytes = 0;
   double uptime_seconds = 0;
+  // Connections the agent closed to protect itself (README, "Control socket
+  // protocol" and "Metrics"): no free slot, past a deadline, over the
+  // partial-frame budget, replies never read.
+  uint64_t control_refused_busy = 0;
+  uint64_t control_refused_deadline = 0;
+  uint64_t control_refused_budget = 0;
+  uint64_t control_refused_unread = 0;
+  uint64_t metrics_refused_busy = 0;
+  uint64_t metrics_refused_deadline = 0;
   std::vector<SandboxMetrics> sandboxes;
 };
 
@@ -66,44 +76,83 @@ std::string EscapeLabelValue(const std::string& value);
 // continues responses larger than the socket buffer and closes stale
 // connections, so a scrape takes at most about one tick longer than it must.
 //
-// Connections: at most kMaxConnections (the next ones get a 503 and are
-// closed); a request must arrive whole, within kMaxRequest bytes, within
-// kTimeout of the accept; a response that makes no progress for kTimeout is
-// abandoned. GET (or HEAD) /metrics -> 200 with render(); other paths -> 404;
-// other methods -> 405. One request per connection (Connection: close).
+// Connections: at most limits.max_connections at a time, shared fairly
+// between the uids that own the scrapers' sockets (sock_diag on the
+// loopback peer): when all are taken, a scraper whose uid holds at least two
+// fewer than the uid holding the most takes the slot of that uid's oldest
+// connection. The others are refused promptly: "HTTP/1.1 503", then the write side is shut and what the
+// client sent is drained for a moment (kLingerMs) before the close, so that it
+// reads the 503 instead of a TCP reset. A request must arrive whole, within
+// kMaxRequest bytes, within limits.request_timeout of the accept: a total
+// deadline, which a client trickling its request byte by byte does not
+// extend (it gets a 408 and is closed); the response then gets as long again
+// in all, however slowly the client reads. GET (or HEAD) /metrics -> 200 with
+// render(); other paths -> 404; other methods -> 405. One request per
+// connection (Connection: close).
+struct MetricsLimits {
+  size_t max_connections = 16;                      // metrics.maxConnections
+  std::chrono::milliseconds request_timeout{5000};  // metrics.requestTimeoutMs
+};
+
 class MetricsServer {
  public:
-  static constexpr size_t kMaxConnections = 16;
   static constexpr size_t kMaxRequest = 8192;
-  static constexpr std::chrono::seconds kTimeout{5};
+  static constexpr int kLingerMs = 500;         // a refused or finished connection is drained this long at most
+  static constexpr size_t kMaxLingering = 256;  // beyond that, closed at once
 
   // listen_address: "127.0.0.1:9464", "[::1]:9464" or "localhost:9464"
   // (numeric addresses otherwise); port 0 = ephemeral. A non-loopback
   // address is refused unless allow_non_loopback.
-  static Result<std::unique_ptr<MetricsServer>> Listen(const std::string& listen_address, bool allow_non_loopback);
+  static Result<std::unique_ptr<MetricsServer>> Listen(const std::string& listen_address, bool allow_non_loopback,
+                                                       MetricsLimits limits = {});
 
   int fd() const { return listen_fd_.get(); }  // listening socket, nonblocking
   uint16_t port() const { return port_; }
   size_t connections() const { return conns_.size(); }
+  uint64_t refused() const { return refused_; }      // 503s: no free slot
+  uint64_t timed_out() const { return timed_out_; }  // past a total deadline
+  uint64_t evicted() const { return evicted_; }      // 503s to make room for a uid with fewer slots
 
   void Service(const std::function<std::string()>& render);
 
  private:
+  static constexpr uint32_t kUnknownUid = 0xffffffffu;
   struct Connection {
     UniqueFd fd;
     std::string in;
     std::string out;
     size_t sent = 0;
     bool responding = false;
-    std::chrono::steady_clock::time_point deadline;  // of the request, then of write progress
+    std::chrono::steady_clock::time_point deadline;  // of the whole request, then of the whole response
+    uint32_t uid = kUnknownUid;                      // who holds the slot (LoopbackPeerUid)
   };
-  MetricsServer(UniqueFd fd, uint16_t port) : listen_fd_(std::move(fd)), port_(port) {}
+  std::string Busy() const;  // the 503
+  struct Lingering {         // written and shut for writing; drained until EOF or the deadline
+    UniqueFd fd;
+    std::string out;  // what is still to be written first (a refusal that did not fit)
+    std::chrono::steady_clock::time_point deadline;
+  };
+  MetricsServer(UniqueFd fd, uint16_t port, MetricsLimits limits)
+      : listen_fd_(std::move(fd)), port_(port), limits_(limits) {}
   // false: done with the connection, close it.
   bool Step(Connection& conn, const std::function<std::string()>& render, std::chrono::steady_clock::time_point now);
+  // Sends `out` (what fits), shuts the write side and keeps the socket to
+  // drain: the client reads the answer instead of a reset.
+  void Linger(UniqueFd fd, std::string out, std::chrono::steady_clock::time_point now);
+  void ServiceLingering(std::chrono::steady_clock::time_point now);
 
   UniqueFd listen_fd_;
   uint16_t port_;
+  MetricsLimits limits_;
   std::vector<Connection> conns_;
+  std::vector<Lingering> lingering_;
+  uint64_t refused_ = 0;
+  uint64_t timed_out_ = 0;
+  uint64_t evicted_ = 0;
 };
+
+// The uid owning the other end of a TCP connection from this host (the
+// scraper's socket, found with sock_diag); nullopt if it cannot be told.
+std::optional<uint32_t> LoopbackPeerUid(int fd);
 
 }  // namespace cordon::agent

@@ -20,6 +20,8 @@ namespace v1 = cordon::v1;
 namespace {
 constexpr int64_t kCloseDeadlineNs = 5000000000;      // a closing client gets this long to take its last frame
 constexpr int64_t kEndDeadlineNs = 60 * 1000000000ll;  // ... and a tail that ended, this long
+constexpr int64_t kRefuseDeadlineNs = 1000000000;      // ... and one refused (a deadline, the budget), this long
+constexpr size_t kMaxUnreadReplies = 256;  // replies (and notices) queued for a client beyond its socket buffer
 constexpr size_t kClientFlushFrames = 64;  // queued tail frames that are sent at once, not at the batch's end
 }  // namespace
 
@@ -60,6 +62,7 @@ Client& TailServer::Add(UniqueFd fd, uint32_t pid) {
   socklen_t sl = sizeof c->sndbuf;
   if (::getsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &c->sndbuf, &sl) != 0) c->sndbuf = 212992;
   c->fd = std::move(fd);
+  c->idle_since_ns = MonoNs();
   struct epoll_event ev = {};
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.u64 = epoll_key_(c->key);
@@ -84,6 +87,47 @@ void TailServer::Kill(Client& c) {
   c.fd.Reset();
   c.out.clear();
   c.event_frames = 0;
+  Release(c);
+  std::string().swap(c.in);
+}
+
+void TailServer::Release(Client& c) {
+  partial_bytes_ -= c.reserved;
+  c.reserved = 0;
+}
+
+bool TailServer::Reserve(Client& c) {
+  if (c.reserved) return true;  // this frame is counted already
+  const auto* p = reinterpret_cast<const unsigned char*>(c.in.data());
+  const uint32_t n = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+  const size_t announced = 4 + static_cast<size_t>(n);
+  if (partial_bytes_ + announced > limits_.partial_frames_max_bytes) {
+    over_budget_++;
+    Refuse(c, "agent busy: request frames still arriving on other connections would exceed the agent's budget (" +
+                  std::to_string(partial_bytes_ >> 20) + " of " +
+                  std::to_string(limits_.partial_frames_max_bytes >> 20) + " MiB in use; this frame announces " +
+                  std::to_string(announced >> 10) + " KiB; control.partialFramesMaxBytes); try again");
+    return false;
+  }
+  c.reserved = announced;
+  partial_bytes_ += announced;
+  // The whole frame is allowed for now: one allocation, not a doubling
+  // string that holds up to twice the frame.
+  if (c.in.capacity() < announced) c.in.reserve(announced);
+  return true;
+}
+
+void TailServer::Refuse(Client& c, const std::string& reason) {
+  if (c.dead) return;
+  Release(c);
+  std::string().swap(c.in);
+  c.frame_started_ns = 0;
+  refusals_.Log("control connection of pid " + std::to_string(c.pid) + " closed: " + reason);
+  c.closing = true;
+  c.close_deadline = MonoNs() + kRefuseDeadlineNs;
+  v1::Response r;
+  r.set_error(reason);
+  Reply(c, r);
 }
 
 void TailServer::Reap() {
@@ -210,6 +254,15 @@ void TailServer::Reply(Client& c, const v1::Response& response, std::vector<Uniq
   }
   Push(c, std::make_shared<const std::string>(std::move(frame)), false, std::move(fds));
   Flush(c);
+  // A client that sends requests but does not read the replies would have
+  // them pile up here without bound: past kMaxUnreadReplies it is closed.
+  // (A tail's queue is bounded by tail.queueEvents.)
+  if (!c.dead && !c.tail && c.out.size() > kMaxUnreadReplies) {
+    refusals_.Log("control connection of pid " + std::to_string(c.pid) + " closed: more than " +
+                  std::to_string(kMaxUnreadReplies) + " replies it does not read");
+    unread_++;
+    Kill(c);
+  }
 }
 
 void TailServer::StartTail(Client& c, TailFilter filter) {
@@ -298,8 +351,24 @@ void TailServer::Disconnect(Client& c, const std::string& reason) {
 }
 
 void TailServer::ExpireClosing(int64_t now_ns) {
-  for (auto& [key, c] : clients_)
-    if (!c->dead && c->closing && now_ns >= c->close_deadline) Kill(*c);
+  for (auto& [key, cp] : clients_) {
+    Client& c = *cp;
+    if (c.dead) continue;
+    if (c.closing) {
+      if (now_ns >= c.close_deadline) Kill(c);
+      continue;
+    }
+    // Total deadlines: the bytes of a trickled frame do not extend them.
+    if (c.frame_started_ns && now_ns - c.frame_started_ns >= limits_.request_timeout_ns) {
+      timed_out_++;
+      Refuse(c, "the request did not arrive whole within " + std::to_string(limits_.request_timeout_ns / 1000000) +
+                    " ms of its first byte (control.requestTimeoutMs)");
+    } else if (!c.tail && !c.frame_started_ns && now_ns - c.idle_since_ns >= limits_.idle_timeout_ns) {
+      timed_out_++;
+      Refuse(c, "idle for " + std::to_string(limits_.idle_timeout_ns / 1000000) +
+                    " ms without a request (control.idleTimeoutMs)");
+    }
+  }
 }
 
 void TailServer::OnReadable(Client& c) {
@@ -316,16 +385,27 @@ void TailServer::OnReadable(Client& c) {
       return;
     }
     if (c.closing) continue;  // requests after the end are ignored
+    const int64_t now = MonoNs();
+    if (c.in.empty()) c.frame_started_ns = now;
     c.in.append(buf, static_cast<size_t>(n));
     std::string payload;
     while (!c.dead && !c.closing) {
       int got = TakeFrame(&c.in, &payload);
       if (got < 0) {
-        Kill(c);
+        Refuse(c, "request frame larger than " + std::to_string(kMaxFrameBytes >> 20) + " MiB");
         return;
       }
       if (got == 0) break;
+      Release(c);
+      c.idle_since_ns = now;
+      c.frame_started_ns = c.in.empty() ? 0 : now;
       handler_(c, payload);
+    }
+    if (c.dead || c.closing) continue;
+    if (c.in.empty()) {
+      if (c.in.capacity() > sizeof buf) std::string().swap(c.in);  // a large frame's buffer goes back
+    } else if (c.in.size() >= 4 && !Reserve(c)) {
+      return;
     }
   }
 }

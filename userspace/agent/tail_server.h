@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "agent/control.h"
+#include "agent/log.h"
 #include "control.pb.h"
 #include "event.pb.h"
 #include "util/fd.h"
@@ -31,6 +32,13 @@ namespace cordon::agent {
 struct TailLimits {
   uint32_t queue_events = 10000;             // tail.queueEvents
   uint64_t disconnect_after_dropped = 100000;  // tail.disconnectAfterDropped; 0 = never
+  // Deadlines of a connection that is not a tail (control.idleTimeoutMs) and
+  // of every request frame from its first byte (control.requestTimeoutMs),
+  // and the bytes that request frames still arriving may announce, summed
+  // over all clients (control.partialFramesMaxBytes).
+  int64_t idle_timeout_ns = 300 * 1000000000LL;
+  int64_t request_timeout_ns = 30 * 1000000000LL;
+  uint64_t partial_frames_max_bytes = 64ull << 20;
 };
 
 struct OutFrame {
@@ -58,6 +66,9 @@ struct Client {
   bool closing = false;  // close once `out` is written (or at close_deadline)
   int64_t close_deadline = 0;
   bool dead = false;  // closed; erased from the client map by Reap()
+  int64_t idle_since_ns = 0;     // the connect, or the end of the last whole request frame
+  int64_t frame_started_ns = 0;  // first byte of the request frame now arriving; 0: none
+  size_t reserved = 0;           // bytes of the partial frame counted against the budget
 };
 
 class TailServer {
@@ -82,7 +93,8 @@ class TailServer {
   // Queues the event for every tail it passes; sent in bunches, or by FlushAll().
   void Broadcast(const cordon::v1::AuditEvent& event);
   void FlushAll();  // sends what was queued for tails
-  // Closes clients whose last frame was not taken by their deadline.
+  // Closes clients whose last frame was not taken by their deadline, and
+  // tells clients past their idle or request deadline so, then closes them.
   void ExpireClosing(int64_t now_ns);
   // Erases closed clients.
   void Reap();
@@ -93,6 +105,12 @@ class TailServer {
   const std::map<uint64_t, std::unique_ptr<Client>>& clients() const { return clients_; }
   uint64_t drops() const { return drops_; }                // events dropped for slow tails, since start
   uint64_t disconnected() const { return disconnected_; }  // tails cut off for falling behind
+  uint64_t partial_bytes() const { return partial_bytes_; }  // announced by request frames still arriving
+  uint64_t timed_out() const { return timed_out_; }          // clients closed for an idle or request deadline
+  uint64_t over_budget() const { return over_budget_; }      // frames refused for the partial-frame budget
+  uint64_t unread() const { return unread_; }                // clients closed for replies they never read
+  uint64_t busy() const { return busy_; }                    // connections refused: no free slot
+  void CountBusy() { busy_++; }
 
  private:
   void OnReadable(Client& c);
@@ -103,6 +121,12 @@ class TailServer {
   void PushNotice(Client& c, const cordon::v1::TailFrame& notice);
   void Enqueue(Client& c, const std::shared_ptr<const std::string>& frame);
   void Disconnect(Client& c, const std::string& reason);
+  // A request connection ends with an error Response saying why.
+  void Refuse(Client& c, const std::string& reason);
+  // Accounts the partial frame at the front of c.in against the budget;
+  // false: it does not fit (the client was refused).
+  bool Reserve(Client& c);
+  void Release(Client& c);
 
   int epoll_fd_;
   EpollKey epoll_key_;
@@ -112,6 +136,12 @@ class TailServer {
   uint64_t next_key_ = 1;
   uint64_t drops_ = 0;
   uint64_t disconnected_ = 0;
+  uint64_t partial_bytes_ = 0;
+  uint64_t timed_out_ = 0;
+  uint64_t over_budget_ = 0;
+  uint64_t unread_ = 0;
+  uint64_t busy_ = 0;
+  LogLimiter refusals_;
 };
 
 // EncodeFrame of a TailFrame holding `event`, without copying the event into

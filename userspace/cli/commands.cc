@@ -167,7 +167,8 @@ const char* kStatusHelp =
     "\n"
     "When an agent runs (see `cordon agent --help`), its accounting follows: events delivered,\n"
     "suppressed by the rate limit and lost, per sandbox; sink writes and failures; tailers and\n"
-    "their drops; the metrics address. Without one it says so.\n"
+    "their drops; the metrics address. Without one it says so. An agent that has no free control\n"
+    "connection (\"agent busy: all N control connections in use\") makes status exit 1.\n"
     "\n"
     "  --json   one JSON object: enforcement, bpfLsm, sandboxes[] and agent (null without one;\n"
     "           else the agent's StatusReply, userspace/proto/control.proto, in protobuf JSON)\n";
@@ -453,6 +454,10 @@ int StatusCommand(const Args& args) {
       agent_problem = "cannot reach the agent at " + agent::AgentSocketPath();
     }
   }
+  // An agent with no room for us is running but cannot say anything: that
+  // fails, with its reason ("agent busy: all N control connections in use").
+  const bool agent_busy = agent::AgentBusy(agent_problem);
+  if (agent_busy) PrintError(agent_problem);
   if (parsed.Has("--json")) {
     std::ostringstream out;
     const LsmAvailability& lsm = ProbeLsm();
@@ -488,7 +493,7 @@ int StatusCommand(const Args& args) {
     if (!agent_problem.empty()) out << ",\"agentProblem\":" << JsonString(agent_problem);
     out << "}\n";
     std::fputs(out.str().c_str(), stdout);
-    return 0;
+    return agent_busy ? 1 : 0;
   }
   std::printf("%s\n", EnforcementSummary(ProbeLsm()).c_str());
   auto print_agent = [&] {
@@ -502,7 +507,7 @@ int StatusCommand(const Args& args) {
   if (list->empty()) {
     std::printf("no sandboxes attached\n");
     print_agent();
-    return 0;
+    return agent_busy ? 1 : 0;
   }
   // By verdict (README "Event records"): DENIED refused, AUDITED would have
   // been refused (audit mode), DETECTED happened and was seen afterwards,
@@ -528,7 +533,7 @@ int StatusCommand(const Args& args) {
     if (!s.problem.empty()) std::printf("  problem: %s\n", s.problem.c_str());
   }
   print_agent();
-  return 0;
+  return agent_busy ? 1 : 0;
 }
 
 namespace {
