@@ -501,6 +501,60 @@ TEST_F(Agent, HostileNamesReachEveryConsumerIntactAndCannotSteerTheTerminal) {
   EXPECT_TRUE(hostile_line) << "the hostile comm, shown escaped";
 }
 
+// Issue #16, finding 7: one reader per ring buffer is enforced, not a
+// convention. With the agent reading a sandbox, a CLI pointed at another
+// socket cannot read its ring buffer too (it once could, taking events the
+// agent's sinks then never had); it is told who holds it. Likewise a second
+// direct tail next to a first. The control: once the holder is gone, the
+// same command reads, and nothing was lost or split on the way.
+TEST_F(Agent, OneReaderPerRingBufferIsEnforcedAndTheHolderNamed) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("onereader");
+  PolicyFile policy(LoopbackPolicy("onereader", 1));
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--name",
+                            NamePrefix() + "onereader", "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 10000));
+  const std::string elsewhere = "CORDON_AGENT_SOCKET=" + agent.dir() + "/no-agent-here.sock";
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);
+  r = cordon::test::Run({"env", elsewhere, CORDON_BINARY, "tail", "--cgroup", cg.path(), "-o", "json"});
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_EQ(r.out, "") << "not one event taken from the agent";
+  EXPECT_NE(r.err.find("are already read by pid " + std::to_string(agent.pid()) + " (cordon)"), std::string::npos)
+      << r.err;
+  ASSERT_TRUE(WaitFor([&] { return Account(agent.Audit(cg.id()), "net.connect").delivered == 1; }, 10000))
+      << "the agent has the event";
+  EXPECT_EQ(agent.Stop(), 0);
+
+  // Without the agent: a direct follower holds it; a second reader is refused.
+  LineReader first({"env", elsewhere, CORDON_BINARY, "tail", "-f", "-o", "json", "--cgroup", cg.path()});
+  // The follower holds the lock once it printed the event that waits for it.
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 10)); }), EPERM);
+  ASSERT_TRUE(WaitFor([&] { return first.Count() >= 1; }, 10000));
+  r = cordon::test::Run({"env", elsewhere, CORDON_BINARY, "tail", "--cgroup", cg.path(), "-o", "json"});
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("are already read by pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(cordon)"), std::string::npos) << r.err;
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 11)); }), EPERM);
+  EXPECT_TRUE(WaitFor([&] { return first.Count() >= 2; }, 10000)) << "the follower gets what follows, all of it";
+  EXPECT_EQ(first.Stop(), 0);
+  {
+    auto lines = first.Lines();
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_NE(lines[0].first.find("\"port\":10,"), std::string::npos) << lines[0].first;
+    EXPECT_NE(lines[1].first.find("\"port\":11,"), std::string::npos) << lines[1].first;
+  }
+  // The control: the holder gone, the same reader is let in.
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 12)); }), EPERM);
+  r = cordon::test::Run({"env", elsewhere, CORDON_BINARY, "tail", "--cgroup", cg.path(), "-o", "json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  auto events = ParseJsonLines(r.out);
+  ASSERT_EQ(events.size(), 1u) << r.out;
+  EXPECT_EQ(events[0].net().port(), 12u);
+  EXPECT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
+}
+
 // kill -9 of the agent during a connect storm: nothing denied ever gets
 // through, counters continue, and the next agent drains what waited.
 TEST_F(Agent, KillNineDuringConnectStormKeepsEnforcementAndDrainsTheBacklog) {

@@ -514,17 +514,20 @@ int RunCommand(const Args& args) {
     if (!s.ok() && sink_status.ok()) sink_status = s;
   };
   EventReader reader(cgroup->mount, on_event);
-  {
+  // This run reads the ring buffer itself only without an agent (or once the
+  // agent went away): a ring buffer has one reader, and the lock each reader
+  // holds (LockSandboxEvents) refuses a second.
+  bool reading = false;
+  auto read_directly = [&]() -> Status {
+    if (reading) return {};
     auto events = OpenSandboxMap(sandbox_id, "events");
     auto counters = OpenSandboxMap(sandbox_id, "counters");
     Status added = events && counters ? reader.Add({sandbox_id, options.name, compiled->name, cgroup->relative},
                                                     std::move(*events), std::move(*counters))
                                       : Status(Error{"open the sandbox's event maps"});
-    if (!added.ok()) {
-      cleanup();
-      return PrintError(added.error().ToString()), 1;
-    }
-  }
+    reading = added.ok();
+    return added;
+  };
   // A ring buffer has one consumer. With an agent running, it is the agent:
   // it adopts this sandbox now (before the command exists), streams its
   // events here as a tail (and to its own sinks), and at the end delivers
@@ -544,6 +547,13 @@ int RunCommand(const Args& args) {
       else if (!quiet)
         PrintNote("the agent did not take this sandbox (" + (response ? response->error() : response.error().ToString()) +
                   "); reading its events directly");
+    }
+  }
+  if (!agent_link) {
+    Status added = read_directly();
+    if (!added.ok()) {
+      cleanup();
+      return PrintError(added.error().ToString()), 1;
     }
   }
   // Frames waiting from the agent; false when it went away (then this run
@@ -690,7 +700,9 @@ int RunCommand(const Args& args) {
     if (!quiet) PrintNote("the agent went away; reading this sandbox's events directly");
     ::epoll_ctl(epfd.get(), EPOLL_CTL_DEL, agent_link->fd(), nullptr);
     agent_link.reset();
-    add(reader.epoll_fd());
+    Status added = read_directly();
+    if (!added.ok()) PrintError("cannot read this sandbox's events: " + added.error().ToString());
+    else add(reader.epoll_fd());
   };
   PtyRelay* relay = pty->get();
   bool master_open = relay != nullptr, master_out = false;
@@ -769,7 +781,9 @@ int RunCommand(const Args& args) {
       while (!release_answered && read_agent(10000)) {
       }
     if (!agent_detached) {
-      // The agent is gone or refused: finish here.
+      // The agent is gone or refused: finish here (if it still reads the
+      // ring buffer, what is left stays with it).
+      (void)read_directly();
       (void)reader.Drain();
       reader.CheckLosses();
       Status detached = DetachSandbox(sandbox_id);

@@ -13,6 +13,11 @@
 
 namespace cordon {
 
+// The lock every reader of the sandbox's ring buffer holds (EventReader::Add
+// takes it): an exclusive flock on its pin directory. Refused with err
+// EWOULDBLOCK and the holder's pid and command name while another has it.
+Result<UniqueFd> LockSandboxEvents(const SandboxContext& sandbox);
+
 class EventReader {
  public:
   using Callback = std::function<void(const cordon::v1::AuditEvent&)>;
@@ -26,7 +31,9 @@ class EventReader {
   EventReader(const EventReader&) = delete;
   EventReader& operator=(const EventReader&) = delete;
 
-  // Starts consuming the sandbox's ring buffer. `report_existing_losses`:
+  // Starts consuming the sandbox's ring buffer. Refused (err EWOULDBLOCK,
+  // naming the holder) while another reader has it: every reader holds an
+  // exclusive flock on the sandbox's pin directory for as long as it reads. `report_existing_losses`:
   // drops not yet reported by any reader (the counters' LOSS_REPORTED slot,
   // which every report advances) are reported at the next CheckLosses();
   // false: only drops from now on.
@@ -78,6 +85,7 @@ class EventReader {
   // read-only. Mapped when there is something to read (see UnmapIdle).
   struct Source {
     SandboxContext sandbox;
+    UniqueFd lock_fd;  // the sandbox's pin directory, flock()ed: one reader at a time
     UniqueFd events_fd;
     UniqueFd counters_fd;
     uint64_t drops_reported = 0;
