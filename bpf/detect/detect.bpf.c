@@ -30,6 +30,9 @@
 #define S_IFCHR_ 0020000
 #define S_IFBLK_ 0060000
 #define SI_TKILL (-6)
+/* userspace/confine/child.h kDynamicUidBase, kDynamicUidCount */
+#define CORDON_DYNAMIC_UID_BASE 0x7E000000u
+#define CORDON_DYNAMIC_UID_COUNT 65536u
 #define AF_UNIX 1
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
@@ -182,6 +185,7 @@ static __always_inline int cordon_file_call(long nr, struct cordon_file_call *c)
 	case 86: *c = (struct cordon_file_call){CORDON_EV_FILE_LINK, 0, 0}; return 1;       /* link */
 	case 265: *c = (struct cordon_file_call){CORDON_EV_FILE_LINK, 1, 0}; return 1;      /* linkat */
 	case 76: *c = (struct cordon_file_call){CORDON_EV_FILE_SETATTR, 0, 0}; return 1;    /* truncate */
+	case 304: *c = (struct cordon_file_call){CORDON_EV_FILE_OPEN, 1, 3}; return 1;      /* open_by_handle_at: no path */
 	case 240: *c = (struct cordon_file_call){CORDON_EV_FILE_OPEN, 0, 2}; return 1;      /* mq_open (name as written) */
 	case __NR_bind: *c = (struct cordon_file_call){CORDON_EV_FILE_CREATE, 1, 0}; return 1; /* unix socket path */
 	case __NR_ioctl: *c = (struct cordon_file_call){CORDON_EV_FILE_IOCTL, 0, 0}; return 1; /* device files */
@@ -224,6 +228,8 @@ static __always_inline void cordon_report_landlock(struct pt_regs *regs, long nr
 			return;
 		path_ptr += 2;  /* sun_path */
 	}
+	if (nr == __NR_open_by_handle_at)
+		path_ptr = 0;  /* a struct file_handle, not a name */
 	__u32 access = CORDON_FILE_WRITE | CORDON_FILE_CREATE;
 	if (call.kind == CORDON_EV_FILE_EXEC) {
 		access = CORDON_FILE_EXEC;
@@ -289,6 +295,16 @@ static __always_inline void cordon_report_scope(struct pt_regs *regs, long nr, l
 		int three = nr == 234 || nr == __NR_rt_tgsigqueueinfo;
 		__u32 pid = cordon_arg(regs, three ? 1 : 0);
 		__u32 sig = cordon_arg(regs, three ? 2 : 1);
+		/* A dynamic uid (cordon run's default, unique to the run) without
+		 * CAP_KILL fails the kernel's own credential check (EPERM, before
+		 * any LSM) towards every process outside the run: not Landlock's. */
+		const struct cred *cred = BPF_CORE_READ(bpf_get_current_task_btf(), cred);
+		__u32 uid = BPF_CORE_READ(cred, uid.val), euid = BPF_CORE_READ(cred, euid.val);
+		__u32 caps_lo = 0;  /* kernel_cap_t: u64 (6.3+) or u32[2], low word first */
+		bpf_core_read(&caps_lo, sizeof(caps_lo), &cred->cap_effective);
+		if (uid - CORDON_DYNAMIC_UID_BASE < CORDON_DYNAMIC_UID_COUNT &&
+		    euid - CORDON_DYNAMIC_UID_BASE < CORDON_DYNAMIC_UID_COUNT && !(caps_lo & (1u << 5 /* CAP_KILL */)))
+			return;
 		if (nr == __NR_rt_sigqueueinfo || nr == __NR_rt_tgsigqueueinfo) {
 			/* The kernel itself refuses (EPERM, before any LSM) a
 			 * siginfo another process could not have sent. */

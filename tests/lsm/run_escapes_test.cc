@@ -224,6 +224,20 @@ std::string ProbeRefusals(const Args& a) {
     if (dir >= 0) ::close(dir);
   }
   {
+    // The same through a handle of a file the policy does not let it read.
+    struct {
+      struct file_handle h;
+      unsigned char bytes[128];
+    } fh = {};
+    fh.h.handle_bytes = sizeof fh.bytes;
+    int mount_id = 0;
+    int r = ::name_to_handle_at(AT_FDCWD, a[4].c_str(), &fh.h, &mount_id, 0) ? errno : 0;
+    int dir = ::open(a[0].substr(0, a[0].rfind('/')).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    out += Line("open_by_handle_secret",
+                r ? 1000 + r : CloseOk(::syscall(SYS_open_by_handle_at, dir, &fh.h, O_RDONLY | O_CLOEXEC)));
+    if (dir >= 0) ::close(dir);
+  }
+  {
     std::string name = "/cordon-refusal-" + std::to_string(::getpid());
     long q = ::syscall(SYS_mq_open, name.c_str() + 1, O_CREAT | O_RDWR | O_CLOEXEC, 0600, nullptr);
     out += Line("mq_open", q < 0 ? errno : 0);
@@ -401,7 +415,7 @@ class RunEscapes : public ::testing::Test {
   std::string P(const std::string& rel) const { return root_ + "/" + rel; }
 
   std::string Policy(Who who) const {
-    std::string caps = who == Who::kDynamic ? "" : "  capabilities: [sys_admin, sys_pacct]\n";
+    std::string caps = who == Who::kDynamic ? "" : "  capabilities: [sys_admin, sys_pacct" + extra_caps_ + "]\n";
     return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: run-escapes}\nspec:\n" + caps +
            "  files:\n    include: [runtime-minimal]\n    read: [" + P("in") + "]\n    write: [" + P("out") +
            "]\n    exec: [" + self_ + "]\n";
@@ -443,6 +457,7 @@ class RunEscapes : public ::testing::Test {
 
   bool lsm_ = false, landlock_ = false;
   std::string self_, root_;
+  std::string extra_caps_;  // appended to the root variants' capabilities
   int runs_ = 0;
 };
 
@@ -833,8 +848,9 @@ TEST_F(RunEscapes, RefusalsWithoutEventOfTheirOwnAreReported) {
   Sleeper outside;
   const pid_t victim = outside.pid();
   ASSERT_GT(victim, 0);
-  const std::vector<std::string> args = {P("in/input.txt"), P("secret"), P("out"), std::to_string(victim)};
-  const char* kAll[] = {"name_to_handle", "open_by_handle", "mq_open", "bind_forbidden", "bind_allowed",
+  const std::vector<std::string> args = {P("in/input.txt"), P("secret"), P("out"), std::to_string(victim),
+                                         P("secret/key")};
+  const char* kAll[] = {"name_to_handle", "open_by_handle", "open_by_handle_secret", "mq_open", "bind_forbidden", "bind_allowed",
                         "pidfd_open", "pidfd_send_signal", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "ioctl_dev"};
   {
     auto f = Unconfined("refusals", args);
@@ -860,8 +876,10 @@ TEST_F(RunEscapes, RefusalsWithoutEventOfTheirOwnAreReported) {
     std::vector<cordon::v1::AuditEvent> events;
     auto f = Confined(who, "refusals", args, none, &events);
     const std::string w = WhoName(who);
+    if (std::getenv("CORDON_VM")) std::fprintf(stderr, "%s:%s\n", w.c_str(), Dump(events).c_str());
     EXPECT_EQ(f["name_to_handle"], "0") << w;
     EXPECT_EQ(f["open_by_handle"], E(EPERM)) << w << ": no CAP_DAC_READ_SEARCH";
+    EXPECT_EQ(f["open_by_handle_secret"], E(EPERM)) << w << ": no CAP_DAC_READ_SEARCH";
     EXPECT_EQ(f["bind_allowed"], "0") << w << ": out/ is writable";
     EXPECT_EQ(f["pidfd_open"], "0") << w;
     if (who == Who::kRootAudit) {
@@ -903,18 +921,44 @@ TEST_F(RunEscapes, RefusalsWithoutEventOfTheirOwnAreReported) {
     auto to_victim = [victim](const cordon::v1::AuditEvent& e) {
       return e.target().pid() == static_cast<uint32_t>(victim) && e.target().arg() == SIGWINCH;
     };
-    if (who == Who::kRoot) {
-      EXPECT_EQ(Count(events, "tamper.signal", "landlock", "denied", to_victim), scoped ? 3 : 0) << w << Dump(events);
-      EXPECT_EQ(Count(events, "tamper.signal", "kernel-lsm", "denied", to_victim), !scoped && lsm_ ? 3 : 0)
-          << w << Dump(events);
-    }
+    // The dynamic uid's are the kernel's refusals (kill_ok_by_cred): no event.
+    const bool root = who == Who::kRoot;
+    EXPECT_EQ(Count(events, "tamper.signal", "landlock", "denied", to_victim), root && scoped ? 3 : 0)
+        << w << Dump(events);
+    EXPECT_EQ(Count(events, "tamper.signal", "kernel-lsm", "denied", to_victim), root && !scoped && lsm_ ? 3 : 0)
+        << w << Dump(events);
     // Where BPF LSM is absent nothing else is reported: one event per
     // refusal (bind, mq_open, ioctl, three signals), none for the
     // capability refusal of open_by_handle_at.
-    if (!lsm_ && who == Who::kRoot && landlock_ && scoped && ioctl_dev) {
-      EXPECT_EQ(events.size(), 6u) << w << Dump(events);
+    if (!lsm_ && landlock_ && scoped && ioctl_dev) {
+      EXPECT_EQ(events.size(), who == Who::kRoot ? 6u : 3u) << w << Dump(events);
     }
   }
+}
+
+// open_by_handle_at with CAP_DAC_READ_SEARCH granted: the capability check
+// passes and Landlock judges the open like any other (EACCES for a file the
+// policy does not let it read, reported once, without a path: a handle names
+// none).
+TEST_F(RunEscapes, OpenByHandleBeyondTheCapabilityIsJudgedByLandlock) {
+  if (!landlock_) GTEST_SKIP() << "no Landlock";
+  extra_caps_ = ", dac_read_search";
+  Sleeper outside;
+  const std::vector<std::string> args = {P("in/input.txt"), P("secret"), P("out"), std::to_string(outside.pid()),
+                                         P("secret/key")};
+  KeptFds none;
+  std::vector<cordon::v1::AuditEvent> events;
+  auto f = Confined(Who::kRoot, "refusals", args, none, &events);
+  EXPECT_EQ(f["open_by_handle"], "0") << "in/ is readable";
+  EXPECT_EQ(f["open_by_handle_secret"], E(EACCES));
+  EXPECT_EQ(Count(events, "file.open", "landlock", "denied",
+                  [](const cordon::v1::AuditEvent& e) {
+                    return e.file().path().empty();
+                  }),
+            1)
+      << Dump(events);
+  EXPECT_EQ(Count(events, "file.open", "kernel-lsm", "denied", Path("/secret/key")), 0)
+      << "Landlock refuses before BPF LSM" << Dump(events);
 }
 
 }  // namespace
