@@ -305,12 +305,14 @@ static __always_inline void cordon_report_scope(struct pt_regs *regs, long nr, l
 		if (uid - CORDON_DYNAMIC_UID_BASE < CORDON_DYNAMIC_UID_COUNT &&
 		    euid - CORDON_DYNAMIC_UID_BASE < CORDON_DYNAMIC_UID_COUNT && !(caps_lo & (1u << 5 /* CAP_KILL */)))
 			return;
-		if (nr == __NR_rt_sigqueueinfo || nr == __NR_rt_tgsigqueueinfo) {
+		__u64 info = nr == __NR_rt_sigqueueinfo ? cordon_arg(regs, 2)
+			     : nr == __NR_rt_tgsigqueueinfo || nr == __NR_pidfd_send_signal ? cordon_arg(regs, three ? 3 : 2)
+											       : 0;
+		if (info) {
 			/* The kernel itself refuses (EPERM, before any LSM) a
 			 * siginfo another process could not have sent. */
 			int si_code = 0;
-			bpf_probe_read_user(&si_code, sizeof(si_code),
-					    (void *)(cordon_arg(regs, three ? 3 : 2) + 8));
+			bpf_probe_read_user(&si_code, sizeof(si_code), (void *)(info + 8));
 			if (si_code >= 0 || si_code == SI_TKILL)
 				return;
 		}
