@@ -21,6 +21,18 @@
 #define __NR_execveat 322
 #define __NR_openat2 437
 #define __NR_connect 42
+#define __NR_bind 49
+#define __NR_ioctl 16
+#define __NR_rt_sigqueueinfo 129
+#define __NR_rt_tgsigqueueinfo 297
+#define __NR_pidfd_send_signal 424
+#define S_IFMT_ 0170000
+#define S_IFCHR_ 0020000
+#define S_IFBLK_ 0060000
+#define SI_TKILL (-6)
+/* userspace/confine/child.h kDynamicUidBase, kDynamicUidCount */
+#define CORDON_DYNAMIC_UID_BASE 0x7E000000u
+#define CORDON_DYNAMIC_UID_COUNT 65536u
 #define AF_UNIX 1
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
@@ -173,6 +185,10 @@ static __always_inline int cordon_file_call(long nr, struct cordon_file_call *c)
 	case 86: *c = (struct cordon_file_call){CORDON_EV_FILE_LINK, 0, 0}; return 1;       /* link */
 	case 265: *c = (struct cordon_file_call){CORDON_EV_FILE_LINK, 1, 0}; return 1;      /* linkat */
 	case 76: *c = (struct cordon_file_call){CORDON_EV_FILE_SETATTR, 0, 0}; return 1;    /* truncate */
+	case 304: *c = (struct cordon_file_call){CORDON_EV_FILE_OPEN, 1, 3}; return 1;      /* open_by_handle_at: no path */
+	case 240: *c = (struct cordon_file_call){CORDON_EV_FILE_OPEN, 0, 2}; return 1;      /* mq_open (name as written) */
+	case __NR_bind: *c = (struct cordon_file_call){CORDON_EV_FILE_CREATE, 1, 0}; return 1; /* unix socket path */
+	case __NR_ioctl: *c = (struct cordon_file_call){CORDON_EV_FILE_IOCTL, 0, 0}; return 1; /* device files */
 	}
 	return 0;
 }
@@ -190,6 +206,30 @@ static __always_inline void cordon_report_landlock(struct pt_regs *regs, long nr
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
 	if (!sb || !(sb->flags & CORDON_LSM_F_LANDLOCK))
 		return;
+	if (nr == __NR_ioctl) {
+		/* LANDLOCK_ACCESS_FS_IOCTL_DEV (ABI 5) applies to device files
+		 * only; EACCES on anything else is the file's own answer. */
+		struct file *file = cordon_fd_file(bpf_get_current_task_btf(), cordon_arg(regs, 0));
+		__u16 mode = file ? BPF_CORE_READ(file, f_inode, i_mode) : 0;
+		if ((mode & S_IFMT_) != S_IFCHR_ && (mode & S_IFMT_) != S_IFBLK_)
+			return;
+		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, CORDON_EV_FILE_IOCTL, CORDON_REASON_LANDLOCK, CORDON_FILE_WRITE,
+				0, 0, BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt), 0,
+				(__u32)cordon_arg(regs, 1), 0, CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
+		return;
+	}
+	__u64 path_ptr = cordon_arg(regs, call.path_arg);
+	if (nr == __NR_bind) {
+		/* bind(fd, sockaddr_un, len): Landlock's MAKE_SOCK on the
+		 * directory of a path (abstract names make no file). */
+		struct { __u16 family; char first; } addr = {};
+		bpf_probe_read_user(&addr, 3, (void *)path_ptr);
+		if (addr.family != AF_UNIX || addr.first == 0)
+			return;
+		path_ptr += 2;  /* sun_path */
+	}
+	if (nr == __NR_open_by_handle_at)
+		path_ptr = 0;  /* a struct file_handle, not a name */
 	__u32 access = CORDON_FILE_WRITE | CORDON_FILE_CREATE;
 	if (call.kind == CORDON_EV_FILE_EXEC) {
 		access = CORDON_FILE_EXEC;
@@ -224,7 +264,7 @@ static __always_inline void cordon_report_landlock(struct pt_regs *regs, long nr
 			    CORDON_REASON_LANDLOCK, sandbox_id);
 	e->access = access;
 	e->path_flags = CORDON_PATH_F_AS_WRITTEN;
-	long n = bpf_probe_read_user_str(s->path, CORDON_PATH_MAX, (void *)cordon_arg(regs, call.path_arg));
+	long n = bpf_probe_read_user_str(s->path, CORDON_PATH_MAX, (void *)path_ptr);
 	__u32 path_len = n > 1 ? (__u32)(n - 1) : 0;  /* without the NUL */
 	if (n == CORDON_PATH_MAX)
 		e->path_flags |= CORDON_PATH_F_TRUNCATED;
@@ -242,15 +282,49 @@ static __always_inline void cordon_report_landlock(struct pt_regs *regs, long nr
  * first and reports itself. */
 static __always_inline void cordon_report_scope(struct pt_regs *regs, long nr, long ret)
 {
-	if (ret != -EPERM || (nr != 62 && nr != 200 && nr != 234 && nr != __NR_connect))
+	if (ret != -EPERM || (nr != 62 && nr != 200 && nr != 234 && nr != __NR_connect && nr != __NR_rt_sigqueueinfo &&
+			      nr != __NR_rt_tgsigqueueinfo && nr != __NR_pidfd_send_signal))
 		return;
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
 	if (!sb || !(sb->flags & CORDON_LSM_F_LANDLOCK_SCOPE))
 		return;
 	if (nr != __NR_connect) {
-		/* kill(pid, sig), tkill(tid, sig), tgkill(tgid, tid, sig) */
-		__u32 pid = cordon_arg(regs, nr == 234 ? 1 : 0);
-		__u32 sig = cordon_arg(regs, nr == 234 ? 2 : 1);
+		/* kill(pid, sig), tkill(tid, sig), tgkill(tgid, tid, sig),
+		 * rt_sigqueueinfo(pid, sig, info), rt_tgsigqueueinfo(tgid, tid,
+		 * sig, info), pidfd_send_signal(pidfd, sig, info, flags) */
+		int three = nr == 234 || nr == __NR_rt_tgsigqueueinfo;
+		__u32 pid = cordon_arg(regs, three ? 1 : 0);
+		__u32 sig = cordon_arg(regs, three ? 2 : 1);
+		/* A dynamic uid (cordon run's default, unique to the run) without
+		 * CAP_KILL fails the kernel's own credential check (EPERM, before
+		 * any LSM) towards every process outside the run: not Landlock's. */
+		const struct cred *cred = BPF_CORE_READ(bpf_get_current_task_btf(), cred);
+		__u32 uid = BPF_CORE_READ(cred, uid.val), euid = BPF_CORE_READ(cred, euid.val);
+		__u32 caps_lo = 0;  /* kernel_cap_t: u64 (6.3+) or u32[2], low word first */
+		bpf_core_read(&caps_lo, sizeof(caps_lo), &cred->cap_effective);
+		if (uid - CORDON_DYNAMIC_UID_BASE < CORDON_DYNAMIC_UID_COUNT &&
+		    euid - CORDON_DYNAMIC_UID_BASE < CORDON_DYNAMIC_UID_COUNT && !(caps_lo & (1u << 5 /* CAP_KILL */)))
+			return;
+		__u64 info = nr == __NR_rt_sigqueueinfo ? cordon_arg(regs, 2)
+			     : nr == __NR_rt_tgsigqueueinfo || nr == __NR_pidfd_send_signal ? cordon_arg(regs, three ? 3 : 2)
+											       : 0;
+		if (info) {
+			/* The kernel itself refuses (EPERM, before any LSM) a
+			 * siginfo another process could not have sent. */
+			int si_code = 0;
+			bpf_probe_read_user(&si_code, sizeof(si_code), (void *)(info + 8));
+			if (si_code >= 0 || si_code == SI_TKILL)
+				return;
+		}
+		if (nr == __NR_pidfd_send_signal) {
+			struct file *file = cordon_fd_file(bpf_get_current_task_btf(), cordon_arg(regs, 0));
+			struct pid *p = file ? BPF_CORE_READ(file, private_data) : NULL;
+			if (file && !p)  /* pidfs keeps it in the inode on newer kernels */
+				p = BPF_CORE_READ(file, f_inode, i_private);
+			pid = 0;
+			if (p)
+				bpf_core_read(&pid, sizeof(pid), &p->numbers[0].nr);
+		}
 		cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, CORDON_EV_TAMPER_SIGNAL, CORDON_REASON_LANDLOCK, 0, 0, 0, NULL,
 				NULL, pid, sig, 0, CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
 		return;

@@ -33,6 +33,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -204,6 +205,87 @@ std::string ProbeSigio(const Args& a) {
   return out;
 }
 
+// args: a readable file, a directory the command may not write, one it may
+// write, a pid outside the sandbox (signalled SIGWINCH: ignored by default).
+// Each line is the errno of one refusal-prone call (0: it worked).
+std::string ProbeRefusals(const Args& a) {
+  std::string out;
+  {
+    struct {
+      struct file_handle h;
+      unsigned char bytes[128];
+    } fh = {};
+    fh.h.handle_bytes = sizeof fh.bytes;
+    int mount_id = 0;
+    int r = ::name_to_handle_at(AT_FDCWD, a[0].c_str(), &fh.h, &mount_id, 0) ? errno : 0;
+    out += Line("name_to_handle", r);
+    int dir = ::open(a[0].substr(0, a[0].rfind('/')).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    out += Line("open_by_handle", r ? 1000 + r : CloseOk(::syscall(SYS_open_by_handle_at, dir, &fh.h, O_RDONLY | O_CLOEXEC)));
+    if (dir >= 0) ::close(dir);
+  }
+  {
+    // The same through a handle of a file the policy does not let it read.
+    struct {
+      struct file_handle h;
+      unsigned char bytes[128];
+    } fh = {};
+    fh.h.handle_bytes = sizeof fh.bytes;
+    int mount_id = 0;
+    int r = ::name_to_handle_at(AT_FDCWD, a[4].c_str(), &fh.h, &mount_id, 0) ? errno : 0;
+    int dir = ::open(a[0].substr(0, a[0].rfind('/')).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    out += Line("open_by_handle_secret",
+                r ? 1000 + r : CloseOk(::syscall(SYS_open_by_handle_at, dir, &fh.h, O_RDONLY | O_CLOEXEC)));
+    if (dir >= 0) ::close(dir);
+  }
+  {
+    std::string name = "/cordon-refusal-" + std::to_string(::getpid());
+    long q = ::syscall(SYS_mq_open, name.c_str() + 1, O_CREAT | O_RDWR | O_CLOEXEC, 0600, nullptr);
+    out += Line("mq_open", q < 0 ? errno : 0);
+    if (q >= 0) {
+      ::close(static_cast<int>(q));
+      ::syscall(SYS_mq_unlink, name.c_str() + 1);
+    }
+  }
+  auto bind_at = [](const std::string& dir) {
+    int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return 3000 + errno;
+    sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::string path = dir + "/sock";
+    std::memcpy(addr.sun_path, path.data(), std::min(path.size(), sizeof addr.sun_path - 1));
+    int r = ::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) ? errno : 0;
+    ::close(s);
+    if (r == 0) ::unlink(path.c_str());
+    return r;
+  };
+  out += Line("bind_forbidden", bind_at(a[1]));
+  out += Line("bind_allowed", bind_at(a[2]));
+  pid_t victim = Fd(a, 3);
+  {
+    long pidfd = ::syscall(SYS_pidfd_open, victim, 0);
+    out += Line("pidfd_open", pidfd < 0 ? errno : 0);
+    out += Line("pidfd_send_signal",
+                pidfd < 0 ? 1000 : Errno(::syscall(SYS_pidfd_send_signal, static_cast<int>(pidfd), SIGWINCH, nullptr, 0)));
+    if (pidfd >= 0) ::close(static_cast<int>(pidfd));
+  }
+  siginfo_t info = {};
+  info.si_signo = SIGWINCH;
+  info.si_code = SI_QUEUE;
+  info.si_pid = ::getpid();
+  info.si_uid = ::getuid();
+  out += Line("rt_sigqueueinfo", Errno(::syscall(SYS_rt_sigqueueinfo, victim, SIGWINCH, &info)));
+  out += Line("rt_tgsigqueueinfo", Errno(::syscall(SYS_rt_tgsigqueueinfo, victim, victim, SIGWINCH, &info)));
+  {
+    // A device opened read-only (the policy lets the command read it, not
+    // write it): TCGETS is not among Landlock's always-allowed commands.
+    int fd = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    struct termios t;
+    out += Line("ioctl_dev", fd < 0 ? 1000 + errno : Errno(::ioctl(fd, TCGETS, &t)));
+    if (fd >= 0) ::close(fd);
+  }
+  return out;
+}
+
 __attribute__((constructor)) void ProbeMain(int argc, char** argv, char**) {
   if (argc < 3 || std::strcmp(argv[1], "--cordon-probe") != 0) return;
   std::string name = argv[2];
@@ -214,6 +296,7 @@ __attribute__((constructor)) void ProbeMain(int argc, char** argv, char**) {
                     : name == "coredump" ? ProbeCoreDump(args)
                     : name == "ioctls"   ? ProbeIoctls(args)
                     : name == "sigio"    ? ProbeSigio(args)
+                    : name == "refusals" ? ProbeRefusals(args)
                                          : "unknown=" + name + "\n";
   size_t off = 0;
   while (off < out.size()) {
@@ -332,7 +415,7 @@ class RunEscapes : public ::testing::Test {
   std::string P(const std::string& rel) const { return root_ + "/" + rel; }
 
   std::string Policy(Who who) const {
-    std::string caps = who == Who::kDynamic ? "" : "  capabilities: [sys_admin, sys_pacct]\n";
+    std::string caps = who == Who::kDynamic ? "" : "  capabilities: [sys_admin, sys_pacct" + extra_caps_ + "]\n";
     return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: run-escapes}\nspec:\n" + caps +
            "  files:\n    include: [runtime-minimal]\n    read: [" + P("in") + "]\n    write: [" + P("out") +
            "]\n    exec: [" + self_ + "]\n";
@@ -374,6 +457,7 @@ class RunEscapes : public ::testing::Test {
 
   bool lsm_ = false, landlock_ = false;
   std::string self_, root_;
+  std::string extra_caps_;  // appended to the root variants' capabilities
   int runs_ = 0;
 };
 
@@ -755,6 +839,126 @@ TEST_F(RunEscapes, SigioCannotSignalOutsideTheSandbox) {
           << WhoName(who) << Dump(events);
     }
   }
+}
+
+// Issue 16 finding 4: refusals that produced no event. Each is asserted with
+// its errno and exactly one event of the layer that refused, next to the
+// unconfined control.
+TEST_F(RunEscapes, RefusalsWithoutEventOfTheirOwnAreReported) {
+  Sleeper outside;
+  const pid_t victim = outside.pid();
+  ASSERT_GT(victim, 0);
+  const std::vector<std::string> args = {P("in/input.txt"), P("secret"), P("out"), std::to_string(victim),
+                                         P("secret/key")};
+  const char* kAll[] = {"name_to_handle", "open_by_handle", "open_by_handle_secret", "mq_open", "bind_forbidden", "bind_allowed",
+                        "pidfd_open", "pidfd_send_signal", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "ioctl_dev"};
+  {
+    auto f = Unconfined("refusals", args);
+    for (const char* k : kAll) {
+      if (std::string(k) == "ioctl_dev") {
+        EXPECT_EQ(f[k], E(ENOTTY)) << "the driver's own answer unconfined";
+      } else {
+        EXPECT_EQ(f[k], "0") << k << " must work unconfined";
+      }
+    }
+  }
+  // Under cordon run. open_by_handle_at needs CAP_DAC_READ_SEARCH, which
+  // neither variant has (the root variant is granted sys_admin and sys_pacct
+  // only): the kernel's capability check refuses it, and only BPF LSM's
+  // capable hook sees that (no event without BPF LSM). The dynamic uid's
+  // signals to the (root) sleeper are refused by the kernel's own credential
+  // check (kill_ok_by_cred) before Landlock is asked: only root's reach
+  // Landlock's scoping.
+  const bool scoped = LandlockAbi() >= 6;
+  const bool ioctl_dev = LandlockAbi() >= 5;
+  for (Who who : Variants(/*root_enforce=*/true)) {
+    KeptFds none;
+    std::vector<cordon::v1::AuditEvent> events;
+    auto f = Confined(who, "refusals", args, none, &events);
+    const std::string w = WhoName(who);
+    if (std::getenv("CORDON_VM")) std::fprintf(stderr, "%s:%s\n", w.c_str(), Dump(events).c_str());
+    EXPECT_EQ(f["name_to_handle"], "0") << w;
+    EXPECT_EQ(f["open_by_handle"], E(EPERM)) << w << ": no CAP_DAC_READ_SEARCH";
+    EXPECT_EQ(f["open_by_handle_secret"], E(EPERM)) << w << ": no CAP_DAC_READ_SEARCH";
+    EXPECT_EQ(f["bind_allowed"], "0") << w << ": out/ is writable";
+    EXPECT_EQ(f["pidfd_open"], "0") << w;
+    if (who == Who::kRootAudit) {
+      for (const char* k : {"mq_open", "bind_forbidden", "pidfd_send_signal", "rt_sigqueueinfo", "rt_tgsigqueueinfo"})
+        EXPECT_EQ(f[k], "0") << w << ": " << k;
+      EXPECT_EQ(f["ioctl_dev"], E(ENOTTY)) << w;
+      continue;
+    }
+    EXPECT_EQ(Count(events, "file.create", "landlock", "denied", Path("/out/sock")), 0) << w << Dump(events);
+    // Landlock: MAKE_SOCK on secret/ (EACCES), reported as a create of the
+    // path as written.
+    EXPECT_EQ(f["bind_forbidden"], landlock_ ? E(EACCES) : lsm_ ? E(EPERM) : "0") << w;
+    if (landlock_) {
+      EXPECT_EQ(Count(events, "file.create", "landlock", "denied", Path("/secret/sock")), 1) << w << Dump(events);
+    }
+    // Landlock refuses opening the new queue (EACCES; no seccomp rule).
+    const std::string mq = landlock_ ? E(EACCES) : "0";
+    EXPECT_EQ(f["mq_open"], mq) << w;
+    if (f["mq_open"] == E(EACCES)) {
+      EXPECT_EQ(Count(events, "file.open", "landlock", "denied",
+                          [](const cordon::v1::AuditEvent& e) {
+                            return e.file().path().find("cordon-refusal-") != std::string::npos;
+                          }),
+                1)
+          << w << Dump(events);
+    }
+    // ioctl on a device opened read-only: LANDLOCK_ACCESS_FS_IOCTL_DEV.
+    EXPECT_EQ(f["ioctl_dev"], ioctl_dev ? E(EACCES) : E(ENOTTY)) << w;
+    EXPECT_EQ(Count(events, "file.ioctl", "landlock", "denied",
+                    [](const cordon::v1::AuditEvent& e) {
+                      return e.file().path() == "/dev/zero" && e.target().arg() == TCGETS;
+                    }),
+              ioctl_dev ? 1 : 0)
+        << w << Dump(events);
+    // Signals to a process outside (SIGWINCH).
+    const bool refused = who == Who::kDynamic || scoped || lsm_;
+    for (const char* k : {"pidfd_send_signal", "rt_sigqueueinfo", "rt_tgsigqueueinfo"})
+      EXPECT_EQ(f[k], refused ? E(EPERM) : "0") << w << ": " << k;
+    auto to_victim = [victim](const cordon::v1::AuditEvent& e) {
+      return e.target().pid() == static_cast<uint32_t>(victim) && e.target().arg() == SIGWINCH;
+    };
+    // The dynamic uid's are the kernel's refusals (kill_ok_by_cred): no event.
+    const bool root = who == Who::kRoot;
+    EXPECT_EQ(Count(events, "tamper.signal", "landlock", "denied", to_victim), root && scoped ? 3 : 0)
+        << w << Dump(events);
+    EXPECT_EQ(Count(events, "tamper.signal", "kernel-lsm", "denied", to_victim), root && !scoped && lsm_ ? 3 : 0)
+        << w << Dump(events);
+    // Where BPF LSM is absent nothing else is reported: one event per
+    // refusal (bind, mq_open, ioctl, three signals), none for the
+    // capability refusal of open_by_handle_at.
+    if (!lsm_ && landlock_ && scoped && ioctl_dev) {
+      EXPECT_EQ(events.size(), who == Who::kRoot ? 6u : 3u) << w << Dump(events);
+    }
+  }
+}
+
+// open_by_handle_at with CAP_DAC_READ_SEARCH granted: the capability check
+// passes and Landlock judges the open like any other (EACCES for a file the
+// policy does not let it read, reported once, without a path: a handle names
+// none).
+TEST_F(RunEscapes, OpenByHandleBeyondTheCapabilityIsJudgedByLandlock) {
+  if (!landlock_) GTEST_SKIP() << "no Landlock";
+  extra_caps_ = ", dac_read_search";
+  Sleeper outside;
+  const std::vector<std::string> args = {P("in/input.txt"), P("secret"), P("out"), std::to_string(outside.pid()),
+                                         P("secret/key")};
+  KeptFds none;
+  std::vector<cordon::v1::AuditEvent> events;
+  auto f = Confined(Who::kRoot, "refusals", args, none, &events);
+  EXPECT_EQ(f["open_by_handle"], "0") << "in/ is readable";
+  EXPECT_EQ(f["open_by_handle_secret"], E(EACCES));
+  EXPECT_EQ(Count(events, "file.open", "landlock", "denied",
+                  [](const cordon::v1::AuditEvent& e) {
+                    return e.file().path().empty();
+                  }),
+            1)
+      << Dump(events);
+  EXPECT_EQ(Count(events, "file.open", "kernel-lsm", "denied", Path("/secret/key")), 0)
+      << "Landlock refuses before BPF LSM" << Dump(events);
 }
 
 }  // namespace
