@@ -48,22 +48,6 @@ int64_t RealNs() {
   return ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
-bool WaitFor(const std::function<bool()>& done, int timeout_ms) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string NamePrefix() { return "agenttest-" + std::to_string(::getpid()) + "-"; }
 
 // A child process whose stdout lines are collected, each with the

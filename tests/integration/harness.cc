@@ -465,6 +465,22 @@ LsmAnchorReleased::~LsmAnchorReleased() {
 
 bool LsmUsableHere() { return Cordon({"status", "--json"}).out.find("\"usable\":true") != std::string::npos; }
 
+bool WaitFor(const std::function<bool()>& done, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 std::string LoopbackPolicy(const std::string& name, uint16_t port, const std::string& mode) {
   return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: " + name + "\nspec:\n  mode: " + mode +
          "\n  network:\n    egress:\n      - cidr: 127.0.0.1\n        ports: [" + std::to_string(port) +

@@ -191,6 +191,11 @@ class LsmAnchorReleased {
   bool detached_;
 };
 
+// Polls `done` every 20 ms until it is true or timeout_ms passed; its last answer.
+bool WaitFor(const std::function<bool()>& done, int timeout_ms);
+// A file's whole text ("" if it cannot be read).
+std::string Slurp(const std::string& path);
+
 // A policy allowing egress to loopback TCP/UDP `port` only (IPv4 and IPv6).
 std::string LoopbackPolicy(const std::string& name, uint16_t port, const std::string& mode = "enforce");
 

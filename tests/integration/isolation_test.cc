@@ -29,13 +29,6 @@
 namespace cordon::test {
 namespace {
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // "key=value" lines printed by a probe.
 std::map<std::string, std::string> Fields(const std::string& out) {
   std::map<std::string, std::string> m;
