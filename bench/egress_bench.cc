@@ -56,10 +56,10 @@
 #include <vector>
 
 #include "abi/cordon_common.h"
-#include "loader/cgroup.h"
 #include "loader/sandbox.h"
 #include "policy/compiler.h"
 #include "policy/parser.h"
+#include "sys/cgroup.h"
 
 #include "bench_util.h"
 

@@ -51,11 +51,11 @@
 #include "bench_lsm.skel.h"
 #include "bench_util.h"
 #include "confine/landlock.h"
-#include "loader/cgroup.h"
 #include "loader/lsm.h"
 #include "loader/sandbox.h"
 #include "policy/compiler.h"
 #include "policy/parser.h"
+#include "sys/cgroup.h"
 
 namespace {
 

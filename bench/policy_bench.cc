@@ -47,12 +47,12 @@
 #include "abi/cordon_file.h"
 #include "abi/cordon_pins.h"
 #include "bench_util.h"
-#include "loader/cgroup.h"
 #include "loader/lsm.h"
 #include "loader/sandbox.h"
 #include "policy/compiler.h"
 #include "policy/parser.h"
 #include "policy/yaml_reader.h"
+#include "sys/cgroup.h"
 
 namespace {
 

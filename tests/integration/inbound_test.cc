@@ -23,10 +23,10 @@
 #include <sstream>
 #include <thread>
 
-#include "loader/cgroup.h"
 #include "loader/sandbox.h"
 #include "policy/compiler.h"
 #include "policy/parser.h"
+#include "sys/cgroup.h"
 #include "tests/integration/harness.h"
 
 namespace cordon::test {

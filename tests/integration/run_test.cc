@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include "loader/sandbox.h"
-#include "loader/bpffs.h"
+#include "sys/bpffs.h"
 #include <bpf/bpf.h>
 #include <signal.h>
 #include <sys/stat.h>

@@ -11,8 +11,8 @@
 #include "agent/agent_impl.h"
 #include "agent/clock.h"
 #include "agent/log.h"
-#include "loader/bpffs.h"
 #include "loader/sandbox.h"
+#include "sys/bpffs.h"
 
 namespace cordon::agent {
 

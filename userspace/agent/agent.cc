@@ -25,9 +25,10 @@
 #include "agent/clock.h"
 #include "agent/control_socket.h"
 #include "agent/log.h"
-#include "loader/bpffs.h"
-#include "loader/cgroup.h"
 #include "loader/sandbox.h"
+#include "sys/bpffs.h"
+#include "sys/cgroup.h"
+#include "sys/counters.h"
 #include "util/fs.h"
 
 namespace cordon::agent {

@@ -9,7 +9,7 @@
 #include "agent/clock.h"
 #include "agent/control.h"
 #include "agent/log.h"
-#include "loader/cgroup.h"
+#include "sys/cgroup.h"
 
 namespace cordon::agent {
 

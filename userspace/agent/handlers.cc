@@ -12,12 +12,12 @@
 #include "agent/agent_impl.h"
 #include "agent/clock.h"
 #include "agent/log.h"
-#include "loader/bpffs.h"
-#include "loader/cgroup.h"
+#include "inspect/retro.h"
 #include "loader/kernel_features.h"
-#include "loader/retro.h"
 #include "loader/sandbox.h"
 #include "policy/parser.h"
+#include "sys/bpffs.h"
+#include "sys/cgroup.h"
 #include "util/fs.h"
 
 namespace cordon::agent {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "loader/bpffs.h"
 #include "loader/sandbox.h"
+#include "sys/bpffs.h"
 #include "util/fd.h"
 #include "util/fs.h"
 

@@ -25,11 +25,11 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "loader/bpffs.h"
-#include "loader/cgroup.h"
 #include "loader/kernel_features.h"
 #include "loader/lsm.h"
 #include "loader/sandbox.h"
+#include "sys/bpffs.h"
+#include "sys/cgroup.h"
 #include "util/fs.h"
 
 namespace cordon::cli {

@@ -42,9 +42,10 @@
 #include "confine/seccomp.h"
 #include "events/reader.h"
 #include "events/sink.h"
-#include "loader/cgroup.h"
 #include "loader/kernel_features.h"
 #include "loader/sandbox.h"
+#include "sys/bpffs.h"
+#include "sys/cgroup.h"
 #include "util/fs.h"
 
 extern char** environ;

@@ -12,8 +12,8 @@
 
 #include "abi/cordon_event.h"
 #include "abi/cordon_file.h"
-#include "loader/cgroup.h"
 #include "policy/cidr.h"
+#include "sys/cgroup.h"
 #include "util/text.h"
 
 namespace cordon {

@@ -16,8 +16,8 @@
 #include <optional>
 
 #include "abi/cordon_common.h"
-#include "loader/bpffs.h"
-#include "loader/sandbox.h"
+#include "sys/bpffs.h"
+#include "sys/counters.h"
 #include "util/fs.h"
 #include "util/text.h"
 

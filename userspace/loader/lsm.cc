@@ -19,9 +19,9 @@
 #include "abi/cordon_file.h"
 #include "cordon_detect.skel.h"
 #include "cordon_lsm.skel.h"
-#include "loader/bpffs.h"
-#include "loader/libbpf_log.h"
-#include "loader/map_batch.h"
+#include "sys/bpffs.h"
+#include "sys/libbpf_log.h"
+#include "sys/map_batch.h"
 #include "util/fd.h"
 #include "util/fs.h"
 

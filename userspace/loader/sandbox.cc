@@ -14,11 +14,12 @@
 
 #include "abi/cordon_pins.h"
 #include "cordon_net.skel.h"
-#include "loader/bpffs.h"
 #include "loader/kernel_features.h"
-#include "loader/libbpf_log.h"
 #include "loader/lsm.h"
-#include "loader/map_batch.h"
+#include "sys/bpffs.h"
+#include "sys/counters.h"
+#include "sys/libbpf_log.h"
+#include "sys/map_batch.h"
 #include "util/fs.h"
 #include "util/text.h"
 
@@ -752,18 +753,6 @@ Status DetachSandbox(uint64_t sandbox_id) {
   return removed;
 }
 
-Result<std::array<uint64_t, CORDON_CNT_MAX>> ReadCounters(int counters_fd) {
-  int ncpu = libbpf_num_possible_cpus();
-  if (ncpu <= 0) return Error{"count possible CPUs", -ncpu};
-  std::array<uint64_t, CORDON_CNT_MAX> sums{};
-  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
-  for (uint32_t i = 0; i < CORDON_CNT_MAX; ++i) {
-    if (bpf_map_lookup_elem(counters_fd, &i, per_cpu.data())) return SysError("read counters");
-    for (uint64_t v : per_cpu) sums[i] += v;
-  }
-  return sums;
-}
-
 Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
   auto root = SandboxPinRoot();
   if (!root) return root.error();
@@ -835,15 +824,6 @@ Status AddSandboxFlags(uint64_t sandbox_id, uint32_t flags) {
   if (!info) return info.error();
   info->flags |= flags;
   return WriteInfo(dir, *info);
-}
-
-Result<UniqueFd> OpenSandboxMap(uint64_t sandbox_id, const std::string& map_name) {
-  auto root = SandboxPinRoot();
-  if (!root) return root.error();
-  std::string path = SandboxPinDir(*root, sandbox_id) + "/" + map_name;
-  UniqueFd fd(bpf_obj_get(path.c_str()));
-  if (!fd.valid()) return SysError("open " + path);
-  return fd;
 }
 
 }  // namespace cordon

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "abi/cordon_common.h"
-#include "loader/cgroup.h"
 #include "policy/compiler.h"
+#include "sys/cgroup.h"
 #include "util/fd.h"
 #include "util/result.h"
 
@@ -104,11 +104,5 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id);
 
 // Records extra layers (CORDON_INFO_F_LANDLOCK / _SECCOMP) in the sandbox's info.
 Status AddSandboxFlags(uint64_t sandbox_id, uint32_t flags);
-
-// An fd of one of the sandbox's pinned maps ("events", "counters", ...).
-Result<UniqueFd> OpenSandboxMap(uint64_t sandbox_id, const std::string& map_name);
-
-// Sums a per-CPU counters map.
-Result<std::array<uint64_t, CORDON_CNT_MAX>> ReadCounters(int counters_fd);
 
 }  // namespace cordon

@@ -8,18 +8,14 @@
 // processes are in, matched by inode; (3) each connected socket judged by
 // EgressMatcher and, if denied in enforce mode, destroyed (SOCK_DESTROY with
 // the exact socket id and cookie, acknowledged).
-#include "loader/retro.h"
+#include "inspect/retro.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <google/protobuf/util/time_util.h>
 #include <linux/inet_diag.h>
-#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <netlink/msg.h>
-#include <netlink/netlink.h>
-#include <netlink/socket.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -33,114 +29,26 @@
 #include <map>
 #include <set>
 #include <string>
-#include <thread>
 #include <unordered_map>
 
 #include "abi/cordon_event.h"
 #include "abi/cordon_net.h"
 #include "policy/cidr.h"
+#include "policy/egress_match.h"
+#include "sys/sock_diag.h"
 #include "util/fd.h"
 #include "util/fs.h"
 #include "util/text.h"
 
 namespace cordon {
 
-// ---- The egress matcher ------------------------------------------------------
-
 namespace {
 
 constexpr uint8_t kTcp = 6;
 constexpr uint8_t kUdp = 17;
 constexpr uint8_t kUdpLite = 136;
-constexpr uint32_t kMptcp = 262;
-
-// cordon_rule_proto of bpf/lib/egress_match.bpf.h.
-uint8_t RuleProto(uint32_t protocol) {
-  if (protocol == kMptcp) return kTcp;
-  if (protocol == kUdpLite) return kUdp;
-  return protocol > 255 ? 255 : static_cast<uint8_t>(protocol);
-}
-
-// The first `bits` bits of data[0..n), the rest zeroed: an LPM trie key's
-// significant part.
-std::string Masked(const uint8_t* data, size_t n, uint32_t bits) {
-  std::string out(reinterpret_cast<const char*>(data), n);
-  for (size_t i = 0; i < n; ++i) {
-    if (bits >= 8 * (i + 1)) continue;
-    uint32_t keep = bits > 8 * i ? bits - 8 * i : 0;
-    out[i] = static_cast<char>(static_cast<uint8_t>(out[i]) & static_cast<uint8_t>(0xff00 >> keep));
-  }
-  return out;
-}
-
-// An LPM trie as a hash table per prefix length, longest first.
-template <typename V>
-class Lpm {
- public:
-  void Insert(uint32_t prefixlen, const uint8_t* data, size_t n, const V& value) {
-    by_length_[prefixlen].emplace(Masked(data, n, prefixlen), value);  // first wins, as EvaluateImage
-  }
-  const V* Find(const uint8_t* data, size_t n) const {
-    for (const auto& [length, table] : by_length_) {
-      auto it = table.find(Masked(data, n, length));
-      if (it != table.end()) return &it->second;
-    }
-    return nullptr;
-  }
-
- private:
-  std::map<uint32_t, std::unordered_map<std::string, V>, std::greater<>> by_length_;
-};
 
 }  // namespace
-
-struct EgressMatcher::Tables {
-  Lpm<cordon_addr_value> addr;
-  Lpm<cordon_port_value> port;
-};
-
-EgressMatcher::EgressMatcher(const policy::CompiledPolicy& policy) : tables_(std::make_unique<Tables>()) {
-  for (const auto& [key, value] : policy.addr_entries)
-    if (key.prefixlen <= CORDON_ADDR_MAX_PREFIX) tables_->addr.Insert(key.prefixlen, key.addr, 16, value);
-  for (const auto& [key, value] : policy.port_entries) {
-    if (key.prefixlen > CORDON_PORT_KEY_BITS) continue;
-    const uint8_t data[7] = {key.port_set[0], key.port_set[1], key.port_set[2], key.port_set[3],
-                             key.proto,       key.port[0],     key.port[1]};
-    tables_->port.Insert(key.prefixlen, data, sizeof data, value);
-  }
-}
-
-EgressMatcher::~EgressMatcher() = default;
-
-EgressDecision EgressMatcher::Decide(const std::array<uint8_t, 16>& addr, uint16_t port, uint32_t protocol) const {
-  const uint8_t proto = RuleProto(protocol);
-  EgressDecision d;
-  const cordon_addr_value* av = tables_->addr.Find(addr.data(), addr.size());
-  if (!av) {
-    d.reason = CORDON_REASON_NO_RULE;
-    return d;
-  }
-  d.rule = av->rule;
-  if (av->port_set == CORDON_PORT_SET_ALL) {
-    if (proto == kTcp || proto == kUdp) {
-      d.allowed = true;
-    } else {
-      d.reason = CORDON_REASON_PORT;
-    }
-    return d;
-  }
-  const uint8_t probe[7] = {static_cast<uint8_t>(av->port_set >> 24), static_cast<uint8_t>(av->port_set >> 16),
-                            static_cast<uint8_t>(av->port_set >> 8),  static_cast<uint8_t>(av->port_set),
-                            proto, static_cast<uint8_t>(port >> 8), static_cast<uint8_t>(port & 0xff)};
-  const cordon_port_value* pv = tables_->port.Find(probe, sizeof probe);
-  if (!pv) {
-    d.reason = CORDON_REASON_PORT;
-    return d;
-  }
-  d.allowed = true;
-  d.rule = pv->rule;
-  return d;
-}
 
 // ---- Processes ---------------------------------------------------------------
 
@@ -278,23 +186,6 @@ Status CollectProcesses(const std::string& path, const std::string& relative, bo
   return {};
 }
 
-// ---- sock_diag over libnl ------------------------------------------------------
-
-struct DiagSocket {
-  uint8_t family = 0;
-  uint8_t protocol = 0;
-  uint8_t state = 0;
-  inet_diag_sockid id{};  // as dumped: ports in network order, cookie included
-  uint32_t inode = 0;
-};
-
-std::string ProtoText(uint8_t protocol) {
-  if (protocol == kTcp) return "tcp";
-  if (protocol == kUdp) return "udp";
-  return protocol == kUdpLite ? "udplite" : std::to_string(protocol);
-}
-std::string FamilyText(uint8_t family) { return family == AF_INET ? "inet" : "inet6"; }
-
 std::array<uint8_t, 16> Remote(const DiagSocket& s) {
   if (s.family == AF_INET) return policy::ToMapped(reinterpret_cast<const uint8_t*>(&s.id.idiag_dst[0]), 4);
   return policy::ToMapped(reinterpret_cast<const uint8_t*>(s.id.idiag_dst), 16);
@@ -303,139 +194,6 @@ std::array<uint8_t, 16> Local(const DiagSocket& s) {
   if (s.family == AF_INET) return policy::ToMapped(reinterpret_cast<const uint8_t*>(&s.id.idiag_src[0]), 4);
   return policy::ToMapped(reinterpret_cast<const uint8_t*>(s.id.idiag_src), 16);
 }
-
-// One NETLINK_SOCK_DIAG socket, in one network namespace.
-class DiagChannel {
- public:
-  DiagChannel() = default;
-  ~DiagChannel() {
-    if (sk_) nl_socket_free(sk_);
-  }
-  DiagChannel(const DiagChannel&) = delete;
-  DiagChannel& operator=(const DiagChannel&) = delete;
-
-  // Connects in the network namespace of `ns_path` (empty: ours). The socket
-  // belongs to the namespace it was created in, so only creation happens on a
-  // helper thread that joined that namespace.
-  Status Open(const std::string& ns_path) {
-    sk_ = nl_socket_alloc();
-    if (!sk_) return Error{"sock_diag: allocate a netlink socket"};
-    int rc = 0;
-    if (ns_path.empty()) {
-      rc = nl_connect(sk_, NETLINK_SOCK_DIAG);
-    } else {
-      UniqueFd ns(::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
-      if (!ns.valid()) return SysError("sock_diag: open " + ns_path);
-      int setns_errno = 0;
-      std::thread t([&] {
-        if (::setns(ns.get(), CLONE_NEWNET) != 0) {
-          setns_errno = errno;
-          return;
-        }
-        rc = nl_connect(sk_, NETLINK_SOCK_DIAG);
-      });
-      t.join();
-      if (setns_errno) return SysError("sock_diag: enter the network namespace " + ns_path, setns_errno);
-    }
-    if (rc < 0) return Error{std::string("sock_diag: connect a NETLINK_SOCK_DIAG socket: ") + nl_geterror(rc)};
-    nl_socket_enable_msg_peek(sk_);  // dump messages may exceed a page
-    nl_socket_disable_auto_ack(sk_);
-    nl_socket_modify_err_cb(sk_, NL_CB_CUSTOM, &DiagChannel::OnError, this);
-    return {};
-  }
-
-  // Every socket of (family, protocol) in every state. An unsupported
-  // protocol (no diag handler: ENOENT) yields no sockets when `optional`.
-  Status Dump(uint8_t family, uint8_t protocol, bool optional, std::vector<DiagSocket>* out) {
-    const std::string what = "sock_diag: dump " + ProtoText(protocol) + " sockets (" + FamilyText(family) + ")";
-    for (int attempt = 0;; ++attempt) {
-      std::vector<DiagSocket> got;
-      nl_msg* msg = nlmsg_alloc_simple(SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP);
-      if (!msg) return Error{what + ": allocate a message"};
-      inet_diag_req_v2 req{};
-      req.sdiag_family = family;
-      req.sdiag_protocol = protocol;
-      req.idiag_states = ~0u;
-      int rc = nlmsg_append(msg, &req, sizeof req, NLMSG_ALIGNTO);
-      if (rc >= 0) rc = nl_send_auto(sk_, msg);
-      nlmsg_free(msg);
-      if (rc < 0) return Error{what + ": send: " + nl_geterror(rc)};
-      dump_ = &got;
-      dump_protocol_ = protocol;
-      kernel_errno_ = 0;
-      nl_socket_modify_cb(sk_, NL_CB_VALID, NL_CB_CUSTOM, &DiagChannel::OnDiag, this);
-      rc = nl_recvmsgs_default(sk_);
-      dump_ = nullptr;
-      if (rc == -NLE_DUMP_INTR && attempt < 4) continue;  // the tables changed under the dump: again
-      if (rc < 0) {
-        int e = kernel_errno_;
-        if (optional && (e == ENOENT || e == EINVAL || e == EOPNOTSUPP || e == EPROTONOSUPPORT)) return {};
-        if (e) return SysError(what, e);
-        return Error{what + ": " + nl_geterror(rc)};
-      }
-      out->insert(out->end(), got.begin(), got.end());
-      return {};
-    }
-  }
-
-  // SOCK_DESTROY of exactly this socket (id and cookie). Returns 0 or the
-  // kernel's errno (ENOENT: no such socket any more).
-  int Destroy(const DiagSocket& s, std::string* local_error) {
-    nl_msg* msg = nlmsg_alloc_simple(SOCK_DESTROY, NLM_F_REQUEST | NLM_F_ACK);
-    if (!msg) {
-      *local_error = "allocate a message";
-      return ENOMEM;
-    }
-    inet_diag_req_v2 req{};
-    req.sdiag_family = s.family;
-    req.sdiag_protocol = s.protocol;
-    req.idiag_states = ~0u;
-    req.id = s.id;
-    int rc = nlmsg_append(msg, &req, sizeof req, NLMSG_ALIGNTO);
-    if (rc >= 0) rc = nl_send_auto(sk_, msg);
-    nlmsg_free(msg);
-    if (rc < 0) {
-      *local_error = std::string("send: ") + nl_geterror(rc);
-      return EIO;
-    }
-    kernel_errno_ = 0;
-    nl_socket_modify_cb(sk_, NL_CB_VALID, NL_CB_CUSTOM, &DiagChannel::Ignore, this);
-    rc = nl_recvmsgs_default(sk_);  // up to the acknowledgement
-    if (kernel_errno_) return kernel_errno_;
-    if (rc < 0) {
-      *local_error = std::string("receive the acknowledgement: ") + nl_geterror(rc);
-      return EIO;
-    }
-    return 0;
-  }
-
- private:
-  static int OnDiag(nl_msg* msg, void* arg) {
-    auto* self = static_cast<DiagChannel*>(arg);
-    nlmsghdr* h = nlmsg_hdr(msg);
-    if (!self->dump_ || h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg)))
-      return NL_SKIP;
-    const auto* m = static_cast<const inet_diag_msg*>(nlmsg_data(h));
-    DiagSocket s;
-    s.family = m->idiag_family;
-    s.state = m->idiag_state;
-    s.id = m->id;
-    s.inode = m->idiag_inode;
-    s.protocol = self->dump_protocol_;
-    self->dump_->push_back(s);
-    return NL_OK;
-  }
-  static int Ignore(nl_msg*, void*) { return NL_OK; }
-  static int OnError(sockaddr_nl*, nlmsgerr* e, void* arg) {
-    static_cast<DiagChannel*>(arg)->kernel_errno_ = -e->error;
-    return NL_STOP;
-  }
-
-  nl_sock* sk_ = nullptr;
-  std::vector<DiagSocket>* dump_ = nullptr;
-  uint8_t dump_protocol_ = 0;  // inet_diag_msg does not carry it
-  int kernel_errno_ = 0;
-};
 
 struct Namespace {
   std::unique_ptr<DiagChannel> channel;

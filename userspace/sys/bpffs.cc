@@ -1,4 +1,4 @@
-#include "loader/bpffs.h"
+#include "sys/bpffs.h"
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -8,6 +8,8 @@
 #include <sys/statfs.h>
 
 #include <vector>
+
+#include <bpf/bpf.h>
 
 #include "abi/cordon_common.h"
 #include "util/fs.h"
@@ -78,6 +80,15 @@ Result<UniqueFd> LockPinRoot(const std::string& root) {
   UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid()) return SysError("open " + root);
   if (::flock(fd.get(), LOCK_EX) != 0) return SysError("lock " + root);
+  return fd;
+}
+
+Result<UniqueFd> OpenSandboxMap(uint64_t sandbox_id, const std::string& map_name) {
+  auto root = SandboxPinRoot();
+  if (!root) return root.error();
+  std::string path = SandboxPinDir(*root, sandbox_id) + "/" + map_name;
+  UniqueFd fd(bpf_obj_get(path.c_str()));
+  if (!fd.valid()) return SysError("open " + path);
   return fd;
 }
 

@@ -1,4 +1,4 @@
-#include "loader/libbpf_log.h"
+#include "sys/libbpf_log.h"
 
 #include <bpf/libbpf.h>
 

@@ -1,4 +1,4 @@
-#include "loader/cgroup.h"
+#include "sys/cgroup.h"
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "loader/bpffs.h"
+#include "sys/bpffs.h"
 #include "util/fs.h"
 
 namespace cordon {

@@ -27,4 +27,7 @@ Status CheckNoForeignLayoutState();
 // Exclusive lock serialising attach/detach/update across cordon processes.
 Result<UniqueFd> LockPinRoot(const std::string& root);
 
+// An fd of one of the sandbox's pinned maps ("events", "counters", ...).
+Result<UniqueFd> OpenSandboxMap(uint64_t sandbox_id, const std::string& map_name);
+
 }  // namespace cordon
