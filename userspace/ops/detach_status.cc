@@ -5,7 +5,7 @@ namespace cordon::ops {
 
 DetachOutcome Detach(const DetachRequest& request) {
   DetachOutcome out;
-  Status detached = DetachSandbox(request.sandbox_id);
+  cordon::Status detached = DetachSandbox(request.sandbox_id);
   if (!detached.ok()) out.error = detached.error().ToString();
   else out.detached = true;
   return out;
