@@ -31,9 +31,12 @@ class ThroughAgent : public Sandboxes {
     cordon::v1::Request req;
     req.mutable_detach()->set_sandbox_id(request.sandbox_id);
     auto response = client_.Call(req);
-    if (!response) out.error = response.error().ToString();
-    else if (!response->error().empty()) out.error = response->error();
-    else out.detached = true, out.drained = response->drain().drained();
+    if (!response)
+      out.error = response.error().ToString();
+    else if (!response->error().empty())
+      out.error = response->error();
+    else
+      out.detached = true, out.drained = response->drain().drained();
     return out;
   }
 
@@ -45,9 +48,12 @@ class ThroughAgent : public Sandboxes {
     cordon::v1::Request req;
     req.mutable_status();
     auto response = client_.Call(req, 10000);
-    if (!response) out.agent_problem = response.error().ToString();
-    else if (!response->error().empty()) out.agent_problem = response->error();
-    else out.agent = response->status();
+    if (!response)
+      out.agent_problem = response.error().ToString();
+    else if (!response->error().empty())
+      out.agent_problem = response->error();
+    else
+      out.agent = response->status();
     return out;
   }
 

@@ -56,7 +56,8 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   for (const auto& line : UnenforcedControls(compiled, ProbeLsm())) out.notes.push_back(line);
   if (ProbeLsm().usable())
     if (std::string note = ForeignSocketsNote(); !note.empty()) out.notes.push_back(note);
-  for (const auto& path : result->skipped_paths) out.notes.push_back("profile path absent on this host, skipped: " + path);
+  for (const auto& path : result->skipped_paths)
+    out.notes.push_back("profile path absent on this host, skipped: " + path);
   // Retroactive attach: pre-existing connections the policy denies are
   // destroyed, open files listed.
   SandboxContext retro_ctx{info.id, info.name, info.policy.empty() ? compiled.name : info.policy, info.cgroup_path};

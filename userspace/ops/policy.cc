@@ -7,9 +7,12 @@
 namespace cordon::ops {
 
 bool ParseMode(const std::string& mode, uint32_t* out) {
-  if (mode == "enforce") *out = CORDON_MODE_ENFORCE;
-  else if (mode == "audit") *out = CORDON_MODE_AUDIT;
-  else if (!mode.empty()) return false;
+  if (mode == "enforce")
+    *out = CORDON_MODE_ENFORCE;
+  else if (mode == "audit")
+    *out = CORDON_MODE_AUDIT;
+  else if (!mode.empty())
+    return false;
   return true;
 }
 
