@@ -30,6 +30,7 @@
 #include "agent/tail_server.h"
 #include "events/decoder.h"
 #include "events/reader.h"
+#include "ops/ops.h"
 #include "util/fd.h"
 #include "util/result.h"
 
@@ -95,8 +96,7 @@ class Agent {
   void Handle(Client& c, const std::string& payload);
   void HandleStatus(Client& c);
   void HandleTail(Client& c, const cordon::v1::TailRequest& req);
-  void HandleAttach(Client& c, const std::string& cgroup, const std::string& text, const std::string& file,
-                    const std::string& mode, const std::string& name, bool allow_degraded, bool must_exist);
+  void HandleAttach(Client& c, ops::AttachRequest request, bool must_exist);  // ops::Attach or ops::Update
   void HandleDrain(Client& c, uint64_t id, bool detach, bool release);
 
   AgentConfig config_;

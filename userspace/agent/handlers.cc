@@ -12,10 +12,8 @@
 #include "agent/agent_impl.h"
 #include "agent/clock.h"
 #include "agent/log.h"
-#include "inspect/retro.h"
-#include "loader/kernel_features.h"
 #include "loader/sandbox.h"
-#include "policy/parser.h"
+#include "ops/ops.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
 #include "util/fs.h"
@@ -44,8 +42,14 @@ void Agent::Handle(Client& c, const std::string& payload) {
       return HandleTail(c, req.tail());
     case v1::Request::kAttach: {
       const auto& a = req.attach();
-      return HandleAttach(c, a.cgroup(), a.policy_text(), a.policy_file(), a.mode(), a.name(), a.allow_degraded(),
-                          false);
+      ops::AttachRequest request;
+      request.cgroup = a.cgroup();
+      request.policy_text = a.policy_text();
+      request.policy_file = a.policy_file();
+      request.mode = a.mode();
+      request.name = a.name();
+      request.allow_degraded = a.allow_degraded();
+      return HandleAttach(c, std::move(request), false);
     }
     case v1::Request::kUpdate: {
       const auto& u = req.update();
@@ -55,8 +59,14 @@ void Agent::Handle(Client& c, const std::string& payload) {
         r.set_error(info.error().ToString());
         return tails_->Reply(c, r);
       }
-      return HandleAttach(c, JoinPath(cgroup_mount_, info->cgroup_path), u.policy_text(), u.policy_file(), u.mode(), "", u.allow_degraded(),
-                          true);
+      ops::AttachRequest request;
+      request.cgroup = JoinPath(cgroup_mount_, info->cgroup_path);
+      request.sandbox_id = u.sandbox_id();
+      request.policy_text = u.policy_text();
+      request.policy_file = u.policy_file();
+      request.mode = u.mode();
+      request.allow_degraded = u.allow_degraded();
+      return HandleAttach(c, std::move(request), true);
     }
     case v1::Request::kDetach:
       return HandleDrain(c, req.detach().sandbox_id(), true, false);
@@ -185,101 +195,58 @@ void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
   }
 }
 
-void Agent::HandleAttach(Client& c, const std::string& cgroup_arg, const std::string& text, const std::string& file,
-                         const std::string& mode, const std::string& name, bool allow_degraded, bool must_exist) {
+void Agent::HandleAttach(Client& c, ops::AttachRequest request, bool must_exist) {
   const int64_t t_start = MonoNs();
-  v1::Response r;
-  policy::CompiledPolicy compiled;
-  if (text.empty()) {
-    compiled = policy::DefaultPolicy();
-  } else {
-    policy::ParsedPolicy parsed;
-    policy::Diagnostics diags;
-    const std::string display = file.empty() ? "<policy>" : file;
-    if (!policy::ParsePolicyText(text, display, &parsed, &diags) || !policy::Compile(parsed, &compiled, &diags)) {
-      std::string msg = policy::FormatDiagnostics(diags);
-      r.set_error(msg + "policy " + display + " rejected (" + std::to_string(diags.size()) + " error" +
-                  (diags.size() == 1 ? "" : "s") + "); nothing attached");
-      return tails_->Reply(c, r);
+  // Adopted at once, before the retroactive check and the notes.
+  request.after_attach = [this](const AttachResult&, const CgroupRef& cgroup) {
+    std::vector<std::string> notes;
+    Status adopted = AdoptNow(cgroup.id);
+    if (!adopted.ok()) notes.push_back("attached, but the agent cannot read its events: " + adopted.error().ToString());
+    if (auto it = sandboxes_.find(cgroup.id); it != sandboxes_.end()) {
+      bool foreign = false;
+      if (auto pinned = ReadPinnedInfo(SandboxPinDir(pin_root_, cgroup.id), &foreign)) Refresh(*it->second, *pinned);
     }
-  }
-  if (mode == "enforce") compiled.mode = CORDON_MODE_ENFORCE;
-  else if (mode == "audit") compiled.mode = CORDON_MODE_AUDIT;
-  else if (!mode.empty()) {
-    r.set_error("mode must be enforce or audit, not '" + mode + "'");
+    return notes;
+  };
+  ops::AttachOutcome out = must_exist ? ops::Update(request) : ops::Attach(request);
+  v1::Response r;
+  if (!out.error.empty()) {
+    r.set_error(out.error);
     return tails_->Reply(c, r);
   }
-  auto cgroup = ResolveCgroup(cgroup_arg);
-  if (!cgroup) {
-    r.set_error(cgroup.error().ToString() + "; nothing attached");
-    return tails_->Reply(c, r);
-  }
-  if (must_exist && !sandboxes_.count(cgroup->id) && !GetSandbox(cgroup->id)) {
-    r.set_error("no sandbox is attached to " + cgroup->path);
-    return tails_->Reply(c, r);
-  }
-  std::vector<std::string> missing = UndeliverableInAttach(compiled, ProbeLsm());
-  if (!missing.empty() && !allow_degraded) {
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : "; ") + m;
-    r.set_error("this kernel cannot enforce, for processes cordon attaches to: " + list +
-                ". Nothing attached; allow degraded enforcement to enforce only the rest");
-    return tails_->Reply(c, r);
-  }
-  AttachOptions options;
-  options.name = name;
-  const int64_t t_attach = MonoNs();
-  auto result = AttachSandbox(*cgroup, compiled, options);
-  const int64_t t_attached = MonoNs();
-  if (!result) {
-    r.set_error(result.error().ToString() + "; nothing attached");
-    return tails_->Reply(c, r);
-  }
-  Status adopted = AdoptNow(cgroup->id);
-  if (!adopted.ok()) r.add_notes("attached, but the agent cannot read its events: " + adopted.error().ToString());
-  if (auto it = sandboxes_.find(cgroup->id); it != sandboxes_.end()) {
-    bool foreign = false;
-    if (auto pinned = ReadPinnedInfo(SandboxPinDir(pin_root_, cgroup->id), &foreign)) Refresh(*it->second, *pinned);
-  }
-  for (const auto& line : UnenforcedControls(compiled, ProbeLsm())) r.add_notes(line);
-  if (ProbeLsm().usable())
-    if (std::string note = ForeignSocketsNote(); !note.empty()) r.add_notes(note);
-  for (const auto& path : result->skipped_paths) r.add_notes("profile path absent on this host, skipped: " + path);
+  for (const auto& note : out.notes) r.add_notes(note);
   auto* a = r.mutable_attach();
   // Retroactive attach: its events go into the audit trail like any other.
-  SandboxContext retro_ctx{result->info.id, result->info.name,
-                           result->info.policy.empty() ? compiled.name : result->info.policy, result->info.cgroup_path};
-  if (auto retro = ApplyRetroactively(*cgroup, compiled, retro_ctx)) {
-    for (const auto& event : retro->events) {
+  if (out.retro_error.empty()) {
+    for (const auto& event : out.retro_events) {
       Deliver(event);
       *a->add_retro_events() = event;
     }
-    a->set_retro_summary(RetroSummaryLine(*retro));
-    a->set_retro_destroy_failed(retro->destroy_failed);
+    a->set_retro_summary(out.retro_summary);
+    a->set_retro_destroy_failed(out.retro_destroy_failed);
   } else {
-    a->set_retro_error(retro.error().ToString());
+    a->set_retro_error(out.retro_error);
   }
-  a->set_sandbox_id(result->info.id);
-  a->set_name(result->info.name);
-  a->set_policy(compiled.name);
-  a->set_mode(compiled.mode == CORDON_MODE_AUDIT ? "audit" : "enforce");
-  a->set_replaced(result->replaced);
-  a->set_swap_ns(result->swap_ns);
-  a->set_cgroup(cgroup->path);
+  a->set_sandbox_id(out.sandbox_id);
+  a->set_name(out.name);
+  a->set_policy(out.policy);
+  a->set_mode(out.mode);
+  a->set_replaced(out.replaced);
+  a->set_swap_ns(out.swap_ns);
+  a->set_cgroup(out.cgroup);
   const int64_t t_end = MonoNs();
   auto ms = [](int64_t ns) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(ns) / 1e6);
     return std::string(buf);
   };
-  Log(std::string(result->replaced ? "replaced the policy of" : "attached") + " sandbox " + result->info.name +
-      " (cgroup id " + std::to_string(result->info.id) + ", " + cgroup->path + ", policy " + compiled.name +
-      ") for pid " + std::to_string(c.pid) + " in " + ms(t_end - t_start) + " ms: AttachSandbox " +
-      ms(t_attached - t_attach) + " ms" + (result->prepared_instance ? " (prepared instance)" : "") +
-      ", adopt and retroactive check " + ms(t_end - t_attached) + " ms; " + std::to_string(sandboxes_.size()) +
-      " sandboxes read");
+  Log(std::string(out.replaced ? "replaced the policy of" : "attached") + " sandbox " + out.name + " (cgroup id " +
+      std::to_string(out.sandbox_id) + ", " + out.cgroup + ", policy " + out.policy + ") for pid " +
+      std::to_string(c.pid) + " in " + ms(t_end - t_start) + " ms: AttachSandbox " + ms(out.attach_ns) + " ms" +
+      (out.prepared_instance ? " (prepared instance)" : "") + ", adopt and retroactive check " + ms(out.after_ns) +
+      " ms; " + std::to_string(sandboxes_.size()) + " sandboxes read");
   tails_->Reply(c, r);
-  if (result->prepared_instance) PrepareInstance();  // the next one
+  if (out.prepared_instance) PrepareInstance();  // the next one
 }
 
 void Agent::HandleDrain(Client& c, uint64_t id, bool detach, bool release) {
@@ -289,8 +256,8 @@ void Agent::HandleDrain(Client& c, uint64_t id, bool detach, bool release) {
   d->set_drained(Finish(id));
   if (release && !detach) released_.insert(id);
   if (detach) {
-    Status detached = DetachSandbox(id);
-    if (!detached.ok()) r.set_error(detached.error().ToString());
+    ops::DetachOutcome detached = ops::Detach({id});
+    if (!detached.error.empty()) r.set_error(detached.error);
     else d->set_detached(true);
   }
   tails_->Reply(c, r);

@@ -19,6 +19,7 @@
 #include "cli/agent_status.h"
 #include "cli/args.h"
 #include "cli/common.h"
+#include "cli/sandboxes.h"
 #include "cli/tail.h"
 #include "events/json_line.h"
 #include "events/reader.h"
@@ -318,66 +319,25 @@ int AttachOrUpdate(const Args& args, bool update) {
 
   // With an agent, it attaches: the retroactive check's events then reach the
   // audit sinks and tailers, and it reads the sandbox's events at once.
-  std::optional<agent::AgentClient> client;
   bool agent_failed = false;
-  if (agent::ReachAgent(&client, &agent_failed)) {
-    std::string text;
-    if (!policy_path.empty()) {
-      auto read = ReadFile(policy_path);
-      if (!read) return PrintError(read.error().ToString() + "; nothing attached"), 1;
-      text = std::move(*read);
-    }
-    cordon::v1::Request request;
-    if (update) {
-      auto* u = request.mutable_update();
-      u->set_sandbox_id(cgroup->id);
-      u->set_policy_text(text);
-      u->set_policy_file(policy_path);
-      u->set_mode(mode);
-      u->set_allow_degraded(parsed.Has("--allow-degraded"));
-    } else {
-      auto* at = request.mutable_attach();
-      at->set_cgroup(cgroup->path);
-      at->set_policy_text(text);
-      at->set_policy_file(policy_path);
-      at->set_mode(mode);
-      at->set_name(options.name);
-      at->set_allow_degraded(parsed.Has("--allow-degraded"));
-    }
-    auto response = client->Call(request);
-    if (!response) return PrintError(response.error().ToString() + " (the agent may or may not have attached: see `cordon status`)"), 1;
-    if (!response->error().empty()) return PrintError(response->error()), 1;
-    const auto& at = response->attach();
-    ReportAttached(at.replaced(), at.name(), at.cgroup(), at.sandbox_id(), at.policy(), at.mode(), at.swap_ns());
-    for (const auto& note : response->notes()) PrintNote(note);
-    std::vector<cordon::v1::AuditEvent> events(at.retro_events().begin(), at.retro_events().end());
-    return ReportRetro(events, at.retro_summary(), at.retro_destroy_failed(), at.retro_error());
-  }
-  if (agent_failed) return 1;
-
-  std::vector<std::string> missing = UndeliverableInAttach(*compiled, ProbeLsm());
-  if (!missing.empty() && !parsed.Has("--allow-degraded")) {
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : "; ") + m;
-    PrintError("this kernel cannot enforce, for processes cordon attaches to: " + list + " (" + ProbeLsm().detail +
-               "). Nothing attached; pass --allow-degraded to enforce only the rest, or see `cordon doctor`");
-    return 1;
-  }
-  auto result = AttachSandbox(*cgroup, *compiled, options);
-  if (!result) return PrintError(result.error().ToString() + "; nothing attached"), 1;
-  const SandboxInfo& info = result->info;
-  ReportAttached(result->replaced, info.name, cgroup->path, info.id, compiled->name, ModeName(compiled->mode),
-                 result->swap_ns);
-  for (const auto& line : UnenforcedControls(*compiled, ProbeLsm())) PrintNote(line);
-  if (ProbeLsm().usable())
-    if (std::string note = ForeignSocketsNote(); !note.empty()) PrintNote(note);
-  for (const auto& path : result->skipped_paths) PrintNote("profile path absent on this host, skipped: " + path);
+  auto sandboxes = PickSandboxes(&agent_failed);
+  if (!sandboxes) return 1;
+  ops::AttachRequest request;
+  request.cgroup = cgroup->path;
+  request.sandbox_id = cgroup->id;
+  request.policy_file = policy_path;
+  request.compiled = std::move(*compiled);  // directly: as checked above (the agent compiles the file's text)
+  request.mode = mode;
+  request.name = options.name;
+  request.allow_degraded = parsed.Has("--allow-degraded");
+  request.wording = ops::Wording::kCli;
+  auto out = update ? sandboxes->Update(request) : sandboxes->Attach(request);
+  if (!out.error.empty()) return PrintError(out.error), 1;
+  ReportAttached(out.replaced, out.name, out.cgroup, out.sandbox_id, out.policy, out.mode, out.swap_ns);
+  for (const auto& note : out.notes) PrintNote(note);
   // Retroactive attach: pre-existing connections the policy denies are
   // destroyed, open files listed; events to stdout as `cordon tail -o json`.
-  SandboxContext retro_ctx{info.id, info.name, info.policy.empty() ? compiled->name : info.policy, info.cgroup_path};
-  auto retro = ApplyRetroactively(*cgroup, *compiled, retro_ctx);
-  if (!retro) return ReportRetro({}, "", 0, retro.error().ToString());
-  return ReportRetro(retro->events, RetroSummaryLine(*retro), retro->destroy_failed, "");
+  return ReportRetro(out.retro_events, out.retro_summary, out.retro_destroy_failed, out.retro_error);
 }
 
 }  // namespace
@@ -408,22 +368,16 @@ int DetachCommand(const Args& args) {
     if (s.empty() || *end != '\0' || id == 0) return PrintError("--id: not a cgroup id: " + s), 2;
   }
   // With an agent, it delivers what the ring buffer still holds, then detaches.
-  std::optional<agent::AgentClient> client;
   bool agent_failed = false;
-  if (agent::ReachAgent(&client, &agent_failed)) {
-    cordon::v1::Request request;
-    request.mutable_detach()->set_sandbox_id(id);
-    auto response = client->Call(request);
-    if (!response) return PrintError(response.error().ToString()), 1;
-    if (!response->error().empty()) return PrintError(response->error()), 1;
+  auto sandboxes = PickSandboxes(&agent_failed);
+  if (!sandboxes) return 1;
+  auto out = sandboxes->Detach({id});
+  if (!out.error.empty()) return PrintError(out.error), 1;
+  if (out.drained)
     std::fprintf(stderr, "cordon: detached sandbox on cgroup id %llu (the agent delivered its last %llu events)\n",
-                 static_cast<unsigned long long>(id), static_cast<unsigned long long>(response->drain().drained()));
-    return 0;
-  }
-  if (agent_failed) return 1;
-  Status detached = DetachSandbox(id);
-  if (!detached.ok()) return PrintError(detached.error().ToString()), 1;
-  std::fprintf(stderr, "cordon: detached sandbox on cgroup id %llu\n", static_cast<unsigned long long>(id));
+                 static_cast<unsigned long long>(id), static_cast<unsigned long long>(*out.drained));
+  else
+    std::fprintf(stderr, "cordon: detached sandbox on cgroup id %llu\n", static_cast<unsigned long long>(id));
   return 0;
 }
 
@@ -436,25 +390,15 @@ int StatusCommand(const Args& args) {
     return 2;
   }
   if (!IsRoot()) return PrintError("status needs root (it reads pinned BPF state)"), 1;
-  auto list = ListSandboxes();
-  if (!list) return PrintError(list.error().ToString()), 1;
   // The agent's accounting, when one runs.
-  std::optional<cordon::v1::StatusReply> agent_status;
-  std::string agent_problem;
-  {
-    std::optional<agent::AgentClient> client;
-    bool failed = false;
-    if (agent::ReachAgent(&client, &failed)) {
-      cordon::v1::Request request;
-      request.mutable_status();
-      auto response = client->Call(request, 10000);
-      if (!response) agent_problem = response.error().ToString();
-      else if (!response->error().empty()) agent_problem = response->error();
-      else agent_status = response->status();
-    } else if (failed) {
-      agent_problem = "cannot reach the agent at " + agent::AgentSocketPath();
-    }
-  }
+  bool agent_failed = false;
+  auto sandboxes = PickSandboxes(&agent_failed);
+  StatusOutcome status = (sandboxes ? *sandboxes : *DirectSandboxes()).Status();
+  if (!status.error.empty()) return PrintError(status.error), 1;
+  if (agent_failed) status.agent_problem = "cannot reach the agent at " + agent::AgentSocketPath();
+  const std::vector<SandboxInfo>* list = &status.sandboxes;
+  const std::optional<cordon::v1::StatusReply>& agent_status = status.agent;
+  const std::string& agent_problem = status.agent_problem;
   // An agent with no room for us is running but cannot say anything: that
   // fails, with its reason ("agent busy: all N control connections in use").
   const bool agent_busy = agent::AgentBusy(agent_problem);

@@ -1,0 +1,60 @@
+// The use-case layer's request validation (userspace/ops): no root needed.
+#include <gtest/gtest.h>
+
+#include "abi/cordon_common.h"
+#include "ops/ops.h"
+
+namespace cordon::ops {
+namespace {
+
+TEST(OpsMode, ParsesEnforceAuditAndEmpty) {
+  uint32_t mode = CORDON_MODE_ENFORCE;
+  EXPECT_TRUE(ParseMode("audit", &mode));
+  EXPECT_EQ(mode, static_cast<uint32_t>(CORDON_MODE_AUDIT));
+  EXPECT_TRUE(ParseMode("", &mode));
+  EXPECT_EQ(mode, static_cast<uint32_t>(CORDON_MODE_AUDIT));  // unchanged
+  EXPECT_TRUE(ParseMode("enforce", &mode));
+  EXPECT_EQ(mode, static_cast<uint32_t>(CORDON_MODE_ENFORCE));
+  EXPECT_FALSE(ParseMode("Audit", &mode));
+  EXPECT_EQ(BadModeError("x"), "mode must be enforce or audit, not 'x'");
+}
+
+TEST(OpsPolicy, EmptyTextIsTheDefaultWithTheModeOverride) {
+  policy::CompiledPolicy compiled;
+  std::string error;
+  ASSERT_TRUE(CompilePolicyText("", "", "audit", &compiled, &error)) << error;
+  EXPECT_EQ(compiled.mode, static_cast<uint32_t>(CORDON_MODE_AUDIT));
+  EXPECT_EQ(compiled.name, policy::DefaultPolicy().name);
+}
+
+TEST(OpsPolicy, BadModeIsRefused) {
+  policy::CompiledPolicy compiled;
+  std::string error;
+  EXPECT_FALSE(CompilePolicyText("", "", "permissive", &compiled, &error));
+  EXPECT_EQ(error, "mode must be enforce or audit, not 'permissive'");
+}
+
+TEST(OpsPolicy, RejectedTextNamesTheFileAndSaysNothingAttached) {
+  policy::CompiledPolicy compiled;
+  std::string error;
+  EXPECT_FALSE(CompilePolicyText("this: [is not a policy", "p.yaml", "", &compiled, &error));
+  EXPECT_NE(error.find("p.yaml"), std::string::npos) << error;
+  EXPECT_NE(error.find("policy p.yaml rejected ("), std::string::npos) << error;
+  EXPECT_NE(error.find("); nothing attached"), std::string::npos) << error;
+  error.clear();
+  EXPECT_FALSE(CompilePolicyText("this: [is not a policy", "", "", &compiled, &error));
+  EXPECT_NE(error.find("policy <policy> rejected"), std::string::npos) << error;
+}
+
+TEST(OpsDegraded, WordingPerCaller) {
+  std::vector<std::string> missing = {"file rules", "exec rules"};
+  EXPECT_EQ(DegradedError(missing, "no bpf in lsm=", Wording::kAgent),
+            "this kernel cannot enforce, for processes cordon attaches to: file rules; exec rules. Nothing "
+            "attached; allow degraded enforcement to enforce only the rest");
+  EXPECT_EQ(DegradedError(missing, "no bpf in lsm=", Wording::kCli),
+            "this kernel cannot enforce, for processes cordon attaches to: file rules; exec rules (no bpf in "
+            "lsm=). Nothing attached; pass --allow-degraded to enforce only the rest, or see `cordon doctor`");
+}
+
+}  // namespace
+}  // namespace cordon::ops

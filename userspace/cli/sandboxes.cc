@@ -1,0 +1,125 @@
+#include "cli/sandboxes.h"
+
+#include "util/fs.h"
+
+namespace cordon::cli {
+
+namespace {
+
+class Direct : public Sandboxes {
+ public:
+  ops::AttachOutcome Attach(const ops::AttachRequest& request) override { return ops::Attach(request); }
+  ops::AttachOutcome Update(const ops::AttachRequest& request) override { return ops::Update(request); }
+  ops::DetachOutcome Detach(const ops::DetachRequest& request) override { return ops::Detach(request); }
+  StatusOutcome Status() override {
+    StatusOutcome out;
+    static_cast<ops::StatusOutcome&>(out) = ops::Status();
+    return out;
+  }
+};
+
+// The existing control requests (userspace/proto/control.proto).
+class ThroughAgent : public Sandboxes {
+ public:
+  explicit ThroughAgent(agent::AgentClient client) : client_(std::move(client)) {}
+
+  ops::AttachOutcome Attach(const ops::AttachRequest& request) override { return Send(request, false); }
+  ops::AttachOutcome Update(const ops::AttachRequest& request) override { return Send(request, true); }
+
+  ops::DetachOutcome Detach(const ops::DetachRequest& request) override {
+    ops::DetachOutcome out;
+    cordon::v1::Request req;
+    req.mutable_detach()->set_sandbox_id(request.sandbox_id);
+    auto response = client_.Call(req);
+    if (!response)
+      out.error = response.error().ToString();
+    else if (!response->error().empty())
+      out.error = response->error();
+    else
+      out.detached = true, out.drained = response->drain().drained();
+    return out;
+  }
+
+  // The pinned state is read here; the agent adds its accounting.
+  StatusOutcome Status() override {
+    StatusOutcome out;
+    static_cast<ops::StatusOutcome&>(out) = ops::Status();
+    if (!out.error.empty()) return out;
+    cordon::v1::Request req;
+    req.mutable_status();
+    auto response = client_.Call(req, 10000);
+    if (!response)
+      out.agent_problem = response.error().ToString();
+    else if (!response->error().empty())
+      out.agent_problem = response->error();
+    else
+      out.agent = response->status();
+    return out;
+  }
+
+ private:
+  ops::AttachOutcome Send(const ops::AttachRequest& request, bool update) {
+    ops::AttachOutcome out;
+    std::string text = request.policy_text;
+    if (text.empty() && !request.policy_file.empty()) {
+      auto read = ReadFile(request.policy_file);
+      if (!read) return out.error = read.error().ToString() + "; nothing attached", out;
+      text = std::move(*read);
+    }
+    cordon::v1::Request req;
+    if (update) {
+      auto* u = req.mutable_update();
+      u->set_sandbox_id(request.sandbox_id);
+      u->set_policy_text(text);
+      u->set_policy_file(request.policy_file);
+      u->set_mode(request.mode);
+      u->set_allow_degraded(request.allow_degraded);
+    } else {
+      auto* at = req.mutable_attach();
+      at->set_cgroup(request.cgroup);
+      at->set_policy_text(text);
+      at->set_policy_file(request.policy_file);
+      at->set_mode(request.mode);
+      at->set_name(request.name);
+      at->set_allow_degraded(request.allow_degraded);
+    }
+    auto response = client_.Call(req);
+    if (!response)
+      return out.error = response.error().ToString() + " (the agent may or may not have attached: see `cordon status`)",
+             out;
+    if (!response->error().empty()) return out.error = response->error(), out;
+    const auto& at = response->attach();
+    out.sandbox_id = at.sandbox_id();
+    out.name = at.name();
+    out.cgroup = at.cgroup();
+    out.policy = at.policy();
+    out.mode = at.mode();
+    out.replaced = at.replaced();
+    out.swap_ns = at.swap_ns();
+    out.notes.assign(response->notes().begin(), response->notes().end());
+    out.retro_events.assign(at.retro_events().begin(), at.retro_events().end());
+    out.retro_summary = at.retro_summary();
+    out.retro_destroy_failed = at.retro_destroy_failed();
+    out.retro_error = at.retro_error();
+    return out;
+  }
+
+  agent::AgentClient client_;
+};
+
+}  // namespace
+
+std::unique_ptr<Sandboxes> DirectSandboxes() { return std::make_unique<Direct>(); }
+std::unique_ptr<Sandboxes> AgentSandboxes(agent::AgentClient client) {
+  return std::make_unique<ThroughAgent>(std::move(client));
+}
+
+std::unique_ptr<Sandboxes> PickSandboxes(bool* agent_failed) {
+  std::optional<agent::AgentClient> client;
+  *agent_failed = false;
+  if (agent::ReachAgent(&client, agent_failed)) return AgentSandboxes(std::move(*client));
+  if (*agent_failed) return nullptr;
+  return DirectSandboxes();
+}
+
+}  // namespace cordon::cli

@@ -1,0 +1,38 @@
+// The CLI's view of the sandbox use cases: done here with the loader
+// (ops/ops.h), or by the agent over its control socket. The commands pick one
+// (the agent when it runs), call it and render the outcome, whichever did it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/control.h"
+#include "control.pb.h"
+#include "ops/ops.h"
+
+namespace cordon::cli {
+
+// Status adds the agent's own accounting when one answered.
+struct StatusOutcome : ops::StatusOutcome {
+  std::optional<cordon::v1::StatusReply> agent;
+  std::string agent_problem;  // the agent runs but did not answer: why
+};
+
+class Sandboxes {
+ public:
+  virtual ~Sandboxes() = default;
+  virtual ops::AttachOutcome Attach(const ops::AttachRequest& request) = 0;
+  virtual ops::AttachOutcome Update(const ops::AttachRequest& request) = 0;
+  virtual ops::DetachOutcome Detach(const ops::DetachRequest& request) = 0;
+  virtual StatusOutcome Status() = 0;
+};
+
+std::unique_ptr<Sandboxes> DirectSandboxes();
+std::unique_ptr<Sandboxes> AgentSandboxes(agent::AgentClient client);
+
+// The agent when one is reachable, else direct. Null when one seems to run
+// but cannot be reached (*agent_failed set; ReachAgent already said why).
+std::unique_ptr<Sandboxes> PickSandboxes(bool* agent_failed);
+
+}  // namespace cordon::cli

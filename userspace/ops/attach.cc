@@ -1,0 +1,80 @@
+// Attach and update, directly: compile, check what this kernel can enforce,
+// attach, collect the notes, apply the policy retroactively.
+#include <chrono>
+
+#include "abi/cordon_common.h"
+#include "loader/kernel_features.h"
+#include "inspect/retro.h"
+#include "ops/ops.h"
+
+namespace cordon::ops {
+
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+AttachOutcome Failed(std::string error) {
+  AttachOutcome out;
+  out.error = std::move(error);
+  return out;
+}
+
+AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
+  policy::CompiledPolicy compiled;
+  if (req.compiled) {
+    compiled = *req.compiled;
+  } else {
+    std::string error;
+    if (!CompilePolicyText(req.policy_text, req.policy_file, req.mode, &compiled, &error)) return Failed(error);
+  }
+  auto cgroup = ResolveCgroup(req.cgroup);
+  if (!cgroup) return Failed(cgroup.error().ToString() + "; nothing attached");
+  if (must_exist && !GetSandbox(cgroup->id)) return Failed("no sandbox is attached to " + cgroup->path);
+  std::vector<std::string> missing = UndeliverableInAttach(compiled, ProbeLsm());
+  if (!missing.empty() && !req.allow_degraded) return Failed(DegradedError(missing, ProbeLsm().detail, req.wording));
+  AttachOptions options;
+  options.name = req.name;
+  const int64_t t_attach = NowNs();
+  auto result = AttachSandbox(*cgroup, compiled, options);
+  const int64_t t_attached = NowNs();
+  if (!result) return Failed(result.error().ToString() + "; nothing attached");
+  const SandboxInfo& info = result->info;
+  AttachOutcome out;
+  out.sandbox_id = info.id;
+  out.name = info.name;
+  out.cgroup = cgroup->path;
+  out.policy = compiled.name;
+  out.mode = compiled.mode == CORDON_MODE_AUDIT ? "audit" : "enforce";
+  out.replaced = result->replaced;
+  out.swap_ns = result->swap_ns;
+  out.prepared_instance = result->prepared_instance;
+  out.attach_ns = t_attached - t_attach;
+  if (req.after_attach) out.notes = req.after_attach(*result, *cgroup);
+  for (const auto& line : UnenforcedControls(compiled, ProbeLsm())) out.notes.push_back(line);
+  if (ProbeLsm().usable())
+    if (std::string note = ForeignSocketsNote(); !note.empty()) out.notes.push_back(note);
+  for (const auto& path : result->skipped_paths)
+    out.notes.push_back("profile path absent on this host, skipped: " + path);
+  // Retroactive attach: pre-existing connections the policy denies are
+  // destroyed, open files listed.
+  SandboxContext retro_ctx{info.id, info.name, info.policy.empty() ? compiled.name : info.policy, info.cgroup_path};
+  if (auto retro = ApplyRetroactively(*cgroup, compiled, retro_ctx)) {
+    out.retro_summary = RetroSummaryLine(*retro);
+    out.retro_destroy_failed = retro->destroy_failed;
+    out.retro_events = std::move(retro->events);
+  } else {
+    out.retro_error = retro.error().ToString();
+  }
+  out.after_ns = NowNs() - t_attached;
+  return out;
+}
+
+}  // namespace
+
+AttachOutcome Attach(const AttachRequest& request) { return AttachOrUpdate(request, false); }
+AttachOutcome Update(const AttachRequest& request) { return AttachOrUpdate(request, true); }
+
+}  // namespace cordon::ops

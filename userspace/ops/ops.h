@@ -1,0 +1,97 @@
+// The sandbox use cases (issue #13): attach, update, detach, status, done
+// directly with the loader. They take a plain request and return an outcome;
+// they know nothing of sockets, terminals or control frames. The CLI renders
+// an outcome (cli/sandboxes.h picks whether it comes from here or from the
+// agent); the agent's handlers call these and send the outcome back.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "event.pb.h"
+#include "sys/cgroup.h"
+#include "loader/sandbox.h"
+#include "policy/compiler.h"
+
+namespace cordon::ops {
+
+// Whose words the degraded-enforcement refusal uses: the CLI names its flag
+// and `cordon doctor`, the agent its request's field.
+enum class Wording { kAgent, kCli };
+
+struct AttachRequest {
+  std::string cgroup;       // absolute or relative to the cgroup2 mount
+  uint64_t sandbox_id = 0;  // update: the sandbox's cgroup id, when the caller knows it
+  std::string policy_text;  // empty: the built-in default
+  std::string policy_file;  // names the policy in diagnostics ("<policy>" when empty)
+  // Already compiled by the caller (mode override applied): used instead of
+  // policy_text and mode.
+  std::optional<policy::CompiledPolicy> compiled;
+  std::string mode;  // "", "enforce" or "audit": overrides the policy's mode
+  std::string name;  // attach only; default: the cgroup's directory name
+  bool allow_degraded = false;
+  Wording wording = Wording::kAgent;
+  // Called right after the kernel attached, before the notes and the
+  // retroactive check: the notes it returns come first.
+  std::function<std::vector<std::string>(const AttachResult&, const CgroupRef&)> after_attach;
+};
+
+struct AttachOutcome {
+  std::string error;  // non-empty: failed, nothing attached (or, through the agent, maybe)
+  uint64_t sandbox_id = 0;
+  std::string name;
+  std::string cgroup;  // absolute path
+  std::string policy;
+  std::string mode;  // "enforce" or "audit"
+  bool replaced = false;
+  uint64_t swap_ns = 0;
+  std::vector<std::string> notes;  // controls not enforced here, skipped paths, ...
+  // The retroactive check: its events and summary line, or its error.
+  std::vector<cordon::v1::AuditEvent> retro_events;
+  std::string retro_summary;
+  uint64_t retro_destroy_failed = 0;
+  std::string retro_error;
+  // Direct only: for the agent's log and instance preparation.
+  bool prepared_instance = false;
+  int64_t attach_ns = 0;  // AttachSandbox itself
+  int64_t after_ns = 0;   // after_attach and the retroactive check
+};
+
+struct DetachRequest {
+  uint64_t sandbox_id = 0;
+};
+
+struct DetachOutcome {
+  std::string error;
+  bool detached = false;
+  std::optional<uint64_t> drained;  // through the agent: the events it delivered before detaching
+};
+
+struct StatusOutcome {
+  std::string error;
+  std::vector<SandboxInfo> sandboxes;
+};
+
+// "enforce" / "audit" into *mode; "" leaves it. False for anything else.
+bool ParseMode(const std::string& mode, uint32_t* out);
+// "mode must be enforce or audit, not '<mode>'"
+std::string BadModeError(const std::string& mode);
+// Parses and compiles policy text (the default when empty) and applies the
+// mode override; false with the diagnostics and "policy F rejected (N
+// errors); nothing attached" in *error.
+bool CompilePolicyText(const std::string& text, const std::string& file, const std::string& mode,
+                       policy::CompiledPolicy* out, std::string* error);
+// The refusal when the kernel cannot enforce `missing` and degraded
+// enforcement was not allowed; `detail` is the LSM probe's (CLI wording only).
+std::string DegradedError(const std::vector<std::string>& missing, const std::string& detail, Wording wording);
+
+AttachOutcome Attach(const AttachRequest& request);
+// Replaces the policy of a sandbox already attached to request.cgroup.
+AttachOutcome Update(const AttachRequest& request);
+DetachOutcome Detach(const DetachRequest& request);
+StatusOutcome Status();
+
+}  // namespace cordon::ops

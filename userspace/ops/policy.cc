@@ -1,0 +1,54 @@
+// Request validation shared by the use cases: policy text, mode, the
+// degraded-enforcement refusal.
+#include "abi/cordon_common.h"
+#include "ops/ops.h"
+#include "policy/parser.h"
+
+namespace cordon::ops {
+
+bool ParseMode(const std::string& mode, uint32_t* out) {
+  if (mode == "enforce")
+    *out = CORDON_MODE_ENFORCE;
+  else if (mode == "audit")
+    *out = CORDON_MODE_AUDIT;
+  else if (!mode.empty())
+    return false;
+  return true;
+}
+
+std::string BadModeError(const std::string& mode) { return "mode must be enforce or audit, not '" + mode + "'"; }
+
+bool CompilePolicyText(const std::string& text, const std::string& file, const std::string& mode,
+                       policy::CompiledPolicy* out, std::string* error) {
+  policy::CompiledPolicy compiled;
+  if (text.empty()) {
+    compiled = policy::DefaultPolicy();
+  } else {
+    policy::ParsedPolicy parsed;
+    policy::Diagnostics diags;
+    const std::string display = file.empty() ? "<policy>" : file;
+    if (!policy::ParsePolicyText(text, display, &parsed, &diags) || !policy::Compile(parsed, &compiled, &diags)) {
+      *error = policy::FormatDiagnostics(diags) + "policy " + display + " rejected (" + std::to_string(diags.size()) +
+               " error" + (diags.size() == 1 ? "" : "s") + "); nothing attached";
+      return false;
+    }
+  }
+  if (!ParseMode(mode, &compiled.mode)) {
+    *error = BadModeError(mode);
+    return false;
+  }
+  *out = std::move(compiled);
+  return true;
+}
+
+std::string DegradedError(const std::vector<std::string>& missing, const std::string& detail, Wording wording) {
+  std::string list;
+  for (const auto& m : missing) list += (list.empty() ? "" : "; ") + m;
+  std::string msg = "this kernel cannot enforce, for processes cordon attaches to: " + list;
+  if (wording == Wording::kCli)
+    return msg + " (" + detail +
+           "). Nothing attached; pass --allow-degraded to enforce only the rest, or see `cordon doctor`";
+  return msg + ". Nothing attached; allow degraded enforcement to enforce only the rest";
+}
+
+}  // namespace cordon::ops
