@@ -7,17 +7,17 @@
 // the cgroup is killed before anything is detached.
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/magic.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <linux/magic.h>
-#include <sys/sysmacros.h>
-#include <sys/signalfd.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +35,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/run_sandbox.h"
 #include "confine/acl.h"
 #include "confine/child.h"
 #include "confine/landlock.h"
@@ -112,72 +113,6 @@ std::string DefaultAuditPath() {
   return std::string("/var/log/cordon/run-") + stamp + "-" + std::to_string(::getpid()) + ".jsonl";
 }
 
-// clone3 with a pidfd, into cgroup_fd's cgroup (-1: the caller's).
-pid_t Clone3IntoCgroup(int cgroup_fd, int* pidfd) {
-  struct clone_args ca;
-  std::memset(&ca, 0, sizeof ca);
-  ca.flags = (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0) | CLONE_PIDFD;
-  ca.pidfd = reinterpret_cast<uintptr_t>(pidfd);
-  ca.exit_signal = SIGCHLD;
-  ca.cgroup = cgroup_fd >= 0 ? static_cast<uint64_t>(cgroup_fd) : 0;
-  return static_cast<pid_t>(::syscall(SYS_clone3, &ca, sizeof ca));
-}
-
-// The private /tmp and /dev/shm of one run: a size-limited tmpfs mounted by
-// cordon under /run/cordon/scratch/<run> (root-only), with tmp/ and shm/
-// owned by the command's identity, bind-mounted over /tmp and /dev/shm in
-// the command's own mount namespace. Unmounted and removed when destroyed;
-// a run killed before that leaves it for the next run to remove.
-constexpr const char* kScratchRoot = "/run/cordon/scratch";
-constexpr const char* kScratchSize = "size=2g";
-
-class Scratch {
- public:
-  static Result<std::unique_ptr<Scratch>> Create(const std::string& name, uid_t uid, gid_t gid) {
-    CORDON_TRY(MakeDirs(kScratchRoot, 0700));
-    RemoveStale();
-    std::unique_ptr<Scratch> s(new Scratch());
-    s->path_ = std::string(kScratchRoot) + "/" + name;
-    if (::mkdir(s->path_.c_str(), 0700) != 0) return SysError("create " + s->path_);
-    s->made_ = true;
-    std::string options = std::string(kScratchSize) + ",mode=0700";
-    if (::mount("cordon-scratch", s->path_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
-      return SysError("mount the scratch tmpfs on " + s->path_);
-    s->mounted_ = true;
-    for (const char* sub : {"tmp", "shm"}) {
-      std::string dir = s->path_ + "/" + sub;
-      if (::mkdir(dir.c_str(), 0700) != 0 || ::chown(dir.c_str(), uid, gid) != 0)
-        return SysError("prepare " + dir);
-    }
-    return s;
-  }
-  ~Scratch() {
-    if (mounted_) (void)::umount2(path_.c_str(), MNT_DETACH);
-    if (made_) (void)::rmdir(path_.c_str());
-  }
-  std::string tmp() const { return path_ + "/tmp"; }
-  std::string shm() const { return path_ + "/shm"; }
-
- private:
-  Scratch() = default;
-  // Scratch of runs whose cordon process is gone (killed with -9).
-  static void RemoveStale() {
-    auto names = ListDir(kScratchRoot);
-    if (!names) return;
-    for (const auto& name : *names) {
-      // run-<pid>-<suffix>
-      if (name.rfind("run-", 0) != 0) continue;
-      int pid = std::atoi(name.c_str() + 4);
-      if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
-      std::string dir = std::string(kScratchRoot) + "/" + name;
-      (void)::umount2(dir.c_str(), MNT_DETACH);
-      (void)::rmdir(dir.c_str());
-    }
-  }
-  std::string path_;
-  bool made_ = false, mounted_ = false;
-};
-
 // A file rule cordon run adds for its own command (required: the path exists).
 void AddRunFileRule(policy::CompiledPolicy* policy, const std::string& path, uint32_t rights, const char* origin) {
   policy::FileRule rule;
@@ -228,36 +163,73 @@ struct Summary {
   uint64_t not_received = 0;  // the agent had them but this run fell behind (its sinks have them)
 };
 
-}  // namespace
+// Returned by a step of RunCommand that lets the run go on.
+constexpr int kGoOn = -1;
 
-int RunCommand(const Args& args) {
-  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) return std::fputs(kRunHelp, stdout), 0;
+// What `cordon run` prepares before the sandbox exists (in this order).
+struct RunPlan {
   ParsedArgs parsed;
+  std::vector<std::string> command;
+  std::optional<policy::CompiledPolicy> compiled;
+  bool quiet = false, verbose = false;
+  std::vector<int> keep_fds;
+  std::vector<std::string> cli_env;
+  std::optional<IdentityLease> lease;
+  RunIdentity identity;
+  std::string run_name;
+  std::unique_ptr<Scratch> scratch;  // until the sandbox owns it
+  std::vector<std::pair<std::string, std::string>> binds;
+  AclGrants grants;
+  std::vector<std::string> early_notes;
+  std::string home = "/tmp";
+  std::vector<std::string> env;
+  std::string exe;
+  std::string cwd;
+  std::unique_ptr<PtyRelay> pty;
+  std::unique_ptr<HeldSignals> signals;
+  std::optional<LandlockPlan> landlock;
+  SeccompPlan seccomp;
+  std::vector<std::string> notes;
+  bool landlock_applied = false;
+  std::string audit_path;
+  std::unique_ptr<JsonlFileSink> sink;
+};
+
+// The command line, the policy and who the command runs as.
+int ParseRun(const Args& args, RunPlan* run) {
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) return std::fputs(kRunHelp, stdout), 0;
+  ParsedArgs& parsed = run->parsed;
   std::string error;
   if (!ParseArgs(args,
-                 {{"--policy", "", true}, {"--audit", "", true}, {"--mode", "", true}, {"--name", "", true},
-                  {"--user", "", true}, {"--env", "", true, true}, {"--keep-fd", "", true, true},
-                  {"--quiet", "-q"}, {"--verbose", "-v"}, {"--help", "-h"}},
+                 {{"--policy", "", true},
+                  {"--audit", "", true},
+                  {"--mode", "", true},
+                  {"--name", "", true},
+                  {"--user", "", true},
+                  {"--env", "", true, true},
+                  {"--keep-fd", "", true, true},
+                  {"--quiet", "-q"},
+                  {"--verbose", "-v"},
+                  {"--help", "-h"}},
                  &parsed, &error, /*stop_at_first_positional=*/true)) {
     PrintError(error);
     std::fputs(kRunHelp, stderr);
     return 2;
   }
   if (parsed.Has("--help")) return std::fputs(kRunHelp, stdout), 0;
-  std::vector<std::string> command = parsed.positionals;
-  command.insert(command.end(), parsed.after_dashdash.begin(), parsed.after_dashdash.end());
-  if (command.empty()) {
+  run->command = parsed.positionals;
+  run->command.insert(run->command.end(), parsed.after_dashdash.begin(), parsed.after_dashdash.end());
+  if (run->command.empty()) {
     PrintError("run needs a command: cordon run [options] -- CMD [ARGS...]");
     return 2;
   }
-  auto compiled = LoadPolicy(parsed.Get("--policy").value_or(""), parsed.Get("--mode").value_or(""));
-  if (!compiled) return 1;
+  run->compiled = LoadPolicy(parsed.Get("--policy").value_or(""), parsed.Get("--mode").value_or(""));
+  if (!run->compiled) return 1;
   if (!IsRoot()) return PrintError("run needs root (it creates a cgroup and loads BPF programs)"), 1;
-  bool quiet = parsed.Has("--quiet");
-  bool verbose = parsed.Has("--verbose");
+  run->quiet = parsed.Has("--quiet");
+  run->verbose = parsed.Has("--verbose");
 
   // ---- what the command gets: identity, environment, descriptors, scratch
-  std::vector<int> keep_fds;
   if (auto values = parsed.options.find("--keep-fd"); values != parsed.options.end()) {
     for (const auto& v : values->second) {
       char* end = nullptr;
@@ -266,12 +238,11 @@ int RunCommand(const Args& args) {
         return PrintError("--keep-fd " + v + ": expected a descriptor number of 3 or more"), 2;
       if (::fcntl(static_cast<int>(fd), F_GETFD) < 0)
         return PrintError("--keep-fd " + v + ": descriptor " + v + " is not open"), 2;
-      keep_fds.push_back(static_cast<int>(fd));
+      run->keep_fds.push_back(static_cast<int>(fd));
     }
   }
-  std::vector<std::string> cli_env;
-  if (auto values = parsed.options.find("--env"); values != parsed.options.end()) cli_env = values->second;
-  const std::string run_as = parsed.Get("--user").value_or(compiled->run_as);
+  if (auto values = parsed.options.find("--env"); values != parsed.options.end()) run->cli_env = values->second;
+  const std::string run_as = parsed.Get("--user").value_or(run->compiled->run_as);
   if (parsed.Has("--user") && !policy::ValidRunAs(run_as))
     return PrintError("--user " + run_as + ": expected dynamic, root, a user name, or UID[:GID]"), 2;
   // Capabilities the command keeps must be cordon's own to give.
@@ -280,7 +251,7 @@ int RunCommand(const Args& args) {
     struct __user_cap_data_struct data[2] = {};
     if (::syscall(SYS_capget, &header, data) == 0) {
       uint64_t own = data[0].permitted | (static_cast<uint64_t>(data[1].permitted) << 32);
-      if (uint64_t missing = compiled->capabilities & ~own)
+      if (uint64_t missing = run->compiled->capabilities & ~own)
         return PrintError("spec.capabilities: cordon itself does not hold " + policy::CapabilitiesString(missing) +
                           ", so it cannot give it to the command"),
                1;
@@ -288,43 +259,47 @@ int RunCommand(const Args& args) {
   }
   auto lease = ResolveIdentity(run_as);
   if (!lease) return PrintError("run as " + run_as + ": " + lease.error().ToString()), 1;
-  const RunIdentity& identity = lease->id();
+  run->lease.emplace(std::move(*lease));
+  run->identity = run->lease->id();
+  return kGoOn;
+}
 
+// The command's private /tmp and /dev/shm, the ACL grants of its write
+// paths, and the file rules for its own stdio.
+int PrepareFiles(RunPlan* run) {
+  policy::CompiledPolicy* compiled = &*run->compiled;
+  const RunIdentity& identity = run->identity;
   std::random_device rd;
   char suffix[16];
   std::snprintf(suffix, sizeof suffix, "%08x", rd());
-  const std::string run_name = "run-" + std::to_string(::getpid()) + "-" + suffix;
+  run->run_name = "run-" + std::to_string(::getpid()) + "-" + suffix;
   // A private /tmp and /dev/shm unless the policy names paths there.
-  std::unique_ptr<Scratch> scratch;
-  std::vector<std::pair<std::string, std::string>> binds;
   {
     bool tmp = !PolicyNames(*compiled, "/tmp"), shm = !PolicyNames(*compiled, "/dev/shm");
     if (tmp || shm) {
-      auto made = Scratch::Create(run_name, identity.uid, identity.gid);
+      auto made = Scratch::Create(run->run_name, identity.uid, identity.gid);
       if (!made) return PrintError("private /tmp for the command: " + made.error().ToString()), 1;
-      scratch = std::move(*made);
-      if (tmp) binds.emplace_back(scratch->tmp(), "/tmp");
-      if (shm) binds.emplace_back(scratch->shm(), "/dev/shm");
+      run->scratch = std::move(*made);
+      if (tmp) run->binds.emplace_back(run->scratch->tmp(), "/tmp");
+      if (shm) run->binds.emplace_back(run->scratch->shm(), "/dev/shm");
       if (compiled->has_files) {
-        if (tmp) AddRunFileRule(&*compiled, scratch->tmp(), policy::kFileRightsWrite, "scratch:/tmp");
-        if (shm) AddRunFileRule(&*compiled, scratch->shm(), policy::kFileRightsWrite, "scratch:/dev/shm");
+        if (tmp) AddRunFileRule(compiled, run->scratch->tmp(), policy::kFileRightsWrite, "scratch:/tmp");
+        if (shm) AddRunFileRule(compiled, run->scratch->shm(), policy::kFileRightsWrite, "scratch:/dev/shm");
       }
     }
   }
   // A non-root identity gets write access to the policy's write paths (an
   // ACL entry for the time of the run; see confine/acl.h).
-  AclGrants grants;
-  std::vector<std::string> early_notes;
   if (identity.uid != 0 && compiled->has_files) {
     std::vector<std::string> writable;
     for (const auto& rule : compiled->file_rules)
       if ((rule.rights & CORDON_FILE_WRITE) && rule.origin.rfind("spec.files.", 0) == 0) writable.push_back(rule.path);
     auto granted = AclGrants::Grant(identity.uid, writable);
     if (!granted) return PrintError(granted.error().ToString() + "; command not started"), 1;
-    grants = std::move(*granted);
+    run->grants = std::move(*granted);
     for (const auto& path : UnreachableFor(identity.uid, identity.gid, writable))
-      early_notes.push_back("uid " + std::to_string(identity.uid) + " cannot reach the write path " + path +
-                            ": make it searchable (o+x) or run with --user root");
+      run->early_notes.push_back("uid " + std::to_string(identity.uid) + " cannot reach the write path " + path +
+                                 ": make it searchable (o+x) or run with --user root");
   }
   // The caller's stdin, stdout and stderr are the command's explicit input
   // and outputs: where they are regular files or named pipes, the policy grants them (read
@@ -338,42 +313,59 @@ int RunCommand(const Args& args) {
       struct statfs fs;  // a pipe() is a FIFO too, on pipefs: not a path object
       if (S_ISFIFO(st.st_mode) && (::fstatfs(fd, &fs) != 0 || fs.f_type == PIPEFS_MAGIC)) continue;
       // Resolved by the loader and by Landlock to the file itself.
-      AddRunFileRule(&*compiled, "/proc/self/fd/" + std::to_string(fd),
+      AddRunFileRule(compiled, "/proc/self/fd/" + std::to_string(fd),
                      fd == 0 ? policy::kFileRightsRead : (CORDON_FILE_READ | CORDON_FILE_WRITE),
-                     fd == 0 ? "stdin" : fd == 1 ? "stdout" : "stderr");
+                     fd == 0   ? "stdin"
+                     : fd == 1 ? "stdout"
+                               : "stderr");
     }
   }
-  const std::string home = "/tmp";
-  auto env = BuildEnvironment(environ, *compiled, cli_env, home);
+  return kGoOn;
+}
+
+// The environment, the program, the working directory and the pty; then the
+// forwarded signals are held.
+int PrepareExec(RunPlan* run) {
+  auto env = BuildEnvironment(environ, *run->compiled, run->cli_env, run->home);
   if (!env) return PrintError(env.error().ToString()), 2;
+  run->env = std::move(*env);
   std::string command_path_env;
-  for (const auto& e : *env)
+  for (const auto& e : run->env)
     if (e.rfind("PATH=", 0) == 0) command_path_env = e.substr(5);
-  auto exe = ResolveCommand(command[0], command_path_env);
+  auto exe = ResolveCommand(run->command[0], command_path_env);
   if (!exe) return PrintError(exe.error().ToString()), 127;
-  std::string cwd;
+  run->exe = std::move(*exe);
+  std::string& cwd = run->cwd;
   {
     char buf[4096];
     if (::getcwd(buf, sizeof buf)) cwd = buf;
   }
-  bool cwd_hidden = !binds.empty() && (cwd == "/tmp" || cwd.rfind("/tmp/", 0) == 0 || cwd.rfind("/dev/shm", 0) == 0);
-  if (cwd.empty() || cwd_hidden || !PolicyReads(*compiled, cwd)) {
+  bool cwd_hidden =
+      !run->binds.empty() && (cwd == "/tmp" || cwd.rfind("/tmp/", 0) == 0 || cwd.rfind("/dev/shm", 0) == 0);
+  if (cwd.empty() || cwd_hidden || !PolicyReads(*run->compiled, cwd)) {
     if (!cwd.empty())
-      early_notes.push_back("the command starts in " + home + ": the policy does not let it read the working directory " +
-                            cwd + (cwd_hidden ? " (hidden by its private /tmp)" : ""));
-    cwd = home;
+      run->early_notes.push_back("the command starts in " + run->home +
+                                 ": the policy does not let it read the working directory " + cwd +
+                                 (cwd_hidden ? " (hidden by its private /tmp)" : ""));
+    cwd = run->home;
   }
   auto pty = PtyRelay::OpenIfTerminal();
   if (!pty) return PrintError(pty.error().ToString()), 1;
+  run->pty = std::move(*pty);
 
   // Signals are held from here on: one arriving while the sandbox is being
   // built must not kill cordon half-way; it reaches the command once started.
-  sigset_t forwarded, previous;
-  sigemptyset(&forwarded);
-  for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
-  sigprocmask(SIG_BLOCK, &forwarded, &previous);
-  UniqueFd sigfd(::signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
+  run->signals = std::make_unique<HeldSignals>(kForwardedSignals, std::size(kForwardedSignals));
+  return kGoOn;
+}
 
+// The command's own layers before exec and the notes on what they cover.
+int PrepareConfinement(RunPlan* run) {
+  const policy::CompiledPolicy* compiled = &*run->compiled;
+  const bool verbose = run->verbose;
+  std::optional<LandlockPlan>& landlock = run->landlock;
+  SeccompPlan& seccomp = run->seccomp;
+  std::vector<std::string>& notes = run->notes;
   // The command itself is confined before exec by Landlock (files, signal and
   // abstract-socket scoping) and a seccomp filter (socket families, bpf,
   // mounts, modules, namespaces, clock, ptrace, io_uring): without usable BPF
@@ -382,9 +374,6 @@ int RunCommand(const Args& args) {
   // seccomp precedes every LSM) and silently, so a tracepoint at system call
   // exit reports their refusals (enforcement "landlock" / "seccomp").
   const LsmAvailability& lsm = ProbeLsm();
-  std::optional<LandlockPlan> landlock;
-  SeccompPlan seccomp;
-  std::vector<std::string> notes;
   if (compiled->mode == CORDON_MODE_ENFORCE) {
     LandlockSupport support = ProbeLandlock();
     if (support.abi > 0) {
@@ -415,58 +404,65 @@ int RunCommand(const Args& args) {
       }
       std::string refused;
       for (const auto& r : seccomp.refused) refused += (refused.empty() ? "" : "; ") + r;
-      notes.push_back(verbose ? "seccomp refuses in this command (EPERM; each refusal is reported as an event): " +
-                                    refused
-                              : "seccomp refuses disallowed socket families, bpf, mounts, modules, kexec, ptrace, "
-                                "namespaces, clock changes, reboot, io_uring, terminal injection, keyrings and "
-                                "host-wide calls in this command (EPERM, reported as events)");
+      notes.push_back(verbose
+                          ? "seccomp refuses in this command (EPERM; each refusal is reported as an event): " + refused
+                          : "seccomp refuses disallowed socket families, bpf, mounts, modules, kexec, ptrace, "
+                            "namespaces, clock changes, reboot, io_uring, terminal injection, keyrings and "
+                            "host-wide calls in this command (EPERM, reported as events)");
       if (compiled->has_files)
-        notes.push_back(UnixHooks().available()
-                            ? std::string("unix-socket connects are refused by address as written (cgroup unix "
-                                          "hooks); a symlink in a writable directory aliasing a forbidden socket is "
-                                          "only detected") +
-                                  ((compiled->lsm_flags & CORDON_LSM_F_KILL) ? " (and killed)" : "")
-                            : std::string("connections to pathname unix sockets outside the policy (e.g. "
-                                          "/run/docker.sock) are only detected, not prevented") +
-                                  ((compiled->lsm_flags & CORDON_LSM_F_KILL) ? " (onViolation: kill kills the process)"
-                                                                             : "") +
-                                  ": prevention needs BPF LSM or kernel 6.7+");
+        notes.push_back(
+            UnixHooks().available()
+                ? std::string("unix-socket connects are refused by address as written (cgroup unix "
+                              "hooks); a symlink in a writable directory aliasing a forbidden socket is "
+                              "only detected") +
+                      ((compiled->lsm_flags & CORDON_LSM_F_KILL) ? " (and killed)" : "")
+                : std::string("connections to pathname unix sockets outside the policy (e.g. "
+                              "/run/docker.sock) are only detected, not prevented") +
+                      ((compiled->lsm_flags & CORDON_LSM_F_KILL) ? " (onViolation: kill kills the process)" : "") +
+                      ": prevention needs BPF LSM or kernel 6.7+");
       if (!landlock || !landlock->scoped)
-        notes.push_back("signals to processes outside the sandbox are NOT restricted: that needs BPF LSM or "
-                        "Landlock ABI 6 (ptrace is refused by seccomp)");
+        notes.push_back(
+            "signals to processes outside the sandbox are NOT restricted: that needs BPF LSM or "
+            "Landlock ABI 6 (ptrace is refused by seccomp)");
       if ((!landlock || !landlock->scoped) && !UnixHooks().available() &&
           (compiled->families & (1u << CORDON_FAM_UNIX)) && !(compiled->lsm_flags & CORDON_LSM_F_ABSTRACT_UNIX))
-        notes.push_back("connections to abstract unix sockets outside the sandbox are NOT refused: that needs BPF "
-                        "LSM, Landlock ABI 6 or the cgroup unix-socket hooks (kernel 6.7+)");
+        notes.push_back(
+            "connections to abstract unix sockets outside the sandbox are NOT refused: that needs BPF "
+            "LSM, Landlock ABI 6 or the cgroup unix-socket hooks (kernel 6.7+)");
       if ((compiled->families & (1u << CORDON_FAM_UNIX)) && !(compiled->lsm_flags & CORDON_LSM_F_ABSTRACT_UNIX))
-        notes.push_back("binding an abstract unix name is NOT refused without BPF LSM: a host client expecting "
-                        "that name could reach the command");
+        notes.push_back(
+            "binding an abstract unix name is NOT refused without BPF LSM: a host client expecting "
+            "that name could reach the command");
     }
   } else if (!lsm.usable()) {
     notes = UnenforcedControls(*compiled, lsm);
     notes.push_back("audit mode: Landlock and seccomp, which can only refuse, are not applied");
   }
-  const bool landlock_applied = landlock && landlock->ruleset.valid();
+  run->landlock_applied = landlock && landlock->ruleset.valid();
+  return kGoOn;
+}
 
-  std::string audit_path = parsed.Get("--audit").value_or(DefaultAuditPath());
-  auto sink = JsonlFileSink::Open(audit_path);
+// The audit log, then the sandbox: its cgroup, with the policy attached.
+int CreateRunSandbox(RunPlan* run, std::unique_ptr<RunSandbox>* out) {
+  run->audit_path = run->parsed.Get("--audit").value_or(DefaultAuditPath());
+  auto sink = JsonlFileSink::Open(run->audit_path);
   if (!sink) return PrintError(sink.error().ToString()), 1;
+  run->sink = std::move(*sink);
 
-  std::string relative = "/cordon/" + run_name;
-  auto cgroup = CreateCgroup(relative);
-  if (!cgroup) return PrintError("create sandbox cgroup: " + cgroup.error().ToString()), 1;
+  auto sandbox = RunSandbox::Create("/cordon/" + run->run_name, std::move(run->scratch));
+  if (!sandbox) return PrintError("create sandbox cgroup: " + sandbox.error().ToString()), 1;
 
   AttachOptions options;
-  options.name = parsed.Get("--name").value_or("run-" + std::to_string(::getpid()));
+  options.name = run->parsed.Get("--name").value_or("run-" + std::to_string(::getpid()));
   options.ephemeral = true;
-  options.seccomp_events = !seccomp.program.empty();
-  options.landlock_events = landlock_applied && landlock->files;
-  options.landlock_scope_events = landlock_applied && landlock->scoped;
-  if (*pty) {
+  options.seccomp_events = !run->seccomp.program.empty();
+  options.landlock_events = run->landlock_applied && run->landlock->files;
+  options.landlock_scope_events = run->landlock_applied && run->landlock->scoped;
+  if (run->pty) {
     // The command's own pty is the one device node of a terminal it may
     // open again (other ptys, the caller's included, stay refused).
     struct stat st;
-    if (::fstat((*pty)->slave(), &st) == 0) {
+    if (::fstat(run->pty->slave(), &st) == 0) {
       DeviceRule rule;
       rule.type = 'c';
       rule.major = major(st.st_rdev);
@@ -475,33 +471,30 @@ int RunCommand(const Args& args) {
       options.allowed_devices.push_back(rule);
     }
   }
-  auto attached = AttachSandbox(*cgroup, *compiled, options);
-  if (!attached) {
-    (void)KillAndRemoveCgroup(*cgroup);
+  if (Status attached = (*sandbox)->Attach(*run->compiled, options); !attached.ok())
     return PrintError(attached.error().ToString() + "; command not started"), 1;
-  }
-  const uint64_t sandbox_id = cgroup->id;
-  auto cleanup = [&]() -> bool {
-    bool ok = true;
-    Status removed = KillAndRemoveCgroup(*cgroup);
-    if (!removed.ok()) PrintError("cleanup: " + removed.error().ToString()), ok = false;
-    Status detached = DetachSandbox(sandbox_id);
-    if (!detached.ok()) PrintError("cleanup: " + detached.error().ToString()), ok = false;
-    // The shared parent of run cgroups goes when the last run ends (another
-    // run still inside keeps it: ENOTEMPTY/EBUSY are expected then).
-    ::rmdir((cgroup->mount + "/cordon").c_str());
-    return ok;
-  };
-  notes.insert(notes.end(), early_notes.begin(), early_notes.end());
-  if (!quiet)
-    for (const auto& line : notes) PrintNote(line);
-  uint32_t layers = (landlock_applied ? CORDON_INFO_F_LANDLOCK : 0) |
-                    (seccomp.program.empty() ? 0 : CORDON_INFO_F_SECCOMP);
-  if (layers) (void)AddSandboxFlags(sandbox_id, layers);  // shown by `cordon status`
+  *out = std::move(*sandbox);
+  run->notes.insert(run->notes.end(), run->early_notes.begin(), run->early_notes.end());
+  if (!run->quiet)
+    for (const auto& line : run->notes) PrintNote(line);
+  uint32_t layers =
+      (run->landlock_applied ? CORDON_INFO_F_LANDLOCK : 0) | (run->seccomp.program.empty() ? 0 : CORDON_INFO_F_SECCOMP);
+  if (layers) (void)AddSandboxFlags((*out)->id(), layers);  // shown by `cordon status`
+  return kGoOn;
+}
 
-  Summary summary;
-  Status sink_status;
-  auto on_event = [&](const cordon::v1::AuditEvent& event) {
+// The sandbox's events: to the audit log and the summary, from the agent
+// (when one adopted the sandbox) or read from the ring buffer directly.
+class RunEvents {
+ public:
+  RunEvents(RunPlan* run, const RunSandbox& sandbox, std::string name)
+      : run_(run),
+        sandbox_id_(sandbox.id()),
+        name_(std::move(name)),
+        relative_(sandbox.cgroup().relative),
+        reader_(sandbox.cgroup().mount, [this](const cordon::v1::AuditEvent& event) { OnEvent(event); }) {}
+
+  void OnEvent(const cordon::v1::AuditEvent& event) {
     if (event.kind() == "loss") {
       summary.lost += event.loss().dropped();
     } else if (event.kind() == "suppressed") {
@@ -509,58 +502,56 @@ int RunCommand(const Args& args) {
     } else {
       summary.by_kind[event.kind()]++;
       const std::string& v = event.verdict();
-      (v == "denied" ? summary.denied : v == "audited" ? summary.audited : v == "killed" ? summary.killed : summary.detected)++;
+      (v == "denied"    ? summary.denied
+       : v == "audited" ? summary.audited
+       : v == "killed"  ? summary.killed
+                        : summary.detected)++;
     }
-    Status s = (*sink)->Write(event);
+    Status s = run_->sink->Write(event);
     if (!s.ok() && sink_status.ok()) sink_status = s;
-  };
-  EventReader reader(cgroup->mount, on_event);
+  }
+
   // This run reads the ring buffer itself only without an agent (or once the
   // agent went away): a ring buffer has one reader, and the lock each reader
   // holds (LockSandboxEvents) refuses a second.
-  bool reading = false;
-  auto read_directly = [&]() -> Status {
-    if (reading) return {};
-    auto events = OpenSandboxMap(sandbox_id, "events");
-    auto counters = OpenSandboxMap(sandbox_id, "counters");
-    Status added = events && counters ? reader.Add({sandbox_id, options.name, compiled->name, cgroup->relative},
+  Status ReadDirectly() {
+    if (reading_) return {};
+    auto events = OpenSandboxMap(sandbox_id_, "events");
+    auto counters = OpenSandboxMap(sandbox_id_, "counters");
+    Status added = events && counters ? reader_.Add({sandbox_id_, name_, run_->compiled->name, relative_},
                                                     std::move(*events), std::move(*counters))
                                       : Status(Error{"open the sandbox's event maps"});
-    reading = added.ok();
+    reading_ = added.ok();
     return added;
-  };
+  }
+
   // A ring buffer has one consumer. With an agent running, it is the agent:
   // it adopts this sandbox now (before the command exists), streams its
   // events here as a tail (and to its own sinks), and at the end delivers
   // the rest and detaches. Without one, this run reads the ring buffer itself.
-  std::optional<agent::AgentClient> agent_link;
-  {
+  Status Connect() {
     std::optional<agent::AgentClient> client;
     bool unreachable = false;
     if (agent::ReachAgent(&client, &unreachable)) {
       cordon::v1::Request request;
       auto* tail = request.mutable_tail();
       tail->set_follow(true);
-      tail->add_sandbox_ids(sandbox_id);
-      tail->set_adopt_sandbox_id(sandbox_id);
+      tail->add_sandbox_ids(sandbox_id_);
+      tail->set_adopt_sandbox_id(sandbox_id_);
       auto response = client->Call(request, 10000);
-      if (response && response->error().empty()) agent_link = std::move(client);
-      else if (!quiet)
-        PrintNote("the agent did not take this sandbox (" + (response ? response->error() : response.error().ToString()) +
-                  "); reading its events directly");
+      if (response && response->error().empty())
+        agent_link = std::move(client);
+      else if (!run_->quiet)
+        PrintNote("the agent did not take this sandbox (" +
+                  (response ? response->error() : response.error().ToString()) + "); reading its events directly");
     }
+    if (!agent_link) return ReadDirectly();
+    return {};
   }
-  if (!agent_link) {
-    Status added = read_directly();
-    if (!added.ok()) {
-      cleanup();
-      return PrintError(added.error().ToString()), 1;
-    }
-  }
+
   // Frames waiting from the agent; false when it went away (then this run
   // reads the ring buffer itself from that point on).
-  bool release_answered = false, agent_detached = false;
-  auto read_agent = [&](int timeout_ms) -> bool {
+  bool ReadAgent(int timeout_ms) {
     for (;;) {
       auto frame = agent_link->ReadFrame(timeout_ms);
       if (!frame) return frame.error().err == EAGAIN || frame.error().err == EINTR;
@@ -568,125 +559,77 @@ int RunCommand(const Args& args) {
       cordon::v1::TailFrame tf;
       if (!tf.ParseFromString(*frame)) return false;
       if (tf.has_event()) {
-        on_event(tf.event());
+        OnEvent(tf.event());
       } else if (tf.has_notice()) {
         summary.not_received += tf.notice().dropped();
         if (!tf.notice().disconnect_reason().empty()) return false;
       } else if (tf.has_response()) {
         release_answered = true;
         agent_detached = tf.response().error().empty() && tf.response().drain().detached();
-        if (!tf.response().error().empty() && !quiet) PrintNote("agent: " + tf.response().error());
+        if (!tf.response().error().empty() && !run_->quiet) PrintNote("agent: " + tf.response().error());
         return true;
       }
     }
-  };
+  }
 
+  // What the ring buffer holds, when this run reads it.
+  void Drain() {
+    (void)reader_.Drain();
+    reader_.CheckLosses();
+  }
+  int reader_fd() const { return reader_.epoll_fd(); }
 
-  // The child reports a failure before exec as {stage, errno}; {kStageReady,
-  // fallback} when it is ready to be moved into the sandbox cgroup.
-  enum : int { kStageLandlock = 1, kStageSeccomp = 2, kStageExec = 3, kStagePrepare = 4, kStageReady = 5 };
-  int report_pipe[2], go_pipe[2];
-  if (::pipe2(report_pipe, O_CLOEXEC) != 0 || ::pipe2(go_pipe, O_CLOEXEC) != 0) {
-    cleanup();
-    return PrintError(std::string("pipe: ") + std::strerror(errno)), 1;
-  }
-  ChildPlan plan;
-  plan.exe = *exe;
-  plan.argv = command;
-  plan.envp = std::move(*env);
-  plan.cwd = cwd;
-  plan.fallback_cwd = cwd == home ? "/" : home;
-  plan.identity = identity;
-  plan.capabilities = compiled->capabilities;
-  plan.binds = binds;
-  plan.keep_fds = keep_fds;
-  plan.parent = ::getpid();
-  if (*pty) {
-    plan.pty_slave = (*pty)->slave();
-    for (int i = 0; i < 3; ++i) plan.pty_stdio[i] = (*pty)->replaces(i);
-  }
-  plan.Finish();
-  const char* failed_step = nullptr;
+  Summary summary;
+  Status sink_status;
+  std::optional<agent::AgentClient> agent_link;
+  bool release_answered = false, agent_detached = false;
 
-  int pidfd_raw = -1;
-  pid_t parent = ::getpid();
-  // Not into the sandbox cgroup yet: the child first drops what the sandbox
-  // would refuse it (namespaces, mounts, identity; see confine/child.h), then
-  // the parent moves it in, and only then does it confine itself and exec.
-  pid_t child = Clone3IntoCgroup(-1, &pidfd_raw);
-  if (child == 0) {
-    ::close(report_pipe[0]);
-    ::close(go_pipe[1]);
-    sigprocmask(SIG_SETMASK, &previous, nullptr);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) _exit(127);
-    int report[2] = {0, 0};
-    bool fell_back = false;
-    if ((report[1] = plan.Apply(&failed_step, &fell_back)) != 0) {
-      report[0] = kStagePrepare;
-      // The step's name: a pointer into this binary's read-only data, the
-      // same address in the parent (no exec happened).
-      (void)!::write(report_pipe[1], report, sizeof report);
-      (void)!::write(report_pipe[1], &failed_step, sizeof failed_step);
-      _exit(127);
-    }
-    report[0] = kStageReady;
-    report[1] = fell_back;
-    (void)!::write(report_pipe[1], report, sizeof report);
-    char go = 0;
-    if (::read(go_pipe[0], &go, 1) != 1 || go != 'g') _exit(127);  // the parent could not move it
-    if (::getppid() != parent) _exit(127);
-    if (landlock && landlock->ruleset.valid() &&
-        (report[1] = ApplyLandlockInChild(landlock->ruleset.get(), compiled->lsm_flags & CORDON_LSM_F_PROC_SELF)) != 0) {
-      report[0] = kStageLandlock;
-    } else if (!seccomp.program.empty() && (report[1] = ApplySeccompInChild(seccomp)) != 0) {
-      report[0] = kStageSeccomp;
-    } else {
-      ::execve(plan.exe.c_str(), plan.argv_ptrs.data(), plan.envp_ptrs.data());
-      report[0] = kStageExec;
-      report[1] = errno;
-    }
-    (void)!::write(report_pipe[1], report, sizeof report);
-    _exit(127);
-  }
-  ::close(report_pipe[1]);
-  ::close(go_pipe[0]);
-  if (child < 0) {
-    int err = errno;
-    ::close(report_pipe[0]);
-    ::close(go_pipe[1]);
-    cleanup();
-    sigprocmask(SIG_SETMASK, &previous, nullptr);
-    return PrintError(std::string("clone3: ") + std::strerror(err)), 1;
-  }
-  UniqueFd pidfd(pidfd_raw);
-  int child_report[2] = {0, 0};
-  ssize_t got = ::read(report_pipe[0], child_report, sizeof child_report);
-  if (got == sizeof child_report && child_report[0] == kStageReady) {
-    if (child_report[1] && !quiet)
-      PrintNote("the command starts in " + plan.fallback_cwd + ": uid " + std::to_string(identity.uid) +
-                " cannot enter the working directory " + cwd);
-    Status moved = MoveToCgroup(*cgroup, child);
-    if (moved.ok()) {
-      char go = 'g';
-      (void)!::write(go_pipe[1], &go, 1);
-    } else {
-      PrintError("move the command into its sandbox: " + moved.error().ToString() + "; command not started");
-    }
-    ::close(go_pipe[1]);
-    go_pipe[1] = -1;
-    if (*pty) {
-      (*pty)->CloseSlave();  // the command holds it now
-      if (Status raw = (*pty)->Start(); !raw.ok() && !quiet) PrintNote(raw.error().ToString());
-    }
-    got = ::read(report_pipe[0], child_report, sizeof child_report);
-  } else if (got == sizeof child_report && child_report[0] == kStagePrepare) {
-    (void)!::read(report_pipe[0], &failed_step, sizeof failed_step);
-  }
-  if (go_pipe[1] >= 0) ::close(go_pipe[1]);
-  ::close(report_pipe[0]);
+ private:
+  RunPlan* run_;
+  uint64_t sandbox_id_;
+  std::string name_;
+  std::string relative_;
+  EventReader reader_;
+  bool reading_ = false;
+};
 
+// The confined child, started and moved into the sandbox.
+int StartChild(RunPlan* run, RunSandbox* sandbox, ChildPlan* plan, std::unique_ptr<ConfinedChild>* out) {
+  plan->exe = run->exe;
+  plan->argv = run->command;
+  plan->envp = std::move(run->env);
+  plan->cwd = run->cwd;
+  plan->fallback_cwd = run->cwd == run->home ? "/" : run->home;
+  plan->identity = run->identity;
+  plan->capabilities = run->compiled->capabilities;
+  plan->binds = run->binds;
+  plan->keep_fds = run->keep_fds;
+  plan->parent = ::getpid();
+  if (run->pty) {
+    plan->pty_slave = run->pty->slave();
+    for (int i = 0; i < 3; ++i) plan->pty_stdio[i] = run->pty->replaces(i);
+  }
+  plan->Finish();
+  ChildConfinement confinement;
+  confinement.landlock = run->landlock ? &*run->landlock : nullptr;
+  confinement.landlock_proc_self = run->compiled->lsm_flags & CORDON_LSM_F_PROC_SELF;
+  confinement.seccomp = &run->seccomp;
+  auto child = ConfinedChild::Start(*plan, confinement, run->signals->previous());
+  if (!child) {
+    sandbox->Cleanup();
+    run->signals->Restore();
+    return PrintError(child.error().ToString()), 1;
+  }
+  (*child)->Enter(sandbox->cgroup(), run->pty.get(), run->quiet);
+  *out = std::move(*child);
+  return kGoOn;
+}
+
+// Until the command ended: signals forwarded, the pty relayed, events read.
+// Returns the command's exit status.
+int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child) {
   int exit_status = 0;
+  const int sigfd = run->signals->fd();
   UniqueFd epfd(::epoll_create1(EPOLL_CLOEXEC));
   auto add = [&](int fd) {
     struct epoll_event ev = {};
@@ -694,18 +637,20 @@ int RunCommand(const Args& args) {
     ev.data.fd = fd;
     ::epoll_ctl(epfd.get(), EPOLL_CTL_ADD, fd, &ev);
   };
-  add(pidfd.get());
-  add(sigfd.get());
-  add(agent_link ? agent_link->fd() : reader.epoll_fd());
+  add(child->pidfd());
+  add(sigfd);
+  add(events->agent_link ? events->agent_link->fd() : events->reader_fd());
   auto lose_agent = [&] {
-    if (!quiet) PrintNote("the agent went away; reading this sandbox's events directly");
-    ::epoll_ctl(epfd.get(), EPOLL_CTL_DEL, agent_link->fd(), nullptr);
-    agent_link.reset();
-    Status added = read_directly();
-    if (!added.ok()) PrintError("cannot read this sandbox's events: " + added.error().ToString());
-    else add(reader.epoll_fd());
+    if (!run->quiet) PrintNote("the agent went away; reading this sandbox's events directly");
+    ::epoll_ctl(epfd.get(), EPOLL_CTL_DEL, events->agent_link->fd(), nullptr);
+    events->agent_link.reset();
+    Status added = events->ReadDirectly();
+    if (!added.ok())
+      PrintError("cannot read this sandbox's events: " + added.error().ToString());
+    else
+      add(events->reader_fd());
   };
-  PtyRelay* relay = pty->get();
+  PtyRelay* relay = run->pty.get();
   bool master_open = relay != nullptr, master_out = false;
   if (relay) {
     add(relay->master());
@@ -728,22 +673,20 @@ int RunCommand(const Args& args) {
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
       int fd = evs[i].data.fd;
-      if (fd == sigfd.get()) {
+      if (fd == sigfd) {
         struct signalfd_siginfo si;
-        while (::read(sigfd.get(), &si, sizeof si) == sizeof si) {
+        while (::read(sigfd, &si, sizeof si) == sizeof si) {
           // The command runs in a session of its own: the caller's terminal
           // signals reach only cordon, which forwards them. With a pty, a
           // window change is copied to it instead (the kernel then signals
           // the command's foreground process group).
-          if (si.ssi_signo == SIGWINCH && *pty) (*pty)->Resize();
-          else ::syscall(SYS_pidfd_send_signal, pidfd.get(), si.ssi_signo, nullptr, 0);
+          if (si.ssi_signo == SIGWINCH && relay)
+            relay->Resize();
+          else
+            ::syscall(SYS_pidfd_send_signal, child->pidfd(), si.ssi_signo, nullptr, 0);
         }
-      } else if (fd == pidfd.get()) {
-        siginfo_t info = {};
-        if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd.get()), &info, WEXITED) == 0) {
-          exited = true;
-          exit_status = info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
-        }
+      } else if (fd == child->pidfd()) {
+        exited = child->Reap(&exit_status);
       } else if (relay && master_open && fd == relay->master()) {
         if (evs[i].events & EPOLLOUT) relay->FlushToCommand();
         if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !relay->FromCommand()) {
@@ -757,11 +700,10 @@ int RunCommand(const Args& args) {
         watch_master();
       }
     }
-    if (agent_link) {
-      if (!read_agent(0)) lose_agent();
+    if (events->agent_link) {
+      if (!events->ReadAgent(0)) lose_agent();
     } else {
-      (void)reader.Drain();
-      reader.CheckLosses();
+      events->Drain();
     }
   }
   // What the command wrote last, then the caller's terminal as it was.
@@ -769,74 +711,94 @@ int RunCommand(const Args& args) {
     if (master_open) (void)relay->FromCommand();
     relay->Restore();
   }
-  bool cleaned;
-  if (agent_link) {
-    // Leftovers killed first; then the agent delivers what the ring buffer
-    // still holds (to its sinks and, before its answer, to us) and detaches.
-    Status removed = KillAndRemoveCgroup(*cgroup);
-    if (!removed.ok()) PrintError("cleanup: " + removed.error().ToString());
-    cordon::v1::Request request;
-    request.mutable_release()->set_sandbox_id(sandbox_id);
-    request.mutable_release()->set_detach(true);
-    if (agent_link->Send(request).ok())
-      while (!release_answered && read_agent(10000)) {
-      }
-    if (!agent_detached) {
-      // The agent is gone or refused: finish here (if it still reads the
-      // ring buffer, what is left stays with it).
-      (void)read_directly();
-      (void)reader.Drain();
-      reader.CheckLosses();
-      Status detached = DetachSandbox(sandbox_id);
-      if (!detached.ok()) PrintError("cleanup: " + detached.error().ToString());
-      cleaned = removed.ok() && detached.ok();
-    } else {
-      cleaned = removed.ok();
-    }
-    ::rmdir((cgroup->mount + "/cordon").c_str());
-  } else {
-    cleaned = cleanup();  // kills leftovers first, then detaches
-    (void)reader.Drain();
-    reader.CheckLosses();
-  }
-  sigprocmask(SIG_SETMASK, &previous, nullptr);
-  (void)(*sink)->Flush();
+  return exit_status;
+}
 
-  if (got == sizeof child_report) {
-    const char* what = child_report[0] == kStageLandlock ? "cannot apply Landlock"
-                       : child_report[0] == kStageSeccomp ? "cannot install the seccomp filter"
-                                                          : nullptr;
-    if (what)
-      PrintError(std::string(what) + ": " + std::strerror(child_report[1]) + "; command not started");
-    else if (child_report[0] == kStagePrepare)
-      PrintError("cannot prepare the command (as uid " + std::to_string(identity.uid) + "): " +
-                 DescribeChildFailure(failed_step, child_report[1]) + "; command not started");
-    else if (child_report[0] == kStageExec)
-      PrintError("cannot execute " + plan.exe + " (as uid " + std::to_string(identity.uid) + "): " +
-                 std::strerror(child_report[1]));
-    exit_status = 127;
+// The sandbox removed once the command ended: leftovers killed first, then
+// detached (by the agent, when it adopted the sandbox). True when clean.
+bool FinishSandbox(RunSandbox* sandbox, RunEvents* events) {
+  if (!events->agent_link) {
+    bool cleaned = sandbox->Cleanup();  // kills leftovers first, then detaches
+    events->Drain();
+    return cleaned;
   }
-  if (!sink_status.ok()) PrintError("audit log incomplete: " + sink_status.error().ToString());
-  if (!quiet) {
-    std::string line;
-    if (summary.Violations() == 0) {
-      line = "no violations";
-    } else {
-      line = std::to_string(summary.Violations()) + " violation" + (summary.Violations() == 1 ? "" : "s") + " (" +
-             std::to_string(summary.denied) + " denied, " + std::to_string(summary.audited) + " audited";
-      if (summary.detected) line += ", " + std::to_string(summary.detected) + " detected";
-      if (summary.killed) line += ", " + std::to_string(summary.killed) + " killed";
-      line += ":";
-      for (const auto& [kind, count] : summary.by_kind) line += " " + kind + " x" + std::to_string(count);
-      line += ")";
+  // Leftovers killed first; then the agent delivers what the ring buffer
+  // still holds (to its sinks and, before its answer, to us) and detaches.
+  bool cleaned;
+  Status removed = sandbox->KillAndRemove();
+  if (!removed.ok()) PrintError("cleanup: " + removed.error().ToString());
+  cordon::v1::Request request;
+  request.mutable_release()->set_sandbox_id(sandbox->id());
+  request.mutable_release()->set_detach(true);
+  if (events->agent_link->Send(request).ok())
+    while (!events->release_answered && events->ReadAgent(10000)) {
     }
-    if (summary.suppressed)
-      line += "; " + std::to_string(summary.suppressed) + " more suppressed by the agent's rate limit (counted, not logged)";
-    if (summary.lost) line += "; " + std::to_string(summary.lost) + " events LOST (ring buffer full)";
-    if (summary.not_received)
-      line += "; " + std::to_string(summary.not_received) + " events not received from the agent (its audit log has them)";
-    std::fprintf(stderr, "cordon: %s; audit log: %s\n", line.c_str(), audit_path.c_str());
+  if (!events->agent_detached) {
+    // The agent is gone or refused: finish here (if it still reads the
+    // ring buffer, what is left stays with it).
+    (void)events->ReadDirectly();
+    events->Drain();
+    Status detached = sandbox->Detach();
+    if (!detached.ok()) PrintError("cleanup: " + detached.error().ToString());
+    cleaned = removed.ok() && detached.ok();
+  } else {
+    sandbox->DetachedElsewhere();
+    cleaned = removed.ok();
   }
+  sandbox->RemoveSharedParent();
+  return cleaned;
+}
+
+void PrintSummary(const Summary& summary, const std::string& audit_path) {
+  std::string line;
+  if (summary.Violations() == 0) {
+    line = "no violations";
+  } else {
+    line = std::to_string(summary.Violations()) + " violation" + (summary.Violations() == 1 ? "" : "s") + " (" +
+           std::to_string(summary.denied) + " denied, " + std::to_string(summary.audited) + " audited";
+    if (summary.detected) line += ", " + std::to_string(summary.detected) + " detected";
+    if (summary.killed) line += ", " + std::to_string(summary.killed) + " killed";
+    line += ":";
+    for (const auto& [kind, count] : summary.by_kind) line += " " + kind + " x" + std::to_string(count);
+    line += ")";
+  }
+  if (summary.suppressed)
+    line +=
+        "; " + std::to_string(summary.suppressed) + " more suppressed by the agent's rate limit (counted, not logged)";
+  if (summary.lost) line += "; " + std::to_string(summary.lost) + " events LOST (ring buffer full)";
+  if (summary.not_received)
+    line +=
+        "; " + std::to_string(summary.not_received) + " events not received from the agent (its audit log has them)";
+  std::fprintf(stderr, "cordon: %s; audit log: %s\n", line.c_str(), audit_path.c_str());
+}
+
+}  // namespace
+
+int RunCommand(const Args& args) {
+  RunPlan run;
+  if (int rc = ParseRun(args, &run); rc != kGoOn) return rc;
+  if (int rc = PrepareFiles(&run); rc != kGoOn) return rc;
+  if (int rc = PrepareExec(&run); rc != kGoOn) return rc;
+  if (int rc = PrepareConfinement(&run); rc != kGoOn) return rc;
+  std::unique_ptr<RunSandbox> sandbox;  // from here on, removed on every way out
+  if (int rc = CreateRunSandbox(&run, &sandbox); rc != kGoOn) return rc;
+  RunEvents events(&run, *sandbox, run.parsed.Get("--name").value_or("run-" + std::to_string(::getpid())));
+  if (Status connected = events.Connect(); !connected.ok()) {
+    sandbox->Cleanup();
+    return PrintError(connected.error().ToString()), 1;
+  }
+  ChildPlan plan;
+  std::unique_ptr<ConfinedChild> child;
+  if (int rc = StartChild(&run, sandbox.get(), &plan, &child); rc != kGoOn) return rc;
+
+  int exit_status = EventLoop(&run, &events, child.get());
+  bool cleaned = FinishSandbox(sandbox.get(), &events);
+  run.signals->Restore();
+  (void)run.sink->Flush();
+
+  if (child->ReportFailure()) exit_status = 127;
+  if (!events.sink_status.ok()) PrintError("audit log incomplete: " + events.sink_status.error().ToString());
+  if (!run.quiet) PrintSummary(events.summary, run.audit_path);
   if (!cleaned && exit_status == 0) exit_status = 1;
   return exit_status;
 }
