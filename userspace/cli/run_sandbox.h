@@ -12,8 +12,8 @@
 #include <string>
 
 #include "confine/child.h"
-#include "loader/cgroup.h"
 #include "loader/sandbox.h"
+#include "sys/cgroup.h"
 #include "util/fd.h"
 #include "util/result.h"
 
