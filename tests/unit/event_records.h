@@ -46,7 +46,7 @@ inline ObjectRecord MakeObjectRecord(uint16_t kind, uint8_t reason, std::string_
   ObjectRecord r = {};
   r.fe.hdr = RecordHeader(kind, reason, CORDON_EVL_OBJECT, layer);
   const size_t n = path.size() < sizeof r.path ? path.size() : sizeof r.path;
-  std::memcpy(r.path, path.data(), n);
+  if (n) std::memcpy(r.path, path.data(), n);
   r.fe.path_len = static_cast<uint32_t>(n);
   r.fe.hdr.size = static_cast<uint32_t>(sizeof r.fe + n);
   return r;

@@ -365,8 +365,10 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   out.clear_loss();
   out.clear_open_files();
   out.clear_suppressed();
-  SetTimestamp(static_cast<int64_t>(h.boot_ns) + (batch_ ? batch_offset_ns_ : RealtimeMinusBoottime()),
-               out.mutable_time());
+  // Wrapping (unsigned) sum: boot_ns comes from the record, so it is not trusted
+  // to keep a signed sum in range (found by the UBSan build of the tests).
+  const uint64_t offset = static_cast<uint64_t>(batch_ ? batch_offset_ns_ : RealtimeMinusBoottime());
+  SetTimestamp(static_cast<int64_t>(static_cast<uint64_t>(h.boot_ns) + offset), out.mutable_time());
   out.set_sandbox(sandbox.name);
   out.set_cgroup_path(CgroupPath(h.cgroup_id, sandbox));
   out.set_cgroup_id(h.cgroup_id);
