@@ -184,13 +184,13 @@ void Agent::PrepareInstance() {
     next_prepare_ns_ = now + 10 * 1000000000LL;
     Log("attaches load their own network instance: " + error + " (retrying in 10 s)");
   }
-  if (preparing_ || PreparedNetworkInstances() >= kPreparedInstances || now < next_prepare_ns_) return;
+  if (preparing_ || pool_.Ready() >= kPreparedInstances || now < next_prepare_ns_) return;
   if (preparer_.joinable()) preparer_.join();  // it has finished
   preparing_ = true;
   try {
     preparer_ = std::thread([this] {
       const int64_t t0 = MonoNs();
-      auto loaded = PrepareNetworkInstances();
+      auto loaded = pool_.Fill();
       // Loading parses the kernel's BTF (about 12 MiB, freed again): give it
       // back to the system here, off the loop (it takes a few ms).
       (void)::malloc_trim(0);

@@ -118,9 +118,11 @@ class Agent {
   std::map<uint64_t, std::string> problems_;  // pinned sandboxes this agent will not read
   bool stop_ = false;
   uint64_t ticks_ = 0;
-  int64_t next_prepare_ns_ = 0;  // when to try PrepareNetworkInstances() again after a failure
-  // The thread loading the next network instance ahead of an attach (so the
-  // loop, and a detach waiting in it, never wait for that), and its error.
+  int64_t next_prepare_ns_ = 0;  // when to try pool_.Fill() again after a failure
+  // The network instances loaded ahead for the next attaches, the thread
+  // that loads them (so the loop, and a detach waiting in it, never wait for
+  // that), and its error. The pool outlives the thread.
+  NetworkInstancePool pool_;
   std::thread preparer_;
   std::atomic<bool> preparing_{false};
   std::mutex prepare_mu_;

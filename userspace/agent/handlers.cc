@@ -197,6 +197,7 @@ void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
 
 void Agent::HandleAttach(Client& c, ops::AttachRequest request, bool must_exist) {
   const int64_t t_start = MonoNs();
+  request.pool = &pool_;
   // Adopted at once, before the retroactive check and the notes.
   request.after_attach = [this](const AttachResult&, const CgroupRef& cgroup) {
     std::vector<std::string> notes;

@@ -391,7 +391,7 @@ namespace {
 
 Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                   const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, uint32_t extra_flags,
-                  const EgressTries* egress, LayerSwitch* with) {
+                  const EgressTries* egress, SwitchedLayer* with) {
   auto dir = PinDir(backend);
   if (!dir) return dir.error();
   if (!Exists(*dir + "/lsm_sandboxes")) CORDON_TRY(LoadAndPin(*dir, backend));
@@ -488,18 +488,18 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
   // The other layer switches right before this one (with: a replacement),
   // so the whole policy switches within two system calls.
   if (with) {
-    if (Status committed = with->commit(); !committed.ok()) return discard_new(committed.error());
+    if (Status committed = with->Commit(); !committed.ok()) return discard_new(committed.error());
   }
   // One hash update switches every hook to the new version at once.
   if (bpf_map_update_elem(sandboxes->get(), &sandbox_id, &next, BPF_ANY)) {
     Error error = SysError("register the sandbox with the LSM programs");
-    if (with) with->rollback();
+    if (with) with->Rollback();
     return discard_new(error);
   }
   if (with) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    with->file_switched_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+    with->FileLayerSwitched(static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec));
   }
   CORDON_TRY(BumpGeneration(*dir));
   if (replacing) {
@@ -529,7 +529,7 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
 
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                      const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
-                     const EgressTries& egress, LayerSwitch* with) {
+                     const EgressTries& egress, SwitchedLayer* with) {
   return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, 0, &egress, with);
 }
 
@@ -548,7 +548,7 @@ std::string ForeignSocketsNote() {
 
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                         const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
-                        uint32_t extra_flags, LayerSwitch* with) {
+                        uint32_t extra_flags, SwitchedLayer* with) {
   return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, extra_flags,
                     nullptr, with);
 }

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,16 +44,19 @@ struct ResolvedFileRule {
 Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPolicy& policy,
                                                        std::vector<std::string>* skipped);
 
-// Switches another layer of a sandbox's policy (its network programs) back to
-// back with the file layer when a policy is replaced. AddSandbox writes the
-// new rules first (under a version nothing reads yet), then calls commit(),
-// then switches its own entry (one map update) and only then deletes the old
-// rules. If commit() fails nothing has switched; if its own switch fails
-// after commit(), it calls rollback().
-struct LayerSwitch {
-  std::function<Status()> commit;
-  std::function<void()> rollback;
-  uint64_t file_switched_ns = 0;  // set by AddSandbox: CLOCK_MONOTONIC when its entry switched
+// Another layer of a sandbox's policy (its network programs), prepared for
+// a replacement and switched back to back with the file layer. AddSandbox
+// writes the new file rules first (under a version nothing reads yet), then
+// calls Commit(), then switches its own entry (one map update) and only then
+// deletes the old rules. If Commit() fails nothing has switched; if its own
+// switch fails after Commit(), it calls Rollback().
+class SwitchedLayer {
+ public:
+  virtual ~SwitchedLayer() = default;
+  virtual Status Commit() = 0;  // puts this layer's new policy in force
+  virtual void Rollback() = 0;  // after Commit(): its old policy again
+  // Called by AddSandbox right after its own entry switched (CLOCK_MONOTONIC).
+  virtual void FileLayerSwitched(uint64_t monotonic_ns) = 0;
 };
 
 // A sandbox's egress tries: the addr_rules and port_rules maps of the
@@ -69,10 +71,10 @@ struct EgressTries {
 
 // Registers (or atomically replaces) a sandbox's LSM policy. events_fd and
 // counters_fd are the sandbox's ring buffer and counters, shared with its
-// network programs. `with`: see LayerSwitch.
+// network programs. `with`: see SwitchedLayer.
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                      const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
-                     const EgressTries& egress, LayerSwitch* with = nullptr);
+                     const EgressTries& egress, SwitchedLayer* with = nullptr);
 
 // Whether the BPF LSM object (loaded, or the one this cordon would load)
 // judges inet sockets created outside a sandbox. False only when an object
@@ -88,7 +90,7 @@ std::string ForeignSocketsNote();
 // extra_flags: CORDON_LSM_F_SECCOMP to report the refusals of `cordon run`'s seccomp filter.
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                         const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
-                        uint32_t extra_flags = 0, LayerSwitch* with = nullptr);
+                        uint32_t extra_flags = 0, SwitchedLayer* with = nullptr);
 
 // Whether the detect-mode program loads here (*detail says why not).
 bool DetectLoadable(std::string* detail);

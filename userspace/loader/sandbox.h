@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ struct DeviceRule {
   uint32_t access = kRead | kWrite;
 };
 
+class NetworkInstancePool;
+
 struct AttachOptions {
   std::string name;                    // sandbox name; default: cgroup directory name
   bool ephemeral = false;              // created by `cordon run`
@@ -41,6 +44,9 @@ struct AttachOptions {
   // Devices allowed beyond the safe set (at most CORDON_DEV_RULES_MAX); kept
   // for this attach only: a later replacement passes its own.
   std::vector<DeviceRule> allowed_devices;
+  // A fresh attach takes a prepared network instance from here when the
+  // policy fits (AttachResult::prepared_instance); null: it loads its own.
+  NetworkInstancePool* pool = nullptr;
 };
 
 struct SandboxInfo {
@@ -73,7 +79,7 @@ struct AttachResult {
   // (the file layer's entry switched too, right after; swap_ns without one)
   uint64_t switch_ns = 0;
   std::vector<std::string> skipped_paths;  // profile paths absent on this host
-  bool prepared_instance = false;  // a fresh attach took an instance PrepareNetworkInstances() loaded
+  bool prepared_instance = false;  // a fresh attach took an instance of AttachOptions::pool
 };
 
 // Attaches `policy` to `cgroup`, or atomically replaces the policy of a
@@ -81,20 +87,34 @@ struct AttachResult {
 Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
                                    const AttachOptions& options);
 
-// Loads instances of the network object ahead of time (programs verified,
-// empty maps, nothing attached) until kPreparedInstances are ready, for the
-// next fresh AttachSandbox() calls of this process, which then only fill and
-// attach one: loading is most of an attach's time. A prepared instance takes
-// policies of up to kPreparedRuleEntries address and port entries and
-// kPreparedUnixEntries unix entries and kPreparedListenEntries listen
-// entries (larger ones load their own). Returns how
-// many it loaded. Thread-safe: the agent keeps them ready from a thread of its own.
+// Instances of the network object loaded ahead of time (programs verified,
+// empty maps, nothing attached) for the next fresh AttachSandbox() calls that
+// name this pool (AttachOptions::pool), which then only fill and attach one:
+// loading is most of an attach's time. A prepared instance takes policies of
+// up to kPreparedRuleEntries address and port entries, kPreparedUnixEntries
+// unix entries and kPreparedListenEntries listen entries (larger ones load
+// their own). Thread-safe: the agent fills its pool from a thread of its own.
+// Destroying the pool unloads what no attach took.
 constexpr size_t kPreparedInstances = 2;
 constexpr uint32_t kPreparedRuleEntries = 1u << 16;
 constexpr uint32_t kPreparedUnixEntries = 1u << 12;
 constexpr uint32_t kPreparedListenEntries = 1u << 12;  // listen address and port entries
-Result<size_t> PrepareNetworkInstances();
-size_t PreparedNetworkInstances();  // how many are ready
+class NetworkInstancePool {
+ public:
+  NetworkInstancePool();
+  ~NetworkInstancePool();
+  NetworkInstancePool(const NetworkInstancePool&) = delete;
+  NetworkInstancePool& operator=(const NetworkInstancePool&) = delete;
+
+  Result<size_t> Fill();  // loads until kPreparedInstances are ready; how many it loaded
+  size_t Ready() const;   // how many are ready
+
+  struct Instances;  // defined in loader/net_object.h
+  Instances& instances() { return *instances_; }
+
+ private:
+  std::unique_ptr<Instances> instances_;
+};
 
 // Detaches and unpins everything of the sandbox. NotFound is an error.
 Status DetachSandbox(uint64_t sandbox_id);

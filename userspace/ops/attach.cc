@@ -37,6 +37,7 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   if (!missing.empty() && !req.allow_degraded) return Failed(DegradedError(missing, ProbeLsm().detail, req.wording));
   AttachOptions options;
   options.name = req.name;
+  options.pool = req.pool;
   const int64_t t_attach = NowNs();
   auto result = AttachSandbox(*cgroup, compiled, options);
   const int64_t t_attached = NowNs();

@@ -34,6 +34,7 @@ struct AttachRequest {
   std::string name;  // attach only; default: the cgroup's directory name
   bool allow_degraded = false;
   Wording wording = Wording::kAgent;
+  NetworkInstancePool* pool = nullptr;  // see AttachOptions::pool
   // Called right after the kernel attached, before the notes and the
   // retroactive check: the notes it returns come first.
   std::function<std::vector<std::string>(const AttachResult&, const CgroupRef&)> after_attach;
