@@ -1,9 +1,7 @@
 #include "agent/pinned.h"
 
 #include <bpf/bpf.h>
-#include <linux/magic.h>
 #include <signal.h>
-#include <sys/statfs.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -26,29 +24,8 @@ void TerminateStrings(cordon_sandbox_info* info) {
 }  // namespace
 
 Result<PinnedInfo> ReadPinnedInfo(const std::string& dir, bool* foreign) {
-  *foreign = false;
-  const std::string path = dir + "/info";
-  UniqueFd fd(bpf_obj_get(path.c_str()));
-  if (!fd.valid()) return SysError("open " + path);
-  struct bpf_map_info minfo = {};
-  uint32_t len = sizeof minfo;
-  if (bpf_obj_get_info_by_fd(fd.get(), &minfo, &len)) return SysError("inspect " + path);
-  if (minfo.value_size != sizeof(cordon_sandbox_info)) {
-    *foreign = true;
-    return Error{dir + " was written by a cordon with another state layout (info of " +
-                 std::to_string(minfo.value_size) + " bytes, this cordon's has " +
-                 std::to_string(sizeof(cordon_sandbox_info)) + ")"};
-  }
-  PinnedInfo out;
-  out.map_id = minfo.id;
-  uint32_t zero = 0;
-  if (bpf_map_lookup_elem(fd.get(), &zero, &out.info)) return SysError("read " + path);
-  if (out.info.layout_version != CORDON_LAYOUT_VERSION) {
-    *foreign = true;
-    return Error{dir + " has state layout version " + std::to_string(out.info.layout_version) +
-                 " (this cordon understands " + std::to_string(CORDON_LAYOUT_VERSION) + ")"};
-  }
-  TerminateStrings(&out.info);
+  auto out = ReadSandboxInfo(dir, foreign);
+  if (out) TerminateStrings(&out->info);
   return out;
 }
 
@@ -87,17 +64,13 @@ std::string EnforcementLevel(uint32_t flags) {
 }
 
 Status CheckPinnedLayout() {
-  struct statfs sfs;
-  if (::statfs(kBpffsDefault, &sfs) != 0 || sfs.f_type != BPF_FS_MAGIC) return {};  // no bpffs: no state
-  const std::string base = std::string(kBpffsDefault) + "/cordon";
-  auto names = ListDir(base);
-  if (!names) return {};  // nothing pinned yet
+  // Stricter than an attach (CheckNoForeignLayoutState): the agent owns the
+  // tree for as long as it runs, so even an empty tree of another release
+  // (one being set up or torn down) stops it.
   std::vector<std::string> problems;
-  for (const auto& name : *names) {
-    if (name.size() < 2 || name[0] != 'v' || !IsNumber(name.substr(1))) continue;
-    if (name == "v" + std::to_string(CORDON_LAYOUT_VERSION)) continue;
-    problems.push_back(base + "/" + name + " holds state of layout version " + name.substr(1));
-  }
+  for (const auto& tree : ForeignLayoutTrees())
+    problems.push_back(tree.dir + " holds state of layout version " + tree.version);
+  const std::string base = std::string(kBpffsDefault) + "/cordon";
   const std::string sandboxes = base + "/v" + std::to_string(CORDON_LAYOUT_VERSION) + "/sandboxes";
   if (auto ids = ListDir(sandboxes)) {
     for (const auto& name : *ids) {

@@ -8,16 +8,15 @@
 
 #include "abi/cordon_common.h"
 #include "abi/cordon_pins.h"
+#include "sys/bpffs.h"
 #include "util/result.h"
 
 namespace cordon::agent {
 
-struct PinnedInfo {
-  cordon_sandbox_info info = {};
-  uint32_t map_id = 0;  // the info map's id: changes when the sandbox is re-created
-};
+using PinnedInfo = PinnedSandboxInfo;
 
-// Reads <dir>/info. *foreign: the state is of another layout (never misread).
+// Reads <dir>/info (ReadSandboxInfo), its strings terminated. *foreign: the
+// state is of another layout (never misread).
 Result<PinnedInfo> ReadPinnedInfo(const std::string& dir, bool* foreign);
 // Reads the info again through the map fd an adopted sandbox holds (one
 // system call, no pin reopened) into pinned->info; false if that fails or

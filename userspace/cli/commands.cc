@@ -17,14 +17,13 @@
 #include "agent/config.h"
 #include "agent/control.h"
 #include "cli/agent_status.h"
+#include "cli/attach_report.h"
 #include "cli/args.h"
 #include "cli/common.h"
 #include "cli/sandboxes.h"
 #include "cli/tail.h"
-#include "events/json_line.h"
 #include "events/reader.h"
 #include "events/sink.h"
-#include "inspect/retro.h"
 #include "loader/kernel_features.h"
 #include "loader/sandbox.h"
 #include "policy/describe.h"
@@ -263,30 +262,6 @@ int PolicyCommand(const Args& args) {
 
 namespace {
 
-// Prints what a retroactive check found; returns the exit status it implies.
-int ReportRetro(const std::vector<cordon::v1::AuditEvent>& events, const std::string& summary,
-                uint64_t destroy_failed, const std::string& failure) {
-  if (!failure.empty()) return PrintError("attached, but retroactive check failed: " + failure), 1;
-  for (const auto& event : events) std::printf("%s\n", ToJsonLine(event).c_str());
-  std::fflush(stdout);
-  std::fprintf(stderr, "cordon: %s\n", summary.c_str());
-  if (destroy_failed)
-    return PrintError("attached, but " + std::to_string(destroy_failed) +
-                      " pre-existing connection(s) the policy denies could not be destroyed (see the events)"),
-           1;
-  return 0;
-}
-
-void ReportAttached(bool replaced, const std::string& name, const std::string& cgroup, uint64_t id,
-                    const std::string& policy, const std::string& mode, uint64_t swap_ns) {
-  std::fprintf(stderr, "cordon: %s sandbox '%s' on %s (cgroup id %llu): policy '%s', mode %s\n",
-               replaced ? "replaced policy of" : "attached", name.c_str(), cgroup.c_str(),
-               static_cast<unsigned long long>(id), policy.c_str(), mode.c_str());
-  if (replaced)
-    std::fprintf(stderr, "cordon: the network programs were swapped in %.1f us (each hook atomically)\n",
-                 static_cast<double>(swap_ns) / 1000.0);
-}
-
 // attach and update: `update` only replaces the policy of an attached sandbox.
 int AttachOrUpdate(const Args& args, bool update) {
   const char* help = update ? kUpdateHelp : kAttachHelp;
@@ -332,12 +307,12 @@ int AttachOrUpdate(const Args& args, bool update) {
   request.allow_degraded = parsed.Has("--allow-degraded");
   request.wording = ops::Wording::kCli;
   auto out = update ? sandboxes->Update(request) : sandboxes->Attach(request);
-  if (!out.error.empty()) return PrintError(out.error), 1;
-  ReportAttached(out.replaced, out.name, out.cgroup, out.sandbox_id, out.policy, out.mode, out.swap_ns);
-  for (const auto& note : out.notes) PrintNote(note);
-  // Retroactive attach: pre-existing connections the policy denies are
-  // destroyed, open files listed; events to stdout as `cordon tail -o json`.
-  return ReportRetro(out.retro_events, out.retro_summary, out.retro_destroy_failed, out.retro_error);
+  AttachReport report = RenderAttachOutcome(out);
+  std::fputs(report.head.c_str(), stderr);
+  std::fputs(report.events.c_str(), stdout);
+  std::fflush(stdout);
+  std::fputs(report.tail.c_str(), stderr);
+  return report.status;
 }
 
 }  // namespace

@@ -24,24 +24,22 @@
 
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <optional>
 #include <random>
 
 #include "abi/cordon_common.h"
 #include "abi/cordon_file.h"
 #include "abi/cordon_pins.h"
-#include "agent/control.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/run_events.h"
 #include "cli/run_sandbox.h"
 #include "confine/acl.h"
 #include "confine/child.h"
 #include "confine/landlock.h"
 #include "confine/pty.h"
 #include "confine/seccomp.h"
-#include "events/reader.h"
 #include "events/sink.h"
 #include "loader/kernel_features.h"
 #include "loader/sandbox.h"
@@ -148,20 +146,6 @@ bool PolicyReads(const policy::CompiledPolicy& policy, const std::string& dir) {
   }
   return false;
 }
-
-struct Summary {
-  std::map<std::string, uint64_t> by_kind;
-  // By verdict: denied (refused), audited (would have been refused), detected
-  // (it happened, seen afterwards), killed (it happened, then the task was killed).
-  uint64_t denied = 0;
-  uint64_t audited = 0;
-  uint64_t detected = 0;
-  uint64_t killed = 0;
-  uint64_t Violations() const { return denied + audited + detected + killed; }
-  uint64_t lost = 0;
-  uint64_t suppressed = 0;    // held back by the agent's rate limit (its "suppressed" records)
-  uint64_t not_received = 0;  // the agent had them but this run fell behind (its sinks have them)
-};
 
 // Returned by a step of RunCommand that lets the run go on.
 constexpr int kGoOn = -1;
@@ -483,116 +467,6 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<RunSandbox>* out) {
   return kGoOn;
 }
 
-// The sandbox's events: to the audit log and the summary, from the agent
-// (when one adopted the sandbox) or read from the ring buffer directly.
-class RunEvents {
- public:
-  RunEvents(RunPlan* run, const RunSandbox& sandbox, std::string name)
-      : run_(run),
-        sandbox_id_(sandbox.id()),
-        name_(std::move(name)),
-        relative_(sandbox.cgroup().relative),
-        reader_(sandbox.cgroup().mount, [this](const cordon::v1::AuditEvent& event) { OnEvent(event); }) {}
-
-  void OnEvent(const cordon::v1::AuditEvent& event) {
-    if (event.kind() == "loss") {
-      summary.lost += event.loss().dropped();
-    } else if (event.kind() == "suppressed") {
-      summary.suppressed += event.suppressed().count();
-    } else {
-      summary.by_kind[event.kind()]++;
-      const std::string& v = event.verdict();
-      (v == "denied"    ? summary.denied
-       : v == "audited" ? summary.audited
-       : v == "killed"  ? summary.killed
-                        : summary.detected)++;
-    }
-    Status s = run_->sink->Write(event);
-    if (!s.ok() && sink_status.ok()) sink_status = s;
-  }
-
-  // This run reads the ring buffer itself only without an agent (or once the
-  // agent went away): a ring buffer has one reader, and the lock each reader
-  // holds (LockSandboxEvents) refuses a second.
-  Status ReadDirectly() {
-    if (reading_) return {};
-    auto events = OpenSandboxMap(sandbox_id_, "events");
-    auto counters = OpenSandboxMap(sandbox_id_, "counters");
-    Status added = events && counters ? reader_.Add({sandbox_id_, name_, run_->compiled->name, relative_},
-                                                    std::move(*events), std::move(*counters))
-                                      : Status(Error{"open the sandbox's event maps"});
-    reading_ = added.ok();
-    return added;
-  }
-
-  // A ring buffer has one consumer. With an agent running, it is the agent:
-  // it adopts this sandbox now (before the command exists), streams its
-  // events here as a tail (and to its own sinks), and at the end delivers
-  // the rest and detaches. Without one, this run reads the ring buffer itself.
-  Status Connect() {
-    std::optional<agent::AgentClient> client;
-    bool unreachable = false;
-    if (agent::ReachAgent(&client, &unreachable)) {
-      cordon::v1::Request request;
-      auto* tail = request.mutable_tail();
-      tail->set_follow(true);
-      tail->add_sandbox_ids(sandbox_id_);
-      tail->set_adopt_sandbox_id(sandbox_id_);
-      auto response = client->Call(request, 10000);
-      if (response && response->error().empty())
-        agent_link = std::move(client);
-      else if (!run_->quiet)
-        PrintNote("the agent did not take this sandbox (" +
-                  (response ? response->error() : response.error().ToString()) + "); reading its events directly");
-    }
-    if (!agent_link) return ReadDirectly();
-    return {};
-  }
-
-  // Frames waiting from the agent; false when it went away (then this run
-  // reads the ring buffer itself from that point on).
-  bool ReadAgent(int timeout_ms) {
-    for (;;) {
-      auto frame = agent_link->ReadFrame(timeout_ms);
-      if (!frame) return frame.error().err == EAGAIN || frame.error().err == EINTR;
-      timeout_ms = 0;
-      cordon::v1::TailFrame tf;
-      if (!tf.ParseFromString(*frame)) return false;
-      if (tf.has_event()) {
-        OnEvent(tf.event());
-      } else if (tf.has_notice()) {
-        summary.not_received += tf.notice().dropped();
-        if (!tf.notice().disconnect_reason().empty()) return false;
-      } else if (tf.has_response()) {
-        release_answered = true;
-        agent_detached = tf.response().error().empty() && tf.response().drain().detached();
-        if (!tf.response().error().empty() && !run_->quiet) PrintNote("agent: " + tf.response().error());
-        return true;
-      }
-    }
-  }
-
-  // What the ring buffer holds, when this run reads it.
-  void Drain() {
-    (void)reader_.Drain();
-    reader_.CheckLosses();
-  }
-  int reader_fd() const { return reader_.epoll_fd(); }
-
-  Summary summary;
-  Status sink_status;
-  std::optional<agent::AgentClient> agent_link;
-  bool release_answered = false, agent_detached = false;
-
- private:
-  RunPlan* run_;
-  uint64_t sandbox_id_;
-  std::string name_;
-  std::string relative_;
-  EventReader reader_;
-  bool reading_ = false;
-};
-
 // The confined child, started and moved into the sandbox.
 int StartChild(RunPlan* run, RunSandbox* sandbox, ChildPlan* plan, std::unique_ptr<ConfinedChild>* out) {
   plan->exe = run->exe;
@@ -714,64 +588,6 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child) {
   return exit_status;
 }
 
-// The sandbox removed once the command ended: leftovers killed first, then
-// detached (by the agent, when it adopted the sandbox). True when clean.
-bool FinishSandbox(RunSandbox* sandbox, RunEvents* events) {
-  if (!events->agent_link) {
-    bool cleaned = sandbox->Cleanup();  // kills leftovers first, then detaches
-    events->Drain();
-    return cleaned;
-  }
-  // Leftovers killed first; then the agent delivers what the ring buffer
-  // still holds (to its sinks and, before its answer, to us) and detaches.
-  bool cleaned;
-  Status removed = sandbox->KillAndRemove();
-  if (!removed.ok()) PrintError("cleanup: " + removed.error().ToString());
-  cordon::v1::Request request;
-  request.mutable_release()->set_sandbox_id(sandbox->id());
-  request.mutable_release()->set_detach(true);
-  if (events->agent_link->Send(request).ok())
-    while (!events->release_answered && events->ReadAgent(10000)) {
-    }
-  if (!events->agent_detached) {
-    // The agent is gone or refused: finish here (if it still reads the
-    // ring buffer, what is left stays with it).
-    (void)events->ReadDirectly();
-    events->Drain();
-    Status detached = sandbox->Detach();
-    if (!detached.ok()) PrintError("cleanup: " + detached.error().ToString());
-    cleaned = removed.ok() && detached.ok();
-  } else {
-    sandbox->DetachedElsewhere();
-    cleaned = removed.ok();
-  }
-  sandbox->RemoveSharedParent();
-  return cleaned;
-}
-
-void PrintSummary(const Summary& summary, const std::string& audit_path) {
-  std::string line;
-  if (summary.Violations() == 0) {
-    line = "no violations";
-  } else {
-    line = std::to_string(summary.Violations()) + " violation" + (summary.Violations() == 1 ? "" : "s") + " (" +
-           std::to_string(summary.denied) + " denied, " + std::to_string(summary.audited) + " audited";
-    if (summary.detected) line += ", " + std::to_string(summary.detected) + " detected";
-    if (summary.killed) line += ", " + std::to_string(summary.killed) + " killed";
-    line += ":";
-    for (const auto& [kind, count] : summary.by_kind) line += " " + kind + " x" + std::to_string(count);
-    line += ")";
-  }
-  if (summary.suppressed)
-    line +=
-        "; " + std::to_string(summary.suppressed) + " more suppressed by the agent's rate limit (counted, not logged)";
-  if (summary.lost) line += "; " + std::to_string(summary.lost) + " events LOST (ring buffer full)";
-  if (summary.not_received)
-    line +=
-        "; " + std::to_string(summary.not_received) + " events not received from the agent (its audit log has them)";
-  std::fprintf(stderr, "cordon: %s; audit log: %s\n", line.c_str(), audit_path.c_str());
-}
-
 }  // namespace
 
 int RunCommand(const Args& args) {
@@ -782,7 +598,8 @@ int RunCommand(const Args& args) {
   if (int rc = PrepareConfinement(&run); rc != kGoOn) return rc;
   std::unique_ptr<RunSandbox> sandbox;  // from here on, removed on every way out
   if (int rc = CreateRunSandbox(&run, &sandbox); rc != kGoOn) return rc;
-  RunEvents events(&run, *sandbox, run.parsed.Get("--name").value_or("run-" + std::to_string(::getpid())));
+  RunEvents events(*sandbox, run.parsed.Get("--name").value_or("run-" + std::to_string(::getpid())),
+                   run.compiled->name, run.sink.get(), run.quiet);
   if (Status connected = events.Connect(); !connected.ok()) {
     sandbox->Cleanup();
     return PrintError(connected.error().ToString()), 1;
@@ -798,7 +615,8 @@ int RunCommand(const Args& args) {
 
   if (child->ReportFailure()) exit_status = 127;
   if (!events.sink_status.ok()) PrintError("audit log incomplete: " + events.sink_status.error().ToString());
-  if (!run.quiet) PrintSummary(events.summary, run.audit_path);
+  if (!run.quiet)
+    std::fprintf(stderr, "cordon: %s; audit log: %s\n", SummaryLine(events.summary).c_str(), run.audit_path.c_str());
   if (!cleaned && exit_status == 0) exit_status = 1;
   return exit_status;
 }

@@ -63,21 +63,10 @@ Result<UniqueFd> CreateInfoMap(const cordon_sandbox_info& info) {
 }
 
 Result<cordon_sandbox_info> ReadInfo(const std::string& dir) {
-  UniqueFd fd(bpf_obj_get((dir + "/" + kInfoPin).c_str()));
-  if (!fd.valid()) return SysError("open " + dir + "/" + kInfoPin);
-  struct bpf_map_info minfo = {};
-  uint32_t len = sizeof(minfo);
-  if (bpf_obj_get_info_by_fd(fd.get(), &minfo, &len)) return SysError("inspect " + dir + "/" + kInfoPin);
-  if (minfo.value_size != sizeof(cordon_sandbox_info))
-    return Error{dir + " was written by a cordon with another state layout (info size " +
-                 std::to_string(minfo.value_size) + "); refusing to touch it"};
-  cordon_sandbox_info info = {};
-  uint32_t zero = 0;
-  if (bpf_map_lookup_elem(fd.get(), &zero, &info)) return SysError("read " + dir + "/" + kInfoPin);
-  if (info.layout_version != CORDON_LAYOUT_VERSION)
-    return Error{dir + " has state layout version " + std::to_string(info.layout_version) + ", this cordon knows " +
-                 std::to_string(CORDON_LAYOUT_VERSION) + "; refusing to touch it"};
-  return info;
+  bool foreign = false;
+  auto pinned = ReadSandboxInfo(dir, &foreign);
+  if (!pinned) return foreign ? pinned.error().Wrap("refusing to touch it") : pinned.error();
+  return pinned->info;
 }
 
 Status WriteInfo(const std::string& dir, const cordon_sandbox_info& info) {

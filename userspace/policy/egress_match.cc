@@ -1,5 +1,7 @@
 #include "policy/egress_match.h"
 
+#include <netinet/in.h>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -12,15 +14,14 @@ namespace cordon {
 
 namespace {
 
-constexpr uint8_t kTcp = 6;
-constexpr uint8_t kUdp = 17;
-constexpr uint8_t kUdpLite = 136;
-constexpr uint32_t kMptcp = 262;
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
 
 // cordon_rule_proto of bpf/lib/egress_match.bpf.h.
 uint8_t RuleProto(uint32_t protocol) {
-  if (protocol == kMptcp) return kTcp;
-  if (protocol == kUdpLite) return kUdp;
+  if (protocol == IPPROTO_MPTCP) return IPPROTO_TCP;
+  if (protocol == IPPROTO_UDPLITE) return IPPROTO_UDP;
   return protocol > 255 ? 255 : static_cast<uint8_t>(protocol);
 }
 
@@ -85,7 +86,7 @@ EgressDecision EgressMatcher::Decide(const std::array<uint8_t, 16>& addr, uint16
   }
   d.rule = av->rule;
   if (av->port_set == CORDON_PORT_SET_ALL) {
-    if (proto == kTcp || proto == kUdp) {
+    if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
       d.allowed = true;
     } else {
       d.reason = CORDON_REASON_PORT;

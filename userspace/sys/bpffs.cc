@@ -56,24 +56,57 @@ std::string FirstPin(const std::string& dir, int depth) {
 
 }  // namespace
 
-Status CheckNoForeignLayoutState() {
+std::vector<ForeignLayoutTree> ForeignLayoutTrees() {
+  std::vector<ForeignLayoutTree> out;
   struct statfs sfs;
-  if (::statfs(kBpffsDefault, &sfs) != 0 || sfs.f_type != BPF_FS_MAGIC) return {};
+  if (::statfs(kBpffsDefault, &sfs) != 0 || sfs.f_type != BPF_FS_MAGIC) return out;  // no bpffs: no state
   const std::string base = std::string(kBpffsDefault) + "/cordon";
   auto names = ListDir(base);
-  if (!names) return {};
+  if (!names) return out;  // nothing pinned yet
   const std::string ours = "v" + std::to_string(CORDON_LAYOUT_VERSION);
   for (const auto& name : *names) {
     if (name.size() < 2 || name[0] != 'v' || name == ours ||
         name.find_first_not_of("0123456789", 1) != std::string::npos)
       continue;
-    if (std::string pin = FirstPin(base + "/" + name, 0); !pin.empty())
-      return Error{base + "/" + name + " holds pinned state of layout version " + name.substr(1) + " (" + pin +
+    out.push_back({base + "/" + name, name.substr(1), FirstPin(base + "/" + name, 0)});
+  }
+  return out;
+}
+
+Status CheckNoForeignLayoutState() {
+  for (const auto& tree : ForeignLayoutTrees())
+    if (!tree.first_pin.empty())
+      return Error{tree.dir + " holds pinned state of layout version " + tree.version + " (" + tree.first_pin +
                    "), written by another cordon release; this one uses layout " +
                    std::to_string(CORDON_LAYOUT_VERSION) +
                    ": detach those sandboxes with that release first (README: Upgrades)"};
-  }
   return {};
+}
+
+Result<PinnedSandboxInfo> ReadSandboxInfo(const std::string& dir, bool* foreign) {
+  *foreign = false;
+  const std::string path = dir + "/info";
+  UniqueFd fd(bpf_obj_get(path.c_str()));
+  if (!fd.valid()) return SysError("open " + path);
+  struct bpf_map_info minfo = {};
+  uint32_t len = sizeof minfo;
+  if (bpf_obj_get_info_by_fd(fd.get(), &minfo, &len)) return SysError("inspect " + path);
+  if (minfo.value_size != sizeof(cordon_sandbox_info)) {
+    *foreign = true;
+    return Error{dir + " was written by a cordon with another state layout (info of " +
+                 std::to_string(minfo.value_size) + " bytes, this cordon's has " +
+                 std::to_string(sizeof(cordon_sandbox_info)) + ")"};
+  }
+  PinnedSandboxInfo out;
+  out.map_id = minfo.id;
+  uint32_t zero = 0;
+  if (bpf_map_lookup_elem(fd.get(), &zero, &out.info)) return SysError("read " + path);
+  if (out.info.layout_version != CORDON_LAYOUT_VERSION) {
+    *foreign = true;
+    return Error{dir + " has state layout version " + std::to_string(out.info.layout_version) +
+                 " (this cordon understands " + std::to_string(CORDON_LAYOUT_VERSION) + ")"};
+  }
+  return out;
 }
 
 Result<UniqueFd> LockPinRoot(const std::string& root) {

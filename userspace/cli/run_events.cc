@@ -1,0 +1,149 @@
+#include "cli/run_events.h"
+
+#include "cli/common.h"
+#include "sys/bpffs.h"
+
+namespace cordon::cli {
+
+RunEvents::RunEvents(const RunSandbox& sandbox, std::string name, std::string policy_name, AuditSink* sink, bool quiet)
+    : sink_(sink),
+      quiet_(quiet),
+      sandbox_id_(sandbox.id()),
+      name_(std::move(name)),
+      policy_name_(std::move(policy_name)),
+      relative_(sandbox.cgroup().relative),
+      reader_(sandbox.cgroup().mount, [this](const cordon::v1::AuditEvent& event) { OnEvent(event); }) {}
+
+void RunEvents::OnEvent(const cordon::v1::AuditEvent& event) {
+  if (event.kind() == "loss") {
+    summary.lost += event.loss().dropped();
+  } else if (event.kind() == "suppressed") {
+    summary.suppressed += event.suppressed().count();
+  } else {
+    summary.by_kind[event.kind()]++;
+    const std::string& v = event.verdict();
+    (v == "denied"    ? summary.denied
+     : v == "audited" ? summary.audited
+     : v == "killed"  ? summary.killed
+                      : summary.detected)++;
+  }
+  Status s = sink_->Write(event);
+  if (!s.ok() && sink_status.ok()) sink_status = s;
+}
+
+Status RunEvents::ReadDirectly() {
+  if (reading_) return {};
+  auto events = OpenSandboxMap(sandbox_id_, "events");
+  auto counters = OpenSandboxMap(sandbox_id_, "counters");
+  Status added = events && counters ? reader_.Add({sandbox_id_, name_, policy_name_, relative_},
+                                                  std::move(*events), std::move(*counters))
+                                    : Status(Error{"open the sandbox's event maps"});
+  reading_ = added.ok();
+  return added;
+}
+
+Status RunEvents::Connect() {
+  std::optional<agent::AgentClient> client;
+  bool unreachable = false;
+  if (agent::ReachAgent(&client, &unreachable)) {
+    cordon::v1::Request request;
+    auto* tail = request.mutable_tail();
+    tail->set_follow(true);
+    tail->add_sandbox_ids(sandbox_id_);
+    tail->set_adopt_sandbox_id(sandbox_id_);
+    auto response = client->Call(request, 10000);
+    if (response && response->error().empty())
+      agent_link = std::move(client);
+    else if (!quiet_)
+      PrintNote("the agent did not take this sandbox (" +
+                (response ? response->error() : response.error().ToString()) + "); reading its events directly");
+  }
+  if (!agent_link) return ReadDirectly();
+  return {};
+}
+
+bool RunEvents::ReadAgent(int timeout_ms) {
+  for (;;) {
+    auto frame = agent_link->ReadFrame(timeout_ms);
+    if (!frame) return frame.error().err == EAGAIN || frame.error().err == EINTR;
+    timeout_ms = 0;
+    cordon::v1::TailFrame tf;
+    if (!tf.ParseFromString(*frame)) return false;
+    if (tf.has_event()) {
+      OnEvent(tf.event());
+    } else if (tf.has_notice()) {
+      summary.not_received += tf.notice().dropped();
+      if (!tf.notice().disconnect_reason().empty()) return false;
+    } else if (tf.has_response()) {
+      release_answered = true;
+      agent_detached = tf.response().error().empty() && tf.response().drain().detached();
+      if (!tf.response().error().empty() && !quiet_) PrintNote("agent: " + tf.response().error());
+      return true;
+    }
+  }
+}
+
+void RunEvents::Drain() {
+  (void)reader_.Drain();
+  reader_.CheckLosses();
+}
+
+// The sandbox removed once the command ended: leftovers killed first, then
+// detached (by the agent, when it adopted the sandbox). True when clean.
+bool FinishSandbox(RunSandbox* sandbox, RunEvents* events) {
+  if (!events->agent_link) {
+    bool cleaned = sandbox->Cleanup();  // kills leftovers first, then detaches
+    events->Drain();
+    return cleaned;
+  }
+  // Leftovers killed first; then the agent delivers what the ring buffer
+  // still holds (to its sinks and, before its answer, to us) and detaches.
+  bool cleaned;
+  Status removed = sandbox->KillAndRemove();
+  if (!removed.ok()) PrintError("cleanup: " + removed.error().ToString());
+  cordon::v1::Request request;
+  request.mutable_release()->set_sandbox_id(sandbox->id());
+  request.mutable_release()->set_detach(true);
+  if (events->agent_link->Send(request).ok())
+    while (!events->release_answered && events->ReadAgent(10000)) {
+    }
+  if (!events->agent_detached) {
+    // The agent is gone or refused: finish here (if it still reads the
+    // ring buffer, what is left stays with it).
+    (void)events->ReadDirectly();
+    events->Drain();
+    Status detached = sandbox->Detach();
+    if (!detached.ok()) PrintError("cleanup: " + detached.error().ToString());
+    cleaned = removed.ok() && detached.ok();
+  } else {
+    sandbox->DetachedElsewhere();
+    cleaned = removed.ok();
+  }
+  sandbox->RemoveSharedParent();
+  return cleaned;
+}
+
+std::string SummaryLine(const RunSummary& summary) {
+  std::string line;
+  if (summary.Violations() == 0) {
+    line = "no violations";
+  } else {
+    line = std::to_string(summary.Violations()) + " violation" + (summary.Violations() == 1 ? "" : "s") + " (" +
+           std::to_string(summary.denied) + " denied, " + std::to_string(summary.audited) + " audited";
+    if (summary.detected) line += ", " + std::to_string(summary.detected) + " detected";
+    if (summary.killed) line += ", " + std::to_string(summary.killed) + " killed";
+    line += ":";
+    for (const auto& [kind, count] : summary.by_kind) line += " " + kind + " x" + std::to_string(count);
+    line += ")";
+  }
+  if (summary.suppressed)
+    line +=
+        "; " + std::to_string(summary.suppressed) + " more suppressed by the agent's rate limit (counted, not logged)";
+  if (summary.lost) line += "; " + std::to_string(summary.lost) + " events LOST (ring buffer full)";
+  if (summary.not_received)
+    line +=
+        "; " + std::to_string(summary.not_received) + " events not received from the agent (its audit log has them)";
+  return line;
+}
+
+}  // namespace cordon::cli

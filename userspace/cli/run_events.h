@@ -1,0 +1,81 @@
+// `cordon run`'s events: to its audit log and its summary, from the agent
+// (when one adopted the sandbox) or read from the sandbox's ring buffer
+// directly; and the sandbox's removal at the end, by the agent or here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "agent/control.h"
+#include "cli/run_sandbox.h"
+#include "events/reader.h"
+#include "events/sink.h"
+#include "util/result.h"
+
+namespace cordon::cli {
+
+struct RunSummary {
+  std::map<std::string, uint64_t> by_kind;
+  // By verdict: denied (refused), audited (would have been refused), detected
+  // (it happened, seen afterwards), killed (it happened, then the task was killed).
+  uint64_t denied = 0;
+  uint64_t audited = 0;
+  uint64_t detected = 0;
+  uint64_t killed = 0;
+  uint64_t Violations() const { return denied + audited + detected + killed; }
+  uint64_t lost = 0;
+  uint64_t suppressed = 0;    // held back by the agent's rate limit (its "suppressed" records)
+  uint64_t not_received = 0;  // the agent had them but this run fell behind (its sinks have them)
+};
+
+// The summary's text (without "cordon: " and the audit log's path), e.g.
+// "2 violations (2 denied, 0 audited: net.connect x2)".
+std::string SummaryLine(const RunSummary& summary);
+
+// The sandbox's events: to the audit log and the summary, from the agent
+// (when one adopted the sandbox) or read from the ring buffer directly.
+class RunEvents {
+ public:
+  // Events go to `sink` (not owned); `quiet`: no notes.
+  RunEvents(const RunSandbox& sandbox, std::string name, std::string policy_name, AuditSink* sink, bool quiet);
+
+  void OnEvent(const cordon::v1::AuditEvent& event);
+  // This run reads the ring buffer itself only without an agent (or once the
+  // agent went away): a ring buffer has one reader, and the lock each reader
+  // holds (LockSandboxEvents) refuses a second.
+  Status ReadDirectly();
+  // A ring buffer has one consumer. With an agent running, it is the agent:
+  // it adopts this sandbox now (before the command exists), streams its
+  // events here as a tail (and to its own sinks), and at the end delivers
+  // the rest and detaches. Without one, this run reads the ring buffer itself.
+  Status Connect();
+  // Frames waiting from the agent; false when it went away (then this run
+  // reads the ring buffer itself from that point on).
+  bool ReadAgent(int timeout_ms);
+  // What the ring buffer holds, when this run reads it.
+  void Drain();
+  int reader_fd() const { return reader_.epoll_fd(); }
+
+  RunSummary summary;
+  Status sink_status;
+  std::optional<agent::AgentClient> agent_link;
+  bool release_answered = false, agent_detached = false;
+
+ private:
+  AuditSink* sink_;
+  bool quiet_;
+  uint64_t sandbox_id_;
+  std::string name_;
+  std::string policy_name_;
+  std::string relative_;
+  EventReader reader_;
+  bool reading_ = false;
+};
+
+// The sandbox removed once the command ended: leftovers killed first, then
+// detached (by the agent, when it adopted the sandbox). True when clean.
+bool FinishSandbox(RunSandbox* sandbox, RunEvents* events);
+
+}  // namespace cordon::cli
