@@ -35,6 +35,7 @@
 #include "cli/common.h"
 #include "cli/run_events.h"
 #include "cli/run_sandbox.h"
+#include "ops/ephemeral.h"
 #include "confine/acl.h"
 #include "confine/child.h"
 #include "confine/landlock.h"
@@ -161,7 +162,7 @@ struct RunPlan {
   std::optional<IdentityLease> lease;
   RunIdentity identity;
   std::string run_name;
-  std::unique_ptr<Scratch> scratch;  // until the sandbox owns it
+  std::unique_ptr<ops::Scratch> scratch;  // until the sandbox owns it
   std::vector<std::pair<std::string, std::string>> binds;
   AclGrants grants;
   std::vector<std::string> early_notes;
@@ -261,7 +262,7 @@ int PrepareFiles(RunPlan* run) {
   {
     bool tmp = !PolicyNames(*compiled, "/tmp"), shm = !PolicyNames(*compiled, "/dev/shm");
     if (tmp || shm) {
-      auto made = Scratch::Create(run->run_name, identity.uid, identity.gid);
+      auto made = ops::Scratch::Create(run->run_name, identity.uid, identity.gid);
       if (!made) return PrintError("private /tmp for the command: " + made.error().ToString()), 1;
       run->scratch = std::move(*made);
       if (tmp) run->binds.emplace_back(run->scratch->tmp(), "/tmp");
@@ -427,18 +428,18 @@ int PrepareConfinement(RunPlan* run) {
 }
 
 // The audit log, then the sandbox: its cgroup, with the policy attached.
-int CreateRunSandbox(RunPlan* run, std::unique_ptr<RunSandbox>* out) {
+int CreateRunSandbox(RunPlan* run, std::unique_ptr<ops::EphemeralSandbox>* out) {
   run->audit_path = run->parsed.Get("--audit").value_or(DefaultAuditPath());
   auto sink = JsonlFileSink::Open(run->audit_path);
   if (!sink) return PrintError(sink.error().ToString()), 1;
   run->sink = std::move(*sink);
 
-  auto sandbox = RunSandbox::Create("/cordon/" + run->run_name, std::move(run->scratch));
-  if (!sandbox) return PrintError("create sandbox cgroup: " + sandbox.error().ToString()), 1;
-
-  AttachOptions options;
+  ops::RunRequest request;
+  request.cgroup = "/cordon/" + run->run_name;
+  request.scratch = std::move(run->scratch);
+  request.policy = &*run->compiled;
+  AttachOptions& options = request.options;
   options.name = run->parsed.Get("--name").value_or("run-" + std::to_string(::getpid()));
-  options.ephemeral = true;
   options.seccomp_events = !run->seccomp.program.empty();
   options.landlock_events = run->landlock_applied && run->landlock->files;
   options.landlock_scope_events = run->landlock_applied && run->landlock->scoped;
@@ -455,8 +456,8 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<RunSandbox>* out) {
       options.allowed_devices.push_back(rule);
     }
   }
-  if (Status attached = (*sandbox)->Attach(*run->compiled, options); !attached.ok())
-    return PrintError(attached.error().ToString() + "; command not started"), 1;
+  auto sandbox = ops::Run(std::move(request));
+  if (!sandbox) return PrintError(sandbox.error().ToString()), 1;
   *out = std::move(*sandbox);
   run->notes.insert(run->notes.end(), run->early_notes.begin(), run->early_notes.end());
   if (!run->quiet)
@@ -468,7 +469,7 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<RunSandbox>* out) {
 }
 
 // The confined child, started and moved into the sandbox.
-int StartChild(RunPlan* run, RunSandbox* sandbox, ChildPlan* plan, std::unique_ptr<ConfinedChild>* out) {
+int StartChild(RunPlan* run, ops::EphemeralSandbox* sandbox, ChildPlan* plan, std::unique_ptr<ConfinedChild>* out) {
   plan->exe = run->exe;
   plan->argv = run->command;
   plan->envp = std::move(run->env);
@@ -490,7 +491,7 @@ int StartChild(RunPlan* run, RunSandbox* sandbox, ChildPlan* plan, std::unique_p
   confinement.seccomp = &run->seccomp;
   auto child = ConfinedChild::Start(*plan, confinement, run->signals->previous());
   if (!child) {
-    sandbox->Cleanup();
+    CleanupSandbox(sandbox);
     run->signals->Restore();
     return PrintError(child.error().ToString()), 1;
   }
@@ -596,12 +597,12 @@ int RunCommand(const Args& args) {
   if (int rc = PrepareFiles(&run); rc != kGoOn) return rc;
   if (int rc = PrepareExec(&run); rc != kGoOn) return rc;
   if (int rc = PrepareConfinement(&run); rc != kGoOn) return rc;
-  std::unique_ptr<RunSandbox> sandbox;  // from here on, removed on every way out
+  std::unique_ptr<ops::EphemeralSandbox> sandbox;  // from here on, removed on every way out
   if (int rc = CreateRunSandbox(&run, &sandbox); rc != kGoOn) return rc;
   RunEvents events(*sandbox, run.parsed.Get("--name").value_or("run-" + std::to_string(::getpid())),
                    run.compiled->name, run.sink.get(), run.quiet);
   if (Status connected = events.Connect(); !connected.ok()) {
-    sandbox->Cleanup();
+    CleanupSandbox(sandbox.get());
     return PrintError(connected.error().ToString()), 1;
   }
   ChildPlan plan;

@@ -5,7 +5,7 @@
 
 namespace cordon::cli {
 
-RunEvents::RunEvents(const RunSandbox& sandbox, std::string name, std::string policy_name, AuditSink* sink, bool quiet)
+RunEvents::RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std::string policy_name, AuditSink* sink, bool quiet)
     : sink_(sink),
       quiet_(quiet),
       sandbox_id_(sandbox.id()),
@@ -90,9 +90,16 @@ void RunEvents::Drain() {
 
 // The sandbox removed once the command ended: leftovers killed first, then
 // detached (by the agent, when it adopted the sandbox). True when clean.
-bool FinishSandbox(RunSandbox* sandbox, RunEvents* events) {
+bool CleanupSandbox(ops::EphemeralSandbox* sandbox) {
+  std::vector<std::string> errors;
+  bool cleaned = sandbox->Cleanup(&errors);
+  for (const auto& error : errors) PrintError("cleanup: " + error);
+  return cleaned;
+}
+
+bool FinishSandbox(ops::EphemeralSandbox* sandbox, RunEvents* events) {
   if (!events->agent_link) {
-    bool cleaned = sandbox->Cleanup();  // kills leftovers first, then detaches
+    bool cleaned = CleanupSandbox(sandbox);  // kills leftovers first, then detaches
     events->Drain();
     return cleaned;
   }

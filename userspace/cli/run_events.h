@@ -9,7 +9,7 @@
 #include <string>
 
 #include "agent/control.h"
-#include "cli/run_sandbox.h"
+#include "ops/ephemeral.h"
 #include "events/reader.h"
 #include "events/sink.h"
 #include "util/result.h"
@@ -39,7 +39,7 @@ std::string SummaryLine(const RunSummary& summary);
 class RunEvents {
  public:
   // Events go to `sink` (not owned); `quiet`: no notes.
-  RunEvents(const RunSandbox& sandbox, std::string name, std::string policy_name, AuditSink* sink, bool quiet);
+  RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std::string policy_name, AuditSink* sink, bool quiet);
 
   void OnEvent(const cordon::v1::AuditEvent& event);
   // This run reads the ring buffer itself only without an agent (or once the
@@ -76,6 +76,9 @@ class RunEvents {
 
 // The sandbox removed once the command ended: leftovers killed first, then
 // detached (by the agent, when it adopted the sandbox). True when clean.
-bool FinishSandbox(RunSandbox* sandbox, RunEvents* events);
+bool FinishSandbox(ops::EphemeralSandbox* sandbox, RunEvents* events);
+
+// sandbox->Cleanup(), printing "cleanup: ..." for what failed. True when clean.
+bool CleanupSandbox(ops::EphemeralSandbox* sandbox);
 
 }  // namespace cordon::cli

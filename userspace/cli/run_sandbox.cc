@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -27,9 +26,6 @@
 namespace cordon::cli {
 namespace {
 
-constexpr const char* kScratchRoot = "/run/cordon/scratch";
-constexpr const char* kScratchSize = "size=2g";
-
 // clone3 with a pidfd, into cgroup_fd's cgroup (-1: the caller's).
 pid_t Clone3IntoCgroup(int cgroup_fd, int* pidfd) {
   struct clone_args ca;
@@ -42,101 +38,6 @@ pid_t Clone3IntoCgroup(int cgroup_fd, int* pidfd) {
 }
 
 }  // namespace
-
-// ---- Scratch
-
-Result<std::unique_ptr<Scratch>> Scratch::Create(const std::string& name, uid_t uid, gid_t gid) {
-  CORDON_TRY(MakeDirs(kScratchRoot, 0700));
-  RemoveStale();
-  std::unique_ptr<Scratch> s(new Scratch());
-  s->path_ = std::string(kScratchRoot) + "/" + name;
-  if (::mkdir(s->path_.c_str(), 0700) != 0) return SysError("create " + s->path_);
-  s->made_ = true;
-  std::string options = std::string(kScratchSize) + ",mode=0700";
-  if (::mount("cordon-scratch", s->path_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
-    return SysError("mount the scratch tmpfs on " + s->path_);
-  s->mounted_ = true;
-  for (const char* sub : {"tmp", "shm"}) {
-    std::string dir = s->path_ + "/" + sub;
-    if (::mkdir(dir.c_str(), 0700) != 0 || ::chown(dir.c_str(), uid, gid) != 0) return SysError("prepare " + dir);
-  }
-  return s;
-}
-
-Scratch::~Scratch() {
-  if (mounted_) (void)::umount2(path_.c_str(), MNT_DETACH);
-  if (made_) (void)::rmdir(path_.c_str());
-}
-
-// Scratch of runs whose cordon process is gone (killed with -9).
-void Scratch::RemoveStale() {
-  auto names = ListDir(kScratchRoot);
-  if (!names) return;
-  for (const auto& name : *names) {
-    // run-<pid>-<suffix>
-    if (name.rfind("run-", 0) != 0) continue;
-    int pid = std::atoi(name.c_str() + 4);
-    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    std::string dir = std::string(kScratchRoot) + "/" + name;
-    (void)::umount2(dir.c_str(), MNT_DETACH);
-    (void)::rmdir(dir.c_str());
-  }
-}
-
-// ---- RunSandbox
-
-Result<std::unique_ptr<RunSandbox>> RunSandbox::Create(const std::string& relative, std::unique_ptr<Scratch> scratch) {
-  std::unique_ptr<RunSandbox> sandbox(new RunSandbox());
-  sandbox->scratch_ = std::move(scratch);  // removed with the sandbox, also if the cgroup cannot be made
-  auto cgroup = CreateCgroup(relative);
-  if (!cgroup) return cgroup.error();
-  sandbox->cgroup_ = std::move(*cgroup);
-  return sandbox;
-}
-
-Status RunSandbox::Attach(const policy::CompiledPolicy& policy, const AttachOptions& options) {
-  auto attached = AttachSandbox(cgroup_, policy, options);
-  if (!attached) {
-    removed_ = true;
-    (void)KillAndRemoveCgroup(cgroup_);
-    return attached.error();
-  }
-  attached_ = true;
-  return {};
-}
-
-Status RunSandbox::KillAndRemove() {
-  if (removed_) return {};
-  removed_ = true;
-  return KillAndRemoveCgroup(cgroup_);
-}
-
-Status RunSandbox::Detach() {
-  if (!attached_) return {};
-  attached_ = false;
-  return DetachSandbox(cgroup_.id);
-}
-
-void RunSandbox::RemoveSharedParent() {
-  // The shared parent of run cgroups goes when the last run ends (another
-  // run still inside keeps it: ENOTEMPTY/EBUSY are expected then).
-  ::rmdir((cgroup_.mount + "/cordon").c_str());
-}
-
-bool RunSandbox::Cleanup() {
-  if (removed_ && !attached_) return true;
-  bool ok = true;
-  Status removed = KillAndRemove();  // leftovers killed before anything is detached
-  if (!removed.ok()) PrintError("cleanup: " + removed.error().ToString()), ok = false;
-  Status detached = Detach();
-  if (!detached.ok()) PrintError("cleanup: " + detached.error().ToString()), ok = false;
-  RemoveSharedParent();
-  return ok;
-}
-
-RunSandbox::~RunSandbox() {
-  if (!cgroup_.path.empty()) (void)Cleanup();
-}
 
 // ---- HeldSignals
 

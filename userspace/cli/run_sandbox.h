@@ -1,8 +1,8 @@
-// Owners of what `cordon run` creates for one command: the private scratch
-// (/tmp and /dev/shm), the ephemeral sandbox (cgroup + attached policy), the
-// forwarded-signal mask, and the confined child (clone3, pidfd, the pipes of
-// its start-up handshake). Each destructor undoes what is left, so that every
-// early return of `cordon run` leaves nothing behind.
+// Owners of what `cordon run` holds for one command beyond its sandbox
+// (ops/ephemeral.h): the forwarded-signal mask and the confined child
+// (clone3, pidfd, the pipes of its start-up handshake). Each destructor
+// undoes what is left, so that every early return of `cordon run` leaves
+// nothing behind.
 #pragma once
 
 #include <signal.h>
@@ -12,7 +12,6 @@
 #include <string>
 
 #include "confine/child.h"
-#include "loader/sandbox.h"
 #include "sys/cgroup.h"
 #include "util/fd.h"
 #include "util/result.h"
@@ -24,66 +23,6 @@ struct SeccompPlan;
 class PtyRelay;
 
 namespace cli {
-
-// The private /tmp and /dev/shm of one run: a size-limited tmpfs mounted by
-// cordon under /run/cordon/scratch/<run> (root-only), with tmp/ and shm/
-// owned by the command's identity, bind-mounted over /tmp and /dev/shm in
-// the command's own mount namespace. Unmounted and removed when destroyed;
-// a run killed before that leaves it for the next run to remove.
-class Scratch {
- public:
-  static Result<std::unique_ptr<Scratch>> Create(const std::string& name, uid_t uid, gid_t gid);
-  ~Scratch();
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  std::string tmp() const { return path_ + "/tmp"; }
-  std::string shm() const { return path_ + "/shm"; }
-
- private:
-  Scratch() = default;
-  static void RemoveStale();
-  std::string path_;
-  bool made_ = false, mounted_ = false;
-};
-
-// The ephemeral sandbox of one run: a cgroup cordon created (only that one is
-// ever killed and removed), the policy attached to it, and the run's scratch.
-// Destroyed without Cleanup(): kills what is left in the cgroup, detaches the
-// sandbox (if attached), removes the cgroup and the scratch.
-class RunSandbox {
- public:
-  // Creates <cgroup2>/<relative>. Error: CreateCgroup's.
-  static Result<std::unique_ptr<RunSandbox>> Create(const std::string& relative, std::unique_ptr<Scratch> scratch);
-  ~RunSandbox();
-  RunSandbox(const RunSandbox&) = delete;
-  RunSandbox& operator=(const RunSandbox&) = delete;
-
-  // AttachSandbox; on failure the cgroup is killed and removed at once (the
-  // attach left nothing attached). Error: AttachSandbox's.
-  Status Attach(const policy::CompiledPolicy& policy, const AttachOptions& options);
-
-  const CgroupRef& cgroup() const { return cgroup_; }
-  uint64_t id() const { return cgroup_.id; }
-
-  // Kills leftovers, then detaches, then removes the shared parent of run
-  // cgroups if it is empty; prints "cleanup: ..." for what failed. True when
-  // all of it succeeded. Once only (later calls: true).
-  bool Cleanup();
-  // The same in steps, for a run whose agent detaches the sandbox: the
-  // cgroup killed and removed first, then (if the agent did not) detached.
-  Status KillAndRemove();
-  Status Detach();
-  void RemoveSharedParent();
-  // The agent detached it (what Detach() would have done).
-  void DetachedElsewhere() { attached_ = false; }
-
- private:
-  RunSandbox() = default;
-  CgroupRef cgroup_;
-  std::unique_ptr<Scratch> scratch_;
-  bool removed_ = false;   // cgroup killed and removed (or tried)
-  bool attached_ = false;  // policy attached, not yet detached
-};
 
 // The forwarded signals blocked (and read from a signalfd) from construction
 // until Restore(): one arriving while the sandbox is being built must not

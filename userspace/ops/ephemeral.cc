@@ -1,0 +1,114 @@
+#include "ops/ephemeral.h"
+
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "util/fs.h"
+
+namespace cordon::ops {
+namespace {
+
+constexpr const char* kScratchRoot = "/run/cordon/scratch";
+constexpr const char* kScratchSize = "size=2g";
+
+}  // namespace
+
+// ---- Scratch
+
+Result<std::unique_ptr<Scratch>> Scratch::Create(const std::string& name, uid_t uid, gid_t gid) {
+  CORDON_TRY(MakeDirs(kScratchRoot, 0700));
+  RemoveStale();
+  std::unique_ptr<Scratch> s(new Scratch());
+  s->path_ = std::string(kScratchRoot) + "/" + name;
+  if (::mkdir(s->path_.c_str(), 0700) != 0) return SysError("create " + s->path_);
+  s->made_ = true;
+  std::string options = std::string(kScratchSize) + ",mode=0700";
+  if (::mount("cordon-scratch", s->path_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
+    return SysError("mount the scratch tmpfs on " + s->path_);
+  s->mounted_ = true;
+  for (const char* sub : {"tmp", "shm"}) {
+    std::string dir = s->path_ + "/" + sub;
+    if (::mkdir(dir.c_str(), 0700) != 0 || ::chown(dir.c_str(), uid, gid) != 0) return SysError("prepare " + dir);
+  }
+  return s;
+}
+
+Scratch::~Scratch() {
+  if (mounted_) (void)::umount2(path_.c_str(), MNT_DETACH);
+  if (made_) (void)::rmdir(path_.c_str());
+}
+
+// Scratch of runs whose cordon process is gone (killed with -9).
+void Scratch::RemoveStale() {
+  auto names = ListDir(kScratchRoot);
+  if (!names) return;
+  for (const auto& name : *names) {
+    // run-<pid>-<suffix>
+    if (name.rfind("run-", 0) != 0) continue;
+    int pid = std::atoi(name.c_str() + 4);
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::string dir = std::string(kScratchRoot) + "/" + name;
+    (void)::umount2(dir.c_str(), MNT_DETACH);
+    (void)::rmdir(dir.c_str());
+  }
+}
+
+// ---- EphemeralSandbox
+
+Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request) {
+  std::unique_ptr<EphemeralSandbox> sandbox(new EphemeralSandbox());
+  sandbox->scratch_ = std::move(request.scratch);  // removed with the sandbox, also if the cgroup cannot be made
+  auto cgroup = CreateCgroup(request.cgroup);
+  if (!cgroup) return cgroup.error().Wrap("create sandbox cgroup");
+  sandbox->cgroup_ = std::move(*cgroup);
+  request.options.ephemeral = true;
+  auto attached = AttachSandbox(sandbox->cgroup_, *request.policy, request.options);
+  if (!attached) {
+    sandbox->removed_ = true;
+    (void)KillAndRemoveCgroup(sandbox->cgroup_);  // the attach left nothing attached
+    return Error{attached.error().ToString() + "; command not started"};
+  }
+  sandbox->attached_ = true;
+  return sandbox;
+}
+
+cordon::Status EphemeralSandbox::KillAndRemove() {
+  if (removed_) return {};
+  removed_ = true;
+  return KillAndRemoveCgroup(cgroup_);
+}
+
+cordon::Status EphemeralSandbox::Detach() {
+  if (!attached_) return {};
+  attached_ = false;
+  return DetachSandbox(cgroup_.id);
+}
+
+void EphemeralSandbox::RemoveSharedParent() {
+  // The shared parent of run cgroups goes when the last run ends (another
+  // run still inside keeps it: ENOTEMPTY/EBUSY are expected then).
+  ::rmdir((cgroup_.mount + "/cordon").c_str());
+}
+
+bool EphemeralSandbox::Cleanup(std::vector<std::string>* errors) {
+  if (removed_ && !attached_) return true;
+  bool ok = true;
+  cordon::Status removed = KillAndRemove();  // leftovers killed before anything is detached
+  if (!removed.ok()) errors->push_back(removed.error().ToString()), ok = false;
+  cordon::Status detached = Detach();
+  if (!detached.ok()) errors->push_back(detached.error().ToString()), ok = false;
+  RemoveSharedParent();
+  return ok;
+}
+
+EphemeralSandbox::~EphemeralSandbox() {
+  std::vector<std::string> ignored;
+  if (!cgroup_.path.empty()) (void)Cleanup(&ignored);
+}
+
+}  // namespace cordon::ops

@@ -1,0 +1,91 @@
+// The use case of `cordon run` below its terminal and its child: a fresh
+// cgroup with the policy attached (EphemeralSandbox) and the run's private
+// scratch, each removed on every way out. The CLI adds the confined child,
+// the pty and the events (cli/run.cc); nothing here prints.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loader/sandbox.h"
+#include "policy/compiler.h"
+#include "sys/cgroup.h"
+#include "util/result.h"
+
+namespace cordon::ops {
+
+// The private /tmp and /dev/shm of one run: a size-limited tmpfs mounted by
+// cordon under /run/cordon/scratch/<run> (root-only), with tmp/ and shm/
+// owned by the command's identity, bind-mounted over /tmp and /dev/shm in
+// the command's own mount namespace. Unmounted and removed when destroyed;
+// a run killed before that leaves it for the next run to remove.
+class Scratch {
+ public:
+  static Result<std::unique_ptr<Scratch>> Create(const std::string& name, uid_t uid, gid_t gid);
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  std::string tmp() const { return path_ + "/tmp"; }
+  std::string shm() const { return path_ + "/shm"; }
+
+ private:
+  Scratch() = default;
+  static void RemoveStale();
+  std::string path_;
+  bool made_ = false, mounted_ = false;
+};
+
+struct RunRequest;
+class EphemeralSandbox;
+Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request);
+
+// The ephemeral sandbox of one run: a cgroup cordon created (only that one is
+// ever killed and removed), the policy attached to it, and the run's scratch.
+// Destroyed without Cleanup(): kills what is left in the cgroup, detaches the
+// sandbox (if attached), removes the cgroup and the scratch.
+class EphemeralSandbox {
+ public:
+  ~EphemeralSandbox();
+  EphemeralSandbox(const EphemeralSandbox&) = delete;
+  EphemeralSandbox& operator=(const EphemeralSandbox&) = delete;
+
+  const CgroupRef& cgroup() const { return cgroup_; }
+  uint64_t id() const { return cgroup_.id; }
+
+  // Kills leftovers, then detaches, then removes the shared parent of run
+  // cgroups if it is empty. True when all of it succeeded; else *errors has
+  // what failed. Once only (later calls: true).
+  bool Cleanup(std::vector<std::string>* errors);
+  // The same in steps, for a run whose agent detaches the sandbox: the
+  // cgroup killed and removed first, then (if the agent did not) detached.
+  cordon::Status KillAndRemove();
+  cordon::Status Detach();
+  void RemoveSharedParent();
+  // The agent detached it (what Detach() would have done).
+  void DetachedElsewhere() { attached_ = false; }
+
+ private:
+  friend Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request);
+  EphemeralSandbox() = default;
+  CgroupRef cgroup_;
+  std::unique_ptr<Scratch> scratch_;
+  bool removed_ = false;   // cgroup killed and removed (or tried)
+  bool attached_ = false;  // policy attached, not yet detached
+};
+
+struct RunRequest {
+  std::string cgroup;  // relative to the cgroup2 mount, created here: /cordon/run-<pid>-<suffix>
+  std::unique_ptr<Scratch> scratch;  // owned by the sandbox from here on (may be null)
+  const policy::CompiledPolicy* policy = nullptr;
+  AttachOptions options;  // ephemeral is set here
+};
+
+// Creates the cgroup and attaches the policy. On failure nothing is left:
+// the cgroup is killed and removed, the scratch too. Errors: "create sandbox
+// cgroup: ..." or the attach's error followed by "; command not started".
+Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request);
+
+}  // namespace cordon::ops
