@@ -16,6 +16,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev     # policy and event schemas
   libyaml-dev                           # policy files, agent config
   libnl-3-dev                           # sock_diag (retroactive attach)
+  libssl-dev                            # SHA-256 of the audit file's hash chain (libcrypto)
   libgtest-dev                          # tests
   python3 util-linux iproute2 git       # tests and examples (python3, setpriv, ip, git)
 )

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -519,6 +520,37 @@ TEST(RunLayers, LandlockHoldsWhenTheBpfLsmLayerIsRemoved) {
   for (const auto& e : events)
     landlock_shadow += e.kind() == "file.open" && e.file().path() == "/etc/shadow" && e.enforcement() == "landlock";
   EXPECT_EQ(landlock_shadow, 2) << "both runs' refusals reported";
+}
+
+// Tamper evidence (issue #16): a run's audit file carries its hash chain;
+// `cordon audit verify` accepts it as written (the control) and names the
+// line of an edit, and a second run appending to the file continues it.
+TEST_F(RunCommand, AuditFileChainVerifiesAndAnEditIsFound) {
+  TcpListener listener;
+  for (int i = 0; i < 2; ++i) {
+    CommandResult r =
+        Cordon({"run", "--audit", audit_, "--", "/usr/bin/python3", "-c", PythonConnect(listener.port())});
+    ASSERT_EQ(r.status, EPERM) << r.out << r.err;
+  }
+  CommandResult ok = Cordon({"audit", "verify", audit_});
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.out.find("lines verified in 1 file; last chain value "), std::string::npos) << ok.out;
+
+  std::string text = Slurp(audit_);
+  size_t at = text.find("\"net.connect\"");
+  ASSERT_NE(at, std::string::npos) << text;
+  const size_t line_no = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
+  text.replace(text.find("\"port\":", at), 7, "\"port\": ");  // one byte more, same JSON
+  {
+    std::ofstream out(audit_, std::ios::trunc | std::ios::binary);
+    out << text;
+    ASSERT_TRUE(out.good());
+  }
+  CommandResult bad = Cordon({"audit", "verify", audit_});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find(audit_ + ":" + std::to_string(line_no) + ": chain value does not match"), std::string::npos)
+      << bad.err;
+  ::truncate(audit_.c_str(), 0);  // TearDown removes it; AuditFileEvents is not asked about the edit
 }
 
 }  // namespace

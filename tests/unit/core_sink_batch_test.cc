@@ -26,6 +26,14 @@ namespace {
 
 using cordon::v1::AuditEvent;
 
+// The file sink's mechanics without the hash chain (lines as ToJsonLine
+// makes them, sizes exact); core_audit_chain_test.cc covers the chain.
+JsonlOptions Plain() {
+  JsonlOptions options;
+  options.chain = false;
+  return options;
+}
+
 std::string TempDirPath() {
   char tmpl[] = "/tmp/cordon-sink-batch-test.XXXXXX";
   char* p = ::mkdtemp(tmpl);
@@ -52,7 +60,7 @@ AuditEvent Event(uint32_t pid, size_t reason_length) {
 
 TEST(SinkJsonlBatch, WriteLinesMakesTheSameFilesAsWriteRotationIncluded) {
   const std::string a = TempDirPath(), b = TempDirPath();
-  JsonlOptions options;
+  JsonlOptions options = Plain();
   options.fsync = JsonlOptions::Fsync::kNever;
   options.max_bytes = 600;
   options.keep = 50;
@@ -95,7 +103,7 @@ TEST(SinkJsonlBatch, WriteLinesMakesTheSameFilesAsWriteRotationIncluded) {
 TEST(SinkJsonlBatch, FailedWriteKeepsWholeLinesOnly) {
   const std::string dir = TempDirPath();
   const std::string path = dir + "/audit.jsonl";
-  auto sink = JsonlFileSink::Open(path);
+  auto sink = JsonlFileSink::Open(path, Plain());
   ASSERT_TRUE(sink.ok());
   const std::string line = ToJsonLine(Event(1, 10)) + "\n";
   std::string three;
@@ -150,7 +158,7 @@ TEST(SinkJsonlBatch, SyncedLinesLeaveThePageCache) {
   ASSERT_EQ(::statfs(dir.c_str(), &fs), 0);
   if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << dir << " is on tmpfs, whose pages are the file";
   const std::string path = dir + "/audit.jsonl";
-  JsonlOptions options;
+  JsonlOptions options = Plain();
   options.fsync = JsonlOptions::Fsync::kNever;  // only Sync() syncs
   auto sink = JsonlFileSink::Open(path, options);
   ASSERT_TRUE(sink.ok());

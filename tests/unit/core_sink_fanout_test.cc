@@ -47,6 +47,7 @@ class SinkFanoutTest : public ::testing::Test {
     c.path = dir_ + "/" + name;
     c.jsonl.keep = keep;
     c.jsonl.fsync = JsonlOptions::Fsync::kNever;
+    c.jsonl.chain = false;  // lines compared with ToJsonLine's
     return c;
   }
   std::string dir_;

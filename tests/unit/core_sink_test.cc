@@ -24,6 +24,14 @@ namespace {
 
 using cordon::v1::AuditEvent;
 
+// The file sink's mechanics without the hash chain (lines as ToJsonLine
+// makes them, sizes exact); core_audit_chain_test.cc covers the chain.
+JsonlOptions Plain() {
+  JsonlOptions options;
+  options.chain = false;
+  return options;
+}
+
 class TempDir {
  public:
   TempDir() {
@@ -91,7 +99,7 @@ TEST(SinkJsonl, OpenWithoutOptionsAppends) {
   TempDir dir;
   std::string path = dir / "sub/dir/audit.jsonl";
   for (uint32_t pid : {1u, 2u}) {
-    auto sink = JsonlFileSink::Open(path);
+    auto sink = JsonlFileSink::Open(path, Plain());
     ASSERT_TRUE(sink.ok()) << sink.error().ToString();
     ASSERT_TRUE((*sink)->Write(Event(pid)).ok());
     ASSERT_TRUE((*sink)->Flush().ok());
@@ -109,7 +117,7 @@ TEST(SinkJsonl, RepairCutsATornLastLineOnlyWhenAsked) {
   TempDir dir;
   std::string path = dir / "audit.jsonl";
   {
-    auto sink = JsonlFileSink::Open(path);
+    auto sink = JsonlFileSink::Open(path, Plain());
     ASSERT_TRUE(sink.ok());
     ASSERT_TRUE((*sink)->Write(Event(1)).ok());
     ASSERT_TRUE((*sink)->Write(Event(2)).ok());
@@ -118,11 +126,11 @@ TEST(SinkJsonl, RepairCutsATornLastLineOnlyWhenAsked) {
   std::ofstream(path, std::ios::app) << torn;
   uint64_t torn_size = FileSize(path);
   {
-    auto plain = JsonlFileSink::Open(path);  // another writer's file: left alone
+    auto plain = JsonlFileSink::Open(path, Plain());  // another writer's file: left alone
     ASSERT_TRUE(plain.ok());
   }
   EXPECT_EQ(FileSize(path), torn_size);
-  JsonlOptions options;
+  JsonlOptions options = Plain();
   options.repair_torn_tail = true;
   auto sink = JsonlFileSink::Open(path, options);
   ASSERT_TRUE(sink.ok()) << sink.error().ToString();
@@ -141,7 +149,7 @@ TEST(SinkJsonl, RotationKeepsEveryLineWhole) {
   TempDir dir;
   std::string path = dir / "audit.jsonl";
   const uint64_t line_size = ToJsonLine(Event(1000)).size() + 1;
-  JsonlOptions options;
+  JsonlOptions options = Plain();
   options.max_bytes = line_size * 3 + line_size / 2;  // 3 lines per file
   options.keep = 100;
   auto sink = JsonlFileSink::Open(path, options);
@@ -173,7 +181,7 @@ TEST(SinkJsonl, RotationDropsFilesBeyondKeep) {
   TempDir dir;
   std::string path = dir / "audit.jsonl";
   const uint64_t line_size = ToJsonLine(Event(1000)).size() + 1;
-  JsonlOptions options;
+  JsonlOptions options = Plain();
   options.max_bytes = line_size * 2;  // exactly 2 lines per file
   options.keep = 2;
   auto sink = JsonlFileSink::Open(path, options);
@@ -189,7 +197,7 @@ TEST(SinkJsonl, RotationDropsFilesBeyondKeep) {
 TEST(SinkJsonl, RotationWithKeepZeroKeepsOnlyTheCurrentFile) {
   TempDir dir;
   std::string path = dir / "audit.jsonl";
-  JsonlOptions options;
+  JsonlOptions options = Plain();
   options.max_bytes = ToJsonLine(Event(1000)).size() + 1;
   options.keep = 0;
   auto sink = JsonlFileSink::Open(path, options);
@@ -202,7 +210,7 @@ TEST(SinkJsonl, RotationWithKeepZeroKeepsOnlyTheCurrentFile) {
 TEST(SinkJsonl, LineLargerThanMaxBytesGoesAloneToAFreshFile) {
   TempDir dir;
   std::string path = dir / "audit.jsonl";
-  JsonlOptions options;
+  JsonlOptions options = Plain();
   options.max_bytes = 100;
   auto sink = JsonlFileSink::Open(path, options);
   ASSERT_TRUE(sink.ok()) << sink.error().ToString();
@@ -221,11 +229,11 @@ TEST(SinkJsonl, RotationCountsTheExistingFile) {
   std::string path = dir / "audit.jsonl";
   const uint64_t line_size = ToJsonLine(Event(1000)).size() + 1;
   {
-    auto sink = JsonlFileSink::Open(path);
+    auto sink = JsonlFileSink::Open(path, Plain());
     ASSERT_TRUE(sink.ok());
     ASSERT_TRUE((*sink)->Write(Event(1000)).ok());
   }
-  JsonlOptions options;
+  JsonlOptions options = Plain();
   options.max_bytes = line_size * 2;
   auto sink = JsonlFileSink::Open(path, options);
   ASSERT_TRUE(sink.ok());
@@ -241,7 +249,7 @@ TEST(SinkJsonl, EveryFsyncPolicyWrites) {
                                   std::pair{F::kInterval, 60000u}, std::pair{F::kNever, 1000u}}) {
     TempDir dir;
     std::string path = dir / "audit.jsonl";
-    JsonlOptions options;
+    JsonlOptions options = Plain();
     options.fsync = policy;
     options.fsync_interval_ms = interval;
     options.max_bytes = 1000;  // rotation syncs too
@@ -264,7 +272,7 @@ TEST(SinkJsonl, OpenErrorNamesThePath) {
   TempDir dir;
   std::ofstream(dir / "file") << "not a directory";
   std::string path = dir / "file/audit.jsonl";
-  auto sink = JsonlFileSink::Open(path);
+  auto sink = JsonlFileSink::Open(path, Plain());
   ASSERT_FALSE(sink.ok());
   EXPECT_NE(sink.error().ToString().find(path), std::string::npos) << sink.error().ToString();
   EXPECT_NE(sink.error().ToString().find(std::strerror(ENOTDIR)), std::string::npos) << sink.error().ToString();
@@ -272,7 +280,7 @@ TEST(SinkJsonl, OpenErrorNamesThePath) {
 
 TEST(SinkJsonl, WriteErrorNamesThePathAndErrno) {
   if (!Exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  JsonlOptions options;
+  JsonlOptions options = Plain();
   options.fsync = JsonlOptions::Fsync::kNever;
   auto sink = JsonlFileSink::Open("/dev/full", options);
   ASSERT_TRUE(sink.ok()) << sink.error().ToString();
@@ -291,7 +299,7 @@ TEST(SinkJsonl, FailedWriteLeavesNoPartialLineAndRecovers) {
   TempDir dir;
   std::string path = dir / "audit.jsonl";
   const uint64_t line_size = ToJsonLine(Event(1000)).size() + 1;
-  auto sink = JsonlFileSink::Open(path);
+  auto sink = JsonlFileSink::Open(path, Plain());
   ASSERT_TRUE(sink.ok());
   ASSERT_TRUE((*sink)->Write(Event(1000)).ok());
   ASSERT_TRUE((*sink)->Write(Event(1001)).ok());

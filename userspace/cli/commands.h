@@ -20,6 +20,7 @@ int TailCommand(const Args& args);
 int RunCommand(const Args& args);
 int DoctorCommand(const Args& args);
 int AgentCommand(const Args& args);  // agent_command.cc
+int AuditCommand(const Args& args);  // audit.cc
 
 int Main(int argc, char** argv);
 

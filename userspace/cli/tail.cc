@@ -33,6 +33,7 @@ bool ReplayAuditFile(int fd, uint64_t end_offset, const TailOptions& options) {
       unparseable++;
       return;
     }
+    if (event.kind() == "chain.start") return;  // the audit file's own record, not an event
     int64_t ns = google::protobuf::util::TimeUtil::TimestampToNanoseconds(event.time());
     if (options.since_unix_ns > 0 && ns < options.since_unix_ns) return;
     if (!TailMatches(event, options)) return;

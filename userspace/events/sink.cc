@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "events/audit_chain.h"
 #include "events/decoder.h"
 #include "events/json_line.h"
 #include "util/fs.h"
@@ -137,7 +138,81 @@ Status JsonlFileSink::OpenFile() {
   }
   fd_ = std::move(fd);
   dropped_ = 0;
+  if (options_.chain) return ReadChainTail();
   return {};
+}
+
+Status JsonlFileSink::ReadChainTail() {
+  // An empty file starts with a chain.start record naming the chain before
+  // (a rotation's previous file; "" for a new one). A file ending in a line
+  // without a chain value (another writer's, or cut) restarts the chain.
+  chain_start_ = true;
+  if (size_ == 0) return {};
+  UniqueFd in(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in.valid()) return SysError("read audit file " + path_);
+  char buf[65536];
+  const uint64_t start = size_ > sizeof buf ? size_ - sizeof buf : 0;
+  ssize_t n = ::pread(in.get(), buf, size_ - start, static_cast<off_t>(start));
+  if (n != static_cast<ssize_t>(size_ - start)) return SysError("read audit file " + path_);
+  std::string_view tail(buf, static_cast<size_t>(n));
+  if (!tail.empty() && tail.back() == '\n') tail.remove_suffix(1);
+  size_t nl = tail.rfind('\n');
+  std::string last = ChainOf(nl == std::string_view::npos ? (start == 0 ? tail : std::string_view()) : tail.substr(nl + 1));
+  chain_ = last;
+  chain_start_ = last.empty();
+  return {};
+}
+
+std::string JsonlFileSink::Chained(std::string_view lines, std::vector<std::pair<size_t, std::string>>* ends) {
+  std::string out;
+  out.reserve(lines.size() + (CountLines(lines) + 1) * kChainGrowth + 128);
+  if (chain_start_) {
+    AppendChained(ChainStartBody(chain_, ::time(nullptr)), &chain_, &out);
+    chain_start_ = false;
+    ends->push_back({out.size(), chain_});
+  }
+  for (size_t off = 0; off < lines.size();) {
+    size_t nl = lines.find('\n', off);
+    size_t end = nl == std::string_view::npos ? lines.size() : nl;
+    AppendChained(lines.substr(off, end - off), &chain_, &out);
+    ends->push_back({out.size(), chain_});
+    off = end + 1;
+  }
+  return out;
+}
+
+// One chunk (no rotation inside it): chained, written; on a partial write
+// the whole lines that reached the file stay and the chain goes on from the
+// last of them.
+Status JsonlFileSink::WriteChained(std::string_view lines, size_t count, size_t* done) {
+  const std::string chain_before = chain_;
+  const bool start_before = chain_start_;
+  std::vector<std::pair<size_t, std::string>> ends;
+  std::string data = Chained(lines, &ends);
+  const size_t starts = ends.size() - count;  // 0 or 1 chain.start record
+  size_t written = 0;
+  Status s = WriteCounting(fd_.get(), data, &written);
+  if (s.ok()) {
+    size_ += data.size();
+    dirty_ = true;
+    *done += count;
+    return {};
+  }
+  size_t kept = 0;
+  while (kept < ends.size() && ends[kept].first <= written) ++kept;
+  const size_t keep_bytes = kept ? ends[kept - 1].first : 0;
+  if (written > keep_bytes) (void)::ftruncate(fd_.get(), static_cast<off_t>(size_ + keep_bytes));
+  size_ += keep_bytes;
+  if (keep_bytes) dirty_ = true;
+  if (kept) {
+    chain_ = ends[kept - 1].second;
+    chain_start_ = false;
+  } else {
+    chain_ = chain_before;
+    chain_start_ = start_before;
+  }
+  *done += kept > starts ? kept - starts : 0;
+  return s;
 }
 
 Status JsonlFileSink::Rotate() {
@@ -169,6 +244,11 @@ Status JsonlFileSink::Rotate() {
 
 Status JsonlFileSink::Write(const cordon::v1::AuditEvent& event) {
   std::string line = ToJsonLine(event) + "\n";
+  if (options_.chain) {
+    Status status;
+    (void)WriteLines(line, 1, &status);
+    return status;
+  }
   if (!fd_.valid()) CORDON_TRY(OpenFile());  // a previous rotation failed to reopen
   if (options_.max_bytes > 0 && size_ > 0 && size_ + line.size() > options_.max_bytes) CORDON_TRY(Rotate());
   size_t written = 0;
@@ -195,17 +275,21 @@ size_t JsonlFileSink::WriteLines(std::string_view lines, size_t count, Status* s
       }
     }
     // The chunk: all that is left, or the lines before the one that would
-    // cross max_bytes (Write()'s rule, line by line).
+    // cross max_bytes (Write()'s rule, line by line), counted as written:
+    // chained, and after the chain.start record a fresh file begins with.
+    const uint64_t growth = options_.chain ? kChainGrowth : 0;
+    const uint64_t start =
+        options_.chain && chain_start_ ? ChainStartBody(chain_, ::time(nullptr)).size() + kChainGrowth + 1 : 0;
     size_t end = lines.size();
     size_t chunk_lines = count - done;
-    if (options_.max_bytes > 0 && size_ + (end - off) > options_.max_bytes) {
+    if (options_.max_bytes > 0 && size_ + start + (end - off) + chunk_lines * growth > options_.max_bytes) {
       end = off;
       chunk_lines = 0;
       while (end < lines.size()) {
         size_t nl = lines.find('\n', end);
         size_t next = nl == std::string_view::npos ? lines.size() : nl + 1;
-        uint64_t before = size_ + (end - off);
-        if (before > 0 && before + (next - end) > options_.max_bytes) break;
+        uint64_t before = size_ + (end - off);  // 0: nothing in the file yet, the line goes whatever its size
+        if (before > 0 && before + start + chunk_lines * growth + (next - end) + growth > options_.max_bytes) break;
         end = next;
         chunk_lines++;
       }
@@ -218,6 +302,14 @@ size_t JsonlFileSink::WriteLines(std::string_view lines, size_t count, Status* s
       }
     }
     const std::string_view chunk = lines.substr(off, end - off);
+    if (options_.chain) {
+      if (Status s = WriteChained(chunk, chunk_lines, &done); !s.ok()) {
+        *status = s.error().Wrap("audit file " + path_);
+        return done;
+      }
+      off = end;
+      continue;
+    }
     size_t written = 0;
     Status s = WriteCounting(fd_.get(), chunk, &written);
     if (!s.ok()) {

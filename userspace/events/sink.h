@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 #include <string_view>
 
 #include "event.pb.h"
@@ -53,6 +55,11 @@ struct JsonlOptions {
   // last newline. Its events were not released from the ring buffer, so the
   // next writer delivers them again, whole.
   bool repair_torn_tail = false;
+  // Each line carries a hash chained to the line before it, and each file
+  // starts with a chain.start record naming the last one of the file before
+  // (events/audit_chain.h; `cordon audit verify`). A writer appending to a
+  // file continues its chain from its last line.
+  bool chain = true;
 };
 
 class JsonlFileSink : public AuditSink {
@@ -86,6 +93,12 @@ class JsonlFileSink : public AuditSink {
   JsonlFileSink(std::string path, const JsonlOptions& options) : path_(std::move(path)), options_(options) {}
   Status OpenFile();
   Status Rotate();
+  Status ReadChainTail();  // the chain value of the file's last line
+  // The chained bytes of `lines` (whole JSON lines), after a chain.start
+  // record if one is due; *ends: the offset after each line written, with the
+  // chain value there (for a partial write).
+  std::string Chained(std::string_view lines, std::vector<std::pair<size_t, std::string>>* ends);
+  Status WriteChained(std::string_view lines, size_t count, size_t* done);
   Status SyncIfDue();
   void DropSyncedPages();
 
@@ -96,6 +109,8 @@ class JsonlFileSink : public AuditSink {
   bool dirty_ = false;  // written since the last fdatasync
   uint64_t dropped_ = 0;  // the file's first dropped_ bytes were synced and dropped from the page cache
   std::chrono::steady_clock::time_point last_sync_{};
+  std::string chain_;          // the chain value of the file's last line
+  bool chain_start_ = true;    // the next line is preceded by a chain.start record
 };
 
 // RFC 5424 over a unix datagram socket, one message per event:

@@ -1,0 +1,191 @@
+// The audit file's hash chain (events/audit_chain.h): what the file sink
+// writes verifies, across rotation and reopening, and every kind of change
+// to it is found at the line where it was made. No root needed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "events/audit_chain.h"
+#include "events/json_line.h"
+#include "events/sink.h"
+
+namespace cordon {
+namespace {
+
+using cordon::v1::AuditEvent;
+
+class Dir {
+ public:
+  Dir() {
+    char tmpl[] = "/tmp/cordon-chain-test.XXXXXX";
+    char* p = ::mkdtemp(tmpl);
+    EXPECT_NE(p, nullptr);
+    path_ = p ? p : "";
+  }
+  ~Dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+AuditEvent Event(uint32_t pid) {
+  AuditEvent e;
+  e.mutable_time()->set_seconds(1700000000 + pid);
+  e.set_sandbox("job-1");
+  e.set_kind("net.connect");
+  e.set_verdict("denied");
+  e.set_pid(pid);
+  e.mutable_net()->set_address("10.0.0.1");
+  e.mutable_net()->set_port(443);
+  return e;
+}
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+void Put(const std::string& path, const std::vector<std::string>& lines) {
+  std::ofstream out(path, std::ios::trunc);
+  for (const auto& line : lines) out << line << "\n";
+}
+
+// Verifies files (oldest first); "" when the chain holds, else the error.
+std::string Verify(const std::vector<std::string>& paths) {
+  ChainVerifier v;
+  for (const auto& path : paths) {
+    v.BeginFile(path);
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    size_t start = 0;
+    for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+      if (!v.Line(std::string_view(text).substr(start, nl - start))) return v.error();
+    if (!v.EndFile(start == text.size())) return v.error();
+  }
+  return "";
+}
+
+TEST(AuditChain, FileStartsWithChainStartAndVerifies) {
+  Dir dir;
+  const std::string path = dir / "audit.jsonl";
+  {
+    auto sink = JsonlFileSink::Open(path);
+    ASSERT_TRUE(sink) << sink.error().ToString();
+    for (uint32_t pid = 1; pid <= 5; ++pid) ASSERT_TRUE((*sink)->Write(Event(pid)).ok());
+  }
+  auto lines = Lines(path);
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[0].rfind(std::string(kChainStartPrefix) + "\"}", 0), 0u) << lines[0];
+  for (const auto& line : lines) EXPECT_EQ(ChainOf(line).size(), kChainHexSize) << line;
+  EXPECT_EQ(Verify({path}), "");
+}
+
+TEST(AuditChain, AppendingWriterContinuesTheChain) {
+  Dir dir;
+  const std::string path = dir / "audit.jsonl";
+  for (uint32_t round = 0; round < 3; ++round) {
+    auto sink = JsonlFileSink::Open(path);
+    ASSERT_TRUE(sink);
+    ASSERT_TRUE((*sink)->Write(Event(round)).ok());
+  }
+  auto lines = Lines(path);
+  ASSERT_EQ(lines.size(), 4u) << "one chain.start, then three events";
+  EXPECT_EQ(Verify({path}), "");
+}
+
+TEST(AuditChain, EveryChangeIsFoundWhereItWasMade) {
+  Dir dir;
+  const std::string path = dir / "audit.jsonl";
+  {
+    auto sink = JsonlFileSink::Open(path);
+    ASSERT_TRUE(sink);
+    for (uint32_t pid = 1; pid <= 6; ++pid) ASSERT_TRUE((*sink)->Write(Event(pid)).ok());
+  }
+  const auto good = Lines(path);
+  ASSERT_EQ(Verify({path}), "");  // the control
+
+  auto edited = good;  // a denied connect turned into another address
+  edited[3].replace(edited[3].find("10.0.0.1"), 8, "10.0.0.2");
+  Put(path, edited);
+  EXPECT_NE(Verify({path}).find(path + ":4: chain value does not match"), std::string::npos) << Verify({path});
+
+  auto removed = good;  // the line of pid 3 deleted
+  removed.erase(removed.begin() + 3);
+  Put(path, removed);
+  EXPECT_NE(Verify({path}).find(path + ":4: chain value does not match"), std::string::npos) << Verify({path});
+
+  auto swapped = good;
+  std::swap(swapped[2], swapped[3]);
+  Put(path, swapped);
+  EXPECT_NE(Verify({path}).find(path + ":3: chain value does not match"), std::string::npos) << Verify({path});
+
+  auto unchained = good;  // a line added without a chain value
+  unchained.insert(unchained.begin() + 5, "{\"kind\":\"net.connect\"}");
+  Put(path, unchained);
+  EXPECT_NE(Verify({path}).find(path + ":6: not a chained line"), std::string::npos) << Verify({path});
+
+  auto front_cut = good;  // the start of the trail removed
+  front_cut.erase(front_cut.begin(), front_cut.begin() + 2);
+  Put(path, front_cut);
+  EXPECT_NE(Verify({path}).find(path + ":1: the chain starts in the middle"), std::string::npos) << Verify({path});
+
+  Put(path, good);
+  EXPECT_EQ(Verify({path}), "") << "the original verifies again";
+}
+
+TEST(AuditChain, RotatedFilesChainAcrossAndAMissingOneIsFound) {
+  Dir dir;
+  const std::string path = dir / "audit.jsonl";
+  JsonlOptions options;
+  options.max_bytes = 1200;  // a few lines per file
+  options.keep = 10;
+  options.fsync = JsonlOptions::Fsync::kNever;
+  {
+    auto sink = JsonlFileSink::Open(path, options);
+    ASSERT_TRUE(sink);
+    // Single writes and batches, as the agent's fan-out makes them.
+    for (uint32_t pid = 1; pid <= 10; ++pid) ASSERT_TRUE((*sink)->Write(Event(pid)).ok());
+    std::string batch;
+    for (uint32_t pid = 11; pid <= 30; ++pid) batch += ToJsonLine(Event(pid)) + "\n";
+    Status status;
+    EXPECT_EQ((*sink)->WriteLines(batch, 20, &status), 20u);
+    ASSERT_TRUE(status.ok()) << status.error().ToString();
+  }
+  std::vector<std::string> files;
+  for (int k = 10; k >= 1; --k)
+    if (std::filesystem::exists(path + "." + std::to_string(k))) files.push_back(path + "." + std::to_string(k));
+  files.push_back(path);
+  ASSERT_GE(files.size(), 4u) << "rotated";
+  size_t events = 0;
+  for (const auto& f : files) {
+    auto lines = Lines(f);
+    EXPECT_EQ(lines[0].rfind(kChainStartPrefix, 0), 0u) << f << " starts with its chain.start";
+    events += lines.size() - 1;
+    EXPECT_LE(std::filesystem::file_size(f), options.max_bytes) << f;
+  }
+  EXPECT_EQ(events, 30u);
+  EXPECT_EQ(Verify(files), "");
+
+  std::vector<std::string> gap = files;
+  gap.erase(gap.begin() + 1);
+  EXPECT_NE(Verify(gap).find(gap[1] + ":1: the file starts after chain value"), std::string::npos) << Verify(gap);
+  EXPECT_NE(Verify(gap).find("a file is missing"), std::string::npos);
+
+  std::vector<std::string> reordered = files;
+  std::swap(reordered[1], reordered[2]);
+  EXPECT_NE(Verify(reordered), "");
+}
+
+}  // namespace
+}  // namespace cordon

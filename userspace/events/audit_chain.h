@@ -1,0 +1,65 @@
+// The hash chain of an audit file (README "Audit file integrity"): every
+// line is a JSON object whose last member is
+//   "chain":"<hex SHA-256 of (the previous line's chain, then this line
+//             without that member)>"
+// so that an edited, removed, inserted or reordered line breaks every chain
+// value after it. A file (a fresh one, or the next after a rotation) begins
+// with a "chain.start" record naming the previous file's last chain value;
+// the very first one names "" (nothing before it). The chain is evidence
+// against changes made without rewriting the rest of the file: whoever can
+// rewrite the whole file can compute a new chain, which only a chain value
+// kept elsewhere (the agent's log names each file's start) exposes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace cordon {
+
+constexpr size_t kChainHexSize = 64;
+constexpr std::string_view kChainMember = ",\"chain\":\"";  // then kChainHexSize hex digits, then "}
+
+// hex(SHA-256(previous || body)).
+std::string ChainHash(std::string_view previous, std::string_view body);
+
+// Appends the chained form of `body` (one JSON object, no newline) and a
+// newline to *out; *previous becomes its chain value.
+void AppendChained(std::string_view body, std::string* previous, std::string* out);
+// How much longer a line gets chained (the member, its digits and quote;
+// the closing brace moves after them).
+constexpr size_t kChainGrowth = kChainMember.size() + kChainHexSize + 1;
+
+// The body of the record a chain (file) starts with: an AuditEvent of kind
+// "chain.start" (chainStart.previous, time), not an event.
+constexpr std::string_view kChainStartPrefix = "{\"kind\":\"chain.start\",\"chainStart\":{\"previous\":\"";
+std::string ChainStartBody(std::string_view previous, int64_t unix_seconds);
+
+// The chain value a chained line ends with ("" if it is not chained).
+std::string ChainOf(std::string_view line);
+
+// Checks chained lines one by one, across files given oldest first.
+class ChainVerifier {
+ public:
+  // Starts the next file.
+  void BeginFile(const std::string& name);
+  // Feeds the file's next line (no newline). False at the first problem:
+  // error() names the file, line and what is wrong.
+  bool Line(std::string_view line);
+  // False if the file ended without a whole line or was empty.
+  bool EndFile(bool ended_with_newline);
+
+  const std::string& error() const { return error_; }
+  uint64_t lines() const { return total_; }
+  const std::string& head() const { return previous_; }  // the last chain value verified
+
+ private:
+  bool Fail(const std::string& what);
+  std::string file_;
+  uint64_t line_ = 0, total_ = 0;
+  std::string previous_;
+  bool started_ = false;  // a chain value is known (from a line verified before)
+  std::string error_;
+};
+
+}  // namespace cordon
