@@ -45,6 +45,7 @@
 #include "events/sink.h"
 #include "loader/kernel_features.h"
 #include "loader/sandbox.h"
+#include "ops/ops.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
 #include "util/fs.h"
@@ -451,6 +452,17 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<RunSandbox>* out) {
 
   auto sandbox = RunSandbox::Create("/cordon/" + run->run_name, std::move(run->scratch));
   if (!sandbox) return PrintError("create sandbox cgroup: " + sandbox.error().ToString()), 1;
+  // spec.resources, before the command is in the cgroup. A limit this host
+  // cannot enforce is a warning printed even with --quiet: run never claims
+  // what it does not do (as for the other controls, it does not refuse).
+  if (const policy::ResourceLimits& resources = run->compiled->resources; resources.any()) {
+    auto limits = ApplyCgroupLimits((*sandbox)->cgroup(), ops::CgroupLimitsOf(resources), LimitMerge::kPolicy, true);
+    if (!limits) return PrintError("resource limits: " + limits.error().ToString() + "; command not started"), 1;
+    for (const auto& line : ops::UnenforcedLimits(resources, *limits))
+      std::fprintf(stderr, "cordon: warning: NOT enforced: %s\n", line.c_str());
+    for (const CgroupLimitOutcome& outcome : *limits)
+      if (outcome.enforced) run->notes.push_back("resources: " + outcome.Describe());
+  }
 
   AttachOptions options;
   options.name = run->parsed.Get("--name").value_or("run-" + std::to_string(::getpid()));
