@@ -65,10 +65,35 @@ const char* kAllocate =
     "for i in range(0, len(b), 4096): b[i] = 1\n"
     "print('touched', len(b))\n";
 
-class ResourcesV2 : public ::testing::Test {
+// `cordon run` with its audit log in a directory of the test's own (the
+// default /var/log/cordon is read-only in the test VMs).
+class AuditDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/cordon-res-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+  }
+  void TearDown() override {
+    for (int i = 0; i < runs_; ++i) ::unlink((dir_ + "/audit" + std::to_string(i) + ".jsonl").c_str());
+    ::rmdir(dir_.c_str());
+  }
+  CommandResult RunCmd(const std::string& policy, const std::vector<std::string>& command, bool quiet = false) {
+    std::vector<std::string> args{"run", "--policy", policy, "--audit",
+                                  dir_ + "/audit" + std::to_string(runs_++) + ".jsonl"};
+    if (quiet) args.push_back("--quiet");
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    return Cordon(args);
+  }
+  std::string dir_;
+  int runs_ = 0;
+};
+
+class ResourcesV2 : public AuditDir {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+    AuditDir::SetUp();
     if (!Cgroup2Offers("pids") || !Cgroup2Offers("memory"))
       GTEST_SKIP() << "no pids/memory controller in cgroup2 at " << Cgroup2Mount() << " (hybrid host)";
   }
@@ -76,7 +101,7 @@ class ResourcesV2 : public ::testing::Test {
 
 TEST_F(ResourcesV2, ForkBombStopsAtPidsMaxWithEagain) {
   PolicyFile limited(Policy("pids16", "    pids: 16\n"));
-  CommandResult r = Cordon({"run", "--policy", limited.path(), "--", "/usr/bin/python3", "-c", kForks});
+  CommandResult r = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kForks});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(Has(r.err, "pids.max 16 enforced (cgroup v2")) << r.err;
   int forks = -1, err = -1;
@@ -87,21 +112,21 @@ TEST_F(ResourcesV2, ForkBombStopsAtPidsMaxWithEagain) {
 
   // Negative control: the same forks without the limit all succeed.
   PolicyFile unlimited(Policy("nolimit", ""));
-  CommandResult c = Cordon({"run", "--policy", unlimited.path(), "--", "/usr/bin/python3", "-c", kForks});
+  CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kForks});
   ASSERT_EQ(c.status, 0) << c.err;
   EXPECT_TRUE(Has(c.out, "forks 40 errno 0")) << c.out;
 }
 
 TEST_F(ResourcesV2, AllocationBeyondMemoryMaxIsOomKilled) {
   PolicyFile limited(Policy("mem32", "    memory: 32Mi\n    swap: 0\n"));
-  CommandResult r = Cordon({"run", "--policy", limited.path(), "--", "/usr/bin/python3", "-c", kAllocate});
+  CommandResult r = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kAllocate});
   EXPECT_EQ(r.status, 128 + SIGKILL) << r.out << r.err;
   EXPECT_FALSE(Has(r.out, "touched")) << r.out;
   EXPECT_TRUE(Has(r.err, "memory.max 33554432 enforced (cgroup v2")) << r.err;
 
   // Negative control: the same allocation without the limit succeeds.
   PolicyFile unlimited(Policy("nolimit", ""));
-  CommandResult c = Cordon({"run", "--policy", unlimited.path(), "--", "/usr/bin/python3", "-c", kAllocate});
+  CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kAllocate});
   EXPECT_EQ(c.status, 0) << c.err;
   EXPECT_TRUE(Has(c.out, "touched 67108864")) << c.out;
 }
@@ -135,17 +160,18 @@ TEST_F(ResourcesV2, AttachKeepsTheStricterPlatformLimitAndSaysSo) {
   EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8");
 }
 
-class ResourcesHybrid : public ::testing::Test {
+class ResourcesHybrid : public AuditDir {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
     if (Cgroup2Offers("pids")) GTEST_SKIP() << "cgroup2 has the pids controller here (ResourcesV2 runs)";
+    AuditDir::SetUp();
   }
 };
 
 TEST_F(ResourcesHybrid, RunWarnsPerLimitAndRunsTheCommand) {
   PolicyFile limited(Policy("limits", "    memory: 32Mi\n    pids: 16\n    wallTime: 30m\n"));
-  CommandResult r = Cordon({"run", "--quiet", "--policy", limited.path(), "--", "/bin/echo", "ran"});
+  CommandResult r = RunCmd(limited.path(), {"/bin/echo", "ran"}, true);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "ran\n");
   const std::string why = ": no pids controller in cgroup2 at " + Cgroup2Mount();
