@@ -182,6 +182,22 @@ TEST_F(ResourcesHybrid, RunWarnsPerLimitAndRunsTheCommand) {
   EXPECT_FALSE(Has(r.err, " enforced (cgroup v2")) << r.err;
 }
 
+// Without BPF LSM (this host) a root command without spec.files could raise
+// its own limits (measured in the 6.12 VM booted without bpf): run says so.
+TEST_F(ResourcesHybrid, RunWarnsThatARootCommandCanRaiseItsLimits) {
+  PolicyFile as_root(
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: root}\nspec:\n  runAs: root\n"
+      "  resources:\n    pids: 16\n");
+  CommandResult r = RunCmd(as_root.path(), {"/bin/true"}, true);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Has(r.err, "it can raise its own resource limits and leave its cgroup")) << r.err;
+  // Negative control: the same policy for a dynamic user, no such warning.
+  PolicyFile dynamic(Policy("dynamic", "    pids: 16\n"));
+  CommandResult d = RunCmd(dynamic.path(), {"/bin/true"}, true);
+  ASSERT_EQ(d.status, 0) << d.err;
+  EXPECT_FALSE(Has(d.err, "it can raise its own resource limits")) << d.err;
+}
+
 TEST_F(ResourcesHybrid, AttachRefusesUnlessDegradedAllowedAndSaysWhichLimits) {
   TestCgroup cg("res-hybrid");
   PolicyFile limited(Policy("limits", "    pids: 16\n"));

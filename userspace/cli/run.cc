@@ -462,6 +462,13 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<RunSandbox>* out) {
       std::fprintf(stderr, "cordon: warning: NOT enforced: %s\n", line.c_str());
     for (const CgroupLimitOutcome& outcome : *limits)
       if (outcome.enforced) run->notes.push_back("resources: " + outcome.Describe());
+    // Measured on 6.12 without BPF LSM: a root command (runAs: root, no
+    // spec.files) writes "max" to its own pids.max and moves itself out of
+    // the cgroup through the root's cgroup.procs.
+    if (run->identity.uid == 0 && !ProbeLsm().usable() && !run->compiled->has_files)
+      std::fprintf(stderr,
+                   "cordon: warning: the command runs as root without BPF LSM and without spec.files: it can raise "
+                   "its own resource limits and leave its cgroup (run it as a non-root user, or give spec.files)\n");
   }
 
   AttachOptions options;
