@@ -160,6 +160,14 @@ TEST_F(ResourcesV2, AttachKeepsTheStricterPlatformLimitAndSaysSo) {
   EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8");
 }
 
+TEST_F(ResourcesV2, DoctorShowsTheLimitsEnforced) {
+  CommandResult d = Cordon({"doctor", "--json"});
+  ASSERT_TRUE(d.status == 0 || d.status == 1) << d.err;
+  for (const char* kind : {"memory", "pids", "cpu"})
+    EXPECT_TRUE(Has(d.out, std::string("{\"name\":\"") + kind + "\",\"status\":\"enforced\",\"how\":\"cgroup v2"))
+        << kind << ": " << d.out;
+}
+
 class ResourcesHybrid : public AuditDir {
  protected:
   void SetUp() override {
@@ -196,6 +204,15 @@ TEST_F(ResourcesHybrid, RunWarnsThatARootCommandCanRaiseItsLimits) {
   CommandResult d = RunCmd(dynamic.path(), {"/bin/true"}, true);
   ASSERT_EQ(d.status, 0) << d.err;
   EXPECT_FALSE(Has(d.err, "it can raise its own resource limits")) << d.err;
+}
+
+TEST_F(ResourcesHybrid, DoctorShowsTheLimitsUnavailableWithTheReason) {
+  CommandResult d = Cordon({"doctor", "--json"});
+  ASSERT_TRUE(d.status == 0 || d.status == 1) << d.err;
+  EXPECT_TRUE(Has(d.out, "{\"name\":\"pids\",\"status\":\"unavailable\",\"how\":\"no pids controller in cgroup2 at " +
+                             Cgroup2Mount()))
+      << d.out;
+  EXPECT_FALSE(Has(d.out, "\"status\":\"enforced\",\"how\":\"cgroup v2")) << d.out;
 }
 
 TEST_F(ResourcesHybrid, AttachRefusesUnlessDegradedAllowedAndSaysWhichLimits) {
