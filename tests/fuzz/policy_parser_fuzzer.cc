@@ -13,6 +13,7 @@
 #include "policy/compiler.h"
 #include "policy/describe.h"
 #include "policy/parser.h"
+#include "policy/resources.h"
 
 namespace policy = cordon::policy;
 
@@ -63,11 +64,55 @@ void CheckFileRules(const policy::CompiledPolicy& compiled) {
   }
 }
 
+// Accepted limits keep their documented bounds and their display form reads back the same.
+void CheckResources(const policy::ResourceLimits& r) {
+  if (r.memory && *r.memory == 0) std::abort();
+  if (r.memory && r.memory_high && *r.memory_high > *r.memory) std::abort();
+  if (r.pids && (*r.pids == 0 || *r.pids > policy::kMaxPids)) std::abort();
+  if (r.cpu_millicores && (*r.cpu_millicores < 10 || *r.cpu_millicores > 10'000'000)) std::abort();
+  if (r.cpu_weight && (*r.cpu_weight == 0 || *r.cpu_weight > 10000)) std::abort();
+  if (r.warn_at_percent && (*r.warn_at_percent == 0 || *r.warn_at_percent > 100)) std::abort();
+  for (const auto& bytes : {r.memory, r.memory_high, r.swap, r.disk, r.egress_bytes, r.io_write_bytes_per_second}) {
+    if (!bytes) continue;
+    uint64_t again = 0;
+    std::string error;
+    if (!policy::ParseByteSize(policy::ByteSizeText(*bytes), &again, &error) || again != *bytes) std::abort();
+  }
+  if (r.wall_time_seconds) {
+    uint64_t again = 0;
+    std::string error;
+    if (!policy::ParseDuration(policy::DurationText(*r.wall_time_seconds), &again, &error) ||
+        again != *r.wall_time_seconds)
+      std::abort();
+  }
+  if (r.cpu_millicores) {
+    uint64_t again = 0;
+    std::string error;
+    if (!policy::ParseCpuCores(policy::CpuCoresText(*r.cpu_millicores), &again, &error) || again != *r.cpu_millicores)
+      std::abort();
+  }
+}
+
+// The unit parsers on the raw input: a refusal always explains itself.
+void CheckUnitParsers(std::string_view input) {
+  if (input.size() > 64) return;
+  uint64_t v = 0;
+  std::string error;
+  if (!policy::ParseByteSize(input, &v, &error) && error.empty()) std::abort();
+  error.clear();
+  if (!policy::ParseCpuCores(input, &v, &error) && error.empty()) std::abort();
+  error.clear();
+  if (!policy::ParseDuration(input, &v, &error) && error.empty()) std::abort();
+  error.clear();
+  if (!policy::ParsePercent(input, &v, &error) && error.empty()) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   CheckNormalizer(text);
+  CheckUnitParsers(text);
   policy::ParsedPolicy parsed;
   policy::Diagnostics diags;
   if (!policy::ParsePolicyText(text, "fuzz.yaml", &parsed, &diags)) {
@@ -84,6 +129,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)policy::Describe(compiled);
   CheckFileRules(compiled);
+  CheckResources(compiled.resources);
 
   // The image must decide as the rules do, at a few addresses derived from
   // the policy itself (each rule's first address) and from the input.

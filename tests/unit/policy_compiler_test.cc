@@ -404,7 +404,8 @@ spec:
             std::string::npos)
       << text;
   const std::string tail =
-      "files: not restricted by this policy (no spec.files)\nabstract unix sockets: denied\nuser namespaces: denied\n";
+      "files: not restricted by this policy (no spec.files)\nabstract unix sockets: denied\nuser namespaces: denied\n"
+      "resources: no limits set by this policy (no spec.resources)\n";
   EXPECT_EQ(text.substr(text.size() - tail.size()), tail) << text;
 
   std::string none = Describe(MustCompile("    families: []\n"));

@@ -514,7 +514,8 @@ TEST(PolicyFiles, DescribeShowsTheExpansion) {
       "own /proc/<pid>: denied\n"
       "memfd exec: allowed (spec.files.allowMemfdExec)\n"
       "abstract unix sockets: allowed (spec.network.abstractUnix)\n"
-      "user namespaces: allowed (spec.allowUserNamespaces)\n";
+      "user namespaces: allowed (spec.allowUserNamespaces)\n"
+      "resources: no limits set by this policy (no spec.resources)\n";
   ASSERT_GE(text.size(), expected_files.size());
   EXPECT_EQ(text.substr(text.size() - expected_files.size()), expected_files) << text;
   EXPECT_EQ(text.rfind("policy: t\n", 0), 0u) << text;  // the network part is unchanged

@@ -30,6 +30,7 @@
 #include "loader/sandbox.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
+#include "sys/cgroup_limits.h"
 #include "util/fs.h"
 
 namespace cordon::cli {
@@ -344,6 +345,26 @@ int DoctorCommand(const Args& args) {
   bool full = true;
   for (const auto& c : controls) full &= c.status == "enforced";
 
+  // spec.resources, per limit kind: the cgroup2 root's controllers (not part
+  // of fullEnforcement, which is about the security controls).
+  struct Limit {
+    std::string name, status, how;
+  };
+  std::vector<Limit> limits;
+  auto limit = [&](const std::string& name, const std::string& controller, const std::string& files,
+                   const std::string& missing_part) {
+    std::string reason = mount ? "" : mount.error().ToString();
+    if (mount && Cgroup2HasController(*mount, controller, &reason) && missing_part.empty())
+      limits.push_back({name, "enforced", "cgroup v2: " + files});
+    else
+      limits.push_back({name, "unavailable", reason.empty() ? missing_part : reason});
+  };
+  limit("memory", "memory", "memory.max, memory.high", "");
+  limit("swap", "memory", "memory.swap.max (where the kernel accounts swap)", "");
+  limit("pids", "pids", "pids.max", "");
+  limit("cpu", "cpu", "cpu.max, cpu.weight", "");
+  limit("io", "io", "", "ioWriteBytesPerSecond (io.max) is not implemented yet");
+
   if (parsed.Has("--json")) {
     std::ostringstream out;
     out << "{\"version\":1,\"kernel\":" << Escape(uts.release) << ",\"fullEnforcement\":" << (full ? "true" : "false")
@@ -355,6 +376,10 @@ int DoctorCommand(const Args& args) {
     for (size_t i = 0; i < controls.size(); ++i)
       out << (i ? "," : "") << "{\"name\":" << Escape(controls[i].name) << ",\"status\":" << Escape(controls[i].status)
           << ",\"how\":" << Escape(controls[i].how) << ",\"remedy\":" << Escape(controls[i].remedy) << "}";
+    out << "],\"resources\":[";
+    for (size_t i = 0; i < limits.size(); ++i)
+      out << (i ? "," : "") << "{\"name\":" << Escape(limits[i].name) << ",\"status\":" << Escape(limits[i].status)
+          << ",\"how\":" << Escape(limits[i].how) << "}";
     out << "]}\n";
     std::fputs(out.str().c_str(), stdout);
   } else {
@@ -365,6 +390,8 @@ int DoctorCommand(const Args& args) {
       std::printf("  %-24s %-11s %s\n", c.name.c_str(), c.status.c_str(), c.how.c_str());
       if (!c.remedy.empty()) std::printf("  %-24s %-11s remedy: %s\n", "", "", c.remedy.c_str());
     }
+    std::printf("\nresource limits (spec.resources):\n");
+    for (const auto& l : limits) std::printf("  %-24s %-11s %s\n", l.name.c_str(), l.status.c_str(), l.how.c_str());
     std::printf("\n%s\n", full ? "full enforcement available" : "full enforcement NOT available on this kernel");
   }
   return full ? 0 : 1;

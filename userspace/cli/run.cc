@@ -44,6 +44,7 @@
 #include "events/sink.h"
 #include "loader/kernel_features.h"
 #include "loader/sandbox.h"
+#include "ops/ops.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
 #include "util/fs.h"
@@ -458,6 +459,22 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<ops::EphemeralSandbox>* out) 
   }
   auto sandbox = ops::Run(std::move(request));
   if (!sandbox) return PrintError(sandbox.error().ToString()), 1;
+  // spec.resources, set before the command is in the cgroup. A limit this
+  // host cannot enforce is a warning printed even with --quiet: run never
+  // claims what it does not do (as for the other controls, it does not refuse).
+  if (const policy::ResourceLimits& resources = run->compiled->resources; resources.any()) {
+    for (const auto& line : ops::UnenforcedLimits(resources, (*sandbox)->limits()))
+      std::fprintf(stderr, "cordon: warning: NOT enforced: %s\n", line.c_str());
+    for (const CgroupLimitOutcome& outcome : (*sandbox)->limits())
+      if (outcome.enforced) run->notes.push_back("resources: " + outcome.Describe());
+    // Measured on 6.12 without BPF LSM: a root command (runAs: root, no
+    // spec.files) writes "max" to its own pids.max and moves itself out of
+    // the cgroup through the root's cgroup.procs.
+    if (run->identity.uid == 0 && !ProbeLsm().usable() && !run->compiled->has_files)
+      std::fprintf(stderr,
+                   "cordon: warning: the command runs as root without BPF LSM and without spec.files: it can raise "
+                   "its own resource limits and leave its cgroup (run it as a non-root user, or give spec.files)\n");
+  }
   *out = std::move(*sandbox);
   run->notes.insert(run->notes.end(), run->early_notes.begin(), run->early_notes.end());
   if (!run->quiet)

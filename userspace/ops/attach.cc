@@ -34,14 +34,28 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   if (!cgroup) return Failed(cgroup.error().ToString() + "; nothing attached");
   if (must_exist && !GetSandbox(cgroup->id)) return Failed("no sandbox is attached to " + cgroup->path);
   std::vector<std::string> missing = UndeliverableInAttach(compiled, ProbeLsm());
-  if (!missing.empty() && !req.allow_degraded) return Failed(DegradedError(missing, ProbeLsm().detail, req.wording));
+  std::vector<CgroupLimitOutcome> limits;
+  if (compiled.resources.any()) {
+    // A replacement's limits are the new policy's; a first attach keeps a stricter one the platform set.
+    auto applied = ApplyCgroupLimits(*cgroup, CgroupLimitsOf(compiled.resources),
+                                     must_exist ? LimitMerge::kPolicy : LimitMerge::kStricter, false);
+    if (!applied) return Failed("resource limits: " + applied.error().ToString() + "; nothing attached");
+    limits = std::move(*applied);
+    for (auto& line : UnenforcedLimits(compiled.resources, limits)) missing.push_back(std::move(line));
+  }
+  auto restore = [&](std::string error) {
+    if (cordon::Status s = RestoreCgroupLimits(*cgroup, limits); !s.ok())
+      error += " (restoring the resource limits failed: " + s.error().ToString() + ")";
+    return Failed(std::move(error));
+  };
+  if (!missing.empty() && !req.allow_degraded) return restore(DegradedError(missing, ProbeLsm().detail, req.wording));
   AttachOptions options;
   options.name = req.name;
   options.pool = req.pool;
   const int64_t t_attach = NowNs();
   auto result = AttachSandbox(*cgroup, compiled, options);
   const int64_t t_attached = NowNs();
-  if (!result) return Failed(result.error().ToString() + "; nothing attached");
+  if (!result) return restore(result.error().ToString() + "; nothing attached");
   const SandboxInfo& info = result->info;
   AttachOutcome out;
   out.sandbox_id = info.id;
@@ -54,6 +68,7 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   out.prepared_instance = result->prepared_instance;
   out.attach_ns = t_attached - t_attach;
   if (req.after_attach) out.notes = req.after_attach(*result, *cgroup);
+  for (const auto& line : LimitNotes(compiled.resources, limits)) out.notes.push_back(line);
   for (const auto& line : UnenforcedControls(compiled, ProbeLsm())) out.notes.push_back(line);
   if (ProbeLsm().usable())
     if (std::string note = ForeignSocketsNote(); !note.empty()) out.notes.push_back(note);

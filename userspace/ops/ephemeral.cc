@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "ops/ops.h"
 #include "util/fs.h"
 
 namespace cordon::ops {
@@ -66,6 +67,11 @@ Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request) {
   auto cgroup = CreateCgroup(request.cgroup);
   if (!cgroup) return cgroup.error().Wrap("create sandbox cgroup");
   sandbox->cgroup_ = std::move(*cgroup);
+  if (const policy::ResourceLimits& resources = request.policy->resources; resources.any()) {
+    auto limits = ApplyCgroupLimits(sandbox->cgroup_, CgroupLimitsOf(resources), LimitMerge::kPolicy, true);
+    if (!limits) return Error{"resource limits: " + limits.error().ToString() + "; command not started"};
+    sandbox->limits_ = std::move(*limits);
+  }
   request.options.ephemeral = true;
   auto attached = AttachSandbox(sandbox->cgroup_, *request.policy, request.options);
   if (!attached) {

@@ -13,6 +13,7 @@
 #include "loader/sandbox.h"
 #include "policy/compiler.h"
 #include "sys/cgroup.h"
+#include "sys/cgroup_limits.h"
 #include "util/result.h"
 
 namespace cordon::ops {
@@ -54,6 +55,8 @@ class EphemeralSandbox {
 
   const CgroupRef& cgroup() const { return cgroup_; }
   uint64_t id() const { return cgroup_.id; }
+  // spec.resources as applied to the cgroup (empty: the policy sets none).
+  const std::vector<CgroupLimitOutcome>& limits() const { return limits_; }
 
   // Kills leftovers, then detaches, then removes the shared parent of run
   // cgroups if it is empty. True when all of it succeeded; else *errors has
@@ -72,6 +75,7 @@ class EphemeralSandbox {
   EphemeralSandbox() = default;
   CgroupRef cgroup_;
   std::unique_ptr<Scratch> scratch_;
+  std::vector<CgroupLimitOutcome> limits_;
   bool removed_ = false;   // cgroup killed and removed (or tried)
   bool attached_ = false;  // policy attached, not yet detached
 };
@@ -83,9 +87,11 @@ struct RunRequest {
   AttachOptions options;  // ephemeral is set here
 };
 
-// Creates the cgroup and attaches the policy. On failure nothing is left:
-// the cgroup is killed and removed, the scratch too. Errors: "create sandbox
-// cgroup: ..." or the attach's error followed by "; command not started".
+// Creates the cgroup, sets the policy's spec.resources on it (a limit this
+// host cannot enforce is an outcome, not an error: limits()), and attaches
+// the policy. On failure nothing is left: the cgroup is killed and removed,
+// the scratch too. Errors: "create sandbox cgroup: ...", "resource limits:
+// ...; command not started" or the attach's error then "; command not started".
 Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request);
 
 }  // namespace cordon::ops

@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "event.pb.h"
-#include "sys/cgroup.h"
 #include "loader/sandbox.h"
 #include "policy/compiler.h"
+#include "sys/cgroup.h"
+#include "sys/cgroup_limits.h"
 
 namespace cordon::ops {
 
@@ -89,6 +90,20 @@ bool CompilePolicyText(const std::string& text, const std::string& file, const s
 // enforcement was not allowed; `detail` is the LSM probe's (CLI wording only).
 std::string DegradedError(const std::vector<std::string>& missing, const std::string& detail, Wording wording);
 
+// spec.resources (ops/resources.cc). The cgroup v2 limit values of a policy;
+// the limits set but not enforced ("resource limit pids.max (<reason>)", also
+// the ones not implemented yet: io, wallTime, egressBytes, disk, warnAt), as
+// DegradedError lists them; and one note line per limit saying what applies.
+std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& limits);
+std::vector<std::string> UnenforcedLimits(const policy::ResourceLimits& limits,
+                                          const std::vector<CgroupLimitOutcome>& outcomes);
+std::vector<std::string> LimitNotes(const policy::ResourceLimits& limits,
+                                    const std::vector<CgroupLimitOutcome>& outcomes);
+
+// Attach applies spec.resources before the BPF programs (the stricter of the
+// cgroup's own value and the policy's; Update: the new policy's), counts a
+// limit it cannot enforce as degraded enforcement, and restores the files if
+// the attach fails or is refused.
 AttachOutcome Attach(const AttachRequest& request);
 // Replaces the policy of a sandbox already attached to request.cgroup.
 AttachOutcome Update(const AttachRequest& request);

@@ -715,6 +715,7 @@ bool Validator::Run(CompiledPolicy* out) {
   if (policy.spec().allow_keyrings()) out->lsm_flags |= CORDON_LSM_F_KEYRINGS;
   Identity(policy.spec(), out);
   Devices(policy.spec(), out);
+  CompileResources(parsed_, &out->resources, diags_);
 
   // `files: {}` is present (deny every file access); `files:` (null) and no key are absent.
   out->has_files = policy.spec().has_files() || Present("spec.files");

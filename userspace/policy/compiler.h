@@ -18,6 +18,7 @@
 #include "policy/cidr.h"
 #include "policy/diagnostic.h"
 #include "policy/parser.h"
+#include "policy/resources.h"
 
 namespace cordon::policy {
 
@@ -114,6 +115,8 @@ struct CompiledPolicy {
     bool operator==(const EnvEntry&) const = default;
   };
   std::vector<EnvEntry> environment;
+  // spec.resources (policy/resources.h): the sandbox cgroup's limits.
+  ResourceLimits resources;
 };
 
 // spec.runAs / --user spelling: dynamic, root, a user name, UID or UID:GID.

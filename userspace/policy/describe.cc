@@ -112,6 +112,7 @@ std::string Describe(const CompiledPolicy& policy) {
          (policy.lsm_flags & CORDON_LSM_F_ABSTRACT_UNIX ? "allowed (spec.network.abstractUnix)" : "denied") + "\n";
   out += std::string("user namespaces: ") +
          (policy.lsm_flags & CORDON_LSM_F_USERNS ? "allowed (spec.allowUserNamespaces)" : "denied") + "\n";
+  out += DescribeResources(policy.resources);
   return out;
 }
 

@@ -1,0 +1,238 @@
+// spec.resources (issue 17): cgroup v2 limits set by `cordon run`, attach and
+// update. ResourcesV2 needs the controllers in cgroup2 (the test VMs);
+// ResourcesHybrid checks what a host without them (memory, pids and cpu on
+// cgroup v1) says and that it stops nowhere half-way.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tests/integration/harness.h"
+
+namespace cordon::test {
+namespace {
+
+bool Has(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+
+std::string ReadTrimmed(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool Cgroup2Offers(const std::string& controller) {
+  std::istringstream in(ReadTrimmed(Cgroup2Mount() + "/cgroup.controllers"));
+  std::string word;
+  while (in >> word)
+    if (word == controller) return true;
+  return false;
+}
+
+std::string Policy(const std::string& name, const std::string& resources) {
+  return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: " + name + "}\nspec:\n" +
+         (resources.empty() ? "" : "  resources:\n" + resources);
+}
+
+// Forks up to 40 children (each waits on a pipe), then releases and reaps them.
+const char* kForks =
+    "import os\n"
+    "r, w = os.pipe()\n"
+    "kids, err = [], 0\n"
+    "for i in range(40):\n"
+    "  try:\n"
+    "    pid = os.fork()\n"
+    "  except OSError as e:\n"
+    "    err = e.errno\n"
+    "    break\n"
+    "  if pid == 0:\n"
+    "    os.close(w); os.read(r, 1); os._exit(0)\n"
+    "  kids.append(pid)\n"
+    "os.close(w)\n"
+    "for k in kids: os.waitpid(k, 0)\n"
+    "print('forks', len(kids), 'errno', err)\n";
+
+// Allocates 64 MiB and touches every page.
+const char* kAllocate =
+    "b = bytearray(64 << 20)\n"
+    "for i in range(0, len(b), 4096): b[i] = 1\n"
+    "print('touched', len(b))\n";
+
+// `cordon run` with its audit log in a directory of the test's own (the
+// default /var/log/cordon is read-only in the test VMs).
+class AuditDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/cordon-res-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+  }
+  void TearDown() override {
+    for (int i = 0; i < runs_; ++i) ::unlink((dir_ + "/audit" + std::to_string(i) + ".jsonl").c_str());
+    ::rmdir(dir_.c_str());
+  }
+  CommandResult RunCmd(const std::string& policy, const std::vector<std::string>& command, bool quiet = false) {
+    std::vector<std::string> args{"run", "--policy", policy, "--audit",
+                                  dir_ + "/audit" + std::to_string(runs_++) + ".jsonl"};
+    if (quiet) args.push_back("--quiet");
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    return Cordon(args);
+  }
+  std::string dir_;
+  int runs_ = 0;
+};
+
+class ResourcesV2 : public AuditDir {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+    AuditDir::SetUp();
+    if (!Cgroup2Offers("pids") || !Cgroup2Offers("memory"))
+      GTEST_SKIP() << "no pids/memory controller in cgroup2 at " << Cgroup2Mount() << " (hybrid host)";
+  }
+};
+
+TEST_F(ResourcesV2, ForkBombStopsAtPidsMaxWithEagain) {
+  PolicyFile limited(Policy("pids16", "    pids: 16\n"));
+  CommandResult r = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kForks});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Has(r.err, "pids.max 16 enforced (cgroup v2")) << r.err;
+  int forks = -1, err = -1;
+  ASSERT_EQ(std::sscanf(r.out.c_str(), "forks %d errno %d", &forks, &err), 2) << r.out;
+  EXPECT_EQ(err, EAGAIN) << r.out;
+  EXPECT_GE(forks, 1) << r.out;
+  EXPECT_LT(forks, 16) << r.out;
+
+  // Negative control: the same forks without the limit all succeed.
+  PolicyFile unlimited(Policy("nolimit", ""));
+  CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kForks});
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_TRUE(Has(c.out, "forks 40 errno 0")) << c.out;
+}
+
+TEST_F(ResourcesV2, AllocationBeyondMemoryMaxIsOomKilled) {
+  PolicyFile limited(Policy("mem32", "    memory: 32Mi\n    swap: 0\n"));
+  CommandResult r = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kAllocate});
+  EXPECT_EQ(r.status, 128 + SIGKILL) << r.out << r.err;
+  EXPECT_FALSE(Has(r.out, "touched")) << r.out;
+  EXPECT_TRUE(Has(r.err, "memory.max 33554432 enforced (cgroup v2")) << r.err;
+
+  // Negative control: the same allocation without the limit succeeds.
+  PolicyFile unlimited(Policy("nolimit", ""));
+  CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kAllocate});
+  EXPECT_EQ(c.status, 0) << c.err;
+  EXPECT_TRUE(Has(c.out, "touched 67108864")) << c.out;
+}
+
+TEST_F(ResourcesV2, AttachSetsLimitsAndUpdateAppliesTheNewOnes) {
+  TestCgroup cg("res-update");
+  ASSERT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "max") << "negative control: no limit before attach";
+  PolicyFile p16(Policy("pids16", "    pids: 16\n    memory: 64Mi\n"));
+  PolicyFile p32(Policy("pids32", "    pids: 32\n    memory: 128Mi\n"));
+  CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", p16.path(), "--allow-degraded"});
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_TRUE(Has(a.out + a.err, "pids.max 16 enforced")) << a.out << a.err;
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "16");
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/memory.max"), std::to_string(64 << 20));
+  CommandResult u = Cordon({"update", "--cgroup", cg.path(), "--policy", p32.path(), "--allow-degraded"});
+  ASSERT_EQ(u.status, 0) << u.err;
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "32");
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/memory.max"), std::to_string(128 << 20));
+}
+
+TEST_F(ResourcesV2, AttachKeepsTheStricterPlatformLimitAndSaysSo) {
+  TestCgroup cg("res-stricter");
+  PolicyFile p16(Policy("pids16", "    pids: 16\n"));
+  // The platform's 8 is stricter than the policy's 16 and stays.
+  { std::ofstream(Cgroup2Mount() + "/cgroup.subtree_control") << "+pids"; }  // as a platform would
+  { std::ofstream(cg.path() + "/pids.max") << "8"; }
+  ASSERT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8");
+  CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", p16.path(), "--allow-degraded"});
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_TRUE(Has(a.out + a.err, "pids.max: the platform's stricter '8' applies (policy: '16')")) << a.out << a.err;
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8");
+}
+
+TEST_F(ResourcesV2, DoctorShowsTheLimitsEnforced) {
+  CommandResult d = Cordon({"doctor", "--json"});
+  ASSERT_TRUE(d.status == 0 || d.status == 1) << d.err;
+  for (const char* kind : {"memory", "pids", "cpu"})
+    EXPECT_TRUE(Has(d.out, std::string("{\"name\":\"") + kind + "\",\"status\":\"enforced\",\"how\":\"cgroup v2"))
+        << kind << ": " << d.out;
+}
+
+class ResourcesHybrid : public AuditDir {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+    if (Cgroup2Offers("pids")) GTEST_SKIP() << "cgroup2 has the pids controller here (ResourcesV2 runs)";
+    AuditDir::SetUp();
+  }
+};
+
+TEST_F(ResourcesHybrid, RunWarnsPerLimitAndRunsTheCommand) {
+  PolicyFile limited(Policy("limits", "    memory: 32Mi\n    pids: 16\n    wallTime: 30m\n"));
+  CommandResult r = RunCmd(limited.path(), {"/bin/echo", "ran"}, true);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "ran\n");
+  const std::string why = ": no pids controller in cgroup2 at " + Cgroup2Mount();
+  EXPECT_TRUE(Has(r.err, "warning: NOT enforced: resource limit pids.max" + why)) << r.err;
+  EXPECT_TRUE(Has(r.err, "warning: NOT enforced: resource limit memory.max: no memory controller")) << r.err;
+  EXPECT_TRUE(Has(r.err, "warning: NOT enforced: resource limit spec.resources.wallTime: not implemented yet"))
+      << r.err;
+  EXPECT_FALSE(Has(r.err, " enforced (cgroup v2")) << r.err;
+}
+
+// Without BPF LSM (this host) a root command without spec.files could raise
+// its own limits (measured in the 6.12 VM booted without bpf): run says so.
+TEST_F(ResourcesHybrid, RunWarnsThatARootCommandCanRaiseItsLimits) {
+  PolicyFile as_root(
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: root}\nspec:\n  runAs: root\n"
+      "  resources:\n    pids: 16\n");
+  CommandResult r = RunCmd(as_root.path(), {"/bin/true"}, true);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Has(r.err, "it can raise its own resource limits and leave its cgroup")) << r.err;
+  // Negative control: the same policy for a dynamic user, no such warning.
+  PolicyFile dynamic(Policy("dynamic", "    pids: 16\n"));
+  CommandResult d = RunCmd(dynamic.path(), {"/bin/true"}, true);
+  ASSERT_EQ(d.status, 0) << d.err;
+  EXPECT_FALSE(Has(d.err, "it can raise its own resource limits")) << d.err;
+}
+
+TEST_F(ResourcesHybrid, DoctorShowsTheLimitsUnavailableWithTheReason) {
+  CommandResult d = Cordon({"doctor", "--json"});
+  ASSERT_TRUE(d.status == 0 || d.status == 1) << d.err;
+  EXPECT_TRUE(Has(d.out, "{\"name\":\"pids\",\"status\":\"unavailable\",\"how\":\"no pids controller in cgroup2 at " +
+                             Cgroup2Mount()))
+      << d.out;
+  EXPECT_FALSE(Has(d.out, "\"status\":\"enforced\",\"how\":\"cgroup v2")) << d.out;
+}
+
+TEST_F(ResourcesHybrid, AttachRefusesUnlessDegradedAllowedAndSaysWhichLimits) {
+  TestCgroup cg("res-hybrid");
+  PolicyFile limited(Policy("limits", "    pids: 16\n"));
+  CommandResult refused = Cordon({"attach", "--cgroup", cg.path(), "--policy", limited.path()});
+  EXPECT_NE(refused.status, 0);
+  EXPECT_TRUE(Has(refused.err, "resource limit pids.max: no pids controller in cgroup2 at " + Cgroup2Mount()))
+      << refused.err;
+  EXPECT_TRUE(Has(refused.err, "Nothing attached")) << refused.err;
+  CommandResult none = Cordon({"status"});
+  EXPECT_FALSE(Has(none.out, "res-hybrid")) << none.out;
+
+  // Negative control: the same attach, degraded enforcement allowed, attaches and names the limit.
+  CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", limited.path(), "--allow-degraded"});
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_TRUE(Has(a.out + a.err, "pids.max 16 NOT enforced: no pids controller in cgroup2")) << a.out << a.err;
+  CommandResult status = Cordon({"status"});
+  EXPECT_TRUE(Has(status.out, "res-hybrid")) << status.out;
+}
+
+}  // namespace
+}  // namespace cordon::test

@@ -1,0 +1,53 @@
+// spec.resources on a sandbox cgroup: the policy's limits as cgroup v2 file
+// values, and the lines that say what applies.
+#include "ops/ops.h"
+
+namespace cordon::ops {
+
+std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& r) {
+  std::vector<CgroupLimitValue> out;
+  auto add = [&out](CgroupLimit limit, const std::optional<uint64_t>& v) {
+    if (v) out.push_back(CgroupLimitValue{limit, *v});
+  };
+  add(CgroupLimit::kMemoryMax, r.memory);
+  add(CgroupLimit::kMemoryHigh, r.memory_high);
+  add(CgroupLimit::kSwapMax, r.swap);
+  add(CgroupLimit::kPidsMax, r.pids);
+  if (r.cpu_millicores)  // millicores of kCgroupCpuPeriodUs: 1000 = the whole period
+    out.push_back(CgroupLimitValue{CgroupLimit::kCpuMax, *r.cpu_millicores * kCgroupCpuPeriodUs / 1000});
+  add(CgroupLimit::kCpuWeight, r.cpu_weight);
+  return out;
+}
+
+std::vector<std::string> UnimplementedLimits(const policy::ResourceLimits& r) {
+  std::vector<std::string> out;
+  auto add = [&out](const char* field, bool set) {
+    if (set) out.push_back(std::string("resource limit spec.resources.") + field + ": not implemented yet");
+  };
+  add("ioWriteBytesPerSecond", r.io_write_bytes_per_second.has_value());
+  add("wallTime", r.wall_time_seconds.has_value());
+  add("egressBytes", r.egress_bytes.has_value());
+  add("disk", r.disk.has_value());
+  add("warnAt", r.warn_at_percent.has_value());
+  return out;
+}
+
+std::vector<std::string> UnenforcedLimits(const policy::ResourceLimits& limits,
+                                          const std::vector<CgroupLimitOutcome>& outcomes) {
+  std::vector<std::string> out;
+  for (const CgroupLimitOutcome& o : outcomes)
+    if (!o.enforced)
+      out.push_back(std::string("resource limit ") + CgroupLimitFile(o.requested.limit) + ": " + o.reason);
+  for (auto& line : UnimplementedLimits(limits)) out.push_back(std::move(line));
+  return out;
+}
+
+std::vector<std::string> LimitNotes(const policy::ResourceLimits& limits,
+                                    const std::vector<CgroupLimitOutcome>& outcomes) {
+  std::vector<std::string> out;
+  for (const CgroupLimitOutcome& o : outcomes) out.push_back("resources: " + o.Describe());
+  for (const auto& line : UnimplementedLimits(limits)) out.push_back("resources: NOT enforced: " + line);
+  return out;
+}
+
+}  // namespace cordon::ops

@@ -1,0 +1,72 @@
+// cgroup v2 resource limits of a sandbox cgroup (issue 17): which controllers
+// the cgroup can have, enabling them in the ancestors' cgroup.subtree_control,
+// and writing memory.max, memory.high, memory.swap.max, pids.max, cpu.max and
+// cpu.weight. Returns per-limit outcomes as data; prints nothing.
+//
+// Where a controller is not in the cgroup2 root's cgroup.controllers (hybrid
+// hosts keep memory, pids and cpu on cgroup v1) the limit is unavailable; the
+// v1 placement is not implemented.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sys/cgroup.h"
+#include "util/result.h"
+
+namespace cordon {
+
+enum class CgroupLimit { kMemoryMax, kMemoryHigh, kSwapMax, kPidsMax, kCpuMax, kCpuWeight };
+
+constexpr uint64_t kCgroupCpuPeriodUs = 100000;
+
+struct CgroupLimitValue {
+  CgroupLimit limit;
+  uint64_t value;  // bytes, pids, weight; kCpuMax: the quota in us per kCgroupCpuPeriodUs
+};
+
+const char* CgroupLimitFile(CgroupLimit limit);        // "memory.max"
+const char* CgroupLimitController(CgroupLimit limit);  // "memory"
+// The value as the limit's file is written: "536870912", "150000 100000".
+std::string CgroupLimitText(const CgroupLimitValue& value);
+
+// How a limit meets the value already in the cgroup's file.
+enum class LimitMerge {
+  kPolicy,    // the policy's value is written (a cgroup cordon created; a policy replacement)
+  kStricter,  // attach: the stricter of the file's value and the policy's (cpu.weight: the policy's)
+};
+
+struct CgroupLimitOutcome {
+  CgroupLimitValue requested{};
+  bool enforced = false;       // the file holds a value at least as strict as requested
+  bool platform_kept = false;  // kStricter: the file's own value was stricter and was kept
+  bool written = false;        // cordon wrote the file (restored by RestoreCgroupLimits)
+  std::string previous;        // the file's content before, trimmed ("max", "max 100000")
+  std::string reason;          // not enforced: why ("no memory controller in cgroup2 at /sys/fs/cgroup/unified")
+  // One line: "memory.max 512Mi enforced (cgroup v2)", "pids.max: the platform's 64 applies (policy: 128)",
+  // "memory.max NOT enforced: <reason>".
+  std::string Describe() const;
+};
+
+// Applies `limits` to `cgroup`. Each controller a limit needs is enabled,
+// where missing, in the cgroup.subtree_control of the ancestors: with
+// `enable_from_root` every ancestor from the cgroup2 root down (the cgroups
+// cordon creates), else only the direct parent (a cgroup given to attach).
+// A limit whose controller cannot be had is not enforced (outcome.reason);
+// that is not an error. An error (a write to a limit file failed) names the
+// file and errno, and every limit file already written is restored first:
+// nothing is left half-applied.
+Result<std::vector<CgroupLimitOutcome>> ApplyCgroupLimits(const CgroupRef& cgroup,
+                                                          const std::vector<CgroupLimitValue>& limits, LimitMerge merge,
+                                                          bool enable_from_root);
+
+// Writes back the previous values of the limits cordon wrote (an attach that
+// failed after its limits were applied). Controllers enabled stay enabled.
+Status RestoreCgroupLimits(const CgroupRef& cgroup, const std::vector<CgroupLimitOutcome>& outcomes);
+
+// For `cordon doctor`: whether the cgroup2 root at `mount` offers
+// `controller` ("memory", "pids", "cpu", "io"); false with *reason if not.
+bool Cgroup2HasController(const std::string& mount, const std::string& controller, std::string* reason);
+
+}  // namespace cordon
