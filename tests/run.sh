@@ -18,7 +18,9 @@ cd "$(dirname "$0")/.."
 CORDON_WERROR=ON ./setup.sh  # warnings are errors here
 tests/vm/setup.sh
 jobs=$(nproc)
-cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORDON_WERROR=ON \
+# -O1 and line tables only (-g1): the sanitizers' usual build, about half the
+# compile time of RelWithDebInfo, with file:line in every report.
+cmake -S . -B build-san -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g1" -DCORDON_WERROR=ON \
   -DCORDON_SANITIZE=address,undefined -DCORDON_BUILD_FUZZERS=OFF -DCORDON_BUILD_BENCH=OFF \
   -DCORDON_VM_TESTS=OFF >/dev/null
 cmake --build build-san -j"$jobs"
