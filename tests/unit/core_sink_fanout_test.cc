@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <string>
 
-#include "agent/clock.h"
 #include "agent/sink_fanout.h"
+#include "util/clock.h"
 #include "util/fs.h"
 
 namespace cordon::agent {

@@ -9,10 +9,10 @@
 #include <cstdlib>
 
 #include "agent/agent_impl.h"
-#include "agent/clock.h"
 #include "agent/log.h"
 #include "loader/sandbox.h"
 #include "sys/bpffs.h"
+#include "util/clock.h"
 
 namespace cordon::agent {
 

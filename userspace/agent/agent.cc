@@ -22,13 +22,13 @@
 #include <system_error>
 
 #include "agent/agent_impl.h"
-#include "agent/clock.h"
 #include "agent/control_socket.h"
 #include "agent/log.h"
 #include "loader/sandbox.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
 #include "sys/counters.h"
+#include "util/clock.h"
 #include "util/fs.h"
 
 namespace cordon::agent {

@@ -255,6 +255,10 @@ bool ParseListenAddress(const std::string& text, ListenAddress* out, std::string
     }
     host = text.substr(1, close - 1);
     port = text.substr(close + 2);
+    if (host.find(':') == std::string::npos) {
+      *error = "only IPv6 addresses go in brackets, got '" + text + "'";
+      return false;
+    }
   } else {
     size_t colon = text.rfind(':');
     if (colon == std::string::npos || text.find(':') != colon) {

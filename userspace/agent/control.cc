@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "agent/config.h"
+#include "util/clock.h"
 
 namespace cordon::agent {
 
@@ -116,8 +117,7 @@ Status AgentClient::Send(const cordon::v1::Request& request) {
 }
 
 Result<std::string> AgentClient::ReadFrame(int timeout_ms, const sigset_t* wait_mask) {
-  struct timespec start;
-  clock_gettime(CLOCK_MONOTONIC, &start);
+  const int64_t start = MonoNs();
   for (;;) {
     std::string payload;
     int got = TakeBuffered(&payload);
@@ -125,9 +125,7 @@ Result<std::string> AgentClient::ReadFrame(int timeout_ms, const sigset_t* wait_
     if (got > 0) return payload;
     int wait = -1;
     if (timeout_ms >= 0) {
-      struct timespec now;
-      clock_gettime(CLOCK_MONOTONIC, &now);
-      int64_t elapsed = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+      int64_t elapsed = (MonoNs() - start) / 1000000;
       wait = static_cast<int>(std::max<int64_t>(0, timeout_ms - elapsed));
     }
     struct pollfd pfd = {fd_.get(), POLLIN, 0};

@@ -6,10 +6,10 @@
 
 #include <cstring>
 
-#include "agent/clock.h"
 #include "agent/control.h"
 #include "agent/log.h"
 #include "sys/cgroup.h"
+#include "util/clock.h"
 
 namespace cordon::agent {
 

@@ -10,12 +10,12 @@
 
 #include "abi/cordon_common.h"
 #include "agent/agent_impl.h"
-#include "agent/clock.h"
 #include "agent/log.h"
 #include "loader/sandbox.h"
 #include "ops/ops.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
+#include "util/clock.h"
 #include "util/fs.h"
 
 namespace cordon::agent {

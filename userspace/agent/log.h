@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "agent/clock.h"
+#include "util/clock.h"
 
 namespace cordon::agent {
 

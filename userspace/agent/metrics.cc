@@ -15,6 +15,8 @@
 #include <cstring>
 #include <map>
 
+#include "agent/config.h"
+
 namespace cordon::agent {
 namespace {
 
@@ -78,50 +80,32 @@ static_assert(CORDON_CNT_KILLED < CORDON_CNT_MAX);
 
 // ---- listen address ---------------------------------------------------------
 
-struct ListenAddress {
+// The socket address of a listen address as the configuration takes it
+// (ParseListenAddress, config.h: one parser for both).
+struct SocketAddress {
   sockaddr_storage addr = {};
   socklen_t len = 0;
   bool loopback = false;
 };
 
-Result<ListenAddress> ParseListenAddress(const std::string& text) {
-  auto bad = [&](const std::string& why) { return Error{"metrics listen address '" + text + "': " + why}; };
-  std::string host, port;
-  bool bracketed = !text.empty() && text[0] == '[';
-  if (bracketed) {
-    size_t close = text.find("]:");
-    if (close == std::string::npos) return bad("expected [IPv6]:port");
-    host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
-  } else {
-    size_t colon = text.rfind(':');
-    if (colon == std::string::npos) return bad("expected host:port");
-    host = text.substr(0, colon);
-    if (host.find(':') != std::string::npos) return bad("write IPv6 addresses as [address]:port");
-    port = text.substr(colon + 1);
-  }
-  unsigned long port_num = 0;
-  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), port_num);
-  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || port_num > 65535)
-    return bad("port must be 0..65535");
-  if (host == "localhost") host = "127.0.0.1";
-
-  ListenAddress out;
-  if (!bracketed) {
+Result<SocketAddress> ResolveListenAddress(const std::string& text) {
+  ListenAddress parsed;
+  std::string error;
+  if (!ParseListenAddress(text, &parsed, &error)) return Error{"metrics listen address: " + error};
+  SocketAddress out;
+  out.loopback = parsed.loopback;
+  if (!parsed.v6) {
     auto* sin = reinterpret_cast<sockaddr_in*>(&out.addr);
-    if (::inet_pton(AF_INET, host.c_str(), &sin->sin_addr) != 1) return bad("'" + host + "' is not an IPv4 address");
+    (void)::inet_pton(AF_INET, parsed.host.c_str(), &sin->sin_addr);  // numeric: checked by the parser
     sin->sin_family = AF_INET;
-    sin->sin_port = htons(static_cast<uint16_t>(port_num));
+    sin->sin_port = htons(parsed.port);
     out.len = sizeof *sin;
-    out.loopback = (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
   } else {
     auto* sin6 = reinterpret_cast<sockaddr_in6*>(&out.addr);
-    if (::inet_pton(AF_INET6, host.c_str(), &sin6->sin6_addr) != 1) return bad("'" + host + "' is not an IPv6 address");
+    (void)::inet_pton(AF_INET6, parsed.host.c_str(), &sin6->sin6_addr);
     sin6->sin6_family = AF_INET6;
-    sin6->sin6_port = htons(static_cast<uint16_t>(port_num));
+    sin6->sin6_port = htons(parsed.port);
     out.len = sizeof *sin6;
-    out.loopback = IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
-                   (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && sin6->sin6_addr.s6_addr[12] == 127);
   }
   return out;
 }
@@ -300,7 +284,7 @@ std::string RenderPrometheus(const AgentMetrics& m) {
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Listen(const std::string& listen_address, bool allow_non_loopback,
                                                              MetricsLimits limits) {
-  auto addr = ParseListenAddress(listen_address);
+  auto addr = ResolveListenAddress(listen_address);
   if (!addr.ok()) return addr.error();
   if (!addr->loopback && !allow_non_loopback)
     return Error{"metrics listen address " + listen_address +

@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
-#include "agent/clock.h"
 #include "agent/log.h"
 #include "events/json_line.h"
+#include "util/clock.h"
 
 namespace cordon::agent {
 

@@ -9,9 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "agent/clock.h"
 #include "agent/log.h"
 #include "events/wire.h"
+#include "util/clock.h"
 
 namespace cordon::agent {
 

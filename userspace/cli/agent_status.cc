@@ -1,4 +1,5 @@
 #include "cli/agent_status.h"
+#include "util/clock.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <time.h>
@@ -10,9 +11,7 @@ namespace cordon::cli {
 namespace {
 std::string U(uint64_t v) { return std::to_string(v); }
 std::string Uptime(int64_t started_ns) {
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  int64_t s = (now.tv_sec * 1000000000ll + now.tv_nsec - started_ns) / 1000000000ll;
+  int64_t s = (RealNs() - started_ns) / 1000000000ll;
   if (s < 0) s = 0;
   char buf[64];
   if (s >= 86400) std::snprintf(buf, sizeof buf, "%lldd%02lldh", (long long)(s / 86400), (long long)(s % 86400 / 3600));

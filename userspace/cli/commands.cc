@@ -17,8 +17,8 @@
 #include "agent/config.h"
 #include "agent/control.h"
 #include "cli/agent_status.h"
-#include "cli/attach_report.h"
 #include "cli/args.h"
+#include "cli/attach_report.h"
 #include "cli/common.h"
 #include "cli/sandboxes.h"
 #include "cli/tail.h"
@@ -30,6 +30,7 @@
 #include "policy/parser.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
+#include "util/clock.h"
 #include "util/fs.h"
 #include "util/text.h"
 
@@ -488,9 +489,7 @@ int TailCommand(const Args& args) {
     int64_t ns = 0;
     if (!ParseDuration(*since, &ns) || ns <= 0)
       return Usage("--since takes a duration such as 90s, 10m, 2h or 1d, not '" + *since + "'", kTailHelp), 2;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    options.since_unix_ns = std::max<int64_t>(1, now.tv_sec * 1000000000ll + now.tv_nsec - ns);
+    options.since_unix_ns = std::max<int64_t>(1, RealNs() - ns);
   }
   if (!IsRoot()) return PrintError("tail needs root"), 1;
   if (parsed.Has("--cgroup")) {

@@ -14,16 +14,11 @@
 #include "abi/cordon_file.h"
 #include "policy/cidr.h"
 #include "sys/cgroup.h"
+#include "util/clock.h"
 #include "util/text.h"
 
 namespace cordon {
 namespace {
-
-int64_t NowNs(clockid_t clock) {
-  struct timespec ts;
-  clock_gettime(clock, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 int64_t RealtimeMinusBoottime() { return NowNs(CLOCK_REALTIME) - NowNs(CLOCK_BOOTTIME); }
 

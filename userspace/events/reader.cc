@@ -18,6 +18,7 @@
 #include "abi/cordon_common.h"
 #include "sys/bpffs.h"
 #include "sys/counters.h"
+#include "util/clock.h"
 #include "util/fs.h"
 #include "util/text.h"
 
@@ -78,12 +79,6 @@ size_t PageSize() { return static_cast<size_t>(::sysconf(_SC_PAGESIZE)); }
 
 }  // namespace
 
-int64_t MonotonicNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 Status EventReader::Source::Map() {
   if (mapped()) return {};
   const int fd = events_fd.get();
@@ -104,7 +99,7 @@ Status EventReader::Source::Map() {
   mask = ring_size - 1;
   // The kernel's consumer position is where the last reader committed.
   cons = __atomic_load_n(consumer_pos, __ATOMIC_ACQUIRE);
-  last_active_ns = MonotonicNs();
+  last_active_ns = MonoNs();
   return {};
 }
 
@@ -256,7 +251,7 @@ Result<int> EventReader::Consume(int max_records) {
   for (auto& source : sources_) {
     int left = max_records > 0 ? max_records - total : 0;
     total += ConsumeRing(*source, left);
-    if (source->last_active_ns < 0) source->last_active_ns = now ? now : (now = MonotonicNs());
+    if (source->last_active_ns < 0) source->last_active_ns = now ? now : (now = MonoNs());
     if (max_records > 0 && total >= max_records) break;
   }
   decoder_.EndBatch();
@@ -296,7 +291,7 @@ void EventReader::CheckLosses() {
 }
 
 void EventReader::UnmapIdle(int64_t idle_ns) {
-  const int64_t now = MonotonicNs();
+  const int64_t now = MonoNs();
   for (auto& source : sources_) {
     if (!source->mapped() || now - source->last_active_ns < idle_ns) continue;
     if (__atomic_load_n(source->consumer_pos, __ATOMIC_RELAXED) != source->cons) continue;  // not committed

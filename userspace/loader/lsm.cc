@@ -22,16 +22,17 @@
 #include "sys/bpffs.h"
 #include "sys/libbpf_log.h"
 #include "sys/map_batch.h"
+#include "util/clock.h"
 #include "util/fd.h"
 #include "util/fs.h"
 
 namespace cordon {
 namespace {
 
-struct SkelDeleter {
+struct LsmSkelDeleter {
   void operator()(cordon_lsm* skel) const { cordon_lsm__destroy(skel); }
 };
-using LsmSkel = std::unique_ptr<cordon_lsm, SkelDeleter>;
+using LsmSkel = std::unique_ptr<cordon_lsm, LsmSkelDeleter>;
 
 // The two host-wide objects sharing one map layout: the BPF LSM programs, and
 // the detect-mode tracepoint program for kernels without usable BPF LSM.
@@ -497,9 +498,7 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
     return discard_new(error);
   }
   if (with) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    with->FileLayerSwitched(static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec));
+    with->FileLayerSwitched(static_cast<uint64_t>(MonoNs()));
   }
   CORDON_TRY(BumpGeneration(*dir));
   if (replacing) {

@@ -20,10 +20,12 @@
 
 namespace cordon {
 
-struct SkelDeleter {
+// (Each skeleton has its own deleter: its __destroy is static inline, so a
+// template over it would give every signature using it internal linkage.)
+struct NetSkelDeleter {
   void operator()(cordon_net* skel) const { cordon_net__destroy(skel); }
 };
-using NetSkel = std::unique_ptr<cordon_net, SkelDeleter>;
+using NetSkel = std::unique_ptr<cordon_net, NetSkelDeleter>;
 
 struct LinkDeleter {
   void operator()(bpf_link* link) const { bpf_link__destroy(link); }

@@ -17,6 +17,7 @@
 #include "loader/net_object.h"
 #include "sys/bpffs.h"
 #include "sys/counters.h"
+#include "util/clock.h"
 #include "util/fs.h"
 #include "util/text.h"
 
@@ -26,12 +27,6 @@ namespace {
 constexpr const char* kCountersPin = "counters";
 constexpr const char* kEventsPin = "events";
 constexpr const char* kInfoPin = "info";
-
-uint64_t RealtimeNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -136,7 +131,7 @@ Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgrou
   info.layout_version = CORDON_LAYOUT_VERSION;
   info.mode = policy.mode;
   info.sandbox_id = cgroup.id;
-  info.attached_at_ns = info.updated_at_ns = RealtimeNs();
+  info.attached_at_ns = info.updated_at_ns = static_cast<uint64_t>(RealNs());
   info.flags = options.ephemeral ? CORDON_INFO_F_EPHEMERAL : 0;
   // By default the cgroup directory's name, which the platform chose: in the
   // data form of workload text, as events carry it.
@@ -182,12 +177,6 @@ Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgrou
 }
 
 
-uint64_t MonotonicNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 // The network layer of a policy replacement. Prepare() does everything slow
 // (a new instance of the object loaded, its maps filled) before anything
 // switches; Commit() switches each hook's program; Finish() adds missing
@@ -202,7 +191,7 @@ class NetworkReplacement final : public SwitchedLayer {
   // every operation is judged wholly by the old or wholly by the new policy.
   // On failure every link runs its old program again.
   Status Commit() override {
-    switch_start_ns_ = MonotonicNs();
+    switch_start_ns_ = static_cast<uint64_t>(MonoNs());
     for (size_t i = 0; i < link_fds_.size(); ++i) {
       if (bpf_link_update(link_fds_[i].get(), bpf_program__fd(swapped_[i]->program(skel_.get())), nullptr)) {
         Error error = SysError(std::string("swap program of ") + swapped_[i]->pin);
@@ -210,7 +199,7 @@ class NetworkReplacement final : public SwitchedLayer {
         return error;
       }
     }
-    switch_end_ns_ = MonotonicNs();
+    switch_end_ns_ = static_cast<uint64_t>(MonoNs());
     switched_ = true;
     return {};
   }
@@ -314,7 +303,7 @@ Result<AttachResult> NetworkReplacement::Finish(const CgroupRef& cgroup, const p
   auto info = ReadInfo(dir);  // as the host-wide registration left it
   if (!info) return info.error();
   info->mode = policy.mode;
-  info->updated_at_ns = RealtimeNs();
+  info->updated_at_ns = static_cast<uint64_t>(RealNs());
   info->generation += 1;
   if (!options.name.empty()) CopyName(info->name, sizeof info->name, options.name);
   CopyName(info->policy, sizeof info->policy, policy.name);

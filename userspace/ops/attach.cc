@@ -3,18 +3,14 @@
 #include <chrono>
 
 #include "abi/cordon_common.h"
-#include "loader/kernel_features.h"
 #include "inspect/retro.h"
+#include "loader/kernel_features.h"
 #include "ops/ops.h"
+#include "util/clock.h"
 
 namespace cordon::ops {
 
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 AttachOutcome Failed(std::string error) {
   AttachOutcome out;
@@ -52,9 +48,9 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   AttachOptions options;
   options.name = req.name;
   options.pool = req.pool;
-  const int64_t t_attach = NowNs();
+  const int64_t t_attach = MonoNs();
   auto result = AttachSandbox(*cgroup, compiled, options);
-  const int64_t t_attached = NowNs();
+  const int64_t t_attached = MonoNs();
   if (!result) return restore(result.error().ToString() + "; nothing attached");
   const SandboxInfo& info = result->info;
   AttachOutcome out;
@@ -84,7 +80,7 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   } else {
     out.retro_error = retro.error().ToString();
   }
-  out.after_ns = NowNs() - t_attached;
+  out.after_ns = MonoNs() - t_attached;
   return out;
 }
 
