@@ -8,7 +8,7 @@
 // the very first one names "" (nothing before it). The chain is evidence
 // against changes made without rewriting the rest of the file: whoever can
 // rewrite the whole file can compute a new chain, which only a chain value
-// kept elsewhere (the agent's log names each file's start) exposes.
+// kept elsewhere (`cordon audit verify` prints the last one) exposes.
 #pragma once
 
 #include <cstdint>
