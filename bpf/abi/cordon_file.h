@@ -45,6 +45,7 @@
 #define CORDON_LSM_F_REPORT_ONLY (1u << 8)   /* detect object: only report seccomp/Landlock refusals
 					      * (BPF LSM enforces the rest) */
 #define CORDON_LSM_F_KEYRINGS (1u << 10)     /* spec.allowKeyrings */
+#define CORDON_LSM_F_READ_ONLY_MOUNTS (1u << 11) /* `cordon run` mounts /sys and host /proc files read-only: report EROFS */
 
 /* Value of lsm_sandboxes, keyed by the sandbox root cgroup id. Replaced as a
  * whole on policy change (one hash update: readers see old or new). */

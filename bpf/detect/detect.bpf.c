@@ -153,6 +153,7 @@ static __always_inline void cordon_report_seccomp(struct pt_regs *regs, long nr,
 }
 
 #define EACCES 13
+#define EROFS 30
 #define O_ACCMODE 3
 #define O_WRONLY 1
 #define O_RDWR 2
@@ -194,18 +195,30 @@ static __always_inline int cordon_file_call(long nr, struct cordon_file_call *c)
 }
 
 /* cordon run's Landlock ruleset refuses with EACCES, before BPF LSM (it
- * precedes bpf in the LSM order) and without an event of its own: report
- * it here, with the path as the caller wrote it. */
-static __always_inline void cordon_report_landlock(struct pt_regs *regs, long nr, long ret)
+ * precedes bpf in the LSM order) and without an event of its own; the
+ * read-only mounts cordon run gives its command (/sys, /proc/sysrq-trigger
+ * ...) refuse writes with EROFS, before any LSM is asked. Both are reported
+ * here, with the path as the caller wrote it. */
+static __always_inline void cordon_report_file_refusal(struct pt_regs *regs, long nr, long ret)
 {
-	if (ret != -EACCES)
+	if (ret != -EACCES && ret != -EROFS)
 		return;
 	struct cordon_file_call call;
 	if (!cordon_file_call(nr, &call))
 		return;
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
-	if (!sb || !(sb->flags & CORDON_LSM_F_LANDLOCK))
+	if (!sb)
 		return;
+	__u8 reason = CORDON_REASON_LANDLOCK;
+	if (ret == -EROFS) {
+		/* ioctl's EROFS (inode flags) names no path: seccomp refuses
+		 * those ioctls first anyway. */
+		if (!(sb->flags & CORDON_LSM_F_READ_ONLY_MOUNTS) || nr == __NR_ioctl)
+			return;
+		reason = CORDON_REASON_READ_ONLY_MOUNT;
+	} else if (!(sb->flags & CORDON_LSM_F_LANDLOCK)) {
+		return;
+	}
 	if (nr == __NR_ioctl) {
 		/* LANDLOCK_ACCESS_FS_IOCTL_DEV (ABI 5) applies to device files
 		 * only; EACCES on anything else is the file's own answer. */
@@ -260,8 +273,8 @@ static __always_inline void cordon_report_landlock(struct pt_regs *regs, long nr
 	}
 	struct cordon_object_event *e = &s->ev;
 	__builtin_memset(e, 0, sizeof(*e));
-	cordon_event_header(&e->hdr, CORDON_EVL_OBJECT, CORDON_LSM_LAYER, call.kind, CORDON_VERDICT_DENIED,
-			    CORDON_REASON_LANDLOCK, sandbox_id);
+	cordon_event_header(&e->hdr, CORDON_EVL_OBJECT, CORDON_LSM_LAYER, call.kind, CORDON_VERDICT_DENIED, reason,
+			    sandbox_id);
 	e->access = access;
 	e->path_flags = CORDON_PATH_F_AS_WRITTEN;
 	long n = bpf_probe_read_user_str(s->path, CORDON_PATH_MAX, (void *)path_ptr);
@@ -345,7 +358,7 @@ int BPF_PROG(cordon_sys_exit, struct pt_regs *regs, long ret)
 	long nr = BPF_CORE_READ(regs, orig_ax);
 	if (ret < 0) {
 		cordon_report_seccomp(regs, nr, ret);
-		cordon_report_landlock(regs, nr, ret);
+		cordon_report_file_refusal(regs, nr, ret);
 		cordon_report_scope(regs, nr, ret);
 		return 0;
 	}

@@ -142,6 +142,76 @@ TEST_F(RunIsolation, CommandRunsAsItsOwnIdentityWithoutCapabilitiesAndHostObject
   EXPECT_EQ(bad.status, 2) << bad.err;
 }
 
+// A root command holds no capability, but file modes alone let uid 0 write
+// the kernel's control files: its cgroup's cgroup.procs and limits (move
+// itself to the root cgroup, out of reach of every cgroup program; raise its
+// pids limit), /sys/power/state, /proc/sysrq-trigger. Measured before the
+// fix on 6.12 without BPF LSM and without spec.files: the command left its
+// cgroup. cordon run mounts them read-only (EROFS), each refusal one event.
+TEST_F(RunIsolation, RootCannotWriteTheKernelsControlFiles) {
+  const std::string probe = R"(import os, sys
+cg2, attempt = sys.argv[1], sys.argv[2] == 'write'
+own = [l.split(':', 2)[2] for l in open('/proc/self/cgroup').read().splitlines() if l.startswith('0::')][0]
+def probe(name, path, data):
+    if not os.path.exists(path):
+        print('%s=absent' % name); return
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError as e:
+        print('%s=%d' % (name, e.errno)); return
+    try:
+        if attempt: os.write(fd, data)
+        print('%s=0' % name)
+    except OSError as e:
+        print('%s=write%d' % (name, e.errno))
+    os.close(fd)
+probe('leave_cgroup', cg2 + '/cgroup.procs', b'%d' % os.getpid())
+probe('own_limit', cg2 + own + '/cgroup.max.descendants', b'max')
+probe('power', '/sys/power/state', b'')
+probe('sysrq', '/proc/sysrq-trigger', b'h')
+now = [l.split(':', 2)[2] for l in open('/proc/self/cgroup').read().splitlines() if l.startswith('0::')][0]
+print('stayed=%d' % (now == own))
+)";
+  const std::string cg2 = Cgroup2Mount();
+  // Negative control: root, unconfined, may open every one of them for
+  // writing (and writes nothing).
+  auto control = Fields(Unconfined(probe, {cg2, "open"}).out);
+  for (const char* k : {"leave_cgroup", "own_limit"}) ASSERT_EQ(control[k], "0") << k << " must open unconfined";
+  for (const char* k : {"power", "sysrq"})
+    ASSERT_TRUE(control[k] == "0" || control[k] == "absent") << k << "=" << control[k];
+  // Under cordon run as root without spec.files (no Landlock file rules):
+  // the writes are attempted for real.
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: control-files}\nspec:\n"
+                    "  network:\n    egress: []\n");
+  CommandResult r = Confined({"--policy", policy.path(), "--user", "root"}, probe, {cg2, "write"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  auto f = Fields(r.out);
+  // Where BPF LSM is usable the cgroup2 mount stays writable and its tamper
+  // rules refuse these two (EPERM, tamper.cgroup): a sandbox may still manage
+  // the cgroups below its root there.
+  const bool lsm = LsmUsableHere();
+  int refused = 0, by_lsm = 0;
+  for (const char* k : {"leave_cgroup", "own_limit", "power", "sysrq"}) {
+    if (control[k] == "absent") continue;
+    const bool cgroupfs = std::string(k) == "leave_cgroup" || std::string(k) == "own_limit";
+    EXPECT_EQ(f[k], std::to_string(lsm && cgroupfs ? EPERM : EROFS)) << k << "\n" << r.out;
+    ++(lsm && cgroupfs ? by_lsm : refused);
+  }
+  EXPECT_EQ(f["stayed"], "1") << "the command is still in its sandbox cgroup";
+  int events = 0, lsm_events = 0;
+  for (const auto& e : Events()) {
+    if (e.kind() == "tamper.cgroup" && e.enforcement() == "kernel-lsm") ++lsm_events;
+    if (e.enforcement() != "mount") continue;
+    ++events;
+    EXPECT_EQ(e.kind(), "file.open");
+    EXPECT_EQ(e.verdict(), "denied");
+    EXPECT_EQ(e.file().access(), "write");
+    EXPECT_TRUE(e.file().path().rfind("/sys/", 0) == 0 || e.file().path() == "/proc/sysrq-trigger") << e.file().path();
+  }
+  EXPECT_EQ(events, refused) << "one event per refusal\n" << Slurp(audit_);
+  EXPECT_GE(lsm_events, by_lsm) << Slurp(audit_);
+}
+
 TEST_F(RunIsolation, EnvironmentIsScrubbedAndOnlyNamedVariablesPass) {
   ::setenv("GITHUB_TOKEN", "ghp_cordon_test_secret", 1);
   ::setenv("AWS_SECRET_ACCESS_KEY", "aws_cordon_test_secret", 1);

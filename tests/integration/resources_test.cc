@@ -117,6 +117,51 @@ TEST_F(ResourcesV2, ForkBombStopsAtPidsMaxWithEagain) {
   EXPECT_TRUE(Has(c.out, "forks 40 errno 0")) << c.out;
 }
 
+// A root command (no capability, but uid 0 owns the cgroup files) once
+// wrote "max" to its own pids.max without BPF LSM: cordon run's read-only
+// /sys refuses it (EROFS, one event) and the fork limit holds.
+TEST_F(ResourcesV2, ARootCommandCannotRaiseItsOwnLimit) {
+  const std::string raise =
+      std::string("import os\n"
+                  "own = [l.split(':', 2)[2] for l in open('/proc/self/cgroup').read().splitlines() "
+                  "if l.startswith('0::')][0]\n"
+                  "try:\n"
+                  "  open('") + Cgroup2Mount() + "' + own + '/pids.max', 'w').write('max')\n"
+                  "  print('raise 0')\n"
+                  "except OSError as e:\n"
+                  "  print('raise', e.errno)\n" + kForks;
+  // Negative control: root outside any sandbox raises a cgroup's pids.max.
+  TestCgroup cg("res-raise");
+  { std::ofstream(cg.path() + "/pids.max") << "16"; }
+  ASSERT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "16");
+  { std::ofstream(cg.path() + "/pids.max") << "max"; }
+  ASSERT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "max") << "negative control: root writes pids.max unconfined";
+
+  PolicyFile as_root(Policy("root", "    pids: 16\n") + "  runAs: root\n");
+  CommandResult r = RunCmd(as_root.path(), {"/usr/bin/python3", "-c", raise}, true);
+  ASSERT_EQ(r.status, 0) << r.err;
+  // BPF LSM, where usable, judges the cgroup2 mount itself (EPERM, tamper.cgroup).
+  const bool lsm = LsmUsableHere();
+  EXPECT_TRUE(Has(r.out, "raise " + std::to_string(lsm ? EPERM : EROFS))) << r.out;
+  int forks = -1, err = -1;
+  const size_t at = r.out.find("forks ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "forks %d errno %d", &forks, &err), 2) << r.out;
+  EXPECT_EQ(err, EAGAIN) << r.out;
+  EXPECT_LT(forks, 16) << r.out;
+  int refusals = 0, lsm_refusals = 0;
+  for (const auto& e : AuditFileEvents(dir_ + "/audit0.jsonl")) {
+    if (e.kind() == "tamper.cgroup" && e.enforcement() == "kernel-lsm") ++lsm_refusals;
+    if (e.enforcement() == "mount") {
+      ++refusals;
+      EXPECT_EQ(e.file().path().substr(e.file().path().size() - 9), "/pids.max") << e.file().path();
+      EXPECT_EQ(e.verdict(), "denied");
+    }
+  }
+  EXPECT_EQ(refusals, lsm ? 0 : 1);
+  EXPECT_GE(lsm_refusals, lsm ? 1 : 0);
+}
+
 TEST_F(ResourcesV2, AllocationBeyondMemoryMaxIsOomKilled) {
   PolicyFile limited(Policy("mem32", "    memory: 32Mi\n    swap: 0\n"));
   CommandResult r = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kAllocate});
@@ -192,20 +237,6 @@ TEST_F(ResourcesHybrid, RunWarnsPerLimitAndRunsTheCommand) {
 
 // Without BPF LSM (this host) a root command without spec.files could raise
 // its own limits (measured in the 6.12 VM booted without bpf): run says so.
-TEST_F(ResourcesHybrid, RunWarnsThatARootCommandCanRaiseItsLimits) {
-  PolicyFile as_root(
-      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: root}\nspec:\n  runAs: root\n"
-      "  resources:\n    pids: 16\n");
-  CommandResult r = RunCmd(as_root.path(), {"/bin/true"}, true);
-  ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(Has(r.err, "it can raise its own resource limits and leave its cgroup")) << r.err;
-  // Negative control: the same policy for a dynamic user, no such warning.
-  PolicyFile dynamic(Policy("dynamic", "    pids: 16\n"));
-  CommandResult d = RunCmd(dynamic.path(), {"/bin/true"}, true);
-  ASSERT_EQ(d.status, 0) << d.err;
-  EXPECT_FALSE(Has(d.err, "it can raise its own resource limits")) << d.err;
-}
-
 TEST_F(ResourcesHybrid, DoctorShowsTheLimitsUnavailableWithTheReason) {
   CommandResult d = Cordon({"doctor", "--json"});
   ASSERT_TRUE(d.status == 0 || d.status == 1) << d.err;

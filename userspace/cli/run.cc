@@ -165,6 +165,7 @@ struct RunPlan {
   std::string run_name;
   std::unique_ptr<ops::Scratch> scratch;  // until the sandbox owns it
   std::vector<std::pair<std::string, std::string>> binds;
+  std::vector<ReadOnlyPath> read_only;  // enforce mode only
   AclGrants grants;
   std::vector<std::string> early_notes;
   std::string home = "/tmp";
@@ -368,6 +369,22 @@ int PrepareConfinement(RunPlan* run) {
       landlock = std::move(*plan);
     }
     seccomp = PrepareSeccomp(*compiled);
+    // Without a capability, uid 0 still writes what file modes give root:
+    // cgroup.procs and the limits in cgroupfs, bpffs, sysfs attributes,
+    // /proc/sysrq-trigger. Read-only mounts refuse them (EROFS, reported).
+    std::string lsm_cgroup2;
+    if (lsm.usable())
+      if (auto mount = FindCgroup2Mount()) lsm_cgroup2 = *mount;
+    run->read_only = HostControlPaths(lsm_cgroup2);
+    if (verbose && !run->read_only.empty()) {
+      std::string paths, writable;
+      for (const auto& ro : run->read_only) {
+        std::string& list = ro.writable ? writable : paths;
+        list += (list.empty() ? "" : ", ") + ro.path;
+      }
+      notes.push_back("read-only in this command: " + paths + " (writes fail with EROFS, reported with enforcement mount)" +
+                      (writable.empty() ? "" : "; " + writable + " stays writable, judged by BPF LSM"));
+    }
     if (lsm.usable()) {
       if (verbose)
         notes.push_back(std::string("second layer under BPF LSM: ") +
@@ -444,6 +461,7 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<ops::EphemeralSandbox>* out) 
   options.seccomp_events = !run->seccomp.program.empty();
   options.landlock_events = run->landlock_applied && run->landlock->files;
   options.landlock_scope_events = run->landlock_applied && run->landlock->scoped;
+  options.read_only_events = !run->read_only.empty();
   if (run->pty) {
     // The command's own pty is the one device node of a terminal it may
     // open again (other ptys, the caller's included, stay refused).
@@ -467,13 +485,6 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<ops::EphemeralSandbox>* out) 
       std::fprintf(stderr, "cordon: warning: NOT enforced: %s\n", line.c_str());
     for (const CgroupLimitOutcome& outcome : (*sandbox)->limits())
       if (outcome.enforced) run->notes.push_back("resources: " + outcome.Describe());
-    // Measured on 6.12 without BPF LSM: a root command (runAs: root, no
-    // spec.files) writes "max" to its own pids.max and moves itself out of
-    // the cgroup through the root's cgroup.procs.
-    if (run->identity.uid == 0 && !ProbeLsm().usable() && !run->compiled->has_files)
-      std::fprintf(stderr,
-                   "cordon: warning: the command runs as root without BPF LSM and without spec.files: it can raise "
-                   "its own resource limits and leave its cgroup (run it as a non-root user, or give spec.files)\n");
   }
   *out = std::move(*sandbox);
   run->notes.insert(run->notes.end(), run->early_notes.begin(), run->early_notes.end());
@@ -495,6 +506,7 @@ int StartChild(RunPlan* run, ops::EphemeralSandbox* sandbox, ChildPlan* plan, st
   plan->identity = run->identity;
   plan->capabilities = run->compiled->capabilities;
   plan->binds = run->binds;
+  plan->read_only = run->read_only;
   plan->keep_fds = run->keep_fds;
   plan->parent = ::getpid();
   if (run->pty) {

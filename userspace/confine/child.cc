@@ -191,6 +191,25 @@ void ChildPlan::Finish() {
   envp_ptrs.push_back(nullptr);
 }
 
+std::vector<ReadOnlyPath> HostControlPaths(const std::string& lsm_cgroup2) {
+  std::vector<ReadOnlyPath> out;
+  auto is_mount_root = [](const std::string& path, bool* root) {
+    struct statx st = {};
+    if (::statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_TYPE, &st) != 0) return false;
+    *root = (st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (st.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+    return true;
+  };
+  for (const char* path : {"/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"}) {
+    bool root = false;
+    if (is_mount_root(path, &root)) out.push_back({path, !root, false});
+  }
+  bool root = false;
+  if (!lsm_cgroup2.empty() && !out.empty() && out[0].path == "/sys" && lsm_cgroup2.rfind("/sys/", 0) == 0 &&
+      is_mount_root(lsm_cgroup2, &root) && root)
+    out.push_back({lsm_cgroup2, false, true});
+  return out;
+}
+
 int ChildPlan::Apply(const char** step, bool* fell_back) const {
   *fell_back = false;
 #define CORDON_STEP(name, call)   \
@@ -207,13 +226,31 @@ int ChildPlan::Apply(const char** step, bool* fell_back) const {
       if (pty_stdio[i]) CORDON_STEP("dup2 the pty", ::dup2(pty_slave, i));
     if (pty_slave > 2) ::close(pty_slave);
   }
-  CORDON_STEP("unshare IPC and UTS namespaces", ::unshare(CLONE_NEWIPC | CLONE_NEWUTS | (binds.empty() ? 0 : CLONE_NEWNS)));
-  if (!binds.empty()) {
+  const bool mounts = !binds.empty() || !read_only.empty();
+  CORDON_STEP("unshare IPC and UTS namespaces", ::unshare(CLONE_NEWIPC | CLONE_NEWUTS | (mounts ? CLONE_NEWNS : 0)));
+  if (mounts) {
     CORDON_STEP("make the mount namespace a slave", ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr));
     for (const auto& [source, target] : binds) {
       CORDON_STEP("bind the scratch directory", ::mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr));
       CORDON_STEP("remount the scratch directory nosuid,nodev",
                   ::mount(nullptr, target.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, nullptr));
+    }
+    for (const ReadOnlyPath& ro : read_only) {
+      const char* path = ro.path.c_str();
+      if (ro.writable) {
+        struct mount_attr attr = {};
+        attr.attr_clr = MOUNT_ATTR_RDONLY;
+        CORDON_STEP("leave the cgroup2 mount writable (BPF LSM judges it)",
+                    ::syscall(SYS_mount_setattr, AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, &attr, sizeof attr));
+        continue;
+      }
+      if (ro.bind_self) CORDON_STEP("bind a kernel control file onto itself", ::mount(path, path, nullptr, MS_BIND | MS_REC, nullptr));
+      CORDON_STEP("make the mounts under a kernel control path private",
+                  ::mount(nullptr, path, nullptr, MS_REC | MS_PRIVATE, nullptr));
+      struct mount_attr attr = {};
+      attr.attr_set = MOUNT_ATTR_RDONLY;
+      CORDON_STEP("make the kernel's control files read-only (/sys, /proc/sysrq-trigger ...)",
+                  ::syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE | AT_SYMLINK_NOFOLLOW, &attr, sizeof attr));
     }
   }
   // uid 0 is nobody special from here on: exec grants it no capability.

@@ -9,8 +9,9 @@
 //   setsid (a session of its own: no controlling terminal of the caller's)
 //   -> the pty slave as controlling terminal and stdio (when there is one)
 //   -> unshare IPC and UTS namespaces (host System V IPC, POSIX message queues
-//      and hostname stay the host's) and, with scratch directories, a mount
-//      namespace in which they are bind-mounted over /tmp and /dev/shm
+//      and hostname stay the host's) and a mount namespace in which the
+//      scratch directories are bind-mounted over /tmp and /dev/shm and the
+//      kernel's control files (HostControlPaths) are read-only
 //   -> a fresh anonymous session keyring (the caller's is not reachable)
 //   -> cwd
 //   -> groups, gid, uid; the capability bounding set, then permitted,
@@ -83,6 +84,30 @@ Result<std::vector<std::string>> BuildEnvironment(char** caller, const policy::C
 // executable, naming what was searched.
 Result<std::string> ResolveCommand(const std::string& command, const std::string& path);
 
+// A path the command sees read-only: in its mount namespace the mount at
+// `path` (and every mount under it) is made read-only; a path that is not a
+// mount root is first bind-mounted onto itself.
+struct ReadOnlyPath {
+  std::string path;
+  bool bind_self = false;
+  // An exception inside an earlier entry: made writable again (this mount
+  // only). The cgroup2 mount where BPF LSM judges cgroupfs writes.
+  bool writable = false;
+};
+
+// What cordon run makes read-only for every command, whatever its identity:
+// the kernel's control file systems a root command could otherwise write
+// without any capability (file modes alone admit uid 0): /sys (cgroupfs
+// with cgroup.procs and the resource limits, bpffs, debugfs, securityfs,
+// sysfs attributes such as /sys/power/state), and /proc's sysrq-trigger
+// (any SysRq key, capability or not), irq, bus and fs. /proc/sys is judged
+// by the cgroup sysctl program instead (with events). `lsm_cgroup2`, the
+// cgroup2 mount where BPF LSM is usable ("" elsewhere), stays writable: BPF LSM's tamper rules
+// let a sandbox manage the cgroups below its root and refuse the rest, with
+// events. Only paths that exist here; whether each is a mount root is
+// decided here, in the parent.
+std::vector<ReadOnlyPath> HostControlPaths(const std::string& lsm_cgroup2);
+
 struct ChildPlan {
   // What to exec.
   std::string exe;
@@ -94,6 +119,10 @@ struct ChildPlan {
   uint64_t capabilities = 0;  // bits 1 << CAP_* kept
   // Namespaces and scratch: {source, target} bind mounts in a new mount namespace.
   std::vector<std::pair<std::string, std::string>> binds;
+  // Made read-only (recursively) in that mount namespace, after the binds;
+  // the mounts under each become private (the host's later mounts there do
+  // not propagate in, read-write).
+  std::vector<ReadOnlyPath> read_only;
   // The pty slave (-1: none) and which of stdin/stdout/stderr it replaces.
   int pty_slave = -1;
   bool pty_stdio[3] = {false, false, false};

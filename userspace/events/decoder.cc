@@ -93,7 +93,9 @@ std::string ReasonText(const cordon_net_event& e, const std::string& target) {
     }
     case CORDON_REASON_COREDUMP:
       return "the process began a core dump, written with its own rights: the file rules decide where it may go"
-             " (working directory " + target + ")";
+             " (working directory " + target + ")";    case CORDON_REASON_READ_ONLY_MOUNT:
+      return "on a read-only mount (cordon run gives its command /sys and the host's /proc control files read-only)" +
+             (target.empty() ? std::string() : " (" + target + ")");
   }
   return "unknown";
 }
@@ -263,6 +265,7 @@ const char* EnforcementName(const cordon_event_header& h) {
   if (h.verdict == CORDON_VERDICT_DETECTED) return h.layer == CORDON_LAYER_LSM ? "kernel-lsm" : "detect";
   if (h.reason == CORDON_REASON_SECCOMP) return "seccomp";
   if (h.reason == CORDON_REASON_LANDLOCK) return "landlock";
+  if (h.reason == CORDON_REASON_READ_ONLY_MOUNT) return "mount";
   switch (h.layer) {
     case CORDON_LAYER_CGROUP: return "kernel-cgroup";
     case CORDON_LAYER_LSM: return "kernel-lsm";

@@ -367,7 +367,8 @@ Status RegisterHostWide(const std::string& dir, const CgroupRef& cgroup, const p
 
 uint32_t LayerReportFlags(const AttachOptions& options) {
   return (options.seccomp_events ? CORDON_LSM_F_SECCOMP : 0) | (options.landlock_events ? CORDON_LSM_F_LANDLOCK : 0) |
-         (options.landlock_scope_events ? CORDON_LSM_F_LANDLOCK_SCOPE : 0);
+         (options.landlock_scope_events ? CORDON_LSM_F_LANDLOCK_SCOPE : 0) |
+         (options.read_only_events ? CORDON_LSM_F_READ_ONLY_MOUNTS : 0);
 }
 
 }  // namespace
@@ -379,7 +380,8 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
   const LsmAvailability& lsm = ProbeLsm();
   std::vector<ResolvedFileRule> rules;
   std::vector<std::string> skipped;
-  const bool report_layers = options.seccomp_events || options.landlock_events || options.landlock_scope_events;
+  const bool report_layers =
+      options.seccomp_events || options.landlock_events || options.landlock_scope_events || options.read_only_events;
   const bool detect = !lsm.usable() && (policy.has_files || report_layers);
   if (lsm.usable() || detect) {
     auto resolved = ResolveFileRules(policy, &skipped);

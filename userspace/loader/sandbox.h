@@ -41,6 +41,7 @@ struct AttachOptions {
   bool seccomp_events = false;         // `cordon run` will apply its seccomp filter: report its refusals
   bool landlock_events = false;        // `cordon run` will apply Landlock file rules: report their refusals
   bool landlock_scope_events = false;  // ... and Landlock scoping (signals, abstract unix sockets)
+  bool read_only_events = false;       // `cordon run` gives its command read-only mounts: report their EROFS
   // Devices allowed beyond the safe set (at most CORDON_DEV_RULES_MAX); kept
   // for this attach only: a later replacement passes its own.
   std::vector<DeviceRule> allowed_devices;
