@@ -999,6 +999,16 @@ TEST_F(Agent, CliAndControlRequestsGoThroughTheAgent) {
   EXPECT_NE(body.find("200"), std::string::npos) << body.substr(0, 200);
   EXPECT_NE(body.find("sandbox=\"" + NamePrefix() + "control\""), std::string::npos) << body;
   EXPECT_NE(body.find("cordon_"), std::string::npos);
+  // Resource use of each sandbox (its cgroup's cpu.stat, a core cgroup2 file):
+  // the probes above ran there.
+  {
+    const std::string cpu = "cordon_sandbox_cpu_seconds_total{sandbox=\"" + NamePrefix() + "control\"";
+    size_t at = body.find(cpu);
+    ASSERT_NE(at, std::string::npos) << body;
+    at = body.find("} ", at);
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_GT(std::stod(body.substr(at + 2)), 0.0) << body.substr(at, 40);
+  }
 
   // detach through the CLI: the agent drains, then detaches.
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);

@@ -169,6 +169,13 @@ probe('leave_cgroup', cg2 + '/cgroup.procs', b'%d' % os.getpid())
 probe('own_limit', cg2 + own + '/cgroup.max.descendants', b'max')
 probe('power', '/sys/power/state', b'')
 probe('sysrq', '/proc/sysrq-trigger', b'h')
+# cordon's own state: a new file in /run/cordon (removed again where it was made).
+state = '/run/cordon/isolation-probe-%d' % os.getpid()
+try:
+    os.close(os.open(state, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)); os.unlink(state)
+    print('cordon_state=0')
+except OSError as e:
+    print('cordon_state=%d' % e.errno)
 now = [l.split(':', 2)[2] for l in open('/proc/self/cgroup').read().splitlines() if l.startswith('0::')][0]
 print('stayed=%d' % (now == own))
 )";
@@ -176,7 +183,9 @@ print('stayed=%d' % (now == own))
   // Negative control: root, unconfined, may open every one of them for
   // writing (and writes nothing).
   auto control = Fields(Unconfined(probe, {cg2, "open"}).out);
-  for (const char* k : {"leave_cgroup", "own_limit"}) ASSERT_EQ(control[k], "0") << k << " must open unconfined";
+  ASSERT_EQ(::mkdir("/run/cordon", 0755) == 0 || errno == EEXIST, true);
+  for (const char* k : {"leave_cgroup", "own_limit", "cordon_state"})
+    ASSERT_EQ(control[k], "0") << k << " must work unconfined";
   for (const char* k : {"power", "sysrq"})
     ASSERT_TRUE(control[k] == "0" || control[k] == "absent") << k << "=" << control[k];
   // Under cordon run as root without spec.files (no Landlock file rules):
@@ -191,7 +200,7 @@ print('stayed=%d' % (now == own))
   // the cgroups below its root there.
   const bool lsm = LsmUsableHere();
   int refused = 0, by_lsm = 0;
-  for (const char* k : {"leave_cgroup", "own_limit", "power", "sysrq"}) {
+  for (const char* k : {"leave_cgroup", "own_limit", "power", "sysrq", "cordon_state"}) {
     if (control[k] == "absent") continue;
     const bool cgroupfs = std::string(k) == "leave_cgroup" || std::string(k) == "own_limit";
     EXPECT_EQ(f[k], std::to_string(lsm && cgroupfs ? EPERM : EROFS)) << k << "\n" << r.out;
@@ -206,10 +215,18 @@ print('stayed=%d' % (now == own))
     EXPECT_EQ(e.kind(), "file.open");
     EXPECT_EQ(e.verdict(), "denied");
     EXPECT_EQ(e.file().access(), "write");
-    EXPECT_TRUE(e.file().path().rfind("/sys/", 0) == 0 || e.file().path() == "/proc/sysrq-trigger") << e.file().path();
+    EXPECT_TRUE(e.file().path().rfind("/sys/", 0) == 0 || e.file().path() == "/proc/sysrq-trigger" ||
+                e.file().path().rfind("/run/cordon/isolation-probe-", 0) == 0)
+        << e.file().path();
   }
   EXPECT_EQ(events, refused) << "one event per refusal\n" << Slurp(audit_);
   EXPECT_GE(lsm_events, by_lsm) << Slurp(audit_);
+  // And the run says that root without spec.files is not contained by file rules.
+  EXPECT_NE(r.err.find("warning: the command runs as root without spec.files: no file is protected"),
+            std::string::npos)
+      << r.err;
+  CommandResult dynamic = Confined({"--policy", policy.path()}, "print('ok')");
+  EXPECT_EQ(dynamic.err.find("runs as root without spec.files"), std::string::npos) << "negative control\n" << dynamic.err;
 }
 
 TEST_F(RunIsolation, EnvironmentIsScrubbedAndOnlyNamedVariablesPass) {

@@ -28,6 +28,13 @@ std::string ReadTrimmed(const std::string& path) {
   return s;
 }
 
+std::vector<cordon::v1::AuditEvent> Kind(const std::vector<cordon::v1::AuditEvent>& events, const std::string& kind) {
+  std::vector<cordon::v1::AuditEvent> out;
+  for (const auto& e : events)
+    if (e.kind() == kind) out.push_back(e);
+  return out;
+}
+
 bool Cgroup2Offers(const std::string& controller) {
   std::istringstream in(ReadTrimmed(Cgroup2Mount() + "/cgroup.controllers"));
   std::string word;
@@ -109,12 +116,22 @@ TEST_F(ResourcesV2, ForkBombStopsAtPidsMaxWithEagain) {
   EXPECT_EQ(err, EAGAIN) << r.out;
   EXPECT_GE(forks, 1) << r.out;
   EXPECT_LT(forks, 16) << r.out;
+  // One resource.pids event: the refused fork (pids.events max, watched).
+  auto pids_events = Kind(AuditFileEvents(dir_ + "/audit0.jsonl"), "resource.pids");
+  ASSERT_EQ(pids_events.size(), 1u) << r.err;
+  EXPECT_EQ(pids_events[0].verdict(), "denied");
+  EXPECT_EQ(pids_events[0].resource().event(), "max");
+  EXPECT_EQ(pids_events[0].resource().count(), 1u);
+  EXPECT_EQ(pids_events[0].resource().limit(), 16u);
+  EXPECT_EQ(pids_events[0].enforcement(), "kernel-cgroup");
+  EXPECT_TRUE(Has(r.err, "resource.pids x1")) << r.err;
 
   // Negative control: the same forks without the limit all succeed.
   PolicyFile unlimited(Policy("nolimit", ""));
   CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kForks});
   ASSERT_EQ(c.status, 0) << c.err;
   EXPECT_TRUE(Has(c.out, "forks 40 errno 0")) << c.out;
+  EXPECT_TRUE(Kind(AuditFileEvents(dir_ + "/audit1.jsonl"), "resource.pids").empty());
 }
 
 // A root command (no capability, but uid 0 owns the cgroup files) once
@@ -165,15 +182,25 @@ TEST_F(ResourcesV2, ARootCommandCannotRaiseItsOwnLimit) {
 TEST_F(ResourcesV2, AllocationBeyondMemoryMaxIsOomKilled) {
   PolicyFile limited(Policy("mem32", "    memory: 32Mi\n    swap: 0\n"));
   CommandResult r = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kAllocate});
-  EXPECT_EQ(r.status, 128 + SIGKILL) << r.out << r.err;
+  EXPECT_EQ(r.status, 125) << "killed by the memory limit (README)\n" << r.out << r.err;
   EXPECT_FALSE(Has(r.out, "touched")) << r.out;
   EXPECT_TRUE(Has(r.err, "memory.max 33554432 enforced (cgroup v2")) << r.err;
+  EXPECT_TRUE(Has(r.err, " MiB of 32 MiB")) << "the summary's peak line\n" << r.err;
+  int oom_kills = 0;
+  for (const auto& e : Kind(AuditFileEvents(dir_ + "/audit0.jsonl"), "resource.memory"))
+    if (e.resource().event() == "oom_kill") {
+      ++oom_kills;
+      EXPECT_EQ(e.verdict(), "killed");
+      EXPECT_EQ(e.resource().limit(), 32u << 20);
+    }
+  EXPECT_EQ(oom_kills, 1) << Slurp(dir_ + "/audit0.jsonl");
 
   // Negative control: the same allocation without the limit succeeds.
   PolicyFile unlimited(Policy("nolimit", ""));
   CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kAllocate});
   EXPECT_EQ(c.status, 0) << c.err;
   EXPECT_TRUE(Has(c.out, "touched 67108864")) << c.out;
+  EXPECT_TRUE(Kind(AuditFileEvents(dir_ + "/audit1.jsonl"), "resource.memory").empty());
 }
 
 TEST_F(ResourcesV2, AttachSetsLimitsAndUpdateAppliesTheNewOnes) {
@@ -223,20 +250,122 @@ class ResourcesHybrid : public AuditDir {
 };
 
 TEST_F(ResourcesHybrid, RunWarnsPerLimitAndRunsTheCommand) {
-  PolicyFile limited(Policy("limits", "    memory: 32Mi\n    pids: 16\n    wallTime: 30m\n"));
+  PolicyFile limited(Policy("limits", "    memory: 32Mi\n    pids: 16\n    disk: 1Gi\n"));
   CommandResult r = RunCmd(limited.path(), {"/bin/echo", "ran"}, true);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "ran\n");
   const std::string why = ": no pids controller in cgroup2 at " + Cgroup2Mount();
   EXPECT_TRUE(Has(r.err, "warning: NOT enforced: resource limit pids.max" + why)) << r.err;
   EXPECT_TRUE(Has(r.err, "warning: NOT enforced: resource limit memory.max: no memory controller")) << r.err;
-  EXPECT_TRUE(Has(r.err, "warning: NOT enforced: resource limit spec.resources.wallTime: not implemented yet"))
+  EXPECT_TRUE(Has(r.err, "warning: NOT enforced: resource limit spec.resources.disk: not implemented yet"))
       << r.err;
   EXPECT_FALSE(Has(r.err, " enforced (cgroup v2")) << r.err;
 }
 
-// Without BPF LSM (this host) a root command without spec.files could raise
-// its own limits (measured in the 6.12 VM booted without bpf): run says so.
+// wallTime is cordon run's own clock: it needs no controller (host and VMs).
+class WallTime : public AuditDir {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+    AuditDir::SetUp();
+  }
+};
+
+TEST_F(WallTime, EndsTheCommandWithItsOwnExitStatusAndOneEvent) {
+  PolicyFile timed(Policy("timed", "    wallTime: 1s\n"));
+  // Negative control: a command that ends within its wallTime keeps its own status.
+  CommandResult quick = RunCmd(timed.path(), {"/bin/sh", "-c", "exit 3"});
+  EXPECT_EQ(quick.status, 3) << quick.err;
+  EXPECT_TRUE(Kind(AuditFileEvents(dir_ + "/audit0.jsonl"), "resource.walltime").empty());
+  EXPECT_TRUE(Has(quick.err, "wallTime 1 s enforced by cordon run")) << quick.err;
+  EXPECT_FALSE(Has(quick.err, "NOT enforced: resource limit spec.resources.wallTime")) << quick.err;
+
+  // SIGTERM at 1 s: sleep dies of it.
+  CommandResult slow = RunCmd(timed.path(), {"/bin/sleep", "30"});
+  EXPECT_EQ(slow.status, 124) << slow.err;
+  auto ended = Kind(AuditFileEvents(dir_ + "/audit1.jsonl"), "resource.walltime");
+  ASSERT_EQ(ended.size(), 1u) << slow.err;
+  EXPECT_EQ(ended[0].verdict(), "killed");
+  EXPECT_EQ(ended[0].resource().limit(), 1u);
+  EXPECT_EQ(ended[0].sandbox().rfind("run-", 0), 0u) << ended[0].sandbox();
+  EXPECT_TRUE(Has(slow.err, "resource.walltime x1")) << slow.err;
+
+  // A command that ignores SIGTERM is killed after the grace.
+  CommandResult stubborn = RunCmd(timed.path(), {"/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"});
+  EXPECT_EQ(stubborn.status, 124) << stubborn.err;
+  EXPECT_EQ(Kind(AuditFileEvents(dir_ + "/audit2.jsonl"), "resource.walltime").size(), 1u);
+}
+
+// cordon status reads each sandbox's use from its cgroup files (issue 17):
+// CPU everywhere (cpu.stat is a core cgroup2 file), memory and pids where
+// the controllers are.
+class ResourceUse : public AuditDir {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+    AuditDir::SetUp();
+  }
+};
+
+// The "resources" object of sandbox `id` in `cordon status --json`.
+std::string ResourcesOf(const std::string& json, uint64_t id) {
+  size_t at = json.find("{\"id\":" + std::to_string(id) + ",");
+  if (at == std::string::npos) return "";
+  at = json.find("\"resources\":{", at);
+  if (at == std::string::npos) return "";
+  at += 12;
+  int depth = 0;
+  for (size_t i = at; i < json.size(); ++i) {
+    depth += json[i] == '{' ? 1 : json[i] == '}' ? -1 : 0;
+    if (depth == 0) return json.substr(at, i + 1 - at);
+  }
+  return "";
+}
+
+uint64_t Member(const std::string& object, const std::string& name) {
+  size_t at = object.find("\"" + name + "\":");
+  return at == std::string::npos ? UINT64_MAX : std::stoull(object.substr(at + name.size() + 3));
+}
+
+TEST_F(ResourceUse, StatusShowsTheSandboxsUseAndLimits) {
+  const bool v2 = Cgroup2Offers("pids") && Cgroup2Offers("memory");
+  TestCgroup busy("res-busy"), idle("res-idle");
+  PolicyFile policy(Policy("use", v2 ? "    pids: 16\n    memory: 64Mi\n" : ""));
+  for (TestCgroup* cg : {&busy, &idle}) {
+    CommandResult a = Cordon({"attach", "--cgroup", cg->path(), "--policy", policy.path(), "--allow-degraded"});
+    ASSERT_EQ(a.status, 0) << a.err;
+  }
+  // 100 ms of CPU in the busy one only.
+  ASSERT_EQ(RunInCgroup(busy.path(), [] {
+              struct timespec ts;
+              volatile uint64_t x = 0;
+              do {
+                for (int i = 0; i < 100000; ++i) x = x + static_cast<uint64_t>(i);
+                ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+              } while (ts.tv_sec == 0 && ts.tv_nsec < 100000000);
+              return 0;
+            }),
+            0);
+  CommandResult s = Cordon({"status", "--json"});
+  ASSERT_EQ(s.status, 0) << s.err;
+  const std::string b = ResourcesOf(s.out, busy.id()), i = ResourcesOf(s.out, idle.id());
+  ASSERT_FALSE(b.empty()) << s.out;
+  ASSERT_FALSE(i.empty()) << s.out;
+  EXPECT_GE(Member(b, "usageUsec"), 90000u) << b;
+  EXPECT_EQ(Member(i, "usageUsec"), 0u) << "negative control: nothing ran there\n" << i;
+  if (v2) {
+    EXPECT_NE(b.find("\"pids\":{\"current\":0,"), std::string::npos) << b;
+    EXPECT_EQ(Member(b.substr(b.find("\"pids\"")), "limit"), 16u) << b;
+    EXPECT_EQ(Member(b.substr(b.find("\"memory\"")), "limit"), 64u << 20) << b;
+  }
+  CommandResult text = Cordon({"status"});
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_TRUE(Has(text.out, "  resources: " + std::string(v2 ? "memory " : "cpu "))) << text.out;
+  if (v2) {
+    EXPECT_TRUE(Has(text.out, "of 64 MiB, pids 0 of 16, cpu ")) << text.out;
+  }
+}
+
 TEST_F(ResourcesHybrid, DoctorShowsTheLimitsUnavailableWithTheReason) {
   CommandResult d = Cordon({"doctor", "--json"});
   ASSERT_TRUE(d.status == 0 || d.status == 1) << d.err;

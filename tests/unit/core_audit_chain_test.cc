@@ -63,15 +63,10 @@ void Put(const std::string& path, const std::vector<std::string>& lines) {
 std::string Verify(const std::vector<std::string>& paths) {
   ChainVerifier v;
   for (const auto& path : paths) {
-    v.BeginFile(path);
     std::ifstream in(path, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
-    const std::string text = ss.str();
-    size_t start = 0;
-    for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
-      if (!v.Line(std::string_view(text).substr(start, nl - start))) return v.error();
-    if (!v.EndFile(start == text.size())) return v.error();
+    if (!v.File(path, ss.str())) return v.error();
   }
   return "";
 }
@@ -89,6 +84,40 @@ TEST(AuditChain, FileStartsWithChainStartAndVerifies) {
   EXPECT_EQ(lines[0].rfind(std::string(kChainStartPrefix) + "\"}", 0), 0u) << lines[0];
   for (const auto& line : lines) EXPECT_EQ(ChainOf(line).size(), kChainHexSize) << line;
   EXPECT_EQ(Verify({path}), "");
+}
+
+// Fed in pieces split anywhere (as cordon audit verify reads a file), the
+// verifier finds what it finds when fed the file whole.
+TEST(AuditChain, FeedSplitAnywhereGivesTheSameAnswer) {
+  Dir dir;
+  const std::string path = dir / "audit.jsonl";
+  {
+    auto sink = JsonlFileSink::Open(path);
+    ASSERT_TRUE(sink);
+    for (uint32_t pid = 1; pid <= 4; ++pid) ASSERT_TRUE((*sink)->Write(Event(pid)).ok());
+  }
+  auto lines = Lines(path);
+  std::string text;
+  for (const auto& line : lines) text += line + "\n";
+  auto by_bytes = [&](const std::string& t, size_t piece) {
+    ChainVerifier v;
+    v.BeginFile(path);
+    for (size_t at = 0; at < t.size(); at += piece)
+      if (!v.Feed(std::string_view(t).substr(at, piece))) return v.error();
+    return v.EndFile() ? std::string() : v.error();
+  };
+  for (size_t piece : {1, 7, 64, 100000}) EXPECT_EQ(by_bytes(text, piece), "") << piece;
+  std::string edited = text;
+  edited.replace(edited.find("10.0.0.1", text.find('\n', text.find('\n') + 1)), 8, "10.0.0.9");
+  ChainVerifier whole;
+  ASSERT_FALSE(whole.File(path, edited));
+  for (size_t piece : {1, 7, 64}) EXPECT_EQ(by_bytes(edited, piece), whole.error()) << piece;
+  // No newline at the end: the last line is incomplete, whatever the split.
+  const std::string cut = text.substr(0, text.size() - 1);
+  for (size_t piece : {1, 64}) EXPECT_NE(by_bytes(cut, piece).find(":5: the last line is incomplete"), std::string::npos) << by_bytes(cut, piece);
+  ChainVerifier empty;
+  EXPECT_FALSE(empty.File(path, ""));
+  EXPECT_NE(empty.error().find("empty file"), std::string::npos);
 }
 
 TEST(AuditChain, AppendingWriterContinuesTheChain) {

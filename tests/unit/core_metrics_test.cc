@@ -125,7 +125,22 @@ TEST(MetricsRender, AgentFamiliesGolden) {
             "# HELP cordon_events_delivered_total Audit events of the sandbox delivered to the sinks.\n"
             "# TYPE cordon_events_delivered_total counter\n"
             "# HELP cordon_events_suppressed_total Audit events of the sandbox suppressed by rate limiting.\n"
-            "# TYPE cordon_events_suppressed_total counter\n");
+            "# TYPE cordon_events_suppressed_total counter\n"
+            "# HELP cordon_sandbox_memory_bytes Memory the sandbox cgroup uses (memory.current).\n"
+            "# TYPE cordon_sandbox_memory_bytes gauge\n"
+            "# HELP cordon_sandbox_memory_peak_bytes Most memory the sandbox cgroup used (memory.peak).\n"
+            "# TYPE cordon_sandbox_memory_peak_bytes gauge\n"
+            "# HELP cordon_sandbox_memory_limit_bytes The sandbox's memory.max (absent when unlimited).\n"
+            "# TYPE cordon_sandbox_memory_limit_bytes gauge\n"
+            "# HELP cordon_sandbox_pids Tasks in the sandbox cgroup (pids.current).\n"
+            "# TYPE cordon_sandbox_pids gauge\n"
+            "# HELP cordon_sandbox_pids_limit The sandbox's pids.max (absent when unlimited).\n"
+            "# TYPE cordon_sandbox_pids_limit gauge\n"
+            "# HELP cordon_sandbox_cpu_seconds_total CPU time the sandbox cgroup used (cpu.stat usage_usec).\n"
+            "# TYPE cordon_sandbox_cpu_seconds_total counter\n"
+            "# HELP cordon_sandbox_cpu_throttled_seconds_total Time the sandbox cgroup was throttled at its cpu.max "
+            "(cpu.stat throttled_usec).\n"
+            "# TYPE cordon_sandbox_cpu_throttled_seconds_total counter\n");
 }
 
 TEST(MetricsRender, SandboxCounterSlots) {
@@ -171,6 +186,40 @@ TEST(MetricsRender, SandboxCounterSlots) {
   // The agent's loss-record count shows when it is ahead of the kernel slot.
   m.sandboxes[0].ringbuf_lost = 1000;
   EXPECT_TRUE(HasLine(RenderPrometheus(m), "cordon_ringbuf_lost_events_total" + l + "} 1000"));
+
+  // Resource use: a sample per file the sandbox has, none for the others.
+  EXPECT_EQ(RenderPrometheus(m).find("cordon_sandbox_memory_bytes{"), std::string::npos);
+  m.sandboxes[0].resources.memory_current = 12u << 20;
+  m.sandboxes[0].resources.pids_max = 128;
+  m.sandboxes[0].resources.cpu_usec = 2500000;
+  text = RenderPrometheus(m);
+  EXPECT_TRUE(HasLine(text, "cordon_sandbox_memory_bytes" + l + "} " + std::to_string(12u << 20))) << text;
+  EXPECT_TRUE(HasLine(text, "cordon_sandbox_pids_limit" + l + "} 128"));
+  EXPECT_TRUE(HasLine(text, "cordon_sandbox_cpu_seconds_total" + l + "} 2.5"));
+  EXPECT_EQ(text.find("cordon_sandbox_memory_limit_bytes{"), std::string::npos) << "unlimited: no sample";
+}
+
+TEST(ResourceUsage, DescribedForTheSummaryStatusAndJson) {
+  cordon::ops::ResourceUsage u;
+  EXPECT_EQ(u.Describe(), "");
+  EXPECT_EQ(u.DescribeCurrent(), "");
+  EXPECT_EQ(u.Json(), "{}");
+  u.memory_peak = 212u << 20;
+  u.memory_max = 512u << 20;
+  u.pids_peak = 14;
+  u.pids_max = 128;
+  u.cpu_usec = 3100000;
+  EXPECT_EQ(u.Describe(), "peak 212 MiB of 512 MiB, 14 of 128 pids, 3.1 s CPU");
+  u.memory_current = 12u << 20;
+  u.pids_current = 3;
+  u.cpu_throttled_usec = 300000;
+  EXPECT_EQ(u.DescribeCurrent(), "memory 12 MiB (peak 212 MiB) of 512 MiB, pids 3 of 128, cpu 3.1 s (throttled 0.3 s)");
+  EXPECT_EQ(u.Json(),
+            "{\"memory\":{\"current\":12582912,\"peak\":222298112,\"limit\":536870912},\"pids\":{\"current\":3,"
+            "\"peak\":14,\"limit\":128},\"cpu\":{\"usageUsec\":3100000,\"throttledUsec\":300000}}");
+  cordon::ops::ResourceUsage small;
+  small.memory_peak = 300u << 10;
+  EXPECT_EQ(small.Describe(), "peak 300 KiB");
 }
 
 TEST(MetricsRender, EscapesLabelValues) {

@@ -167,7 +167,7 @@ TEST(Resources, TheIssueExampleCompiles) {
   const std::string text = Describe(out.compiled);
   for (const char* line : {"  memory: 512Mi  (memory.max)\n", "  swap: 0  (memory.swap.max)\n",
                            "  pids: 128  (pids.max)\n", "  cpu: 1.5 cores  (cpu.max)\n",
-                           "  wallTime: 30m  (not enforced yet)\n", "  warnAt: 80%  (not enforced yet)\n"})
+                           "  wallTime: 30m  (cordon run: SIGTERM, then SIGKILL; attach: not enforced yet)\n", "  warnAt: 80%  (not enforced yet)\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
 }
 

@@ -278,6 +278,7 @@ std::string Agent::RenderMetrics() {
     s.events_delivered = sb->delivered;
     s.events_suppressed = sb->suppression.suppressed();
     s.ringbuf_lost = sb->lost;
+    if (!sb->ctx.cgroup_path.empty()) s.resources = ops::ReadResourceUsage(JoinPath(cgroup_mount_, sb->ctx.cgroup_path));
     m.sandboxes.push_back(std::move(s));
   }
   return RenderPrometheus(m);

@@ -277,6 +277,32 @@ std::string RenderPrometheus(const AgentMetrics& m) {
   w.Family("cordon_events_suppressed_total", "counter", "Audit events of the sandbox suppressed by rate limiting.");
   for (const SandboxMetrics& s : m.sandboxes)
     w.Sample("cordon_events_suppressed_total", SandboxLabels(s), s.events_suppressed);
+  // Resource use (cgroup v2 files of each sandbox; a family is empty where
+  // no sandbox has the file).
+  auto resource = [&](const char* name, const char* type, const char* help,
+                      std::optional<uint64_t> ops::ResourceUsage::*field, double scale) {
+    w.Family(name, type, help);
+    for (const SandboxMetrics& s : m.sandboxes)
+      if (const auto& v = s.resources.*field) {
+        if (scale == 1) w.Sample(name, SandboxLabels(s), *v);
+        else w.Sample(name, SandboxLabels(s), static_cast<double>(*v) * scale);
+      }
+  };
+  resource("cordon_sandbox_memory_bytes", "gauge", "Memory the sandbox cgroup uses (memory.current).",
+           &ops::ResourceUsage::memory_current, 1);
+  resource("cordon_sandbox_memory_peak_bytes", "gauge", "Most memory the sandbox cgroup used (memory.peak).",
+           &ops::ResourceUsage::memory_peak, 1);
+  resource("cordon_sandbox_memory_limit_bytes", "gauge", "The sandbox's memory.max (absent when unlimited).",
+           &ops::ResourceUsage::memory_max, 1);
+  resource("cordon_sandbox_pids", "gauge", "Tasks in the sandbox cgroup (pids.current).",
+           &ops::ResourceUsage::pids_current, 1);
+  resource("cordon_sandbox_pids_limit", "gauge", "The sandbox's pids.max (absent when unlimited).",
+           &ops::ResourceUsage::pids_max, 1);
+  resource("cordon_sandbox_cpu_seconds_total", "counter", "CPU time the sandbox cgroup used (cpu.stat usage_usec).",
+           &ops::ResourceUsage::cpu_usec, 1e-6);
+  resource("cordon_sandbox_cpu_throttled_seconds_total", "counter",
+           "Time the sandbox cgroup was throttled at its cpu.max (cpu.stat throttled_usec).",
+           &ops::ResourceUsage::cpu_throttled_usec, 1e-6);
   return w.Take();
 }
 

@@ -15,6 +15,7 @@
 #include "abi/cordon_common.h"
 #include "util/fd.h"
 #include "util/result.h"
+#include "ops/resource_watch.h"
 
 namespace cordon::agent {
 
@@ -29,6 +30,7 @@ struct SandboxMetrics {
   // events as counters[CORDON_CNT_EVENTS_DROPPED]; the larger of the two is
   // rendered as cordon_ringbuf_lost_events_total.
   uint64_t ringbuf_lost = 0;
+  ops::ResourceUsage resources;  // the sandbox cgroup's files, read at the scrape
 };
 
 struct AgentMetrics {

@@ -39,21 +39,15 @@ bool VerifyFile(const std::string& path, ChainVerifier* verifier, std::string* e
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return *error = "open " + path + ": " + std::strerror(errno), false;
   verifier->BeginFile(path);
-  std::string pending;
   char buf[65536];
   for (;;) {
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return *error = "read " + path + ": " + std::strerror(errno), false;
     if (n == 0) break;
-    pending.append(buf, static_cast<size_t>(n));
-    size_t start = 0;
-    for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
-      if (!verifier->Line(std::string_view(pending).substr(start, nl - start)))
-        return *error = verifier->error(), false;
-    pending.erase(0, start);
+    if (!verifier->Feed(std::string_view(buf, static_cast<size_t>(n)))) return *error = verifier->error(), false;
   }
-  if (!verifier->EndFile(pending.empty())) return *error = verifier->error(), false;
+  if (!verifier->EndFile()) return *error = verifier->error(), false;
   return true;
 }
 

@@ -26,6 +26,7 @@
 #include "events/sink.h"
 #include "loader/kernel_features.h"
 #include "loader/sandbox.h"
+#include "ops/resource_watch.h"
 #include "policy/describe.h"
 #include "policy/parser.h"
 #include "sys/bpffs.h"
@@ -379,6 +380,8 @@ int StatusCommand(const Args& args) {
   // fails, with its reason ("agent busy: all N control connections in use").
   const bool agent_busy = agent::AgentBusy(agent_problem);
   if (agent_busy) PrintError(agent_problem);
+  // Resource use, read from each sandbox's cgroup files now.
+  auto cgroup2 = FindCgroup2Mount();
   if (parsed.Has("--json")) {
     std::ostringstream out;
     const LsmAvailability& lsm = ProbeLsm();
@@ -408,7 +411,9 @@ int StatusCommand(const Args& args) {
           << "},\"detected\":" << c[CORDON_CNT_DETECTED] << ",\"killed\":" << c[CORDON_CNT_KILLED]
           << ",\"allowed\":{\"connect\":" << c[CORDON_CNT_ALLOWED_CONNECT]
           << ",\"sendmsg\":" << c[CORDON_CNT_ALLOWED_SENDMSG] << "},\"eventsDropped\":" << c[CORDON_CNT_EVENTS_DROPPED]
-          << ",\"problem\":" << JsonString(s.problem) << "}";
+          << ",\"problem\":" << JsonString(s.problem)
+          << ",\"resources\":" << (s.cgroup_alive && cgroup2 ? ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).Json() : "{}")
+          << "}";
     }
     out << "],\"agent\":" << (agent_status ? AgentStatusJson(*agent_status) : "null");
     if (!agent_problem.empty()) out << ",\"agentProblem\":" << JsonString(agent_problem);
@@ -452,6 +457,9 @@ int StatusCommand(const Args& args) {
                 static_cast<unsigned long long>(c[CORDON_CNT_KILLED]),
                 static_cast<unsigned long long>(c[CORDON_CNT_EVENTS_DROPPED]));
     if (!s.problem.empty()) std::printf("  problem: %s\n", s.problem.c_str());
+    if (s.cgroup_alive && cgroup2)
+      if (std::string use = ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).DescribeCurrent(); !use.empty())
+        std::printf("  resources: %s\n", use.c_str());
   }
   print_agent();
   return agent_busy ? 1 : 0;

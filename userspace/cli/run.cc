@@ -14,6 +14,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -47,6 +48,8 @@
 #include "ops/ops.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
+#include "ops/resource_watch.h"
+#include "util/clock.h"
 #include "util/fs.h"
 
 extern char** environ;
@@ -165,7 +168,7 @@ struct RunPlan {
   std::string run_name;
   std::unique_ptr<ops::Scratch> scratch;  // until the sandbox owns it
   std::vector<std::pair<std::string, std::string>> binds;
-  std::vector<ReadOnlyPath> read_only;  // enforce mode only
+  std::vector<ReadOnlyPath> read_only;
   AclGrants grants;
   std::vector<std::string> early_notes;
   std::string home = "/tmp";
@@ -361,21 +364,19 @@ int PrepareConfinement(RunPlan* run) {
   // seccomp precedes every LSM) and silently, so a tracepoint at system call
   // exit reports their refusals (enforcement "landlock" / "seccomp").
   const LsmAvailability& lsm = ProbeLsm();
-  if (compiled->mode == CORDON_MODE_ENFORCE) {
-    LandlockSupport support = ProbeLandlock();
-    if (support.abi > 0) {
-      auto plan = PrepareLandlock(*compiled, support);
-      if (!plan) return PrintError(plan.error().ToString() + "; command not started"), 1;
-      landlock = std::move(*plan);
-    }
-    seccomp = PrepareSeccomp(*compiled);
-    // Without a capability, uid 0 still writes what file modes give root:
-    // cgroup.procs and the limits in cgroupfs, bpffs, sysfs attributes,
-    // /proc/sysrq-trigger. Read-only mounts refuse them (EROFS, reported).
+  // Without a capability, uid 0 still writes what file modes give root:
+  // cgroup.procs and the limits in cgroupfs, bpffs, sysfs attributes,
+  // /proc/sysrq-trigger, binfmt_misc, cordon's own state. Read-only mounts
+  // refuse them (EROFS, reported), in audit mode too: they protect the host,
+  // and audit mode rehearses enforce mode.
+  {
     std::string lsm_cgroup2;
     if (lsm.usable())
       if (auto mount = FindCgroup2Mount()) lsm_cgroup2 = *mount;
-    run->read_only = HostControlPaths(lsm_cgroup2);
+    std::vector<std::pair<std::string, std::string>> mounts;
+    if (auto table = ReadMountTable())
+      for (const MountEntry& m : *table) mounts.emplace_back(m.mountpoint, m.fstype);
+    run->read_only = HostControlPaths(mounts, lsm_cgroup2);
     if (verbose && !run->read_only.empty()) {
       std::string paths, writable;
       for (const auto& ro : run->read_only) {
@@ -385,6 +386,22 @@ int PrepareConfinement(RunPlan* run) {
       notes.push_back("read-only in this command: " + paths + " (writes fail with EROFS, reported with enforcement mount)" +
                       (writable.empty() ? "" : "; " + writable + " stays writable, judged by BPF LSM"));
     }
+  }
+  // Root with no file rules: nothing but file modes decides, and uid 0 owns
+  // the host's files. Said even with --quiet.
+  if (run->identity.uid == 0 && !compiled->has_files)
+    std::fprintf(stderr,
+                 "cordon: warning: the command runs as root without spec.files: no file is protected from it; it can "
+                 "write every root-owned file on the host (e.g. /etc/ld.so.preload, /etc/cron.d), which runs code as "
+                 "root outside the sandbox. Give the policy spec.files, or run the command as a non-root user\n");
+  if (compiled->mode == CORDON_MODE_ENFORCE) {
+    LandlockSupport support = ProbeLandlock();
+    if (support.abi > 0) {
+      auto plan = PrepareLandlock(*compiled, support);
+      if (!plan) return PrintError(plan.error().ToString() + "; command not started"), 1;
+      landlock = std::move(*plan);
+    }
+    seccomp = PrepareSeccomp(*compiled);
     if (lsm.usable()) {
       if (verbose)
         notes.push_back(std::string("second layer under BPF LSM: ") +
@@ -481,10 +498,14 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<ops::EphemeralSandbox>* out) 
   // host cannot enforce is a warning printed even with --quiet: run never
   // claims what it does not do (as for the other controls, it does not refuse).
   if (const policy::ResourceLimits& resources = run->compiled->resources; resources.any()) {
-    for (const auto& line : ops::UnenforcedLimits(resources, (*sandbox)->limits()))
+    for (const auto& line : ops::UnenforcedLimits(resources, (*sandbox)->limits(), /*for_run=*/true))
       std::fprintf(stderr, "cordon: warning: NOT enforced: %s\n", line.c_str());
     for (const CgroupLimitOutcome& outcome : (*sandbox)->limits())
       if (outcome.enforced) run->notes.push_back("resources: " + outcome.Describe());
+    if (resources.wall_time_seconds)
+      run->notes.push_back("resources: wallTime " + std::to_string(*resources.wall_time_seconds) +
+                           " s enforced by cordon run (SIGTERM, then SIGKILL " + std::to_string(kWallTimeGraceSeconds) +
+                           " s later; exit status " + std::to_string(kExitWallTime) + ")");
   }
   *out = std::move(*sandbox);
   run->notes.insert(run->notes.end(), run->early_notes.begin(), run->early_notes.end());
@@ -529,9 +550,75 @@ int StartChild(RunPlan* run, ops::EphemeralSandbox* sandbox, ChildPlan* plan, st
   return kGoOn;
 }
 
+// spec.resources while the command runs: the cgroup's counters watched
+// (resource.* events) and wallTime (SIGTERM, then SIGKILL after a grace).
+class RunLimits {
+ public:
+  RunLimits(const policy::ResourceLimits& resources, const std::string& cgroup_dir, bool quiet)
+      : quiet_(quiet), wall_(resources.wall_time_seconds.value_or(0)) {
+    watch = ops::ResourceWatch::Open(cgroup_dir);
+    if (wall_) {
+      timer = UniqueFd(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+      Arm(static_cast<int64_t>(wall_) * 1000000000);
+      started_ = MonoNs();
+    }
+  }
+  // The timer went off: at wallTime SIGTERM (and one resource.walltime
+  // event), kWallTimeGraceSeconds later SIGKILL.
+  void Expired(ConfinedChild* child, RunEvents* events) {
+    uint64_t ticks = 0;
+    (void)!::read(timer.get(), &ticks, sizeof ticks);
+    const int signal = expired_ ? SIGKILL : SIGTERM;
+    ::syscall(SYS_pidfd_send_signal, child->pidfd(), signal, nullptr, 0);
+    if (expired_) return;
+    expired_ = true;
+    Arm(static_cast<int64_t>(kWallTimeGraceSeconds) * 1000000000);
+    cordon::v1::AuditEvent e;
+    const int64_t real = RealNs();
+    e.mutable_time()->set_seconds(real / 1000000000);
+    e.mutable_time()->set_nanos(static_cast<int32_t>(real % 1000000000));
+    e.set_kind("resource.walltime");
+    e.set_verdict("killed");
+    e.set_enforcement("cordon-run");
+    e.set_pid(static_cast<uint32_t>(child->pid()));
+    e.set_reason("wallTime " + std::to_string(wall_) + " s reached: SIGTERM sent, SIGKILL " +
+                 std::to_string(kWallTimeGraceSeconds) + " s later if it has not exited");
+    auto* r = e.mutable_resource();
+    r->set_name("walltime");
+    r->set_event("expired");
+    r->set_count(1);
+    r->set_limit(wall_);
+    r->set_value(static_cast<uint64_t>((MonoNs() - started_) / 1000000000));
+    events->OnResource(std::move(e));
+    if (!quiet_) PrintNote("wallTime " + std::to_string(wall_) + " s reached: the command is ended");
+  }
+  // The run's exit status: kExitWallTime when wallTime ended the command,
+  // kExitMemoryLimit when the OOM killer killed it, else the command's own.
+  int ExitStatus(int command_status) const {
+    if (expired_) return kExitWallTime;
+    if (command_status == 128 + SIGKILL && watch && watch->oom_kills() > 0) return kExitMemoryLimit;
+    return command_status;
+  }
+
+  std::unique_ptr<ops::ResourceWatch> watch;
+  UniqueFd timer;
+
+ private:
+  void Arm(int64_t ns) {
+    struct itimerspec its = {};
+    its.it_value.tv_sec = ns / 1000000000;
+    its.it_value.tv_nsec = ns % 1000000000;
+    ::timerfd_settime(timer.get(), 0, &its, nullptr);
+  }
+  bool quiet_;
+  uint64_t wall_;
+  int64_t started_ = 0;
+  bool expired_ = false;
+};
+
 // Until the command ended: signals forwarded, the pty relayed, events read.
 // Returns the command's exit status.
-int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child) {
+int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* limits) {
   int exit_status = 0;
   const int sigfd = run->signals->fd();
   UniqueFd epfd(::epoll_create1(EPOLL_CLOEXEC));
@@ -542,6 +629,8 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child) {
     ::epoll_ctl(epfd.get(), EPOLL_CTL_ADD, fd, &ev);
   };
   add(child->pidfd());
+  if (limits->watch && limits->watch->fd() >= 0) add(limits->watch->fd());
+  if (limits->timer.valid()) add(limits->timer.get());
   add(sigfd);
   add(events->agent_link ? events->agent_link->fd() : events->reader_fd());
   auto lose_agent = [&] {
@@ -591,6 +680,8 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child) {
         }
       } else if (fd == child->pidfd()) {
         exited = child->Reap(&exit_status);
+      } else if (fd == limits->timer.get()) {
+        limits->Expired(child, events);
       } else if (relay && master_open && fd == relay->master()) {
         if (evs[i].events & EPOLLOUT) relay->FlushToCommand();
         if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !relay->FromCommand()) {
@@ -609,6 +700,8 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child) {
     } else {
       events->Drain();
     }
+    if (limits->watch)
+      for (auto& e : limits->watch->Poll(MonoNs(), /*final=*/exited)) events->OnResource(std::move(e));
   }
   // What the command wrote last, then the caller's terminal as it was.
   if (relay) {
@@ -638,7 +731,11 @@ int RunCommand(const Args& args) {
   std::unique_ptr<ConfinedChild> child;
   if (int rc = StartChild(&run, sandbox.get(), &plan, &child); rc != kGoOn) return rc;
 
-  int exit_status = EventLoop(&run, &events, child.get());
+  RunLimits limits(run.compiled->resources, sandbox->cgroup().path, run.quiet);
+  int exit_status = EventLoop(&run, &events, child.get(), &limits);
+  // Read before the cgroup goes: the summary's peak use.
+  const std::string usage = ops::ReadResourceUsage(sandbox->cgroup().path).Describe();
+  exit_status = limits.ExitStatus(exit_status);
   bool cleaned = FinishSandbox(sandbox.get(), &events);
   run.signals->Restore();
   (void)run.sink->Flush();
@@ -646,7 +743,8 @@ int RunCommand(const Args& args) {
   if (child->ReportFailure()) exit_status = 127;
   if (!events.sink_status.ok()) PrintError("audit log incomplete: " + events.sink_status.error().ToString());
   if (!run.quiet)
-    std::fprintf(stderr, "cordon: %s; audit log: %s\n", SummaryLine(events.summary).c_str(), run.audit_path.c_str());
+    std::fprintf(stderr, "cordon: %s%s; audit log: %s\n", SummaryLine(events.summary).c_str(),
+                 usage.empty() ? "" : ("; " + usage).c_str(), run.audit_path.c_str());
   if (!cleaned && exit_status == 0) exit_status = 1;
   return exit_status;
 }

@@ -31,6 +31,15 @@ void RunEvents::OnEvent(const cordon::v1::AuditEvent& event) {
   if (!s.ok() && sink_status.ok()) sink_status = s;
 }
 
+void RunEvents::OnResource(cordon::v1::AuditEvent event) {
+  event.set_sandbox(name_);
+  event.set_policy(policy_name_);
+  event.set_cgroup_path(relative_);
+  event.set_cgroup_id(sandbox_id_);
+  event.set_sandbox_cgroup_id(sandbox_id_);
+  OnEvent(event);
+}
+
 Status RunEvents::ReadDirectly() {
   if (reading_) return {};
   auto events = OpenSandboxMap(sandbox_id_, "events");

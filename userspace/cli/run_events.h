@@ -16,6 +16,12 @@
 
 namespace cordon::cli {
 
+// cordon run's exit status when a limit of spec.resources ended the command
+// (README "Resource limits"); otherwise the command's own.
+constexpr int kExitWallTime = 124;     // wallTime reached (as timeout(1))
+constexpr int kExitMemoryLimit = 125;  // the OOM killer killed the command at memory.max
+constexpr int kWallTimeGraceSeconds = 5;  // SIGTERM at wallTime, SIGKILL this much later
+
 struct RunSummary {
   std::map<std::string, uint64_t> by_kind;
   // By verdict: denied (refused), audited (would have been refused), detected
@@ -42,6 +48,9 @@ class RunEvents {
   RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std::string policy_name, AuditSink* sink, bool quiet);
 
   void OnEvent(const cordon::v1::AuditEvent& event);
+  // An event this run made itself (resource.*): the sandbox's names and ids
+  // added, then as OnEvent.
+  void OnResource(cordon::v1::AuditEvent event);
   // This run reads the ring buffer itself only without an agent (or once the
   // agent went away): a ring buffer has one reader, and the lock each reader
   // holds (LockSandboxEvents) refuses a second.

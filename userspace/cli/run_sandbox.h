@@ -81,6 +81,7 @@ class ConfinedChild {
   void Enter(const CgroupRef& cgroup, PtyRelay* pty, bool quiet);
 
   int pidfd() const { return pidfd_.get(); }
+  pid_t pid() const { return pid_; }
   // Reaps the child once the pidfd is readable; true with its status
   // (exit code, 128+N for signal N) once it ended.
   bool Reap(int* exit_status);

@@ -191,7 +191,8 @@ void ChildPlan::Finish() {
   envp_ptrs.push_back(nullptr);
 }
 
-std::vector<ReadOnlyPath> HostControlPaths(const std::string& lsm_cgroup2) {
+std::vector<ReadOnlyPath> HostControlPaths(const std::vector<std::pair<std::string, std::string>>& mounts,
+                                           const std::string& lsm_cgroup2) {
   std::vector<ReadOnlyPath> out;
   auto is_mount_root = [](const std::string& path, bool* root) {
     struct statx st = {};
@@ -199,13 +200,30 @@ std::vector<ReadOnlyPath> HostControlPaths(const std::string& lsm_cgroup2) {
     *root = (st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (st.stx_attributes & STATX_ATTR_MOUNT_ROOT);
     return true;
   };
-  for (const char* path : {"/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"}) {
+  auto covered = [&out](const std::string& path) {
+    for (const ReadOnlyPath& ro : out)
+      if (path == ro.path || (path.rfind(ro.path, 0) == 0 && path[ro.path.size()] == '/')) return true;
+    return false;
+  };
+  for (const char* path : {"/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs",
+                           // cordon's own state: other runs' identity locks and scratch, audit logs, config.
+                           "/run/cordon", "/var/log/cordon", "/etc/cordon"}) {
     bool root = false;
     if (is_mount_root(path, &root)) out.push_back({path, !root, false});
   }
+  // Kernel control file systems mounted anywhere else (binfmt_misc under
+  // /proc/sys/fs, a cgroup or bpf mount outside /sys ...).
+  static const char* const kControlTypes[] = {"binfmt_misc", "cgroup", "cgroup2", "sysfs", "bpf", "debugfs",
+                                              "tracefs", "securityfs", "configfs", "efivarfs", "pstore", "fusectl"};
+  for (const auto& [mountpoint, fstype] : mounts) {
+    bool control = false;
+    for (const char* t : kControlTypes) control = control || fstype == t;
+    bool root = false;
+    if (control && !covered(mountpoint) && is_mount_root(mountpoint, &root) && root)
+      out.push_back({mountpoint, false, false});
+  }
   bool root = false;
-  if (!lsm_cgroup2.empty() && !out.empty() && out[0].path == "/sys" && lsm_cgroup2.rfind("/sys/", 0) == 0 &&
-      is_mount_root(lsm_cgroup2, &root) && root)
+  if (!lsm_cgroup2.empty() && covered(lsm_cgroup2) && is_mount_root(lsm_cgroup2, &root) && root)
     out.push_back({lsm_cgroup2, false, true});
   return out;
 }

@@ -95,18 +95,22 @@ struct ReadOnlyPath {
   bool writable = false;
 };
 
-// What cordon run makes read-only for every command, whatever its identity:
-// the kernel's control file systems a root command could otherwise write
-// without any capability (file modes alone admit uid 0): /sys (cgroupfs
+// What cordon run makes read-only for every command, whatever its identity
+// and mode: the kernel's control file systems a root command could otherwise
+// write without any capability (file modes alone admit uid 0): /sys (cgroupfs
 // with cgroup.procs and the resource limits, bpffs, debugfs, securityfs,
-// sysfs attributes such as /sys/power/state), and /proc's sysrq-trigger
-// (any SysRq key, capability or not), irq, bus and fs. /proc/sys is judged
-// by the cgroup sysctl program instead (with events). `lsm_cgroup2`, the
-// cgroup2 mount where BPF LSM is usable ("" elsewhere), stays writable: BPF LSM's tamper rules
-// let a sandbox manage the cgroups below its root and refuse the rest, with
-// events. Only paths that exist here; whether each is a mount root is
-// decided here, in the parent.
-std::vector<ReadOnlyPath> HostControlPaths(const std::string& lsm_cgroup2);
+// sysfs attributes such as /sys/power/state), /proc's sysrq-trigger (any
+// SysRq key, capability or not), irq, bus and fs, every other mount of such
+// a file system type in `mounts` ({mount point, fstype}: binfmt_misc, whose
+// register file has no capability check, cgroup, bpf ... mounted outside
+// /sys), and cordon's own state (/run/cordon, /var/log/cordon, /etc/cordon).
+// /proc/sys is judged by the cgroup sysctl program instead (with events).
+// `lsm_cgroup2`, the cgroup2 mount where BPF LSM is usable ("" elsewhere),
+// stays writable: BPF LSM's tamper rules let a sandbox manage the cgroups
+// below its root and refuse the rest, with events. Only paths that exist
+// here; whether each is a mount root is decided here, in the parent.
+std::vector<ReadOnlyPath> HostControlPaths(const std::vector<std::pair<std::string, std::string>>& mounts,
+                                           const std::string& lsm_cgroup2);
 
 struct ChildPlan {
   // What to exec.

@@ -86,6 +86,28 @@ std::string ChainOf(std::string_view line) {
 void ChainVerifier::BeginFile(const std::string& name) {
   file_ = name;
   line_ = 0;
+  pending_.clear();
+}
+
+bool ChainVerifier::Feed(std::string_view bytes) {
+  for (size_t nl; (nl = bytes.find('\n')) != std::string_view::npos; bytes.remove_prefix(nl + 1)) {
+    bool ok;
+    if (pending_.empty()) {
+      ok = Line(bytes.substr(0, nl));
+    } else {
+      pending_.append(bytes.substr(0, nl));
+      ok = Line(pending_);
+      pending_.clear();
+    }
+    if (!ok) return false;
+  }
+  pending_.append(bytes);
+  return true;
+}
+
+bool ChainVerifier::File(const std::string& name, std::string_view text) {
+  BeginFile(name);
+  return Feed(text) && EndFile();
 }
 
 bool ChainVerifier::Fail(const std::string& what) {
@@ -121,9 +143,9 @@ bool ChainVerifier::Line(std::string_view line) {
   return true;
 }
 
-bool ChainVerifier::EndFile(bool ended_with_newline) {
-  if (line_ == 0) return Fail("empty file");
-  if (!ended_with_newline) {
+bool ChainVerifier::EndFile() {
+  if (line_ == 0 && pending_.empty()) return Fail("empty file");
+  if (!pending_.empty()) {
     ++line_;
     return Fail("the last line is incomplete");
   }

@@ -43,11 +43,14 @@ class ChainVerifier {
  public:
   // Starts the next file.
   void BeginFile(const std::string& name);
-  // Feeds the file's next line (no newline). False at the first problem:
-  // error() names the file, line and what is wrong.
-  bool Line(std::string_view line);
-  // False if the file ended without a whole line or was empty.
-  bool EndFile(bool ended_with_newline);
+  // Feeds the file's next bytes, split anywhere: each line is verified once
+  // its newline arrives. False at the first problem: error() names the file,
+  // line and what is wrong.
+  bool Feed(std::string_view bytes);
+  // The file ended: false if it was empty or its last line has no newline.
+  bool EndFile();
+  // A whole file at once: BeginFile, Feed, EndFile.
+  bool File(const std::string& name, std::string_view text);
 
   const std::string& error() const { return error_; }
   uint64_t lines() const { return total_; }
@@ -55,7 +58,9 @@ class ChainVerifier {
 
  private:
   bool Fail(const std::string& what);
+  bool Line(std::string_view line);  // one line, without its newline
   std::string file_;
+  std::string pending_;  // the start of a line whose newline has not come yet
   uint64_t line_ = 0, total_ = 0;
   std::string previous_;
   bool started_ = false;  // a chain value is known (from a line verified before)

@@ -92,11 +92,12 @@ std::string DegradedError(const std::vector<std::string>& missing, const std::st
 
 // spec.resources (ops/resources.cc). The cgroup v2 limit values of a policy;
 // the limits set but not enforced ("resource limit pids.max (<reason>)", also
-// the ones not implemented yet: io, wallTime, egressBytes, disk, warnAt), as
+// the ones not implemented yet: io, egressBytes, disk, warnAt, and wallTime
+// but for `cordon run`, whose own clock enforces it: `for_run`), as
 // DegradedError lists them; and one note line per limit saying what applies.
 std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& limits);
 std::vector<std::string> UnenforcedLimits(const policy::ResourceLimits& limits,
-                                          const std::vector<CgroupLimitOutcome>& outcomes);
+                                          const std::vector<CgroupLimitOutcome>& outcomes, bool for_run = false);
 std::vector<std::string> LimitNotes(const policy::ResourceLimits& limits,
                                     const std::vector<CgroupLimitOutcome>& outcomes);
 

@@ -19,13 +19,13 @@ std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& r) {
   return out;
 }
 
-std::vector<std::string> UnimplementedLimits(const policy::ResourceLimits& r) {
+std::vector<std::string> UnimplementedLimits(const policy::ResourceLimits& r, bool for_run = false) {
   std::vector<std::string> out;
   auto add = [&out](const char* field, bool set) {
     if (set) out.push_back(std::string("resource limit spec.resources.") + field + ": not implemented yet");
   };
   add("ioWriteBytesPerSecond", r.io_write_bytes_per_second.has_value());
-  add("wallTime", r.wall_time_seconds.has_value());
+  add("wallTime", r.wall_time_seconds.has_value() && !for_run);
   add("egressBytes", r.egress_bytes.has_value());
   add("disk", r.disk.has_value());
   add("warnAt", r.warn_at_percent.has_value());
@@ -33,12 +33,12 @@ std::vector<std::string> UnimplementedLimits(const policy::ResourceLimits& r) {
 }
 
 std::vector<std::string> UnenforcedLimits(const policy::ResourceLimits& limits,
-                                          const std::vector<CgroupLimitOutcome>& outcomes) {
+                                          const std::vector<CgroupLimitOutcome>& outcomes, bool for_run) {
   std::vector<std::string> out;
   for (const CgroupLimitOutcome& o : outcomes)
     if (!o.enforced)
       out.push_back(std::string("resource limit ") + CgroupLimitFile(o.requested.limit) + ": " + o.reason);
-  for (auto& line : UnimplementedLimits(limits)) out.push_back(std::move(line));
+  for (auto& line : UnimplementedLimits(limits, for_run)) out.push_back(std::move(line));
   return out;
 }
 

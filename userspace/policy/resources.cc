@@ -277,7 +277,7 @@ std::string DescribeResources(const ResourceLimits& l) {
   line("cpu", l.cpu_millicores, cores, "cpu.max");
   line("cpuWeight", l.cpu_weight, plain, "cpu.weight");
   line("ioWriteBytesPerSecond", l.io_write_bytes_per_second, ByteSizeText, "not enforced yet");
-  line("wallTime", l.wall_time_seconds, DurationText, "not enforced yet");
+  line("wallTime", l.wall_time_seconds, DurationText, "cordon run: SIGTERM, then SIGKILL; attach: not enforced yet");
   line("egressBytes", l.egress_bytes, ByteSizeText, "not enforced yet");
   line("disk", l.disk, ByteSizeText, "not enforced yet");
   line("warnAt", l.warn_at_percent, percent, "not enforced yet");

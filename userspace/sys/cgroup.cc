@@ -59,24 +59,33 @@ std::string Normalize(const std::string& path) {
 
 }  // namespace
 
-Result<std::string> FindCgroup2Mount() {
+Result<std::vector<MountEntry>> ReadMountTable() {
   std::ifstream in("/proc/self/mountinfo");
   if (!in) return SysError("open /proc/self/mountinfo");
+  std::vector<MountEntry> out;
   std::string line;
   while (std::getline(in, line)) {
     // id parent major:minor root mountpoint options [optional...] - fstype source superopts
     size_t sep = line.find(" - ");
     if (sep == std::string::npos) continue;
     std::istringstream tail(line.substr(sep + 3));
-    std::string fstype;
-    tail >> fstype;
-    if (fstype != "cgroup2") continue;
+    MountEntry m;
+    tail >> m.fstype;
     std::istringstream head(line.substr(0, sep));
-    std::string id, parent, dev, root, mountpoint;
-    head >> id >> parent >> dev >> root >> mountpoint;
-    if (root != "/") continue;  // a bind mount of a sub-cgroup: keep looking for the real root
-    return UnescapeMountField(mountpoint);
+    std::string id, parent, dev;
+    head >> id >> parent >> dev >> m.root >> m.mountpoint;
+    m.root = UnescapeMountField(m.root);
+    m.mountpoint = UnescapeMountField(m.mountpoint);
+    out.push_back(std::move(m));
   }
+  return out;
+}
+
+Result<std::string> FindCgroup2Mount() {
+  auto mounts = ReadMountTable();
+  if (!mounts) return mounts.error();
+  for (const MountEntry& m : *mounts)
+    if (m.fstype == "cgroup2" && m.root == "/") return m.mountpoint;  // not a bind mount of a sub-cgroup
   return Error{"no cgroup2 filesystem is mounted (cordon needs cgroup v2; see /proc/self/mountinfo)"};
 }
 

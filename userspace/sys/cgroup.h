@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "util/fd.h"
 #include "util/result.h"
@@ -12,6 +13,15 @@ namespace cordon {
 
 // The cgroup2 mount point, from /proc/self/mountinfo (never assumed).
 Result<std::string> FindCgroup2Mount();
+
+// One line of /proc/self/mountinfo (fields unescaped).
+struct MountEntry {
+  std::string root;        // the mounted subtree of the file system
+  std::string mountpoint;
+  std::string fstype;
+};
+// This process's mount table, in mountinfo order.
+Result<std::vector<MountEntry>> ReadMountTable();
 
 struct CgroupRef {
   std::string mount;     // cgroup2 mount point

@@ -1,0 +1,216 @@
+#include "ops/resource_watch.h"
+
+#include <fcntl.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "util/clock.h"
+#include "util/fs.h"
+
+namespace cordon::ops {
+namespace {
+
+constexpr int64_t kEventSpacingNs = 1000000000;  // one event per counter a second at most
+
+// The value of `key` in a flat-keyed cgroup file ("oom_kill 3\n...").
+std::optional<uint64_t> KeyedValue(const std::string& text, const char* key) {
+  std::istringstream in(text);
+  std::string name;
+  uint64_t value = 0;
+  while (in >> name >> value)
+    if (name == key) return value;
+  return std::nullopt;
+}
+
+// A single-value file: a number, or nullopt for "max", absent or unreadable.
+std::optional<uint64_t> NumberFile(const std::string& path) {
+  auto read = ReadFile(path, 4096);
+  if (!read) return std::nullopt;
+  const std::string& text = *read;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str() || errno) return std::nullopt;
+  return static_cast<uint64_t>(v);
+}
+
+std::string Bytes(uint64_t b) {
+  char buf[32];
+  if (b >= (uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1 << 30));
+  else if (b >= (uint64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%llu MiB", static_cast<unsigned long long>(b >> 20));
+  else
+    std::snprintf(buf, sizeof buf, "%llu KiB", static_cast<unsigned long long>(b >> 10));
+  return buf;
+}
+
+}  // namespace
+
+ResourceUsage ReadResourceUsage(const std::string& dir) {
+  ResourceUsage u;
+  u.memory_current = NumberFile(dir + "/memory.current");
+  u.memory_peak = NumberFile(dir + "/memory.peak");
+  u.memory_max = NumberFile(dir + "/memory.max");
+  u.pids_current = NumberFile(dir + "/pids.current");
+  u.pids_peak = NumberFile(dir + "/pids.peak");
+  u.pids_max = NumberFile(dir + "/pids.max");
+  if (auto stat = ReadFile(dir + "/cpu.stat", 4096)) {
+    u.cpu_usec = KeyedValue(*stat, "usage_usec");
+    u.cpu_throttled_usec = KeyedValue(*stat, "throttled_usec");  // with the cpu controller only
+  }
+  return u;
+}
+
+namespace {
+std::string Seconds(uint64_t usec) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(usec) / 1e6);
+  return buf;
+}
+}  // namespace
+
+std::string ResourceUsage::DescribeCurrent() const {
+  std::vector<std::string> parts;
+  if (memory_current)
+    parts.push_back("memory " + Bytes(*memory_current) + (memory_peak ? " (peak " + Bytes(*memory_peak) + ")" : "") +
+                    (memory_max ? " of " + Bytes(*memory_max) : ""));
+  if (pids_current)
+    parts.push_back("pids " + std::to_string(*pids_current) + (pids_max ? " of " + std::to_string(*pids_max) : ""));
+  if (cpu_usec)
+    parts.push_back("cpu " + Seconds(*cpu_usec) +
+                    (cpu_throttled_usec && *cpu_throttled_usec ? " (throttled " + Seconds(*cpu_throttled_usec) + ")" : ""));
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+std::string ResourceUsage::Json() const {
+  auto group = [](std::initializer_list<std::pair<const char*, const std::optional<uint64_t>*>> members) {
+    std::string g;
+    for (const auto& [name, v] : members)
+      if (*v) g += std::string(g.empty() ? "" : ",") + "\"" + name + "\":" + std::to_string(**v);
+    return g;
+  };
+  std::string out;
+  auto add = [&](const char* name, const std::string& g) {
+    if (!g.empty()) out += std::string(out.empty() ? "" : ",") + "\"" + name + "\":{" + g + "}";
+  };
+  add("memory", group({{"current", &memory_current}, {"peak", &memory_peak}, {"limit", &memory_max}}));
+  add("pids", group({{"current", &pids_current}, {"peak", &pids_peak}, {"limit", &pids_max}}));
+  add("cpu", group({{"usageUsec", &cpu_usec}, {"throttledUsec", &cpu_throttled_usec}}));
+  return "{" + out + "}";
+}
+
+std::string ResourceUsage::Describe() const {
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "peak " : ", ") + part; };
+  if (memory_peak) add(Bytes(*memory_peak) + (memory_max ? " of " + Bytes(*memory_max) : std::string()));
+  if (pids_peak) add(std::to_string(*pids_peak) + (pids_max ? " of " + std::to_string(*pids_max) : std::string()) + " pids");
+  if (cpu_usec) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f s CPU", static_cast<double>(*cpu_usec) / 1e6);
+    if (out.empty()) out = buf; else out += std::string(", ") + buf;
+  }
+  return out;
+}
+
+std::unique_ptr<ResourceWatch> ResourceWatch::Open(const std::string& dir) {
+  std::unique_ptr<ResourceWatch> w(new ResourceWatch(dir));
+  w->inotify_ = UniqueFd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!w->inotify_.valid()) return w;
+  bool any = false;
+  for (const char* file : {"memory.events", "pids.events"}) {
+    if (::inotify_add_watch(w->inotify_.get(), (dir + "/" + file).c_str(), IN_MODIFY) < 0) continue;
+    any = true;
+    if (std::strcmp(file, "memory.events") == 0) {
+      w->counters_.push_back({file, "oom_kill", "memory", "memory.max"});
+      w->counters_.push_back({file, "max", "memory", "memory.max"});
+      w->counters_.push_back({file, "high", "memory", "memory.high"});
+    } else {
+      w->counters_.push_back({file, "max", "pids", "pids.max"});
+    }
+  }
+  if (!any) w->inotify_.Reset();
+  w->Read();
+  for (auto& c : w->counters_) c.reported = c.seen;
+  return w;
+}
+
+void ResourceWatch::Read() {
+  if (inotify_.valid()) {
+    char buf[4096];
+    while (::read(inotify_.get(), buf, sizeof buf) > 0) {
+    }
+  }
+  auto memory_file = ReadFile(dir_ + "/memory.events", 4096);
+  auto pids_file = ReadFile(dir_ + "/pids.events", 4096);
+  const bool have_memory = memory_file.ok(), have_pids = pids_file.ok();
+  const std::string memory = have_memory ? *memory_file : "", pids = have_pids ? *pids_file : "";
+  for (auto& c : counters_) {
+    const bool is_memory = std::strcmp(c.file, "memory.events") == 0;
+    if (is_memory ? !have_memory : !have_pids) continue;  // the cgroup is gone: keep what was read
+    if (auto v = KeyedValue(is_memory ? memory : pids, c.key); v && *v > c.seen) c.seen = *v;
+  }
+}
+
+uint64_t ResourceWatch::oom_kills() const {
+  for (const auto& c : counters_)
+    if (std::strcmp(c.key, "oom_kill") == 0) return c.seen;
+  return 0;
+}
+
+std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final) {
+  Read();
+  std::vector<cordon::v1::AuditEvent> out;
+  for (auto& c : counters_) {
+    if (c.seen == c.reported) continue;
+    if (!final && c.last_event_ns && now - c.last_event_ns < kEventSpacingNs) continue;
+    const uint64_t count = c.seen - c.reported;
+    c.reported = c.seen;
+    c.last_event_ns = now;
+    const std::string key = c.key, resource = c.resource;
+    std::optional<uint64_t> limit = NumberFile(dir_ + "/" + c.limit_file);
+    std::optional<uint64_t> value =
+        NumberFile(dir_ + "/" + (resource == "memory" ? "memory.peak" : "pids.current"));
+    cordon::v1::AuditEvent e;
+    const int64_t real = RealNs();
+    e.mutable_time()->set_seconds(real / 1000000000);
+    e.mutable_time()->set_nanos(static_cast<int32_t>(real % 1000000000));
+    e.set_kind("resource." + resource);
+    e.set_enforcement("kernel-cgroup");
+    const std::string times = count == 1 ? "once" : std::to_string(count) + " times";
+    const std::string limit_text =
+        std::string(c.limit_file) + " " +
+        (limit ? (resource == "memory" ? Bytes(*limit) : std::to_string(*limit)) : std::string("max"));
+    if (resource == "pids") {
+      e.set_verdict("denied");
+      e.set_reason("a fork was refused at " + limit_text + " (" + times + ")");
+    } else if (key == "oom_kill") {
+      e.set_verdict("killed");
+      e.set_reason("the kernel's OOM killer killed " + (count == 1 ? std::string("a process") : std::to_string(count) + " processes") +
+                   " of the sandbox at " + limit_text);
+    } else if (key == "max") {
+      e.set_verdict("denied");
+      e.set_reason("memory use reached " + limit_text + " (" + times + "): allocations were reclaimed or failed");
+    } else {
+      e.set_verdict("detected");
+      e.set_reason("memory use crossed " + limit_text + " (" + times + "): the sandbox is throttled");
+    }
+    auto* r = e.mutable_resource();
+    r->set_name(resource);
+    r->set_event(key);
+    r->set_count(count);
+    if (limit) r->set_limit(*limit);
+    if (value) r->set_value(*value);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace cordon::ops

@@ -1,0 +1,70 @@
+// A sandbox cgroup's resource use (issue 17): the kernel's own counters in
+// memory.events and pids.events, watched with inotify (the kernel notifies
+// a change of these files; nothing polls), turned into resource.* events; and
+// the peak use, read once at the end.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "event.pb.h"
+#include "util/fd.h"
+
+namespace cordon::ops {
+
+// What a cgroup used (each field only where the kernel has the file).
+struct ResourceUsage {
+  std::optional<uint64_t> memory_current, memory_peak, memory_max;  // bytes; memory_max unset when "max"
+  std::optional<uint64_t> pids_current, pids_peak, pids_max;        // pids.peak (6.12+); pids_max unset when "max"
+  std::optional<uint64_t> cpu_usec, cpu_throttled_usec;             // cpu.stat usage_usec, throttled_usec
+  // "peak 212 MiB of 512 MiB, 14 of 128 pids, 3.1 s CPU" (the parts known);
+  // "" when nothing is.
+  std::string Describe() const;
+  // Now: "memory 12 MiB (peak 30 MiB) of 512 MiB, pids 3 of 128, cpu 1.2 s
+  // (throttled 0.3 s)" (the parts known); "" when nothing is.
+  std::string DescribeCurrent() const;
+  // {"memory":{"current":..,"peak":..,"limit":..},"pids":{..},"cpu":{"usageUsec":..,"throttledUsec":..}}
+  // with the members known ({} when none).
+  std::string Json() const;
+};
+ResourceUsage ReadResourceUsage(const std::string& cgroup_dir);
+
+// One counter of an events file, e.g. memory.events "oom_kill".
+struct ResourceCounter {
+  const char* file;      // memory.events | pids.events
+  const char* key;       // oom_kill, oom, max, high
+  const char* resource;  // memory | pids
+  const char* limit_file;
+  uint64_t seen = 0;      // the kernel's value when last read
+  uint64_t reported = 0;  // the value the last event covered
+  int64_t last_event_ns = 0;
+};
+
+class ResourceWatch {
+ public:
+  // Watches <cgroup_dir>/memory.events and pids.events where they exist; the
+  // counters start at their current values. fd() is -1 when neither exists.
+  static std::unique_ptr<ResourceWatch> Open(const std::string& cgroup_dir);
+  int fd() const { return inotify_.get(); }
+
+  // Events for the counters that rose since the last one about them: at most
+  // one per counter a second (the increases in between are counted into the
+  // next), every pending one when `final`. Kind resource.memory / resource.pids,
+  // verdict denied (a fork refused, allocations reclaimed at memory.max) or
+  // killed (oom_kill), enforcement kernel-cgroup; the caller adds the sandbox.
+  std::vector<cordon::v1::AuditEvent> Poll(int64_t now_mono_ns, bool final);
+  // oom_kill as last read: the OOM killer killed a process of the cgroup.
+  uint64_t oom_kills() const;
+
+ private:
+  explicit ResourceWatch(std::string dir) : dir_(std::move(dir)) {}
+  void Read();
+  std::string dir_;
+  UniqueFd inotify_;
+  std::vector<ResourceCounter> counters_;
+};
+
+}  // namespace cordon::ops
