@@ -42,6 +42,7 @@
 #include "confine/landlock.h"
 #include "confine/pty.h"
 #include "confine/seccomp.h"
+#include "events/decoder.h"
 #include "events/sink.h"
 #include "loader/kernel_features.h"
 #include "loader/sandbox.h"
@@ -574,9 +575,7 @@ class RunLimits {
     expired_ = true;
     Arm(static_cast<int64_t>(kWallTimeGraceSeconds) * 1000000000);
     cordon::v1::AuditEvent e;
-    const int64_t real = RealNs();
-    e.mutable_time()->set_seconds(real / 1000000000);
-    e.mutable_time()->set_nanos(static_cast<int32_t>(real % 1000000000));
+    SetTimestamp(RealNs(), e.mutable_time());
     e.set_kind("resource.walltime");
     e.set_verdict("killed");
     e.set_enforcement("cordon-run");

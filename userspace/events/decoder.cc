@@ -18,9 +18,6 @@
 #include "util/text.h"
 
 namespace cordon {
-namespace {
-
-int64_t RealtimeMinusBoottime() { return NowNs(CLOCK_REALTIME) - NowNs(CLOCK_BOOTTIME); }
 
 void SetTimestamp(int64_t ns, google::protobuf::Timestamp* ts) {
   // As TimeUtil::NanosecondsToTimestamp: nanos in [0, 1e9).
@@ -33,6 +30,10 @@ void SetTimestamp(int64_t ns, google::protobuf::Timestamp* ts) {
   ts->set_seconds(seconds);
   ts->set_nanos(static_cast<int32_t>(nanos));
 }
+
+namespace {
+
+int64_t RealtimeMinusBoottime() { return NowNs(CLOCK_REALTIME) - NowNs(CLOCK_BOOTTIME); }
 
 // e: the record's header and, for net-layout records, its address and socket
 // kind (zero for the object layout).

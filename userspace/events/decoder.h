@@ -13,6 +13,9 @@
 
 namespace cordon {
 
+// Wall-clock nanoseconds as a protobuf Timestamp (nanos in [0, 1e9)).
+void SetTimestamp(int64_t ns, google::protobuf::Timestamp* ts);
+
 struct SandboxContext {
   uint64_t id = 0;
   std::string name;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "events/decoder.h"
 #include "util/clock.h"
 #include "util/fs.h"
 
@@ -142,12 +143,15 @@ std::unique_ptr<ResourceWatch> ResourceWatch::Open(const std::string& dir) {
   return w;
 }
 
+bool ResourceWatch::Notified() {
+  bool any = false;
+  char buf[4096];
+  if (inotify_.valid())
+    while (::read(inotify_.get(), buf, sizeof buf) > 0) any = true;
+  return any;
+}
+
 void ResourceWatch::Read() {
-  if (inotify_.valid()) {
-    char buf[4096];
-    while (::read(inotify_.get(), buf, sizeof buf) > 0) {
-    }
-  }
   auto memory_file = ReadFile(dir_ + "/memory.events", 4096);
   auto pids_file = ReadFile(dir_ + "/pids.events", 4096);
   const bool have_memory = memory_file.ok(), have_pids = pids_file.ok();
@@ -166,8 +170,13 @@ uint64_t ResourceWatch::oom_kills() const {
 }
 
 std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final) {
-  Read();
   std::vector<cordon::v1::AuditEvent> out;
+  // The files are read only when the kernel said they changed, at the end,
+  // or when a held-back rise is due: not on every turn of the caller's loop.
+  bool due = false;
+  for (const auto& c : counters_) due = due || (c.seen != c.reported && now - c.last_event_ns >= kEventSpacingNs);
+  if (Notified() || final) Read();
+  else if (!due) return out;
   for (auto& c : counters_) {
     if (c.seen == c.reported) continue;
     if (!final && c.last_event_ns && now - c.last_event_ns < kEventSpacingNs) continue;
@@ -179,9 +188,7 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final)
     std::optional<uint64_t> value =
         NumberFile(dir_ + "/" + (resource == "memory" ? "memory.peak" : "pids.current"));
     cordon::v1::AuditEvent e;
-    const int64_t real = RealNs();
-    e.mutable_time()->set_seconds(real / 1000000000);
-    e.mutable_time()->set_nanos(static_cast<int32_t>(real % 1000000000));
+    SetTimestamp(RealNs(), e.mutable_time());
     e.set_kind("resource." + resource);
     e.set_enforcement("kernel-cgroup");
     const std::string times = count == 1 ? "once" : std::to_string(count) + " times";

@@ -61,6 +61,7 @@ class ResourceWatch {
 
  private:
   explicit ResourceWatch(std::string dir) : dir_(std::move(dir)) {}
+  bool Notified();  // drains the inotify queue: true if a watched file changed
   void Read();
   std::string dir_;
   UniqueFd inotify_;
