@@ -358,6 +358,40 @@ TEST_F(RunCommand, BadArgumentsAreRejected) {
   EXPECT_NE(r.err.find(bad.path() + ":4:"), std::string::npos) << r.err;
 }
 
+// spec.credentials is checked but not issued yet: run and attach refuse the
+// policy (a workload must not start without the credential it was promised),
+// and nothing is left. Control: the same policy without the section runs
+// and attaches.
+TEST_F(RunCommand, CredentialsAreRefusedUntilTheyAreIssued) {
+  const std::string head = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: creds}\nspec:\n  mode: enforce\n";
+  PolicyFile with(head + "  credentials:\n    - {name: TOKEN, issue: [/bin/echo, secret], ttl: 1m}\n");
+  PolicyFile without(head);
+  const int before = LeftoverRunCgroups();
+  CommandResult r = Cordon({"run", "--policy", with.path(), "--audit", audit_, "--", "/bin/echo", "ran"});
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_EQ(r.out.find("ran"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("does not issue credentials yet"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("command not started"), std::string::npos) << r.err;
+  EXPECT_EQ(LeftoverRunCgroups(), before);
+  CommandResult control = Cordon({"run", "--policy", without.path(), "--audit", audit_, "--", "/bin/echo", "ran"});
+  EXPECT_EQ(control.status, 0) << control.err;
+  EXPECT_NE(control.out.find("ran"), std::string::npos);
+
+  TestCgroup cg("creds");
+  CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", with.path(), "--allow-degraded"});
+  EXPECT_EQ(a.status, 1) << a.out << a.err;
+  EXPECT_NE(a.err.find("does not issue credentials yet"), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("nothing attached"), std::string::npos) << a.err;
+  EXPECT_EQ(Cordon({"status"}).out.find(cg.path()), std::string::npos);
+  CommandResult attached = Cordon({"attach", "--cgroup", cg.path(), "--policy", without.path(), "--allow-degraded"});
+  EXPECT_EQ(attached.status, 0) << attached.err;
+  EXPECT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
+
+  CommandResult check = Cordon({"policy", "check", with.path()});
+  EXPECT_EQ(check.status, 0) << check.err;
+  EXPECT_NE(check.out.find("TOKEN: issued by /bin/echo"), std::string::npos) << check.out;
+}
+
 }  // namespace
 }  // namespace cordon::test
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/unit/temp_dir.h"
 #include "events/audit_chain.h"
 #include "events/json_line.h"
 #include "events/sink.h"
@@ -17,22 +18,9 @@ namespace {
 
 using cordon::v1::AuditEvent;
 
-class Dir {
+class Dir : public cordon::test::TempDir {
  public:
-  Dir() {
-    char tmpl[] = "/tmp/cordon-chain-test.XXXXXX";
-    char* p = ::mkdtemp(tmpl);
-    EXPECT_NE(p, nullptr);
-    path_ = p ? p : "";
-  }
-  ~Dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  Dir() : TempDir("chain") {}
 };
 
 AuditEvent Event(uint32_t pid) {

@@ -405,7 +405,8 @@ spec:
       << text;
   const std::string tail =
       "files: not restricted by this policy (no spec.files)\nabstract unix sockets: denied\nuser namespaces: denied\n"
-      "resources: no limits set by this policy (no spec.resources)\n";
+      "resources: no limits set by this policy (no spec.resources)\n"
+      "credentials: none (no spec.credentials)\n";
   EXPECT_EQ(text.substr(text.size() - tail.size()), tail) << text;
 
   std::string none = Describe(MustCompile("    families: []\n"));

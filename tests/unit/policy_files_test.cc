@@ -515,7 +515,8 @@ TEST(PolicyFiles, DescribeShowsTheExpansion) {
       "memfd exec: allowed (spec.files.allowMemfdExec)\n"
       "abstract unix sockets: allowed (spec.network.abstractUnix)\n"
       "user namespaces: allowed (spec.allowUserNamespaces)\n"
-      "resources: no limits set by this policy (no spec.resources)\n";
+      "resources: no limits set by this policy (no spec.resources)\n"
+      "credentials: none (no spec.credentials)\n";
   ASSERT_GE(text.size(), expected_files.size());
   EXPECT_EQ(text.substr(text.size() - expected_files.size()), expected_files) << text;
   EXPECT_EQ(text.rfind("policy: t\n", 0), 0u) << text;  // the network part is unchanged

@@ -7,41 +7,20 @@
 #include "policy/describe.h"
 #include "policy/parser.h"
 #include "policy/resources.h"
+#include "tests/unit/policy_section.h"
 
 namespace cordon::policy {
 namespace {
 
-struct Outcome {
-  bool ok = false;
-  CompiledPolicy compiled;
-  Diagnostics diags;
-};
+using Outcome = SectionOutcome;
 
 // The header is 6 lines; the resources block starts on line 7.
 constexpr int kFirstLine = 7;
-Outcome CompileResourcesText(const std::string& body) {
-  Outcome out;
-  ParsedPolicy parsed;
-  const std::string text =
-      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: t\nspec:\n  resources:\n" + body;
-  if (!ParsePolicyText(text, "r.yaml", &parsed, &out.diags)) return out;
-  out.ok = Compile(parsed, &out.compiled, &out.diags);
-  return out;
-}
+Outcome CompileResourcesText(const std::string& body) { return CompileSection("resources", body, "r.yaml"); }
 
 // Exactly one error, at r.yaml:<line>, naming `field`, containing `text`.
 void ExpectError(const std::string& body, const std::string& field, int line, const std::string& text) {
-  Outcome out = CompileResourcesText(body);
-  EXPECT_FALSE(out.ok) << body;
-  ASSERT_EQ(out.diags.size(), 1u) << FormatDiagnostics(out.diags);
-  const Diagnostic& d = out.diags[0];
-  EXPECT_EQ(d.file, "r.yaml");
-  EXPECT_EQ(d.line, line) << d.ToString();
-  EXPECT_EQ(d.field, field) << d.ToString();
-  EXPECT_NE(d.message.find(text), std::string::npos) << d.ToString();
-  const std::string shown = d.ToString();
-  EXPECT_NE(shown.find("r.yaml:" + std::to_string(line) + ":"), std::string::npos) << shown;
-  EXPECT_NE(shown.find(field), std::string::npos) << shown;
+  ExpectSectionError(CompileResourcesText(body), "r.yaml", field, line, text);
 }
 
 TEST(Resources, ByteSizes) {

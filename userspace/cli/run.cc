@@ -588,7 +588,7 @@ class RunLimits {
     r->set_count(1);
     r->set_limit(wall_);
     r->set_value(static_cast<uint64_t>((MonoNs() - started_) / 1000000000));
-    events->OnResource(std::move(e));
+    events->OnOwnEvent(std::move(e));
     if (!quiet_) PrintNote("wallTime " + std::to_string(wall_) + " s reached: the command is ended");
   }
   // The run's exit status: kExitWallTime when wallTime ended the command,
@@ -700,7 +700,7 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
       events->Drain();
     }
     if (limits->watch)
-      for (auto& e : limits->watch->Poll(MonoNs(), /*final=*/exited)) events->OnResource(std::move(e));
+      for (auto& e : limits->watch->Poll(MonoNs(), /*final=*/exited)) events->OnOwnEvent(std::move(e));
   }
   // What the command wrote last, then the caller's terminal as it was.
   if (relay) {

@@ -31,7 +31,7 @@ void RunEvents::OnEvent(const cordon::v1::AuditEvent& event) {
   if (!s.ok() && sink_status.ok()) sink_status = s;
 }
 
-void RunEvents::OnResource(cordon::v1::AuditEvent event) {
+void RunEvents::OnOwnEvent(cordon::v1::AuditEvent event) {
   event.set_sandbox(name_);
   event.set_policy(policy_name_);
   event.set_cgroup_path(relative_);

@@ -48,9 +48,9 @@ class RunEvents {
   RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std::string policy_name, AuditSink* sink, bool quiet);
 
   void OnEvent(const cordon::v1::AuditEvent& event);
-  // An event this run made itself (resource.*): the sandbox's names and ids
+  // An event this run made itself (resource.*, credential.*): the sandbox's names and ids
   // added, then as OnEvent.
-  void OnResource(cordon::v1::AuditEvent event);
+  void OnOwnEvent(cordon::v1::AuditEvent event);
   // This run reads the ring buffer itself only without an agent (or once the
   // agent went away): a ring buffer has one reader, and the lock each reader
   // holds (LockSandboxEvents) refuses a second.

@@ -26,6 +26,7 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
     std::string error;
     if (!CompilePolicyText(req.policy_text, req.policy_file, req.mode, &compiled, &error)) return Failed(error);
   }
+  if (!compiled.credentials.empty()) return Failed(CredentialsNotIssued() + "; nothing attached");
   auto cgroup = ResolveCgroup(req.cgroup);
   if (!cgroup) return Failed(cgroup.error().ToString() + "; nothing attached");
   if (must_exist && !GetSandbox(cgroup->id)) return Failed("no sandbox is attached to " + cgroup->path);
@@ -85,6 +86,11 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
 }
 
 }  // namespace
+
+std::string CredentialsNotIssued() {
+  return "spec.credentials: this cordon checks the credentials section but does not issue credentials yet "
+         "(no issue, delivery, refresh or revocation); remove the section to run without them";
+}
 
 AttachOutcome Attach(const AttachRequest& request) { return AttachOrUpdate(request, false); }
 AttachOutcome Update(const AttachRequest& request) { return AttachOrUpdate(request, true); }

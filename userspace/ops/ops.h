@@ -41,6 +41,11 @@ struct AttachRequest {
   std::function<std::vector<std::string>(const AttachResult&, const CgroupRef&)> after_attach;
 };
 
+// spec.credentials is parsed and checked (`cordon policy check` explains
+// it) but not issued yet: run and attach refuse such a policy rather than
+// start a workload without the credential it was promised.
+std::string CredentialsNotIssued();
+
 struct AttachOutcome {
   std::string error;  // non-empty: failed, nothing attached (or, through the agent, maybe)
   uint64_t sandbox_id = 0;

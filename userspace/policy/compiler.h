@@ -19,6 +19,7 @@
 #include "policy/diagnostic.h"
 #include "policy/parser.h"
 #include "policy/resources.h"
+#include "policy/credentials.h"
 
 namespace cordon::policy {
 
@@ -117,6 +118,8 @@ struct CompiledPolicy {
   std::vector<EnvEntry> environment;
   // spec.resources (policy/resources.h): the sandbox cgroup's limits.
   ResourceLimits resources;
+  // spec.credentials (policy/credentials.h), in file order.
+  std::vector<CredentialSpec> credentials;
 };
 
 // spec.runAs / --user spelling: dynamic, root, a user name, UID or UID:GID.

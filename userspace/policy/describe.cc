@@ -113,6 +113,7 @@ std::string Describe(const CompiledPolicy& policy) {
   out += std::string("user namespaces: ") +
          (policy.lsm_flags & CORDON_LSM_F_USERNS ? "allowed (spec.allowUserNamespaces)" : "denied") + "\n";
   out += DescribeResources(policy.resources);
+  out += DescribeCredentials(policy.credentials);
   return out;
 }
 
