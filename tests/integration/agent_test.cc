@@ -5,6 +5,7 @@
 // this test process's cgroups and sandbox names only, so agents of
 // concurrent test runs, and the sandboxes of other suites, are left alone.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <bpf/bpf.h>
 #include <fcntl.h>
 #include <google/protobuf/util/time_util.h>
@@ -792,6 +793,67 @@ TEST_F(Agent, SuppressedCountsSurviveKillNine) {
   EXPECT_EQ(a.delivered + a.suppressed + a.lost, static_cast<uint64_t>(kEvents))
       << a.delivered << " delivered + " << a.suppressed << " suppressed + " << a.lost << " lost";
   EXPECT_NE(agent.Log(1).find("suppressed events left by the previous agent"), std::string::npos) << agent.Log(1);
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// A cordon run killed with -9 leaves its credential behind (its sandbox
+// stays pinned); the agent removes the file and runs revoke once the ttl
+// passed, and records credential.expired without the value.
+TEST_F(Agent, SweepsTheCredentialOfAKilledRunAfterItsTtl) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  const std::string dir = agent.dir(), revoked = agent.dir() + "/revoked";
+  const std::string secret = "agent-sweep-secret-" + std::to_string(::getpid()) + "-" + std::to_string(::time(nullptr));
+  std::ofstream(dir + "/mint") << "#!/bin/sh\necho " << secret << "\n";
+  std::ofstream(dir + "/revoke") << "#!/bin/sh\ncat >> " << revoked << "\n";
+  ::chmod((dir + "/mint").c_str(), 0700);
+  ::chmod((dir + "/revoke").c_str(), 0700);
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: sweep}\nspec:\n  mode: enforce\n"
+                    "  credentials:\n    - {name: TOKEN, issue: [" + dir + "/mint], revoke: [" + dir +
+                    "/revoke], ttl: 2s}\n");
+  const auto started = std::chrono::steady_clock::now();
+  CommandResult killed = cordon::test::Run(
+      {"/bin/sh", "-c",
+       "\"$0\" run -q --policy \"$1\" --audit \"$2\" -- /bin/sleep 300 & p=$!;"
+       " for i in $(seq 400); do ls /run/cordon/credential-store/run-$p-*.state >/dev/null 2>&1 && break; sleep 0.05;"
+       " done; kill -9 $p; wait $p; echo $p",
+       CORDON_BINARY, policy.path(), dir + "/run-audit.jsonl"});
+  const std::string prefix = "run-" + std::to_string(std::atoi(killed.out.c_str())) + "-";
+  std::string name;
+  if (auto* d = ::opendir((Cgroup2Mount() + "/cordon").c_str())) {
+    while (auto* e = ::readdir(d))
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) name = e->d_name;
+    ::closedir(d);
+  }
+  ASSERT_FALSE(name.empty()) << killed.out << killed.err;
+  const std::string cgroup = Cgroup2Mount() + "/cordon/" + name;
+  struct stat st;
+  ASSERT_EQ(::stat(cgroup.c_str(), &st), 0);
+  const PinnedRunCleanup cleanup{st.st_ino, cgroup};
+  const std::string file = "/run/cordon/credential-store/" + name + "/TOKEN";
+  if (std::chrono::steady_clock::now() - started < std::chrono::milliseconds(1500)) {
+    EXPECT_EQ(Slurp(file), secret) << "left by the killed run, until its ttl";
+  }
+  const std::string state = "/run/cordon/credential-store/" + name + ".state";
+  int expired = 0;
+  auto count_expired = [&] {
+    expired = 0;
+    for (const auto& e : agent.Audit(st.st_ino)) {
+      if (e.kind() != "credential.expired" || e.sandbox() != name) continue;
+      expired++;
+      EXPECT_EQ(e.credential().revoke(), "ran");
+    }
+    return expired;
+  };
+  // The sweep runs revoke, then removes the state; the event reaches the
+  // audit file at the agent's next flush.
+  EXPECT_TRUE(WaitFor([&] { return ::access(state.c_str(), F_OK) != 0 && count_expired() > 0; }, 15000));
+  EXPECT_EQ(Slurp(revoked), secret) << "revoke got the value on stdin";
+  EXPECT_NE(::access(file.c_str(), F_OK), 0);
+  EXPECT_EQ(count_expired(), 1);
+  EXPECT_EQ(Slurp(agent.audit()).find(secret), std::string::npos) << "the value is in the agent's audit log";
+  EXPECT_NE(agent.Log(0).find("removed and revoked 1 credential"), std::string::npos) << agent.Log(0);
+  EXPECT_EQ(agent.Log(0).find(secret), std::string::npos);
   EXPECT_EQ(agent.Stop(), 0);
 }
 

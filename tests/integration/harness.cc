@@ -497,4 +497,9 @@ std::string LoopbackPolicy(const std::string& name, uint16_t port, const std::st
          "]\n      - cidr: ::1\n        ports: [" + std::to_string(port) + "]\n";
 }
 
+PinnedRunCleanup::~PinnedRunCleanup() {
+  Cordon({"detach", "--id", std::to_string(id)});
+  ::rmdir(cgroup.c_str());
+}
+
 }  // namespace cordon::test

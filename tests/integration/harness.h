@@ -28,6 +28,14 @@ CommandResult Cordon(const std::vector<std::string>& args, const std::string& st
 // Runs any command.
 CommandResult Run(const std::vector<std::string>& argv, const std::string& stdin_data = "");
 
+// The sandbox a killed cordon run left pinned (id: its cgroup's inode):
+// detached and its cgroup removed at the end of the test.
+struct PinnedRunCleanup {
+  uint64_t id;
+  std::string cgroup;
+  ~PinnedRunCleanup();
+};
+
 // A cgroup v2 directory made for one test; processes it holds are killed and
 // the cgroup (and any sandbox attached to it) removed at the end.
 class TestCgroup {

@@ -305,14 +305,7 @@ TEST_F(RunCommand, KillingCordonRunKillsTheCommandAndLeavesTheSandboxPinned) {
   struct stat st;
   ASSERT_EQ(::stat(cgroup.c_str(), &st), 0);
   const uint64_t id = st.st_ino;
-  struct Cleanup {
-    uint64_t id;
-    std::string cgroup;
-    ~Cleanup() {
-      Cordon({"detach", "--id", std::to_string(id)});
-      ::rmdir(cgroup.c_str());
-    }
-  } cleanup{id, cgroup};
+  const PinnedRunCleanup cleanup{id, cgroup};
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, command, 0));
   ASSERT_GE(pidfd, 0) << "the command runs: " << std::strerror(errno);
   ASSERT_EQ(::kill(run.pid(), SIGKILL), 0);
@@ -358,29 +351,320 @@ TEST_F(RunCommand, BadArgumentsAreRejected) {
   EXPECT_NE(r.err.find(bad.path() + ":4:"), std::string::npos) << r.err;
 }
 
-// spec.credentials is checked but not issued yet: run and attach refuse the
-// policy (a workload must not start without the credential it was promised),
-// and nothing is left. Control: the same policy without the section runs
-// and attaches.
-TEST_F(RunCommand, CredentialsAreRefusedUntilTheyAreIssued) {
+// ---- spec.credentials in cordon run (issue 15)
+
+// A mint script (the value: a fixed secret, or with `counter` a numbered one
+// of `pad` bytes), a revoke script recording what it got on stdin, and the
+// outputs that must never hold a value.
+class RunCredentials : public RunCommand {
+ protected:
+  void SetUp() override {
+    RunCommand::SetUp();
+    if (IsSkipped()) return;
+    files_ = {dir_ + "/revoked", dir_ + "/mint-env"};
+    ::chmod(dir_.c_str(), 0711);  // the command waits for a file here
+    secret_ = "cordon-test-secret-" + std::to_string(::getpid()) + "-" + std::to_string(::time(nullptr));
+    revoked_ = dir_ + "/revoked";
+    Script("mint", "#!/bin/sh\nenv > " + dir_ + "/mint-env\nprintf '%s\\n' '" + secret_ + "'\n");
+    Script("revoke", "#!/bin/sh\ncat >> " + revoked_ + "\necho >> " + revoked_ + "\n");
+  }
+  void TearDown() override {
+    for (const auto& f : files_) ::unlink(f.c_str());
+    RunCommand::TearDown();
+  }
+  std::string Script(const std::string& name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    ::chmod(path.c_str(), 0700);
+    files_.push_back(path);
+    return path;
+  }
+  std::string Policy(const std::string& credentials, const std::string& extra = "") {
+    return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: creds}\nspec:\n  mode: enforce\n" + extra +
+           "  credentials:\n" + credentials;
+  }
+  // Entries of the credential store (state, lock, tmpfs) other than `keep`.
+  static std::vector<std::string> Store() {
+    std::vector<std::string> names;
+    if (auto* d = ::opendir("/run/cordon/credential-store")) {
+      while (auto* e = ::readdir(d))
+        if (e->d_name[0] != '.') names.push_back(e->d_name);
+      ::closedir(d);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  std::string Revoked() { return Slurp(revoked_); }
+  std::vector<cordon::v1::AuditEvent> Credentials() {
+    std::vector<cordon::v1::AuditEvent> out;
+    for (auto& e : AuditEvents())
+      if (e.kind().rfind("credential.", 0) == 0) out.push_back(e);
+    return out;
+  }
+  void ExpectNoValue(const std::string& where, const std::string& text) {
+    EXPECT_EQ(text.find(secret_), std::string::npos) << "the credential's value appears in " << where;
+  }
+  std::string secret_, revoked_;
+  std::vector<std::string> files_;
+};
+
+std::string Fingerprint(const std::string& value) {
+  CommandResult r = cordon::test::Run({"/bin/sh", "-c", "printf '%s' \"$0\" | sha256sum | cut -c1-8", value});
+  return r.out.substr(0, 8);
+}
+
+// deliver: file. Inside, $TOKEN_FILE names the file and the command reads
+// it; the store of the sandboxes is hidden. Outside, an unprivileged process
+// (not root) cannot read it; a second sandbox cannot either, while the
+// first one still reads it. At the end the file is gone, revoke got the
+// value, and the events name it by fingerprint; no output holds the value.
+TEST_F(RunCredentials, FileCredentialIsReadInsideOnlyAndRevokedAtTheEnd) {
+  files_.push_back(dir_ + "/go");
+  const auto store_before = Store();
+  const std::string policy_text =
+      Policy("    - {name: TOKEN, issue: [" + dir_ + "/mint, --scope, repo], revoke: [" + dir_ + "/revoke], ttl: 10m}\n",
+             "  files:\n    include: [runtime-minimal, shell]\n    read: [" + dir_ + "]\n");
+  PolicyFile policy(policy_text);
+  BackgroundRun first({"run", "--policy", policy.path(), "--audit", audit_, "--", "/bin/sh", "-c",
+                       "echo \"$TOKEN_FILE\"; cat \"$TOKEN_FILE\"; echo; ls -A /run/cordon/credential-store | wc -l;"
+                       " while [ ! -e " + dir_ + "/go ]; do sleep 0.1; done; cat \"$TOKEN_FILE\"; echo"});
+  ASSERT_GT(first.pid(), 0);
+  const std::string path = first.Line();
+  ASSERT_EQ(path.rfind("/run/cordon/credentials/run-", 0), 0u) << path;
+  EXPECT_EQ(path.substr(path.size() - 6), "/TOKEN");
+  EXPECT_EQ(first.Line(), secret_) << "read inside at $TOKEN_FILE";
+  EXPECT_EQ(first.Line(), "0") << "the credential store is hidden inside";
+  const std::string run_name = path.substr(std::strlen("/run/cordon/credentials/"), path.size() - 6 -
+                                                                                       std::strlen("/run/cordon/credentials/"));
+  const std::string host_file = "/run/cordon/credential-store/" + run_name + "/TOKEN";
+  // Control: the file exists outside, and root reads it.
+  EXPECT_EQ(Slurp(host_file), secret_);
+  // An unprivileged process outside the sandbox cannot, not even the
+  // identity that owns the file (the store is root's, 0700).
+  struct stat st;
+  ASSERT_EQ(::stat(host_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0400u);
+  for (const std::string& who : {std::string("65534"), std::to_string(st.st_uid)}) {
+    CommandResult outside = cordon::test::Run({"setpriv", "--reuid=" + who, "--regid=" + who, "--clear-groups", "cat", host_file});
+    EXPECT_NE(outside.status, 0) << "uid " << who << " read it outside the sandbox";
+    EXPECT_NE(outside.err.find("Permission denied"), std::string::npos) << outside.err;
+    ExpectNoValue("an unprivileged read", outside.out);
+  }
+  // The path the workload uses shows nothing on the host either.
+  EXPECT_NE(cordon::test::Run({"/bin/cat", path}).status, 0);
+  // A second sandbox, as root (the owner of the store and of the state
+  // file, which holds the value): neither its view nor the store shows the
+  // first one's file or state. Control: root outside reads the state.
+  const std::string state_file = "/run/cordon/credential-store/" + run_name + ".state";
+  ASSERT_EQ(::access(state_file.c_str(), R_OK), 0);
+  // (A policy without spec.files: no Landlock rule keeps it from /run/cordon.)
+  PolicyFile plain("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: plain}\nspec:\n  mode: enforce\n");
+  CommandResult second = Cordon({"run", "--policy", plain.path(), "--user", "root", "--audit", audit_ + ".second", "--",
+                                 "/bin/sh", "-c",
+                                 "for f in " + path + " " + host_file + " " + state_file +
+                                     "; do cat $f > /dev/null && echo read $f; done;"
+                                     " echo entries $(ls -A /run/cordon/credential-store | wc -l)"});
+  files_.push_back(audit_ + ".second");
+  EXPECT_EQ(second.status, 0) << second.err;
+  EXPECT_EQ(second.out, "entries 0\n") << "a second sandbox reached the first one's credential";
+  EXPECT_NE(second.err.find(path + ": No such file"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find(state_file + ": No such file"), std::string::npos) << second.err;
+  // Status, while it runs.
+  ExpectNoValue("cordon status", Cordon({"status", "--json"}).out);
+  // The first one still reads it (the control of the second's failure).
+  std::ofstream(dir_ + "/go") << "";
+  EXPECT_EQ(first.Line(), secret_);
+  EXPECT_EQ(first.Wait(), 0);
+
+  EXPECT_NE(::access(host_file.c_str(), F_OK), 0) << "the file outlived the run";
+  EXPECT_EQ(Store(), store_before) << "the run left its tmpfs, state or lock";
+  EXPECT_EQ(Revoked(), secret_ + "\n") << "revoke got the value on stdin";
+  const std::string env = Slurp(dir_ + "/mint-env");
+  EXPECT_NE(env.find("CORDON_SANDBOX=" + run_name + "\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("CORDON_TTL_SECONDS=600\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("CORDON_CGROUP_ID="), std::string::npos) << env;
+  EXPECT_EQ(env.find("HOME="), std::string::npos) << "a clean environment: " << env;
+  auto events = Credentials();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind(), "credential.issued");
+  EXPECT_EQ(events[1].kind(), "credential.revoked");
+  for (const auto& e : events) {
+    EXPECT_EQ(e.verdict(), "noted");
+    EXPECT_EQ(e.credential().name(), "TOKEN");
+    EXPECT_EQ(e.credential().fingerprint(), Fingerprint(secret_));
+    EXPECT_EQ(e.credential().path(), path);
+    EXPECT_EQ(e.credential().expires_at() - e.credential().issued_at(), 600);
+  }
+  EXPECT_EQ(events[1].credential().revoke(), "ran");
+  EXPECT_EQ(events[1].reason(), "the command ended");
+  ExpectNoValue("the audit log", Slurp(audit_));
+  ExpectNoValue("the second run's stderr", second.err);
+}
+
+// deliver: env, and the ttl: at expiry the file goes (the command sees it
+// vanish), revoke runs for both, and the events say expired. Stderr and the
+// audit log never hold the values (stdout does: the command prints them).
+TEST_F(RunCredentials, EnvDeliveryAndExpiryRemoveAndRevoke) {
+  PolicyFile policy(Policy("    - {name: TOKEN, issue: [" + dir_ + "/mint], revoke: [" + dir_ +
+                           "/revoke], ttl: 2s, deliver: env}\n    - {name: KEYFILE, issue: [" + dir_ +
+                           "/mint], revoke: [" + dir_ + "/revoke], ttl: 2s}\n"));
+  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "/bin/sh", "-c",
+                            "echo \"env $TOKEN\"; echo \"file $(cat $KEYFILE_FILE)\"; sleep 4;"
+                            " cat $KEYFILE_FILE 2>/dev/null || echo gone; echo \"env $TOKEN\""});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("env " + secret_ + "\nfile " + secret_ + "\ngone\nenv " + secret_ + "\n"), std::string::npos)
+      << r.out;
+  ExpectNoValue("stderr", r.err);
+  ExpectNoValue("the audit log", Slurp(audit_));
+  EXPECT_EQ(Revoked(), secret_ + "\n" + secret_ + "\n");
+  auto events = Credentials();
+  std::map<std::string, int> kinds;
+  for (const auto& e : events) kinds[e.kind() + " " + e.credential().name()]++;
+  EXPECT_EQ(kinds["credential.issued TOKEN"], 1);
+  EXPECT_EQ(kinds["credential.issued KEYFILE"], 1);
+  EXPECT_EQ(kinds["credential.expired TOKEN"], 1);
+  EXPECT_EQ(kinds["credential.expired KEYFILE"], 1);
+  EXPECT_EQ(kinds.size(), 4u) << "nothing revoked again at the end";
+  for (const auto& e : events) {
+    if (e.kind() != "credential.expired") continue;
+    EXPECT_EQ(e.credential().revoke(), "ran");
+  }
+  EXPECT_NE(r.err.find("no violations"), std::string::npos) << "credential events are not violations: " << r.err;
+}
+
+// refreshBefore: a new value replaces the file atomically; a reader in a
+// loop never sees the file missing or partly written.
+TEST_F(RunCredentials, RefreshReplacesTheFileAtomically) {
+  Script("mint-counter", "#!/bin/sh\nn=$(cat " + dir_ + "/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > " + dir_ +
+                             "/count\nprintf 'v%s:' $n; head -c 60000 /dev/zero | tr '\\0' x; echo\n");
+  files_.push_back(dir_ + "/count");
+  PolicyFile policy(
+      Policy("    - {name: TOKEN, issue: [" + dir_ + "/mint-counter], ttl: 3s, refreshBefore: 2s}\n"));
+  const std::string reader =
+      "import os, time\n"
+      "seen, bad = set(), 0\n"
+      "end = time.time() + 4.5\n"
+      "while time.time() < end:\n"
+      "    try:\n"
+      "        v = open(os.environ['TOKEN_FILE']).read()\n"
+      "    except OSError as e:\n"
+      "        bad += 1; print('missing', e); continue\n"
+      "    head, _, body = v.partition(':')\n"
+      "    if len(body) != 60000 or body.strip('x'):\n"
+      "        bad += 1; print('partial', len(v))\n"
+      "    seen.add(head)\n"
+      "print('values', len(seen), 'bad', bad)\n";
+  CommandResult r =
+      Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "/usr/bin/python3", "-c", reader});
+  EXPECT_EQ(r.status, 0) << r.err;
+  int values = 0, bad = -1;
+  const size_t at = r.out.find("values ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::sscanf(r.out.c_str() + at, "values %d bad %d", &values, &bad);
+  EXPECT_EQ(bad, 0) << r.out;
+  EXPECT_GE(values, 3) << "refreshed about every second: " << r.out;
+  int refreshed = 0;
+  for (const auto& e : Credentials()) refreshed += e.kind() == "credential.refreshed";
+  EXPECT_GE(refreshed, 2);
+}
+
+// An issue program that fails (exit status, too much output) fails the run
+// before the command starts: the error names the credential, the ones
+// issued before are revoked, and nothing is left (no cgroup, no store
+// entry). Control: the same policy with a working program runs.
+TEST_F(RunCredentials, FailingIssueStartsNothingAndLeavesNothing) {
+  Script("fail", "#!/bin/sh\necho oops >&2\nexit 3\n");
+  Script("flood", "#!/bin/sh\nhead -c 70000 /dev/zero | tr '\\0' y\n");
+  const auto store_before = Store();
+  const int before = LeftoverRunCgroups();
+  for (const auto& [program, error] : std::vector<std::pair<std::string, std::string>>{
+           {"fail", "credential 'SECOND': issue: exit status 3; command not started"},
+           {"flood", "credential 'SECOND': issue: printed more than 65536 bytes; command not started"},
+           {"mint", ""}}) {
+    SCOPED_TRACE(program);
+    ::unlink(revoked_.c_str());
+    ::unlink(audit_.c_str());
+    PolicyFile policy(Policy("    - {name: FIRST, issue: [" + dir_ + "/mint], revoke: [" + dir_ +
+                             "/revoke], ttl: 1m}\n    - {name: SECOND, issue: [" + dir_ + "/" + program +
+                             "], ttl: 1m, deliver: env}\n"));
+    CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "/bin/echo", "ran"});
+    std::map<std::string, int> kinds;
+    for (const auto& e : Credentials()) kinds[e.kind() + " " + e.credential().name()]++;
+    if (error.empty()) {
+      EXPECT_EQ(r.status, 0) << r.err;
+      EXPECT_EQ(r.out, "ran\n");
+      EXPECT_EQ(kinds["credential.issued SECOND"], 1);
+    } else {
+      EXPECT_EQ(r.status, 1) << r.err;
+      EXPECT_EQ(r.out, "") << "the command must not start";
+      EXPECT_NE(r.err.find(error), std::string::npos) << r.err;
+      EXPECT_EQ(kinds["credential.issue_failed SECOND"], 1);
+    }
+    EXPECT_EQ(kinds["credential.issued FIRST"], 1);
+    EXPECT_EQ(kinds["credential.revoked FIRST"], 1);
+    EXPECT_EQ(Revoked(), secret_ + "\n") << "FIRST revoked";
+    EXPECT_EQ(LeftoverRunCgroups(), before);
+    EXPECT_EQ(Store(), store_before);
+    ExpectNoValue("stderr", r.err);
+    ExpectNoValue("the audit log", Slurp(audit_));
+  }
+}
+
+// kill -9 of cordon run: its credential stays (its command dies, its
+// sandbox stays pinned) until its ttl; then the next cordon run removes the
+// file and runs revoke, and says so in its audit log.
+TEST_F(RunCredentials, KilledRunIsSweptAfterTheTtl) {
+  const auto store_before = Store();
+  PolicyFile policy(
+      Policy("    - {name: TOKEN, issue: [" + dir_ + "/mint], revoke: [" + dir_ + "/revoke], ttl: 3s}\n"));
+  BackgroundRun run({"run", "--policy", policy.path(), "--audit", audit_, "--", "/bin/sh", "-c",
+                     "echo \"$TOKEN_FILE\"; sleep 300"});
+  ASSERT_GT(run.pid(), 0);
+  const std::string path = run.Line();
+  ASSERT_EQ(path.rfind("/run/cordon/credentials/run-", 0), 0u) << path;
+  const std::string run_name = path.substr(24, path.size() - 24 - 6);
+  const std::string cgroup = run.Cgroup();
+  struct stat st;
+  ASSERT_EQ(::stat(cgroup.c_str(), &st), 0);
+  const PinnedRunCleanup cleanup{st.st_ino, cgroup};
+  const auto issued = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(run.pid(), SIGKILL), 0);
+  run.Wait();
+  const std::string host_file = "/run/cordon/credential-store/" + run_name + "/TOKEN";
+  EXPECT_EQ(Slurp(host_file), secret_) << "left by the killed run";
+  // Before the ttl a sweep keeps it: its sandbox is still there.
+  const std::string audit2 = audit_ + ".next";
+  files_.push_back(audit2);
+  EXPECT_EQ(Cordon({"run", "--audit", audit2, "--", "/bin/true"}).status, 0);
+  if (std::chrono::steady_clock::now() - issued < std::chrono::seconds(2)) {
+    EXPECT_EQ(Slurp(host_file), secret_) << "swept before its ttl";
+    EXPECT_EQ(Revoked(), "");
+  }
+  std::this_thread::sleep_until(issued + std::chrono::seconds(4));
+  CommandResult next = Cordon({"run", "--audit", audit2, "--", "/bin/true"});
+  EXPECT_EQ(next.status, 0) << next.err;
+  EXPECT_NE(next.err.find("removed and revoked 1 credential"), std::string::npos) << next.err;
+  EXPECT_NE(::access(host_file.c_str(), F_OK), 0);
+  EXPECT_EQ(Revoked(), secret_ + "\n");
+  EXPECT_EQ(Store(), store_before);
+  int expired = 0;
+  for (const auto& e : AuditFileEvents(audit2))
+    if (e.kind() == "credential.expired" && e.sandbox() == run_name && e.credential().revoke() == "ran") ++expired;
+  EXPECT_EQ(expired, 1);
+  ExpectNoValue("the next run's audit log", Slurp(audit2));
+  ExpectNoValue("the next run's stderr", next.err);
+}
+
+// cordon attach does not issue credentials yet: it refuses the policy and
+// attaches nothing. Control: the same policy without the section attaches.
+TEST_F(RunCommand, AttachRefusesCredentialsUntilTheAgentIssuesThem) {
   const std::string head = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: creds}\nspec:\n  mode: enforce\n";
   PolicyFile with(head + "  credentials:\n    - {name: TOKEN, issue: [/bin/echo, secret], ttl: 1m}\n");
   PolicyFile without(head);
-  const int before = LeftoverRunCgroups();
-  CommandResult r = Cordon({"run", "--policy", with.path(), "--audit", audit_, "--", "/bin/echo", "ran"});
-  EXPECT_EQ(r.status, 1) << r.out << r.err;
-  EXPECT_EQ(r.out.find("ran"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("does not issue credentials yet"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("command not started"), std::string::npos) << r.err;
-  EXPECT_EQ(LeftoverRunCgroups(), before);
-  CommandResult control = Cordon({"run", "--policy", without.path(), "--audit", audit_, "--", "/bin/echo", "ran"});
-  EXPECT_EQ(control.status, 0) << control.err;
-  EXPECT_NE(control.out.find("ran"), std::string::npos);
-
   TestCgroup cg("creds");
   CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", with.path(), "--allow-degraded"});
   EXPECT_EQ(a.status, 1) << a.out << a.err;
-  EXPECT_NE(a.err.find("does not issue credentials yet"), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("do not issue credentials yet (cordon run does)"), std::string::npos) << a.err;
   EXPECT_NE(a.err.find("nothing attached"), std::string::npos) << a.err;
   EXPECT_EQ(Cordon({"status"}).out.find(cg.path()), std::string::npos);
   CommandResult attached = Cordon({"attach", "--cgroup", cg.path(), "--policy", without.path(), "--allow-degraded"});

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <system_error>
 
@@ -25,6 +26,7 @@
 #include "agent/control_socket.h"
 #include "agent/log.h"
 #include "loader/sandbox.h"
+#include "ops/credentials.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
 #include "sys/counters.h"
@@ -36,6 +38,7 @@ namespace {
 
 constexpr int kTickMs = 100;
 constexpr int kRescanEveryTicks = 2;          // pins rescanned every 200 ms
+constexpr int kCredentialSweepEveryTicks = 20;  // credentials a dead cordon run left: every 2 s
 constexpr int64_t kUnmapIdleNs = 2000000000;  // a ring buffer with nothing for this long is unmapped
 
 }  // namespace
@@ -150,6 +153,7 @@ Status Agent::Start() {
   // buffers held while no agent ran is drained now, and what they could not
   // hold is reported as loss records.
   Rescan();
+  SweepCredentials();
   for (const auto& slot : pending_.Used()) {
     if (sandboxes_.count(slot.sandbox_id)) continue;
     struct stat st;
@@ -233,6 +237,7 @@ void Agent::Tick() {
     if (bool ended = false; sb->suppression.Due(now, &ended)) EmitSuppressed(*sb, ended, now);
   }
   if (rescan) Rescan();
+  if (ticks_ % kCredentialSweepEveryTicks == 0) SweepCredentials();
   sinks_.FlushSinks();
   sinks_.Retry(now);
   if (metrics_) metrics_->Service([this] { return RenderMetrics(); });
@@ -242,6 +247,16 @@ void Agent::Tick() {
     rate_last_ns_ = now;
   }
   tails_->ExpireClosing(now);
+}
+
+// Credentials of cordon runs that died (kill -9): removed and revoked once
+// expired or once their sandbox is gone (ops/credentials.h). Their revoke
+// programs run here, each for at most kCredentialProgramTimeoutSeconds.
+void Agent::SweepCredentials() {
+  const int swept = ops::SweepCredentials(static_cast<int64_t>(std::time(nullptr)),
+                                          [this](const v1::AuditEvent& e) { Deliver(e); });
+  if (swept)
+    Log("removed and revoked " + std::to_string(swept) + " credential(s) left by cordon runs that ended");
 }
 
 std::string Agent::RenderMetrics() {

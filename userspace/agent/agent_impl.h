@@ -89,6 +89,7 @@ class Agent {
   void OnEvent(Sandbox& sb, const cordon::v1::AuditEvent& event);
   bool Admit(Sandbox& sb);
   void EmitSuppressed(Sandbox& sb, bool final, int64_t now);
+  void SweepCredentials();
   void Deliver(const cordon::v1::AuditEvent& event);  // to the sinks and the tails
   void FlushDeliveries();  // what was delivered outside a drain goes out
 

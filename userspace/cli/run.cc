@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -44,6 +45,7 @@
 #include "confine/seccomp.h"
 #include "events/decoder.h"
 #include "events/sink.h"
+#include "ops/credentials.h"
 #include "loader/kernel_features.h"
 #include "loader/sandbox.h"
 #include "ops/ops.h"
@@ -97,6 +99,11 @@ const char* kRunHelp =
     "rules, TCP ports, scoping) and a seccomp filter (socket families, bpf, mounts, modules,\n"
     "namespaces, clock, ptrace, io_uring); cordon prints what these layers cannot cover\n"
     "(--verbose: in detail).\n"
+    "\n"
+    "spec.credentials: each credential's issue program runs (as root, on the host) before CMD\n"
+    "starts; a failure starts nothing. CMD finds it in $NAME_FILE (a file of its own sandbox) or\n"
+    "$NAME (deliver: env). At its ttl or when CMD ends it is removed and its revoke program\n"
+    "runs; events name it by fingerprint, never by value (README \"Credentials\").\n"
     "\n"
     "With an agent running (`cordon agent --help`), the agent is the sandbox's only event reader:\n"
     "it adopts the sandbox before CMD starts, writes the events to its own sinks and streams them\n"
@@ -184,6 +191,7 @@ struct RunPlan {
   bool landlock_applied = false;
   std::string audit_path;
   std::unique_ptr<JsonlFileSink> sink;
+  std::unique_ptr<ops::SandboxCredentials> credentials;  // spec.credentials: prepared here, issued once the sandbox exists
 };
 
 // The command line, the policy and who the command runs as.
@@ -278,6 +286,31 @@ int PrepareFiles(RunPlan* run) {
         if (shm) AddRunFileRule(compiled, run->scratch->shm(), policy::kFileRightsWrite, "scratch:/dev/shm");
       }
     }
+  }
+  // spec.credentials: the lock and, for files, the sandbox's own tmpfs,
+  // owned by the command's identity, bound where the command reads it (and
+  // the store of the other sandboxes hidden). Issued once the sandbox exists.
+  if (!compiled->credentials.empty()) {
+    for (const auto& c : compiled->credentials)
+      if (!c.oidc_audience.empty())
+        return PrintError("spec.credentials: " + c.name +
+                          ": the built-in issuer (oidc) is not wired to cordon run yet; use issue: for now; "
+                          "command not started"),
+               1;
+    auto prepared = ops::SandboxCredentials::Prepare(compiled->credentials, run->run_name, identity.uid, identity.gid,
+                                                     "cordon-run");
+    if (!prepared) return PrintError("credentials: " + prepared.error().ToString() + "; command not started"), 1;
+    run->credentials = std::move(*prepared);
+    for (auto& bind : run->credentials->RunBinds()) run->binds.push_back(std::move(bind));
+    // Landlock and BPF LSM rules name inodes: the tmpfs's, the same through the bind.
+    if (run->credentials->has_files() && compiled->has_files)
+      AddRunFileRule(compiled, run->credentials->store_dir(), policy::kFileRightsRead, "credentials");
+  }
+  // Every run: the store (state files hold values, and root owns them) hidden.
+  {
+    auto cover = ops::CredentialStoreCover();
+    if (!cover) return PrintError("hide the credential store: " + cover.error().ToString() + "; command not started"), 1;
+    run->binds.push_back(std::move(*cover));
   }
   // A non-root identity gets write access to the policy's write paths (an
   // ACL entry for the time of the run; see confine/acl.h).
@@ -632,6 +665,21 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
   if (limits->timer.valid()) add(limits->timer.get());
   add(sigfd);
   add(events->agent_link ? events->agent_link->fd() : events->reader_fd());
+  // spec.credentials: refreshed and expired on time (wall-clock deadlines).
+  // A refresh runs its issue program here, synchronously (at most
+  // kCredentialProgramTimeoutSeconds), as the pty waits.
+  UniqueFd credential_timer;
+  auto emit = [events](cordon::v1::AuditEvent e) { events->OnOwnEvent(std::move(e)); };
+  auto arm_credentials = [&] {
+    struct itimerspec its = {};
+    its.it_value.tv_sec = run->credentials->NextDeadline();  // 0: disarmed
+    ::timerfd_settime(credential_timer.get(), TFD_TIMER_ABSTIME, &its, nullptr);
+  };
+  if (run->credentials) {
+    credential_timer = UniqueFd(::timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK));
+    add(credential_timer.get());
+    arm_credentials();
+  }
   auto lose_agent = [&] {
     if (!run->quiet) PrintNote("the agent went away; reading this sandbox's events directly");
     ::epoll_ctl(epfd.get(), EPOLL_CTL_DEL, events->agent_link->fd(), nullptr);
@@ -681,6 +729,11 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
         exited = child->Reap(&exit_status);
       } else if (fd == limits->timer.get()) {
         limits->Expired(child, events);
+      } else if (credential_timer.valid() && fd == credential_timer.get()) {
+        uint64_t ticks = 0;
+        (void)!::read(fd, &ticks, sizeof ticks);
+        run->credentials->Tick(std::time(nullptr), emit);
+        arm_credentials();
       } else if (relay && master_open && fd == relay->master()) {
         if (evs[i].events & EPOLLOUT) relay->FlushToCommand();
         if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !relay->FromCommand()) {
@@ -726,12 +779,45 @@ int RunCommand(const Args& args) {
     CleanupSandbox(sandbox.get());
     return PrintError(connected.error().ToString()), 1;
   }
+  // Credentials an ended cordon run left (killed with -9) are removed and
+  // revoked once expired or once their sandbox is gone (every run looks;
+  // their events go to this run's audit log); then this run's own are issued.
+  const int swept = ops::SweepCredentials(std::time(nullptr), [&run](cordon::v1::AuditEvent e) {
+    (void)run.sink->Write(e);
+  });
+  if (swept && !run.quiet)
+    PrintNote("removed and revoked " + std::to_string(swept) + " credential(s) left by cordon runs that ended");
+  if (run.credentials) {
+    Status issued = run.credentials->Issue(sandbox->id(), sandbox->cgroup().path,
+                                           [&events](cordon::v1::AuditEvent e) { events.OnOwnEvent(std::move(e)); });
+    if (!issued.ok()) {
+      CleanupSandbox(sandbox.get());
+      (void)run.sink->Flush();
+      return PrintError(issued.error().ToString() + "; command not started"), 1;
+    }
+    std::vector<std::string> added = run.credentials->Environment();
+    std::erase_if(run.env, [&added](const std::string& entry) {
+      for (const auto& a : added)
+        if (entry.compare(0, a.find('=') + 1, a, 0, a.find('=') + 1) == 0) return true;
+      return false;
+    });
+    run.env.insert(run.env.end(), added.begin(), added.end());
+    if (!run.quiet)
+      for (const auto& c : run.compiled->credentials)
+        PrintNote("credential " + c.name + " issued (" +
+                  (c.deliver == policy::CredentialSpec::Deliver::kEnv ? "$" + c.name
+                                                                       : "$" + c.name + "_FILE") +
+                  ", ttl " + std::to_string(c.ttl_seconds) + " s)");
+  }
   ChildPlan plan;
   std::unique_ptr<ConfinedChild> child;
   if (int rc = StartChild(&run, sandbox.get(), &plan, &child); rc != kGoOn) return rc;
 
   RunLimits limits(run.compiled->resources, sandbox->cgroup().path, run.quiet);
   int exit_status = EventLoop(&run, &events, child.get(), &limits);
+  if (run.credentials)
+    run.credentials->RevokeAll("the command ended",
+                               [&events](cordon::v1::AuditEvent e) { events.OnOwnEvent(std::move(e)); });
   // Read before the cgroup goes: the summary's peak use.
   const std::string usage = ops::ReadResourceUsage(sandbox->cgroup().path).Describe();
   exit_status = limits.ExitStatus(exit_status);

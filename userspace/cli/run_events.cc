@@ -19,6 +19,8 @@ void RunEvents::OnEvent(const cordon::v1::AuditEvent& event) {
     summary.lost += event.loss().dropped();
   } else if (event.kind() == "suppressed") {
     summary.suppressed += event.suppressed().count();
+  } else if (event.verdict() == "noted") {
+    summary.noted++;  // credential.*: records of what cordon did, not violations
   } else {
     summary.by_kind[event.kind()]++;
     const std::string& v = event.verdict();

@@ -30,6 +30,7 @@ struct RunSummary {
   uint64_t audited = 0;
   uint64_t detected = 0;
   uint64_t killed = 0;
+  uint64_t noted = 0;  // credential.* records (not violations)
   uint64_t Violations() const { return denied + audited + detected + killed; }
   uint64_t lost = 0;
   uint64_t suppressed = 0;    // held back by the agent's rate limit (its "suppressed" records)

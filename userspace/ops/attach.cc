@@ -88,8 +88,8 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
 }  // namespace
 
 std::string CredentialsNotIssued() {
-  return "spec.credentials: this cordon checks the credentials section but does not issue credentials yet "
-         "(no issue, delivery, refresh or revocation); remove the section to run without them";
+  return "spec.credentials: cordon attach and the agent do not issue credentials yet (cordon run does); "
+         "remove the section to attach without them";
 }
 
 AttachOutcome Attach(const AttachRequest& request) { return AttachOrUpdate(request, false); }

@@ -64,7 +64,6 @@ void Scratch::RemoveStale() {
 Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request) {
   std::unique_ptr<EphemeralSandbox> sandbox(new EphemeralSandbox());
   sandbox->scratch_ = std::move(request.scratch);  // removed with the sandbox, also if the cgroup cannot be made
-  if (!request.policy->credentials.empty()) return Error{CredentialsNotIssued() + "; command not started"};
   auto cgroup = CreateCgroup(request.cgroup);
   if (!cgroup) return cgroup.error().Wrap("create sandbox cgroup");
   sandbox->cgroup_ = std::move(*cgroup);

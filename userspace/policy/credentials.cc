@@ -9,8 +9,6 @@
 namespace cordon::policy {
 namespace {
 
-std::string Quoted(std::string_view text) { return "'" + DisplayText(std::string(text)) + "'"; }
-
 bool ValidName(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
   if (!(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;

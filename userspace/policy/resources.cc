@@ -11,8 +11,6 @@ constexpr uint64_t kMaxBytes = static_cast<uint64_t>(std::numeric_limits<int64_t
 constexpr uint64_t kMaxCpuMillicores = 10000ull * 1000;
 constexpr uint64_t kMaxDurationSeconds = 8760ull * 3600;
 
-std::string Quoted(std::string_view text) { return "'" + DisplayText(std::string(text)) + "'"; }
-
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 // Leading decimal digits of text from *at into *value; false on none or overflow past `max`.

@@ -140,4 +140,6 @@ bool IsCleanName(std::string_view name) {
   return EscapeWorkloadBytes(name) == name && DisplayText(name) == name;
 }
 
+std::string Quoted(std::string_view text) { return "'" + DisplayText(text) + "'"; }
+
 }  // namespace cordon

@@ -30,6 +30,9 @@ std::optional<std::string> UnescapeWorkloadBytes(std::string_view escaped);
 
 std::string DisplayText(std::string_view text);
 
+// DisplayText in single quotes, for naming a value in an error message.
+std::string Quoted(std::string_view text);
+
 // The longest prefix of a data-form string of at most `max` bytes that ends
 // between two characters (never inside a UTF-8 sequence or an escape).
 std::string_view TruncateEscaped(std::string_view escaped, size_t max);

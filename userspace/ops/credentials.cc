@@ -1,0 +1,680 @@
+#include "ops/credentials.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "util/fs.h"
+#include "util/text.h"
+
+namespace cordon::ops {
+namespace {
+
+constexpr const char* kCredentialRunDir = "/run/cordon";
+constexpr const char* kCredentialEmpty = "/run/cordon/credential-empty";
+constexpr const char* kProgramPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+constexpr int64_t kRefreshRetrySeconds = 10;
+constexpr size_t kMaxRevokeOutput = 4096;
+
+int64_t Now() { return static_cast<int64_t>(::time(nullptr)); }
+
+int64_t MonoMs() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+void Wipe(std::string* s) {
+  if (!s->empty()) OPENSSL_cleanse(s->data(), s->size());
+  s->clear();
+}
+
+// The state file's fields: hex, so that any byte of a value or an argument
+// survives one-line-per-record parsing.
+std::string ToHex(const std::string& raw) {
+  static const char* const kDigits = "0123456789abcdef";
+  std::string out;
+  out.reserve(raw.size() * 2 + 1);
+  for (unsigned char c : raw) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out.empty() ? "-" : out;
+}
+
+bool FromHex(const std::string& hex, std::string* out) {
+  out->clear();
+  if (hex == "-") return true;
+  if (hex.size() % 2) return false;
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    *out += static_cast<char>(hi << 4 | lo);
+  }
+  return true;
+}
+
+std::string ArgvToHex(const std::vector<std::string>& argv) {
+  if (argv.empty()) return "-";
+  std::string out;
+  for (const auto& a : argv) out += (out.empty() ? "" : ",") + ToHex(a);
+  return out;
+}
+
+bool ArgvFromHex(const std::string& hex, std::vector<std::string>* argv) {
+  argv->clear();
+  if (hex == "-") return true;
+  std::stringstream in(hex);
+  std::string part, arg;
+  while (std::getline(in, part, ',')) {
+    if (!FromHex(part, &arg)) return false;
+    argv->push_back(arg);
+  }
+  return !argv->empty();
+}
+
+std::string StorePath(const std::string& sandbox, const char* suffix) {
+  return std::string(kCredentialStore) + "/" + sandbox + suffix;
+}
+
+// Writes `data` to `path` (0600) through a temporary file and a rename.
+Status WriteAtomically(const std::string& path, const std::string& data) {
+  const std::string tmp = path + ".tmp";
+  (void)::unlink(tmp.c_str());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) return SysError("create " + tmp);
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Error e = SysError("write " + tmp);
+      (void)::unlink(tmp.c_str());
+      return e;
+    }
+    done += static_cast<size_t>(n);
+  }
+  fd.Reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Error e = SysError("rename " + tmp);
+    (void)::unlink(tmp.c_str());
+    return e;
+  }
+  return {};
+}
+
+// One record of a state file: what a sweep needs to remove and revoke.
+struct SavedCredential {
+  std::string name, value;
+  int64_t issued_at = 0, expires_at = 0;
+  bool file = true;
+  std::vector<std::string> revoke;
+};
+struct SavedState {
+  std::string sandbox, enforcement, cgroup_dir;
+  uint64_t cgroup_id = 0;
+  std::vector<SavedCredential> creds;
+};
+
+std::string FormatState(const SavedState& s) {
+  std::string out = "cordon-credentials 1\n";
+  out += "sandbox " + ToHex(s.sandbox) + " " + ToHex(s.enforcement) + "\n";
+  out += "cgroup " + std::to_string(s.cgroup_id) + " " + ToHex(s.cgroup_dir) + "\n";
+  for (const auto& c : s.creds)
+    out += "credential " + ToHex(c.name) + " " + std::to_string(c.issued_at) + " " + std::to_string(c.expires_at) +
+           " " + (c.file ? "file" : "env") + " " + ToHex(c.value) + " " + ArgvToHex(c.revoke) + "\n";
+  return out;
+}
+
+bool ParseState(const std::string& text, SavedState* s) {
+  std::stringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line != "cordon-credentials 1") return false;
+  while (std::getline(in, line)) {
+    std::stringstream fields(line);
+    std::string tag;
+    fields >> tag;
+    if (tag == "sandbox") {
+      std::string a, b;
+      if (!(fields >> a >> b) || !FromHex(a, &s->sandbox) || !FromHex(b, &s->enforcement)) return false;
+    } else if (tag == "cgroup") {
+      std::string dir;
+      if (!(fields >> s->cgroup_id >> dir) || !FromHex(dir, &s->cgroup_dir)) return false;
+    } else if (tag == "credential") {
+      SavedCredential c;
+      std::string name, deliver, value, revoke;
+      if (!(fields >> name >> c.issued_at >> c.expires_at >> deliver >> value >> revoke) || !FromHex(name, &c.name) ||
+          !FromHex(value, &c.value) || !ArgvFromHex(revoke, &c.revoke) || (deliver != "file" && deliver != "env"))
+        return false;
+      c.file = deliver == "file";
+      s->creds.push_back(std::move(c));
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+cordon::v1::AuditEvent CredentialEvent(const std::string& kind, const std::string& enforcement, const std::string& name,
+                                       const std::string& value, int64_t issued_at, int64_t expires_at, bool file,
+                                       const std::string& path, const std::string& revoke, const std::string& reason) {
+  cordon::v1::AuditEvent e;
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  e.mutable_time()->set_seconds(ts.tv_sec);
+  e.mutable_time()->set_nanos(static_cast<int32_t>(ts.tv_nsec));
+  e.set_kind(kind);
+  e.set_verdict("noted");
+  e.set_enforcement(enforcement);
+  e.set_reason(reason);
+  auto* c = e.mutable_credential();
+  c->set_name(name);
+  if (!value.empty()) c->set_fingerprint(CredentialFingerprint(value));
+  c->set_issued_at(issued_at);
+  c->set_expires_at(expires_at);
+  c->set_deliver(file ? "file" : "env");
+  if (file) c->set_path(path);
+  if (!revoke.empty()) c->set_revoke(revoke);
+  return e;
+}
+
+// Runs `revoke` with the value on stdin: the event's revoke field.
+std::string RunRevoke(const std::vector<std::string>& revoke, const std::string& sandbox, const std::string& name,
+                      const std::string& value) {
+  if (revoke.empty()) return "none";
+  ProgramRun r = RunCredentialProgram(revoke, {kProgramPath, "CORDON_SANDBOX=" + sandbox, "CORDON_CREDENTIAL=" + name},
+                                      value, kMaxRevokeOutput, kCredentialProgramTimeoutSeconds);
+  return r.ok ? "ran" : "failed: " + r.error;
+}
+
+void RemoveSandboxDirs(const std::string& sandbox) {
+  const std::string dir = StorePath(sandbox, "");
+  if (::umount2(dir.c_str(), 0) != 0 && errno == EBUSY) (void)::umount2(dir.c_str(), MNT_DETACH);
+  (void)::rmdir(dir.c_str());
+  (void)::rmdir((std::string(kCredentialView) + "/" + sandbox).c_str());
+}
+
+// The state's lock, taken without waiting: invalid when its owner lives.
+UniqueFd TryLock(const std::string& sandbox) {
+  UniqueFd fd(::open(StorePath(sandbox, ".lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (fd.valid() && ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) fd.Reset();
+  return fd;
+}
+
+}  // namespace
+
+std::string CredentialFingerprint(const std::string& value) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(value.data(), value.size(), digest, &len, EVP_sha256(), nullptr) != 1 || len < 4) return "";
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%02x%02x%02x%02x", digest[0], digest[1], digest[2], digest[3]);
+  return hex;
+}
+
+ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                                const std::string& input, size_t max_output, int timeout_seconds) {
+  ProgramRun run;
+  if (argv.empty() || argv[0].empty() || argv[0][0] != '/') return run.error = "not an absolute path", run;
+  for (const auto& s : env)
+    if (s.find('\0') != std::string::npos) return run.error = "an environment value holds a NUL byte", run;
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return run.error = std::string("pipe: ") + std::strerror(errno), run;
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(in[0]), ::close(in[1]);
+    return run.error = std::string("pipe: ") + std::strerror(errno), run;
+  }
+  UniqueFd in_read(in[0]), in_write(in[1]), out_read(out[0]), out_write(out[1]);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in_read.get(), 0);
+  posix_spawn_file_actions_adddup2(&actions, out_write.get(), 1);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);  // cordon run holds signals blocked (signalfd)
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  std::vector<char*> args, envp;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return run.error = std::string("cannot start ") + argv[0] + ": " + std::strerror(rc), run;
+  in_read.Reset();
+  out_write.Reset();
+  (void)::fcntl(in_write.get(), F_SETFL, O_NONBLOCK);
+  if (input.empty()) in_write.Reset();
+
+  const int64_t deadline = MonoMs() + static_cast<int64_t>(timeout_seconds) * 1000;
+  size_t written = 0;
+  bool too_much = false, timed_out = false;
+  // A SIGPIPE from writing to a program that does not read its stdin must
+  // not end this process: EPIPE instead.
+  struct sigaction ignore = {}, previous = {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &previous);
+  while (out_read.valid()) {
+    const int64_t left = deadline - MonoMs();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd fds[2] = {{out_read.get(), POLLIN, 0}, {in_write.get(), POLLOUT, 0}};
+    int n = ::poll(fds, in_write.valid() ? 2 : 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (n < 0 && errno != EINTR) break;
+    if (n <= 0) continue;
+    if (in_write.valid() && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      ssize_t w = ::write(in_write.get(), input.data() + written, input.size() - written);
+      if (w > 0) written += static_cast<size_t>(w);
+      if ((w < 0 && errno != EAGAIN && errno != EINTR) || written == input.size()) in_write.Reset();
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char buf[4096];
+      ssize_t r = ::read(out_read.get(), buf, sizeof buf);
+      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (r <= 0) {
+        out_read.Reset();
+        break;
+      }
+      if (run.output.size() + static_cast<size_t>(r) > max_output) {
+        too_much = true;
+        break;
+      }
+      run.output.append(buf, static_cast<size_t>(r));
+    }
+  }
+  in_write.Reset();
+  out_read.Reset();
+  ::sigaction(SIGPIPE, &previous, nullptr);
+  // Its output is complete (or refused): it has until the deadline to exit.
+  int status = 0;
+  for (;;) {
+    pid_t w = timed_out || too_much ? 0 : ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) break;
+    if (timed_out || too_much || MonoMs() >= deadline) {
+      timed_out = timed_out || !too_much;
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    ::usleep(5000);
+  }
+  if (too_much) {
+    run.error = "printed more than " + std::to_string(max_output) + " bytes";
+  } else if (timed_out) {
+    run.error = "timed out after " + std::to_string(timeout_seconds) + " s (killed)";
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+    run.error = "exit status " + std::to_string(WEXITSTATUS(status));
+  } else if (WIFSIGNALED(status)) {
+    run.error = "killed by signal " + std::to_string(WTERMSIG(status));
+  } else {
+    run.ok = true;
+  }
+  if (!run.ok) Wipe(&run.output);
+  return run;
+}
+
+// ---- SandboxCredentials
+
+Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::Prepare(std::vector<policy::CredentialSpec> specs,
+                                                                        const std::string& sandbox, uid_t uid,
+                                                                        gid_t gid, std::string enforcement) {
+  std::unique_ptr<SandboxCredentials> c(new SandboxCredentials());
+  c->sandbox_ = sandbox;
+  c->enforcement_ = std::move(enforcement);
+  c->uid_ = uid;
+  c->gid_ = gid;
+  bool files = false;
+  for (auto& spec : specs) {
+    files = files || spec.deliver == policy::CredentialSpec::Deliver::kFile;
+    Live live;
+    live.spec = std::move(spec);
+    c->creds_.push_back(std::move(live));
+  }
+  CORDON_TRY(MakeDirs(kCredentialStore, 0700));
+  if (::chmod(kCredentialStore, 0700) != 0) return SysError(std::string("chmod ") + kCredentialStore);
+  c->lock_ = TryLock(sandbox);
+  if (!c->lock_.valid()) return SysError("lock " + StorePath(sandbox, ".lock"));
+  if (!files) return c;
+  c->store_dir_ = StorePath(sandbox, "");
+  if (::mkdir(c->store_dir_.c_str(), 0700) != 0) return SysError("create " + c->store_dir_);
+  const std::string options = "size=1m,nr_inodes=128,mode=0500,uid=" + std::to_string(uid) +
+                              ",gid=" + std::to_string(gid);
+  if (::mount("cordon-credentials", c->store_dir_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              options.c_str()) != 0) {
+    Error e = SysError("mount the credentials tmpfs on " + c->store_dir_);
+    (void)::rmdir(c->store_dir_.c_str());
+    return e;
+  }
+  c->mounted_ = true;
+  // The command's identity must reach its own view: /run/cordon and the
+  // view searchable by all (0711: nothing listed; every entry but the views
+  // is 0700 root or a 0600 socket).
+  CORDON_TRY(MakeDirs(kCredentialView, 0711));
+  for (const char* dir : {kCredentialRunDir, kCredentialView})
+    if (::chmod(dir, 0711) != 0) return SysError(std::string("chmod ") + dir);
+  if (::mkdir(c->view_dir().c_str(), 0755) != 0) return SysError("create " + c->view_dir());
+  c->view_made_ = true;
+  return c;
+}
+
+SandboxCredentials::~SandboxCredentials() {
+  for (Live& c : creds_)
+    if (c.live) (void)Remove(&c);
+  if (mounted_ && ::umount2(store_dir_.c_str(), 0) != 0) (void)::umount2(store_dir_.c_str(), MNT_DETACH);
+  if (mounted_) (void)::rmdir(store_dir_.c_str());
+  if (view_made_) (void)::rmdir(view_dir().c_str());
+  (void)::unlink(StorePath(sandbox_, ".state").c_str());
+  if (lock_.valid()) (void)::unlink(StorePath(sandbox_, ".lock").c_str());
+}
+
+std::string SandboxCredentials::view_dir() const { return std::string(kCredentialView) + "/" + sandbox_; }
+
+std::vector<std::pair<std::string, std::string>> SandboxCredentials::RunBinds() const {
+  if (!mounted_) return {};
+  return {{store_dir_, view_dir()}};
+}
+
+Result<std::pair<std::string, std::string>> CredentialStoreCover() {
+  CORDON_TRY(MakeDirs(kCredentialStore, 0700));
+  if (::chmod(kCredentialStore, 0700) != 0) return SysError(std::string("chmod ") + kCredentialStore);
+  if (::mkdir(kCredentialEmpty, 0555) != 0 && errno != EEXIST) return SysError(std::string("create ") + kCredentialEmpty);
+  struct stat st;
+  if (::lstat(kCredentialEmpty, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0)
+    return Error{std::string(kCredentialEmpty) + " is not a directory of root's"};
+  if (::chmod(kCredentialEmpty, 0555) != 0) return SysError(std::string("chmod ") + kCredentialEmpty);
+  return std::make_pair(std::string(kCredentialEmpty), std::string(kCredentialStore));
+}
+
+std::string SandboxCredentials::FilePath(const Live& c) const {
+  return c.spec.deliver == policy::CredentialSpec::Deliver::kFile ? view_dir() + "/" + c.spec.name : "";
+}
+
+Result<std::string> SandboxCredentials::RunIssue(const policy::CredentialSpec& spec) const {
+  ProgramRun r = RunCredentialProgram(
+      spec.issue,
+      {kProgramPath, "CORDON_SANDBOX=" + sandbox_, "CORDON_CGROUP_ID=" + std::to_string(cgroup_id_),
+       "CORDON_TTL_SECONDS=" + std::to_string(spec.ttl_seconds), "CORDON_CREDENTIAL=" + spec.name},
+      "", kMaxCredentialBytes, kCredentialProgramTimeoutSeconds);
+  if (!r.ok) return Error{"credential " + Quoted(spec.name) + ": issue: " + r.error};
+  std::string value = std::move(r.output);
+  if (!value.empty() && value.back() == '\n') value.pop_back();
+  if (!value.empty() && value.back() == '\r') value.pop_back();
+  if (value.empty()) return Error{"credential " + Quoted(spec.name) + ": issue: printed nothing"};
+  if (spec.deliver == policy::CredentialSpec::Deliver::kEnv && value.find('\0') != std::string::npos) {
+    Wipe(&value);
+    return Error{"credential " + Quoted(spec.name) + ": issue: printed a NUL byte (deliver: env cannot hold it)"};
+  }
+  return value;
+}
+
+Status SandboxCredentials::Deliver(const Live& c) const {
+  if (c.spec.deliver != policy::CredentialSpec::Deliver::kFile) return {};
+  const std::string final_path = store_dir_ + "/" + c.spec.name, tmp = store_dir_ + "/." + c.spec.name + ".tmp";
+  (void)::unlink(tmp.c_str());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400));
+  if (!fd.valid()) return SysError("credential " + Quoted(c.spec.name) + ": create " + tmp);
+  size_t done = 0;
+  while (done < c.value.size()) {
+    ssize_t n = ::write(fd.get(), c.value.data() + done, c.value.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Error e = SysError("credential " + Quoted(c.spec.name) + ": write " + tmp);
+      (void)::unlink(tmp.c_str());
+      return e;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fchown(fd.get(), uid_, gid_) != 0 || ::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    Error e = SysError("credential " + Quoted(c.spec.name) + ": deliver " + final_path);
+    (void)::unlink(tmp.c_str());
+    return e;
+  }
+  return {};
+}
+
+Status SandboxCredentials::SaveState() const {
+  SavedState s;
+  s.sandbox = sandbox_;
+  s.enforcement = enforcement_;
+  s.cgroup_dir = cgroup_dir_;
+  s.cgroup_id = cgroup_id_;
+  for (const Live& c : creds_) {
+    if (!c.live) continue;
+    s.creds.push_back({c.spec.name, c.value, c.issued_at, c.expires_at,
+                       c.spec.deliver == policy::CredentialSpec::Deliver::kFile, c.spec.revoke});
+  }
+  std::string text = FormatState(s);
+  Status written = WriteAtomically(StorePath(sandbox_, ".state"), text);
+  Wipe(&text);
+  for (auto& c : s.creds) Wipe(&c.value);
+  return written;
+}
+
+std::string SandboxCredentials::Remove(Live* c) {
+  if (c->spec.deliver == policy::CredentialSpec::Deliver::kFile)
+    (void)::unlink((store_dir_ + "/" + c->spec.name).c_str());
+  // Revoked first, then dropped from the state: a crash in between leaves
+  // it to a sweep, which revokes it again (a second revoke, not none).
+  std::string revoked = RunRevoke(c->spec.revoke, sandbox_, c->spec.name, c->value);
+  c->live = false;
+  (void)SaveState();
+  Wipe(&c->value);
+  return revoked;
+}
+
+cordon::v1::AuditEvent SandboxCredentials::Event(const Live& c, const std::string& kind,
+                                                 const std::string& reason) const {
+  return CredentialEvent(kind, enforcement_, c.spec.name, c.value, c.issued_at, c.expires_at,
+                         c.spec.deliver == policy::CredentialSpec::Deliver::kFile, FilePath(c), "", reason);
+}
+
+Status SandboxCredentials::Issue(uint64_t cgroup_id, const std::string& cgroup_dir, const CredentialEvents& emit) {
+  cgroup_id_ = cgroup_id;
+  cgroup_dir_ = cgroup_dir;
+  for (Live& c : creds_) {
+    Status done = [&]() -> Status {
+      if (!c.spec.oidc_audience.empty())
+        return Error{"credential " + Quoted(c.spec.name) + ": the built-in issuer (oidc) is not wired to run yet"};
+      auto value = RunIssue(c.spec);
+      if (!value) return value.error();
+      c.value = std::move(*value);
+      c.fingerprint = CredentialFingerprint(c.value);
+      c.issued_at = Now();
+      c.expires_at = c.issued_at + static_cast<int64_t>(c.spec.ttl_seconds);
+      c.live = true;
+      CORDON_TRY(SaveState());  // before the file exists: a crash from here on is swept
+      return Deliver(c);
+    }();
+    if (!done.ok()) {
+      cordon::v1::AuditEvent failed = Event(c, "credential.issue_failed", done.error().ToString());
+      failed.mutable_credential()->clear_fingerprint();
+      emit(std::move(failed));
+      if (c.live) (void)Remove(&c);
+      RevokeAll("credential " + Quoted(c.spec.name) + " could not be issued", emit);
+      return done;
+    }
+    emit(Event(c, "credential.issued", ""));
+  }
+  return {};
+}
+
+std::vector<std::string> SandboxCredentials::Environment() const {
+  std::vector<std::string> env;
+  for (const Live& c : creds_) {
+    if (!c.live) continue;
+    if (c.spec.deliver == policy::CredentialSpec::Deliver::kEnv)
+      env.push_back(c.spec.name + "=" + c.value);
+    else
+      env.push_back(c.spec.name + "_FILE=" + FilePath(c));
+  }
+  return env;
+}
+
+int64_t SandboxCredentials::NextDeadline() const {
+  int64_t next = 0;
+  auto consider = [&next](int64_t t) {
+    if (t > 0 && (next == 0 || t < next)) next = t;
+  };
+  for (const Live& c : creds_) {
+    if (!c.live) continue;
+    consider(c.expires_at);
+    if (c.spec.refresh_before_seconds)
+      consider(c.retry_at ? c.retry_at : c.expires_at - static_cast<int64_t>(c.spec.refresh_before_seconds));
+  }
+  return next;
+}
+
+void SandboxCredentials::Tick(int64_t now, const CredentialEvents& emit) {
+  for (Live& c : creds_) {
+    if (!c.live) continue;
+    if (now >= c.expires_at) {
+      cordon::v1::AuditEvent e = Event(c, "credential.expired", "ttl " + std::to_string(c.spec.ttl_seconds) + " s reached");
+      e.mutable_credential()->set_revoke(Remove(&c));
+      emit(std::move(e));
+      continue;
+    }
+    if (!c.spec.refresh_before_seconds) continue;
+    const int64_t due = c.retry_at ? c.retry_at : c.expires_at - static_cast<int64_t>(c.spec.refresh_before_seconds);
+    if (now < due) continue;
+    auto value = RunIssue(c.spec);
+    if (!value) {
+      c.retry_at = Now() + kRefreshRetrySeconds;
+      emit(Event(c, "credential.issue_failed",
+                 "refresh: " + value.error().ToString() + "; the current one stays until it expires (retried in " +
+                     std::to_string(kRefreshRetrySeconds) + " s)"));
+      continue;
+    }
+    // The superseded value is not revoked: the workload may hold it open
+    // (README "Credentials"); it lapses at its own expiry at the issuer.
+    Wipe(&c.value);
+    c.value = std::move(*value);
+    c.fingerprint = CredentialFingerprint(c.value);
+    c.issued_at = Now();
+    c.expires_at = c.issued_at + static_cast<int64_t>(c.spec.ttl_seconds);
+    c.retry_at = 0;
+    Status saved = SaveState();
+    Status delivered = saved.ok() ? Deliver(c) : saved;
+    if (!delivered.ok()) {
+      emit(Event(c, "credential.issue_failed", "refresh: " + delivered.error().ToString()));
+      c.retry_at = Now() + kRefreshRetrySeconds;
+      continue;
+    }
+    emit(Event(c, "credential.refreshed", "refreshed " + std::to_string(c.spec.refresh_before_seconds) +
+                                              " s before expiry"));
+  }
+}
+
+void SandboxCredentials::RevokeAll(const std::string& why, const CredentialEvents& emit) {
+  for (Live& c : creds_) {
+    if (!c.live) continue;
+    cordon::v1::AuditEvent e = Event(c, "credential.revoked", why);
+    e.mutable_credential()->set_revoke(Remove(&c));
+    emit(std::move(e));
+  }
+}
+
+// ---- the sweep
+
+int SweepCredentials(int64_t now, const CredentialEvents& emit) {
+  auto names = ListDir(kCredentialStore);
+  if (!names) return 0;
+  int removed = 0;
+  std::vector<std::string> stems;
+  for (const auto& name : *names) {
+    std::string stem;
+    for (const char* suffix : {".state", ".lock"})
+      if (name.size() > std::strlen(suffix) && name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
+        stem = name.substr(0, name.size() - std::strlen(suffix));
+    struct stat st;
+    if (stem.empty() && ::lstat(StorePath(name, "").c_str(), &st) == 0 && S_ISDIR(st.st_mode)) stem = name;
+    if (!stem.empty() && stem.find('/') == std::string::npos && stem[0] != '.' &&
+        std::find(stems.begin(), stems.end(), stem) == stems.end())
+      stems.push_back(stem);
+  }
+  for (const auto& stem : stems) {
+    UniqueFd lock = TryLock(stem);
+    if (!lock.valid()) continue;  // its cordon process lives
+    const std::string state_path = StorePath(stem, ".state");
+    auto text = ReadFile(state_path, 4 << 20);
+    SavedState state;
+    if (text) {
+      bool parsed = ParseState(*text, &state);
+      Wipe(&*text);
+      if (!parsed) continue;  // left for a person: it is not ours to guess at
+      struct stat st;
+      const bool cgroup_gone =
+          state.cgroup_dir.empty() || ::stat(state.cgroup_dir.c_str(), &st) != 0 || st.st_ino != state.cgroup_id;
+      std::vector<SavedCredential> kept;
+      for (auto& c : state.creds) {
+        const bool expired = now >= c.expires_at;
+        if (!expired && !cgroup_gone) {
+          kept.push_back(std::move(c));
+          continue;
+        }
+        if (c.file) (void)::unlink((StorePath(stem, "/") + c.name).c_str());
+        const std::string revoked = RunRevoke(c.revoke, stem, c.name, c.value);
+        cordon::v1::AuditEvent e = CredentialEvent(
+            expired ? "credential.expired" : "credential.revoked",
+            state.enforcement.empty() ? "cordon-run" : state.enforcement, c.name, c.value, c.issued_at, c.expires_at,
+            c.file, c.file ? std::string(kCredentialView) + "/" + stem + "/" + c.name : "", revoked,
+            std::string(expired ? "ttl reached" : "its sandbox's cgroup is gone") +
+                " after the cordon process that issued it ended (swept)");
+        e.set_sandbox(stem);
+        e.set_sandbox_cgroup_id(state.cgroup_id);
+        e.set_cgroup_id(state.cgroup_id);
+        emit(std::move(e));
+        Wipe(&c.value);
+        ++removed;
+      }
+      if (!kept.empty()) {
+        state.creds = std::move(kept);
+        std::string out = FormatState(state);
+        (void)WriteAtomically(state_path, out);
+        Wipe(&out);
+        for (auto& c : state.creds) Wipe(&c.value);
+        continue;
+      }
+    }
+    RemoveSandboxDirs(stem);
+    (void)::unlink(state_path.c_str());
+    (void)::unlink(StorePath(stem, ".lock").c_str());
+  }
+  return removed;
+}
+
+}  // namespace cordon::ops

@@ -1,0 +1,145 @@
+// spec.credentials issued for one sandbox (issue 15): each credential's
+// `issue` program run on the host, its value delivered to the workload (a
+// file on a tmpfs of the sandbox's own, or an environment variable), refreshed
+// before it expires, and removed and revoked at its ttl or when the sandbox
+// ends, whichever is first. A cordon process that dies leaves a state file
+// behind; SweepCredentials (at every run's start, at the agent's start and
+// on its timer) removes and revokes what it left once it expired or its
+// cgroup is gone. Nothing here prints; the value never leaves this file but
+// into the delivery and into `revoke`'s stdin.
+//
+// Layout (root-only but the per-sandbox tmpfs):
+//   /run/cordon/credential-store/             0700 root
+//     <sandbox>/         tmpfs, 0500, owned by the sandbox's identity; NAME 0400
+//     <sandbox>.state    0600: what to revoke after a crash (values included)
+//     <sandbox>.lock     flock'ed by the owning cordon process while it lives
+//   /run/cordon/credentials/<sandbox>/      the path the workload reads
+//
+// In `cordon run`, the command's mount namespace has the sandbox's tmpfs
+// bound onto /run/cordon/credentials/<sandbox> (RunBinds), and every run's
+// has an empty directory over the store (CredentialStoreCover), so no other
+// sandbox's credential is visible there.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "event.pb.h"
+#include "policy/credentials.h"
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace cordon::ops {
+
+constexpr const char* kCredentialStore = "/run/cordon/credential-store";
+constexpr const char* kCredentialView = "/run/cordon/credentials";
+constexpr size_t kMaxCredentialBytes = 64 * 1024;  // an issue program's stdout, at most
+constexpr int kCredentialProgramTimeoutSeconds = 30;
+
+// First 8 hex digits of the SHA-256 of `value`: how events name a value.
+std::string CredentialFingerprint(const std::string& value);
+
+// The outcome of one issue or revoke program.
+struct ProgramRun {
+  bool ok = false;
+  std::string output;  // stdout (issue: the credential), at most max_output bytes
+  std::string error;   // !ok: "exit status 3", "killed by signal 9", "timed out after 30 s", ...
+};
+
+// Runs argv (argv[0] an absolute path) as this process's user, outside any
+// sandbox: a clean environment (`env` only), its own process group, no
+// descriptor but stdin (`input`, then EOF), stdout (read, at most
+// max_output bytes: more is an error) and stderr (this process's). Killed
+// with its process group after `timeout_seconds`.
+ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                                const std::string& input, size_t max_output, int timeout_seconds);
+
+// Where the events of credentials go (the caller adds the sandbox's names).
+using CredentialEvents = std::function<void(cordon::v1::AuditEvent)>;
+
+class SandboxCredentials {
+ public:
+  // Before the sandbox exists: the lock taken, and for file delivery the
+  // tmpfs mounted (owned by uid:gid) and its mount point in the view made.
+  // Nothing is issued yet. `enforcement` names who issues in events
+  // ("cordon-run").
+  static Result<std::unique_ptr<SandboxCredentials>> Prepare(std::vector<policy::CredentialSpec> specs,
+                                                             const std::string& sandbox, uid_t uid, gid_t gid,
+                                                             std::string enforcement);
+  // Revokes what is still live (no events), then removes the files, the
+  // tmpfs, the state and the lock.
+  ~SandboxCredentials();
+  SandboxCredentials(const SandboxCredentials&) = delete;
+  SandboxCredentials& operator=(const SandboxCredentials&) = delete;
+
+  bool has_files() const { return mounted_; }
+  // The host path of the tmpfs (for a file rule: its inodes are the ones
+  // the workload opens) and the path the workload reads.
+  const std::string& store_dir() const { return store_dir_; }
+  std::string view_dir() const;
+  // {source, target} bind mounts for `cordon run`'s mount namespace: the
+  // tmpfs onto view_dir() (then CredentialStoreCover, after it).
+  std::vector<std::pair<std::string, std::string>> RunBinds() const;
+
+  // Issues each credential in order, for the sandbox's cgroup (id and
+  // absolute directory: a sweep after a crash checks it). On failure the
+  // ones already issued are revoked and removed, a credential.issue_failed
+  // event is emitted, and the error names the credential.
+  cordon::Status Issue(uint64_t cgroup_id, const std::string& cgroup_dir, const CredentialEvents& emit);
+  // What the command's environment gets: NAME=value (deliver env) and
+  // NAME_FILE=path (deliver file).
+  std::vector<std::string> Environment() const;
+  // When Tick has something to do next (unix seconds), 0: nothing.
+  int64_t NextDeadline() const;
+  // Refreshes what is due for refresh and expires (removes, revokes) what
+  // reached its ttl at `now` (unix seconds).
+  void Tick(int64_t now, const CredentialEvents& emit);
+  // The sandbox ended: every live credential removed and revoked
+  // (credential.revoked, `why` its reason).
+  void RevokeAll(const std::string& why, const CredentialEvents& emit);
+
+ private:
+  struct Live {
+    policy::CredentialSpec spec;
+    std::string value;
+    std::string fingerprint;
+    int64_t issued_at = 0, expires_at = 0;
+    int64_t retry_at = 0;  // a refresh failed: next attempt
+    bool live = false;
+  };
+  SandboxCredentials() = default;
+  Result<std::string> RunIssue(const policy::CredentialSpec& spec) const;
+  cordon::Status Deliver(const Live& c) const;
+  cordon::Status SaveState() const;
+  std::string Remove(Live* c);  // file removed, revoke run: the event's revoke field
+  cordon::v1::AuditEvent Event(const Live& c, const std::string& kind, const std::string& reason) const;
+  std::string FilePath(const Live& c) const;
+
+  std::vector<Live> creds_;
+  std::string sandbox_, enforcement_, store_dir_, cgroup_dir_;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  uint64_t cgroup_id_ = 0;
+  UniqueFd lock_;
+  bool mounted_ = false, view_made_ = false;
+};
+
+// {source, target}: an empty directory to bind over the store in every
+// `cordon run` mount namespace (a root workload owns no file there but is
+// the owner of the store and of the state files, which hold values), made
+// if missing.
+Result<std::pair<std::string, std::string>> CredentialStoreCover();
+
+// Credentials whose cordon process is gone (its lock is free): each one that
+// expired, or whose cgroup is gone, is removed and revoked (credential.expired
+// or credential.revoked, the sandbox's name set); a sandbox with none left
+// loses its tmpfs, state and lock. Returns how many were removed.
+int SweepCredentials(int64_t now, const CredentialEvents& emit);
+
+}  // namespace cordon::ops
