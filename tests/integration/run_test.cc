@@ -568,6 +568,33 @@ TEST_F(RunCredentials, RefreshReplacesTheFileAtomically) {
   EXPECT_GE(refreshed, 2);
 }
 
+// A refreshed value that cannot be delivered (here: the sandbox's 1 MiB
+// tmpfs is full) is revoked at once, and the current one stays in place.
+TEST_F(RunCredentials, UndeliverableRefreshIsRevokedAndTheCurrentValueStays) {
+  Script("mint-counter", "#!/bin/sh\nn=$(cat " + dir_ + "/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > " + dir_ +
+                             "/count\nprintf 'v%s:' $n; head -c 60000 /dev/zero | tr '\\0' x; echo\n");
+  files_.push_back(dir_ + "/count");
+  // 17 files of 15 pages each fill 255 of the tmpfs's 256: a 16th page
+  // for the refresh's new file does not fit.
+  std::string creds = "    - {name: A, issue: [" + dir_ + "/mint-counter], revoke: [" + dir_ +
+                      "/revoke], ttl: 4s, refreshBefore: 3s}\n";
+  for (int i = 0; i < 16; ++i)
+    creds += "    - {name: F" + std::to_string(i) + ", issue: [" + dir_ + "/mint-counter], ttl: 1m}\n";
+  PolicyFile policy(Policy(creds));
+  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "/bin/sh", "-c",
+                            "sleep 2.5; head -c 3 \"$A_FILE\""});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "v1:") << "the current value stays in place";
+  EXPECT_EQ(Revoked().rfind("v18:", 0), 0u) << "the undeliverable new value was revoked first";
+  int failed = 0;
+  for (const auto& e : Credentials())
+    if (e.kind() == "credential.issue_failed" && e.credential().name() == "A") {
+      ++failed;
+      EXPECT_NE(e.reason().find("the new one was revoked (ran)"), std::string::npos) << e.reason();
+    }
+  EXPECT_GE(failed, 1);
+}
+
 // An issue program that fails (exit status, too much output) fails the run
 // before the command starts: the error names the credential, the ones
 // issued before are revoked, and nothing is left (no cgroup, no store
@@ -653,6 +680,51 @@ TEST_F(RunCredentials, KilledRunIsSweptAfterTheTtl) {
   EXPECT_EQ(expired, 1);
   ExpectNoValue("the next run's audit log", Slurp(audit2));
   ExpectNoValue("the next run's stderr", next.err);
+}
+
+// The sweep touches only what cordon made: a symlink put in the store (as
+// if by a root process on the host) is not followed into its target, and a
+// state file whose credential name climbs out is not acted on. Control: a
+// stale lock of a name cordon makes is removed by the same sweep.
+TEST_F(RunCredentials, SweepFollowsNoLinkAndNoNameOutOfTheStore) {
+  const std::string store = "/run/cordon/credential-store/";
+  const std::string tag = "evil-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir((dir_ + "/target").c_str(), 0700), 0);
+  std::ofstream(dir_ + "/target/TOKEN") << "precious";
+  std::ofstream(dir_ + "/precious") << "precious";
+  ::mkdir(store.c_str(), 0700);
+  ASSERT_EQ(::symlink((dir_ + "/target").c_str(), (store + tag).c_str()), 0);
+  std::ofstream(store + tag + ".lock") << "";
+  // A state naming ../../.. as its credential (hex of "../precious").
+  auto hex = [](const std::string& raw) {
+    std::string out;
+    char b[3];
+    for (unsigned char c : raw) std::snprintf(b, sizeof b, "%02x", c), out += b;
+    return out;
+  };
+  const std::string climb = tag + "-climb";
+  ASSERT_EQ(::mkdir((store + climb).c_str(), 0700), 0);
+  {
+    std::ofstream state(store + climb + ".state");
+    state << "cordon-credentials 1\nsandbox " << hex(climb) << " " << hex("cordon-run") << "\ncgroup 1 "
+          << hex("/nonexistent") << "\ncredential " << hex("../../../../../../" + dir_ + "/precious")
+          << " 1 1 file " << hex("v") << " -\n";
+  }
+  ::chmod((store + climb + ".state").c_str(), 0600);
+  const std::string stale = "run-999999999-deadbeef";
+  std::ofstream(store + stale + ".lock") << "";
+  CommandResult r = Cordon({"run", "--audit", audit_, "--", "/bin/true"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(Slurp(dir_ + "/target/TOKEN"), "precious") << "the sweep followed a link out of the store";
+  EXPECT_EQ(Slurp(dir_ + "/precious"), "precious") << "the sweep followed a name out of the store";
+  EXPECT_EQ(::access((store + climb + ".state").c_str(), F_OK), 0) << "a state it cannot trust is left for a person";
+  EXPECT_NE(::access((store + stale + ".lock").c_str(), F_OK), 0) << "control: a stale lock is removed";
+  for (const std::string& f : {store + tag, store + tag + ".lock", store + climb + ".state", store + climb + ".lock"})
+    ::unlink(f.c_str());
+  ::rmdir((store + climb).c_str());
+  ::unlink((dir_ + "/target/TOKEN").c_str());
+  ::rmdir((dir_ + "/target").c_str());
+  ::unlink((dir_ + "/precious").c_str());
 }
 
 // cordon attach does not issue credentials yet: it refuses the policy and

@@ -815,13 +815,15 @@ int RunCommand(const Args& args) {
 
   RunLimits limits(run.compiled->resources, sandbox->cgroup().path, run.quiet);
   int exit_status = EventLoop(&run, &events, child.get(), &limits);
-  if (run.credentials)
-    run.credentials->RevokeAll("the command ended",
-                               [&events](cordon::v1::AuditEvent e) { events.OnOwnEvent(std::move(e)); });
   // Read before the cgroup goes: the summary's peak use.
   const std::string usage = ops::ReadResourceUsage(sandbox->cgroup().path).Describe();
   exit_status = limits.ExitStatus(exit_status);
   bool cleaned = FinishSandbox(sandbox.get(), &events);
+  // Revoked once the leftovers are dead: nothing of the workload's can
+  // then make revoke fail (a fork bomb, memory) or kill it.
+  if (run.credentials)
+    run.credentials->RevokeAll("the command ended",
+                               [&events](cordon::v1::AuditEvent e) { events.OnOwnEvent(std::move(e)); });
   run.signals->Restore();
   (void)run.sink->Flush();
 

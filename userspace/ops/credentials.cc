@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -208,9 +209,23 @@ std::string RunRevoke(const std::vector<std::string>& revoke, const std::string&
   return r.ok ? "ran" : "failed: " + r.error;
 }
 
+// A sandbox or credential name as cordon makes them (run-<pid>-<hex>;
+// [A-Za-z_][A-Za-z0-9_]*): no '/', no dot names.
+bool SafeName(const std::string& name) {
+  if (name.empty() || name.size() > 128 || name[0] == '.') return false;
+  for (char ch : name)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-')) return false;
+  return true;
+}
+
+// What FormatState can write for kMaxCredentials of kMaxCredentialBytes
+// (hex doubles them), with room for the lines around them.
+constexpr size_t kMaxStateBytes = policy::kMaxCredentials * (2 * kMaxCredentialBytes + 64 * 1024) + 64 * 1024;
+
 void RemoveSandboxDirs(const std::string& sandbox) {
   const std::string dir = StorePath(sandbox, "");
-  if (::umount2(dir.c_str(), 0) != 0 && errno == EBUSY) (void)::umount2(dir.c_str(), MNT_DETACH);
+  if (::umount2(dir.c_str(), UMOUNT_NOFOLLOW) != 0 && errno == EBUSY)
+    (void)::umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   (void)::rmdir(dir.c_str());
   (void)::rmdir((std::string(kCredentialView) + "/" + sandbox).c_str());
 }
@@ -322,7 +337,12 @@ ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std:
   for (;;) {
     pid_t w = timed_out || too_much ? 0 : ::waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
-    if (w < 0 && errno != EINTR) break;
+    if (w < 0 && errno != EINTR) {
+      // Not reaped here (SIGCHLD ignored?): its outcome is unknown, a failure.
+      run.error = std::string("cannot wait for it: ") + std::strerror(errno);
+      Wipe(&run.output);
+      return run;
+    }
     if (timed_out || too_much || MonoMs() >= deadline) {
       timed_out = timed_out || !too_much;
       ::kill(-pid, SIGKILL);
@@ -395,7 +415,8 @@ Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::Prepare(std::vec
 SandboxCredentials::~SandboxCredentials() {
   for (Live& c : creds_)
     if (c.live) (void)Remove(&c);
-  if (mounted_ && ::umount2(store_dir_.c_str(), 0) != 0) (void)::umount2(store_dir_.c_str(), MNT_DETACH);
+  if (mounted_ && ::umount2(store_dir_.c_str(), UMOUNT_NOFOLLOW) != 0)
+    (void)::umount2(store_dir_.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   if (mounted_) (void)::rmdir(store_dir_.c_str());
   if (view_made_) (void)::rmdir(view_dir().c_str());
   (void)::unlink(StorePath(sandbox_, ".state").c_str());
@@ -581,19 +602,31 @@ void SandboxCredentials::Tick(int64_t now, const CredentialEvents& emit) {
     }
     // The superseded value is not revoked: the workload may hold it open
     // (README "Credentials"); it lapses at its own expiry at the issuer.
-    Wipe(&c.value);
-    c.value = std::move(*value);
-    c.fingerprint = CredentialFingerprint(c.value);
-    c.issued_at = Now();
-    c.expires_at = c.issued_at + static_cast<int64_t>(c.spec.ttl_seconds);
-    c.retry_at = 0;
-    Status saved = SaveState();
+    // The new one replaces it only once delivered; else it is revoked and
+    // the current one stays until it expires.
+    Live fresh = c;
+    fresh.value = std::move(*value);
+    fresh.fingerprint = CredentialFingerprint(fresh.value);
+    fresh.issued_at = Now();
+    fresh.expires_at = fresh.issued_at + static_cast<int64_t>(c.spec.ttl_seconds);
+    fresh.retry_at = 0;
+    std::swap(c, fresh);
+    Status saved = SaveState();  // the new one, before its file exists
     Status delivered = saved.ok() ? Deliver(c) : saved;
+    std::swap(c, fresh);
     if (!delivered.ok()) {
-      emit(Event(c, "credential.issue_failed", "refresh: " + delivered.error().ToString()));
+      const std::string revoked = RunRevoke(c.spec.revoke, sandbox_, c.spec.name, fresh.value);
+      Wipe(&fresh.value);
+      (void)SaveState();
       c.retry_at = Now() + kRefreshRetrySeconds;
+      cordon::v1::AuditEvent failed = Event(c, "credential.issue_failed",
+                                            "refresh: " + delivered.error().ToString() + "; the new one was revoked (" +
+                                                revoked + "), the current one stays until it expires");
+      emit(std::move(failed));
       continue;
     }
+    Wipe(&c.value);
+    c = std::move(fresh);
     emit(Event(c, "credential.refreshed", "refreshed " + std::to_string(c.spec.refresh_before_seconds) +
                                               " s before expiry"));
   }
@@ -627,14 +660,21 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
       stems.push_back(stem);
   }
   for (const auto& stem : stems) {
+    if (!SafeName(stem)) continue;  // not one cordon makes: left alone
+    const std::string state_path = StorePath(stem, ".state");
+    struct stat sst;
+    const bool has_state = ::lstat(state_path.c_str(), &sst) == 0;
+    // Only a state file cordon wrote: regular, root's, 0600, one link.
+    if (has_state && (!S_ISREG(sst.st_mode) || sst.st_uid != 0 || (sst.st_mode & 077) || sst.st_nlink != 1)) continue;
     UniqueFd lock = TryLock(stem);
     if (!lock.valid()) continue;  // its cordon process lives
-    const std::string state_path = StorePath(stem, ".state");
-    auto text = ReadFile(state_path, 4 << 20);
     SavedState state;
-    if (text) {
+    if (has_state) {
+      auto text = ReadFile(state_path, kMaxStateBytes);
+      if (!text) continue;  // unreadable: kept (its credentials are not revoked yet), for a person
       bool parsed = ParseState(*text, &state);
       Wipe(&*text);
+      for (const auto& c : state.creds) parsed = parsed && SafeName(c.name);
       if (!parsed) continue;  // left for a person: it is not ours to guess at
       struct stat st;
       const bool cgroup_gone =
@@ -646,7 +686,11 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
           kept.push_back(std::move(c));
           continue;
         }
-        if (c.file) (void)::unlink((StorePath(stem, "/") + c.name).c_str());
+        if (c.file) {
+          // Through the directory itself, never a link put in its place.
+          UniqueFd dir(::open(StorePath(stem, "").c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+          if (dir.valid()) (void)::unlinkat(dir.get(), c.name.c_str(), 0);
+        }
         const std::string revoked = RunRevoke(c.revoke, stem, c.name, c.value);
         cordon::v1::AuditEvent e = CredentialEvent(
             expired ? "credential.expired" : "credential.revoked",
