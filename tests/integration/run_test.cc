@@ -670,7 +670,9 @@ TEST_F(RunCredentials, KilledRunIsSweptAfterTheTtl) {
   // Before the ttl a sweep keeps it: its sandbox is still there.
   const std::string audit2 = audit_ + ".next";
   files_.push_back(audit2);
-  EXPECT_EQ(Cordon({"run", "--audit", audit2, "--", "/bin/true"}).status, 0);
+  CommandResult early = Cordon({"run", "--audit", audit2, "--", "/bin/true"});
+  EXPECT_EQ(early.status, 0) << early.err;
+  // (On a slow machine the ttl may pass while that run starts: then it is the one that sweeps.)
   if (std::chrono::steady_clock::now() - issued < std::chrono::seconds(2)) {
     EXPECT_EQ(Slurp(host_file), secret_) << "swept before its ttl";
     EXPECT_EQ(Revoked(), "");
@@ -678,7 +680,7 @@ TEST_F(RunCredentials, KilledRunIsSweptAfterTheTtl) {
   std::this_thread::sleep_until(issued + std::chrono::seconds(4));
   CommandResult next = Cordon({"run", "--audit", audit2, "--", "/bin/true"});
   EXPECT_EQ(next.status, 0) << next.err;
-  EXPECT_NE(next.err.find("removed and revoked 1 credential"), std::string::npos) << next.err;
+  EXPECT_NE((early.err + next.err).find("removed and revoked 1 credential"), std::string::npos) << next.err;
   EXPECT_NE(::access(host_file.c_str(), F_OK), 0);
   EXPECT_EQ(Revoked(), secret_ + "\n");
   EXPECT_EQ(Store(), store_before);
@@ -687,7 +689,7 @@ TEST_F(RunCredentials, KilledRunIsSweptAfterTheTtl) {
     if (e.kind() == "credential.expired" && e.sandbox() == run_name && e.credential().revoke() == "ran") ++expired;
   EXPECT_EQ(expired, 1);
   ExpectNoValue("the next run's audit log", Slurp(audit2));
-  ExpectNoValue("the next run's stderr", next.err);
+  ExpectNoValue("the next runs' stderr", early.err + next.err);
 }
 
 // The sweep touches only what cordon made: a symlink put in the store (as
