@@ -499,7 +499,9 @@ std::string LoopbackPolicy(const std::string& name, uint16_t port, const std::st
 
 PinnedRunCleanup::~PinnedRunCleanup() {
   Cordon({"detach", "--id", std::to_string(id)});
-  ::rmdir(cgroup.c_str());
+  // What the test's command left in it (its own processes) goes first.
+  std::ofstream(cgroup + "/cgroup.kill") << "1";
+  WaitFor([&] { return ::rmdir(cgroup.c_str()) == 0 || errno == ENOENT; }, 5000);
 }
 
 }  // namespace cordon::test

@@ -653,7 +653,7 @@ TEST_F(RunCredentials, KilledRunIsSweptAfterTheTtl) {
   PolicyFile policy(
       Policy("    - {name: TOKEN, issue: [" + dir_ + "/mint], revoke: [" + dir_ + "/revoke], ttl: 3s}\n"));
   BackgroundRun run({"run", "--policy", policy.path(), "--audit", audit_, "--", "/bin/sh", "-c",
-                     "echo \"$TOKEN_FILE\"; sleep 300"});
+                     "echo \"$TOKEN_FILE\"; exec sleep 300"});
   ASSERT_GT(run.pid(), 0);
   const std::string path = run.Line();
   ASSERT_EQ(path.rfind("/run/cordon/credentials/run-", 0), 0u) << path;
