@@ -99,22 +99,31 @@ std::string StorePath(const std::string& sandbox, const char* suffix) {
   return std::string(kCredentialStore) + "/" + sandbox + suffix;
 }
 
+// All of `data` to `fd`; false with errno set (ENOSPC for a short write).
+bool WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = ENOSPC;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 // Writes `data` to `path` (0600) through a temporary file and a rename.
 Status WriteAtomically(const std::string& path, const std::string& data) {
   const std::string tmp = path + ".tmp";
   (void)::unlink(tmp.c_str());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return SysError("create " + tmp);
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      Error e = SysError("write " + tmp);
-      (void)::unlink(tmp.c_str());
-      return e;
-    }
-    done += static_cast<size_t>(n);
+  if (!WriteAll(fd.get(), data)) {
+    Error e = SysError("write " + tmp);
+    (void)::unlink(tmp.c_str());
+    return e;
   }
   fd.Reset();
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -469,16 +478,10 @@ Status SandboxCredentials::Deliver(const Live& c) const {
   (void)::unlink(tmp.c_str());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400));
   if (!fd.valid()) return SysError("credential " + Quoted(c.spec.name) + ": create " + tmp);
-  size_t done = 0;
-  while (done < c.value.size()) {
-    ssize_t n = ::write(fd.get(), c.value.data() + done, c.value.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      Error e = SysError("credential " + Quoted(c.spec.name) + ": write " + tmp);
-      (void)::unlink(tmp.c_str());
-      return e;
-    }
-    done += static_cast<size_t>(n);
+  if (!WriteAll(fd.get(), c.value)) {
+    Error e = SysError("credential " + Quoted(c.spec.name) + ": write " + tmp);
+    (void)::unlink(tmp.c_str());
+    return e;
   }
   if (::fchown(fd.get(), uid_, gid_) != 0 || ::rename(tmp.c_str(), final_path.c_str()) != 0) {
     Error e = SysError("credential " + Quoted(c.spec.name) + ": deliver " + final_path);
