@@ -430,5 +430,66 @@ TEST_F(RetroAttach, ConnectionsInDescendantCgroupsAndOtherNetworkNamespaces) {
   EXPECT_NE(r.err.find("1 inbound not judged"), std::string::npos) << r.err;
 }
 
+// A process of the test exec'd into `cgroup` with exactly `env` (what
+// /proc/<pid>/environ shows is what execve gave it). Killed and reaped by the
+// destructor.
+class ExecdSleeper {
+ public:
+  ExecdSleeper(const std::string& cgroup, const std::vector<std::string>& env) {
+    std::vector<char*> envp;
+    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::ofstream(cgroup + "/cgroup.procs") << ::getpid();
+      char* argv[] = {const_cast<char*>("sleep"), const_cast<char*>("300"), nullptr};
+      ::execve("/bin/sleep", argv, envp.data());
+      _exit(127);
+    }
+    const std::string comm = "/proc/" + std::to_string(pid_) + "/comm";
+    EXPECT_TRUE(WaitFor([&] { return Slurp(comm) == "sleep\n"; }, 10000)) << "sleep did not start";
+  }
+  ~ExecdSleeper() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);  // our own child
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+};
+
+TEST_F(RetroAttach, CredentialLikeEnvironmentVariablesAreReportedByNameOnly) {
+  TestCgroup cg("retro-env");
+  const std::string token_value = "s3cr3t-" + std::to_string(std::random_device{}());
+  const std::string github_value = "ghp_" + std::string(30, 'Q') + std::to_string(std::random_device{}() % 1000000);
+  ExecdSleeper exposed(cg.path(), {"HOME=/root", "GITHUB_TOKEN=" + token_value, "HARMLESS=x", "PLAIN=" + github_value});
+  // The negative control: the same check over a harmless environment reports nothing.
+  ExecdSleeper harmless(cg.path(), {"HOME=/root", "LANG=C.UTF-8", "HARMLESS=x"});
+  CommandResult r = Attach(cg, DenyAllButPort1("retro-env"));
+  EXPECT_EQ(r.status, 0) << r.err;
+  auto events = OfKind(ParseJsonLines(r.out), "credential.exposed");
+  ASSERT_EQ(events.size(), 1u) << r.out << r.err;
+  const auto& e = events[0];
+  EXPECT_EQ(e.pid(), static_cast<uint32_t>(exposed.pid()));
+  EXPECT_EQ(e.verdict(), "detected");
+  EXPECT_EQ(e.comm(), "sleep");
+  EXPECT_EQ(e.cgroup_id(), cg.id());
+  EXPECT_EQ(e.policy(), "retro-env");
+  ASSERT_EQ(e.credential().variables_size(), 2) << r.out;
+  EXPECT_EQ(e.credential().variables(0), "GITHUB_TOKEN");
+  EXPECT_EQ(e.credential().variables(1), "PLAIN");
+  EXPECT_NE(e.reason().find("PLAIN (value looks like a GitHub token)"), std::string::npos) << e.reason();
+  EXPECT_NE(e.reason().find("cannot be taken back"), std::string::npos) << e.reason();
+  EXPECT_NE(r.err.find("1 of 2 environments read hold credential-like variables"), std::string::npos) << r.err;
+  // Values: nowhere.
+  for (const std::string* v : {&token_value, &github_value}) {
+    EXPECT_EQ(r.out.find(*v), std::string::npos);
+    EXPECT_EQ(r.err.find(*v), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace cordon::test

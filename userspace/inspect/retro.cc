@@ -38,6 +38,7 @@
 #include "sys/sock_diag.h"
 #include "util/fd.h"
 #include "util/fs.h"
+#include "util/clock.h"
 #include "util/text.h"
 
 namespace cordon {
@@ -249,6 +250,75 @@ cordon::v1::AuditEvent BaseEvent(const Process& p, const SandboxContext& sandbox
   return e;
 }
 
+// 5. Environments: one credential.exposed event per process whose environment
+// holds variables that look like credentials (names only). Each environment
+// is opened here, while a pidfd proves the pid is still the scanned process
+// and it is still in the sandbox, and read by a child (ReadEnvironments).
+void ExposedEnvironments(const std::vector<Process>& processes, const std::string& sandbox_relative,
+                         const SandboxContext& sandbox, const std::string& policy_name, const RetroOptions& options,
+                         RetroReport* report) {
+  constexpr size_t kBatch = 64;  // open fds at a time
+  const int64_t budget_end = MonoNs() / 1'000'000 + options.environ.budget_ms;
+  auto unread = [&](const Process& p, const std::string& why) {
+    report->environments_unread++;
+    if (report->unread_reasons.size() < 10) report->unread_reasons.push_back("pid " + std::to_string(p.pid) + ": " + why);
+  };
+  for (size_t first = 0; first < processes.size(); first += kBatch) {
+    std::vector<const Process*> batch;
+    std::vector<UniqueFd> fds;
+    std::vector<int> raw;
+    for (size_t i = first; i < std::min(processes.size(), first + kBatch); ++i) {
+      const Process& p = processes[i];
+      const std::string proc = "/proc/" + std::to_string(p.pid);
+      UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, p.pid, 0)));
+      if (!pidfd.valid() || !InSubtree(proc, sandbox_relative)) continue;  // exited (or left): skipped
+      UniqueFd fd(::open((proc + "/environ").c_str(), O_RDONLY | O_CLOEXEC));
+      pollfd exited{pidfd.get(), POLLIN, 0};
+      if (::poll(&exited, 1, 0) != 0) continue;  // exited meanwhile: the fd may be another's
+      if (!fd.valid()) {
+        unread(p, std::strerror(errno));
+        continue;
+      }
+      batch.push_back(&p);
+      raw.push_back(fd.get());
+      fds.push_back(std::move(fd));
+    }
+    EnvironLimits limits = options.environ;
+    limits.budget_ms = static_cast<int>(std::max<int64_t>(0, budget_end - MonoNs() / 1'000'000));
+    std::vector<EnvironRead> reads = ReadEnvironments(raw, limits);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Process& p = *batch[i];
+      if (!reads[i].read) {
+        unread(p, reads[i].error);
+        continue;
+      }
+      report->environments_read++;
+      std::vector<ExposedVariable> found = CredentialLikeVariables(reads[i].data);
+      if (found.empty()) continue;
+      report->processes_exposed++;
+      cordon::v1::AuditEvent e = BaseEvent(p, sandbox, policy_name);
+      e.set_kind("credential.exposed");
+      e.set_verdict("detected");
+      e.set_enforcement("none");
+      const size_t listed = std::min(found.size(), options.max_variables_per_event);
+      std::vector<std::string> described;
+      for (size_t k = 0; k < listed; ++k) {
+        e.mutable_credential()->add_variables(found[k].name);
+        described.push_back(found[k].name + " (" + found[k].why + ")");
+      }
+      std::string reason = std::to_string(found.size()) + " environment variable" + (found.size() == 1 ? "" : "s") +
+                           " of a process running before attach look" + (found.size() == 1 ? "s" : "") +
+                           " like credentials: " + JoinStrings(described, ", ");
+      if (listed < found.size()) reason += "; " + std::to_string(found.size() - listed) + " more not listed";
+      if (reads[i].truncated)
+        reason += "; only the first " + std::to_string(options.environ.max_bytes) + " bytes of the environment read";
+      reason += "; values not recorded; a running process's environment cannot be taken back: rotate them";
+      e.set_reason(reason);
+      report->events.push_back(std::move(e));
+    }
+  }
+}
+
 }  // namespace
 
 Result<RetroReport> ApplyRetroactively(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
@@ -398,6 +468,7 @@ Result<RetroReport> ApplyRetroactively(const CgroupRef& cgroup, const policy::Co
     e.set_reason(reason);
     report.events.push_back(std::move(e));
   }
+  ExposedEnvironments(processes, cgroup.relative, sandbox, policy.name, options, &report);
   return report;
 }
 
@@ -406,7 +477,12 @@ std::string RetroSummaryLine(const RetroReport& r) {
          " allowed, " + std::to_string(r.destroyed) + " destroyed, " + std::to_string(r.audited) + " audited, " +
          std::to_string(r.destroy_failed) + " could not be destroyed (" + std::to_string(r.inbound) +
          " inbound not judged); " + std::to_string(r.processes_with_files) + " of " + std::to_string(r.processes) +
-         " processes hold files opened before attach";
+         " processes hold files opened before attach; " + std::to_string(r.processes_exposed) + " of " +
+         std::to_string(r.environments_read) + " environments read hold credential-like variables" +
+         (r.environments_unread ? " (" + std::to_string(r.environments_unread) + " not read: " +
+                                      JoinStrings(r.unread_reasons, ", ") +
+                                      (r.environments_unread > r.unread_reasons.size() ? ", ..." : "") + ")"
+                                : "");
 }
 
 }  // namespace cordon

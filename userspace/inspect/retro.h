@@ -9,7 +9,11 @@
 // destroys the ones the policy denies with sock_diag SOCK_DESTROY (the owner
 // sees ECONNABORTED; a TCP peer gets a reset). In audit mode nothing is
 // destroyed. Regular files the processes hold open are listed: they cannot be
-// revoked, but the operator learns what predates the policy.
+// revoked, but the operator learns what predates the policy. So are the
+// environment variables of each process that look like credentials (names
+// only, credential.exposed): a running process's environment cannot be taken
+// back either. The environments are read by a child process with deadlines
+// (inspect/environ.h): a workload cannot stall the check through them.
 //
 // Not judged (mirroring what the hooks judge after attach): listening and
 // unconnected sockets, and inbound TCP connections (accepted ones: their local
@@ -29,6 +33,7 @@
 
 #include "event.pb.h"
 #include "events/decoder.h"
+#include "inspect/environ.h"
 #include "policy/compiler.h"
 #include "policy/egress_match.h"
 #include "sys/cgroup.h"
@@ -38,12 +43,16 @@ namespace cordon {
 
 struct RetroOptions {
   size_t max_files_per_event = 1000;  // file.preexisting: paths listed per event; the rest are counted in reason
+  size_t max_variables_per_event = 100;  // credential.exposed: names listed per event; the rest are counted in reason
+  EnvironLimits environ;
 };
 
 struct RetroReport {
   // net.preexisting events (one per destroyed, audited or undestroyable
   // connection), then file.preexisting events (one per process holding
-  // regular files open), in the canonical AuditEvent form of the audit file.
+  // regular files open), then credential.exposed events (one per process
+  // whose environment holds credential-like variables), in the canonical
+  // AuditEvent form of the audit file.
   std::vector<cordon::v1::AuditEvent> events;
   size_t processes = 0;           // processes scanned
   size_t connections = 0;         // connected inet sockets judged
@@ -53,6 +62,10 @@ struct RetroReport {
   size_t audited = 0;             // denied, kept because the policy is in audit mode
   size_t destroy_failed = 0;      // denied, SOCK_DESTROY failed (event verdict "destroy-failed")
   size_t processes_with_files = 0;
+  size_t environments_read = 0;
+  size_t environments_unread = 0;  // the process let no read finish in time, or refused it (reasons in unread_reasons)
+  size_t processes_exposed = 0;    // ... with credential-like variables (one credential.exposed each)
+  std::vector<std::string> unread_reasons;  // "pid 123: timed out after 1000 ms", at most 10
 };
 
 // Scans the processes of `cgroup` and every cgroup below it and applies

@@ -12,6 +12,7 @@
 #include "events/decoder.h"
 #include "util/clock.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 namespace cordon::ops {
 namespace {
@@ -86,9 +87,7 @@ std::string ResourceUsage::DescribeCurrent() const {
   if (cpu_usec)
     parts.push_back("cpu " + Seconds(*cpu_usec) +
                     (cpu_throttled_usec && *cpu_throttled_usec ? " (throttled " + Seconds(*cpu_throttled_usec) + ")" : ""));
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
-  return out;
+  return JoinStrings(parts, ", ");
 }
 
 std::string ResourceUsage::Json() const {

@@ -142,4 +142,13 @@ bool IsCleanName(std::string_view name) {
 
 std::string Quoted(std::string_view text) { return "'" + DisplayText(text) + "'"; }
 
+std::string JoinStrings(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += separator;
+    out += parts[i];
+  }
+  return out;
+}
+
 }  // namespace cordon

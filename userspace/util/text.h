@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cordon {
 
@@ -44,5 +45,8 @@ bool IsCleanName(std::string_view name);
 // Bidi controls and invisible formatting characters (the display form
 // escapes them).
 bool IsHiddenFormatCharacter(char32_t cp);
+
+// The parts with `separator` between them ("a, b, c").
+std::string JoinStrings(const std::vector<std::string>& parts, std::string_view separator);
 
 }  // namespace cordon

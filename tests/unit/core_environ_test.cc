@@ -1,0 +1,194 @@
+// inspect/environ.h: which environment variables look like credentials (names
+// only, never values), and reading environments in a child that a stalled
+// read cannot hold up. No root needed: the stall is a pipe nobody writes to
+// (the integration suite stalls a real /proc/<pid>/environ with userfaultfd).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "inspect/environ.h"
+#include "tests/unit/temp_dir.h"
+#include "util/clock.h"
+
+namespace cordon {
+namespace {
+
+std::string Env(std::initializer_list<std::string> entries) {
+  std::string out;
+  for (const auto& e : entries) out += e + std::string(1, '\0');
+  return out;
+}
+
+const std::string kGithub = "ghp_" + std::string(36, 'a');
+
+std::string Describe(const std::vector<ExposedVariable>& vars) {
+  std::string out;
+  for (const auto& v : vars) out += v.name + "=" + v.why + ";";
+  return out;
+}
+
+TEST(CredentialLikeVariables, NamesAndValuesThatLookLikeCredentialsAreFoundValuesNeverReturned) {
+  std::string env = Env({"HOME=/root", "GITHUB_TOKEN=abc123", "db_password=hunter2", "AWS_SECRET_ACCESS_KEY=x",
+                         "PLAIN=" + kGithub, "PATH=/usr/bin", "MY_API_KEY=k", "SESSION=eyJhbGciOi.eyJzdWIi.sig"});
+  auto vars = CredentialLikeVariables(env);
+  EXPECT_EQ(Describe(vars),
+            "GITHUB_TOKEN=name;db_password=name;AWS_SECRET_ACCESS_KEY=name;PLAIN=value looks like a GitHub token;"
+            "MY_API_KEY=name;SESSION=value looks like a JWT;");
+  for (const auto& v : vars) {
+    EXPECT_EQ(v.name.find("abc123"), std::string::npos);
+    EXPECT_EQ(v.why.find(kGithub), std::string::npos);
+  }
+}
+
+TEST(CredentialLikeVariables, HarmlessEnvironmentsAndEmptyValuesAreNotReported) {
+  EXPECT_TRUE(CredentialLikeVariables(Env({"HOME=/root", "LANG=C.UTF-8", "TERM=xterm", "SHLVL=1"})).empty());
+  EXPECT_TRUE(CredentialLikeVariables(Env({"GITHUB_TOKEN=", "PASSWORD="})).empty());
+  EXPECT_TRUE(CredentialLikeVariables("").empty());
+  EXPECT_TRUE(CredentialLikeVariables(std::string(5, '\0')).empty());
+  EXPECT_TRUE(CredentialLikeVariables(Env({"JUSTTEXT"})).empty());  // no '=', not a value
+  EXPECT_TRUE(CredentialLikeVariables(Env({"X=ghp_short"})).empty());  // a prefix alone is not a token
+}
+
+TEST(CredentialLikeVariables, ANameThatIsItselfACredentialIsNeverRecorded) {
+  auto vars = CredentialLikeVariables(Env({kGithub + "=1", kGithub, "AKIAABCDEFGHIJKLMNOP=x"}));
+  ASSERT_EQ(vars.size(), 3u) << Describe(vars);
+  EXPECT_EQ(vars[0].name, "(a name that looks like a GitHub token)");
+  EXPECT_EQ(vars[1].name, "(an entry without '=' that looks like a GitHub token)");
+  EXPECT_EQ(vars[2].name, "(a name that looks like an AWS access key id)");
+  EXPECT_EQ(Describe(vars).find("ghp_aaaa"), std::string::npos);
+  EXPECT_EQ(Describe(vars).find("AKIAABCD"), std::string::npos);
+}
+
+TEST(CredentialLikeVariables, HostileNamesAreEscapedCutAndListedOnce) {
+  std::string bidi = "EVIL_\xe2\x80\xae_TOKEN";  // U+202E
+  std::string bad = "BAD\xff\x1b[31m_SECRET";
+  std::string longname = std::string(300, 'K') + "_TOKEN";
+  auto vars = CredentialLikeVariables(Env({bidi + "=1", bad + "=1", longname + "=1", "GITHUB_TOKEN=1", "GITHUB_TOKEN=2"}));
+  ASSERT_EQ(vars.size(), 4u) << Describe(vars);
+  EXPECT_EQ(vars[1].name.find('\x1b'), std::string::npos) << vars[1].name;
+  EXPECT_EQ(vars[1].name.find('\xff'), std::string::npos) << vars[1].name;
+  EXPECT_LE(vars[2].name.size(), 128u);
+  EXPECT_EQ(vars[3].name, "GITHUB_TOKEN");
+}
+
+TEST(CredentialValueKind, KnownFormats) {
+  EXPECT_EQ(CredentialValueKind(kGithub), "a GitHub token");
+  EXPECT_EQ(CredentialValueKind("github_pat_" + std::string(40, 'Z')), "a GitHub token");
+  EXPECT_EQ(CredentialValueKind("glpat-" + std::string(20, 'x')), "a GitLab token");
+  EXPECT_EQ(CredentialValueKind("xoxb-" + std::string(30, '1')), "a Slack token");
+  EXPECT_EQ(CredentialValueKind("AKIAIOSFODNN7EXAMPLE"), "an AWS access key id");
+  EXPECT_EQ(CredentialValueKind("AKIAiosfodnn7example"), "");
+  EXPECT_EQ(CredentialValueKind("AIza" + std::string(35, 'b')), "a Google API key");
+  EXPECT_EQ(CredentialValueKind("-----BEGIN EC PRIVATE KEY-----\nMHc..."), "a private key");
+  EXPECT_EQ(CredentialValueKind("-----BEGIN CERTIFICATE-----"), "");
+  EXPECT_EQ(CredentialValueKind("hello"), "");
+  EXPECT_EQ(CredentialValueKind(""), "");
+}
+
+class EnvironFiles : public test::TempDir {
+ public:
+  EnvironFiles() : TempDir("environ") {}
+  int Open(const std::string& name, const std::string& data) {
+    std::string path = this->path() + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "w");
+    std::fwrite(data.data(), 1, data.size(), f);
+    std::fclose(f);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fds_.push_back(fd);
+    return fd;
+  }
+  ~EnvironFiles() {
+    for (int fd : fds_) ::close(fd);
+  }
+
+ private:
+  std::vector<int> fds_;
+};
+
+TEST(ReadEnvironments, ReadsEachFdWholeOrCutAtTheLimit) {
+  EnvironFiles files;
+  std::string big(200 * 1024, 'x');
+  int a = files.Open("a", Env({"A=1", "B=2"}));
+  int b = files.Open("b", big);
+  int c = files.Open("c", "");
+  EnvironLimits limits;
+  limits.max_bytes = 100 * 1024;
+  auto reads = ReadEnvironments({a, b, c}, limits);
+  ASSERT_EQ(reads.size(), 3u);
+  EXPECT_TRUE(reads[0].read);
+  EXPECT_EQ(reads[0].data, Env({"A=1", "B=2"}));
+  EXPECT_FALSE(reads[0].truncated);
+  EXPECT_TRUE(reads[1].read);
+  EXPECT_TRUE(reads[1].truncated);
+  EXPECT_EQ(reads[1].data, big.substr(0, 100 * 1024));
+  EXPECT_TRUE(reads[2].read);
+  EXPECT_EQ(reads[2].data, "");
+}
+
+TEST(ReadEnvironments, AnUnreadableFdIsReportedAndTheOthersStillRead) {
+  EnvironFiles files;
+  int good = files.Open("good", "X=1");
+  int dir = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // read(): EISDIR
+  auto reads = ReadEnvironments({dir, good});
+  ::close(dir);
+  ASSERT_EQ(reads.size(), 2u);
+  EXPECT_FALSE(reads[0].read);
+  EXPECT_NE(reads[0].error.find("directory"), std::string::npos) << reads[0].error;
+  EXPECT_TRUE(reads[1].read);
+  EXPECT_EQ(reads[1].data, "X=1");
+}
+
+TEST(ReadEnvironments, AStalledReadIsGivenUpAndTheRestStillRead) {
+  EnvironFiles files;
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);  // nobody writes: read() blocks
+  int before = files.Open("before", "A=1");
+  int after = files.Open("after", "B=2");
+  EnvironLimits limits;
+  limits.stall_ms = 300;
+  const int64_t start = MonoNs();
+  auto reads = ReadEnvironments({before, p[0], after}, limits);
+  const int64_t took_ms = (MonoNs() - start) / 1'000'000;
+  ::close(p[0]);
+  ::close(p[1]);
+  ASSERT_EQ(reads.size(), 3u);
+  EXPECT_TRUE(reads[0].read);
+  EXPECT_EQ(reads[0].data, "A=1");
+  EXPECT_FALSE(reads[1].read);
+  EXPECT_EQ(reads[1].error, "timed out after 300 ms");
+  EXPECT_TRUE(reads[2].read) << reads[2].error;
+  EXPECT_EQ(reads[2].data, "B=2");
+  EXPECT_GE(took_ms, 300);  // it did wait for the stalled one: the stall was real
+}
+
+TEST(ReadEnvironments, TheBudgetBoundsEveryStallTogether) {
+  std::vector<int> stalled;
+  std::vector<int> writers;
+  for (int i = 0; i < 6; ++i) {
+    int p[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    stalled.push_back(p[0]);
+    writers.push_back(p[1]);
+  }
+  EnvironLimits limits;
+  limits.stall_ms = 200;
+  limits.budget_ms = 500;
+  auto reads = ReadEnvironments(stalled, limits);
+  for (int fd : stalled) ::close(fd);
+  for (int fd : writers) ::close(fd);
+  ASSERT_EQ(reads.size(), 6u);
+  size_t timed_out = 0, budget = 0;
+  for (const auto& r : reads) {
+    EXPECT_FALSE(r.read);
+    timed_out += r.error == "timed out after 200 ms";
+    budget += r.error == "not read: the 500 ms budget was spent";
+  }
+  EXPECT_EQ(timed_out + budget, 6u);
+  EXPECT_GE(budget, 3u);  // at most 2.5 stalls fit in the budget
+}
+
+}  // namespace
+}  // namespace cordon

@@ -1,0 +1,281 @@
+// Environments of a sandbox's processes read without trusting them, and the
+// credential-like variables in them. See environ.h.
+#include "inspect/environ.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <set>
+
+#include "util/clock.h"
+#include "util/text.h"
+
+namespace cordon {
+
+namespace {
+
+// The child's frames: {index, n} then n bytes of data when n > 0; n == 0 ends
+// entry `index`, kTruncated ends it at max_bytes, n < 0 ends it with -errno.
+struct Frame {
+  uint32_t index;
+  int32_t n;
+};
+constexpr int32_t kTruncated = INT32_MIN;
+
+int64_t MonoMs() { return MonoNs() / 1'000'000; }
+
+// Writes all of buf; in the child: no allocation, no locks.
+bool ChildWrite(int fd, const void* buf, size_t len) {
+  const char* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    ssize_t n = ::write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+[[noreturn]] void ChildReads(int out, const std::vector<int>& fds, size_t first, size_t max_bytes, char* buf,
+                             size_t buf_size) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  for (size_t i = first; i < fds.size(); ++i) {
+    size_t total = 0;
+    Frame end{static_cast<uint32_t>(i), 0};
+    for (;;) {
+      if (total >= max_bytes) {
+        end.n = kTruncated;
+        break;
+      }
+      ssize_t n = ::read(fds[i], buf, std::min(buf_size, max_bytes - total));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        end.n = -errno;
+        break;
+      }
+      if (n == 0) break;
+      Frame f{static_cast<uint32_t>(i), static_cast<int32_t>(n)};
+      if (!ChildWrite(out, &f, sizeof f) || !ChildWrite(out, buf, static_cast<size_t>(n))) ::_exit(1);
+      total += static_cast<size_t>(n);
+    }
+    if (!ChildWrite(out, &end, sizeof end)) ::_exit(1);
+  }
+  ::_exit(0);
+}
+
+// Reads exactly len bytes from fd by `deadline_ms` (monotonic): 1 done, 0 end
+// of file, -1 the deadline passed, -2 an error.
+int ReadExact(int fd, void* buf, size_t len, int64_t deadline_ms) {
+  char* p = static_cast<char*>(buf);
+  while (len > 0) {
+    const int64_t left = deadline_ms - MonoMs();
+    if (left <= 0) return -1;
+    pollfd pfd{fd, POLLIN, 0};
+    int r = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, INT_MAX)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -2;
+    if (r == 0) return -1;
+    ssize_t n = ::read(fd, p, len);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) return -2;
+    if (n == 0) return 0;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return 1;
+}
+
+// Reaps our reader child, waiting at most about a second: one stuck in an
+// uninterruptible wait on the workload's memory is left to exit later (it has
+// SIGKILL pending and dies with us at the latest).
+void Reap(pid_t pid) {
+  for (int i = 0; i < 100; ++i) {
+    pid_t r = ::waitpid(pid, nullptr, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) return;
+    ::usleep(10'000);
+  }
+}
+
+}  // namespace
+
+std::vector<EnvironRead> ReadEnvironments(const std::vector<int>& environ_fds, const EnvironLimits& limits) {
+  std::vector<EnvironRead> out(environ_fds.size());
+  if (environ_fds.empty()) return out;
+  const int64_t budget_end = MonoMs() + limits.budget_ms;
+  std::vector<char> buffer(64 * 1024);  // the child's, allocated before fork
+  std::vector<char> chunk;
+  size_t next = 0;
+  while (next < environ_fds.size()) {
+    if (MonoMs() >= budget_end) break;
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) {
+      out[next].error = std::string("pipe: ") + std::strerror(errno);
+      ++next;
+      continue;
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      const std::string why = std::string("fork: ") + std::strerror(errno);
+      ::close(p[0]);
+      ::close(p[1]);
+      for (size_t i = next; i < out.size(); ++i) out[i].error = why;
+      return out;
+    }
+    if (pid == 0) {
+      ::close(p[0]);
+      ChildReads(p[1], environ_fds, next, limits.max_bytes, buffer.data(), buffer.size());
+    }
+    ::close(p[1]);
+    UniqueFd in(p[0]);
+    size_t current = next;  // the entry being read
+    int64_t stall_end = std::min(budget_end, MonoMs() + limits.stall_ms);
+    for (;;) {
+      Frame f;
+      int r = ReadExact(in.get(), &f, sizeof f, stall_end);
+      if (r == 1 && (f.index != current || (f.n > 0 && static_cast<size_t>(f.n) > buffer.size()))) r = -2;
+      if (r == 1 && f.n > 0) {
+        chunk.resize(static_cast<size_t>(f.n));
+        r = ReadExact(in.get(), chunk.data(), chunk.size(), stall_end);
+        if (r == 1) out[current].data.append(chunk.data(), chunk.size());
+      }
+      if (r == 1 && f.n > 0) continue;
+      if (r == 1) {  // the end of entry `current`
+        out[current].read = f.n == 0 || f.n == kTruncated;
+        out[current].truncated = f.n == kTruncated;
+        if (f.n < 0 && f.n != kTruncated) out[current].error = std::strerror(-f.n);
+        if (!out[current].read) out[current].data.clear();
+        if (++current == environ_fds.size()) break;
+        stall_end = std::min(budget_end, MonoMs() + limits.stall_ms);
+        continue;
+      }
+      // Stalled, the budget spent, or the child gone: this entry is not read.
+      out[current].data.clear();
+      if (r == -1) {
+        const bool budget = stall_end == budget_end && MonoMs() >= budget_end;
+        out[current].error = budget ? "not read: the " + std::to_string(limits.budget_ms) + " ms budget was spent"
+                                    : "timed out after " + std::to_string(limits.stall_ms) + " ms";
+      } else {
+        out[current].error = "the reader process failed";
+      }
+      ::kill(pid, SIGKILL);  // our own child
+      ++current;
+      break;
+    }
+    Reap(pid);
+    next = current;
+  }
+  for (size_t i = next; i < out.size(); ++i)
+    if (!out[i].read && out[i].error.empty())
+      out[i].error = "not read: the " + std::to_string(limits.budget_ms) + " ms budget was spent";
+  return out;
+}
+
+// ---- What looks like a credential ----------------------------------------------
+
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+bool AllOf(std::string_view s, int (*pred)(int)) {
+  for (unsigned char c : s)
+    if (!pred(c)) return false;
+  return true;
+}
+
+int UpperOrDigit(int c) { return std::isupper(c) || std::isdigit(c); }
+int Base64Url(int c) { return std::isalnum(c) || c == '-' || c == '_' || c == '='; }
+
+}  // namespace
+
+std::string CredentialValueKind(std::string_view v) {
+  // Prefixed tokens: the prefix and at least 16 more characters.
+  static const struct {
+    const char* prefix;
+    const char* kind;
+  } kPrefixes[] = {
+      {"ghp_", "a GitHub token"},         {"gho_", "a GitHub token"},        {"ghu_", "a GitHub token"},
+      {"ghs_", "a GitHub token"},         {"ghr_", "a GitHub token"},        {"github_pat_", "a GitHub token"},
+      {"glpat-", "a GitLab token"},       {"xoxb-", "a Slack token"},        {"xoxp-", "a Slack token"},
+      {"xoxa-", "a Slack token"},         {"xoxs-", "a Slack token"},        {"xapp-", "a Slack token"},
+      {"sk_live_", "a Stripe key"},       {"rk_live_", "a Stripe key"},      {"sk-ant-", "an Anthropic key"},
+      {"sk-proj-", "an OpenAI key"},      {"npm_", "an npm token"},          {"pypi-", "a PyPI token"},
+      {"hvs.", "a Vault token"},          {"dop_v1_", "a DigitalOcean token"},
+  };
+  for (const auto& p : kPrefixes)
+    if (StartsWith(v, p.prefix) && v.size() >= std::strlen(p.prefix) + 16) return p.kind;
+  // AWS access key ids: AKIA/ASIA and 16 upper-case letters or digits.
+  if (v.size() == 20 && (StartsWith(v, "AKIA") || StartsWith(v, "ASIA")) && AllOf(v.substr(4), UpperOrDigit))
+    return "an AWS access key id";
+  // Google API keys: AIza and 35 more.
+  if (v.size() == 39 && StartsWith(v, "AIza") && AllOf(v.substr(4), Base64Url)) return "a Google API key";
+  // A JWT: three base64url parts, the first two JSON objects ("eyJ": '{"').
+  if (StartsWith(v, "eyJ") && std::count(v.begin(), v.end(), '.') == 2) {
+    size_t a = v.find('.');
+    if (StartsWith(v.substr(a + 1), "eyJ") && AllOf(v.substr(0, a), Base64Url)) return "a JWT";
+  }
+  // A PEM private key.
+  if (v.find("-----BEGIN") != std::string_view::npos && v.find("PRIVATE KEY") != std::string_view::npos)
+    return "a private key";
+  return "";
+}
+
+namespace {
+
+bool NameLooksSecret(std::string_view name) {
+  std::string upper(name);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static const char* const kWords[] = {"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL"};
+  for (const char* w : kWords)
+    if (upper.find(w) != std::string::npos) return true;
+  return StartsWith(upper, "AWS_");
+}
+
+constexpr size_t kMaxName = 128;
+
+}  // namespace
+
+std::vector<ExposedVariable> CredentialLikeVariables(std::string_view environ) {
+  std::vector<ExposedVariable> out;
+  std::set<std::string> seen;
+  size_t start = 0;
+  while (start < environ.size()) {
+    size_t end = environ.find('\0', start);
+    if (end == std::string_view::npos) end = environ.size();
+    std::string_view entry = environ.substr(start, end - start);
+    start = end + 1;
+    if (entry.empty()) continue;
+    size_t eq = entry.find('=');
+    std::string_view name = eq == std::string_view::npos ? std::string_view() : entry.substr(0, eq);
+    std::string_view value = eq == std::string_view::npos ? entry : entry.substr(eq + 1);
+    ExposedVariable v;
+    std::string value_kind = CredentialValueKind(value);
+    if (std::string name_kind = CredentialValueKind(name); !name_kind.empty() || eq == std::string_view::npos) {
+      // The name itself may be the secret: never record it.
+      if (name_kind.empty() && value_kind.empty()) continue;
+      v.name = "(" + std::string(eq == std::string_view::npos ? "an entry without '=' that looks like "
+                                                               : "a name that looks like ") +
+               (name_kind.empty() ? value_kind : name_kind) + ")";
+      v.why = value_kind.empty() ? "name" : "value looks like " + value_kind;
+    } else {
+      if (value.empty()) continue;
+      if (!value_kind.empty()) v.why = "value looks like " + value_kind;
+      else if (NameLooksSecret(name)) v.why = "name";
+      else continue;
+      v.name = EscapeWorkloadBytes(name.substr(0, kMaxName));
+    }
+    if (seen.insert(v.name).second) out.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace cordon
