@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,9 +15,11 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <set>
 
 #include "util/clock.h"
+#include "util/fd.h"
 #include "util/text.h"
 
 namespace cordon {
@@ -46,18 +49,27 @@ bool ChildWrite(int fd, const void* buf, size_t len) {
   return true;
 }
 
-[[noreturn]] void ChildReads(int out, const std::vector<int>& fds, size_t first, size_t max_bytes, char* buf,
-                             size_t buf_size) {
+[[noreturn]] void ChildReads(int out, pid_t parent, const std::vector<std::string>& paths, size_t first,
+                             size_t max_bytes, char* buf, size_t buf_size) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  for (size_t i = first; i < fds.size(); ++i) {
+  if (::getppid() != parent) ::_exit(1);  // the parent died before the prctl
+  // Nothing of the caller's (the agent's lock, its sockets, its stdio) stays
+  // open in a child that the workload may keep stuck.
+  if (out > 0) ::syscall(SYS_close_range, 0u, static_cast<unsigned>(out - 1), 0u);
+  ::syscall(SYS_close_range, static_cast<unsigned>(out + 1), ~0u, 0u);
+  for (size_t i = first; i < paths.size(); ++i) {
     size_t total = 0;
     Frame end{static_cast<uint32_t>(i), 0};
-    for (;;) {
+    // Opening takes the process's exec lock, which the workload can keep
+    // taken: that too happens here, under the parent's deadline.
+    int fd = ::open(paths[i].c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) end.n = -errno;
+    while (fd >= 0) {
       if (total >= max_bytes) {
         end.n = kTruncated;
         break;
       }
-      ssize_t n = ::read(fds[i], buf, std::min(buf_size, max_bytes - total));
+      ssize_t n = ::read(fd, buf, std::min(buf_size, max_bytes - total));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         end.n = -errno;
@@ -68,6 +80,7 @@ bool ChildWrite(int fd, const void* buf, size_t len) {
       if (!ChildWrite(out, &f, sizeof f) || !ChildWrite(out, buf, static_cast<size_t>(n))) ::_exit(1);
       total += static_cast<size_t>(n);
     }
+    if (fd >= 0) ::close(fd);
     if (!ChildWrite(out, &end, sizeof end)) ::_exit(1);
   }
   ::_exit(0);
@@ -95,34 +108,62 @@ int ReadExact(int fd, void* buf, size_t len, int64_t deadline_ms) {
   return 1;
 }
 
-// Reaps our reader child, waiting at most about a second: one stuck in an
-// uninterruptible wait on the workload's memory is left to exit later (it has
-// SIGKILL pending and dies with us at the latest).
+// Readers that did not die within Reap's wait: stuck in an uninterruptible
+// wait on a workload's memory (a FUSE page its server never answers). They
+// hold nothing of ours but a pid; while one is stuck no new reader starts, so
+// a workload cannot pile them up.
+std::mutex g_stuck_mutex;
+std::vector<pid_t> g_stuck;
+
+// Reaps our reader child, waiting at most 200 ms; one that does not go is
+// remembered in g_stuck and reaped by a later call.
 void Reap(pid_t pid) {
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 20; ++i) {
     pid_t r = ::waitpid(pid, nullptr, WNOHANG);
     if (r == pid || (r < 0 && errno != EINTR)) return;
     ::usleep(10'000);
   }
+  std::lock_guard<std::mutex> lock(g_stuck_mutex);
+  g_stuck.push_back(pid);
+}
+
+// The first reader still stuck, after reaping those that went; 0 if none.
+pid_t StillStuck() {
+  std::lock_guard<std::mutex> lock(g_stuck_mutex);
+  std::vector<pid_t> left;
+  for (pid_t pid : g_stuck) {
+    pid_t r = ::waitpid(pid, nullptr, WNOHANG);
+    if (r == 0) left.push_back(pid);
+  }
+  g_stuck = left;
+  return g_stuck.empty() ? 0 : g_stuck.front();
 }
 
 }  // namespace
 
-std::vector<EnvironRead> ReadEnvironments(const std::vector<int>& environ_fds, const EnvironLimits& limits) {
-  std::vector<EnvironRead> out(environ_fds.size());
-  if (environ_fds.empty()) return out;
-  const int64_t budget_end = MonoMs() + limits.budget_ms;
+std::vector<EnvironRead> ReadEnvironments(const std::vector<std::string>& paths, const EnvironLimits& limits,
+                                          int64_t deadline_ms) {
+  std::vector<EnvironRead> out(paths.size());
+  if (paths.empty()) return out;
+  const std::string spent = "not read: the " + std::to_string(limits.budget_ms) + " ms budget was spent";
+  if (pid_t stuck = StillStuck()) {
+    for (auto& r : out)
+      r.error = "not read: an earlier reader (pid " + std::to_string(stuck) + ") is still stuck in a workload's memory";
+    return out;
+  }
+  const int64_t budget_end = deadline_ms ? deadline_ms : MonoMs() + limits.budget_ms;
   std::vector<char> buffer(64 * 1024);  // the child's, allocated before fork
   std::vector<char> chunk;
   size_t next = 0;
-  while (next < environ_fds.size()) {
+  while (next < paths.size()) {
     if (MonoMs() >= budget_end) break;
     int p[2];
     if (::pipe2(p, O_CLOEXEC) != 0) {
-      out[next].error = std::string("pipe: ") + std::strerror(errno);
-      ++next;
-      continue;
+      const std::string why = std::string("pipe: ") + std::strerror(errno);
+      for (size_t i = next; i < out.size(); ++i) out[i].error = why;
+      return out;
     }
+    const pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0) {
       const std::string why = std::string("fork: ") + std::strerror(errno);
@@ -133,7 +174,7 @@ std::vector<EnvironRead> ReadEnvironments(const std::vector<int>& environ_fds, c
     }
     if (pid == 0) {
       ::close(p[0]);
-      ChildReads(p[1], environ_fds, next, limits.max_bytes, buffer.data(), buffer.size());
+      ChildReads(p[1], parent, paths, next, limits.max_bytes, buffer.data(), buffer.size());
     }
     ::close(p[1]);
     UniqueFd in(p[0]);
@@ -154,7 +195,7 @@ std::vector<EnvironRead> ReadEnvironments(const std::vector<int>& environ_fds, c
         out[current].truncated = f.n == kTruncated;
         if (f.n < 0 && f.n != kTruncated) out[current].error = std::strerror(-f.n);
         if (!out[current].read) out[current].data.clear();
-        if (++current == environ_fds.size()) break;
+        if (++current == paths.size()) break;
         stall_end = std::min(budget_end, MonoMs() + limits.stall_ms);
         continue;
       }
@@ -162,8 +203,7 @@ std::vector<EnvironRead> ReadEnvironments(const std::vector<int>& environ_fds, c
       out[current].data.clear();
       if (r == -1) {
         const bool budget = stall_end == budget_end && MonoMs() >= budget_end;
-        out[current].error = budget ? "not read: the " + std::to_string(limits.budget_ms) + " ms budget was spent"
-                                    : "timed out after " + std::to_string(limits.stall_ms) + " ms";
+        out[current].error = budget ? spent : "timed out after " + std::to_string(limits.stall_ms) + " ms";
       } else {
         out[current].error = "the reader process failed";
       }
@@ -173,10 +213,15 @@ std::vector<EnvironRead> ReadEnvironments(const std::vector<int>& environ_fds, c
     }
     Reap(pid);
     next = current;
+    if (StillStuck()) break;  // that one did not die: start no other
   }
   for (size_t i = next; i < out.size(); ++i)
-    if (!out[i].read && out[i].error.empty())
-      out[i].error = "not read: the " + std::to_string(limits.budget_ms) + " ms budget was spent";
+    if (!out[i].read && out[i].error.empty()) {
+      pid_t stuck = StillStuck();
+      out[i].error = stuck ? "not read: an earlier reader (pid " + std::to_string(stuck) +
+                                 ") is still stuck in a workload's memory"
+                           : spent;
+    }
   return out;
 }
 
@@ -206,7 +251,8 @@ std::string CredentialValueKind(std::string_view v) {
       {"ghp_", "a GitHub token"},         {"gho_", "a GitHub token"},        {"ghu_", "a GitHub token"},
       {"ghs_", "a GitHub token"},         {"ghr_", "a GitHub token"},        {"github_pat_", "a GitHub token"},
       {"glpat-", "a GitLab token"},       {"xoxb-", "a Slack token"},        {"xoxp-", "a Slack token"},
-      {"xoxa-", "a Slack token"},         {"xoxs-", "a Slack token"},        {"xapp-", "a Slack token"},
+      {"xoxa-", "a Slack token"},         {"xoxs-", "a Slack token"},        {"xoxe-", "a Slack token"},
+      {"xoxe.", "a Slack token"},        {"xapp-", "a Slack token"},
       {"sk_live_", "a Stripe key"},       {"rk_live_", "a Stripe key"},      {"sk-ant-", "an Anthropic key"},
       {"sk-proj-", "an OpenAI key"},      {"npm_", "an npm token"},          {"pypi-", "a PyPI token"},
       {"hvs.", "a Vault token"},          {"dop_v1_", "a DigitalOcean token"},
@@ -231,6 +277,16 @@ std::string CredentialValueKind(std::string_view v) {
 
 namespace {
 
+// A name to record: a shell identifier. Anything else (an '=' inside a
+// secret, commas and parentheses that would fake entries in the reason,
+// bidi controls) is not written down.
+bool IsIdentifier(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (unsigned char c : name)
+    if (!std::isalnum(c) && c != '_') return false;
+  return true;
+}
+
 bool NameLooksSecret(std::string_view name) {
   std::string upper(name);
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -244,8 +300,9 @@ constexpr size_t kMaxName = 128;
 
 }  // namespace
 
-std::vector<ExposedVariable> CredentialLikeVariables(std::string_view environ) {
+std::vector<ExposedVariable> CredentialLikeVariables(std::string_view environ, size_t max, size_t* not_listed) {
   std::vector<ExposedVariable> out;
+  if (not_listed) *not_listed = 0;
   std::set<std::string> seen;
   size_t start = 0;
   while (start < environ.size()) {
@@ -271,9 +328,15 @@ std::vector<ExposedVariable> CredentialLikeVariables(std::string_view environ) {
       if (!value_kind.empty()) v.why = "value looks like " + value_kind;
       else if (NameLooksSecret(name)) v.why = "name";
       else continue;
-      v.name = EscapeWorkloadBytes(name.substr(0, kMaxName));
+      v.name = IsIdentifier(name) ? std::string(name.substr(0, kMaxName)) : "(a name that is not an identifier)";
     }
-    if (seen.insert(v.name).second) out.push_back(std::move(v));
+    if (!seen.insert(v.name).second) continue;
+    if (out.size() < max) {
+      out.push_back(std::move(v));
+    } else {
+      seen.erase(v.name);  // only the listed ones are remembered
+      if (not_listed) ++*not_listed;
+    }
   }
   return out;
 }

@@ -17,7 +17,6 @@
 #include <string_view>
 #include <vector>
 
-#include "util/fd.h"
 
 namespace cordon {
 
@@ -35,14 +34,18 @@ struct EnvironRead {
   std::string error;      // !read: why ("timed out after 1000 ms", "not read: the 5000 ms budget was spent", an errno)
 };
 
-// Reads each already opened /proc/<pid>/environ (opening does not touch the
-// process's memory, reading does) in a child process; one result per fd, in
-// order. The fds are not closed.
-std::vector<EnvironRead> ReadEnvironments(const std::vector<int>& environ_fds, const EnvironLimits& limits = {});
+// Opens and reads each of `paths` (/proc/<pid>/environ: opening takes the
+// process's exec lock, reading touches its memory) in a child process that
+// holds no descriptor of the caller's; one result per path, in order.
+// `deadline_ms` (CLOCK_MONOTONIC, ms) ends the budget instead of now +
+// budget_ms. A reader that did not die when killed is remembered: while it is
+// stuck, no new one starts (every result says so).
+std::vector<EnvironRead> ReadEnvironments(const std::vector<std::string>& paths, const EnvironLimits& limits = {},
+                                          int64_t deadline_ms = 0);
 
 // A variable of an environment that looks like a credential.
 struct ExposedVariable {
-  std::string name;  // data form (EscapeWorkloadBytes), at most 128 bytes of the original; a name that itself looks like a credential value is replaced by "(a name that looks like <kind>)"
+  std::string name;  // a shell identifier ([A-Za-z_][A-Za-z0-9_]*, at most 128 bytes); any other name is replaced by "(a name that is not an identifier)", one that looks like a credential value by "(a name that looks like <kind>)"
   std::string why;   // "name" (…TOKEN…, …SECRET…, …KEY…, …PASSWORD…, …PASSWD…, …CREDENTIAL…, AWS_…) or "value looks like <kind>"
 };
 
@@ -50,8 +53,9 @@ struct ExposedVariable {
 // value looks like a credential (see README "Retroactive attach"), each name
 // once, in order. Entries with an empty value are not credentials; an entry
 // without '=' counts only if it looks like a credential value. Values are
-// never returned.
-std::vector<ExposedVariable> CredentialLikeVariables(std::string_view environ);
+// never returned. At most `max` are returned; `not_listed` counts the rest.
+std::vector<ExposedVariable> CredentialLikeVariables(std::string_view environ, size_t max = SIZE_MAX,
+                                                     size_t* not_listed = nullptr);
 
 // The kind of credential `value` looks like ("a GitHub token", "a JWT", ...),
 // or "" if none.

@@ -61,6 +61,7 @@ struct Process {
   uint64_t cgroup_id = 0;
   uint64_t netns = 0;
   uint32_t ppid = 0, uid = 0, gid = 0;
+  uint64_t start_time = 0;  // /proc/<pid>/stat field 22: tells this process from a later one with its pid
   std::string comm, exe;
   std::vector<std::string> files;  // regular files, first fd first, each path once
 };
@@ -84,6 +85,21 @@ bool InSubtree(const std::string& proc, const std::string& relative) {
   return path == relative || path.rfind(relative + "/", 0) == 0;
 }
 
+// Field 22 of /proc/<pid>/stat (start time, in clock ticks since boot); 0 if
+// unreadable. The fields are counted after the last ')' (comm may hold any).
+uint64_t StartTime(const std::string& proc) {
+  auto stat = ReadFile(proc + "/stat", 4096);
+  if (!stat) return 0;
+  size_t at = stat->rfind(')');
+  if (at == std::string::npos) return 0;
+  int field = 2;
+  for (size_t i = at + 1; i < stat->size(); ++i) {
+    if ((*stat)[i] != ' ') continue;
+    if (++field == 22) return std::strtoull(stat->c_str() + i + 1, nullptr, 10);
+  }
+  return 0;
+}
+
 // Fills p (and `sockets`: the inodes of the sockets it holds) from
 // /proc/<pid>; false if the process is gone, or is not the process that was
 // listed (the pid was reused by one outside the sandbox). A pidfd pins the
@@ -95,6 +111,7 @@ bool ScanProcess(Process* p, const std::string& sandbox_relative, std::vector<ui
   struct stat st;
   if (::stat((proc + "/ns/net").c_str(), &st) != 0) return false;
   p->netns = st.st_ino;
+  p->start_time = StartTime(proc);
   if (auto comm = ReadFile(proc + "/comm", 4096)) {
     std::string c = *comm;
     while (!c.empty() && c.back() == '\n') c.pop_back();
@@ -251,65 +268,67 @@ cordon::v1::AuditEvent BaseEvent(const Process& p, const SandboxContext& sandbox
 }
 
 // 5. Environments: one credential.exposed event per process whose environment
-// holds variables that look like credentials (names only). Each environment
-// is opened here, while a pidfd proves the pid is still the scanned process
-// and it is still in the sandbox, and read by a child (ReadEnvironments).
+// holds variables that look like credentials (names only). Each is read by a
+// child (ReadEnvironments) while a pidfd, taken after checking the start time
+// and the cgroup, proves the pid is still the scanned process: a result that
+// arrives after it exited is dropped (the pid may be another's by then).
 void ExposedEnvironments(const std::vector<Process>& processes, const std::string& sandbox_relative,
                          const SandboxContext& sandbox, const std::string& policy_name, const RetroOptions& options,
                          RetroReport* report) {
-  constexpr size_t kBatch = 64;  // open fds at a time
-  const int64_t budget_end = MonoNs() / 1'000'000 + options.environ.budget_ms;
+  constexpr size_t kBatch = 8;  // environments held at a time (each up to max_bytes)
+  const int64_t deadline_ms = MonoNs() / 1'000'000 + options.environ.budget_ms;
   auto unread = [&](const Process& p, const std::string& why) {
     report->environments_unread++;
     if (report->unread_reasons.size() < 10) report->unread_reasons.push_back("pid " + std::to_string(p.pid) + ": " + why);
   };
   for (size_t first = 0; first < processes.size(); first += kBatch) {
     std::vector<const Process*> batch;
-    std::vector<UniqueFd> fds;
-    std::vector<int> raw;
+    std::vector<UniqueFd> pidfds;
+    std::vector<std::string> paths;
     for (size_t i = first; i < std::min(processes.size(), first + kBatch); ++i) {
       const Process& p = processes[i];
       const std::string proc = "/proc/" + std::to_string(p.pid);
       UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, p.pid, 0)));
-      if (!pidfd.valid() || !InSubtree(proc, sandbox_relative)) continue;  // exited (or left): skipped
-      UniqueFd fd(::open((proc + "/environ").c_str(), O_RDONLY | O_CLOEXEC));
-      pollfd exited{pidfd.get(), POLLIN, 0};
-      if (::poll(&exited, 1, 0) != 0) continue;  // exited meanwhile: the fd may be another's
-      if (!fd.valid()) {
-        unread(p, std::strerror(errno));
-        continue;
+      if (!pidfd.valid()) {
+        if (errno != ESRCH) unread(p, std::string("pidfd_open: ") + std::strerror(errno));
+        continue;  // ESRCH: exited, skipped
       }
+      if (StartTime(proc) != p.start_time || !InSubtree(proc, sandbox_relative)) continue;  // another process now
       batch.push_back(&p);
-      raw.push_back(fd.get());
-      fds.push_back(std::move(fd));
+      pidfds.push_back(std::move(pidfd));
+      paths.push_back(proc + "/environ");
     }
-    EnvironLimits limits = options.environ;
-    limits.budget_ms = static_cast<int>(std::max<int64_t>(0, budget_end - MonoNs() / 1'000'000));
-    std::vector<EnvironRead> reads = ReadEnvironments(raw, limits);
+    std::vector<EnvironRead> reads = ReadEnvironments(paths, options.environ, deadline_ms);
     for (size_t i = 0; i < batch.size(); ++i) {
       const Process& p = *batch[i];
+      pollfd exited{pidfds[i].get(), POLLIN, 0};
+      if (::poll(&exited, 1, 0) != 0) continue;  // exited meanwhile: what was read may be another's
       if (!reads[i].read) {
         unread(p, reads[i].error);
         continue;
       }
       report->environments_read++;
-      std::vector<ExposedVariable> found = CredentialLikeVariables(reads[i].data);
+      size_t not_listed = 0;
+      std::vector<ExposedVariable> found =
+          CredentialLikeVariables(reads[i].data, options.max_variables_per_event, &not_listed);
+      reads[i].data.clear();
+      reads[i].data.shrink_to_fit();
       if (found.empty()) continue;
       report->processes_exposed++;
       cordon::v1::AuditEvent e = BaseEvent(p, sandbox, policy_name);
       e.set_kind("credential.exposed");
       e.set_verdict("detected");
       e.set_enforcement("none");
-      const size_t listed = std::min(found.size(), options.max_variables_per_event);
       std::vector<std::string> described;
-      for (size_t k = 0; k < listed; ++k) {
-        e.mutable_credential()->add_variables(found[k].name);
-        described.push_back(found[k].name + " (" + found[k].why + ")");
+      for (const auto& v : found) {
+        e.mutable_credential()->add_variables(v.name);
+        described.push_back(v.name + " (" + v.why + ")");
       }
-      std::string reason = std::to_string(found.size()) + " environment variable" + (found.size() == 1 ? "" : "s") +
-                           " of a process running before attach look" + (found.size() == 1 ? "s" : "") +
+      const size_t total = found.size() + not_listed;
+      std::string reason = std::to_string(total) + " environment variable" + (total == 1 ? "" : "s") +
+                           " of a process running before attach look" + (total == 1 ? "s" : "") +
                            " like credentials: " + JoinStrings(described, ", ");
-      if (listed < found.size()) reason += "; " + std::to_string(found.size() - listed) + " more not listed";
+      if (not_listed) reason += "; " + std::to_string(not_listed) + " more not listed";
       if (reads[i].truncated)
         reason += "; only the first " + std::to_string(options.environ.max_bytes) + " bytes of the environment read";
       reason += "; values not recorded; a running process's environment cannot be taken back: rotate them";
