@@ -107,6 +107,17 @@ TEST(CredentialValueKind, KnownFormats) {
   EXPECT_EQ(CredentialValueKind("-----BEGIN EC PRIVATE KEY-----\nMHc..."), "a private key");
   EXPECT_EQ(CredentialValueKind("-----BEGIN CERTIFICATE-----"), "");
   EXPECT_EQ(CredentialValueKind("hello"), "");
+  // Inside a URL, quotes or a header value; with a password in a URL.
+  EXPECT_EQ(CredentialValueKind("https://x-access-token:" + kGithub + "@github.com/acme/app.git"), "a GitHub token");
+  EXPECT_EQ(CredentialValueKind("'" + kGithub + "'"), "a GitHub token");
+  EXPECT_EQ(CredentialValueKind("Authorization: token " + kGithub), "a GitHub token");
+  EXPECT_EQ(CredentialValueKind("key=AKIAIOSFODNN7EXAMPLE;"), "an AWS access key id");
+  EXPECT_EQ(CredentialValueKind("postgres://app:hunter2@db:5432/app"), "a URL with a password");
+  EXPECT_EQ(CredentialValueKind("postgres://app@db:5432/app"), "");
+  EXPECT_EQ(CredentialValueKind("https://example.com/a@b:c"), "");  // '@' past the authority
+  EXPECT_EQ(CredentialValueKind("Bearer abcdefghijklmnopqrstuvwxyz"), "a bearer token");
+  EXPECT_EQ(CredentialValueKind("xghp_" + std::string(36, 'a')), "");  // not at a word's start
+  EXPECT_EQ(CredentialValueKind("/usr/lib/ghp_tools:/bin"), "");
   EXPECT_EQ(CredentialValueKind(""), "");
 }
 
@@ -144,6 +155,11 @@ TEST(ReadEnvironments, ReadsEachWholeOrCutAtTheLimit) {
   EXPECT_EQ(reads[1].data, big.substr(0, 100 * 1024));
   EXPECT_TRUE(reads[2].read);
   EXPECT_EQ(reads[2].data, "");
+  // Exactly the limit is whole, not cut.
+  auto exact = ReadEnvironments({files.File("d", std::string(100 * 1024, 'y'))}, limits);
+  EXPECT_TRUE(exact[0].read);
+  EXPECT_FALSE(exact[0].truncated);
+  EXPECT_EQ(exact[0].data.size(), 100u * 1024);
 }
 
 TEST(ReadEnvironments, AnUnreadableOneIsReportedAndTheOthersStillRead) {

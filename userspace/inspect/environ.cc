@@ -65,8 +65,10 @@ bool ChildWrite(int fd, const void* buf, size_t len) {
     int fd = ::open(paths[i].c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) end.n = -errno;
     while (fd >= 0) {
-      if (total >= max_bytes) {
-        end.n = kTruncated;
+      if (total >= max_bytes) {  // more than max_bytes? one byte tells
+        ssize_t more = ::read(fd, buf, 1);
+        if (more < 0 && errno == EINTR) continue;
+        if (more != 0) end.n = kTruncated;
         break;
       }
       ssize_t n = ::read(fd, buf, std::min(buf_size, max_bytes - total));
@@ -242,7 +244,12 @@ int Base64Url(int c) { return std::isalnum(c) || c == '-' || c == '_' || c == '=
 
 }  // namespace
 
-std::string CredentialValueKind(std::string_view v) {
+namespace {
+
+int TokenChar(int c) { return std::isalnum(c) || c == '_' || c == '-' || c == '.'; }
+
+// One word of a value (a run of letters, digits, '_', '-' and '.').
+std::string WordKind(std::string_view w) {
   // Prefixed tokens: the prefix and at least 16 more characters.
   static const struct {
     const char* prefix;
@@ -252,26 +259,54 @@ std::string CredentialValueKind(std::string_view v) {
       {"ghs_", "a GitHub token"},         {"ghr_", "a GitHub token"},        {"github_pat_", "a GitHub token"},
       {"glpat-", "a GitLab token"},       {"xoxb-", "a Slack token"},        {"xoxp-", "a Slack token"},
       {"xoxa-", "a Slack token"},         {"xoxs-", "a Slack token"},        {"xoxe-", "a Slack token"},
-      {"xoxe.", "a Slack token"},        {"xapp-", "a Slack token"},
+      {"xoxe.", "a Slack token"},         {"xapp-", "a Slack token"},
       {"sk_live_", "a Stripe key"},       {"rk_live_", "a Stripe key"},      {"sk-ant-", "an Anthropic key"},
       {"sk-proj-", "an OpenAI key"},      {"npm_", "an npm token"},          {"pypi-", "a PyPI token"},
       {"hvs.", "a Vault token"},          {"dop_v1_", "a DigitalOcean token"},
   };
   for (const auto& p : kPrefixes)
-    if (StartsWith(v, p.prefix) && v.size() >= std::strlen(p.prefix) + 16) return p.kind;
+    if (StartsWith(w, p.prefix) && w.size() >= std::strlen(p.prefix) + 16) return p.kind;
   // AWS access key ids: AKIA/ASIA and 16 upper-case letters or digits.
-  if (v.size() == 20 && (StartsWith(v, "AKIA") || StartsWith(v, "ASIA")) && AllOf(v.substr(4), UpperOrDigit))
+  if (w.size() == 20 && (StartsWith(w, "AKIA") || StartsWith(w, "ASIA")) && AllOf(w.substr(4), UpperOrDigit))
     return "an AWS access key id";
   // Google API keys: AIza and 35 more.
-  if (v.size() == 39 && StartsWith(v, "AIza") && AllOf(v.substr(4), Base64Url)) return "a Google API key";
+  if (w.size() == 39 && StartsWith(w, "AIza") && AllOf(w.substr(4), Base64Url)) return "a Google API key";
   // A JWT: three base64url parts, the first two JSON objects ("eyJ": '{"').
-  if (StartsWith(v, "eyJ") && std::count(v.begin(), v.end(), '.') == 2) {
-    size_t a = v.find('.');
-    if (StartsWith(v.substr(a + 1), "eyJ") && AllOf(v.substr(0, a), Base64Url)) return "a JWT";
+  if (StartsWith(w, "eyJ") && std::count(w.begin(), w.end(), '.') == 2 &&
+      StartsWith(w.substr(w.find('.') + 1), "eyJ"))
+    return "a JWT";
+  return "";
+}
+
+// scheme://user:password@host...
+bool UrlWithPassword(std::string_view v) {
+  for (size_t at = v.find("://"); at != std::string_view::npos; at = v.find("://", at + 3)) {
+    std::string_view rest = v.substr(at + 3);
+    std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+    size_t user_end = authority.rfind('@');
+    if (user_end == std::string_view::npos) continue;
+    size_t colon = authority.substr(0, user_end).find(':');
+    if (colon != std::string_view::npos && colon + 1 < user_end) return true;
   }
-  // A PEM private key.
+  return false;
+}
+
+}  // namespace
+
+std::string CredentialValueKind(std::string_view v) {
+  // Each word: a token may sit inside a URL, quotes or a header value.
+  for (size_t i = 0; i < v.size();) {
+    while (i < v.size() && !TokenChar(static_cast<unsigned char>(v[i]))) ++i;
+    size_t end = i;
+    while (end < v.size() && TokenChar(static_cast<unsigned char>(v[end]))) ++end;
+    if (end > i)
+      if (std::string kind = WordKind(v.substr(i, end - i)); !kind.empty()) return kind;
+    i = end;
+  }
   if (v.find("-----BEGIN") != std::string_view::npos && v.find("PRIVATE KEY") != std::string_view::npos)
     return "a private key";
+  if (UrlWithPassword(v)) return "a URL with a password";
+  if (StartsWith(v, "Bearer ") && v.size() >= 7 + 16) return "a bearer token";
   return "";
 }
 
