@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the policy parser fuzzer for a bounded time over the seed corpus and
-# the example policies.
+# Runs a fuzzer (the policy parser's, the environment scanner's) for a bounded
+# time over its seed corpus and examples (the example policies). The
+# dictionary is tests/fuzz/<name>.dict for <name>_fuzzer, if there is one.
 #
 #   run_fuzzer.sh <fuzzer-binary> <corpus-dir> <examples-dir>
 #
@@ -34,7 +35,7 @@ done
 fuzzer=$(cd "$(dirname "$fuzzer")" && pwd)/$(basename "$fuzzer")
 artifact_dir=${FUZZ_ARTIFACT_DIR:-$(dirname "$fuzzer")/fuzz-artifacts}
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-dict=$script_dir/policy_parser.dict
+dict=$script_dir/$(basename "$fuzzer" _fuzzer).dict
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/cordon-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
