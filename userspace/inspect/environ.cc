@@ -33,6 +33,7 @@ struct Frame {
   int32_t n;
 };
 constexpr int32_t kTruncated = INT32_MIN;
+constexpr uint32_t kReady = UINT32_MAX;  // the child's first frame, before any entry
 
 int64_t MonoMs() { return MonoNs() / 1'000'000; }
 
@@ -57,6 +58,10 @@ bool ChildWrite(int fd, const void* buf, size_t len) {
   // open in a child that the workload may keep stuck.
   if (out > 0) ::syscall(SYS_close_range, 0u, static_cast<unsigned>(out - 1), 0u);
   ::syscall(SYS_close_range, static_cast<unsigned>(out + 1), ~0u, 0u);
+  // Ready: the per-process stall limit starts now, not while a loaded
+  // machine (or a sanitizer's large fork) is still starting this child.
+  const Frame ready{kReady, 0};
+  if (!ChildWrite(out, &ready, sizeof ready)) ::_exit(1);
   for (size_t i = first; i < paths.size(); ++i) {
     size_t total = 0;
     Frame end{static_cast<uint32_t>(i), 0};
@@ -181,10 +186,14 @@ std::vector<EnvironRead> ReadEnvironments(const std::vector<std::string>& paths,
     ::close(p[1]);
     UniqueFd in(p[0]);
     size_t current = next;  // the entry being read
+    Frame ready;
+    int started = ReadExact(in.get(), &ready, sizeof ready, budget_end);
+    if (started == 1 && ready.index != kReady) started = -2;
     int64_t stall_end = std::min(budget_end, MonoMs() + limits.stall_ms);
     for (;;) {
       Frame f;
-      int r = ReadExact(in.get(), &f, sizeof f, stall_end);
+      int r = started == 1 ? ReadExact(in.get(), &f, sizeof f, stall_end) : started;
+      if (started != 1) stall_end = budget_end;  // never started: the budget, not a stall
       if (r == 1 && (f.index != current || (f.n > 0 && static_cast<size_t>(f.n) > buffer.size()))) r = -2;
       if (r == 1 && f.n > 0) {
         chunk.resize(static_cast<size_t>(f.n));
