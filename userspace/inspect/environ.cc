@@ -35,8 +35,6 @@ struct Frame {
 constexpr int32_t kTruncated = INT32_MIN;
 constexpr uint32_t kReady = UINT32_MAX;  // the child's first frame, before any entry
 
-int64_t MonoMs() { return MonoNs() / 1'000'000; }
-
 // Writes all of buf; in the child: no allocation, no locks.
 bool ChildWrite(int fd, const void* buf, size_t len) {
   const char* p = static_cast<const char*>(buf);

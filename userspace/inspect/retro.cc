@@ -276,7 +276,7 @@ void ExposedEnvironments(const std::vector<Process>& processes, const std::strin
                          const SandboxContext& sandbox, const std::string& policy_name, const RetroOptions& options,
                          RetroReport* report) {
   constexpr size_t kBatch = 8;  // environments held at a time (each up to max_bytes)
-  const int64_t deadline_ms = MonoNs() / 1'000'000 + options.environ.budget_ms;
+  const int64_t deadline_ms = MonoMs() + options.environ.budget_ms;
   auto unread = [&](const Process& p, const std::string& why) {
     report->environments_unread++;
     if (report->unread_reasons.size() < 10) report->unread_reasons.push_back("pid " + std::to_string(p.pid) + ": " + why);

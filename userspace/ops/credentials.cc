@@ -21,6 +21,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "util/clock.h"
 #include "util/fs.h"
 #include "util/text.h"
 
@@ -34,12 +35,6 @@ constexpr int64_t kRefreshRetrySeconds = 10;
 constexpr size_t kMaxRevokeOutput = 4096;
 
 int64_t Now() { return static_cast<int64_t>(::time(nullptr)); }
-
-int64_t MonoMs() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 void Wipe(std::string* s) {
   if (!s->empty()) OPENSSL_cleanse(s->data(), s->size());
