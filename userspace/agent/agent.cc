@@ -149,6 +149,8 @@ Status Agent::Start() {
     }
   }
 
+  LoadOidc();
+
   // Adopt everything pinned: enforcement never stopped; what the ring
   // buffers held while no agent ran is drained now, and what they could not
   // hold is reported as loss records.
@@ -240,7 +242,7 @@ void Agent::Tick() {
   if (ticks_ % kCredentialSweepEveryTicks == 0) SweepCredentials();
   sinks_.FlushSinks();
   sinks_.Retry(now);
-  if (metrics_) metrics_->Service([this] { return RenderMetrics(); });
+  if (metrics_) metrics_->Service([this] { return RenderMetrics(); }, [this](const std::string& path) { return OidcDocument(path); });
   if (now - rate_last_ns_ >= 1000000000) {
     events_per_second_ = static_cast<double>(consumed_ - rate_last_delivered_) * 1e9 / static_cast<double>(now - rate_last_ns_);
     rate_last_delivered_ = consumed_;
@@ -257,6 +259,45 @@ void Agent::SweepCredentials() {
                                           [this](const v1::AuditEvent& e) { Deliver(e); });
   if (swept)
     Log("removed and revoked " + std::to_string(swept) + " credential(s) left by cordon runs that ended");
+}
+
+void Agent::LoadOidc() {
+  oidc_issuer_ = config_.OidcIssuer();
+  if (oidc_issuer_.empty() && metrics_) oidc_issuer_ = "http://" + metrics_address_;  // metrics.listen port 0
+  if (oidc_issuer_.empty()) {
+    Log("the built-in OIDC issuer is off: no oidc.issuer and no metrics listener to serve its keys on");
+    return;
+  }
+  const std::string stamp = ops::OidcKeyStamp(config_.oidc_key_dir);
+  auto signer = ops::OidcSigner::LoadOrCreate(config_.oidc_key_dir);
+  if (!signer) {
+    // Tokens are optional; events are not: keep running without them.
+    if (oidc_) Log("the built-in OIDC issuer keeps its keys: " + signer.error().ToString());
+    else Log("the built-in OIDC issuer is off: " + signer.error().ToString());
+    oidc_stamp_ = stamp;  // not retried until the files change again
+    return;
+  }
+  const bool reloaded = oidc_.has_value();
+  oidc_.emplace(std::move(*signer));
+  oidc_stamp_ = ops::OidcKeyStamp(config_.oidc_key_dir);  // after a first start made the key
+  std::string published;
+  if (!config_.oidc_publish_dir.empty()) {
+    Status written = ops::PublishFiles(*oidc_, oidc_issuer_, config_.oidc_publish_dir);
+    published = written.ok() ? ", published in " + config_.oidc_publish_dir
+                             : ", not published: " + written.error().ToString();
+  }
+  Log(std::string(reloaded ? "the built-in OIDC issuer read its keys again" : "the built-in OIDC issuer") + " (iss " +
+      oidc_issuer_ + ", key " + oidc_->kid() + ")" + (metrics_ ? ", keys on http://" + metrics_address_ : "") +
+      published);
+}
+
+std::optional<HttpDocument> Agent::OidcDocument(const std::string& path) {
+  if (oidc_issuer_.empty()) return std::nullopt;
+  if (ops::OidcKeyStamp(config_.oidc_key_dir) != oidc_stamp_) LoadOidc();
+  if (!oidc_) return std::nullopt;
+  auto body = ops::OidcDocumentAt(*oidc_, oidc_issuer_, path);
+  if (!body) return std::nullopt;
+  return HttpDocument{"application/json", std::move(*body)};
 }
 
 std::string Agent::RenderMetrics() {
@@ -351,7 +392,7 @@ int Agent::Loop() {
           Tick();
           break;
         case kMetrics:
-          if (metrics_) metrics_->Service([this] { return RenderMetrics(); });
+          if (metrics_) metrics_->Service([this] { return RenderMetrics(); }, [this](const std::string& path) { return OidcDocument(path); });
           break;
         case kClient:
           tails_->OnReady(id, evs[i].events);

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -30,6 +31,7 @@
 #include "agent/tail_server.h"
 #include "events/decoder.h"
 #include "events/reader.h"
+#include "ops/oidc.h"
 #include "ops/ops.h"
 #include "util/fd.h"
 #include "util/result.h"
@@ -74,6 +76,12 @@ class Agent {
   void PrepareInstance();
   std::string RenderMetrics();
   void Shutdown();
+  // The built-in OIDC issuer's keys (oidc.keyDir): loaded, or made, at
+  // start; read again when their files change (`cordon oidc rotate`). Its
+  // discovery document and JWKS are served on the metrics listener and
+  // written to oidc.publishDir.
+  void LoadOidc();
+  std::optional<HttpDocument> OidcDocument(const std::string& path);
 
   // sandboxes (adoption.cc)
   void Rescan();
@@ -111,6 +119,8 @@ class Agent {
   UniqueFd timer_fd_;
   std::unique_ptr<MetricsServer> metrics_;
   std::string metrics_address_;
+  std::optional<ops::OidcSigner> oidc_;
+  std::string oidc_issuer_, oidc_stamp_;
   SinkFanout sinks_;
   std::unique_ptr<TailServer> tails_;  // made once the epoll set exists
   PendingState pending_;

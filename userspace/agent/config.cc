@@ -243,7 +243,31 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
   if (kind == "jsonl" && !has_path) Error(node, path + ".path", "a jsonl sink needs a path");
 }
 
+// Why `issuer` cannot be an iss (a verifier fetches
+// <issuer>/.well-known/openid-configuration and compares iss as a string);
+// "" when it can.
+std::string BadIssuer(const std::string& issuer) {
+  if (issuer.size() > 512) return "is longer than 512 bytes";
+  for (unsigned char ch : issuer)
+    if (ch <= ' ' || ch >= 0x7f) return "must be printable ASCII without spaces (a URL)";
+  size_t scheme = issuer.rfind("https://", 0) == 0 ? 8 : issuer.rfind("http://", 0) == 0 ? 7 : 0;
+  if (!scheme) return "must be an http:// or https:// URL, got '" + issuer + "'";
+  if (issuer.size() == scheme || issuer[scheme] == '/') return "has no host: '" + issuer + "'";
+  if (issuer.find_first_of("?#") != std::string::npos)
+    return "must not have a query or a fragment (verifiers append /.well-known/...): '" + issuer + "'";
+  if (issuer.back() == '/') return "must not end with '/' (iss is compared as a string): '" + issuer + "'";
+  return "";
+}
+
 }  // namespace
+
+std::string AgentConfig::OidcIssuer() const {
+  if (!oidc_issuer.empty()) return oidc_issuer;
+  ListenAddress addr;
+  std::string error;
+  if (metrics_listen.empty() || !ParseListenAddress(metrics_listen, &addr, &error) || addr.port == 0) return "";
+  return "http://" + metrics_listen;
+}
 
 bool ParseListenAddress(const std::string& text, ListenAddress* out, std::string* error) {
   std::string host, port;
@@ -467,6 +491,28 @@ bool ParseAgentConfig(std::string_view text, const std::string& file, AgentConfi
                            r.StringList(n, nf, &c.adopt_name_prefixes);
                          }}},
                        "adopt");
+           }},
+          {"oidc",
+           [&](const YamlNode& v, const std::string& f) {
+             r.Mapping(v, f,
+                       {{"issuer",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           if (!r.String(n, nf, &c.oidc_issuer)) return;
+                           std::string why = BadIssuer(c.oidc_issuer);
+                           if (!why.empty()) r.Error(n, nf, why);
+                         }},
+                        {"keyDir",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           if (r.String(n, nf, &c.oidc_key_dir) && (c.oidc_key_dir.empty() || c.oidc_key_dir[0] != '/'))
+                             r.Error(n, nf, "must be an absolute path, got '" + c.oidc_key_dir + "'");
+                         }},
+                        {"publishDir",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           if (r.String(n, nf, &c.oidc_publish_dir) && !c.oidc_publish_dir.empty() &&
+                               c.oidc_publish_dir[0] != '/')
+                             r.Error(n, nf, "must be an absolute path or \"\" (none), got '" + c.oidc_publish_dir + "'");
+                         }}},
+                       "oidc");
            }},
       },
       "agent");

@@ -22,6 +22,10 @@
 //   tail: {queueEvents: 10000, disconnectAfterDropped: 100000, maxClients: 64}
 //   control: {idleTimeoutMs: 300000, requestTimeoutMs: 30000, partialFramesMaxBytes: 67108864}
 //   adopt: {cgroupPrefixes: [], namePrefixes: []}      # empty: every sandbox
+//   oidc:                                 # the built-in issuer of spec.credentials[].oidc
+//     issuer: https://cordon.example.com  # iss; default http://<metrics.listen>
+//     keyDir: /var/lib/cordon/oidc        # signing-key.pem (0600), previous-key.pem
+//     publishDir: /var/lib/cordon/oidc/public   # openid-configuration, jwks.json; "" = none
 #pragma once
 
 #include <cstdint>
@@ -38,6 +42,8 @@ constexpr const char* kDefaultConfigPath = "/etc/cordon/agent.yaml";
 constexpr const char* kDefaultSocketPath = "/run/cordon/agent.sock";
 constexpr const char* kDefaultAuditPath = "/var/log/cordon/audit.jsonl";
 constexpr const char* kDefaultMetricsListen = "127.0.0.1:9464";
+constexpr const char* kDefaultOidcKeyDir = "/var/lib/cordon/oidc";
+constexpr const char* kDefaultOidcPublishDir = "/var/lib/cordon/oidc/public";
 
 // host:port with a numeric IPv4 address, [IPv6]:port, or localhost:port.
 struct ListenAddress {
@@ -76,7 +82,14 @@ struct AgentConfig {
   uint64_t control_partial_frames_max_bytes = 64ull << 20;
   std::vector<std::string> adopt_cgroup_prefixes;
   std::vector<std::string> adopt_name_prefixes;
+  std::string oidc_issuer;  // oidc.issuer as written ("" : OidcIssuer() derives it)
+  std::string oidc_key_dir = kDefaultOidcKeyDir;
+  std::string oidc_publish_dir = kDefaultOidcPublishDir;
 
+  // The iss of the tokens cordon signs: oidc.issuer, else http://<metrics.listen>
+  // (the agent serves the discovery document and the JWKS there); "" when
+  // neither is usable (no metrics listener, or port 0).
+  std::string OidcIssuer() const;
   // The lock file that keeps a second agent from starting: beside the socket.
   std::string LockPath() const;
   // The first jsonl sink's path ("" if there is none): what --since replays.

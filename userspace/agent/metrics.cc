@@ -121,7 +121,8 @@ std::string HttpResponse(const char* status, const char* content_type, const std
   return out;
 }
 
-std::string Respond(const std::string& request, const std::function<std::string()>& render) {
+std::string Respond(const std::string& request, const std::function<std::string()>& render,
+                    const HttpDocuments& documents) {
   const char* kText = "text/plain; charset=utf-8";
   std::string line = request.substr(0, request.find_first_of("\r\n"));
   size_t sp1 = line.find(' ');
@@ -134,7 +135,11 @@ std::string Respond(const std::string& request, const std::function<std::string(
   bool head = method == "HEAD";
   if (method != "GET" && !head)
     return HttpResponse("405 Method Not Allowed", kText, "method not allowed\n", false, "Allow: GET, HEAD\r\n");
-  if (path != "/metrics") return HttpResponse("404 Not Found", kText, "not found: metrics are at /metrics\n", head);
+  if (path != "/metrics") {
+    if (documents)
+      if (auto doc = documents(path)) return HttpResponse("200 OK", doc->content_type.c_str(), doc->body, head);
+    return HttpResponse("404 Not Found", kText, "not found: metrics are at /metrics\n", head);
+  }
   return HttpResponse("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(), head);
 }
 
@@ -334,7 +339,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Listen(const std::string& 
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(fd), ntohs(port), limits));
 }
 
-void MetricsServer::Service(const std::function<std::string()>& render) {
+void MetricsServer::Service(const std::function<std::string()>& render, const HttpDocuments& documents) {
   auto now = std::chrono::steady_clock::now();
   for (;;) {
     int c = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -368,7 +373,7 @@ void MetricsServer::Service(const std::function<std::string()>& render) {
     }
     conns_.push_back(Connection{std::move(fd), {}, {}, 0, false, now + limits_.request_timeout, uid});
   }
-  std::erase_if(conns_, [&](Connection& conn) { return !Step(conn, render, now); });
+  std::erase_if(conns_, [&](Connection& conn) { return !Step(conn, render, documents, now); });
   ServiceLingering(now);
 }
 
@@ -415,7 +420,7 @@ void MetricsServer::ServiceLingering(std::chrono::steady_clock::time_point now) 
   });
 }
 
-bool MetricsServer::Step(Connection& conn, const std::function<std::string()>& render,
+bool MetricsServer::Step(Connection& conn, const std::function<std::string()>& render, const HttpDocuments& documents,
                          std::chrono::steady_clock::time_point now) {
   if (!conn.responding) {
     bool eof = false;
@@ -454,7 +459,7 @@ bool MetricsServer::Step(Connection& conn, const std::function<std::string()>& r
       }
       return true;
     }
-    conn.out = Respond(conn.in.substr(0, end), render);
+    conn.out = Respond(conn.in.substr(0, end), render, documents);
     conn.in.clear();
     conn.responding = true;
     conn.deadline = now + limits_.request_timeout;  // for the whole response, however slowly it is read

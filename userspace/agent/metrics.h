@@ -91,6 +91,13 @@ std::string EscapeLabelValue(const std::string& value);
 // in all, however slowly the client reads. GET (or HEAD) /metrics -> 200 with
 // render(); other paths -> 404; other methods -> 405. One request per
 // connection (Connection: close).
+// A document the listener serves besides /metrics (the built-in OIDC
+// issuer's discovery document and JWKS): looked up by path on each GET.
+struct HttpDocument {
+  std::string content_type, body;
+};
+using HttpDocuments = std::function<std::optional<HttpDocument>(const std::string& path)>;
+
 struct MetricsLimits {
   size_t max_connections = 16;                      // metrics.maxConnections
   std::chrono::milliseconds request_timeout{5000};  // metrics.requestTimeoutMs
@@ -115,7 +122,8 @@ class MetricsServer {
   uint64_t timed_out() const { return timed_out_; }  // past a total deadline
   uint64_t evicted() const { return evicted_; }      // 503s to make room for a uid with fewer slots
 
-  void Service(const std::function<std::string()>& render);
+  // `documents` (may be empty) answers the paths other than /metrics.
+  void Service(const std::function<std::string()>& render, const HttpDocuments& documents = {});
 
  private:
   static constexpr uint32_t kUnknownUid = 0xffffffffu;
@@ -137,7 +145,8 @@ class MetricsServer {
   MetricsServer(UniqueFd fd, uint16_t port, MetricsLimits limits)
       : listen_fd_(std::move(fd)), port_(port), limits_(limits) {}
   // false: done with the connection, close it.
-  bool Step(Connection& conn, const std::function<std::string()>& render, std::chrono::steady_clock::time_point now);
+  bool Step(Connection& conn, const std::function<std::string()>& render, const HttpDocuments& documents,
+            std::chrono::steady_clock::time_point now);
   // Sends `out` (what fits), shuts the write side and keeps the socket to
   // drain: the client reads the answer instead of a reset.
   void Linger(UniqueFd fd, std::string out, std::chrono::steady_clock::time_point now);

@@ -596,6 +596,7 @@ const char* kMainHelp =
     "  policy check FILE...                                 validate and explain policies\n"
     "  doctor [--json]                                      what this kernel lets cordon enforce\n"
     "  audit verify FILE...                                 check the audit files' hash chain\n"
+    "  oidc show|rotate|publish                             the built-in credential issuer's keys\n"
     "\n"
     "Enforcement is pinned in the kernel and never depends on a cordon process, the agent\n"
     "included. Exit status: 0 success, 1 failure (nothing half-done), 2 usage errors.\n"
@@ -623,6 +624,7 @@ int Main(int argc, char** argv) {
   if (cmd == "doctor") return DoctorCommand(rest);
   if (cmd == "agent") return AgentCommand(rest);
   if (cmd == "audit") return AuditCommand(rest);
+  if (cmd == "oidc") return OidcCommand(rest);
   PrintError("unknown command '" + cmd + "'");
   std::fputs(kMainHelp, stderr);
   return 2;

@@ -21,6 +21,7 @@ int RunCommand(const Args& args);
 int DoctorCommand(const Args& args);
 int AgentCommand(const Args& args);  // agent_command.cc
 int AuditCommand(const Args& args);  // audit.cc
+int OidcCommand(const Args& args);   // oidc.cc
 
 int Main(int argc, char** argv);
 

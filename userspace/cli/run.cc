@@ -32,6 +32,7 @@
 #include "abi/cordon_common.h"
 #include "abi/cordon_file.h"
 #include "abi/cordon_pins.h"
+#include "agent/config.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -67,7 +68,7 @@ namespace {
 const char* kRunHelp =
     "usage: cordon run [--policy FILE] [--mode enforce|audit] [--audit FILE] [--name NAME]\n"
     "                  [--user dynamic|root|USER|UID[:GID]] [--env NAME[=VALUE]]... [--keep-fd N]...\n"
-    "                  [--quiet] [--verbose] -- CMD [ARGS...]\n"
+    "                  [--config FILE] [--quiet] [--verbose] -- CMD [ARGS...]\n"
     "\n"
     "Creates a fresh cgroup, attaches the policy (default: the built-in no-egress policy),\n"
     "starts CMD directly inside it (clone3 CLONE_INTO_CGROUP: no unconfined window), forwards\n"
@@ -86,6 +87,8 @@ const char* kRunHelp =
     "  --env NAME[=VALUE]  pass the caller's NAME, or set it (repeatable; after spec.environment). The\n"
     "                  environment is otherwise PATH, LANG, LC_*, TERM, TZ, HOME and SHELL only\n"
     "  --keep-fd N     keep descriptor N open in CMD (repeatable); every other one above 2 is closed\n"
+    "  --config FILE   the agent configuration whose oidc: section the built-in issuer uses\n"
+    "                  (default /etc/cordon/agent.yaml; its defaults when that does not exist)\n"
     "  -q, --quiet     no notes and no summary\n"
     "  -v, --verbose   every rule the fallback layers below cannot cover\n"
     "\n"
@@ -103,7 +106,9 @@ const char* kRunHelp =
     "spec.credentials: each credential's issue program runs (as root, on the host) before CMD\n"
     "starts; a failure starts nothing. CMD finds it in $NAME_FILE (a file of its own sandbox) or\n"
     "$NAME (deliver: env). At its ttl or when CMD ends it is removed and its revoke program\n"
-    "runs; events name it by fingerprint, never by value (README \"Credentials\").\n"
+    "runs; events name it by fingerprint, never by value (README \"Credentials\"). A credential\n"
+    "with oidc: is a JWT that cordon signs for this sandbox (the key and the issuer URL come from\n"
+    "the agent configuration's oidc: section; `cordon oidc --help`).\n"
     "\n"
     "With an agent running (`cordon agent --help`), the agent is the sandbox's only event reader:\n"
     "it adopts the sandbox before CMD starts, writes the events to its own sinks and streams them\n"
@@ -207,6 +212,7 @@ int ParseRun(const Args& args, RunPlan* run) {
                   {"--user", "", true},
                   {"--env", "", true, true},
                   {"--keep-fd", "", true, true},
+                  {"--config", "", true},
                   {"--quiet", "-q"},
                   {"--verbose", "-v"},
                   {"--help", "-h"}},
@@ -291,14 +297,27 @@ int PrepareFiles(RunPlan* run) {
   // owned by the command's identity, bound where the command reads it (and
   // the store of the other sandboxes hidden). Issued once the sandbox exists.
   if (!compiled->credentials.empty()) {
-    for (const auto& c : compiled->credentials)
-      if (!c.oidc_audience.empty())
-        return PrintError("spec.credentials: " + c.name +
-                          ": the built-in issuer (oidc) is not wired to cordon run yet; use issue: for now; "
-                          "command not started"),
+    ops::OidcContext oidc;
+    for (const auto& c : compiled->credentials) {
+      if (c.oidc_audience.empty()) continue;
+      const std::string path = run->parsed.Get("--config").value_or("");
+      agent::AgentConfig config;
+      policy::Diagnostics diags;
+      if (!agent::LoadAgentConfig(path, !path.empty(), &config, &diags)) {
+        std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
+        return PrintError("agent configuration " + (path.empty() ? std::string(agent::kDefaultConfigPath) : path) +
+                          " rejected (the built-in issuer's settings are there); command not started"),
                1;
+      }
+      oidc.issuer = config.OidcIssuer();
+      oidc.key_dir = config.oidc_key_dir;
+      oidc.setting = config.file.empty() ? std::string(agent::kDefaultConfigPath) + " (absent: the defaults)" : config.file;
+      oidc.policy_name = compiled->name;
+      oidc.policy_digest = compiled->digest;
+      break;
+    }
     auto prepared = ops::SandboxCredentials::Prepare(compiled->credentials, run->run_name, identity.uid, identity.gid,
-                                                     "cordon-run");
+                                                     "cordon-run", std::move(oidc));
     if (!prepared) return PrintError("credentials: " + prepared.error().ToString() + "; command not started"), 1;
     run->credentials = std::move(*prepared);
     for (auto& bind : run->credentials->RunBinds()) run->binds.push_back(std::move(bind));

@@ -376,8 +376,22 @@ ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std:
 
 Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::Prepare(std::vector<policy::CredentialSpec> specs,
                                                                         const std::string& sandbox, uid_t uid,
-                                                                        gid_t gid, std::string enforcement) {
+                                                                        gid_t gid, std::string enforcement,
+                                                                        OidcContext oidc) {
   std::unique_ptr<SandboxCredentials> c(new SandboxCredentials());
+  for (const auto& spec : specs) {
+    if (spec.oidc_audience.empty() || c->signer_) continue;
+    if (oidc.issuer.empty())
+      return Error{"credential " + Quoted(spec.name) +
+                   ": the built-in issuer has no issuer URL: set oidc.issuer (or metrics.listen, whose URL is the "
+                   "default) in " + oidc.setting};
+    auto signer = OidcSigner::LoadOrCreate(oidc.key_dir);
+    if (!signer)
+      return Error{"credential " + Quoted(spec.name) + ": the built-in issuer's signing key (oidc.keyDir in " +
+                   oidc.setting + "): " + signer.error().ToString()};
+    c->signer_.emplace(std::move(*signer));
+  }
+  c->oidc_ = std::move(oidc);
   c->sandbox_ = sandbox;
   c->enforcement_ = std::move(enforcement);
   c->uid_ = uid;
@@ -449,7 +463,23 @@ std::string SandboxCredentials::FilePath(const Live& c) const {
   return c.spec.deliver == policy::CredentialSpec::Deliver::kFile ? view_dir() + "/" + c.spec.name : "";
 }
 
-Result<std::string> SandboxCredentials::RunIssue(const policy::CredentialSpec& spec) const {
+Result<std::string> SandboxCredentials::RunIssue(const policy::CredentialSpec& spec, int64_t* issued_at) const {
+  if (!spec.oidc_audience.empty()) {
+    if (!signer_) return Error{"credential " + Quoted(spec.name) + ": the built-in issuer has no signing key"};
+    OidcClaims claims;
+    claims.issuer = oidc_.issuer;
+    claims.subject = sandbox_;
+    claims.audience = spec.oidc_audience;
+    claims.jti = NewJti();
+    claims.issued_at = *issued_at = Now();
+    claims.expires_at = claims.issued_at + static_cast<int64_t>(spec.ttl_seconds);
+    claims.cgroup_id = cgroup_id_;
+    claims.policy_name = oidc_.policy_name;
+    claims.policy_digest = oidc_.policy_digest;
+    auto token = signer_->Sign(claims);
+    if (!token) return Error{"credential " + Quoted(spec.name) + ": the built-in issuer: " + token.error().ToString()};
+    return std::move(*token);
+  }
   ProgramRun r = RunCredentialProgram(
       spec.issue,
       {kProgramPath, "CORDON_SANDBOX=" + sandbox_, "CORDON_CGROUP_ID=" + std::to_string(cgroup_id_),
@@ -464,6 +494,7 @@ Result<std::string> SandboxCredentials::RunIssue(const policy::CredentialSpec& s
     Wipe(&value);
     return Error{"credential " + Quoted(spec.name) + ": issue: printed a NUL byte (deliver: env cannot hold it)"};
   }
+  *issued_at = Now();
   return value;
 }
 
@@ -527,13 +558,12 @@ Status SandboxCredentials::Issue(uint64_t cgroup_id, const std::string& cgroup_d
   cgroup_dir_ = cgroup_dir;
   for (Live& c : creds_) {
     Status done = [&]() -> Status {
-      if (!c.spec.oidc_audience.empty())
-        return Error{"credential " + Quoted(c.spec.name) + ": the built-in issuer (oidc) is not wired to run yet"};
-      auto value = RunIssue(c.spec);
+      int64_t issued_at = 0;
+      auto value = RunIssue(c.spec, &issued_at);
       if (!value) return value.error();
       c.value = std::move(*value);
       c.fingerprint = CredentialFingerprint(c.value);
-      c.issued_at = Now();
+      c.issued_at = issued_at;
       c.expires_at = c.issued_at + static_cast<int64_t>(c.spec.ttl_seconds);
       c.live = true;
       CORDON_TRY(SaveState());  // before the file exists: a crash from here on is swept
@@ -590,7 +620,8 @@ void SandboxCredentials::Tick(int64_t now, const CredentialEvents& emit) {
     if (!c.spec.refresh_before_seconds) continue;
     const int64_t due = c.retry_at ? c.retry_at : c.expires_at - static_cast<int64_t>(c.spec.refresh_before_seconds);
     if (now < due) continue;
-    auto value = RunIssue(c.spec);
+    int64_t issued_at = 0;
+    auto value = RunIssue(c.spec, &issued_at);
     if (!value) {
       c.retry_at = Now() + kRefreshRetrySeconds;
       emit(Event(c, "credential.issue_failed",
@@ -605,7 +636,7 @@ void SandboxCredentials::Tick(int64_t now, const CredentialEvents& emit) {
     Live fresh = c;
     fresh.value = std::move(*value);
     fresh.fingerprint = CredentialFingerprint(fresh.value);
-    fresh.issued_at = Now();
+    fresh.issued_at = issued_at;
     fresh.expires_at = fresh.issued_at + static_cast<int64_t>(c.spec.ttl_seconds);
     fresh.retry_at = 0;
     std::swap(c, fresh);

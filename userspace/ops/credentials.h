@@ -26,11 +26,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "event.pb.h"
+#include "ops/oidc.h"
 #include "policy/credentials.h"
 #include "util/fd.h"
 #include "util/result.h"
@@ -63,15 +65,26 @@ ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std:
 // Where the events of credentials go (the caller adds the sandbox's names).
 using CredentialEvents = std::function<void(cordon::v1::AuditEvent)>;
 
+// What the built-in issuer (a credential's `oidc:`) signs with and says
+// beyond the sandbox: the agent configuration's oidc section and the policy.
+struct OidcContext {
+  std::string issuer;   // iss ("": oidc credentials are refused, naming the setting)
+  std::string key_dir;  // OidcSigner::LoadOrCreate
+  std::string setting;  // where issuer and key_dir come from, for errors ("/etc/cordon/agent.yaml")
+  std::string policy_name, policy_digest;
+};
+
 class SandboxCredentials {
  public:
   // Before the sandbox exists: the lock taken, and for file delivery the
   // tmpfs mounted (owned by uid:gid) and its mount point in the view made.
   // Nothing is issued yet. `enforcement` names who issues in events
-  // ("cordon-run").
+  // ("cordon-run"). With an oidc credential the signing key is loaded first
+  // (created when the key directory has none): an unusable key or no issuer
+  // fails here, before anything exists.
   static Result<std::unique_ptr<SandboxCredentials>> Prepare(std::vector<policy::CredentialSpec> specs,
                                                              const std::string& sandbox, uid_t uid, gid_t gid,
-                                                             std::string enforcement);
+                                                             std::string enforcement, OidcContext oidc = {});
   // Revokes what is still live (no events), then removes the files, the
   // tmpfs, the state and the lock.
   ~SandboxCredentials();
@@ -114,7 +127,9 @@ class SandboxCredentials {
     bool live = false;
   };
   SandboxCredentials() = default;
-  Result<std::string> RunIssue(const policy::CredentialSpec& spec) const;
+  // A new value: the issue program's stdout, or a token of the built-in
+  // issuer; *issued_at is when it was made.
+  Result<std::string> RunIssue(const policy::CredentialSpec& spec, int64_t* issued_at) const;
   cordon::Status Deliver(const Live& c) const;
   cordon::Status SaveState() const;
   std::string Remove(Live* c);  // file removed, revoke run: the event's revoke field
@@ -126,6 +141,8 @@ class SandboxCredentials {
   uid_t uid_ = 0;
   gid_t gid_ = 0;
   uint64_t cgroup_id_ = 0;
+  OidcContext oidc_;
+  std::optional<OidcSigner> signer_;  // loaded by Prepare when a credential is oidc
   UniqueFd lock_;
   bool mounted_ = false, view_made_ = false;
 };

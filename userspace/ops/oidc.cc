@@ -506,6 +506,35 @@ std::string DiscoveryDocument(const std::string& issuer) {
          "\"cordon_policy\",\"cordon_policy_digest\"]}";
 }
 
+std::optional<std::string> OidcDocumentAt(const OidcSigner& signer, const std::string& issuer,
+                                          const std::string& path) {
+  // The issuer's path: what follows scheme://host[:port].
+  std::string prefix;
+  const size_t scheme = issuer.find("://");
+  if (scheme != std::string::npos) {
+    const size_t slash = issuer.find('/', scheme + 3);
+    if (slash != std::string::npos) prefix = issuer.substr(slash);
+  }
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  if (path == prefix + "/.well-known/openid-configuration") return DiscoveryDocument(issuer) + "\n";
+  if (path == prefix + "/.well-known/jwks.json") return signer.Jwks() + "\n";
+  return std::nullopt;
+}
+
+std::string OidcKeyStamp(const std::string& dir) {
+  std::string stamp;
+  for (const char* name : {kSigningKey, kPreviousKey}) {
+    struct stat st;
+    if (::stat((dir + "/" + name).c_str(), &st) != 0) {
+      stamp += "-;";
+      continue;
+    }
+    stamp += std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+             std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ";";
+  }
+  return stamp;
+}
+
 Status PublishFiles(const OidcSigner& signer, const std::string& issuer, const std::string& out_dir) {
   CORDON_TRY(MakeDirs(out_dir, 0755));
   CORDON_TRY(WriteFileAtomic(out_dir, "openid-configuration", DiscoveryDocument(issuer) + "\n", 0644));

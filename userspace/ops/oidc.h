@@ -81,6 +81,17 @@ class OidcSigner {
 // <issuer>/.well-known/openid-configuration.
 std::string DiscoveryDocument(const std::string& issuer);
 
+// The document a verifier fetches at `path` of the issuer's host: the
+// discovery document at <issuer path>/.well-known/openid-configuration, the
+// JWKS at <issuer path>/.well-known/jwks.json (both JSON); nullopt for any
+// other path.
+std::optional<std::string> OidcDocumentAt(const OidcSigner& signer, const std::string& issuer,
+                                          const std::string& path);
+
+// What the key files of `dir` are now (device, inode, size, mtime of each):
+// a change means the keys were rotated or replaced and must be read again.
+std::string OidcKeyStamp(const std::string& dir);
+
 // Writes <out_dir>/openid-configuration and <out_dir>/jwks.json (0644,
 // replaced atomically) for an operator who serves them from a static web
 // server under <issuer>/.well-known/.

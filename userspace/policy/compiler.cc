@@ -1046,6 +1046,7 @@ bool Compile(const ParsedPolicy& parsed, CompiledPolicy* out, Diagnostics* diags
   CompiledPolicy compiled;
   Validator validator(parsed, diags);
   if (!validator.Run(&compiled)) return false;
+  compiled.digest = parsed.digest;
   ImageBuilder builder(&compiled);
   std::string error;
   if (!builder.Build(&error)) {
@@ -1124,6 +1125,7 @@ bool NormalizeFilePath(std::string_view path, std::string* out, std::string* err
 CompiledPolicy DefaultPolicy() {
   CompiledPolicy policy;
   policy.name = "default";
+  policy.digest = "builtin:default";
   policy.mode = CORDON_MODE_ENFORCE;
   policy.families = kDefaultFamilies;
   policy.sock_protos = 0;

@@ -62,6 +62,7 @@ struct FileRule {
 
 struct CompiledPolicy {
   std::string name;                 // metadata.name
+  std::string digest;               // ParsedPolicy::digest; "builtin:default" for DefaultPolicy()
   uint32_t mode = CORDON_MODE_ENFORCE;
   uint32_t families = 0;            // bits of enum cordon_family
   uint32_t sock_protos = 0;         // bits of enum cordon_sock_proto

@@ -15,6 +15,7 @@
 #include "policy/parser.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -574,6 +575,7 @@ bool ParsePolicyText(std::string_view text, const std::string& file, ParsedPolic
   out->proto.Clear();
   out->positions.clear();
   out->file = file;
+  out->digest.clear();
   const size_t diags_before = diags->size();
   if (text.size() > kMaxInputBytes) {
     diags->push_back(Diagnostic{file, 0, 0, "",
@@ -593,6 +595,16 @@ bool ParsePolicyText(std::string_view text, const std::string& file, ParsedPolic
   }
   Diagnostics& found = converter.diags();
   diags->insert(diags->end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
+  unsigned char sha[EVP_MAX_MD_SIZE];
+  unsigned int sha_len = 0;
+  if (EVP_Digest(text.data(), text.size(), sha, &sha_len, EVP_sha256(), nullptr) == 1) {
+    static const char* const kHex = "0123456789abcdef";
+    out->digest = "sha256:";
+    for (unsigned int i = 0; i < sha_len; ++i) {
+      out->digest += kHex[sha[i] >> 4];
+      out->digest += kHex[sha[i] & 15];
+    }
+  }
   return diags->size() == diags_before;
 }
 

@@ -79,6 +79,9 @@ class FieldPositions {
 struct ParsedPolicy {
   cordon::v1::SandboxPolicy proto;
   std::string file;
+  // "sha256:" and the SHA-256 of the text as read, in hex: what `sha256sum`
+  // of the policy file prints (the OIDC token's cordon_policy_digest).
+  std::string digest;
   // Field path -> position of its value, for every field written with a
   // non-null value, every list item ("spec.network.egress[3]") and map entry
   // ("metadata.labels.team"); "" is the document. Presence here is how the
