@@ -79,6 +79,7 @@ class HostileTestAgent {
                            << "/audit.jsonl\n    fsync: never\nmetrics:\n  listen: \"127.0.0.1:0\"\n"
                            << metrics_yaml << "adopt:\n  cgroupPrefixes: [/cordon-test-" << ::getpid()
                            << "-hostile-]\n  namePrefixes: [hostiletest-" << ::getpid() << "-]\n"
+                           << "oidc:\n  keyDir: " << dir_ << "/oidc\n  publishDir: \"\"\n"  // not the host's
                            << extra_yaml;
     const char* old = std::getenv("CORDON_AGENT_SOCKET");
     if (old) old_env_ = old, had_env_ = true;

@@ -130,6 +130,7 @@ class TestAgent {
                            << "\n    fsync: never\nmetrics:\n  listen: \"" << (metrics ? "127.0.0.1:0" : "")
                            << "\"\nadopt:\n  cgroupPrefixes: [/cordon-test-" << ::getpid()
                            << "-]\n  namePrefixes: [" << NamePrefix() << "]\n"
+                           << "oidc:\n  keyDir: " << dir_ << "/oidc\n  publishDir: \"\"\n"  // not the host's
                            << extra_yaml;
     const char* old = std::getenv("CORDON_AGENT_SOCKET");
     if (old) old_env_ = old, had_env_ = true;

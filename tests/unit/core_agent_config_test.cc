@@ -69,6 +69,63 @@ TEST(AgentConfig, ShippedExampleIsValidAndStatesTheDefaults) {
   EXPECT_EQ(config.control_idle_timeout_ms, defaults.control_idle_timeout_ms);
   EXPECT_EQ(config.control_request_timeout_ms, defaults.control_request_timeout_ms);
   EXPECT_EQ(config.control_partial_frames_max_bytes, defaults.control_partial_frames_max_bytes);
+  EXPECT_EQ(config.oidc_issuer, defaults.oidc_issuer);
+  EXPECT_EQ(config.oidc_key_dir, defaults.oidc_key_dir);
+  EXPECT_EQ(config.oidc_publish_dir, defaults.oidc_publish_dir);
+}
+
+// oidc: the issuer is a URL a verifier can append /.well-known/... to and
+// compare as a string; by default the metrics listener's; the directories
+// are absolute.
+TEST(AgentConfig, OidcSection) {
+  Parsed p = Parse("");
+  ASSERT_TRUE(p.ok) << p.errors;
+  EXPECT_EQ(p.config.oidc_key_dir, "/var/lib/cordon/oidc");
+  EXPECT_EQ(p.config.oidc_publish_dir, "/var/lib/cordon/oidc/public");
+  EXPECT_EQ(p.config.OidcIssuer(), "http://127.0.0.1:9464") << "the default: where the agent serves the keys";
+  EXPECT_EQ(Parse("metrics:\n  listen: \"[::1]:8080\"\n").config.OidcIssuer(), "http://[::1]:8080");
+  EXPECT_EQ(Parse("metrics:\n  listen: \"\"\n").config.OidcIssuer(), "") << "no listener, no default";
+  EXPECT_EQ(Parse("metrics:\n  listen: 127.0.0.1:0\n").config.OidcIssuer(), "") << "port 0 is no URL";
+  EXPECT_EQ(Parse("oidc:\n  issuer: \"\"\n").config.OidcIssuer(), "http://127.0.0.1:9464");
+
+  p = Parse("metrics:\n  listen: \"\"\noidc:\n  issuer: https://cordon.example.com/ci\n  keyDir: /srv/oidc\n"
+            "  publishDir: \"\"\n");
+  ASSERT_TRUE(p.ok) << p.errors;
+  EXPECT_EQ(p.config.OidcIssuer(), "https://cordon.example.com/ci");
+  EXPECT_EQ(p.config.oidc_key_dir, "/srv/oidc");
+  EXPECT_EQ(p.config.oidc_publish_dir, "");
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"ftp://cordon.example", "must be an http:// or https:// URL, got 'ftp://cordon.example'"},
+      {"cordon.example", "must be an http:// or https:// URL"},
+      {"https://", "has no host"},
+      {"https:///path", "has no host"},
+      {"https://cordon.example/", "must not end with '/'"},
+      {"https://cordon.example/?a=1", "must not have a query or a fragment"},
+      {"https://cordon.example/#x", "must not have a query or a fragment"},
+      {"\"https://cordon.example/a b\"", "must be printable ASCII without spaces"},
+      {"\"https://cordon.example/\\u00e9\"", "must be printable ASCII without spaces"},
+      {"\"https://cordon.example/\\x1b[31m\"", "must be printable ASCII without spaces"},
+  };
+  for (const auto& [issuer, why] : bad) {
+    p = Parse(std::string("oidc:\n  issuer: ") + issuer + "\n");
+    EXPECT_FALSE(p.ok) << issuer;
+    EXPECT_NE(p.errors.find("agent.yaml:2:11: oidc.issuer: " + std::string(why)), std::string::npos) << p.errors;
+  }
+  p = Parse("oidc:\n  issuer: https://" + std::string(520, 'a') + "\n");
+  EXPECT_NE(p.errors.find("oidc.issuer: is longer than 512 bytes"), std::string::npos) << p.errors;
+  p = Parse("oidc:\n  keyDir: oidc-keys\n");
+  EXPECT_NE(p.errors.find("agent.yaml:2:11: oidc.keyDir: must be an absolute path, got 'oidc-keys'"),
+            std::string::npos)
+      << p.errors;
+  p = Parse("oidc:\n  keyDir: \"\"\n");
+  EXPECT_NE(p.errors.find("oidc.keyDir: must be an absolute path"), std::string::npos) << p.errors;
+  p = Parse("oidc:\n  publishDir: pub\n");
+  EXPECT_NE(p.errors.find("agent.yaml:2:15: oidc.publishDir: must be an absolute path or \"\" (none), got 'pub'"),
+            std::string::npos)
+      << p.errors;
+  p = Parse("oidc:\n  audience: x\n");
+  EXPECT_NE(p.errors.find("agent.yaml:2:3: oidc.audience"), std::string::npos) << p.errors;
 }
 
 TEST(AgentConfig, HostileClientLimits) {

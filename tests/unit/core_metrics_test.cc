@@ -9,7 +9,11 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 #include <sstream>
 #include <thread>
 
@@ -279,12 +283,12 @@ TEST(MetricsRender, ExpositionStructure) {
 // Drives Service() like the agent's loop: on readability of fd() and every 50 ms.
 class ServeLoop {
  public:
-  ServeLoop(MetricsServer& server, std::function<std::string()> render)
-      : thread_([this, &server, render] {
+  ServeLoop(MetricsServer& server, std::function<std::string()> render, HttpDocuments documents = {})
+      : thread_([this, &server, render, documents] {
           while (!stop_) {
             pollfd p = {server.fd(), POLLIN, 0};
             ::poll(&p, 1, 50);
-            server.Service(render);
+            server.Service(render, documents);
             connections_ = server.connections();
           }
         }) {}
@@ -369,6 +373,42 @@ TEST(MetricsServer, ServesMetricsAnd404) {
   EXPECT_EQ(r.rfind("HTTP/1.1 405 ", 0), 0u) << r;
   r = Request((*server)->port(), "garbage\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 400 ", 0), 0u) << r;
+}
+
+// Other paths are asked of the documents callback (the OIDC issuer's
+// discovery document and JWKS): served with its type, HEAD too; what it does
+// not know is a 404; /metrics stays the metrics.
+TEST(MetricsServer, ServesTheDocumentsItIsGivenAnd404ForTheRest) {
+  auto server = MetricsServer::Listen("127.0.0.1:0", false);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  std::vector<std::string> asked;
+  std::mutex mu;
+  ServeLoop loop(
+      **server, [] { return std::string("metrics body\n"); },
+      [&](const std::string& path) -> std::optional<HttpDocument> {
+        std::lock_guard<std::mutex> lock(mu);
+        asked.push_back(path);
+        if (path == "/ci/.well-known/jwks.json") return HttpDocument{"application/json", "{\"keys\":[]}\n"};
+        return std::nullopt;
+      });
+  std::string r = Request((*server)->port(), "GET /ci/.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  EXPECT_NE(r.find("\r\nContent-Type: application/json\r\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("\r\nContent-Length: 12\r\n"), std::string::npos) << r;
+  EXPECT_EQ(Body(r), "{\"keys\":[]}\n");
+  r = Request((*server)->port(), "HEAD /ci/.well-known/jwks.json HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  EXPECT_EQ(Body(r), "");
+  r = Request((*server)->port(), "GET /.well-known/jwks.json HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u) << r;
+  r = Request((*server)->port(), "POST /ci/.well-known/jwks.json HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 405 ", 0), 0u) << r;
+  r = Request((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(Body(r), "metrics body\n");
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(asked, (std::vector<std::string>{"/ci/.well-known/jwks.json", "/ci/.well-known/jwks.json",
+                                             "/.well-known/jwks.json"}))
+      << "the callback is asked for GET and HEAD of other paths only";
 }
 
 TEST(MetricsServer, RefusesNonLoopbackWithoutTheFlag) {

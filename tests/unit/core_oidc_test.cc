@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/common/jwt_verify.h"
 #include "tests/unit/temp_dir.h"
 #include "ops/oidc.h"
 
@@ -45,46 +46,9 @@ mode_t ModeOf(const std::string& path) {
   return st.st_mode & 07777;
 }
 
-// stdout and stderr of a shell command, and whether it exited 0.
-std::pair<bool, std::string> Shell(const std::string& command) {
-  FILE* f = ::popen((command + " 2>&1").c_str(), "r");
-  if (!f) return {false, "popen failed"};
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-  int status = ::pclose(f);
-  return {WIFEXITED(status) && WEXITSTATUS(status) == 0, out};
-}
-
-// The interpreter that has PyJWT with its cryptography backend: Debian's
-// (python3-jwt installs there; python3 on PATH may be another one), else
-// python3 on PATH; "" when neither has it.
-std::string PythonWithJwt() {
-  for (const char* python : {"/usr/bin/python3", "python3"})
-    if (Shell(std::string(python) + " -c 'import sys, jwt, jwt.algorithms; sys.exit(not (jwt.algorithms.has_crypto and "
-                                    "hasattr(jwt, \"PyJWKSet\")))'")
-            .first)
-      return python;
-  return "";
-}
-
-// Verifies the token in argv[1] against the JWKS in argv[2] as an OIDC
-// verifier does. Prints "OK <header and claims as JSON>" or the PyJWT
-// exception's name.
-constexpr char kVerify[] = R"PY(
-import json, sys, jwt
-token = open(sys.argv[1]).read().strip()
-jwks = jwt.PyJWKSet.from_json(open(sys.argv[2]).read())
-try:
-    header = jwt.get_unverified_header(token)
-    keys = [k for k in jwks.keys if k.key_id == header.get("kid")]
-    if not keys:
-        print("NoMatchingKey"); sys.exit(1)
-    claims = jwt.decode(token, keys[0].key, algorithms=["ES256"], audience=sys.argv[3], issuer=sys.argv[4])
-    print("OK " + json.dumps({"header": header, "claims": claims}, sort_keys=True, ensure_ascii=False))
-except jwt.PyJWTError as e:
-    print(type(e).__name__ + ": " + str(e)); sys.exit(1)
-)PY";
+using cordon::test::PythonWithJwt;
+using cordon::test::Shell;
+constexpr const char* kVerify = cordon::test::kVerifyJwtPy;
 
 constexpr char kIssuer[] = "https://cordon.example/oidc";
 constexpr char kAudience[] = "sts.amazonaws.com";
@@ -500,6 +464,48 @@ TEST_F(Oidc, PublishFilesWritesWhatAVerifierFetches) {
   ASSERT_TRUE(PublishFiles(*rotated, kIssuer, out_dir).ok());
   EXPECT_EQ(Read(out_dir + "/jwks.json"), rotated->Jwks() + "\n");
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(out_dir), std::filesystem::directory_iterator()), 2);
+}
+
+// What the agent's HTTP listener serves: the two documents under the
+// issuer's own path (a verifier fetches <iss>/.well-known/...), nothing else.
+TEST_F(Oidc, DocumentsAreServedUnderTheIssuersPath) {
+  auto signer = OidcSigner::LoadOrCreate(keys_.path());
+  ASSERT_TRUE(signer.ok()) << signer.error().ToString();
+  auto at = [&](const std::string& issuer, const std::string& path) { return OidcDocumentAt(*signer, issuer, path); };
+  auto discovery = at(kIssuer, "/oidc/.well-known/openid-configuration");
+  ASSERT_TRUE(discovery.has_value());
+  EXPECT_EQ(*discovery, DiscoveryDocument(kIssuer) + "\n");
+  auto jwks = at(kIssuer, "/oidc/.well-known/jwks.json");
+  ASSERT_TRUE(jwks.has_value());
+  EXPECT_EQ(*jwks, signer->Jwks() + "\n");
+  // The jwks_uri the discovery document names is the path served.
+  EXPECT_EQ(Py(*discovery, "print(d['jwks_uri'])"), "https://cordon.example/oidc/.well-known/jwks.json\n");
+  for (const char* path : {"/.well-known/jwks.json", "/.well-known/openid-configuration", "/oidc/.well-known/jwks",
+                           "/oidc/.well-known/jwks.json/", "/oidc/.well-known/jwks.json?x=1", "/oidc//.well-known/jwks.json",
+                           "/oidcx/.well-known/jwks.json", "/oidc/../.well-known/jwks.json", "/metrics", "", "/"})
+    EXPECT_FALSE(at(kIssuer, path).has_value()) << path;
+  // An issuer at the root of its host.
+  EXPECT_TRUE(at("http://127.0.0.1:9464", "/.well-known/jwks.json").has_value());
+  EXPECT_TRUE(at("http://127.0.0.1:9464", "/.well-known/openid-configuration").has_value());
+  EXPECT_FALSE(at("http://127.0.0.1:9464", "/oidc/.well-known/jwks.json").has_value());
+}
+
+// The agent reads the keys again when this changes: after the key is made
+// and after each rotation; not while nothing happens.
+TEST_F(Oidc, KeyStampChangesWithTheKeyFilesOnly) {
+  const std::string none = OidcKeyStamp(keys_.path());
+  EXPECT_EQ(none, "-;-;");
+  ASSERT_TRUE(OidcSigner::LoadOrCreate(keys_.path()).ok());
+  const std::string made = OidcKeyStamp(keys_.path());
+  EXPECT_NE(made, none);
+  ASSERT_TRUE(OidcSigner::LoadOrCreate(keys_.path()).ok());
+  EXPECT_EQ(OidcKeyStamp(keys_.path()), made) << "loading again changes nothing";
+  ASSERT_TRUE(OidcSigner::Rotate(keys_.path()).ok());
+  const std::string rotated = OidcKeyStamp(keys_.path());
+  EXPECT_NE(rotated, made);
+  EXPECT_EQ(rotated.find("-;"), std::string::npos) << "both files now: " << rotated;
+  ASSERT_TRUE(OidcSigner::Rotate(keys_.path()).ok());
+  EXPECT_NE(OidcKeyStamp(keys_.path()), rotated);
 }
 
 TEST_F(Oidc, NewJtiIs128RandomBitsInHex) {

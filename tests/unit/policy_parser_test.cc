@@ -79,6 +79,37 @@ TEST(PolicyParser, ParsesEveryKindOfField) {
   EXPECT_EQ(p.spec().network().egress(1).cidr(), "2001:db8::/32");
 }
 
+// The digest (the tokens' cordon_policy_digest) is the SHA-256 of the text
+// as read, as sha256sum computes it; another byte, another digest.
+TEST(PolicyParser, DigestIsTheSha256OfTheText) {
+  auto sha256sum = [](const std::string& text) {
+    char path[] = "/tmp/cordon-digest-XXXXXX";
+    int fd = ::mkstemp(path);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    ::close(fd);
+    FILE* f = ::popen(("sha256sum " + std::string(path)).c_str(), "r");
+    char hex[65] = {};
+    EXPECT_EQ(std::fread(hex, 1, 64, f), 64u);
+    ::pclose(f);
+    ::unlink(path);
+    return "sha256:" + std::string(hex);
+  };
+  ParseOutcome out = Parse(kGood);
+  ASSERT_TRUE(out.ok);
+  EXPECT_EQ(out.parsed.digest, sha256sum(kGood));
+  const std::string other = std::string(kGood) + "# a comment\n";
+  ParseOutcome again = Parse(other);
+  ASSERT_TRUE(again.ok);
+  EXPECT_EQ(again.parsed.digest, sha256sum(other));
+  EXPECT_NE(again.parsed.digest, out.parsed.digest);
+  // A text that does not read leaves none behind from the last parse.
+  ParsedPolicy reused = out.parsed;
+  Diagnostics diags;
+  EXPECT_FALSE(ParsePolicyText("a: [unclosed\n", "test.yaml", &reused, &diags));
+  EXPECT_EQ(reused.digest, "");
+}
+
 TEST(PolicyParser, RecordsPositionsOfFieldsAndListItems) {
   ParseOutcome out = Parse(kGood);
   ASSERT_TRUE(out.ok);

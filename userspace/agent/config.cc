@@ -497,7 +497,7 @@ bool ParseAgentConfig(std::string_view text, const std::string& file, AgentConfi
              r.Mapping(v, f,
                        {{"issuer",
                          [&](const YamlNode& n, const std::string& nf) {
-                           if (!r.String(n, nf, &c.oidc_issuer)) return;
+                           if (!r.String(n, nf, &c.oidc_issuer) || c.oidc_issuer.empty()) return;  // "": derived
                            std::string why = BadIssuer(c.oidc_issuer);
                            if (!why.empty()) r.Error(n, nf, why);
                          }},
