@@ -35,6 +35,7 @@
 #include "events/decoder.h"
 #include "events/json_line.h"
 #include "loader/sandbox.h"
+#include "tests/common/jwt_verify.h"
 #include "tests/integration/harness.h"
 #include "util/text.h"
 
@@ -130,7 +131,9 @@ class TestAgent {
                            << "\n    fsync: never\nmetrics:\n  listen: \"" << (metrics ? "127.0.0.1:0" : "")
                            << "\"\nadopt:\n  cgroupPrefixes: [/cordon-test-" << ::getpid()
                            << "-]\n  namePrefixes: [" << NamePrefix() << "]\n"
-                           << "oidc:\n  keyDir: " << dir_ << "/oidc\n  publishDir: \"\"\n"  // not the host's
+                           << (extra_yaml.find("oidc:") == std::string::npos  // not the host's keys
+                                   ? "oidc:\n  keyDir: " + dir_ + "/oidc\n  publishDir: \"\"\n"
+                                   : std::string())
                            << extra_yaml;
     const char* old = std::getenv("CORDON_AGENT_SOCKET");
     if (old) old_env_ = old, had_env_ = true;
@@ -251,6 +254,38 @@ Accounting Account(const std::vector<AuditEvent>& events, const std::string& kin
 uint64_t KernelCounter(uint64_t sandbox_id, int counter) {
   auto info = GetSandbox(sandbox_id);
   return info ? info->counters[counter] : 0;
+}
+
+// The whole response of the agent's HTTP listener at 127.0.0.1:port to a GET.
+std::string HttpGet(uint16_t port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage addr = V4("127.0.0.1", port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(sockaddr_in)) != 0) {
+    ::close(fd);
+    return "connect failed";
+  }
+  timeval tv = {10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const std::string get = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  std::string response;
+  if (::write(fd, get.data(), get.size()) == static_cast<ssize_t>(get.size())) {
+    char buf[65536];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) response.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return response;
+}
+
+std::string HttpBody(const std::string& response) {
+  size_t end = response.find("\r\n\r\n");
+  return end == std::string::npos ? "" : response.substr(end + 4);
+}
+
+uint16_t MetricsPort(TestAgent& agent) {
+  auto status = agent.Status();
+  if (!status || status->metrics_listen().empty()) return 0;
+  const std::string listen = status->metrics_listen();
+  return static_cast<uint16_t>(std::stoi(listen.substr(listen.rfind(':') + 1)));
 }
 
 class Agent : public ::testing::Test {
@@ -860,6 +895,79 @@ TEST_F(Agent, SweepsTheCredentialOfAKilledRunAfterItsTtl) {
 
 // Foreign pinned state: the agent refuses to start, says why, and touches
 // nothing.
+// The built-in OIDC issuer on the agent's metrics listener: the discovery
+// document and the JWKS under the issuer's path (what a verifier fetches),
+// a 404 elsewhere, the same files published; a token of `cordon run`
+// verifies with the JWKS the agent serves (control: not for another
+// audience). After `cordon oidc rotate` the agent serves the new key without
+// a restart, and the token signed before still verifies with it.
+TEST_F(Agent, ServesTheOidcIssuersDocumentsAndFollowsARotation) {
+  const std::string python = cordon::test::PythonWithJwt();
+  ASSERT_FALSE(python.empty()) << "python3-jwt is needed to verify tokens independently (setup.sh installs it)";
+  char tmpl[] = "/tmp/cordon-agent-oidc-XXXXXX";
+  const std::string keys = ::mkdtemp(tmpl);
+  struct Remove {
+    std::string dir;
+    ~Remove() { cordon::test::Run({"rm", "-rf", "--", dir}); }
+  } remove{keys};
+  const std::string issuer = "http://cordon.test/ci";
+  TestAgent agent("oidc:\n  issuer: " + issuer + "\n  keyDir: " + keys + "/k\n  publishDir: " + keys + "/pub\n",
+                  /*metrics=*/true);
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  const uint16_t port = MetricsPort(agent);
+  ASSERT_NE(port, 0);
+  std::string r = HttpGet(port, "/ci/.well-known/openid-configuration");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  EXPECT_NE(r.find("Content-Type: application/json"), std::string::npos) << r;
+  EXPECT_NE(r.find("\"issuer\":\"" + issuer + "\""), std::string::npos) << r;
+  EXPECT_NE(r.find("\"jwks_uri\":\"" + issuer + "/.well-known/jwks.json\""), std::string::npos) << r;
+  EXPECT_EQ(HttpBody(r), Slurp(keys + "/pub/openid-configuration")) << "the published file is what is served";
+  const std::string jwks = HttpBody(HttpGet(port, "/ci/.well-known/jwks.json"));
+  EXPECT_EQ(jwks, Slurp(keys + "/pub/jwks.json"));
+  EXPECT_NE(jwks.find("\"kty\":\"EC\""), std::string::npos) << jwks;
+  EXPECT_EQ(HttpGet(port, "/.well-known/jwks.json").rfind("HTTP/1.1 404 ", 0), 0u) << "only under the issuer's path";
+  EXPECT_NE(agent.Log(0).find("the built-in OIDC issuer (iss " + issuer + ", key "), std::string::npos) << agent.Log(0);
+
+  // A run's token, checked with what the agent serves.
+  const std::string dir = agent.dir();
+  std::ofstream(dir + "/policy.yaml") << "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: oidc}\nspec:\n"
+                                         "  credentials:\n    - {name: ID_TOKEN, oidc: {audience: vault}, ttl: 5m}\n";
+  CommandResult run = Cordon({"run", "--config", agent.config(), "--policy", dir + "/policy.yaml", "--name",
+                              NamePrefix() + "oidc", "--", "/bin/sh", "-c", "cat \"$ID_TOKEN_FILE\""});
+  ASSERT_EQ(run.status, 0) << run.err;
+  std::ofstream(dir + "/token") << run.out;
+  std::ofstream(dir + "/verify.py") << cordon::test::kVerifyJwtPy;
+  auto verify = [&](const std::string& jwks_text, const std::string& audience) {
+    std::ofstream(dir + "/jwks.json", std::ios::trunc) << jwks_text;
+    return cordon::test::Shell(python + " " + dir + "/verify.py " + dir + "/token " + dir + "/jwks.json " + audience +
+                               " " + issuer)
+        .second;
+  };
+  const std::string ok = verify(jwks, "vault");
+  ASSERT_EQ(ok.rfind("OK ", 0), 0u) << ok;
+  EXPECT_NE(ok.find("\"sub\": \"" + NamePrefix() + "oidc\""), std::string::npos) << ok;
+  EXPECT_EQ(verify(jwks, "sts.amazonaws.com").rfind("InvalidAudienceError", 0), 0u) << "control";
+  EXPECT_EQ(Slurp(agent.audit()).find(run.out), std::string::npos) << "the token is in the agent's audit file";
+
+  // Rotation: served without a restart; the earlier token still verifies.
+  CommandResult rotated = Cordon({"oidc", "rotate", "--config", agent.config()});
+  ASSERT_EQ(rotated.status, 0) << rotated.err;
+  std::string served;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        served = HttpBody(HttpGet(port, "/ci/.well-known/jwks.json"));
+        return served != jwks;
+      },
+      10000))
+      << served;
+  EXPECT_NE(served.find("},{"), std::string::npos) << "two keys: the new and the previous one: " << served;
+  EXPECT_EQ(verify(served, "vault").rfind("OK ", 0), 0u) << verify(served, "vault");
+  EXPECT_NE(agent.Log(0).find("the built-in OIDC issuer read its keys again"), std::string::npos) << agent.Log(0);
+  EXPECT_EQ(agent.Stop(), 0);
+  for (const std::string& out : {agent.Log(0), Slurp(agent.audit()), served})
+    EXPECT_EQ(out.find("PRIVATE"), std::string::npos) << out;
+}
+
 TEST_F(Agent, RefusesPinnedStateOfAnotherLayoutVersionAndTouchesNothing) {
   TestAgent agent;
   ASSERT_EQ(Cordon({"status"}).status, 0);  // bpffs and the v1 tree exist
@@ -1045,20 +1153,9 @@ TEST_F(Agent, CliAndControlRequestsGoThroughTheAgent) {
   follow.Stop();
 
   // Prometheus metrics on the loopback address the agent reports.
-  auto status = agent.Status();
-  ASSERT_TRUE(status.has_value());
-  std::string listen = status->metrics_listen();
-  ASSERT_FALSE(listen.empty());
-  uint16_t port = static_cast<uint16_t>(std::stoi(listen.substr(listen.rfind(':') + 1)));
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_storage addr = V4("127.0.0.1", port);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(sockaddr_in)), 0);
-  std::string get = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
-  ASSERT_EQ(::write(fd, get.data(), get.size()), static_cast<ssize_t>(get.size()));
-  std::string body;
-  char buf[65536];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) body.append(buf, static_cast<size_t>(n));
-  ::close(fd);
+  const uint16_t port = MetricsPort(agent);
+  ASSERT_NE(port, 0);
+  const std::string body = HttpGet(port, "/metrics");
   EXPECT_NE(body.find("200"), std::string::npos) << body.substr(0, 200);
   EXPECT_NE(body.find("sandbox=\"" + NamePrefix() + "control\""), std::string::npos) << body;
   EXPECT_NE(body.find("cordon_"), std::string::npos);

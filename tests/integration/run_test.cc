@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/common/jwt_verify.h"
 #include "tests/integration/harness.h"
 
 namespace cordon::test {
@@ -373,6 +374,7 @@ class RunCredentials : public RunCommand {
   }
   void TearDown() override {
     for (const auto& f : files_) ::unlink(f.c_str());
+    for (const auto& d : dirs_) cordon::test::Run({"rm", "-rf", "--", d});
     RunCommand::TearDown();
   }
   std::string Script(const std::string& name, const std::string& text) {
@@ -404,11 +406,13 @@ class RunCredentials : public RunCommand {
       if (e.kind().rfind("credential.", 0) == 0) out.push_back(e);
     return out;
   }
-  void ExpectNoValue(const std::string& where, const std::string& text) {
-    EXPECT_EQ(text.find(secret_), std::string::npos) << "the credential's value appears in " << where;
+  void ExpectNoValue(const std::string& where, const std::string& text) { ExpectNoValueOf(secret_, where, text); }
+  static void ExpectNoValueOf(const std::string& value, const std::string& where, const std::string& text) {
+    ASSERT_FALSE(value.empty());
+    EXPECT_EQ(text.find(value), std::string::npos) << "the credential's value appears in " << where;
   }
   std::string secret_, revoked_;
-  std::vector<std::string> files_;
+  std::vector<std::string> files_, dirs_;
 };
 
 std::string Fingerprint(const std::string& value) {
@@ -739,6 +743,200 @@ TEST_F(RunCredentials, SweepFollowsNoLinkAndNoNameOutOfTheStore) {
 
 // cordon attach does not issue credentials yet: it refuses the policy and
 // attaches nothing. Control: the same policy without the section attaches.
+// The built-in issuer (spec.credentials[].oidc): cordon signs a JWT for the
+// sandbox, and an independent verifier (PyJWT, as Vault or AWS STS check a
+// token) accepts it with the JWKS that `cordon oidc publish` writes, for the
+// policy's audience and the configuration's issuer. The claims name the
+// sandbox, its cgroup, the policy and the SHA-256 of the policy file.
+// Controls: another audience, another issuer and another key are refused.
+// After `cordon oidc rotate` the token still verifies with the JWKS published
+// again, and the next run's token is signed by the new key. The token is in
+// no output but the command's own.
+class RunOidc : public RunCredentials {
+ protected:
+  void SetUp() override {
+    RunCredentials::SetUp();
+    if (IsSkipped()) return;
+    python_ = cordon::test::PythonWithJwt();
+    ASSERT_FALSE(python_.empty()) << "python3-jwt is needed to verify tokens independently (setup.sh installs it)";
+    keys_ = dir_ + "/oidc";
+    public_ = dir_ + "/public";
+    config_ = dir_ + "/agent.yaml";
+    dirs_ = {keys_, public_, dir_ + "/other-keys"};
+    files_.insert(files_.end(), {config_, dir_ + "/verify.py", dir_ + "/token", dir_ + "/policy.yaml"});
+    std::ofstream(config_) << "metrics:\n  listen: \"\"\noidc:\n  issuer: " << kIssuer << "\n  keyDir: " << keys_
+                           << "\n  publishDir: " << public_ << "\n";
+    std::ofstream(dir_ + "/verify.py") << cordon::test::kVerifyJwtPy;
+    policy_ = dir_ + "/policy.yaml";
+    std::ofstream(policy_) << Policy("    - {name: ID_TOKEN, oidc: {audience: sts.amazonaws.com}, ttl: 10m}\n");
+  }
+  // PyJWT's verdict: "OK {...}" or the exception.
+  std::string Verify(const std::string& token, const std::string& jwks_file, const std::string& audience,
+                     const std::string& issuer) {
+    std::ofstream(dir_ + "/token") << token;
+    return cordon::test::Shell(python_ + " " + dir_ + "/verify.py " + dir_ + "/token " + jwks_file + " '" + audience +
+                               "' '" + issuer + "'")
+        .second;
+  }
+  // A run that prints its token.
+  CommandResult RunPrintingTheToken(const std::string& name = "") {
+    std::vector<std::string> args = {"run", "--config", config_, "--policy", policy_, "--audit", audit_};
+    if (!name.empty()) args.insert(args.end(), {"--name", name});
+    args.insert(args.end(), {"--", "/bin/sh", "-c", "cat \"$ID_TOKEN_FILE\""});
+    return Cordon(args);
+  }
+  static constexpr const char* kIssuer = "https://cordon.test/ci";
+  std::string python_, keys_, public_, config_, policy_;
+};
+
+TEST_F(RunOidc, TokenVerifiesWithThePublishedKeysAndNamesTheSandbox) {
+  const auto store_before = Store();
+  CommandResult r = RunPrintingTheToken();
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string token = r.out;
+  ASSERT_EQ(std::count(token.begin(), token.end(), '.'), 2) << "a JWS compact token: " << token;
+  auto events = Credentials();
+  ASSERT_EQ(events.size(), 2u);
+  const auto& issued = events[0];
+  EXPECT_EQ(issued.kind(), "credential.issued");
+  EXPECT_EQ(issued.credential().name(), "ID_TOKEN");
+  EXPECT_EQ(issued.credential().fingerprint(), Fingerprint(token));
+  const std::string path = issued.credential().path();
+  ASSERT_EQ(path.rfind("/run/cordon/credentials/run-", 0), 0u) << path;
+  const std::string sandbox = issued.sandbox();  // the name in events and status
+  EXPECT_EQ(sandbox.rfind("run-", 0), 0u) << sandbox;
+  ExpectNoValueOf(token, "stderr", r.err);
+  ExpectNoValueOf(token, "the audit log", Slurp(audit_));
+  EXPECT_EQ(Store(), store_before) << "the run left its tmpfs, state or lock";
+
+  CommandResult published = Cordon({"oidc", "publish", "--config", config_});
+  ASSERT_EQ(published.status, 0) << published.err;
+  const std::string jwks = public_ + "/jwks.json";
+  const std::string ok = Verify(token, jwks, "sts.amazonaws.com", kIssuer);
+  ASSERT_EQ(ok.rfind("OK ", 0), 0u) << ok;
+  EXPECT_NE(ok.find("\"sub\": \"" + sandbox + "\""), std::string::npos) << ok;
+  EXPECT_NE(ok.find("\"cordon_cgroup_id\": " + std::to_string(issued.sandbox_cgroup_id())), std::string::npos) << ok;
+  EXPECT_NE(issued.sandbox_cgroup_id(), 0u);
+  EXPECT_NE(ok.find("\"cordon_policy\": \"creds\""), std::string::npos) << ok;
+  CommandResult digest = cordon::test::Run({"sha256sum", policy_});
+  ASSERT_EQ(digest.status, 0);
+  EXPECT_NE(ok.find("\"cordon_policy_digest\": \"sha256:" + digest.out.substr(0, 64) + "\""), std::string::npos)
+      << ok;
+  EXPECT_NE(ok.find("\"iat\": " + std::to_string(issued.credential().issued_at())), std::string::npos) << ok;
+  EXPECT_NE(ok.find("\"exp\": " + std::to_string(issued.credential().issued_at() + 600)), std::string::npos) << ok;
+  const std::string discovery = Slurp(public_ + "/openid-configuration");
+  EXPECT_NE(discovery.find("\"jwks_uri\":\"https://cordon.test/ci/.well-known/jwks.json\""), std::string::npos)
+      << discovery;
+  // `cordon oidc show` names the key that signed it.
+  CommandResult show = Cordon({"oidc", "show", "--config", config_});
+  ASSERT_EQ(show.status, 0) << show.err;
+  const std::string kid = ok.substr(ok.find("\"kid\": \"") + 8, 43);
+  EXPECT_NE(show.out.find("signing key: " + kid + "\n"), std::string::npos) << show.out << ok;
+  EXPECT_NE(show.out.find("issuer: https://cordon.test/ci\n"), std::string::npos) << show.out;
+
+  // Controls: the verifier is not a rubber stamp.
+  EXPECT_EQ(Verify(token, jwks, "vault", kIssuer).rfind("InvalidAudienceError", 0), 0u);
+  EXPECT_EQ(Verify(token, jwks, "sts.amazonaws.com", "https://cordon.test/other").rfind("InvalidIssuerError", 0), 0u);
+  std::ofstream(dir_ + "/other.yaml") << "metrics:\n  listen: \"\"\noidc:\n  issuer: " << kIssuer << "\n  keyDir: "
+                                      << dir_ << "/other-keys\n  publishDir: " << dir_ << "/other-keys/public\n";
+  files_.push_back(dir_ + "/other.yaml");
+  ASSERT_EQ(Cordon({"oidc", "publish", "--config", dir_ + "/other.yaml"}).status, 0);
+  EXPECT_EQ(Verify(token, dir_ + "/other-keys/public/jwks.json", "sts.amazonaws.com", kIssuer), "NoMatchingKey\n");
+  std::string forged = token;
+  forged[forged.rfind('.') + 5] = forged[forged.rfind('.') + 5] == 'A' ? 'B' : 'A';
+  EXPECT_EQ(Verify(forged, jwks, "sts.amazonaws.com", kIssuer).rfind("InvalidSignatureError", 0), 0u);
+
+  // Rotation: the old token verifies with the JWKS published again; the next
+  // run's is signed by the new key.
+  CommandResult rotated = Cordon({"oidc", "rotate", "--config", config_});
+  ASSERT_EQ(rotated.status, 0) << rotated.err;
+  EXPECT_NE(rotated.out.find("published in " + public_), std::string::npos) << rotated.out;
+  EXPECT_EQ(Verify(token, jwks, "sts.amazonaws.com", kIssuer).rfind("OK ", 0), 0u) << "a token of the previous key";
+  CommandResult next = RunPrintingTheToken("ci-build-7");
+  ASSERT_EQ(next.status, 0) << next.err;
+  const std::string next_ok = Verify(next.out, jwks, "sts.amazonaws.com", kIssuer);
+  ASSERT_EQ(next_ok.rfind("OK ", 0), 0u) << next_ok;
+  EXPECT_NE(next_ok.find("\"sub\": \"ci-build-7\""), std::string::npos) << "sub is --name: " << next_ok;
+  EXPECT_EQ(next_ok.find("\"kid\": \"" + kid + "\""), std::string::npos) << "signed by the new key: " << next_ok;
+  for (const auto& out : {show.out, show.err, published.out, rotated.out, rotated.err, Slurp(jwks), discovery})
+    EXPECT_EQ(out.find("PRIVATE"), std::string::npos) << "the private key left keyDir: " << out;
+}
+
+// Without an issuer URL (no oidc.issuer and no metrics listener to default
+// to) nothing starts and nothing is left; so with an unreadable key.
+// Control: the same policy with an issuer runs.
+TEST_F(RunOidc, NoIssuerOrAnUnsafeKeyStartsNothing) {
+  const auto store_before = Store();
+  std::ofstream(dir_ + "/none.yaml") << "metrics:\n  listen: \"\"\noidc:\n  keyDir: " << keys_ << "\n";
+  files_.push_back(dir_ + "/none.yaml");
+  CommandResult r = Cordon({"run", "--config", dir_ + "/none.yaml", "--policy", policy_, "--audit", audit_, "--",
+                            "/bin/sh", "-c", "echo started"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("credential 'ID_TOKEN': the built-in issuer has no issuer URL: set oidc.issuer"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(dir_ + "/none.yaml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("command not started"), std::string::npos) << r.err;
+  EXPECT_EQ(Store(), store_before);
+  EXPECT_NE(::access(keys_.c_str(), F_OK), 0) << "no key made for a run that does not start";
+
+  // A key another user could read is refused, naming the setting.
+  ASSERT_EQ(Cordon({"oidc", "show", "--config", config_}).status, 0);
+  ASSERT_EQ(::chmod((keys_ + "/signing-key.pem").c_str(), 0644), 0);
+  r = Cordon({"run", "--config", config_, "--policy", policy_, "--audit", audit_, "--", "/bin/sh", "-c", "echo started"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("the built-in issuer's signing key (oidc.keyDir in " + config_ + ")"), std::string::npos) << r.err;
+  EXPECT_EQ(Store(), store_before);
+  // Control: with the key safe again, it runs.
+  ASSERT_EQ(::chmod((keys_ + "/signing-key.pem").c_str(), 0600), 0);
+  r = Cordon({"run", "--config", config_, "--policy", policy_, "--audit", audit_, "--", "/bin/sh", "-c", "echo started"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "started\n");
+  // A configuration that does not parse names itself.
+  std::ofstream(dir_ + "/bad.yaml") << "oidc:\n  issuer: cordon.test\n";
+  files_.push_back(dir_ + "/bad.yaml");
+  r = Cordon({"run", "--config", dir_ + "/bad.yaml", "--policy", policy_, "--", "/bin/true"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(dir_ + "/bad.yaml:2:11: oidc.issuer: must be an http:// or https:// URL"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("command not started"), std::string::npos) << r.err;
+}
+
+// `cordon oidc`: bad arguments get usage errors that name them (escaped),
+// and nothing is made. Control: the same configuration with `show` works.
+TEST_F(RunOidc, OidcCommandNamesBadArguments) {
+  const std::pair<std::vector<std::string>, std::string> bad[] = {
+      {{"oidc"}, "usage: cordon oidc show"},
+      {{"oidc", "burn"}, "unknown oidc subcommand 'burn'"},
+      {{"oidc", "show\x1b[2J"}, "unknown oidc subcommand 'show\\x1b[2J'"},
+      {{"oidc", "show", "--config", config_, "extra"}, "oidc show takes no arguments, got 'extra'"},
+      {{"oidc", "show", "--dir", "/tmp"}, "--dir"},
+      {{"oidc", "rotate", "--config", dir_ + "/absent.yaml"}, dir_ + "/absent.yaml: cannot open"},
+  };
+  for (const auto& [args, want] : bad) {
+    CommandResult r = Cordon(args);
+    EXPECT_NE(r.status, 0) << args.back();
+    EXPECT_NE(r.err.find(want), std::string::npos) << args.back() << ": " << r.err;
+    EXPECT_EQ(r.err.find("\x1b"), std::string::npos) << "raw escape echoed: " << r.err;
+  }
+  EXPECT_NE(::access(keys_.c_str(), F_OK), 0) << "a refused command made the key directory";
+  // publish with no directory anywhere.
+  std::ofstream(dir_ + "/nopub.yaml") << "metrics:\n  listen: \"\"\noidc:\n  issuer: " << kIssuer << "\n  keyDir: "
+                                      << keys_ << "\n  publishDir: \"\"\n";
+  files_.push_back(dir_ + "/nopub.yaml");
+  CommandResult r = Cordon({"oidc", "publish", "--config", dir_ + "/nopub.yaml"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("oidc publish: no directory: give --dir, or set oidc.publishDir in " + dir_ + "/nopub.yaml"),
+            std::string::npos)
+      << r.err;
+  // Control: show, with a good configuration, works (and makes the key).
+  r = Cordon({"oidc", "show", "--config", config_});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("key directory: " + keys_ + "\n"), std::string::npos) << r.out;
+}
+
 TEST_F(RunCommand, AttachRefusesCredentialsUntilTheAgentIssuesThem) {
   const std::string head = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: creds}\nspec:\n  mode: enforce\n";
   PolicyFile with(head + "  credentials:\n    - {name: TOKEN, issue: [/bin/echo, secret], ttl: 1m}\n");

@@ -178,7 +178,8 @@ struct RunPlan {
   std::vector<std::string> cli_env;
   std::optional<IdentityLease> lease;
   RunIdentity identity;
-  std::string run_name;
+  std::string run_name;      // of its cgroup and its files: run-<pid>-<random>
+  std::string sandbox_name;  // in events, status and tokens: --name, else run-<pid>
   std::unique_ptr<ops::Scratch> scratch;  // until the sandbox owns it
   std::vector<std::pair<std::string, std::string>> binds;
   std::vector<ReadOnlyPath> read_only;
@@ -278,6 +279,7 @@ int PrepareFiles(RunPlan* run) {
   char suffix[16];
   std::snprintf(suffix, sizeof suffix, "%08x", rd());
   run->run_name = "run-" + std::to_string(::getpid()) + "-" + suffix;
+  run->sandbox_name = run->parsed.Get("--name").value_or("run-" + std::to_string(::getpid()));
   // A private /tmp and /dev/shm unless the policy names paths there.
   {
     bool tmp = !PolicyNames(*compiled, "/tmp"), shm = !PolicyNames(*compiled, "/dev/shm");
@@ -312,6 +314,7 @@ int PrepareFiles(RunPlan* run) {
       oidc.issuer = config.OidcIssuer();
       oidc.key_dir = config.oidc_key_dir;
       oidc.setting = config.file.empty() ? std::string(agent::kDefaultConfigPath) + " (absent: the defaults)" : config.file;
+      oidc.subject = run->sandbox_name;
       oidc.policy_name = compiled->name;
       oidc.policy_digest = compiled->digest;
       break;
@@ -527,7 +530,7 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<ops::EphemeralSandbox>* out) 
   request.scratch = std::move(run->scratch);
   request.policy = &*run->compiled;
   AttachOptions& options = request.options;
-  options.name = run->parsed.Get("--name").value_or("run-" + std::to_string(::getpid()));
+  options.name = run->sandbox_name;
   options.seccomp_events = !run->seccomp.program.empty();
   options.landlock_events = run->landlock_applied && run->landlock->files;
   options.landlock_scope_events = run->landlock_applied && run->landlock->scoped;
@@ -792,7 +795,7 @@ int RunCommand(const Args& args) {
   if (int rc = PrepareConfinement(&run); rc != kGoOn) return rc;
   std::unique_ptr<ops::EphemeralSandbox> sandbox;  // from here on, removed on every way out
   if (int rc = CreateRunSandbox(&run, &sandbox); rc != kGoOn) return rc;
-  RunEvents events(*sandbox, run.parsed.Get("--name").value_or("run-" + std::to_string(::getpid())),
+  RunEvents events(*sandbox, run.sandbox_name,
                    run.compiled->name, run.sink.get(), run.quiet);
   if (Status connected = events.Connect(); !connected.ok()) {
     CleanupSandbox(sandbox.get());

@@ -468,7 +468,7 @@ Result<std::string> SandboxCredentials::RunIssue(const policy::CredentialSpec& s
     if (!signer_) return Error{"credential " + Quoted(spec.name) + ": the built-in issuer has no signing key"};
     OidcClaims claims;
     claims.issuer = oidc_.issuer;
-    claims.subject = sandbox_;
+    claims.subject = oidc_.subject.empty() ? sandbox_ : oidc_.subject;
     claims.audience = spec.oidc_audience;
     claims.jti = NewJti();
     claims.issued_at = *issued_at = Now();

@@ -71,6 +71,7 @@ struct OidcContext {
   std::string issuer;   // iss ("": oidc credentials are refused, naming the setting)
   std::string key_dir;  // OidcSigner::LoadOrCreate
   std::string setting;  // where issuer and key_dir come from, for errors ("/etc/cordon/agent.yaml")
+  std::string subject;   // sub: the sandbox's name in events and status ("": the store's name of the sandbox)
   std::string policy_name, policy_digest;
 };
 
