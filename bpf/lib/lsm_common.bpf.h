@@ -433,8 +433,7 @@ struct cordon_path_build {
 	struct vfsmount *mnt;
 	struct dentry *root_dentry; /* the task's root (chroot): paths are shown from there, as d_path does */
 	struct vfsmount *root_mnt;
-	char *buf;   /* scratch->build */
-	__u32 pos;   /* start of the assembled path in buf */
+	struct cordon_lsm_scratch *s; /* s->build: the path, assembled right to left from s->build_pos */
 	__u32 flags;
 };
 
@@ -463,14 +462,23 @@ static long cordon_path_step(__u32 index, void *data)
 	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
 	if (len > 255)
 		len = 255;
-	if (p->pos < len + 1) {
+	/* The position lives in the map value, not in *p on the stack: the
+	 * verifier knows nothing of a map value's contents, so every
+	 * iteration's state is the same and the callback converges at once
+	 * (a constant start on the stack made 6.18's verifier explore every
+	 * reachable position, over its 1M-instruction limit once inlined at
+	 * each report site). */
+	struct cordon_lsm_scratch *s = p->s;
+	__u32 pos = s->build_pos;
+	if (pos < len + 1) {
 		p->flags |= CORDON_PATH_F_TRUNCATED;
 		return 1;
 	}
-	p->pos -= len;
-	bpf_probe_read_kernel(p->buf + (p->pos & (CORDON_PATH_MAX - 1)), len & 255, name);
-	p->pos -= 1;
-	p->buf[p->pos & (CORDON_PATH_MAX - 1)] = '/';
+	pos -= len;
+	bpf_probe_read_kernel(s->build + (pos & (CORDON_PATH_MAX - 1)), len & 255, name);
+	pos -= 1;
+	s->build[pos & (CORDON_PATH_MAX - 1)] = '/';
+	s->build_pos = pos;
 	p->dentry = parent;
 	return 0;
 }
@@ -512,8 +520,9 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 			e->dev = BPF_CORE_READ(dentry, d_sb, s_dev);
 		}
 		struct cordon_path_build p = {
-			.dentry = dentry, .mnt = mnt, .buf = s->build, .pos = CORDON_PATH_MAX - 1,
+			.dentry = dentry, .mnt = mnt, .s = s,
 		};
+		s->build_pos = CORDON_PATH_MAX - 1;
 		p.root_dentry = BPF_CORE_READ(task, fs, root.dentry);
 		p.root_mnt = BPF_CORE_READ(task, fs, root.mnt);
 		bpf_loop(CORDON_WALK_MAX, cordon_path_step, &p, 0);
@@ -529,13 +538,14 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 		if (last && last != p.root_dentry && BPF_CORE_READ(last, d_parent) != last && !at_top &&
 		    !(p.flags & CORDON_PATH_F_TRUNCATED))
 			p.flags |= CORDON_PATH_F_TOO_DEEP;
-		path_len = (CORDON_PATH_MAX - 1) - p.pos;
+		__u32 pos = s->build_pos;
+		path_len = (CORDON_PATH_MAX - 1) - pos;
 		if (path_len == 0) {
 			s->path[0] = '/';
 			path_len = 1;
 		} else {
 			bpf_probe_read_kernel(s->path, path_len & (CORDON_PATH_MAX - 1),
-					      s->build + (p.pos & (CORDON_PATH_MAX - 1)));
+					      s->build + (pos & (CORDON_PATH_MAX - 1)));
 		}
 		e->path_flags = p.flags;
 	}

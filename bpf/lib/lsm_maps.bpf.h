@@ -22,6 +22,7 @@ struct cordon_lsm_scratch {
 	struct cordon_object_event ev;
 	char path[CORDON_PATH_MAX];      /* directly after ev: what is sent */
 	char build[CORDON_PATH_MAX + 256]; /* assembled right to left */
+	__u32 build_pos;                   /* where the assembled path starts in build */
 };
 
 #define CORDON_LSM_MAPS_DECLARE(storage)                                       \
