@@ -39,5 +39,8 @@ CORDON_ABI_SIZE(struct cordon_sandbox_info, 4136);
 /* File and exec rules checked after the fact (detect mode), with SIGKILL. */
 #define CORDON_INFO_F_DETECT 16u
 #define CORDON_INFO_F_DETECT_KILL 32u
+/* Attached with degraded enforcement allowed (some controls its policy asks
+ * for are not enforced on this kernel): an update keeps that acceptance. */
+#define CORDON_INFO_F_DEGRADED 64u
 
 #endif

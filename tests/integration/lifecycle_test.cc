@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "abi/cordon_common.h"
+#include "abi/cordon_pins.h"
 #include "tests/integration/harness.h"
 #include "loader/kernel_features.h"
 
@@ -137,8 +138,11 @@ TEST_F(Lifecycle, BadInputGetsOneClearLineAndNothingAttached) {
   EXPECT_NE(r.err.find("--cgroup PATH is required"), std::string::npos) << r.err;
 
   r = Cordon({"attach", "--cgroup", cg.path(), "--mode", "permissive"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("--mode must be enforce or audit"), std::string::npos) << r.err;
+  EXPECT_EQ(r.status, 2) << "a usage error";
+  EXPECT_NE(r.err.find("option --mode must be one of enforce, audit, not 'permissive'"), std::string::npos) << r.err;
+  r = Cordon({"attach", "--cgroup", cg.path(), "--policy", "--", "x"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("option --policy needs a value"), std::string::npos) << r.err;
 
   r = Cordon({"attach", "--cgroup", cg.path(), "--bogus"});
   EXPECT_EQ(r.status, 2);
@@ -153,17 +157,44 @@ TEST_F(Lifecycle, BadInputGetsOneClearLineAndNothingAttached) {
   // in escaped form (the control: a plain name attaches, below).
   for (const std::string name : {"ok\x1b[2Jroot", "ok\xe2\x80\xaetxt", "ok\xff"}) {
     r = Cordon({"attach", "--cgroup", cg.path(), "--policy", good.path(), "--name", name, "--allow-degraded"});
-    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(r.status, 2) << r.err;
     EXPECT_NE(r.err.find("holds control, invisible or bidi characters or invalid UTF-8"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("\x1b["), std::string::npos) << "the error itself is escaped";
     EXPECT_FALSE(Exists(PinDir(cg.id())));
   }
+  r = Cordon({"attach", "--cgroup", cg.path(), "--policy", good.path(), "--name", "bad name!", "--allow-degraded"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("the sandbox name 'bad name!' has ' '"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists(PinDir(cg.id())));
   r = Cordon({"attach", "--cgroup", cg.path(), "--policy", good.path(), "--name", "ok-caf\xc3\xa9",
               "--allow-degraded"});
   EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("cordon: "), std::string::npos) << "without -q, attach says what it did";
   EXPECT_TRUE(Exists(PinDir(cg.id())));
+  // -q: nothing on stderr when it succeeds (update too); a failure still says why.
+  r = Cordon({"update", "-q", "--cgroup", cg.path(), "--policy", good.path(), "--allow-degraded"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  r = Cordon({"attach", "--quiet", "--cgroup", cg.path(), "--policy", good.path(), "--allow-degraded"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  r = Cordon({"attach", "-q", "--cgroup", "/tmp", "--policy", good.path()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("not on a cgroup filesystem"), std::string::npos) << r.err;
   r = Cordon({"detach", "--cgroup", cg.path()});
   EXPECT_EQ(r.status, 0) << r.err;
+
+  // `cordon help CMD` is that command's --help.
+  for (const char* cmd : {"run", "attach", "update", "detach", "status", "tail", "agent", "policy", "doctor", "audit",
+                          "oidc"}) {
+    CommandResult help = Cordon({"help", cmd});
+    EXPECT_EQ(help.status, 0) << cmd << help.err;
+    EXPECT_EQ(help.out, Cordon({cmd, "--help"}).out) << cmd;
+    EXPECT_NE(help.out.find(std::string("usage: cordon ") + cmd), std::string::npos) << help.out;
+  }
+  r = Cordon({"help", "frobnicate"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("no command 'frobnicate' to explain"), std::string::npos) << r.err;
 
   // Non-root: refused with a clear line, nothing attached.
   r = cordon::test::Run(
@@ -214,6 +245,50 @@ TEST_F(Lifecycle, AttachRefusesPinnedStateOfAnotherLayout) {
   EXPECT_NE(r.err.find("nothing attached"), std::string::npos) << r.err;
   EXPECT_FALSE(Exists(PinDir(cg.id())));
   EXPECT_TRUE(Exists(dir + "/info")) << "the other release's state is untouched";
+}
+
+// Degraded enforcement accepted at attach holds for the sandbox's updates:
+// no --allow-degraded each time, and a note says why it was not asked for. A
+// sandbox not recorded as degraded must be allowed it again, and an update
+// refused that way says the old policy stays (not "nothing attached"), which
+// it does. Where BPF LSM works nothing is degraded: nothing to test here.
+TEST_F(Lifecycle, UpdateKeepsTheDegradedEnforcementAcceptedAtAttach) {
+  if (LsmUsableHere()) GTEST_SKIP() << "BPF LSM works here: attach and update enforce everything";
+  TestCgroup cg("degraded");
+  PolicyFile first(LoopbackPolicy("first", 80));
+  PolicyFile second(LoopbackPolicy("second", 81));
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", first.path()});
+  EXPECT_EQ(r.status, 1) << "control: degraded enforcement must be allowed: " << r.err;
+  EXPECT_NE(r.err.find("Nothing attached"), std::string::npos) << r.err;
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", first.path(), "--allow-degraded"}).status, 0);
+  r = Cordon({"update", "--cgroup", cg.path(), "--policy", second.path()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("degraded enforcement was accepted when this sandbox was attached"), std::string::npos) << r.err;
+  EXPECT_NE(Cordon({"status"}).out.find("second"), std::string::npos) << "the update is in force";
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 80)); }), EPERM) << "the new policy judges";
+
+  // The same sandbox as if attached in full: its info without the flag.
+  int info = bpf_obj_get((PinDir(cg.id()) + "/info").c_str());
+  ASSERT_GE(info, 0);
+  uint32_t zero = 0;
+  cordon_sandbox_info value = {};
+  ASSERT_EQ(bpf_map_lookup_elem(info, &zero, &value), 0);
+  ASSERT_TRUE(value.flags & CORDON_INFO_F_DEGRADED) << "recorded at attach";
+  value.flags &= ~CORDON_INFO_F_DEGRADED;
+  ASSERT_EQ(bpf_map_update_elem(info, &zero, &value, BPF_ANY), 0);
+  ::close(info);
+  r = Cordon({"update", "--cgroup", cg.path(), "--policy", first.path()});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("The sandbox keeps its current policy; pass --allow-degraded"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Nothing attached"), std::string::npos) << r.err;
+  EXPECT_NE(Cordon({"status"}).out.find("second"), std::string::npos) << "still the second policy";
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 80)); }), EPERM) << "still judged by it";
+  // A policy error in an update says the same.
+  PolicyFile bad("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: bad}\nspec: {mode: strict}\n");
+  r = Cordon({"update", "--cgroup", cg.path(), "--policy", bad.path()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("rejected (1 error); the sandbox keeps its current policy"), std::string::npos) << r.err;
+  EXPECT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
 }
 
 TEST_F(Lifecycle, DefaultPolicyDeniesAllEgressIncludingLoopback) {

@@ -283,5 +283,57 @@ TEST(Args, StrictParsing) {
   EXPECT_EQ(f.after_dashdash, (std::vector<std::string>{"-c", "x"}));
 }
 
+// `--policy -- CMD` lacks the file (it is not a file named "--"); a value
+// outside the choices or refused by the check is a usage error naming the
+// option and, escaped, the value.
+TEST(Args, ValuesAreChecked) {
+  using cli::OptionSpec;
+  std::vector<OptionSpec> specs = {{"--policy", "", true}, cli::ModeOption(), cli::SandboxNameOption(),
+                                   {"--even", "", true, false, {}, [](const std::string& v) {
+                                      return v.size() % 2 ? std::string("odd length") : std::string();
+                                    }}};
+  std::string err;
+  cli::ParsedArgs a;
+  EXPECT_FALSE(cli::ParseArgs({"--policy", "--", "/bin/true"}, specs, &a, &err));
+  EXPECT_EQ(err, "option --policy needs a value (the '--' after it ends the options)");
+  cli::ParsedArgs b;
+  ASSERT_TRUE(cli::ParseArgs({"--policy=--", "--mode", "audit"}, specs, &b, &err)) << "explicitly inline: " << err;
+  EXPECT_EQ(b.Get("--policy").value(), "--");
+  EXPECT_EQ(b.Get("--mode").value(), "audit");
+  cli::ParsedArgs c;
+  EXPECT_FALSE(cli::ParseArgs({"--mode", "bogus\x1b[2J"}, specs, &c, &err));
+  EXPECT_EQ(err, "option --mode must be one of enforce, audit, not 'bogus\\x1b[2J'");
+  cli::ParsedArgs d;
+  EXPECT_FALSE(cli::ParseArgs({"--mode=Enforce"}, specs, &d, &err));
+  EXPECT_NE(err.find("must be one of enforce, audit"), std::string::npos) << err;
+  cli::ParsedArgs e;
+  EXPECT_FALSE(cli::ParseArgs({"--even", "abc"}, specs, &e, &err));
+  EXPECT_EQ(err, "option --even: odd length");
+  cli::ParsedArgs f;
+  EXPECT_TRUE(cli::ParseArgs({"--even", "ab"}, specs, &f, &err)) << err;
+  for (const char* good : {"task-17", "ci.build_42", "user@host:7+1", "caf\xc3\xa9", "A"}) {
+    cli::ParsedArgs g;
+    EXPECT_TRUE(cli::ParseArgs({"--name", good}, specs, &g, &err)) << good << ": " << err;
+  }
+  const std::pair<const char*, const char*> bad[] = {
+      {"bad name!", "the sandbox name 'bad name!' has ' ': use letters, digits and . _ - : @ + only"},
+      {"a/b", "has '/'"},
+      {"tab\there", "holds control, invisible or bidi characters or invalid UTF-8"},
+      {"rtl\xe2\x80\xaex", "holds control, invisible or bidi characters"},
+      {"\xff", "invalid UTF-8"},
+      {"", "the sandbox name is empty"},
+  };
+  for (const auto& [name, want] : bad) {
+    cli::ParsedArgs g;
+    EXPECT_FALSE(cli::ParseArgs({"--name", name}, specs, &g, &err)) << name;
+    EXPECT_NE(err.find(want), std::string::npos) << err;
+    EXPECT_EQ(err.find_first_of("\t\x1b"), std::string::npos) << "raw bytes echoed: " << err;
+  }
+  cli::ParsedArgs h;
+  EXPECT_FALSE(cli::ParseArgs({"--name", std::string(64, 'n')}, specs, &h, &err));
+  EXPECT_EQ(err, "option --name: the sandbox name is longer than 63 bytes");
+  EXPECT_TRUE(cli::ParseArgs({"--name", std::string(63, 'n')}, specs, &h, &err)) << err;
+}
+
 }  // namespace
 }  // namespace cordon

@@ -54,6 +54,10 @@ TEST(OpsDegraded, WordingPerCaller) {
   EXPECT_EQ(DegradedError(missing, "no bpf in lsm=", Wording::kCli),
             "this kernel cannot enforce, for processes cordon attaches to: file rules; exec rules (no bpf in "
             "lsm=). Nothing attached; pass --allow-degraded to enforce only the rest, or see `cordon doctor`");
+  EXPECT_EQ(DegradedError(missing, "no bpf in lsm=", Wording::kCli, /*update=*/true),
+            "this kernel cannot enforce, for processes cordon attaches to: file rules; exec rules (no bpf in "
+            "lsm=). The sandbox keeps its current policy; pass --allow-degraded to enforce only the rest, or see "
+            "`cordon doctor`");
 }
 
 }  // namespace

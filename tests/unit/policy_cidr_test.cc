@@ -60,6 +60,11 @@ TEST(PolicyCidr, Ipv4Rejections) {
   EXPECT_EQ(ErrorOf("010.0.0.0/8"), "invalid IPv4 address '010.0.0.0': octet '010' has a leading zero");
   EXPECT_EQ(ErrorOf("10.0.0.256"), "invalid IPv4 address '10.0.0.256': octet '256' is larger than 255");
   EXPECT_EQ(ErrorOf("10.0.0.0/33"), "prefix length /33 is out of range for IPv4 (0-32)");
+  // A host name is named as one (not "octet 'pypi'").
+  for (const char* name : {"pypi.org", "example.com/32", "localhost", "Github.COM"})
+    EXPECT_NE(ErrorOf(name).find("looks like a host name: cidr takes an IP address or a CIDR block"),
+              std::string::npos)
+        << name << ": " << ErrorOf(name);
   EXPECT_EQ(ErrorOf("10.0.0.1/8"), "host bits set: 10.0.0.1/8 (did you mean 10.0.0.0/8?)");
   EXPECT_EQ(ErrorOf("10.0.0.0/08"), "invalid prefix length in '10.0.0.0/08': '08' has a leading zero");
   for (const char* bad : {"10.0.0", "10.0.0.0.0", "10..0.0", "10.0.0.0/", "10.0.0.0/-1", "10.0.0.0/+8", " 10.0.0.0",

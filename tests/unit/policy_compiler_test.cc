@@ -109,7 +109,8 @@ spec:
   ExpectDiag(d, "spec.network.egress[0].ports[4]", 13, "port 440-450 overlaps 443 (ports[3], line 13)");
   ExpectDiag(d, "spec.network.egress[0].ports[5]", 13, "duplicate port 443 (ports[3], line 13)");
   ExpectDiag(d, "spec.network.egress[0].ports[6]", 13, "invalid port 'x'");
-  ExpectDiag(d, "spec.network.egress[0].protocols[1]", 14, "unknown protocol 'sctp' (expected tcp or udp)");
+  ExpectDiag(d, "spec.network.egress[0].protocols[1]", 14, "unknown protocol 'sctp' (expected tcp or udp; 'sctp' sockets are allowed by "
+             "spec.network.extraProtocols, not per rule)");
   ExpectDiag(d, "spec.network.egress[0].protocols[2]", 14, "duplicate protocol 'tcp' (first at line 14)");
   ExpectDiag(d, "spec.network.egress[1].name", 15, "duplicate rule name 'a' (first at line 11)");
   ExpectDiag(d, "spec.network.egress[1].cidr", 15, "required");  // at the rule: the key is absent

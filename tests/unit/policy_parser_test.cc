@@ -253,6 +253,28 @@ TEST(PolicyParser, YamlSyntaxErrorsNameLineAndColumn) {
   EXPECT_NE(control.message.find("control characters"), std::string::npos) << control.message;
 }
 
+// A JSON document (it starts with '{' or '[') is read as YAML, but its
+// errors say JSON, and a trailing comma (YAML allows one, JSON does not) is
+// an error at the comma. Control: the same YAML flow list is accepted.
+TEST(PolicyParser, JsonErrorsSayJsonAndTrailingCommasAreRefused) {
+  const std::string head = "{\"apiVersion\": \"cordon/v1\", \"kind\": \"SandboxPolicy\", \"metadata\": {\"name\": \"j\"},\n";
+  ParseOutcome good = Parse(head + " \"spec\": {\"network\": {\"egress\": [{\"cidr\": \"10.0.0.0/8\", \"ports\": [443]}]}}}\n");
+  ASSERT_TRUE(good.ok) << FormatDiagnostics(good.diags);
+  Diagnostic list = OnlyError(head + " \"spec\": {\"network\": {\"egress\": [{\"cidr\": \"10.0.0.0/8\", \"ports\": [443,]}]}}}\n");
+  EXPECT_EQ(list.ToString(), "test.yaml:2:70: JSON syntax error: a trailing comma before ']'");
+  Diagnostic map = OnlyError("  \n{\"kind\": \"SandboxPolicy\",}\n");
+  EXPECT_EQ(map.ToString(), "test.yaml:2:25: JSON syntax error: a trailing comma before '}'");
+  Diagnostic cut = OnlyError(head);
+  EXPECT_EQ(cut.message.rfind("JSON syntax error: ", 0), 0u) << cut.message;
+  // "," inside a string is no comma.
+  ParseOutcome quoted = Parse("{\"kind\": \"a,]\", \"metadata\": {\"name\": \"x,}\"}}\n");
+  EXPECT_EQ(FormatDiagnostics(quoted.diags).find("comma"), std::string::npos) << FormatDiagnostics(quoted.diags);
+  // YAML: a trailing comma in a flow list is allowed there.
+  ParseOutcome yaml = Parse("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: y}\nspec:\n  network:\n"
+                            "    egress:\n      - {cidr: 10.0.0.0/8, ports: [443,]}\n");
+  EXPECT_TRUE(yaml.ok) << FormatDiagnostics(yaml.diags);
+}
+
 TEST(PolicyParser, DuplicateKeysAreRejected) {
   Diagnostic d = OnlyError("apiVersion: cordon/v1\nmetadata:\n  name: a\n  description: b\n  name: c\n");
   EXPECT_EQ(d.line, 5);

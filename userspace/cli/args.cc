@@ -3,6 +3,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "util/text.h"
+
 namespace cordon::cli {
 
 std::optional<std::string> ParsedArgs::Get(const std::string& name) const {
@@ -50,10 +52,33 @@ bool ParseArgs(const std::vector<std::string>& args, const std::vector<OptionSpe
         *error = "option " + name + " needs a value";
         return false;
       }
+      if (args[i + 1] == "--") {
+        *error = "option " + name + " needs a value (the '--' after it ends the options)";
+        return false;
+      }
       value = args[++i];
     } else if (!spec->takes_value && inline_value) {
       *error = "option " + name + " takes no value";
       return false;
+    }
+    if (!spec->choices.empty()) {
+      bool known = false;
+      std::string list;
+      for (const auto& c : spec->choices) {
+        known |= c == value;
+        list += (list.empty() ? "" : ", ") + c;
+      }
+      if (!known) {
+        *error = "option " + spec->name + " must be one of " + list + ", not '" +
+                 DisplayText(EscapeWorkloadBytes(value)) + "'";
+        return false;
+      }
+    }
+    if (spec->check) {
+      if (std::string why = spec->check(value); !why.empty()) {
+        *error = "option " + spec->name + ": " + why;
+        return false;
+      }
     }
     auto& values = out->options[spec->name];
     if (!values.empty() && !spec->repeatable) {
@@ -64,6 +89,25 @@ bool ParseArgs(const std::vector<std::string>& args, const std::vector<OptionSpe
   }
   return true;
 }
+
+std::string SandboxNameProblem(const std::string& name) {
+  if (name.empty()) return "the sandbox name is empty";
+  if (name.size() > 63) return "the sandbox name is longer than 63 bytes";
+  if (!IsCleanName(name))
+    return "the sandbox name '" + DisplayText(EscapeWorkloadBytes(name)) +
+           "' holds control, invisible or bidi characters or invalid UTF-8";
+  for (unsigned char c : name) {
+    if (c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) continue;
+    if (c == '.' || c == '_' || c == '-' || c == ':' || c == '@' || c == '+') continue;
+    return "the sandbox name '" + DisplayText(EscapeWorkloadBytes(name)) + "' has '" +
+           std::string(1, static_cast<char>(c)) + "': use letters, digits and . _ - : @ + only";
+  }
+  return "";
+}
+
+OptionSpec ModeOption() { return {"--mode", "", true, false, {"enforce", "audit"}}; }
+OptionSpec SandboxNameOption() { return {"--name", "", true, false, {}, SandboxNameProblem}; }
+OptionSpec QuietOption() { return {"--quiet", "-q"}; }
 
 bool ParseDuration(const std::string& text, int64_t* ns) {
   size_t i = 0;

@@ -22,6 +22,7 @@
 #include "cli/common.h"
 #include "cli/sandboxes.h"
 #include "cli/tail.h"
+#include "util/text.h"
 #include "events/reader.h"
 #include "events/sink.h"
 #include "loader/kernel_features.h"
@@ -62,7 +63,8 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
-std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const std::string& mode_override) {
+std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const std::string& mode_override,
+                                                 const std::string& outcome) {
   policy::CompiledPolicy compiled;
   if (path.empty()) {
     compiled = policy::DefaultPolicy();
@@ -73,7 +75,7 @@ std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const 
       std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
       if (!diags.empty() && policy::FormatDiagnostics(diags).back() != '\n') std::fputc('\n', stderr);
       PrintError("policy " + path + " rejected (" + std::to_string(diags.size()) + " error" +
-                 (diags.size() == 1 ? "" : "s") + "); nothing attached");
+                 (diags.size() == 1 ? "" : "s") + "); " + outcome);
       return std::nullopt;
     }
   }
@@ -104,7 +106,7 @@ const char* kPolicyHelp =
 
 const char* kAttachHelp =
     "usage: cordon attach --cgroup PATH [--policy FILE] [--mode enforce|audit] [--name NAME]\n"
-    "                     [--allow-degraded]\n"
+    "                     [--allow-degraded] [--quiet]\n"
     "\n"
     "Confines every process in an existing cgroup v2 directory, and any cgroup created below it,\n"
     "from this moment: processes already inside are confined too. PATH is absolute or relative to\n"
@@ -117,8 +119,10 @@ const char* kAttachHelp =
     "  --cgroup PATH      the cgroup v2 directory to confine (required)\n"
     "  --policy FILE      policy (YAML or JSON; see `cordon policy check`); default: built-in\n"
     "  --mode MODE        enforce (deny and report) or audit (allow and report); overrides the policy\n"
-    "  --name NAME        sandbox name in events and status (default: the cgroup's directory name)\n"
+    "  --name NAME        sandbox name in events and status (default: the cgroup's directory name);\n"
+    "                     letters, digits and . _ - : @ + (or non-ASCII letters), at most 63 bytes\n"
     "  --allow-degraded   attach even if this kernel cannot enforce every control (see below)\n"
+    "  -q, --quiet        no notes when it succeeds (errors and the retroactive events stay)\n"
     "\n"
     "If this kernel cannot enforce some control the policy asks for (see `cordon doctor`), attach\n"
     "refuses, naming them, unless --allow-degraded is given: then it attaches what the kernel can\n"
@@ -135,6 +139,7 @@ const char* kAttachHelp =
 
 const char* kUpdateHelp =
     "usage: cordon update --cgroup PATH --policy FILE [--mode enforce|audit] [--allow-degraded]\n"
+    "                     [--quiet]\n"
     "\n"
     "Atomically replaces the policy of the sandbox already attached to PATH:\n"
     "every operation is judged wholly by the old or wholly by the new policy, never by neither;\n"
@@ -147,6 +152,7 @@ const char* kUpdateHelp =
     "                     with --mode)\n"
     "  --mode MODE        enforce or audit; overrides the policy's spec.mode\n"
     "  --allow-degraded   as for attach\n"
+    "  -q, --quiet        as for attach\n"
     "\n"
     "Exit status: 0 replaced, 1 failure (the old policy stays in force), 2 usage errors.\n";
 
@@ -270,9 +276,9 @@ int AttachOrUpdate(const Args& args, bool update) {
   if (WantsHelp(args)) return std::fputs(help, stdout), 0;
   ParsedArgs parsed;
   std::string error;
-  std::vector<OptionSpec> specs = {{"--cgroup", "", true}, {"--policy", "", true}, {"--mode", "", true},
-                                {"--allow-degraded", ""}};
-  if (!update) specs.push_back({"--name", "", true});
+  std::vector<OptionSpec> specs = {{"--cgroup", "", true}, {"--policy", "", true}, ModeOption(),
+                                {"--allow-degraded", ""}, QuietOption()};
+  if (!update) specs.push_back(SandboxNameOption());
   if (!ParseArgs(args, specs, &parsed, &error)) {
     Usage(error, help);
     return 2;
@@ -283,10 +289,10 @@ int AttachOrUpdate(const Args& args, bool update) {
   if (update && !parsed.Has("--policy")) return Usage("update needs --policy FILE", help), 2;
   AttachOptions options;
   options.name = parsed.Get("--name").value_or("");
-  if (options.name.size() >= 64) return PrintError("--name is longer than 63 bytes"), 2;
   const std::string policy_path = parsed.Get("--policy").value_or("");
   const std::string mode = parsed.Get("--mode").value_or("");
-  auto compiled = LoadPolicy(policy_path, mode);  // file:line errors here, before anything is sent
+  auto compiled = LoadPolicy(policy_path, mode,  // file:line errors here, before anything is sent
+                             update ? "the sandbox keeps its current policy" : "nothing attached");
   if (!compiled) return 1;
   if (!IsRoot()) return PrintError(std::string(update ? "update" : "attach") + " needs root (CAP_SYS_ADMIN and CAP_BPF); nothing attached"), 1;
   auto cgroup = ResolveCgroup(*cgroup_arg);
@@ -310,10 +316,11 @@ int AttachOrUpdate(const Args& args, bool update) {
   request.wording = ops::Wording::kCli;
   auto out = update ? sandboxes->Update(request) : sandboxes->Attach(request);
   AttachReport report = RenderAttachOutcome(out);
-  std::fputs(report.head.c_str(), stderr);
+  const bool quiet = parsed.Has("--quiet") && report.status == 0;  // a failure is always said
+  if (!quiet) std::fputs(report.head.c_str(), stderr);
   std::fputs(report.events.c_str(), stdout);
   std::fflush(stdout);
-  std::fputs(report.tail.c_str(), stderr);
+  if (!quiet) std::fputs(report.tail.c_str(), stderr);
   return report.status;
 }
 
@@ -600,11 +607,23 @@ const char* kMainHelp =
     "\n"
     "Enforcement is pinned in the kernel and never depends on a cordon process, the agent\n"
     "included. Exit status: 0 success, 1 failure (nothing half-done), 2 usage errors.\n"
-    "`cordon <command> --help` explains each. `cordon --version` prints the version.\n";
+    "`cordon <command> --help` (or `cordon help <command>`) explains each. `cordon --version`\n"
+    "prints the version.\n";
 
 }  // namespace
 
 int Main(int argc, char** argv) {
+  using Command = int (*)(const Args&);
+  static const std::pair<const char*, Command> kCommands[] = {
+      {"run", RunCommand},       {"attach", AttachCommand}, {"update", UpdateCommand}, {"detach", DetachCommand},
+      {"status", StatusCommand}, {"tail", TailCommand},     {"agent", AgentCommand},   {"policy", PolicyCommand},
+      {"doctor", DoctorCommand}, {"audit", AuditCommand},   {"oidc", OidcCommand},
+  };
+  auto find = [](const std::string& name) -> Command {
+    for (const auto& [n, fn] : kCommands)
+      if (name == n) return fn;
+    return nullptr;
+  };
   Args args(argv + 1, argv + argc);
   if (args.empty()) {
     std::fputs(kMainHelp, stderr);
@@ -612,20 +631,17 @@ int Main(int argc, char** argv) {
   }
   const std::string cmd = args[0];
   Args rest(args.begin() + 1, args.end());
-  if (cmd == "-h" || cmd == "--help" || cmd == "help") return std::fputs(kMainHelp, stdout), 0;
+  if (cmd == "-h" || cmd == "--help" || (cmd == "help" && rest.empty())) return std::fputs(kMainHelp, stdout), 0;
   if (cmd == "--version" || cmd == "version") return std::printf("cordon %s\n", CORDON_VERSION), 0;
-  if (cmd == "policy") return PolicyCommand(rest);
-  if (cmd == "attach") return AttachCommand(rest);
-  if (cmd == "update") return UpdateCommand(rest);
-  if (cmd == "detach") return DetachCommand(rest);
-  if (cmd == "status") return StatusCommand(rest);
-  if (cmd == "tail") return TailCommand(rest);
-  if (cmd == "run") return RunCommand(rest);
-  if (cmd == "doctor") return DoctorCommand(rest);
-  if (cmd == "agent") return AgentCommand(rest);
-  if (cmd == "audit") return AuditCommand(rest);
-  if (cmd == "oidc") return OidcCommand(rest);
-  PrintError("unknown command '" + cmd + "'");
+  if (cmd == "help") {  // `cordon help run`: that command's help
+    if (Command fn = find(rest[0]); fn && rest.size() == 1) return fn({"--help"});
+    PrintError(rest.size() == 1 ? "no command '" + DisplayText(EscapeWorkloadBytes(rest[0])) + "' to explain"
+                                : std::string("help takes one command name"));
+    std::fputs(kMainHelp, stderr);
+    return 2;
+  }
+  if (Command fn = find(cmd)) return fn(rest);
+  PrintError("unknown command '" + DisplayText(EscapeWorkloadBytes(cmd)) + "'");
   std::fputs(kMainHelp, stderr);
   return 2;
 }

@@ -80,7 +80,8 @@ const char* kRunHelp =
     "  --policy FILE   policy (YAML or JSON); default: the built-in one (`cordon policy check --default`)\n"
     "  --mode MODE     enforce (deny and report) or audit (allow and report); overrides the policy\n"
     "  --audit FILE    where this run writes its events, one JSON object per line (0600)\n"
-    "  --name NAME     sandbox name in events and status (default run-<pid>)\n"
+    "  --name NAME     sandbox name in events, status and tokens (default run-<pid>); letters,\n"
+    "                  digits and . _ - : @ + (or non-ASCII letters), at most 63 bytes\n"
     "  --user WHO      who CMD runs as (overrides spec.runAs): dynamic (default: a uid and gid of its\n"
     "                  own, reserved for this run), root, a user name, or UID[:GID]; in every case with\n"
     "                  no capabilities but spec.capabilities, and no_new_privs\n"
@@ -115,8 +116,9 @@ const char* kRunHelp =
     "to this run (for --audit and the summary), and when CMD has ended delivers the rest and\n"
     "detaches. Without one, this run reads the sandbox's events itself.\n"
     "\n"
-    "Exit status: CMD's (128+N if killed by signal N), 127 if it could not be started, 1 or 2 when\n"
-    "cordon itself fails or is misused before CMD starts.\n";
+    "Exit status: CMD's (128+N if killed by signal N), 126 if executing it was refused (the policy\n"
+    "or the file's permissions: cordon says which), 127 if it could not be started otherwise, 1\n"
+    "when cordon itself fails and 2 when it is misused before CMD starts.\n";
 
 const int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
 
@@ -152,17 +154,21 @@ bool PolicyNames(const policy::CompiledPolicy& policy, const std::string& dir) {
   return false;
 }
 
-// Whether the policy lets the command read `dir` (some rule with read on it
-// or an ancestor; every directory when files are not restricted).
-bool PolicyReads(const policy::CompiledPolicy& policy, const std::string& dir) {
+// Whether the policy grants `right` (CORDON_FILE_READ, _EXEC) on `path` (some
+// rule with it on the path or an ancestor; everything when files are not
+// restricted).
+bool PolicyGrants(const policy::CompiledPolicy& policy, const std::string& path, uint32_t right) {
   if (!policy.has_files) return true;
   for (const auto& rule : policy.file_rules) {
     const std::string& p = rule.path;
-    if (!(rule.rights & CORDON_FILE_READ)) continue;
-    if (p == "/" || p == dir || (dir.size() > p.size() && dir.compare(0, p.size(), p) == 0 && dir[p.size()] == '/'))
+    if (!(rule.rights & right)) continue;
+    if (p == "/" || p == path || (path.size() > p.size() && path.compare(0, p.size(), p) == 0 && path[p.size()] == '/'))
       return true;
   }
   return false;
+}
+bool PolicyReads(const policy::CompiledPolicy& policy, const std::string& dir) {
+  return PolicyGrants(policy, dir, CORDON_FILE_READ);
 }
 
 // Returned by a step of RunCommand that lets the run go on.
@@ -207,14 +213,19 @@ int ParseRun(const Args& args, RunPlan* run) {
   std::string error;
   if (!ParseArgs(args,
                  {{"--policy", "", true},
-                  {"--audit", "", true},
-                  {"--mode", "", true},
-                  {"--name", "", true},
+                  {"--audit", "", true, false, {},
+                   [](const std::string& v) {
+                     return v == "-" ? std::string("the audit log is a file, not '-' (stdout is the command's)")
+                            : v.empty() ? std::string("the audit log needs a file name")
+                                        : std::string();
+                   }},
+                  ModeOption(),
+                  SandboxNameOption(),
                   {"--user", "", true},
                   {"--env", "", true, true},
                   {"--keep-fd", "", true, true},
                   {"--config", "", true},
-                  {"--quiet", "-q"},
+                  QuietOption(),
                   {"--verbose", "-v"},
                   {"--help", "-h"}},
                  &parsed, &error, /*stop_at_first_positional=*/true)) {
@@ -229,7 +240,7 @@ int ParseRun(const Args& args, RunPlan* run) {
     PrintError("run needs a command: cordon run [options] -- CMD [ARGS...]");
     return 2;
   }
-  run->compiled = LoadPolicy(parsed.Get("--policy").value_or(""), parsed.Get("--mode").value_or(""));
+  run->compiled = LoadPolicy(parsed.Get("--policy").value_or(""), parsed.Get("--mode").value_or(""), "command not started");
   if (!run->compiled) return 1;
   if (!IsRoot()) return PrintError("run needs root (it creates a cgroup and loads BPF programs)"), 1;
   run->quiet = parsed.Has("--quiet");
@@ -379,7 +390,12 @@ int PrepareExec(RunPlan* run) {
   for (const auto& e : run->env)
     if (e.rfind("PATH=", 0) == 0) command_path_env = e.substr(5);
   auto exe = ResolveCommand(run->command[0], command_path_env);
-  if (!exe) return PrintError(exe.error().ToString()), 127;
+  if (!exe) {
+    // Found but not executable is 126 (as a shell says), not found 127.
+    struct stat st;
+    const std::string& c = run->command[0];
+    return PrintError(exe.error().ToString()), c.find('/') != std::string::npos && ::stat(c.c_str(), &st) == 0 ? 126 : 127;
+  }
   run->exe = std::move(*exe);
   std::string& cwd = run->cwd;
   {
@@ -849,7 +865,7 @@ int RunCommand(const Args& args) {
   run.signals->Restore();
   (void)run.sink->Flush();
 
-  if (child->ReportFailure()) exit_status = 127;
+  if (int failed = child->ReportFailure(PolicyGrants(*run.compiled, run.exe, CORDON_FILE_EXEC))) exit_status = failed;
   if (!events.sink_status.ok()) PrintError("audit log incomplete: " + events.sink_status.error().ToString());
   if (!run.quiet)
     std::fprintf(stderr, "cordon: %s%s; audit log: %s\n", SummaryLine(events.summary).c_str(),

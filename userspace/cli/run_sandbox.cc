@@ -152,8 +152,8 @@ bool ConfinedChild::Reap(int* exit_status) {
   return true;
 }
 
-bool ConfinedChild::ReportFailure() const {
-  if (got_ != sizeof report_data_) return false;
+int ConfinedChild::ReportFailure(bool policy_execs) const {
+  if (got_ != sizeof report_data_) return 0;
   const std::string uid = std::to_string(plan_->identity.uid);
   const char* what = report_data_[0] == kStageLandlock  ? "cannot apply Landlock"
                      : report_data_[0] == kStageSeccomp ? "cannot install the seccomp filter"
@@ -163,9 +163,17 @@ bool ConfinedChild::ReportFailure() const {
   else if (report_data_[0] == kStagePrepare)
     PrintError("cannot prepare the command (as uid " + uid +
                "): " + DescribeChildFailure(failed_step_, report_data_[1]) + "; command not started");
-  else if (report_data_[0] == kStageExec)
-    PrintError("cannot execute " + plan_->exe + " (as uid " + uid + "): " + std::strerror(report_data_[1]));
-  return true;
+  else if (report_data_[0] == kStageExec) {
+    const int err = report_data_[1];
+    const bool refused = err == EACCES || err == EPERM;
+    PrintError("cannot execute " + plan_->exe + " (as uid " + uid + "): " + std::strerror(err) +
+               (refused && !policy_execs
+                    ? ": the policy does not let the command execute it (spec.files.exec, or a profile of "
+                      "spec.files.include)"
+                    : ""));
+    return refused ? 126 : 127;
+  }
+  return 127;
 }
 
 ConfinedChild::~ConfinedChild() {

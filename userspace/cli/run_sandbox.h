@@ -85,9 +85,11 @@ class ConfinedChild {
   // Reaps the child once the pidfd is readable; true with its status
   // (exit code, 128+N for signal N) once it ended.
   bool Reap(int* exit_status);
-  // The child's failure before exec, printed as cordon prints it; false when
-  // it exec'ed (or ended without a report).
-  bool ReportFailure() const;
+  // The child's failure before exec, printed as cordon prints it, and the
+  // exit status for it: 126 when exec was refused (EACCES, EPERM; saying so
+  // when the policy grants no exec of the program: `policy_execs` false),
+  // 127 for any other failure; 0 when it exec'ed (or ended without a report).
+  int ReportFailure(bool policy_execs) const;
 
  private:
   ConfinedChild() = default;

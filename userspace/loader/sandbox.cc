@@ -515,6 +515,7 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
   out.seccomp = info->flags & CORDON_INFO_F_SECCOMP;
   out.detect = info->flags & CORDON_INFO_F_DETECT;
   out.detect_kill = info->flags & CORDON_INFO_F_DETECT_KILL;
+  out.degraded = info->flags & CORDON_INFO_F_DEGRADED;
   out.attached_at_ns = info->attached_at_ns;
   out.updated_at_ns = info->updated_at_ns;
   auto mount = FindCgroup2Mount();
@@ -552,7 +553,7 @@ std::string SandboxInfo::Level() const {
   return level;
 }
 
-Status AddSandboxFlags(uint64_t sandbox_id, uint32_t flags) {
+Status AddSandboxFlags(uint64_t sandbox_id, uint32_t flags, uint32_t clear) {
   auto root = SandboxPinRoot();
   if (!root) return root.error();
   auto lock = LockPinRoot(*root);
@@ -560,7 +561,7 @@ Status AddSandboxFlags(uint64_t sandbox_id, uint32_t flags) {
   std::string dir = SandboxPinDir(*root, sandbox_id);
   auto info = ReadInfo(dir);
   if (!info) return info.error();
-  info->flags |= flags;
+  info->flags = (info->flags & ~clear) | flags;
   return WriteInfo(dir, *info);
 }
 

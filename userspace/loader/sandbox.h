@@ -65,6 +65,7 @@ struct SandboxInfo {
   bool seccomp = false;           // `cordon run` applied a seccomp filter to the command
   bool detect = false;            // file/exec rules checked after the fact (no BPF LSM)
   bool detect_kill = false;       // ... and violators are killed
+  bool degraded = false;          // attached accepting that some of its policy's controls are not enforced
   std::string Level() const;      // "kernel-lsm", "kernel-cgroup+landlock+seccomp", ...
   uint64_t attached_at_ns = 0;
   uint64_t updated_at_ns = 0;
@@ -123,7 +124,8 @@ Status DetachSandbox(uint64_t sandbox_id);
 Result<std::vector<SandboxInfo>> ListSandboxes();
 Result<SandboxInfo> GetSandbox(uint64_t sandbox_id);
 
-// Records extra layers (CORDON_INFO_F_LANDLOCK / _SECCOMP) in the sandbox's info.
-Status AddSandboxFlags(uint64_t sandbox_id, uint32_t flags);
+// Records extra layers (CORDON_INFO_F_LANDLOCK / _SECCOMP) in the sandbox's
+// info, or with `clear` the flags that no longer hold (CORDON_INFO_F_DEGRADED).
+Status AddSandboxFlags(uint64_t sandbox_id, uint32_t flags, uint32_t clear = 0);
 
 }  // namespace cordon

@@ -1,8 +1,10 @@
 // Attach and update, directly: compile, check what this kernel can enforce,
 // attach, collect the notes, apply the policy retroactively.
 #include <chrono>
+#include <optional>
 
 #include "abi/cordon_common.h"
+#include "abi/cordon_pins.h"
 #include "inspect/retro.h"
 #include "loader/kernel_features.h"
 #include "ops/ops.h"
@@ -26,17 +28,21 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
     std::string error;
     if (!CompilePolicyText(req.policy_text, req.policy_file, req.mode, &compiled, &error)) return Failed(error);
   }
-  if (!compiled.credentials.empty()) return Failed(CredentialsNotIssued() + "; nothing attached");
+  // An update that fails leaves the policy in force as it was (the swap is atomic).
+  const std::string unchanged = must_exist ? "; the sandbox keeps its current policy" : "; nothing attached";
+  if (!compiled.credentials.empty()) return Failed(CredentialsNotIssued() + unchanged);
   auto cgroup = ResolveCgroup(req.cgroup);
   if (!cgroup) return Failed(cgroup.error().ToString() + "; nothing attached");
-  if (must_exist && !GetSandbox(cgroup->id)) return Failed("no sandbox is attached to " + cgroup->path);
+  std::optional<SandboxInfo> existing;
+  if (auto found = GetSandbox(cgroup->id)) existing = std::move(*found);
+  if (must_exist && !existing) return Failed("no sandbox is attached to " + cgroup->path);
   std::vector<std::string> missing = UndeliverableInAttach(compiled, ProbeLsm());
   std::vector<CgroupLimitOutcome> limits;
   if (compiled.resources.any()) {
     // A replacement's limits are the new policy's; a first attach keeps a stricter one the platform set.
     auto applied = ApplyCgroupLimits(*cgroup, CgroupLimitsOf(compiled.resources),
                                      must_exist ? LimitMerge::kPolicy : LimitMerge::kStricter, false);
-    if (!applied) return Failed("resource limits: " + applied.error().ToString() + "; nothing attached");
+    if (!applied) return Failed("resource limits: " + applied.error().ToString() + unchanged);
     limits = std::move(*applied);
     for (auto& line : UnenforcedLimits(compiled.resources, limits)) missing.push_back(std::move(line));
   }
@@ -45,14 +51,22 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
       error += " (restoring the resource limits failed: " + s.error().ToString() + ")";
     return Failed(std::move(error));
   };
-  if (!missing.empty() && !req.allow_degraded) return restore(DegradedError(missing, ProbeLsm().detail, req.wording));
+  // Degraded enforcement, once accepted for a sandbox, holds for its
+  // replacements (the kernel is the same); a sandbox attached in full must
+  // be allowed it again.
+  const bool accepted_before = existing && existing->degraded && !req.allow_degraded && !missing.empty();
+  if (!missing.empty() && !req.allow_degraded && !accepted_before)
+    return restore(DegradedError(missing, ProbeLsm().detail, req.wording, must_exist));
   AttachOptions options;
   options.name = req.name;
   options.pool = req.pool;
   const int64_t t_attach = MonoNs();
   auto result = AttachSandbox(*cgroup, compiled, options);
   const int64_t t_attached = MonoNs();
-  if (!result) return restore(result.error().ToString() + "; nothing attached");
+  if (!result) return restore(result.error().ToString() + unchanged);
+  // Bookkeeping only (the policy is in force either way): a failure is a note.
+  cordon::Status flagged = AddSandboxFlags(result->info.id, missing.empty() ? 0 : CORDON_INFO_F_DEGRADED,
+                                           missing.empty() ? CORDON_INFO_F_DEGRADED : 0);
   const SandboxInfo& info = result->info;
   AttachOutcome out;
   out.sandbox_id = info.id;
@@ -65,6 +79,12 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   out.prepared_instance = result->prepared_instance;
   out.attach_ns = t_attached - t_attach;
   if (req.after_attach) out.notes = req.after_attach(*result, *cgroup);
+  if (!flagged.ok())
+    out.notes.push_back("could not record whether enforcement is degraded (a later update may ask for "
+                        "--allow-degraded again): " + flagged.error().ToString());
+  if (accepted_before)
+    out.notes.push_back("degraded enforcement was accepted when this sandbox was attached: the new policy too is "
+                        "enforced only as far as this kernel can (listed below)");
   for (const auto& line : LimitNotes(compiled.resources, limits)) out.notes.push_back(line);
   for (const auto& line : UnenforcedControls(compiled, ProbeLsm())) out.notes.push_back(line);
   if (ProbeLsm().usable())

@@ -258,18 +258,19 @@ ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std:
   if (argv.empty() || argv[0].empty() || argv[0][0] != '/') return run.error = "not an absolute path", run;
   for (const auto& s : env)
     if (s.find('\0') != std::string::npos) return run.error = "an environment value holds a NUL byte", run;
-  int in[2], out[2];
+  int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return run.error = std::string("pipe: ") + std::strerror(errno), run;
-  if (::pipe2(out, O_CLOEXEC) != 0) {
-    ::close(in[0]), ::close(in[1]);
-    return run.error = std::string("pipe: ") + std::strerror(errno), run;
-  }
-  UniqueFd in_read(in[0]), in_write(in[1]), out_read(out[0]), out_write(out[1]);
+  UniqueFd in_read(in[0]), in_write(in[1]);
+  if (::pipe2(out, O_CLOEXEC) != 0) return run.error = std::string("pipe: ") + std::strerror(errno), run;
+  UniqueFd out_read(out[0]), out_write(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) return run.error = std::string("pipe: ") + std::strerror(errno), run;
+  UniqueFd err_read(err[0]), err_write(err[1]);
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in_read.get(), 0);
   posix_spawn_file_actions_adddup2(&actions, out_write.get(), 1);
+  posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -292,6 +293,7 @@ ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std:
   if (rc != 0) return run.error = std::string("cannot start ") + argv[0] + ": " + std::strerror(rc), run;
   in_read.Reset();
   out_write.Reset();
+  err_write.Reset();
   (void)::fcntl(in_write.get(), F_SETFL, O_NONBLOCK);
   if (input.empty()) in_write.Reset();
 
@@ -303,28 +305,50 @@ ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std:
   struct sigaction ignore = {}, previous = {};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &previous);
-  while (out_read.valid()) {
+  int status = 0;
+  bool reaped = false, stderr_open_line = false;
+  while (out_read.valid() || err_read.valid()) {
+    // Its stdout is complete and it exited: a stderr still open is held by
+    // something it left behind, not waited for.
+    if (!out_read.valid() && ::waitpid(pid, &status, WNOHANG) == pid) {
+      reaped = true;
+      break;
+    }
     const int64_t left = deadline - MonoMs();
     if (left <= 0) {
       timed_out = true;
       break;
     }
-    struct pollfd fds[2] = {{out_read.get(), POLLIN, 0}, {in_write.get(), POLLOUT, 0}};
-    int n = ::poll(fds, in_write.valid() ? 2 : 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    // An invalid descriptor (-1) is skipped by poll.
+    struct pollfd fds[3] = {{out_read.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}, {in_write.get(), POLLOUT, 0}};
+    int n = ::poll(fds, 3, static_cast<int>(std::min<int64_t>(left, out_read.valid() ? 1000 : 20)));
     if (n < 0 && errno != EINTR) break;
     if (n <= 0) continue;
-    if (in_write.valid() && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+      // Counted, never kept: what a program prints there may be a secret.
+      char buf[4096];
+      ssize_t r = ::read(err_read.get(), buf, sizeof buf);
+      if (r > 0) {
+        run.stderr_bytes += static_cast<size_t>(r);
+        run.stderr_lines += static_cast<size_t>(std::count(buf, buf + r, '\n'));
+        stderr_open_line = buf[r - 1] != '\n';
+        explicit_bzero(buf, sizeof buf);
+      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+        err_read.Reset();
+      }
+    }
+    if (in_write.valid() && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
       ssize_t w = ::write(in_write.get(), input.data() + written, input.size() - written);
       if (w > 0) written += static_cast<size_t>(w);
       if ((w < 0 && errno != EAGAIN && errno != EINTR) || written == input.size()) in_write.Reset();
     }
-    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+    if (out_read.valid() && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
       char buf[4096];
       ssize_t r = ::read(out_read.get(), buf, sizeof buf);
       if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (r <= 0) {
         out_read.Reset();
-        break;
+        continue;  // its stderr may still be open
       }
       if (run.output.size() + static_cast<size_t>(r) > max_output) {
         too_much = true;
@@ -335,10 +359,10 @@ ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std:
   }
   in_write.Reset();
   out_read.Reset();
+  err_read.Reset();
   ::sigaction(SIGPIPE, &previous, nullptr);
   // Its output is complete (or refused): it has until the deadline to exit.
-  int status = 0;
-  for (;;) {
+  while (!reaped) {
     pid_t w = timed_out || too_much ? 0 : ::waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) {
@@ -368,7 +392,13 @@ ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std:
   } else {
     run.ok = true;
   }
-  if (!run.ok) Wipe(&run.output);
+  if (!run.ok) {
+    Wipe(&run.output);
+    const size_t lines = run.stderr_lines + (stderr_open_line ? 1 : 0);
+    if (lines)
+      run.error += " (it wrote " + std::to_string(lines) + (lines > 1 ? " lines" : " line") +
+                   " to stderr, not shown: it may hold secrets; run it by hand to see)";
+  }
   return run;
 }
 

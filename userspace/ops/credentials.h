@@ -52,13 +52,17 @@ struct ProgramRun {
   bool ok = false;
   std::string output;  // stdout (issue: the credential), at most max_output bytes
   std::string error;   // !ok: "exit status 3", "killed by signal 9", "timed out after 30 s", ...
+  // Its stderr, counted and thrown away (it may print secrets there): a
+  // failure's error says how much there was.
+  size_t stderr_bytes = 0, stderr_lines = 0;
 };
 
 // Runs argv (argv[0] an absolute path) as this process's user, outside any
 // sandbox: a clean environment (`env` only), its own process group, no
 // descriptor but stdin (`input`, then EOF), stdout (read, at most
-// max_output bytes: more is an error) and stderr (this process's). Killed
-// with its process group after `timeout_seconds`.
+// max_output bytes: more is an error) and stderr (a pipe, drained and
+// counted, never shown). Killed with its process group after
+// `timeout_seconds`.
 ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                                 const std::string& input, size_t max_output, int timeout_seconds);
 

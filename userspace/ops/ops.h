@@ -93,7 +93,9 @@ bool CompilePolicyText(const std::string& text, const std::string& file, const s
                        policy::CompiledPolicy* out, std::string* error);
 // The refusal when the kernel cannot enforce `missing` and degraded
 // enforcement was not allowed; `detail` is the LSM probe's (CLI wording only).
-std::string DegradedError(const std::vector<std::string>& missing, const std::string& detail, Wording wording);
+// For an update (`update`) it says that the sandbox keeps its policy.
+std::string DegradedError(const std::vector<std::string>& missing, const std::string& detail, Wording wording,
+                          bool update = false);
 
 // spec.resources (ops/resources.cc). The cgroup v2 limit values of a policy;
 // the limits set but not enforced ("resource limit pids.max (<reason>)", also

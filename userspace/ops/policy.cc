@@ -41,14 +41,16 @@ bool CompilePolicyText(const std::string& text, const std::string& file, const s
   return true;
 }
 
-std::string DegradedError(const std::vector<std::string>& missing, const std::string& detail, Wording wording) {
+std::string DegradedError(const std::vector<std::string>& missing, const std::string& detail, Wording wording,
+                          bool update) {
   std::string list;
   for (const auto& m : missing) list += (list.empty() ? "" : "; ") + m;
   std::string msg = "this kernel cannot enforce, for processes cordon attaches to: " + list;
+  const char* outcome = update ? "The sandbox keeps its current policy" : "Nothing attached";
   if (wording == Wording::kCli)
-    return msg + " (" + detail +
-           "). Nothing attached; pass --allow-degraded to enforce only the rest, or see `cordon doctor`";
-  return msg + ". Nothing attached; allow degraded enforcement to enforce only the rest";
+    return msg + " (" + detail + "). " + outcome +
+           "; pass --allow-degraded to enforce only the rest, or see `cordon doctor`";
+  return msg + ". " + outcome + "; allow degraded enforcement to enforce only the rest";
 }
 
 }  // namespace cordon::ops

@@ -113,6 +113,14 @@ std::optional<Prefix> ParsePrefix(std::string_view text, std::string* error) {
   size_t slash = text.find('/');
   std::string_view address = text.substr(0, slash);
   const bool ipv6 = address.find(':') != std::string_view::npos;
+  // A host name where an address belongs ("pypi.org"): say so rather than
+  // complain about its first "octet".
+  if (!ipv6 && address.find_first_of("ghijklmnopqrstuvwxyzGHIJKLMNOPQRSTUVWXYZ") != std::string_view::npos) {
+    *error = "'" + std::string(address) +
+             "' looks like a host name: cidr takes an IP address or a CIDR block such as 203.0.113.0/24 "
+             "(egress rules by name are not supported yet)";
+    return std::nullopt;
+  }
   const int max_length = ipv6 ? 128 : 32;
 
   Prefix prefix;

@@ -361,7 +361,12 @@ void Validator::Protocols(const R& rule, const FieldName& field, CompiledRule* o
     const std::string& name = rule.protocols(i);
     bool* flag = name == "tcp" ? &out->tcp : name == "udp" ? &out->udp : nullptr;
     if (!flag) {
-      Error(item(), "unknown protocol " + Quote(name) + " (expected tcp or udp)");
+      const bool extra = name == "icmp" || name == "icmpv6" || name == "raw" || name == "sctp" || name == "mptcp" ||
+                         name == "udplite";
+      Error(item(), "unknown protocol " + Quote(name) + " (expected tcp or udp" +
+                        (extra ? "; " + Quote(name) + " sockets are allowed by spec.network.extraProtocols, not per rule"
+                               : std::string()) +
+                        ")");
       continue;
     }
     if (*flag) {

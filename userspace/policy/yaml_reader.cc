@@ -118,6 +118,9 @@ class EventReader {
     diags_->push_back(Diagnostic{file_, line, column, field, std::move(message)});
   }
   void FailFromParser(yaml_parser_t* parser);
+  // JSON is read as the YAML it is a subset of, but a trailing comma, which
+  // YAML's flow collections allow, is a JSON error: reported here.
+  bool CheckJsonCommas();
   // The field path of the node at `level` (0: the root) of the open branch:
   // "spec.network.egress[3]". For level == depth_, the node being added.
   std::string PathAt(size_t level) const;
@@ -136,6 +139,7 @@ class EventReader {
   int documents_ = 0;
   bool seen_root_ = false;
   bool done_ = false;
+  bool json_ = false;  // the document starts with '{' or '[': errors say JSON
 };
 
 // Where libyaml's anchor or tag (if any) lives for this event.
@@ -200,7 +204,7 @@ void EventReader::FailFromParser(yaml_parser_t* parser) {
     Fail(0, 0, "", "out of memory while parsing");
     return;
   }
-  std::string message = "YAML syntax error: " + problem;
+  std::string message = std::string(json_ ? "JSON" : "YAML") + " syntax error: " + problem;
   if (parser->context) {
     message += std::string(" (") + parser->context + " started at line " +
                std::to_string(parser->context_mark.line + 1) + ")";
@@ -335,8 +339,35 @@ bool EventReader::HandleEvent(yaml_event_t* event) {
   return true;
 }
 
+bool EventReader::CheckJsonCommas() {
+  ParserHandle parser;
+  if (!parser.ok()) return true;  // Read() reports it
+  yaml_parser_set_input_string(parser.get(), reinterpret_cast<const unsigned char*>(text_.data()), text_.size());
+  bool after_comma = false;
+  yaml_mark_t comma = {};
+  for (;;) {
+    yaml_token_t token;
+    if (!yaml_parser_scan(parser.get(), &token)) return true;  // a syntax error: Read() reports it
+    const yaml_token_type_t type = token.type;
+    const yaml_mark_t start = token.start_mark;
+    yaml_token_delete(&token);
+    if (after_comma && (type == YAML_FLOW_SEQUENCE_END_TOKEN || type == YAML_FLOW_MAPPING_END_TOKEN)) {
+      Fail(static_cast<int>(comma.line) + 1, static_cast<int>(comma.column) + 1, "",
+           std::string("JSON syntax error: a trailing comma before '") +
+               (type == YAML_FLOW_SEQUENCE_END_TOKEN ? "]" : "}") + "'");
+      return false;
+    }
+    if (type == YAML_STREAM_END_TOKEN) return true;
+    after_comma = type == YAML_FLOW_ENTRY_TOKEN;
+    if (after_comma) comma = start;
+  }
+}
+
 bool EventReader::Read() {
   const size_t diags_before = diags_->size();
+  const size_t first = text_.find_first_not_of(" \t\r\n");
+  json_ = first != std::string_view::npos && (text_[first] == '{' || text_[first] == '[');
+  if (json_ && !CheckJsonCommas()) return false;
   ParserHandle parser;
   if (!parser.ok()) {
     Fail(0, 0, "", "cannot initialize the YAML parser");
