@@ -502,6 +502,8 @@ PinnedRunCleanup::~PinnedRunCleanup() {
   // What the test's command left in it (its own processes) goes first.
   std::ofstream(cgroup + "/cgroup.kill") << "1";
   WaitFor([&] { return ::rmdir(cgroup.c_str()) == 0 || errno == ENOENT; }, 5000);
+  // The killed run's lock (ops::RunOwner), if detach did not remove it.
+  ::unlink(("/run/cordon/runs/" + cgroup.substr(cgroup.rfind('/') + 1)).c_str());
 }
 
 }  // namespace cordon::test

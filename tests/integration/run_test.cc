@@ -297,10 +297,18 @@ TEST_F(RunCommand, EveryDocumentedSignalIsForwarded) {
 
 // SIGKILL to cordon run itself: the command dies with it (PR_SET_PDEATHSIG)
 // and the sandbox stays attached and pinned (fail closed) until detached.
+// kill -9 of cordon run: its command dies with it, a process the command
+// left behind stays confined in the pinned sandbox, and status calls the
+// sandbox orphaned (the run's pid while it ran, as the control). Detaching
+// it kills what is left (detaching alone would set it free) and removes
+// the cgroup cordon made, and the run's lock.
 TEST_F(RunCommand, KillingCordonRunKillsTheCommandAndLeavesTheSandboxPinned) {
   BackgroundRun run({"run", "--audit", audit_, "--", "/usr/bin/python3", "-c",
-                     "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(300)\n"});
+                     "import os, time\n"
+                     "if os.fork() == 0:\n  os.setsid()\n  time.sleep(300)\n  os._exit(0)\n"
+                     "print(os.getpid(), flush=True)\ntime.sleep(300)\n"});
   ASSERT_GT(run.pid(), 0);
+  const std::string owner = std::to_string(run.pid());
   std::string line = run.Line();
   ASSERT_FALSE(line.empty()) << "the command did not start";
   const pid_t command = std::stoi(line);
@@ -310,19 +318,58 @@ TEST_F(RunCommand, KillingCordonRunKillsTheCommandAndLeavesTheSandboxPinned) {
   ASSERT_EQ(::stat(cgroup.c_str(), &st), 0);
   const uint64_t id = st.st_ino;
   const PinnedRunCleanup cleanup{id, cgroup};
+  const std::string leaf = cgroup.substr(cgroup.rfind('/') + 1);
+  const std::string lock = "/run/cordon/runs/" + leaf;
+  // This sandbox's object in status --json.
+  auto status_of = [&] {
+    std::string out = Cordon({"status", "--json"}).out;
+    size_t at = out.find("{\"id\":" + std::to_string(id) + ",");
+    if (at == std::string::npos) return std::string();
+    return out.substr(at, out.find("{\"id\":", at + 1) - at);
+  };
+  std::string mine = status_of();
+  EXPECT_NE(mine.find("\"ownerPid\":" + owner + ",\"orphaned\":false"), std::string::npos)
+      << "control: its run is alive\n" << mine;
+  CommandResult text = Cordon({"status"});
+  EXPECT_NE(text.out.find("ago by cordon run (pid " + owner + ")"), std::string::npos) << text.out;
+  EXPECT_EQ(::access(lock.c_str(), F_OK), 0) << "the run holds its lock " << lock;
+
+  // The process the command left behind, in the sandbox's cgroup.
+  std::vector<pid_t> left;
+  std::istringstream procs(Slurp(cgroup + "/cgroup.procs"));
+  for (std::string l; std::getline(procs, l);)
+    if (!l.empty() && std::stoi(l) != command) left.push_back(std::stoi(l));
+  ASSERT_EQ(left.size(), 1u) << Slurp(cgroup + "/cgroup.procs");
+  int left_fd = static_cast<int>(::syscall(SYS_pidfd_open, left[0], 0));
+  ASSERT_GE(left_fd, 0);
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, command, 0));
   ASSERT_GE(pidfd, 0) << "the command runs: " << std::strerror(errno);
-  ASSERT_EQ(::kill(run.pid(), SIGKILL), 0);
+  ASSERT_EQ(::kill(run.pid(), SIGKILL), 0);  // run.pid() is 0 once it is reaped
   int status = run.Wait();
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   pollfd p = {pidfd, POLLIN, 0};
   EXPECT_EQ(::poll(&p, 1, 30000), 1) << "the command outlived cordon run";
   ::close(pidfd);
-  CommandResult status_json = Cordon({"status", "--json"});
-  EXPECT_NE(status_json.out.find(std::to_string(id)), std::string::npos)
-      << "the sandbox stays attached after cordon run was killed\n" << status_json.out;
-  EXPECT_EQ(Cordon({"detach", "--id", std::to_string(id)}).status, 0);
-  EXPECT_EQ(Cordon({"status", "--json"}).out.find(std::to_string(id)), std::string::npos);
+  pollfd q = {left_fd, POLLIN, 0};
+  EXPECT_EQ(::poll(&q, 1, 0), 0) << "control: what the command left behind still runs, confined";
+
+  mine = status_of();
+  EXPECT_NE(mine.find("\"ownerPid\":" + owner + ",\"orphaned\":true"), std::string::npos)
+      << "the sandbox stays attached, orphaned, after cordon run was killed\n" << mine;
+  text = Cordon({"status"});
+  EXPECT_NE(text.out.find("orphaned: its cordon run (pid " + owner + ") has ended"),
+            std::string::npos)
+      << text.out;
+  CommandResult detached = Cordon({"detach", "--id", std::to_string(id)});
+  EXPECT_EQ(detached.status, 0) << detached.err;
+  EXPECT_NE(detached.err.find("what was left in it was killed and its cgroup /cordon/" + leaf + " removed"),
+            std::string::npos)
+      << detached.err;
+  EXPECT_EQ(::poll(&q, 1, 10000), 1) << "detach left a process of the orphaned sandbox running, unconfined";
+  ::close(left_fd);
+  EXPECT_NE(::stat(cgroup.c_str(), &st), 0) << "the run's cgroup is still there";
+  EXPECT_NE(::access(lock.c_str(), F_OK), 0) << "the run's lock is still there";
+  EXPECT_EQ(status_of(), "");
 }
 
 TEST_F(RunCommand, BackgroundedDescendantsAreKilledAndStateRemoved) {

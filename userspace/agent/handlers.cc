@@ -259,7 +259,7 @@ void Agent::HandleDrain(Client& c, uint64_t id, bool detach, bool release) {
   if (detach) {
     ops::DetachOutcome detached = ops::Detach({id});
     if (!detached.error.empty()) r.set_error(detached.error);
-    else d->set_detached(true);
+    else d->set_detached(true), d->set_removed_cgroup(detached.removed_cgroup);
   }
   tails_->Reply(c, r);
 }

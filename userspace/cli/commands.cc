@@ -164,6 +164,10 @@ const char* kDetachHelp =
     "status`). With an agent running, the agent first delivers the events still waiting in the\n"
     "sandbox's ring buffer, then detaches it; without one, they are discarded with it.\n"
     "\n"
+    "The sandbox of a `cordon run` that has ended without removing it (killed with -9; status says\n"
+    "\"orphaned\"): what is left in its cgroup is killed first (detaching would set it free), then\n"
+    "the cgroup cordon made for the run is removed, then the sandbox detached.\n"
+    "\n"
     "Exit status: 0 detached, 1 no sandbox there or the kernel refused, 2 usage errors.\n";
 
 const char* kStatusHelp =
@@ -172,7 +176,9 @@ const char* kStatusHelp =
     "Lists attached sandboxes: name, cgroup, policy, mode, enforcement level, denial counters\n"
     "(connect/sendmsg/socket/file/tamper), audited operations, and events the kernel dropped\n"
     "because a ring buffer was full. These counters live in the kernel and survive every cordon\n"
-    "process. The first line says what this kernel enforces (see `cordon doctor`).\n"
+    "process. The first line says what this kernel enforces (see `cordon doctor`). Under each\n"
+    "sandbox: when it was attached and, for a `cordon run`, that run's pid, or \"orphaned\" when that\n"
+    "run has ended (killed with -9) and left the sandbox pinned (`cordon detach --id` removes it).\n"
     "\n"
     "When an agent runs (see `cordon agent --help`), its accounting follows: events delivered,\n"
     "suppressed by the rate limit and lost, per sandbox; sink writes and failures; tailers and\n"
@@ -357,6 +363,11 @@ int DetachCommand(const Args& args) {
   if (!sandboxes) return 1;
   auto out = sandboxes->Detach({id});
   if (!out.error.empty()) return PrintError(out.error), 1;
+  if (!out.removed_cgroup.empty())
+    std::fprintf(stderr,
+                 "cordon: the cordon run that made this sandbox had ended: what was left in it was killed and its "
+                 "cgroup %s removed\n",
+                 DisplayText(EscapeWorkloadBytes(out.removed_cgroup)).c_str());
   if (out.drained)
     std::fprintf(stderr, "cordon: detached sandbox on cgroup id %llu (the agent delivered its last %llu events)\n",
                  static_cast<unsigned long long>(id), static_cast<unsigned long long>(*out.drained));
@@ -364,6 +375,29 @@ int DetachCommand(const Args& args) {
     std::fprintf(stderr, "cordon: detached sandbox on cgroup id %llu\n", static_cast<unsigned long long>(id));
   return 0;
 }
+
+namespace {
+
+// Whole seconds since a CLOCK_REALTIME time in ns (0 if in the future).
+uint64_t AgeSeconds(uint64_t realtime_ns) {
+  struct timespec now;
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+  return now_ns > realtime_ns ? (now_ns - realtime_ns) / 1000000000ull : 0;
+}
+
+// "42s", "3m12s", "5h3m", "2d4h"
+std::string Age(uint64_t s) {
+  auto two = [](uint64_t big, const char* a, uint64_t small, const char* b) {
+    return std::to_string(big) + a + std::to_string(small) + b;
+  };
+  if (s < 60) return std::to_string(s) + "s";
+  if (s < 3600) return two(s / 60, "m", s % 60, "s");
+  if (s < 86400) return two(s / 3600, "h", s % 3600 / 60, "m");
+  return two(s / 86400, "d", s % 86400 / 3600, "h");
+}
+
+}  // namespace
 
 int StatusCommand(const Args& args) {
   if (WantsHelp(args)) return std::fputs(kStatusHelp, stdout), 0;
@@ -405,7 +439,9 @@ int StatusCommand(const Args& args) {
           << ",\"cgroup\":" << JsonString(EscapeWorkloadBytes(s.cgroup_path))
           << ",\"cgroupAlive\":" << (s.cgroup_alive ? "true" : "false") << ",\"policy\":" << JsonString(s.policy)
           << ",\"mode\":" << JsonString(ModeName(s.mode)) << ",\"generation\":" << s.generation
-          << ",\"ephemeral\":" << (s.ephemeral ? "true" : "false") << ",\"enforcementLevel\":"
+          << ",\"ephemeral\":" << (s.ephemeral ? "true" : "false") << ",\"ownerPid\":" << s.owner_pid
+          << ",\"orphaned\":" << (s.orphaned ? "true" : "false") << ",\"attachedAtNs\":" << s.attached_at_ns
+          << ",\"ageSeconds\":" << AgeSeconds(s.attached_at_ns) << ",\"enforcementLevel\":"
           << JsonString(s.Level())
           << ",\"denied\":{\"connect\":" << c[CORDON_CNT_DENIED_CONNECT]
           << ",\"sendmsg\":" << c[CORDON_CNT_DENIED_SENDMSG]
@@ -464,6 +500,14 @@ int StatusCommand(const Args& args) {
                 static_cast<unsigned long long>(c[CORDON_CNT_KILLED]),
                 static_cast<unsigned long long>(c[CORDON_CNT_EVENTS_DROPPED]));
     if (!s.problem.empty()) std::printf("  problem: %s\n", s.problem.c_str());
+    if (s.orphaned)
+      std::printf("  orphaned: its cordon run (pid %d) has ended; the policy still holds what is left in the cgroup; "
+                  "`cordon detach --id %llu` kills that and removes the sandbox\n",
+                  s.owner_pid, static_cast<unsigned long long>(s.id));
+    else if (s.owner_pid)
+      std::printf("  attached %s ago by cordon run (pid %d)\n", Age(AgeSeconds(s.attached_at_ns)).c_str(), s.owner_pid);
+    else
+      std::printf("  attached %s ago\n", Age(AgeSeconds(s.attached_at_ns)).c_str());
     if (s.cgroup_alive && cgroup2)
       if (std::string use = ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).DescribeCurrent(); !use.empty())
         std::printf("  resources: %s\n", use.c_str());

@@ -36,7 +36,8 @@ class ThroughAgent : public Sandboxes {
     else if (!response->error().empty())
       out.error = response->error();
     else
-      out.detached = true, out.drained = response->drain().drained();
+      out.detached = true, out.drained = response->drain().drained(),
+      out.removed_cgroup = response->drain().removed_cgroup();
     return out;
   }
 

@@ -69,6 +69,11 @@ struct SandboxInfo {
   std::string Level() const;      // "kernel-lsm", "kernel-cgroup+landlock+seccomp", ...
   uint64_t attached_at_ns = 0;
   uint64_t updated_at_ns = 0;
+  // Filled in by ops::Status (ops::OwnerOfRun): the cordon run that made an
+  // ephemeral sandbox (0: none), and whether that run has ended without
+  // removing it (killed with -9): its policy still holds, nobody owns it.
+  int owner_pid = 0;
+  bool orphaned = false;
   std::array<uint64_t, CORDON_CNT_MAX> counters{};  // summed over CPUs
   std::string problem;            // non-empty: pinned state is incomplete or foreign
 };

@@ -1,6 +1,8 @@
 #include "ops/ephemeral.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,8 +18,41 @@ namespace {
 
 constexpr const char* kScratchRoot = "/run/cordon/scratch";
 constexpr const char* kScratchSize = "size=2g";
+constexpr const char* kRunLocks = "/run/cordon/runs";
+
+// The last component of a run's cgroup path when it is a run's
+// (run-<pid>-<suffix>), else "".
+std::string RunLeaf(const std::string& cgroup_path) {
+  std::string leaf = cgroup_path.substr(cgroup_path.rfind('/') + 1);
+  if (leaf.rfind("run-", 0) != 0 || leaf.size() < 5) return "";
+  return leaf;
+}
 
 }  // namespace
+
+// ---- RunOwner
+
+std::string RunLockPath(const std::string& cgroup_path) {
+  std::string leaf = RunLeaf(cgroup_path);
+  return leaf.empty() ? "" : std::string(kRunLocks) + "/" + leaf;
+}
+
+RunOwner OwnerOfRun(const std::string& cgroup_path) {
+  RunOwner owner;
+  std::string leaf = RunLeaf(cgroup_path);
+  if (leaf.empty()) return owner;
+  owner.pid = std::atoi(leaf.c_str() + 4);
+  if (owner.pid <= 0) return owner.pid = 0, owner;
+  owner.alive = true;  // unless proven otherwise
+  UniqueFd lock(::open(RunLockPath(cgroup_path).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (lock.valid()) {
+    // Taken (shared) only when the run no longer holds it; dropped at once.
+    if (::flock(lock.get(), LOCK_SH | LOCK_NB) == 0) owner.alive = false;
+  } else if (errno == ENOENT) {
+    owner.alive = ::kill(owner.pid, 0) == 0 || errno != ESRCH;
+  }
+  return owner;
+}
 
 // ---- Scratch
 
@@ -64,6 +99,13 @@ void Scratch::RemoveStale() {
 Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request) {
   std::unique_ptr<EphemeralSandbox> sandbox(new EphemeralSandbox());
   sandbox->scratch_ = std::move(request.scratch);  // removed with the sandbox, also if the cgroup cannot be made
+  if (std::string lock = RunLockPath(request.cgroup); !lock.empty()) {
+    CORDON_TRY(MakeDirs(kRunLocks, 0700));
+    sandbox->lock_ = UniqueFd(::open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!sandbox->lock_.valid()) return SysError("create the run's lock " + lock);
+    sandbox->lock_path_ = lock;
+    if (::flock(sandbox->lock_.get(), LOCK_EX | LOCK_NB) != 0) return SysError("lock " + lock);
+  }
   auto cgroup = CreateCgroup(request.cgroup);
   if (!cgroup) return cgroup.error().Wrap("create sandbox cgroup");
   sandbox->cgroup_ = std::move(*cgroup);
@@ -109,12 +151,20 @@ bool EphemeralSandbox::Cleanup(std::vector<std::string>* errors) {
   cordon::Status detached = Detach();
   if (!detached.ok()) errors->push_back(detached.error().ToString()), ok = false;
   RemoveSharedParent();
+  if (ok) ReleaseLock();  // else the sandbox stays, and status can tell that its run ended
   return ok;
+}
+
+void EphemeralSandbox::ReleaseLock() {
+  if (!lock_path_.empty()) ::unlink(lock_path_.c_str());
+  lock_path_.clear();
+  lock_.Reset();
 }
 
 EphemeralSandbox::~EphemeralSandbox() {
   std::vector<std::string> ignored;
   if (!cgroup_.path.empty()) (void)Cleanup(&ignored);
+  if (!attached_) ReleaseLock();
 }
 
 }  // namespace cordon::ops

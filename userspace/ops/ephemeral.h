@@ -14,6 +14,7 @@
 #include "policy/compiler.h"
 #include "sys/cgroup.h"
 #include "sys/cgroup_limits.h"
+#include "util/fd.h"
 #include "util/result.h"
 
 namespace cordon::ops {
@@ -38,6 +39,20 @@ class Scratch {
   std::string path_;
   bool made_ = false, mounted_ = false;
 };
+
+// The cordon run that made an ephemeral sandbox, and whether it still runs.
+// A run holds an exclusive lock on /run/cordon/runs/<its cgroup's name> for
+// its whole life; the kernel drops it when the run dies (kill -9 included),
+// so neither a reused pid nor another pid namespace fools this. Without the
+// file (a sandbox of another kind or version) a live pid counts as alive:
+// a run is never called ended without proof.
+struct RunOwner {
+  int pid = 0;         // from the cgroup's name (run-<pid>-<suffix>), as the run saw it; 0: not a run's
+  bool alive = false;
+};
+RunOwner OwnerOfRun(const std::string& cgroup_path);
+// The lock file of the run whose cgroup is `cgroup_path`.
+std::string RunLockPath(const std::string& cgroup_path);
 
 struct RunRequest;
 class EphemeralSandbox;
@@ -69,6 +84,9 @@ class EphemeralSandbox {
   void RemoveSharedParent();
   // The agent detached it (what Detach() would have done).
   void DetachedElsewhere() { attached_ = false; }
+  // Drops and removes the run's lock (RunOwner): done by Cleanup() when it
+  // succeeded and when destroyed with nothing attached.
+  void ReleaseLock();
 
  private:
   friend Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request);
@@ -78,6 +96,8 @@ class EphemeralSandbox {
   std::vector<CgroupLimitOutcome> limits_;
   bool removed_ = false;   // cgroup killed and removed (or tried)
   bool attached_ = false;  // policy attached, not yet detached
+  std::string lock_path_;  // RunLockPath(): held while this run lives
+  UniqueFd lock_;
 };
 
 struct RunRequest {

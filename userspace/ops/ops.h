@@ -74,12 +74,15 @@ struct DetachRequest {
 struct DetachOutcome {
   std::string error;
   bool detached = false;
+  // A sandbox whose cordon run had ended (RunOwner): what was left in its
+  // cgroup was killed first, and the cgroup removed; its path.
+  std::string removed_cgroup;
   std::optional<uint64_t> drained;  // through the agent: the events it delivered before detaching
 };
 
 struct StatusOutcome {
   std::string error;
-  std::vector<SandboxInfo> sandboxes;
+  std::vector<SandboxInfo> sandboxes;  // with owner_pid and orphaned filled in
 };
 
 // "enforce" / "audit" into *mode; "" leaves it. False for anything else.
