@@ -8,26 +8,57 @@
 #                (build-san/; a sanitizer report fails the test)
 #   vm           the lsm and integration suites inside VMs running stock Debian
 #                6.1 and 6.12 kernels with BPF LSM, and 6.12 without it; two VMs
-#                at a time (each is one TCG vCPU), after the host suites
+#                at a time (each is one TCG vCPU)
 #   fuzz         libFuzzer on the policy parser, ~30 s
 # Exit status is non-zero if any suite fails. Run as root.
 # Extra arguments go to every ctest call (e.g. -R Lifecycle).
+#
+# Order: the plain build, then the VM suites start in the background (they
+# are CPU-bound, guests under TCG, and the longest part) while the host
+# suites, the sanitized build and the sanitized suites run in the
+# foreground, sharing the CPU with them (the host suites mostly wait on
+# their processes). The VM suites' output is shown when they end, after the
+# rest; each phase's end is stamped with the seconds since the start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+start=$(date +%s)
+phase() { echo "tests/run.sh: $* ($(($(date +%s) - start)) s since start)"; }
+
 CORDON_WERROR=ON ./setup.sh  # warnings are errors here
 tests/vm/setup.sh
+phase "plain build and VM kernels ready"
 jobs=$(nproc)
+status=0
+
+# Started first; sharing the CPU, a suite takes longer than alone: a
+# generous limit each (CORDON_VM_TEST_TIMEOUT in tests/CMakeLists.txt).
+cmake -S . -B build -DCORDON_VM_TEST_TIMEOUT=3000 >/dev/null
+vm_log=$(mktemp /tmp/cordon-vm-suites.XXXXXX)
+vm_pid=
+stop_vms() {
+  # Only on an early exit: the VM suites' own process group (setsid below).
+  if [ -n "$vm_pid" ]; then kill -TERM -- "-$vm_pid" 2>/dev/null || true; fi
+  rm -f "$vm_log"
+}
+trap stop_vms EXIT
+(cd build && CORDON_VM_BOOT_TIMEOUT=600 exec setsid ctest --output-on-failure -L vm -j2 "$@") >"$vm_log" 2>&1 &
+vm_pid=$!
+phase "VM suites started"
+
+# Host suites one test at a time (they share the host's cgroups and bpffs).
+(cd build && ctest --output-on-failure --timeout 600 -LE vm "$@") || status=1
+phase "host suites done (status $status)"
+
 # -O1 and line tables only (-g1): the sanitizers' usual build, about half the
-# compile time of RelWithDebInfo, with file:line in every report.
+# compile time of RelWithDebInfo, with file:line in every report. Only what
+# the sanitized suites run (not lsm_tests, fuzzers, benchmarks).
 cmake -S . -B build-san -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g1" -DCORDON_WERROR=ON \
   -DCORDON_SANITIZE=address,undefined -DCORDON_BUILD_FUZZERS=OFF -DCORDON_BUILD_BENCH=OFF \
   -DCORDON_VM_TESTS=OFF >/dev/null
-cmake --build build-san -j"$jobs"
+cmake --build build-san -j"$jobs" --target cordon policy_unit_tests core_unit_tests integration_tests
+phase "sanitized build done"
 
-status=0
-# Host suites one test at a time (they share the host's cgroups and bpffs).
-(cd build && ctest --output-on-failure --timeout 600 -LE vm "$@") || status=1
 # The sanitized build: LeakSanitizer on, UBSan aborts, reports name the test.
 # Not there: the two tests that bound the agent's resident memory (ASan holds
 # freed memory in its quarantine; the plain build above checks those bounds).
@@ -37,6 +68,13 @@ status=0
   ctest --output-on-failure --timeout 600 -L 'unit|integration' \
     -E 'AgentHostileClients[.](PartialThirtyTwoMibFramesStayWithinTheMemoryBudget|PipelinedRequestsWhoseRepliesAreNeverReadAreBounded)' \
     "$@") || status=1
-# The VM suites, two at a time: each guest is a single TCG vCPU.
-(cd build && ctest --output-on-failure --timeout 1200 -L vm -j2 "$@") || status=1
+phase "sanitized suites done (status $status)"
+
+vm_status=0
+wait "$vm_pid" || vm_status=$?
+vm_pid=
+echo "---- VM suites (exit status $vm_status) ----"
+cat "$vm_log"
+[ "$vm_status" -eq 0 ] || status=1
+phase "VM suites done (status $status)"
 exit "$status"
