@@ -546,6 +546,71 @@ TEST_F(RunIsolation, ScratchTmpIsPrivateAndRemoved) {
 // perf, netlink and vsock sockets): each refusal is EPERM *and* an event
 // from the seccomp layer naming the system call, as root with the
 // capabilities the kernel itself would want.
+// What doctor and run --help say of the fallback layers (where BPF LSM is
+// unusable: Landlock and seccomp in cordon run), against what they do: each
+// says its refusals are reported as events, and a run's refusal of each (a
+// file outside the policy, a socket family outside it) is, with the errno
+// it says. Control: unconfined, the same probe opens the file and gets no
+// EPERM for the family.
+TEST_F(RunIsolation, DoctorAndHelpSayWhatTheFallbackLayersReport) {
+  if (LsmUsableHere()) GTEST_SKIP() << "BPF LSM enforces here: Landlock and seccomp are a second layer under it";
+  if (ProbeLandlock().abi <= 0) GTEST_SKIP() << "no Landlock on this kernel";
+  CommandResult doctor = Cordon({"doctor", "--json"});
+  EXPECT_EQ(doctor.out.find("no events"), std::string::npos) << doctor.out;
+  auto control_of = [&](const std::string& name) {
+    size_t at = doctor.out.find("{\"name\":\"" + name + "\"");
+    return at == std::string::npos ? std::string() : doctor.out.substr(at, doctor.out.find('}', at) - at);
+  };
+  EXPECT_NE(control_of("files").find("Landlock ABI"), std::string::npos) << control_of("files");
+  EXPECT_NE(control_of("files").find("(EACCES, reported as events with the path as written"), std::string::npos)
+      << control_of("files");
+  EXPECT_NE(control_of("network.families").find("seccomp refuses other families (EPERM, reported as events)"),
+            std::string::npos)
+      << control_of("network.families");
+  const std::string help = Cordon({"run", "--help"}).out;
+  EXPECT_NE(help.find("not its TCP port rules"), std::string::npos) << help;
+  EXPECT_NE(help.find("their refusals (EACCES, EPERM) are reported as events"), std::string::npos) << help;
+
+  // Not under /tmp: the command has a private one.
+  char tmpl[] = "/var/tmp/cordon-fallback-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  struct Remove {
+    std::string dir;
+    ~Remove() { cordon::test::Run({"rm", "-rf", "--", dir}); }
+  } remove{tmpl};
+  ::chmod(tmpl, 0755);
+  const std::string secret = std::string(tmpl) + "/outside-the-policy";
+  std::ofstream(secret) << "x";
+  ::chmod(secret.c_str(), 0644);  // readable by anyone: only the policy refuses it
+  const std::string probe = "import errno, socket, sys\n"
+                            "try:\n  open(sys.argv[1]).read(); print('open=0')\n"
+                            "except OSError as e: print('open=%d' % e.errno)\n"
+                            "try:\n  socket.socket(40, socket.SOCK_STREAM); print('vsock=0')\n"  // AF_VSOCK
+                            "except OSError as e: print('vsock=%d' % e.errno)\n";
+  auto control = Fields(Unconfined(probe, {secret}).out);
+  ASSERT_EQ(control["open"], "0") << "the probe opens the file unconfined";
+  ASSERT_NE(control["vsock"], std::to_string(EPERM));
+  ASSERT_FALSE(control["vsock"].empty()) << "the probe did not run";
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: fallback}\nspec:\n"
+                    "  files:\n    include: [runtime-minimal, python3]\n");
+  CommandResult run = Confined({"--policy", policy.path(), "--verbose"}, probe, {secret});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("Landlock's denials are reported as cordon events from the failed call (EACCES)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("not reported"), std::string::npos) << run.err;
+  auto f = Fields(run.out);
+  EXPECT_EQ(f["open"], std::to_string(EACCES)) << run.out;
+  EXPECT_EQ(f["vsock"], std::to_string(EPERM)) << run.out;
+  int opens = 0, families = 0;
+  for (const auto& e : Events()) {
+    opens += e.kind() == "file.open" && e.enforcement() == "landlock" && e.file().path() == secret;
+    families += e.kind() == "net.socket" && e.enforcement() == "seccomp" && e.net().family() == "vsock";
+  }
+  EXPECT_EQ(opens, 1) << Slurp(audit_);
+  EXPECT_EQ(families, 1) << Slurp(audit_);
+}
+
 TEST_F(RunIsolation, SeccompRefusalsAreReportedOneEventEach) {
   const std::string probe = R"(import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)

@@ -183,6 +183,14 @@ TEST_F(Lifecycle, BadInputGetsOneClearLineAndNothingAttached) {
   EXPECT_NE(r.err.find("not on a cgroup filesystem"), std::string::npos) << r.err;
   r = Cordon({"detach", "--cgroup", cg.path()});
   EXPECT_EQ(r.status, 0) << r.err;
+  // update never creates a sandbox, as its help says.
+  EXPECT_NE(Cordon({"update", "--help"}).out.find("update never creates a sandbox: with none attached to\nPATH it "
+                                                  "fails (exit 1) and says to use `cordon attach`"),
+            std::string::npos);
+  r = Cordon({"update", "--cgroup", cg.path(), "--policy", good.path(), "--allow-degraded"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("(use `cordon attach`)"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists(PinDir(cg.id())));
 
   // `cordon help CMD` is that command's --help.
   for (const char* cmd : {"run", "attach", "update", "detach", "status", "tail", "agent", "policy", "doctor", "audit",

@@ -271,7 +271,7 @@ int DoctorCommand(const Args& args) {
     controls.push_back({"network.families", "enforced", "BPF LSM socket_create", ""});
   } else {
     controls.push_back({"network.families", "degraded",
-                        "cordon run: seccomp refuses other families (no events); cordon attach: inet/inet6 only "
+                        "cordon run: seccomp refuses other families (EPERM, reported as events); cordon attach: inet/inet6 only "
                         "(cgroup sock_create)",
                         lsm_remedy});
   }
@@ -279,8 +279,8 @@ int DoctorCommand(const Args& args) {
     lsm_control("files", "BPF LSM file/path/exec/mmap hooks (exercised)");
   } else {
     std::string how;
-    if (landlock > 0) how += "cordon run: prevented by Landlock ABI " + std::to_string(landlock) + " (no mmap-exec "
-                             "control, no events)";
+    if (landlock > 0) how += "cordon run: prevented by Landlock ABI " + std::to_string(landlock) + " (EACCES, "
+                             "reported as events with the path as written; no mmap-exec control)";
     if (detect) how += std::string(how.empty() ? "" : "; ") + "cordon attach: opens and execs DETECTED after the "
                        "fact (verdict detected; onViolation: kill kills), not prevented";
     controls.push_back({"files", "degraded", how, lsm_remedy});

@@ -245,7 +245,10 @@ Result<LandlockPlan> PrepareLandlock(const policy::CompiledPolicy& policy, const
           "that Landlock does not mediate.");
   }
 
-  plan.notes.push_back("Landlock denials are not reported as cordon audit events.");
+  plan.notes.push_back(
+      "Landlock's denials are reported as cordon events from the failed call (EACCES), with the path as the command "
+      "wrote it (a relative path stays relative); the kernel does not say which check refused, so an EACCES from a "
+      "file's own permissions on a path the policy grants is reported the same way.");
   return plan;
 }
 
