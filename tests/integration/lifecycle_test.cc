@@ -260,6 +260,59 @@ TEST_F(Lifecycle, AttachRefusesPinnedStateOfAnotherLayout) {
 // sandbox not recorded as degraded must be allowed it again, and an update
 // refused that way says the old policy stays (not "nothing attached"), which
 // it does. Where BPF LSM works nothing is degraded: nothing to test here.
+// A path this host lacks is judged alike by policy check, run and attach,
+// each naming the entry's file:line:column: a missing write path is an
+// error (nothing starts, nothing is attached), a missing read path a warning
+// (its rule is skipped, the rest of the policy holds). Control: once the
+// output directory exists, the same policy checks, runs and attaches.
+TEST_F(Lifecycle, MissingPathsAreJudgedAlikeByCheckRunAndAttach) {
+  char tmpl[] = "/var/tmp/cordon-missing-XXXXXX";  // not /tmp: a run has its own
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  struct Remove {
+    std::string dir;
+    ~Remove() { cordon::test::Run({"rm", "-rf", "--", dir}); }
+  } remove{dir};
+  ::chmod(dir.c_str(), 0755);
+  const std::string out = dir + "/out", absent = dir + "/absent";
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: missing}\nspec:\n  files:\n"
+                    "    include: [runtime-minimal, shell]\n    read: [" + absent + "]\n    write: [" + out + "]\n");
+  const std::string read_at =
+      policy.path() + ":7:12: spec.files.read[0]: " + absent + " does not exist on this host: skipped";
+  const std::string write_at = policy.path() + ":8:13: spec.files.write[0]: " + out +
+                               " does not exist on this host: a path the task may write must exist";
+  TestCgroup cg("missing");
+
+  CommandResult check = Cordon({"policy", "check", policy.path()});
+  EXPECT_EQ(check.status, 1) << check.err;
+  EXPECT_NE(check.err.find(write_at), std::string::npos) << check.err;
+  EXPECT_NE(check.err.find("cannot be used on this host (1 missing path)\n"), std::string::npos) << check.err;
+  CommandResult run = Cordon({"run", "--policy", policy.path(), "--", "/bin/sh", "-c", "echo ran"});
+  EXPECT_EQ(run.status, 1) << run.err;
+  EXPECT_EQ(run.out, "") << "the command must not start";
+  EXPECT_NE(run.err.find(write_at), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("; command not started"), std::string::npos) << run.err;
+  CommandResult attach = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"});
+  EXPECT_EQ(attach.status, 1) << attach.err;
+  EXPECT_NE(attach.err.find(write_at), std::string::npos) << attach.err;
+  EXPECT_NE(attach.err.find("; nothing attached"), std::string::npos) << attach.err;
+  EXPECT_FALSE(Exists(PinDir(cg.id())));
+
+  ASSERT_EQ(::mkdir(out.c_str(), 0755), 0);  // the control: the output directory made first
+  check = Cordon({"policy", "check", policy.path()});
+  EXPECT_EQ(check.status, 0) << check.err;
+  EXPECT_NE(check.err.find("cordon: warning: " + read_at), std::string::npos) << check.err;
+  run = Cordon({"run", "--policy", policy.path(), "--", "/bin/sh", "-c", "echo ran > " + out + "/f && cat " + out + "/f"});
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out, "ran\n") << run.err;
+  EXPECT_NE(run.err.find("cordon: note: " + read_at), std::string::npos) << run.err;
+  attach = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"});
+  EXPECT_EQ(attach.status, 0) << attach.err;
+  EXPECT_NE(attach.err.find(read_at), std::string::npos) << attach.err;
+  EXPECT_TRUE(Exists(PinDir(cg.id())));
+  EXPECT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
+}
+
 TEST_F(Lifecycle, UpdateKeepsTheDegradedEnforcementAcceptedAtAttach) {
   if (LsmUsableHere()) GTEST_SKIP() << "BPF LSM works here: attach and update enforce everything";
   TestCgroup cg("degraded");

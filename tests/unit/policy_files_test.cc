@@ -262,6 +262,12 @@ TEST(PolicyFiles, OrderRightsAndMerging) {
   EXPECT_EQ(p.file_rules[6], (FileRule{"/usr/share/git-core", kFileRightsRead, 7, false, "profile:git"}));
   EXPECT_EQ(p.file_rules[7], (FileRule{"/etc/gitconfig", kFileRightsRead, 8, false, "profile:git"}));
   EXPECT_EQ(p.file_rules[8], (FileRule{"/lib", kFileRightsLibrary, 9, false, "profile:runtime-minimal"}));
+  // Where each explicit entry was first written, as diagnostics name it (the
+  // host's path check starts its lines with it); a profile's entries have none.
+  EXPECT_EQ(p.file_rules[0].where, "f.yaml:10:12: spec.files.read[0]");
+  EXPECT_EQ(p.file_rules[3].where, "f.yaml:9:13: spec.files.write[0]");
+  EXPECT_EQ(p.file_rules[5].where, "f.yaml:8:26: spec.files.exec[1]");
+  EXPECT_EQ(p.file_rules[8].where, "");
   EXPECT_EQ(p.file_rules.size(), 6 + 2 + Profile("runtime-minimal").entries.size());
   std::set<std::string> paths;
   for (size_t i = 0; i < p.file_rules.size(); ++i) {
@@ -502,8 +508,8 @@ TEST(PolicyFiles, DescribeShowsTheExpansion) {
   const std::string text = Describe(p);
   const std::string expected_files =
       "egress: nothing else (default deny)\n"
-      "files: 6 rules (r read, w write, c create/delete/rename, x execute, m map executable; explicit paths must "
-      "exist, profile paths absent on the host are skipped)\n"
+      "files: 6 rules (r read, w write, c create/delete/rename, x execute, m map executable; an explicit write "
+      "path must exist, an explicit read or exec path or a profile path absent on the host is skipped)\n"
       "  r---- /work/src  (spec.files.read[0])\n"
       "  rwc-- /work/out  (spec.files.write[0])\n"
       "  r--xm /usr/bin/git  (spec.files.exec[0])\n"

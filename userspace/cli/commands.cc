@@ -27,6 +27,7 @@
 #include "events/sink.h"
 #include "loader/kernel_features.h"
 #include "loader/sandbox.h"
+#include "ops/ops.h"
 #include "ops/resource_watch.h"
 #include "policy/describe.h"
 #include "policy/parser.h"
@@ -75,7 +76,16 @@ std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const 
       std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
       if (!diags.empty() && policy::FormatDiagnostics(diags).back() != '\n') std::fputc('\n', stderr);
       PrintError("policy " + path + " rejected (" + std::to_string(diags.size()) + " error" +
-                 (diags.size() == 1 ? "" : "s") + "); " + outcome);
+                 (diags.size() == 1 ? "" : "s") + ")" + (outcome.empty() ? "" : "; " + outcome));
+      return std::nullopt;
+    }
+    // Paths this host lacks: refused here as the policy's own errors are, by
+    // the same check attach makes (its warnings are the caller's to show).
+    policy::CompiledPolicy probe = compiled;
+    if (const ops::HostPathCheck host = ops::CheckHostPaths(&probe); !host.errors.empty()) {
+      for (const auto& line : host.errors) std::fprintf(stderr, "%s\n", line.c_str());
+      PrintError("policy " + path + " cannot be used on this host (" + std::to_string(host.errors.size()) +
+                 " missing path" + (host.errors.size() == 1 ? "" : "s") + ")" + (outcome.empty() ? "" : "; " + outcome));
       return std::nullopt;
     }
   }
@@ -247,11 +257,13 @@ int PolicyCheck(const Args& args) {
   if (parsed.Has("--default")) files.insert(files.begin(), "");
   int status = 0;
   for (const auto& file : files) {
-    auto compiled = LoadPolicy(file, "");
+    auto compiled = LoadPolicy(file, "", "");
     if (!compiled) {
       status = 1;
       continue;
     }
+    for (const auto& line : ops::CheckHostPaths(&*compiled).warnings)
+      std::fprintf(stderr, "cordon: warning: %s\n", line.c_str());
     if (parsed.Has("--quiet")) continue;
     std::printf("%s: ok\n", file.empty() ? "<default>" : file.c_str());
     std::fputs(policy::Describe(*compiled).c_str(), stdout);

@@ -243,6 +243,7 @@ int ParseRun(const Args& args, RunPlan* run) {
   }
   run->compiled = LoadPolicy(parsed.Get("--policy").value_or(""), parsed.Get("--mode").value_or(""), "command not started");
   if (!run->compiled) return 1;
+  for (auto& line : ops::CheckHostPaths(&*run->compiled).warnings) run->early_notes.push_back(std::move(line));
   if (!IsRoot()) return PrintError("run needs root (it creates a cgroup and loads BPF programs)"), 1;
   run->quiet = parsed.Has("--quiet");
   run->verbose = parsed.Has("--verbose");

@@ -31,6 +31,8 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   // An update that fails leaves the policy in force as it was (the swap is atomic).
   const std::string unchanged = must_exist ? "; the sandbox keeps its current policy" : "; nothing attached";
   if (!compiled.credentials.empty()) return Failed(CredentialsNotIssued() + unchanged);
+  const HostPathCheck host_paths = CheckHostPaths(&compiled);
+  if (!host_paths.errors.empty()) return Failed(HostPathErrors(host_paths) + unchanged);
   auto cgroup = ResolveCgroup(req.cgroup);
   if (!cgroup) return Failed(cgroup.error().ToString() + "; nothing attached");
   std::optional<SandboxInfo> existing;
@@ -79,6 +81,7 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   out.prepared_instance = result->prepared_instance;
   out.attach_ns = t_attached - t_attach;
   if (req.after_attach) out.notes = req.after_attach(*result, *cgroup);
+  for (const auto& line : host_paths.warnings) out.notes.push_back(line);
   if (!flagged.ok())
     out.notes.push_back("could not record whether enforcement is degraded (a later update may ask for "
                         "--allow-degraded again): " + flagged.error().ToString());

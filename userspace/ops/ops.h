@@ -85,6 +85,21 @@ struct StatusOutcome {
   std::vector<SandboxInfo> sandboxes;  // with owner_pid and orphaned filled in
 };
 
+// The explicit spec.files paths this host lacks (README "File rules"); the
+// same for policy check, run, attach and update. A missing path the policy
+// lets the task write is an error: outputs are explicit, and cordon never
+// creates them. A missing read or exec path is a warning, and its rule is
+// marked not required (skipped as absent profile paths are): it grants
+// nothing, and a file made there later is not granted either, since rules
+// are resolved when the sandbox starts. Each line starts with the entry's
+// file:line:column and field.
+struct HostPathCheck {
+  std::vector<std::string> errors, warnings;
+};
+HostPathCheck CheckHostPaths(policy::CompiledPolicy* policy);
+// errors joined for one error message: the first, then the rest indented.
+std::string HostPathErrors(const HostPathCheck& check);
+
 // "enforce" / "audit" into *mode; "" leaves it. False for anything else.
 bool ParseMode(const std::string& mode, uint32_t* out);
 // "mode must be enforce or audit, not '<mode>'"

@@ -1,6 +1,11 @@
 // Request validation shared by the use cases: policy text, mode, the
 // degraded-enforcement refusal.
+#include <sys/stat.h>
+
+#include <cerrno>
+
 #include "abi/cordon_common.h"
+#include "abi/cordon_file.h"
 #include "ops/ops.h"
 #include "policy/parser.h"
 
@@ -17,6 +22,33 @@ bool ParseMode(const std::string& mode, uint32_t* out) {
 }
 
 std::string BadModeError(const std::string& mode) { return "mode must be enforce or audit, not '" + mode + "'"; }
+
+HostPathCheck CheckHostPaths(policy::CompiledPolicy* policy) {
+  HostPathCheck out;
+  for (auto& rule : policy->file_rules) {
+    if (!rule.required) continue;
+    struct stat st;
+    if (::stat(rule.path.c_str(), &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) continue;
+    const std::string where = (rule.where.empty() ? rule.origin : rule.where) + ": " + rule.path;
+    if (rule.rights & (CORDON_FILE_WRITE | CORDON_FILE_CREATE)) {
+      out.errors.push_back(where +
+                           " does not exist on this host: a path the task may write must exist before the sandbox "
+                           "starts (cordon does not create it)");
+    } else {
+      rule.required = false;
+      out.warnings.push_back(where +
+                             " does not exist on this host: skipped (it grants nothing; a file made there later is "
+                             "not granted either)");
+    }
+  }
+  return out;
+}
+
+std::string HostPathErrors(const HostPathCheck& check) {
+  std::string out;
+  for (const auto& e : check.errors) out += (out.empty() ? "" : "\n  ") + e;
+  return out;
+}
 
 bool CompilePolicyText(const std::string& text, const std::string& file, const std::string& mode,
                        policy::CompiledPolicy* out, std::string* error) {

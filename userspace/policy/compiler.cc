@@ -188,7 +188,8 @@ const FileProfile* FindProfile(std::string_view name) {
 // file_rules under construction: a path mentioned again merges into its first entry.
 class FileRuleSet {
  public:
-  void Add(const std::string& path, uint32_t rights, bool required, const std::string& origin) {
+  void Add(const std::string& path, uint32_t rights, bool required, const std::string& origin,
+           const std::string& where = "") {
     auto [it, inserted] = index_.emplace(path, rules_.size());
     if (!inserted) {
       FileRule& first = rules_[it->second];
@@ -196,7 +197,7 @@ class FileRuleSet {
       first.required = first.required || required;
       return;
     }
-    rules_.push_back(FileRule{path, rights, static_cast<uint32_t>(rules_.size() + 1), required, origin});
+    rules_.push_back(FileRule{path, rights, static_cast<uint32_t>(rules_.size() + 1), required, origin, where});
   }
   void AddProfile(const FileProfile& profile, uint32_t* lsm_flags) {
     const std::string origin = std::string("profile:") + profile.name;
@@ -642,7 +643,9 @@ void Validator::Files(const cordon::v1::Files& files, CompiledPolicy* out) {
                         "]" + (line > 0 ? ", line " + std::to_string(line) : "") + ")");
         continue;
       }
-      rules.Add(path, list.rights, true, item);
+      std::string where = parsed_.At(item, "").ToString();
+      while (!where.empty() && (where.back() == ' ' || where.back() == ':')) where.pop_back();
+      rules.Add(path, list.rights, true, item, where);
     }
   }
   std::map<std::string, int> included;  // profile name -> index of its first mention

@@ -57,7 +57,12 @@ struct FileRule {
   uint32_t rule = 0;    // 1-based index into file_rules (cordon_inode_rule.rule, reported in events)
   bool required = false;  // explicit entry: attach fails if the path does not exist; profile entry: skipped if absent
   std::string origin;   // first mention: "spec.files.read[0]", "profile:python3"
-  bool operator==(const FileRule&) const = default;
+  // Explicit entries: "file:line:column: spec.files.read[0]", as diagnostics
+  // start. Where the rule was written, not what it is: not compared.
+  std::string where = {};
+  bool operator==(const FileRule& o) const {
+    return path == o.path && rights == o.rights && rule == o.rule && required == o.required && origin == o.origin;
+  }
 };
 
 struct CompiledPolicy {

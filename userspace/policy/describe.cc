@@ -97,8 +97,8 @@ std::string Describe(const CompiledPolicy& policy) {
     out += "files: not restricted by this policy (no spec.files)\n";
   } else {
     out += "files: " + std::to_string(policy.file_rules.size()) +
-           " rules (r read, w write, c create/delete/rename, x execute, m map executable; explicit paths must "
-           "exist, profile paths absent on the host are skipped)\n";
+           " rules (r read, w write, c create/delete/rename, x execute, m map executable; an explicit write "
+           "path must exist, an explicit read or exec path or a profile path absent on the host is skipped)\n";
     for (const FileRule& rule : policy.file_rules) {
       out += "  " + FileRightsText(rule.rights) + " " + Printable(rule.path) + "  (" + Printable(rule.origin) + ")\n";
     }
