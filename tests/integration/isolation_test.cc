@@ -571,8 +571,8 @@ TEST_F(RunIsolation, DoctorAndHelpSayWhatTheFallbackLayersReport) {
   EXPECT_NE(help.find("not its TCP port rules"), std::string::npos) << help;
   EXPECT_NE(help.find("their refusals (EACCES, EPERM) are reported as events"), std::string::npos) << help;
 
-  // Not under /tmp: the command has a private one.
-  char tmpl[] = "/var/tmp/cordon-fallback-XXXXXX";
+  // Not under /tmp (the command has a private one); /run is writable in the test VMs too.
+  char tmpl[] = "/run/cordon-fallback-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   struct Remove {
     std::string dir;

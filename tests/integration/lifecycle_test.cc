@@ -266,7 +266,7 @@ TEST_F(Lifecycle, AttachRefusesPinnedStateOfAnotherLayout) {
 // (its rule is skipped, the rest of the policy holds). Control: once the
 // output directory exists, the same policy checks, runs and attaches.
 TEST_F(Lifecycle, MissingPathsAreJudgedAlikeByCheckRunAndAttach) {
-  char tmpl[] = "/var/tmp/cordon-missing-XXXXXX";  // not /tmp: a run has its own
+  char tmpl[] = "/run/cordon-missing-XXXXXX";  // not /tmp (a run has its own), writable in the test VMs
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   struct Remove {
@@ -287,7 +287,8 @@ TEST_F(Lifecycle, MissingPathsAreJudgedAlikeByCheckRunAndAttach) {
   EXPECT_EQ(check.status, 1) << check.err;
   EXPECT_NE(check.err.find(write_at), std::string::npos) << check.err;
   EXPECT_NE(check.err.find("cannot be used on this host (1 missing path)\n"), std::string::npos) << check.err;
-  CommandResult run = Cordon({"run", "--policy", policy.path(), "--", "/bin/sh", "-c", "echo ran"});
+  const std::string audit = dir + "/audit.jsonl";  // the test VMs' /var/log is read-only
+  CommandResult run = Cordon({"run", "--audit", audit, "--policy", policy.path(), "--", "/bin/sh", "-c", "echo ran"});
   EXPECT_EQ(run.status, 1) << run.err;
   EXPECT_EQ(run.out, "") << "the command must not start";
   EXPECT_NE(run.err.find(write_at), std::string::npos) << run.err;
@@ -302,7 +303,8 @@ TEST_F(Lifecycle, MissingPathsAreJudgedAlikeByCheckRunAndAttach) {
   check = Cordon({"policy", "check", policy.path()});
   EXPECT_EQ(check.status, 0) << check.err;
   EXPECT_NE(check.err.find("cordon: warning: " + read_at), std::string::npos) << check.err;
-  run = Cordon({"run", "--policy", policy.path(), "--", "/bin/sh", "-c", "echo ran > " + out + "/f && cat " + out + "/f"});
+  run = Cordon({"run", "--audit", audit, "--policy", policy.path(), "--", "/bin/sh", "-c",
+                "echo ran > " + out + "/f && cat " + out + "/f"});
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_EQ(run.out, "ran\n") << run.err;
   EXPECT_NE(run.err.find("cordon: note: " + read_at), std::string::npos) << run.err;
