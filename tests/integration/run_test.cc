@@ -333,6 +333,12 @@ TEST_F(RunCommand, KillingCordonRunKillsTheCommandAndLeavesTheSandboxPinned) {
   CommandResult text = Cordon({"status"});
   EXPECT_NE(text.out.find("ago by cordon run (pid " + owner + ")"), std::string::npos) << text.out;
   EXPECT_EQ(::access(lock.c_str(), F_OK), 0) << "the run holds its lock " << lock;
+  // While its run runs, detaching would set the command free: refused.
+  CommandResult live = Cordon({"detach", "--id", std::to_string(id)});
+  EXPECT_EQ(live.status, 1) << live.err;
+  EXPECT_NE(live.err.find("is the running cordon run's (pid " + owner + "): end that run"), std::string::npos)
+      << live.err;
+  EXPECT_NE(status_of(), "") << "a refused detach detached it";
 
   // The process the command left behind, in the sandbox's cgroup.
   std::vector<pid_t> left;
@@ -370,6 +376,27 @@ TEST_F(RunCommand, KillingCordonRunKillsTheCommandAndLeavesTheSandboxPinned) {
   EXPECT_NE(::stat(cgroup.c_str(), &st), 0) << "the run's cgroup is still there";
   EXPECT_NE(::access(lock.c_str(), F_OK), 0) << "the run's lock is still there";
   EXPECT_EQ(status_of(), "");
+}
+
+// The runs' locks are hidden from every command, root's too: a command that
+// held its run's lock after the run was killed would keep its sandbox from
+// ever being called orphaned (and its detach from killing what is left).
+// Control: a file there is listed from outside.
+TEST_F(RunCommand, TheRunsLocksAreHiddenFromTheCommand) {
+  const std::string probe = "/run/cordon/runs/run-0-hiddenprobe";
+  ASSERT_EQ(::mkdir("/run/cordon", 0755) == 0 || errno == EEXIST, true);
+  ASSERT_EQ(::mkdir("/run/cordon/runs", 0700) == 0 || errno == EEXIST, true);
+  std::ofstream(probe) << "";
+  struct Remove {
+    std::string path;
+    ~Remove() { ::unlink(path.c_str()); }
+  } remove{probe};
+  const std::string list = "ls -A /run/cordon/runs | grep -c hiddenprobe";
+  CommandResult outside = cordon::test::Run({"/bin/sh", "-c", list});
+  ASSERT_EQ(outside.out, "1\n") << "control: the probe file is listed from outside";
+  CommandResult r = Cordon({"run", "--user", "root", "--audit", audit_, "--", "/bin/sh", "-c", list + "; true"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "0\n") << "a root command sees the runs' locks";
 }
 
 TEST_F(RunCommand, BackgroundedDescendantsAreKilledAndStateRemoved) {

@@ -175,8 +175,9 @@ const char* kDetachHelp =
     "sandbox's ring buffer, then detaches it; without one, they are discarded with it.\n"
     "\n"
     "The sandbox of a `cordon run` that has ended without removing it (killed with -9; status says\n"
-    "\"orphaned\"): what is left in its cgroup is killed first (detaching would set it free), then\n"
-    "the cgroup cordon made for the run is removed, then the sandbox detached.\n"
+    "\"orphaned\") or whose run cannot be found: what is left in its cgroup is killed first\n"
+    "(detaching would set it free), then the cgroup cordon made for the run is removed, then the\n"
+    "sandbox detached. A running run's sandbox with processes in it is refused: end that run.\n"
     "\n"
     "Exit status: 0 detached, 1 no sandbox there or the kernel refused, 2 usage errors.\n";
 
@@ -377,8 +378,8 @@ int DetachCommand(const Args& args) {
   if (!out.error.empty()) return PrintError(out.error), 1;
   if (!out.removed_cgroup.empty())
     std::fprintf(stderr,
-                 "cordon: the cordon run that made this sandbox had ended: what was left in it was killed and its "
-                 "cgroup %s removed\n",
+                 "cordon: the cordon run that made this sandbox has ended (or cannot be found): what was left in "
+                 "it was killed and its cgroup %s removed\n",
                  DisplayText(EscapeWorkloadBytes(out.removed_cgroup)).c_str());
   if (out.drained)
     std::fprintf(stderr, "cordon: detached sandbox on cgroup id %llu (the agent delivered its last %llu events)\n",

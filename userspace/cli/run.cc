@@ -345,6 +345,12 @@ int PrepareFiles(RunPlan* run) {
   {
     auto cover = ops::CredentialStoreCover();
     if (!cover) return PrintError("hide the credential store: " + cover.error().ToString() + "; command not started"), 1;
+    // ... and the runs' locks (ops::RunOwner), under the same empty directory:
+    // a root command that could take its run's lock would keep its sandbox
+    // from ever being called orphaned.
+    auto locks = ops::RunLocksDir();
+    if (!locks) return PrintError("hide the runs' locks: " + locks.error().ToString() + "; command not started"), 1;
+    run->binds.emplace_back(cover->first, *locks);
     run->binds.push_back(std::move(*cover));
   }
   // A non-root identity gets write access to the policy's write paths (an

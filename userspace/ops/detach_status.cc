@@ -1,6 +1,8 @@
 // Detach and status, directly.
 #include <unistd.h>
 
+#include <fstream>
+
 #include "ops/ephemeral.h"
 #include "ops/ops.h"
 
@@ -8,28 +10,45 @@ namespace cordon::ops {
 
 DetachOutcome Detach(const DetachRequest& request) {
   DetachOutcome out;
-  // The sandbox of a run that has ended (killed with -9): detaching alone
-  // would set free what is left in its cgroup and leave the cgroup, which
-  // cordon made, behind. What is left is killed first, the cgroup removed,
-  // then the sandbox detached (as the run itself would have done).
+  // A cordon run's sandbox with processes in it: detaching alone would set
+  // them free. While the run is running it ends its sandbox itself (detach
+  // is refused: end the run). Once it has ended (killed with -9), or when
+  // that cannot be told, what is left is killed first, then the cgroup,
+  // which cordon made, removed, then the sandbox detached.
   std::string orphan_lock;
   if (auto info = GetSandbox(request.sandbox_id); info && info->ephemeral) {
-    RunOwner owner = OwnerOfRun(info->cgroup_path);
-    if (owner.pid && !owner.alive) {
-      orphan_lock = RunLockPath(info->cgroup_path);
-      auto mount = FindCgroup2Mount();
-      if (info->cgroup_alive && mount) {
-        auto cgroup = ResolveCgroup(*mount + info->cgroup_path);
-        if (!cgroup) return out.error = cgroup.error().ToString() + "; nothing detached", out;
+    const RunOwner owner = OwnerOfRun(info->cgroup_path);
+    auto mount = FindCgroup2Mount();
+    if (owner.pid && info->cgroup_alive) {
+      if (!mount) return out.error = mount.error().ToString() + "; nothing detached", out;
+      auto cgroup = ResolveCgroup(*mount + info->cgroup_path);
+      if (!cgroup) return out.error = cgroup.error().ToString() + "; nothing detached", out;
+      if (cgroup->id != request.sandbox_id)
+        return out.error = cgroup->path + " is no longer this sandbox's cgroup (its id is " +
+                           std::to_string(cgroup->id) + ", not " + std::to_string(request.sandbox_id) +
+                           "); nothing detached",
+               out;
+      const bool populated = [&] {
+        std::ifstream in(cgroup->path + "/cgroup.events");
+        std::string key, value;
+        while (in >> key >> value)
+          if (key == "populated") return value != "0";
+        return true;  // cannot tell: as if it were
+      }();
+      if (owner.state == RunOwner::State::kRunning && populated)
+        return out.error = "sandbox " + std::to_string(request.sandbox_id) + " is the running cordon run's (pid " +
+                           std::to_string(owner.pid) +
+                           "): end that run and its sandbox goes with it (detaching would set its command free); "
+                           "nothing detached",
+               out;
+      if (owner.state != RunOwner::State::kRunning) {
         cordon::Status removed = KillAndRemoveCgroup(*cgroup);
-        if (!removed.ok())
-          return out.error = "the run that made this sandbox has ended: " + removed.error().ToString() +
-                             "; nothing detached",
-                 out;
+        if (!removed.ok()) return out.error = removed.error().ToString() + "; nothing detached", out;
         out.removed_cgroup = info->cgroup_path;
         (void)::rmdir((*mount + "/cordon").c_str());  // the runs' shared parent, when it is empty
       }
     }
+    if (owner.state == RunOwner::State::kEnded) orphan_lock = RunLockPath(info->cgroup_path);
   }
   cordon::Status detached = DetachSandbox(request.sandbox_id);
   if (detached.ok() && !orphan_lock.empty()) (void)::unlink(orphan_lock.c_str());
@@ -51,7 +70,7 @@ StatusOutcome Status() {
     if (!s.ephemeral) continue;
     RunOwner owner = OwnerOfRun(s.cgroup_path);
     s.owner_pid = owner.pid;
-    s.orphaned = owner.pid && !owner.alive;
+    s.orphaned = owner.state == RunOwner::State::kEnded;
   }
   return out;
 }

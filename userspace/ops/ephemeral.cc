@@ -43,15 +43,21 @@ RunOwner OwnerOfRun(const std::string& cgroup_path) {
   if (leaf.empty()) return owner;
   owner.pid = std::atoi(leaf.c_str() + 4);
   if (owner.pid <= 0) return owner.pid = 0, owner;
-  owner.alive = true;  // unless proven otherwise
-  UniqueFd lock(::open(RunLockPath(cgroup_path).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (lock.valid()) {
-    // Taken (shared) only when the run no longer holds it; dropped at once.
-    if (::flock(lock.get(), LOCK_SH | LOCK_NB) == 0) owner.alive = false;
-  } else if (errno == ENOENT) {
-    owner.alive = ::kill(owner.pid, 0) == 0 || errno != ESRCH;
-  }
+  // O_NONBLOCK: nothing there (a FIFO) may hang the caller.
+  UniqueFd lock(::open(RunLockPath(cgroup_path).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  struct stat st;
+  if (!lock.valid() || ::fstat(lock.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0) return owner;
+  // Taken (shared) only when the run no longer holds it; dropped at once.
+  if (::flock(lock.get(), LOCK_SH | LOCK_NB) == 0)
+    owner.state = RunOwner::State::kEnded;
+  else if (errno == EWOULDBLOCK)
+    owner.state = RunOwner::State::kRunning;
   return owner;
+}
+
+Result<std::string> RunLocksDir() {
+  CORDON_TRY(MakeDirs(kRunLocks, 0700));
+  return std::string(kRunLocks);
 }
 
 // ---- Scratch
@@ -100,7 +106,7 @@ Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request) {
   std::unique_ptr<EphemeralSandbox> sandbox(new EphemeralSandbox());
   sandbox->scratch_ = std::move(request.scratch);  // removed with the sandbox, also if the cgroup cannot be made
   if (std::string lock = RunLockPath(request.cgroup); !lock.empty()) {
-    CORDON_TRY(MakeDirs(kRunLocks, 0700));
+    CORDON_TRY(RunLocksDir());
     sandbox->lock_ = UniqueFd(::open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!sandbox->lock_.valid()) return SysError("create the run's lock " + lock);
     sandbox->lock_path_ = lock;

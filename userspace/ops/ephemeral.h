@@ -43,16 +43,22 @@ class Scratch {
 // The cordon run that made an ephemeral sandbox, and whether it still runs.
 // A run holds an exclusive lock on /run/cordon/runs/<its cgroup's name> for
 // its whole life; the kernel drops it when the run dies (kill -9 included),
-// so neither a reused pid nor another pid namespace fools this. Without the
-// file (a sandbox of another kind or version) a live pid counts as alive:
+// so neither a reused pid nor another pid namespace fools this, and the
+// directory is hidden from every run's command (an empty directory over it),
+// so a command cannot hold the lock for its dead run. Without a lock file of
+// root's (a sandbox of another version, /run/cordon removed) it is unknown:
 // a run is never called ended without proof.
 struct RunOwner {
-  int pid = 0;         // from the cgroup's name (run-<pid>-<suffix>), as the run saw it; 0: not a run's
-  bool alive = false;
+  enum class State { kUnknown, kRunning, kEnded };
+  int pid = 0;  // from the cgroup's name (run-<pid>-<suffix>), as the run saw it; 0: not a run's
+  State state = State::kUnknown;
 };
 RunOwner OwnerOfRun(const std::string& cgroup_path);
 // The lock file of the run whose cgroup is `cgroup_path`.
 std::string RunLockPath(const std::string& cgroup_path);
+// The directory of the runs' locks, made if missing (for the command's
+// mount namespace to cover).
+Result<std::string> RunLocksDir();
 
 struct RunRequest;
 class EphemeralSandbox;

@@ -74,8 +74,10 @@ struct DetachRequest {
 struct DetachOutcome {
   std::string error;
   bool detached = false;
-  // A sandbox whose cordon run had ended (RunOwner): what was left in its
-  // cgroup was killed first, and the cgroup removed; its path.
+  // A cordon run's sandbox whose run has ended or cannot be found
+  // (RunOwner): what was left in its cgroup was killed first, and the cgroup
+  // removed; its path. (A running run's sandbox with processes in it is
+  // refused: detaching it would set its command free.)
   std::string removed_cgroup;
   std::optional<uint64_t> drained;  // through the agent: the events it delivered before detaching
 };
@@ -90,9 +92,9 @@ struct StatusOutcome {
 // lets the task write is an error: outputs are explicit, and cordon never
 // creates them. A missing read or exec path is a warning, and its rule is
 // marked not required (skipped as absent profile paths are): it grants
-// nothing, and a file made there later is not granted either, since rules
-// are resolved when the sandbox starts. Each line starts with the entry's
-// file:line:column and field.
+// nothing, and a file made there after the sandbox starts is not granted
+// either, since rules are resolved when it starts. Each line starts with the
+// entry's file:line:column and field.
 struct HostPathCheck {
   std::vector<std::string> errors, warnings;
 };

@@ -37,8 +37,8 @@ HostPathCheck CheckHostPaths(policy::CompiledPolicy* policy) {
     } else {
       rule.required = false;
       out.warnings.push_back(where +
-                             " does not exist on this host: skipped (it grants nothing; a file made there later is "
-                             "not granted either)");
+                             " does not exist on this host: skipped (it grants nothing; a file made there after the "
+                             "sandbox starts is not granted either)");
     }
   }
   return out;
