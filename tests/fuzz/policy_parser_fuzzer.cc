@@ -1,7 +1,10 @@
 // libFuzzer target: any bytes through parse -> compile -> describe -> evaluate.
 // Must never crash, hang or leak; a failure must always explain itself.
 // File rules must come out normalized, unique and numbered; the path
-// normalizer is also fed the raw input.
+// normalizer is also fed the raw input. A policy written back as JSON
+// (PolicyJson, what `cordon run --print-policy` prints) reads back to the
+// same message and compiles alike; the raw input as an inline option's value
+// (cordon run --allow-net, --read) is merged or refused with a reason.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -11,7 +14,10 @@
 #include <unordered_set>
 
 #include "policy/compiler.h"
+#include <google/protobuf/util/message_differencer.h>
+
 #include "policy/describe.h"
+#include "policy/inline.h"
 #include "policy/parser.h"
 #include "policy/resources.h"
 
@@ -107,6 +113,38 @@ void CheckUnitParsers(std::string_view input) {
   if (!policy::ParsePercent(input, &v, &error) && error.empty()) std::abort();
 }
 
+// PolicyJson reads back to the same message and the same presence.
+void CheckRoundTrip(const policy::ParsedPolicy& parsed, const policy::CompiledPolicy& compiled) {
+  const std::string json = policy::PolicyJson(parsed);
+  policy::ParsedPolicy again;
+  policy::Diagnostics diags;
+  if (!policy::ParsePolicyText(json, "again.json", &again, &diags)) std::abort();
+  if (!google::protobuf::util::MessageDifferencer::Equals(again.proto, parsed.proto)) std::abort();
+  policy::CompiledPolicy recompiled;
+  if (!policy::Compile(again, &recompiled, &diags)) std::abort();
+  if (recompiled.families != compiled.families || recompiled.has_files != compiled.has_files ||
+      recompiled.file_rules != compiled.file_rules || recompiled.addr_entries.size() != compiled.addr_entries.size() ||
+      recompiled.lsm_flags != compiled.lsm_flags || recompiled.mode != compiled.mode)
+    std::abort();
+  if (policy::PolicyJson(again) != json) std::abort();
+}
+
+// The input as the value of inline options: merged, or refused with a reason.
+void CheckInline(const policy::ParsedPolicy& parsed, const policy::CompiledPolicy& compiled, std::string_view input) {
+  if (input.size() > 256) return;
+  for (const char* option : {"--allow-net", "--read", "--timeout"}) {
+    policy::MergedPolicy merged;
+    std::vector<std::string> errors;
+    if (!policy::MergeInlineOptions(parsed, {{option, std::string(input)}}, &merged, &errors)) {
+      if (errors.empty()) std::abort();
+      continue;
+    }
+    policy::CompiledPolicy out;
+    policy::Diagnostics diags;
+    if (!policy::CompileMerged(merged, compiled, &out, &diags) && diags.empty()) std::abort();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -130,6 +168,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)policy::Describe(compiled);
   CheckFileRules(compiled);
   CheckResources(compiled.resources);
+  CheckRoundTrip(parsed, compiled);
+  CheckInline(parsed, compiled, text);
 
   // The image must decide as the rules do, at a few addresses derived from
   // the policy itself (each rule's first address) and from the input.

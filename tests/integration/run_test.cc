@@ -490,6 +490,249 @@ TEST_F(RunCommand, ExecRefusedByThePolicyExits126AndSaysSo) {
   EXPECT_EQ(r.status, 127) << r.err;
 }
 
+// Inline options (issue 19 item 11): --allow-net, --read, --write, --cwd,
+// --timeout and --fail-on-violation are merged into the policy and enforced
+// as its own rules are; each probe also runs without its option, the
+// control, and is refused there. --print-policy prints what --policy takes
+// back. A value an option cannot have is a usage error naming the option.
+TEST_F(RunCommand, InlineOptionsAreMergedIntoThePolicyAndEnforced) {
+  ::chmod(dir_.c_str(), 0755);  // every identity may read what DAC lets it (only cordon refuses)
+  const std::string data = dir_ + "/data", out = dir_ + "/out";
+  struct Remove {
+    std::string data, out;
+    ~Remove() { cordon::test::Run({"rm", "-rf", "--", data, out}); }
+  } remove{data, out};
+  ASSERT_EQ(::mkdir(data.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(out.c_str(), 0755), 0);
+  {
+    std::ofstream(data + "/in.txt") << "inline-input\n";
+  }
+  ::chmod((data + "/in.txt").c_str(), 0644);
+  const int before = LeftoverRunCgroups();
+  int n = 0;
+  // Each run its own audit file: its events alone.
+  auto run = [&](std::vector<std::string> options, const std::vector<std::string>& command,
+                 std::vector<cordon::v1::AuditEvent>* events = nullptr) {
+    const std::string audit = dir_ + "/run" + std::to_string(++n) + ".jsonl";
+    std::vector<std::string> args = {"run", "--audit", audit};
+    args.insert(args.end(), options.begin(), options.end());
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    CommandResult r = Cordon(args);
+    if (events && ::access(audit.c_str(), F_OK) == 0) *events = AuditFileEvents(audit);
+    ::unlink(audit.c_str());
+    return r;
+  };
+  auto kinds = [](const std::vector<cordon::v1::AuditEvent>& events) {
+    std::string all;
+    for (const auto& e : events) all += e.kind() + "/" + e.verdict() + " ";
+    return all;
+  };
+
+  // --read and --cwd: the file is read from the directory the command starts in.
+  std::vector<cordon::v1::AuditEvent> events;
+  CommandResult r = run({"--read", data, "--cwd", data}, {"/bin/sh", "-c", "pwd; cat in.txt"}, &events);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, data + "\ninline-input\n") << r.err;
+  EXPECT_TRUE(events.empty()) << kinds(events);
+  // The controls name another directory under /tmp, so that the command's
+  // /tmp is the host's (not private) and what it cannot read is refused, not absent.
+  r = run({"--read", out}, {"cat", data + "/in.txt"}, &events);
+  EXPECT_NE(r.status, 0) << "control: without --read the file is refused: " << r.out;
+  EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("inline-input"), std::string::npos);
+  EXPECT_NE(kinds(events).find("file."), std::string::npos) << "control: the refusal is reported: " << kinds(events);
+  r = run({"--cwd", data}, {"pwd"});
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.err.find("--cwd '" + data + "': the policy does not let the command read it (add --read " + data + ")"),
+            std::string::npos)
+      << r.err;
+
+  // --write (as root without capabilities: only cordon refuses the write).
+  r = run({"--user", "root", "--write", out}, {"/bin/sh", "-c", "echo written > " + out + "/o.txt"}, &events);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(Slurp(out + "/o.txt"), "written\n");
+  ::unlink((out + "/o.txt").c_str());
+  r = run({"--user", "root", "--read", out}, {"/bin/sh", "-c", "echo written > " + out + "/o.txt"}, &events);
+  EXPECT_NE(r.status, 0) << "control: without --write the file is not made";
+  EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
+  EXPECT_NE(::access((out + "/o.txt").c_str(), F_OK), 0);
+  EXPECT_NE(kinds(events).find("file."), std::string::npos) << kinds(events);
+
+  // --allow-net, with --fail-on-violation: nothing refused, exit 0.
+  TcpListener listener;
+  const std::string port = std::to_string(listener.port());
+  r = run({"--allow-net", "127.0.0.1:" + port + "/tcp", "--fail-on-violation"},
+          {"/usr/bin/python3", "-c", PythonConnect(listener.port())}, &events);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("connected"), std::string::npos) << r.out;
+  EXPECT_EQ(listener.AcceptPending(), 1);
+  EXPECT_TRUE(events.empty()) << kinds(events);
+  // Another port of the same address stays refused.
+  r = run({"--allow-net", "127.0.0.1:" + std::to_string(listener.port() == 65535 ? 1 : listener.port() + 1)},
+          {"/usr/bin/python3", "-c", PythonConnect(listener.port())}, &events);
+  EXPECT_EQ(r.status, EPERM) << "control: " << r.out << r.err;
+  EXPECT_EQ(listener.AcceptPending(), 0);
+  ASSERT_EQ(events.size(), 1u) << kinds(events);
+  EXPECT_EQ(events[0].kind(), "net.connect");
+
+  // --fail-on-violation: a command that succeeds although its connect was refused.
+  const std::vector<std::string> swallow = {
+      "/bin/sh", "-c", "/usr/bin/python3 -c \"$0\"; exit 0", PythonConnect(listener.port())};
+  r = run({}, swallow);
+  EXPECT_EQ(r.status, 0) << "control: the command's own status: " << r.err;
+  r = run({"--fail-on-violation"}, swallow);
+  EXPECT_EQ(r.status, 123) << r.err;
+  EXPECT_NE(r.err.find("--fail-on-violation: 1 violation: exit status 123"), std::string::npos) << r.err;
+  r = run({"--fail-on-violation", "--mode", "audit"}, swallow);
+  EXPECT_EQ(r.status, 123) << "audited counts too: " << r.err;
+  EXPECT_EQ(listener.AcceptPending(), 1) << "audit mode let it through";
+  r = run({"--fail-on-violation"}, {"/bin/sh", "-c", "exit 5"});
+  EXPECT_EQ(r.status, 5) << "the command's own failure keeps its status";
+
+  // --timeout is spec.resources.wallTime.
+  r = run({"--timeout", "1s"}, {"sleep", "30"}, &events);
+  EXPECT_EQ(r.status, 124) << r.err;
+  EXPECT_NE(kinds(events).find("resource.walltime/killed"), std::string::npos) << kinds(events);
+
+  // --print-policy: the merged policy, which --policy takes back and enforces alike.
+  CommandResult printed = Cordon({"run", "--print-policy", "--read", data, "--allow-net", "127.0.0.1:" + port,
+                                  "--timeout", "10m"});
+  ASSERT_EQ(printed.status, 0) << printed.err;
+  EXPECT_NE(printed.out.find("\"read\": [\"" + data + "\"]"), std::string::npos) << printed.out;
+  EXPECT_NE(printed.out.find("\"cidr\": \"127.0.0.1\""), std::string::npos) << printed.out;
+  EXPECT_NE(printed.out.find("\"wallTime\": \"10m\""), std::string::npos) << printed.out;
+  EXPECT_NE(printed.out.find("\"include\": [\"runtime-minimal\", \"shell\", \"python3\"]"), std::string::npos)
+      << "the default policy's own rules stay: " << printed.out;
+  PolicyFile merged(printed.out);
+  CommandResult check = Cordon({"policy", "check", merged.path()});
+  EXPECT_EQ(check.status, 0) << check.err;
+  r = run({"--policy", merged.path()}, {"cat", data + "/in.txt"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "inline-input\n");
+  // Without options: the policy's own text (the built-in one's, here).
+  CommandResult plain = Cordon({"run", "--print-policy"});
+  EXPECT_EQ(plain.status, 0);
+  EXPECT_EQ(plain.out.rfind("# cordon's built-in default policy", 0), 0u) << plain.out;
+  PolicyFile builtin(plain.out);
+  EXPECT_EQ(Cordon({"policy", "check", "--quiet", builtin.path()}).status, 0);
+
+  // Values an option cannot have: usage errors naming the option; nothing started.
+  for (const auto& [options, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--allow-net", "example.com:443"}, "--allow-net 'example.com:443': spec.network.egress[0].cidr:"},
+           {{"--allow-net", "127.0.0.1:"}, "--allow-net '127.0.0.1:': no ports after ':'"},
+           {{"--allow-net", "127.0.0.1:70000"}, "--allow-net '127.0.0.1:70000': spec.network.egress[0].ports[0]:"},
+           {{"--allow-net", "[::1:443"}, "--allow-net '[::1:443': an IPv6 address opened with '[' needs its ']'"},
+           {{"--timeout", "soon"}, "--timeout 'soon': spec.resources.wallTime:"},
+           {{"--read", "/etc", "--policy", "/dev/null"}, ""},
+       }) {
+    r = run(options, {"/bin/true"});
+    if (message.empty()) continue;  // (an empty policy file: rejected as a policy, exit 1)
+    EXPECT_EQ(r.status, 2) << options[0] << " " << options[1] << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("the command line's policy options rejected (1 error); command not started"),
+              std::string::npos)
+        << r.err;
+  }
+  PolicyFile no_files("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: open-files}\nspec: {}\n");
+  r = run({"--policy", no_files.path(), "--read", data}, {"/bin/true"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("has no spec.files (files are not restricted)"), std::string::npos) << r.err;
+  r = run({"--write", dir_ + "/absent"}, {"/bin/true"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("--write '" + dir_ + "/absent': " + dir_ + "/absent does not exist on this host"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(LeftoverRunCgroups(), before);
+}
+
+// cordon explain (issue 19 item 10): the events of a real run, explained by
+// the policy that refused them, name no rule that allows them; what the
+// policy allows is explained by the rule that does, at its file:line.
+TEST_F(RunCommand, ExplainSaysWhichRuleAllowsOrWhyNoneDoes) {
+  ::chmod(dir_.c_str(), 0755);
+  const std::string secret = dir_ + "/secret", open_dir = dir_ + "/open";
+  struct Remove {
+    std::string a, b;
+    ~Remove() { cordon::test::Run({"rm", "-rf", "--", a, b}); }
+  } remove{secret, open_dir};
+  ASSERT_EQ(::mkdir(open_dir.c_str(), 0755), 0);
+  {
+    std::ofstream(secret) << "s\n";
+  }
+  ::chmod(secret.c_str(), 0644);
+  TcpListener allowed, refused;
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: explain}\nspec:\n"
+                    "  network:\n    egress:\n      - {name: dev, cidr: 127.0.0.1, ports: [" +
+                    std::to_string(allowed.port()) +
+                    "], protocols: [tcp]}\n"
+                    "  files:\n    include: [runtime-minimal, shell, python3]\n    read: [" + open_dir + "]\n");
+  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "/bin/sh", "-c",
+                            "/usr/bin/python3 -c \"$0\"; cat " + secret, PythonConnect(refused.port())});
+  EXPECT_NE(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(refused.AcceptPending(), 0);
+  std::string connect_line, open_line;
+  std::istringstream lines(Slurp(audit_));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("\"kind\":\"net.connect\"") != std::string::npos) connect_line = line;
+    if (line.find("\"kind\":\"file.") != std::string::npos && line.find(secret) != std::string::npos) open_line = line;
+  }
+  ASSERT_FALSE(connect_line.empty()) << Slurp(audit_);
+  ASSERT_FALSE(open_line.empty()) << Slurp(audit_);
+
+  CommandResult e = Cordon({"explain", "--policy", policy.path(), connect_line});
+  EXPECT_EQ(e.status, 1) << e.out << e.err;
+  EXPECT_EQ(e.out.rfind("refused: tcp 127.0.0.1:" + std::to_string(refused.port()) + ": no egress rule allows it", 0),
+            0u)
+      << e.out;
+  EXPECT_NE(e.out.find("the rules for this address allow other ports or protocols: spec.network.egress[0] 'dev'"),
+            std::string::npos)
+      << e.out;
+  e = Cordon({"explain", "--policy", policy.path(), open_line});
+  EXPECT_EQ(e.status, 1) << e.out << e.err;
+  EXPECT_EQ(e.out, "refused: read of " + secret + ": no file rule names it or a directory above it\n");
+  e = Cordon({"explain", "--policy", policy.path(), "-"}, connect_line + "\n");
+  EXPECT_EQ(e.status, 1) << "the event from stdin: " << e.out << e.err;
+
+  // The controls: what the policy allows, explained by its rule; a real run agrees.
+  e = Cordon({"explain", "--policy", policy.path(), "--address", "127.0.0.1:" + std::to_string(allowed.port())});
+  EXPECT_EQ(e.status, 0) << e.out << e.err;
+  EXPECT_EQ(e.out, "allowed: tcp 127.0.0.1:" + std::to_string(allowed.port()) + " by spec.network.egress[0] 'dev' (" +
+                       "127.0.0.1/32, ports " + std::to_string(allowed.port()) + ", tcp) at " + policy.path() + ":7:9\n");
+  r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "/usr/bin/python3", "-c",
+              PythonConnect(allowed.port())});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(allowed.AcceptPending(), 1);
+  e = Cordon({"explain", "--policy", policy.path(), "--address", "127.0.0.1:" + std::to_string(allowed.port()) + "/udp"});
+  EXPECT_EQ(e.status, 1) << "the rule is tcp only: " << e.out;
+  e = Cordon({"explain", "--policy", policy.path(), "--path", open_dir + "/x", "--access", "read"});
+  EXPECT_EQ(e.status, 0) << e.out << e.err;
+  EXPECT_EQ(e.out.rfind("allowed: read of " + open_dir + "/x by spec.files.read[0] " + open_dir + " (read) at " +
+                            policy.path() + ":10:12",
+                        0),
+            0u)
+      << e.out;
+  e = Cordon({"explain", "--policy", policy.path(), "--path", open_dir + "/x", "--access", "write"});
+  EXPECT_EQ(e.status, 1) << e.out;
+  EXPECT_NE(e.out.find("grant read, not write"), std::string::npos) << e.out;
+
+  // Bad input: usage errors.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"explain"},
+           {"explain", "not json"},
+           {"explain", "{\"kind\":\"tamper.bpf\"}"},
+           {"explain", "--address", "127.0.0.1"},
+           {"explain", "--address", "127.0.0.1:80/icmp"},
+           {"explain", "--path", "/etc"},
+           {"explain", "--path", "/etc", "--access", "fly"},
+           {"explain", "--address", "127.0.0.1:80", "--path", "/etc", "--access", "read"},
+       }) {
+    e = Cordon(args);
+    EXPECT_EQ(e.status, 2) << args.back() << ": " << e.out << e.err;
+    EXPECT_EQ(e.err.rfind("cordon: ", 0), 0u) << e.err;
+  }
+}
+
 // ---- spec.credentials in cordon run (issue 15)
 
 // A mint script (the value: a fixed secret, or with `counter` a numbered one

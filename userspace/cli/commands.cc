@@ -64,31 +64,48 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
+namespace {
+
+// The policy file (or the built-in one), compiled; its errors printed.
+bool CompileBase(const std::string& path, const std::string& outcome, bool want_parsed, policy::ParsedPolicy* parsed,
+                 policy::CompiledPolicy* compiled, std::string* text) {
+  if (path.empty() && !want_parsed) {
+    *compiled = policy::DefaultPolicy();
+    if (text) *text = policy::DefaultPolicyYaml();
+    return true;
+  }
+  policy::Diagnostics diags;
+  const bool read = path.empty() ? policy::ParsePolicyText(policy::DefaultPolicyYaml(), "<builtin>", parsed, &diags)
+                                 : policy::ParsePolicyFile(path, parsed, &diags, text);
+  if (path.empty() && text) *text = policy::DefaultPolicyYaml();
+  if (read && policy::Compile(*parsed, compiled, &diags)) return true;
+  std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
+  if (!diags.empty() && policy::FormatDiagnostics(diags).back() != '\n') std::fputc('\n', stderr);
+  PrintError("policy " + path + " rejected (" + std::to_string(diags.size()) + " error" +
+             (diags.size() == 1 ? "" : "s") + ")" + (outcome.empty() ? "" : "; " + outcome));
+  return false;
+}
+
+// Paths this host lacks: refused as the policy's own errors are, by the same
+// check attach makes (its warnings are the caller's to show).
+bool HostHasPaths(const policy::CompiledPolicy& compiled, const std::string& name, const std::string& outcome) {
+  policy::CompiledPolicy probe = compiled;
+  const ops::HostPathCheck host = ops::CheckHostPaths(&probe);
+  if (host.errors.empty()) return true;
+  for (const auto& line : host.errors) std::fprintf(stderr, "%s\n", line.c_str());
+  PrintError(name + " cannot be used on this host (" + std::to_string(host.errors.size()) + " missing path" +
+             (host.errors.size() == 1 ? "" : "s") + ")" + (outcome.empty() ? "" : "; " + outcome));
+  return false;
+}
+
+}  // namespace
+
 std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const std::string& mode_override,
                                                  const std::string& outcome) {
   policy::CompiledPolicy compiled;
-  if (path.empty()) {
-    compiled = policy::DefaultPolicy();
-  } else {
-    policy::ParsedPolicy parsed;
-    policy::Diagnostics diags;
-    if (!policy::ParsePolicyFile(path, &parsed, &diags) || !policy::Compile(parsed, &compiled, &diags)) {
-      std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
-      if (!diags.empty() && policy::FormatDiagnostics(diags).back() != '\n') std::fputc('\n', stderr);
-      PrintError("policy " + path + " rejected (" + std::to_string(diags.size()) + " error" +
-                 (diags.size() == 1 ? "" : "s") + ")" + (outcome.empty() ? "" : "; " + outcome));
-      return std::nullopt;
-    }
-    // Paths this host lacks: refused here as the policy's own errors are, by
-    // the same check attach makes (its warnings are the caller's to show).
-    policy::CompiledPolicy probe = compiled;
-    if (const ops::HostPathCheck host = ops::CheckHostPaths(&probe); !host.errors.empty()) {
-      for (const auto& line : host.errors) std::fprintf(stderr, "%s\n", line.c_str());
-      PrintError("policy " + path + " cannot be used on this host (" + std::to_string(host.errors.size()) +
-                 " missing path" + (host.errors.size() == 1 ? "" : "s") + ")" + (outcome.empty() ? "" : "; " + outcome));
-      return std::nullopt;
-    }
-  }
+  policy::ParsedPolicy parsed;
+  if (!CompileBase(path, outcome, false, &parsed, &compiled, nullptr)) return std::nullopt;
+  if (!path.empty() && !HostHasPaths(compiled, "policy " + path, outcome)) return std::nullopt;
   if (mode_override == "enforce") {
     compiled.mode = CORDON_MODE_ENFORCE;
   } else if (mode_override == "audit") {
@@ -97,6 +114,43 @@ std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const 
     PrintError("--mode must be enforce or audit, not '" + mode_override + "'");
     return std::nullopt;
   }
+  return compiled;
+}
+
+std::optional<policy::CompiledPolicy> LoadRunPolicy(const std::string& path,
+                                                    const std::vector<policy::InlineOption>& options,
+                                                    const std::string& outcome, std::string* text, int* exit_status) {
+  *exit_status = 1;
+  policy::CompiledPolicy compiled;
+  policy::ParsedPolicy parsed;
+  if (!CompileBase(path, outcome, !options.empty(), &parsed, &compiled, text)) return std::nullopt;
+  if (!options.empty()) {
+    policy::MergedPolicy merged;
+    std::vector<std::string> errors;
+    policy::CompiledPolicy effective;
+    policy::Diagnostics diags;
+    bool ok = false;
+    if (!policy::MergeInlineOptions(parsed, options, &merged, &errors)) {
+      for (const auto& e : errors) PrintError(e);
+    } else if (!policy::CompileMerged(merged, compiled, &effective, &diags)) {
+      std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
+      if (!diags.empty() && policy::FormatDiagnostics(diags).back() != '\n') std::fputc('\n', stderr);
+    } else {
+      compiled = std::move(effective);
+      if (text) *text = std::move(merged.text);
+      ok = true;
+    }
+    if (!ok) {
+      const size_t n = errors.size() + diags.size();
+      PrintError("the command line's policy options rejected (" + std::to_string(n) + " error" + (n == 1 ? "" : "s") +
+                 ")" + (outcome.empty() ? "" : "; " + outcome));
+      *exit_status = 2;
+      return std::nullopt;
+    }
+  }
+  if ((!path.empty() || !options.empty()) &&
+      !HostHasPaths(compiled, path.empty() ? std::string("the policy") : "policy " + path, outcome))
+    return std::nullopt;
   return compiled;
 }
 
@@ -660,6 +714,7 @@ const char* kMainHelp =
     "  policy check FILE...                                 validate and explain policies\n"
     "  doctor [--json]                                      what this kernel lets cordon enforce\n"
     "  audit verify FILE...                                 check the audit files' hash chain\n"
+    "  explain EVENT | --address A:P | --path P --access R  which rule allows it, or why none does\n"
     "  oidc show|rotate|publish                             the built-in credential issuer's keys\n"
     "\n"
     "Enforcement is pinned in the kernel and never depends on a cordon process, the agent\n"
@@ -674,7 +729,7 @@ int Main(int argc, char** argv) {
   static const std::pair<const char*, Command> kCommands[] = {
       {"run", RunCommand},       {"attach", AttachCommand}, {"update", UpdateCommand}, {"detach", DetachCommand},
       {"status", StatusCommand}, {"tail", TailCommand},     {"agent", AgentCommand},   {"policy", PolicyCommand},
-      {"doctor", DoctorCommand}, {"audit", AuditCommand},   {"oidc", OidcCommand},
+      {"doctor", DoctorCommand}, {"audit", AuditCommand},   {"oidc", OidcCommand},     {"explain", ExplainCommand},
   };
   auto find = [](const std::string& name) -> Command {
     for (const auto& [n, fn] : kCommands)

@@ -22,6 +22,7 @@ int DoctorCommand(const Args& args);
 int AgentCommand(const Args& args);  // agent_command.cc
 int AuditCommand(const Args& args);  // audit.cc
 int OidcCommand(const Args& args);   // oidc.cc
+int ExplainCommand(const Args& args);  // explain.cc
 
 int Main(int argc, char** argv);
 

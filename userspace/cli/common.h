@@ -3,8 +3,10 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "policy/compiler.h"
+#include "policy/inline.h"
 
 namespace cordon::cli {
 
@@ -17,6 +19,15 @@ void PrintNote(const std::string& message);
 // and returns nullopt on any error.
 std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const std::string& mode_override,
                                                  const std::string& outcome = "nothing attached");
+
+// cordon run's policy: the file's (or the default), then its inline options
+// merged (policy/inline.h; their errors name the option). *text: the
+// effective policy's text, what --print-policy prints and the digest is of
+// (the file's own text when no option is merged). On an error, nullopt and
+// *exit_status: 2 for an option's value, 1 for the policy or the host.
+std::optional<policy::CompiledPolicy> LoadRunPolicy(const std::string& path,
+                                                    const std::vector<policy::InlineOption>& options,
+                                                    const std::string& outcome, std::string* text, int* exit_status);
 
 // JSON string literal with escaping.
 std::string JsonString(const std::string& s);

@@ -55,6 +55,7 @@
 #include "ops/resource_watch.h"
 #include "util/clock.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 extern char** environ;
 
@@ -68,7 +69,10 @@ namespace {
 const char* kRunHelp =
     "usage: cordon run [--policy FILE] [--mode enforce|audit] [--audit FILE] [--name NAME]\n"
     "                  [--user dynamic|root|USER|UID[:GID]] [--env NAME[=VALUE]]... [--keep-fd N]...\n"
-    "                  [--config FILE] [--quiet] [--verbose] -- CMD [ARGS...]\n"
+    "                  [--allow-net ADDR[:PORTS]]... [--read PATH]... [--write PATH]... [--exec PATH]...\n"
+    "                  [--timeout DURATION] [--cwd DIR] [--fail-on-violation] [--config FILE]\n"
+    "                  [--quiet] [--verbose] -- CMD [ARGS...]\n"
+    "       cordon run [options] --print-policy [-- CMD [ARGS...]]\n"
     "\n"
     "Creates a fresh cgroup, attaches the policy (default: the built-in no-egress policy),\n"
     "starts CMD directly inside it (clone3 CLONE_INTO_CGROUP: no unconfined window), forwards\n"
@@ -88,6 +92,22 @@ const char* kRunHelp =
     "  --env NAME[=VALUE]  pass the caller's NAME, or set it (repeatable; after spec.environment). The\n"
     "                  environment is otherwise PATH, LANG, LC_*, TERM, TZ, HOME and SHELL only\n"
     "  --keep-fd N     keep descriptor N open in CMD (repeatable); every other one above 2 is closed\n"
+    "  --cwd DIR       CMD starts in DIR (the policy must let it read DIR; no fallback), not in the\n"
+    "                  caller's working directory\n"
+    "  --fail-on-violation  exit 123 when CMD succeeded but something was denied, audited, detected\n"
+    "                  or killed, or events were lost (for CI); CMD's own failure keeps its status\n"
+    "\n"
+    "Inline policy options, merged into the policy (the file's or the default), each repeatable:\n"
+    "  --allow-net ADDR[:PORTS][/tcp|/udp]  an egress rule: ADDR an address or CIDR (IPv6 in\n"
+    "                  brackets before ports: [::1]:8080), PORTS a comma list of ports and ranges\n"
+    "                  (443,8000-8100; omitted: every port), tcp and udp unless one is named\n"
+    "  --read PATH / --write PATH / --exec PATH   a spec.files entry (a relative PATH is the\n"
+    "                  caller's); the policy must have spec.files (the default policy has)\n"
+    "  --timeout DURATION  spec.resources.wallTime (90s, 10m, 1h): replaces the policy's\n"
+    "  --mode and --user are merged too (spec.mode, spec.runAs)\n"
+    "  --print-policy  print the merged policy (JSON that --policy takes) and run nothing; a\n"
+    "                  value an option cannot have is a usage error naming it (exit 2). With an\n"
+    "                  option merged, the policy digest (tokens, events) is that text's SHA-256\n"
     "  --config FILE   the agent configuration whose oidc: section the built-in issuer uses\n"
     "                  (default /etc/cordon/agent.yaml; its defaults when that does not exist)\n"
     "  -q, --quiet     no notes and no summary\n"
@@ -117,9 +137,11 @@ const char* kRunHelp =
     "to this run (for --audit and the summary), and when CMD has ended delivers the rest and\n"
     "detaches. Without one, this run reads the sandbox's events itself.\n"
     "\n"
-    "Exit status: CMD's (128+N if killed by signal N), 126 if executing it was refused (the policy\n"
-    "or the file's permissions: cordon says which), 127 if it could not be started otherwise, 1\n"
-    "when cordon itself fails and 2 when it is misused before CMD starts.\n";
+    "Exit status: CMD's (128+N if killed by signal N), 124 when wallTime (--timeout) ended it, 125\n"
+    "when the memory limit's OOM killer killed it, 123 with --fail-on-violation (above), 126 if\n"
+    "executing it was refused (the policy or the file's permissions: cordon says which), 127 if it\n"
+    "could not be started otherwise, 1 when cordon itself fails and 2 when it is misused before CMD\n"
+    "starts.\n";
 
 const int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
 
@@ -180,7 +202,7 @@ struct RunPlan {
   ParsedArgs parsed;
   std::vector<std::string> command;
   std::optional<policy::CompiledPolicy> compiled;
-  bool quiet = false, verbose = false;
+  bool quiet = false, verbose = false, fail_on_violation = false;
   std::vector<int> keep_fds;
   std::vector<std::string> cli_env;
   std::optional<IdentityLease> lease;
@@ -196,6 +218,7 @@ struct RunPlan {
   std::vector<std::string> env;
   std::string exe;
   std::string cwd;
+  bool exact_cwd = false;  // --cwd: no fallback
   std::unique_ptr<PtyRelay> pty;
   std::unique_ptr<HeldSignals> signals;
   std::optional<LandlockPlan> landlock;
@@ -228,6 +251,15 @@ int ParseRun(const Args& args, RunPlan* run) {
                   {"--config", "", true},
                   QuietOption(),
                   {"--verbose", "-v"},
+                  {"--allow-net", "", true, true},
+                  {"--read", "", true, true},
+                  {"--write", "", true, true},
+                  {"--exec", "", true, true},
+                  {"--timeout", "", true},
+                  {"--cwd", "", true, false, {},
+                   [](const std::string& v) { return v.empty() ? std::string("needs a directory") : std::string(); }},
+                  {"--fail-on-violation"},
+                  {"--print-policy"},
                   {"--help", "-h"}},
                  &parsed, &error, /*stop_at_first_positional=*/true)) {
     PrintError(error);
@@ -237,16 +269,45 @@ int ParseRun(const Args& args, RunPlan* run) {
   if (parsed.Has("--help")) return std::fputs(kRunHelp, stdout), 0;
   run->command = parsed.positionals;
   run->command.insert(run->command.end(), parsed.after_dashdash.begin(), parsed.after_dashdash.end());
-  if (run->command.empty()) {
+  const bool print_policy = parsed.Has("--print-policy");
+  if (run->command.empty() && !print_policy) {
     PrintError("run needs a command: cordon run [options] -- CMD [ARGS...]");
     return 2;
   }
-  run->compiled = LoadPolicy(parsed.Get("--policy").value_or(""), parsed.Get("--mode").value_or(""), "command not started");
-  if (!run->compiled) return 1;
-  for (auto& line : ops::CheckHostPaths(&*run->compiled).warnings) run->early_notes.push_back(std::move(line));
+  if (parsed.Has("--user") && !policy::ValidRunAs(*parsed.Get("--user")))
+    return PrintError("--user " + *parsed.Get("--user") + ": expected dynamic, root, a user name, or UID[:GID]"), 2;
+  // The inline options, merged into the policy in this order (policy/inline.h).
+  std::vector<policy::InlineOption> inline_options;
+  for (const std::string option : {"--allow-net", "--read", "--write", "--exec", "--timeout", "--mode", "--user"}) {
+    auto values = parsed.options.find(option);
+    if (values == parsed.options.end()) continue;
+    const bool path = option == "--read" || option == "--write" || option == "--exec";
+    for (const auto& v : values->second) {
+      // A relative path is the caller's: made absolute here (the policy's are absolute).
+      char buf[4096];
+      if (path && !v.empty() && v[0] != '/' && ::getcwd(buf, sizeof buf))
+        inline_options.push_back({option, std::string(buf) + (v == "." ? "" : "/" + v)});
+      else
+        inline_options.push_back({option, v});
+    }
+  }
+  int load_status = 1;
+  std::string policy_text;
+  run->compiled = LoadRunPolicy(parsed.Get("--policy").value_or(""), inline_options,
+                                print_policy ? "" : "command not started", &policy_text, &load_status);
+  if (!run->compiled) return load_status;
+  const auto host = ops::CheckHostPaths(&*run->compiled);
+  if (print_policy) {
+    // The effective policy, as `--policy` takes it again; nothing is run.
+    for (const auto& line : host.warnings) std::fprintf(stderr, "cordon: warning: %s\n", line.c_str());
+    std::fputs(policy_text.c_str(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  }
+  for (auto& line : host.warnings) run->early_notes.push_back(line);
   if (!IsRoot()) return PrintError("run needs root (it creates a cgroup and loads BPF programs)"), 1;
   run->quiet = parsed.Has("--quiet");
   run->verbose = parsed.Has("--verbose");
+  run->fail_on_violation = parsed.Has("--fail-on-violation");
 
   // ---- what the command gets: identity, environment, descriptors, scratch
   if (auto values = parsed.options.find("--keep-fd"); values != parsed.options.end()) {
@@ -261,9 +322,7 @@ int ParseRun(const Args& args, RunPlan* run) {
     }
   }
   if (auto values = parsed.options.find("--env"); values != parsed.options.end()) run->cli_env = values->second;
-  const std::string run_as = parsed.Get("--user").value_or(run->compiled->run_as);
-  if (parsed.Has("--user") && !policy::ValidRunAs(run_as))
-    return PrintError("--user " + run_as + ": expected dynamic, root, a user name, or UID[:GID]"), 2;
+  const std::string run_as = run->compiled->run_as;  // --user merged into it
   // Capabilities the command keeps must be cordon's own to give.
   {
     struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
@@ -388,8 +447,19 @@ int PrepareFiles(RunPlan* run) {
   return kGoOn;
 }
 
-// The environment, the program, the working directory and the pty; then the
-// forwarded signals are held.
+// The pty, then the forwarded signals are held.
+int StartRelay(RunPlan* run) {
+  auto pty = PtyRelay::OpenIfTerminal();
+  if (!pty) return PrintError(pty.error().ToString()), 1;
+  run->pty = std::move(*pty);
+
+  // Signals are held from here on: one arriving while the sandbox is being
+  // built must not kill cordon half-way; it reaches the command once started.
+  run->signals = std::make_unique<HeldSignals>(kForwardedSignals, std::size(kForwardedSignals));
+  return kGoOn;
+}
+
+// The environment, the program and the working directory; then StartRelay.
 int PrepareExec(RunPlan* run) {
   auto env = BuildEnvironment(environ, *run->compiled, run->cli_env, run->home);
   if (!env) return PrintError(env.error().ToString()), 2;
@@ -406,6 +476,29 @@ int PrepareExec(RunPlan* run) {
   }
   run->exe = std::move(*exe);
   std::string& cwd = run->cwd;
+  if (auto wanted = run->parsed.Get("--cwd")) {
+    // Where the command starts, exactly: never a fallback. Seen as the
+    // command sees it (its /tmp and /dev/shm are its own).
+    std::string dir = *wanted;
+    if (dir[0] != '/') {
+      char buf[4096];
+      if (!::getcwd(buf, sizeof buf)) return PrintError("--cwd " + Quoted(dir) + ": " + std::strerror(errno)), 2;
+      dir = std::string(buf) + "/" + dir;
+    }
+    std::string normal, why;
+    if (!policy::NormalizeFilePath(dir, &normal, &why)) return PrintError("--cwd " + Quoted(*wanted) + ": " + why), 2;
+    const bool private_dir = !run->binds.empty() && (normal == "/tmp" || normal == "/dev/shm");
+    struct stat st;
+    if (!private_dir && (::stat(normal.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+      return PrintError("--cwd " + Quoted(*wanted) + ": no such directory"), 2;
+    if (!private_dir && !PolicyReads(*run->compiled, normal))
+      return PrintError("--cwd " + Quoted(*wanted) + ": the policy does not let the command read it (add --read " +
+                        normal + ")"),
+             2;
+    cwd = normal;
+    run->exact_cwd = true;
+    return StartRelay(run);
+  }
   {
     char buf[4096];
     if (::getcwd(buf, sizeof buf)) cwd = buf;
@@ -419,14 +512,7 @@ int PrepareExec(RunPlan* run) {
                                  (cwd_hidden ? " (hidden by its private /tmp)" : ""));
     cwd = run->home;
   }
-  auto pty = PtyRelay::OpenIfTerminal();
-  if (!pty) return PrintError(pty.error().ToString()), 1;
-  run->pty = std::move(*pty);
-
-  // Signals are held from here on: one arriving while the sandbox is being
-  // built must not kill cordon half-way; it reaches the command once started.
-  run->signals = std::make_unique<HeldSignals>(kForwardedSignals, std::size(kForwardedSignals));
-  return kGoOn;
+  return StartRelay(run);
 }
 
 // The command's own layers before exec and the notes on what they cover.
@@ -603,7 +689,7 @@ int StartChild(RunPlan* run, ops::EphemeralSandbox* sandbox, ChildPlan* plan, st
   plan->argv = run->command;
   plan->envp = std::move(run->env);
   plan->cwd = run->cwd;
-  plan->fallback_cwd = run->cwd == run->home ? "/" : run->home;
+  plan->fallback_cwd = run->exact_cwd ? "" : run->cwd == run->home ? "/" : run->home;
   plan->identity = run->identity;
   plan->capabilities = run->compiled->capabilities;
   plan->binds = run->binds;
@@ -879,6 +965,17 @@ int RunCommand(const Args& args) {
     std::fprintf(stderr, "cordon: %s%s; audit log: %s\n", SummaryLine(events.summary).c_str(),
                  usage.empty() ? "" : ("; " + usage).c_str(), run.audit_path.c_str());
   if (!cleaned && exit_status == 0) exit_status = 1;
+  if (run.fail_on_violation && exit_status == 0) {
+    const RunSummary& s = events.summary;
+    if (const uint64_t unknown = s.lost + s.suppressed + s.not_received; s.Violations() || unknown) {
+      exit_status = kExitViolations;
+      PrintError("--fail-on-violation: " +
+                 (s.Violations() ? std::to_string(s.Violations()) + " violation" + (s.Violations() == 1 ? "" : "s")
+                                 : std::string("no violation seen")) +
+                 (unknown ? ", " + std::to_string(unknown) + " event(s) lost, suppressed or not received" : "") +
+                 ": exit status " + std::to_string(kExitViolations));
+    }
+  }
   return exit_status;
 }
 

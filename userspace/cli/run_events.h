@@ -20,6 +20,9 @@ namespace cordon::cli {
 // (README "Resource limits"); otherwise the command's own.
 constexpr int kExitWallTime = 124;     // wallTime reached (as timeout(1))
 constexpr int kExitMemoryLimit = 125;  // the OOM killer killed the command at memory.max
+// --fail-on-violation: the command succeeded, but something was refused or
+// reported (or events were lost, so that nothing can be said).
+constexpr int kExitViolations = 123;
 constexpr int kWallTimeGraceSeconds = 5;  // SIGTERM at wallTime, SIGKILL this much later
 
 struct RunSummary {

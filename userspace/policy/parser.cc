@@ -608,7 +608,7 @@ bool ParsePolicyText(std::string_view text, const std::string& file, ParsedPolic
   return diags->size() == diags_before;
 }
 
-bool ParsePolicyFile(const std::string& path, ParsedPolicy* out, Diagnostics* diags) {
+bool ParsePolicyFile(const std::string& path, ParsedPolicy* out, Diagnostics* diags, std::string* text_out) {
   const bool is_stdin = path == "-";
   const std::string display = is_stdin ? "<stdin>" : path;
   int fd = is_stdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -641,7 +641,9 @@ bool ParsePolicyFile(const std::string& path, ParsedPolicy* out, Diagnostics* di
     diags->push_back(Diagnostic{display, 0, 0, "", "policy is too large: more than 16 MiB"});
     return false;
   }
-  return ParsePolicyText(text, display, out, diags);
+  const bool ok = ParsePolicyText(text, display, out, diags);
+  if (text_out) *text_out = std::move(text);
+  return ok;
 }
 
 }  // namespace cordon::policy

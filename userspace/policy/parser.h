@@ -106,7 +106,8 @@ struct ParsedPolicy {
 // item is an error; a null map value is "".
 bool ParsePolicyText(std::string_view text, const std::string& file, ParsedPolicy* out, Diagnostics* diags);
 
-// Reads and parses a file ("-" is standard input). I/O errors become diagnostics too.
-bool ParsePolicyFile(const std::string& path, ParsedPolicy* out, Diagnostics* diags);
+// Reads and parses a file ("-" is standard input). I/O errors become
+// diagnostics too. `text`: the file's text as read (what the digest is of).
+bool ParsePolicyFile(const std::string& path, ParsedPolicy* out, Diagnostics* diags, std::string* text = nullptr);
 
 }  // namespace cordon::policy
