@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -127,8 +128,12 @@ class TestAgent {
     config_ = dir_ + "/agent.yaml";
     socket_ = dir_ + "/agent.sock";
     audit_ = dir_ + "/audit.jsonl";
-    std::ofstream(config_) << "socket: " << socket_ << "\nsinks:\n  - kind: jsonl\n    path: " << audit_
-                           << "\n    fsync: never\nmetrics:\n  listen: \"" << (metrics ? "127.0.0.1:0" : "")
+    // extra_yaml may give the sinks itself.
+    std::ofstream(config_) << "socket: " << socket_ << "\n"
+                           << (extra_yaml.find("sinks:") == std::string::npos
+                                   ? "sinks:\n  - kind: jsonl\n    path: " + audit_ + "\n    fsync: never\n"
+                                   : std::string())
+                           << "metrics:\n  listen: \"" << (metrics ? "127.0.0.1:0" : "")
                            << "\"\nadopt:\n  cgroupPrefixes: [/cordon-test-" << ::getpid()
                            << "-]\n  namePrefixes: [" << NamePrefix() << "]\n"
                            << (extra_yaml.find("oidc:") == std::string::npos  // not the host's keys
@@ -1071,6 +1076,57 @@ TEST_F(Agent, OneAgentAtATimeAndSigtermDrainsFlushesAndExitsZero) {
 
 // The CLI through the agent: status, tail --since replay, metrics, attach,
 // update and detach requests.
+// /healthz (issue 19 item 12): 200 "ok" while every sink writes, 503
+// "degraded" naming the sink once one loses events: here a jsonl sink on a
+// 16 KiB tmpfs the test mounts, filled by real denials.
+TEST_F(Agent, HealthzSaysWhetherEverySinkWrites) {
+  char tmpl[] = "/tmp/cordon-healthz-XXXXXX";
+  const std::string mnt = ::mkdtemp(tmpl);
+  ASSERT_EQ(::mount("tmpfs", mnt.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=16k,mode=0700"), 0) << strerror(errno);
+  struct Unmount {
+    std::string dir;
+    ~Unmount() {
+      ::umount2(dir.c_str(), MNT_DETACH);
+      ::rmdir(dir.c_str());
+    }
+  } unmount{mnt};
+  const std::string audit = mnt + "/audit.jsonl";
+  TestAgent agent("sinks:\n  - kind: jsonl\n    path: " + audit + "\n    fsync: never\n", /*metrics=*/true);
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  const uint16_t port = MetricsPort(agent);
+  ASSERT_NE(port, 0);
+  // The number of sandboxes adopted (others than the test's may be there).
+  auto adopted = [](const std::string& response) {
+    const size_t at = response.find("\nsandboxes: ");
+    return at == std::string::npos ? -1 : std::atoi(response.c_str() + at + 12);
+  };
+  std::string health = HttpGet(port, "/healthz");
+  EXPECT_EQ(health.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << health;
+  EXPECT_NE(health.find("\r\n\r\nok\nsandboxes: "), std::string::npos) << health;
+  EXPECT_NE(health.find(" adopted\nsink jsonl:" + audit + ": writing (0 written, 0 not written)\n"), std::string::npos)
+      << health;
+  const int before = adopted(health);
+  EXPECT_GE(before, 0) << health;
+  TestCgroup cg("healthz");
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--name", NamePrefix() + "healthz", "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  // Each denial is a line of some 700 bytes: the file system is full after a few dozen.
+  bool degraded = WaitFor(
+      [&] {
+        EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);
+        health = HttpGet(port, "/healthz");
+        return health.rfind("HTTP/1.1 503", 0) == 0;
+      },
+      20000);
+  ASSERT_TRUE(degraded) << health;
+  EXPECT_NE(health.find("\r\n\r\ndegraded\nsandboxes: "), std::string::npos) << health;
+  EXPECT_EQ(adopted(health), before + 1) << health;
+  EXPECT_NE(health.find(" adopted\nsink jsonl:" + audit + ": failing: "), std::string::npos) << health;
+  EXPECT_NE(health.find("No space left on device"), std::string::npos) << health;
+  EXPECT_NE(HttpGet(port, "/nothing").find("health at /healthz"), std::string::npos);
+  EXPECT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
+}
+
 TEST_F(Agent, CliAndControlRequestsGoThroughTheAgent) {
   TestAgent agent("", /*metrics=*/true);
   ASSERT_TRUE(agent.Start()) << agent.Log(0);
@@ -1135,6 +1191,44 @@ TEST_F(Agent, CliAndControlRequestsGoThroughTheAgent) {
   r = Cordon({"tail", "--since", "soon"});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--since takes a duration"), std::string::npos) << r.err;
+  // The filters a responder scopes with (issue 19 item 12): each selects part
+  // of the same two events, and the unfiltered replay above, their control,
+  // has both.
+  ASSERT_NE(events[0].pid(), events[1].pid());
+  auto replayed = [&](std::vector<std::string> filters, const std::string& since = "10m") {
+    std::vector<std::string> args = {"tail", "--since", since, "--cgroup", cg.path(), "-o", "json"};
+    args.insert(args.end(), filters.begin(), filters.end());
+    CommandResult t = Cordon(args);
+    EXPECT_EQ(t.status, 0) << t.err;
+    std::vector<uint32_t> pids;
+    for (const auto& e : ParseJsonLines(t.out)) pids.push_back(e.pid());
+    return pids;
+  };
+  EXPECT_EQ(replayed({"--pid", std::to_string(events[1].pid())}), std::vector<uint32_t>{events[1].pid()});
+  EXPECT_EQ(replayed({"--verdict", "denied"}).size(), 2u);
+  EXPECT_EQ(replayed({"--verdict", "audited", "--verdict", "detected"}).size(), 0u);
+  const std::string first = google::protobuf::util::TimeUtil::ToString(events[0].time());
+  const std::string second = google::protobuf::util::TimeUtil::ToString(events[1].time());
+  EXPECT_EQ(replayed({"--until", first}), std::vector<uint32_t>{events[0].pid()}) << first;
+  EXPECT_EQ(replayed({}, second), std::vector<uint32_t>{events[1].pid()}) << second;
+  r = Cordon({"tail", "--sandbox", NamePrefix() + "no-such-sandbox"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: no sandbox named '" + NamePrefix() + "no-such-sandbox' is attached now"),
+            std::string::npos)
+      << r.err;
+  r = Cordon({"tail", "--sandbox", NamePrefix() + "control"});
+  EXPECT_EQ(r.err.find("warning: no sandbox named"), std::string::npos) << "control: the attached one: " << r.err;
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"tail", "-f", "--until", "1m"},
+           {"tail", "--pid", "0"},
+           {"tail", "--pid", "12x"},
+           {"tail", "--verdict", "bogus"},
+           {"tail", "--until", "2026-13-01T00:00:00Z"},
+           {"tail", "--since", "1m", "--until", "1h"},
+       }) {
+    r = Cordon(bad);
+    EXPECT_EQ(r.status, 2) << bad[1] << " " << bad[2] << ": " << r.err;
+  }
 
   // --since then -f: the replay, then live events, nothing twice.
   LineReader follow({CORDON_BINARY, "tail", "-f", "--since", "1h", "--cgroup", cg.path()});

@@ -362,6 +362,33 @@ TEST(AgentControl, TailFilters) {
   EXPECT_FALSE(TailMatches(e, o));
   o.sandbox_ids = {8, 7};
   EXPECT_TRUE(TailMatches(e, o));
+
+  // Verdict, pid and time: accounting records pass the first two (what they
+  // account for may have matched), not an end time.
+  TailFilter f;
+  e.set_kind("net.connect");
+  e.set_verdict("denied");
+  e.set_pid(42);
+  e.mutable_time()->set_seconds(1000);
+  e.mutable_time()->set_nanos(5);
+  f.verdicts = {"audited", "denied"};
+  EXPECT_TRUE(TailMatches(e, f));
+  f.verdicts = {"audited"};
+  EXPECT_FALSE(TailMatches(e, f));
+  e.set_kind("loss");
+  EXPECT_TRUE(TailMatches(e, f));
+  e.set_kind("net.connect");
+  f.verdicts.clear();
+  f.pid = 43;
+  EXPECT_FALSE(TailMatches(e, f));
+  f.pid = 42;
+  EXPECT_TRUE(TailMatches(e, f));
+  f.until_unix_ns = 1000'000'000'005;
+  EXPECT_TRUE(TailMatches(e, f)) << "at the end time: in";
+  f.until_unix_ns = 1000'000'000'004;
+  EXPECT_FALSE(TailMatches(e, f));
+  e.set_kind("suppressed");
+  EXPECT_FALSE(TailMatches(e, f)) << "after the end time, whatever it is";
 }
 
 }  // namespace

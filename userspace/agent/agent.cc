@@ -242,7 +242,7 @@ void Agent::Tick() {
   if (ticks_ % kCredentialSweepEveryTicks == 0) SweepCredentials();
   sinks_.FlushSinks();
   sinks_.Retry(now);
-  if (metrics_) metrics_->Service([this] { return RenderMetrics(); }, [this](const std::string& path) { return OidcDocument(path); });
+  if (metrics_) metrics_->Service([this] { return RenderMetrics(); }, [this](const std::string& path) { return Document(path); });
   if (now - rate_last_ns_ >= 1000000000) {
     events_per_second_ = static_cast<double>(consumed_ - rate_last_delivered_) * 1e9 / static_cast<double>(now - rate_last_ns_);
     rate_last_delivered_ = consumed_;
@@ -289,6 +289,28 @@ void Agent::LoadOidc() {
   Log(std::string(reloaded ? "the built-in OIDC issuer read its keys again" : "the built-in OIDC issuer") + " (iss " +
       oidc_issuer_ + ", key " + oidc_->kid() + ")" + (metrics_ ? ", keys on http://" + metrics_address_ : "") +
       published);
+}
+
+// /healthz: 200 "ok" while every sink writes what it is given, 503 "degraded"
+// while one loses events (or is not open); one line per sink says which. The
+// answer comes from the event loop itself, so an agent that stopped serving
+// gives none.
+std::optional<HttpDocument> Agent::Document(const std::string& path) {
+  if (path != "/healthz") return OidcDocument(path);
+  bool degraded = false;
+  std::string lines = "sandboxes: " + std::to_string(sandboxes_.size()) + " adopted\n";
+  for (const SinkSlot& slot : sinks_.slots()) {
+    const bool failing = !slot.sink || slot.failing;
+    degraded = degraded || failing;
+    lines += "sink " + slot.config.Name() + ": " +
+             (!slot.sink ? "not open" + (slot.last_error.empty() ? "" : ": " + slot.last_error)
+              : slot.failing ? "failing: " + slot.last_error
+                             : std::string("writing")) +
+             " (" + std::to_string(slot.written) + " written, " + std::to_string(slot.failed) + " not written)\n";
+  }
+  HttpDocument doc{"text/plain; charset=utf-8", (degraded ? "degraded\n" : "ok\n") + lines};
+  if (degraded) doc.status = "503 Service Unavailable";
+  return doc;
 }
 
 std::optional<HttpDocument> Agent::OidcDocument(const std::string& path) {
@@ -392,7 +414,7 @@ int Agent::Loop() {
           Tick();
           break;
         case kMetrics:
-          if (metrics_) metrics_->Service([this] { return RenderMetrics(); }, [this](const std::string& path) { return OidcDocument(path); });
+          if (metrics_) metrics_->Service([this] { return RenderMetrics(); }, [this](const std::string& path) { return Document(path); });
           break;
         case kClient:
           tails_->OnReady(id, evs[i].events);

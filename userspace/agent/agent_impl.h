@@ -82,6 +82,8 @@ class Agent {
   // written to oidc.publishDir.
   void LoadOidc();
   std::optional<HttpDocument> OidcDocument(const std::string& path);
+  // /healthz, else OidcDocument.
+  std::optional<HttpDocument> Document(const std::string& path);
 
   // sandboxes (adoption.cc)
   void Rescan();

@@ -207,9 +207,16 @@ bool TailMatches(const cordon::v1::AuditEvent& event, const TailFilter& filter) 
     if (!found) return false;
   }
   if (!filter.sandbox_name.empty() && event.sandbox() != filter.sandbox_name) return false;
-  if (!filter.kind_prefix.empty() && event.kind() != "loss" && event.kind() != "suppressed" &&
-      event.kind().compare(0, filter.kind_prefix.size(), filter.kind_prefix) != 0)
+  if (filter.until_unix_ns > 0 &&
+      static_cast<int64_t>(event.time().seconds()) * 1000000000 + event.time().nanos() > filter.until_unix_ns)
     return false;
+  if (event.kind() == "loss" || event.kind() == "suppressed") return true;
+  if (!filter.kind_prefix.empty() && event.kind().compare(0, filter.kind_prefix.size(), filter.kind_prefix) != 0)
+    return false;
+  if (!filter.verdicts.empty() &&
+      std::find(filter.verdicts.begin(), filter.verdicts.end(), event.verdict()) == filter.verdicts.end())
+    return false;
+  if (filter.pid && event.pid() != filter.pid) return false;
   return true;
 }
 

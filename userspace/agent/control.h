@@ -86,9 +86,12 @@ struct TailFilter {
   std::vector<uint64_t> sandbox_ids;  // empty: every sandbox
   std::string sandbox_name;
   std::string kind_prefix;
+  std::vector<std::string> verdicts;  // empty: every verdict
+  uint32_t pid = 0;                   // 0: every process
+  int64_t until_unix_ns = 0;          // 0: no end
 };
 // Whether an event passes the tail filters (loss and suppressed records pass
-// any kind filter).
+// the kind, verdict and pid filters: what was lost may have matched them).
 bool TailMatches(const cordon::v1::AuditEvent& event, const TailFilter& filter);
 
 }  // namespace cordon::agent

@@ -153,6 +153,9 @@ void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
   f.sandbox_ids.assign(req.sandbox_ids().begin(), req.sandbox_ids().end());
   f.sandbox_name = req.sandbox_name();
   f.kind_prefix = req.kind_prefix();
+  f.verdicts.assign(req.verdicts().begin(), req.verdicts().end());
+  f.pid = req.pid();
+  f.until_unix_ns = req.until_unix_ns();
   std::vector<UniqueFd> fds;
   if (req.since_unix_ns() > 0) {
     sinks_.FlushBatches();  // what was delivered before this request is in the files, not after them

@@ -137,8 +137,8 @@ std::string Respond(const std::string& request, const std::function<std::string(
     return HttpResponse("405 Method Not Allowed", kText, "method not allowed\n", false, "Allow: GET, HEAD\r\n");
   if (path != "/metrics") {
     if (documents)
-      if (auto doc = documents(path)) return HttpResponse("200 OK", doc->content_type.c_str(), doc->body, head);
-    return HttpResponse("404 Not Found", kText, "not found: metrics are at /metrics\n", head);
+      if (auto doc = documents(path)) return HttpResponse(doc->status.c_str(), doc->content_type.c_str(), doc->body, head);
+    return HttpResponse("404 Not Found", kText, "not found: metrics are at /metrics, health at /healthz\n", head);
   }
   return HttpResponse("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(), head);
 }

@@ -95,6 +95,7 @@ std::string EscapeLabelValue(const std::string& value);
 // issuer's discovery document and JWKS): looked up by path on each GET.
 struct HttpDocument {
   std::string content_type, body;
+  std::string status = "200 OK";
 };
 using HttpDocuments = std::function<std::optional<HttpDocument>(const std::string& path)>;
 

@@ -61,6 +61,7 @@ Status SinkFanout::Open(const std::vector<SinkConfig>& configs) {
 void SinkFanout::Failed(SinkSlot& slot, uint64_t events, const Error& error) {
   slot.failed += events;
   failures_ += events;
+  slot.failing = true;
   slot.last_error = error.ToString();
   int64_t now = MonoNs();
   if (now - slot.last_log_ns >= kSinkErrorLogEveryNs) {
@@ -104,6 +105,7 @@ void SinkFanout::Flush(SinkSlot& slot) {
   slot.written += written;
   if (written < slot.batch_count) Failed(slot, slot.batch_count - written, s.ok() ? Error{"short write"} : s.error());
   else if (!s.ok()) slot.last_error = s.error().ToString();  // written, but not synced
+  else slot.failing = false;
   slot.batch.clear();
   slot.batch_count = 0;
   if (slot.batch.capacity() > 2 * kSinkBatchBytes) slot.batch.shrink_to_fit();

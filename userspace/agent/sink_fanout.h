@@ -46,6 +46,7 @@ struct SinkSlot {
   uint64_t written = 0;
   uint64_t failed = 0;
   std::string last_error;
+  bool failing = false;  // the last write lost events (cleared by one that loses none)
   int64_t last_log_ns = 0;
   int64_t last_open_try_ns = 0;
 };

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
+#include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
 #include <atomic>
@@ -254,8 +255,8 @@ const char* kStatusHelp =
     "           else the agent's StatusReply, userspace/proto/control.proto, in protobuf JSON)\n";
 
 const char* kTailHelp =
-    "usage: cordon tail [-f] [--sandbox NAME] [--cgroup PATH]... [--kind PREFIX] [--since DURATION]\n"
-    "                   [-o json|compact]\n"
+    "usage: cordon tail [-f] [--sandbox NAME] [--cgroup PATH]... [--kind PREFIX] [--verdict V]...\n"
+    "                   [--pid PID] [--since TIME] [--until TIME] [-o json|compact]\n"
     "\n"
     "Prints violation events (json: one line per event, exactly as in the audit file; compact:\n"
     "one readable line per event).\n"
@@ -265,8 +266,14 @@ const char* kTailHelp =
     "  --cgroup PATH      only the sandbox attached to this cgroup (repeatable)\n"
     "  --kind PREFIX      only events whose kind starts with PREFIX (net., file.open, tamper.);\n"
     "                     loss and suppressed records are always shown\n"
-    "  --since DURATION   first replay the agent's audit file from DURATION ago (90s, 10m, 2h,\n"
-    "                     1d), then continue with live events; nothing is missed or repeated\n"
+    "  --verdict V        only events with verdict V: denied, audited, detected, killed or noted\n"
+    "                     (repeatable; loss and suppressed records are always shown)\n"
+    "  --pid PID          only the events of process PID (loss and suppressed records too)\n"
+    "  --until TIME       only events that happened at or before TIME (without -f)\n"
+    "  --since TIME       first replay the agent's audit file from TIME, then continue with live\n"
+    "                     events; nothing is missed or repeated\n"
+    "  TIME is a duration ago (90s, 10m, 2h, 1d) or a UTC time as events carry it\n"
+    "  (2026-12-04T21:30:00Z, fractions of a second allowed).\n"
     "  -o, --output FMT   json (default) or compact\n"
     "\n"
     "With an agent running, events stream from it over its socket (many tails at once; a tail that\n"
@@ -597,7 +604,10 @@ int TailCommand(const Args& args) {
                   {"--cgroup", "", true, true},
                   {"--sandbox", "", true},
                   {"--kind", "", true},
+                  {"--verdict", "", true, true, {"denied", "audited", "detected", "killed", "noted"}},
+                  {"--pid", "", true},
                   {"--since", "", true},
+                  {"--until", "", true},
                   {"--output", "-o", true}},
                  &parsed, &error) ||
       !parsed.positionals.empty()) {
@@ -611,13 +621,52 @@ int TailCommand(const Args& args) {
   options.json = format == "json";
   options.sandbox_name = parsed.Get("--sandbox").value_or("");
   options.kind_prefix = parsed.Get("--kind").value_or("");
-  if (auto since = parsed.Get("--since")) {
-    int64_t ns = 0;
-    if (!ParseDuration(*since, &ns) || ns <= 0)
-      return Usage("--since takes a duration such as 90s, 10m, 2h or 1d, not '" + *since + "'", kTailHelp), 2;
-    options.since_unix_ns = std::max<int64_t>(1, RealNs() - ns);
+  // A duration ago, or a time as events carry it (RFC 3339, UTC).
+  auto time_bound = [](const std::string& text, int64_t* ns) {
+    int64_t ago = 0;
+    if (ParseDuration(text, &ago) && ago > 0) {
+      *ns = std::max<int64_t>(1, RealNs() - ago);
+      return true;
+    }
+    google::protobuf::Timestamp t;
+    if (text.size() < 20 || !google::protobuf::util::TimeUtil::FromString(text, &t)) return false;
+    *ns = std::max<int64_t>(1, google::protobuf::util::TimeUtil::TimestampToNanoseconds(t));
+    return true;
+  };
+  for (const char* option : {"--since", "--until"}) {
+    auto value = parsed.Get(option);
+    if (!value) continue;
+    if (!time_bound(*value, std::string(option) == "--since" ? &options.since_unix_ns : &options.until_unix_ns))
+      return Usage(std::string(option) + " takes a duration such as 90s, 10m, 2h or 1d, or a UTC time such as " +
+                       "2026-12-04T21:30:00Z, not " + Quoted(*value),
+                   kTailHelp),
+             2;
+  }
+  if (options.until_unix_ns && options.follow)
+    return Usage("--until ends the events shown, -f follows new ones: give one of them", kTailHelp), 2;
+  if (options.until_unix_ns && options.since_unix_ns > options.until_unix_ns)
+    return Usage("--since is after --until: no event is between them", kTailHelp), 2;
+  if (parsed.options.count("--verdict")) options.verdicts = parsed.options.at("--verdict");
+  if (auto pid = parsed.Get("--pid")) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(pid->c_str(), &end, 10);
+    if (pid->empty() || *end || (*pid)[0] == '-' || v == 0 || v > 4194304)
+      return Usage("--pid takes a process id (1-4194304), not " + Quoted(*pid), kTailHelp), 2;
+    options.pid = static_cast<uint32_t>(v);
   }
   if (!IsRoot()) return PrintError("tail needs root"), 1;
+  // A name no sandbox has: said, since a typo would otherwise show nothing, silently.
+  if (!options.sandbox_name.empty()) {
+    auto attached = ListSandboxes();
+    bool known = false;
+    if (attached)
+      for (const auto& s : *attached) known = known || s.name == options.sandbox_name;
+    if (attached && !known)
+      std::fprintf(stderr, "cordon: warning: no sandbox named %s is attached now%s\n",
+                   Quoted(options.sandbox_name).c_str(),
+                   options.follow ? " (its events are shown if one is attached while this tail runs)"
+                                  : (options.since_unix_ns ? " (the replay may still have its events)" : ""));
+  }
   if (parsed.Has("--cgroup")) {
     for (const auto& cg : parsed.options.at("--cgroup")) {
       auto cgroup = ResolveCgroup(cg);

@@ -79,6 +79,9 @@ int TailThroughAgent(AgentClient& client, const TailOptions& options) {
   for (uint64_t id : options.sandbox_ids) tail->add_sandbox_ids(id);
   tail->set_sandbox_name(options.sandbox_name);
   tail->set_kind_prefix(options.kind_prefix);
+  for (const auto& v : options.verdicts) tail->add_verdicts(v);
+  tail->set_pid(options.pid);
+  tail->set_until_unix_ns(options.until_unix_ns);
   tail->set_since_unix_ns(options.since_unix_ns);
   auto response = client.Call(request, 30000);
   if (!response) {
