@@ -1397,6 +1397,36 @@ TEST(Doctor, TellsTheTruthAboutThisKernel) {
     EXPECT_FALSE(files_enforced);
     EXPECT_TRUE(Has(j, "refuses BPF LSM")) << j;
   }
+  // Each control says what cordon run and cordon attach get apart (issue 19
+  // item 8): tamper is not "degraded" for attach, which does not enforce it.
+  auto control_of = [&](const std::string& name) {
+    const size_t at = j.find("{\"name\":\"" + name + "\"");
+    return at == std::string::npos ? std::string() : j.substr(at, j.find('}', at) - at);
+  };
+  if (LsmUsable()) {
+    EXPECT_TRUE(Has(j, "\"bpfLsm\":{\"enforcing\":true,\"cause\":\"\",\"remedy\":\"\"}")) << j;
+    for (const char* name : {"files", "tamper", "identity", "network.families"})
+      EXPECT_TRUE(Has(control_of(name), "\"run\":\"enforced\",\"attach\":\"enforced\"")) << control_of(name);
+  } else {
+    EXPECT_TRUE(Has(control_of("tamper"), "\"run\":\"degraded\",\"attach\":\"unavailable\"")) << control_of("tamper");
+    EXPECT_TRUE(Has(control_of("identity"), "\"run\":\"enforced\",\"attach\":\"unavailable\""))
+        << control_of("identity");
+    EXPECT_TRUE(Has(control_of("network.egress"), "\"run\":\"enforced\",\"attach\":\"enforced\""))
+        << control_of("network.egress");
+    // The likely cause, and the one remedy said once in the text.
+    if (ExpectLsm() == 0) {
+      EXPECT_TRUE(Has(j, "\"cause\":\"'bpf' is not in the kernel's LSM list")) << j;
+    } else if (Has(j, "\"bpf_lsm_loadable\":{\"ok\":false")) {
+      EXPECT_TRUE(Has(j, "\"cause\":\"the kernel refuses BPF LSM programs: fentry programs ")) << j;
+    }
+    CommandResult text = Cordon({"doctor"});
+    size_t remedies = 0;
+    for (size_t at = text.out.find("remedy:"); at != std::string::npos; at = text.out.find("remedy:", at + 1))
+      ++remedies;
+    EXPECT_EQ(remedies, 1u) << text.out;
+    EXPECT_TRUE(Has(text.out, "BPF LSM, which the degraded controls above need:\n  cause:  ")) << text.out;
+    EXPECT_TRUE(Has(text.out, "cordon run: degraded; cordon attach: unavailable")) << text.out;
+  }
   // Nothing left behind by the probe.
   CommandResult status = Cordon({"status", "--json"});
   EXPECT_FALSE(Has(status.out, "\"name\":\"doctor\"")) << status.out;

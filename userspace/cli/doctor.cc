@@ -56,6 +56,9 @@ struct Control {
   std::string status;  // enforced | degraded | unavailable
   std::string how;     // the mechanism in force, or why not
   std::string remedy;  // what to change for full enforcement
+  // Apart for cordon run and cordon attach (empty: status, for both):
+  // enforced | degraded | detected (after the fact) | unavailable.
+  std::string run = {}, attach = {};
 };
 
 int LandlockAbi() {
@@ -235,10 +238,16 @@ int DoctorCommand(const Args& args) {
                                       "refused (errno " + std::to_string(ex.unix_errno) + ")"});
 
   std::vector<Control> controls;
+  // The one remedy of every control that needs BPF LSM, and the likely cause.
+  const std::string lsm_cause = lsm_enforcing  ? ""
+                                : !lsm.listed  ? "'bpf' is not in the kernel's LSM list (" + lsm.lsm_list + ")"
+                                : !lsm.loadable ? "the kernel refuses BPF LSM programs: " + LsmRefusalCause()
+                                                : "BPF LSM programs load and attach but a denied read succeeded";
   std::string lsm_remedy =
       !lsm.listed ? "boot with lsm=" + (lsm.lsm_list.empty() ? std::string("...") : lsm.lsm_list) + ",bpf"
-      : !lsm.loadable ? "this kernel refuses BPF LSM (trampoline) programs; use a kernel with CONFIG_BPF_LSM and "
-                        "working BPF trampolines"
+      : !lsm.loadable ? "run on a kernel that loads BPF trampoline programs, with bpf in lsm= (a stock Debian 12 "
+                        "kernel does); on this one cordon run prevents with Landlock and seccomp and cordon attach "
+                        "detects"
                       : "BPF LSM is listed and loads but did not enforce: report this kernel";
   controls.push_back({"network.egress", net_ok ? "enforced" : "unavailable",
                       net_ok ? "cgroup connect4/6 + sendmsg4/6 (exercised)" : "cgroup hooks did not enforce",
@@ -273,7 +282,7 @@ int DoctorCommand(const Args& args) {
     controls.push_back({"network.families", "degraded",
                         "cordon run: seccomp refuses other families (EPERM, reported as events); cordon attach: inet/inet6 only "
                         "(cgroup sock_create)",
-                        lsm_remedy});
+                        lsm_remedy, "enforced", "degraded"});
   }
   if (lsm_enforcing || (!detect && landlock == 0)) {
     lsm_control("files", "BPF LSM file/path/exec/mmap hooks (exercised)");
@@ -283,7 +292,8 @@ int DoctorCommand(const Args& args) {
                              "reported as events with the path as written; no mmap-exec control)";
     if (detect) how += std::string(how.empty() ? "" : "; ") + "cordon attach: opens and execs DETECTED after the "
                        "fact (verdict detected; onViolation: kill kills), not prevented";
-    controls.push_back({"files", "degraded", how, lsm_remedy});
+    controls.push_back({"files", "degraded", how, lsm_remedy, landlock > 0 ? "degraded" : "unavailable",
+                        detect ? "detected" : "unavailable"});
   }
   if (lsm_enforcing || (!detect && !unix_hooks))
     lsm_control("network.unix", "BPF LSM unix_stream_connect/unix_may_send");
@@ -295,12 +305,12 @@ int DoctorCommand(const Args& args) {
                         "forbidden socket is only " +
                             std::string(detect ? "DETECTED after the fact (onViolation: kill kills)" : "not caught") +
                             ", since these hooks see the address before the kernel resolves it",
-                        lsm_remedy});
+                        lsm_remedy, "degraded", "degraded"});
   else
     controls.push_back({"network.unix", "degraded",
                         "connections to pathname unix sockets outside the policy are DETECTED after the fact "
                         "(onViolation: kill kills); abstract sockets: cordon run scopes them with Landlock",
-                        lsm_remedy});
+                        lsm_remedy, "degraded", "detected"});
   if (lsm_enforcing) {
     lsm_control("tamper", "BPF LSM bpf/task_kill/ptrace/mount/module/userns/settime/capable/cgroup hooks");
   } else {
@@ -308,18 +318,19 @@ int DoctorCommand(const Args& args) {
                         "cordon run: seccomp refuses bpf, mounts, modules, kexec, ptrace, namespaces, clock, reboot, "
                         "io_uring (events from the syscall-exit tracepoint)" + std::string(landlock >= 6 ? "; Landlock scopes signals" : "") +
                             "; cordon attach: not enforced",
-                        lsm_remedy});
+                        lsm_remedy, "degraded", "unavailable"});
   }
 
   // What the workload holds: cordon run takes it away before exec on every
   // kernel; cordon attach cannot restart processes, so there only BPF LSM
   // refuses their use.
   auto held = [&](const std::string& name, const std::string& run, const std::string& attach_lsm,
-                  const std::string& attach_without) {
+                  const std::string& attach_without, const char* run_status = "enforced") {
     if (lsm_enforcing)
       controls.push_back({name, "enforced", "cordon run: " + run + "; cordon attach: " + attach_lsm, ""});
     else
-      controls.push_back({name, "degraded", "cordon run: " + run + "; cordon attach: " + attach_without, lsm_remedy});
+      controls.push_back({name, "degraded", "cordon run: " + run + "; cordon attach: " + attach_without, lsm_remedy,
+                          run_status, "unavailable"});
   };
   held("identity", "a dynamic uid (or spec.runAs), no capabilities but spec.capabilities, no_new_privs",
        "BPF LSM capable refuses capabilities outside spec.capabilities",
@@ -340,7 +351,8 @@ int DoctorCommand(const Args& args) {
        "processes' limits and scheduling, weakening personalities, unsealed memfds, F_SETOWN",
        "BPF LSM syslog, task_prlimit, task_setscheduler, key and IPC hooks",
        "NOT enforced; neither refuses binding an abstract unix name a host client expects, nor inotify watches on "
-       "host directories the workload may read (need BPF LSM)");
+       "host directories the workload may read (need BPF LSM)",
+       "degraded");
 
   bool full = true;
   for (const auto& c : controls) full &= c.status == "enforced";
@@ -375,8 +387,12 @@ int DoctorCommand(const Args& args) {
     out << "},\"controls\":[";
     for (size_t i = 0; i < controls.size(); ++i)
       out << (i ? "," : "") << "{\"name\":" << Escape(controls[i].name) << ",\"status\":" << Escape(controls[i].status)
-          << ",\"how\":" << Escape(controls[i].how) << ",\"remedy\":" << Escape(controls[i].remedy) << "}";
-    out << "],\"resources\":[";
+          << ",\"how\":" << Escape(controls[i].how) << ",\"remedy\":" << Escape(controls[i].remedy)
+          << ",\"run\":" << Escape(controls[i].run.empty() ? controls[i].status : controls[i].run)
+          << ",\"attach\":" << Escape(controls[i].attach.empty() ? controls[i].status : controls[i].attach) << "}";
+    out << "],\"bpfLsm\":{\"enforcing\":" << (lsm_enforcing ? "true" : "false") << ",\"cause\":" << Escape(lsm_cause)
+        << ",\"remedy\":" << Escape(lsm_enforcing ? std::string() : lsm_remedy) << "}";
+    out << ",\"resources\":[";
     for (size_t i = 0; i < limits.size(); ++i)
       out << (i ? "," : "") << "{\"name\":" << Escape(limits[i].name) << ",\"status\":" << Escape(limits[i].status)
           << ",\"how\":" << Escape(limits[i].how) << "}";
@@ -386,10 +402,18 @@ int DoctorCommand(const Args& args) {
     std::printf("kernel %s\n\nprobes:\n", uts.release);
     for (const auto& p : probes) std::printf("  %-18s %-4s %s\n", p.name.c_str(), p.ok ? "ok" : "NO", p.detail.c_str());
     std::printf("\ncontrols:\n");
+    bool needs_lsm = false;
     for (const auto& c : controls) {
       std::printf("  %-24s %-11s %s\n", c.name.c_str(), c.status.c_str(), c.how.c_str());
-      if (!c.remedy.empty()) std::printf("  %-24s %-11s remedy: %s\n", "", "", c.remedy.c_str());
+      if (!c.run.empty() && (c.run != c.status || c.attach != c.status))
+        std::printf("  %-24s %-11s cordon run: %s; cordon attach: %s\n", "", "", c.run.c_str(), c.attach.c_str());
+      // The remedy they share is said once, below.
+      if (c.remedy == lsm_remedy && !lsm_enforcing) needs_lsm = true;
+      else if (!c.remedy.empty()) std::printf("  %-24s %-11s remedy: %s\n", "", "", c.remedy.c_str());
     }
+    if (needs_lsm)
+      std::printf("\nBPF LSM, which the degraded controls above need:\n  cause:  %s\n  remedy: %s\n", lsm_cause.c_str(),
+                  lsm_remedy.c_str());
     std::printf("\nresource limits (spec.resources):\n");
     for (const auto& l : limits) std::printf("  %-24s %-11s %s\n", l.name.c_str(), l.status.c_str(), l.how.c_str());
     std::printf("\n%s\n", full ? "full enforcement available" : "full enforcement NOT available on this kernel");

@@ -6,6 +6,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -27,6 +29,53 @@
 #include "util/fs.h"
 
 namespace cordon {
+std::string LsmRefusalCause() {
+  // A trivial fentry program on a kernel function: another kind of BPF
+  // trampoline, which LSM programs need too.
+  std::string fentry = "fentry programs could not be tried (no kernel BTF)";
+  if (struct btf* vmlinux = btf__load_vmlinux_btf()) {
+    const int id = btf__find_by_name_kind(vmlinux, "security_file_open", BTF_KIND_FUNC);
+    btf__free(vmlinux);
+    if (id > 0) {
+      const struct bpf_insn insns[] = {{0xb7, 0, 0, 0, 0}, {0x95, 0, 0, 0, 0}};  // r0 = 0; exit
+      LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_FENTRY,
+                  .attach_btf_id = static_cast<__u32>(id));
+      UniqueFd prog(bpf_prog_load(BPF_PROG_TYPE_TRACING, "cordon_fentry", "GPL", insns, 2, &opts));
+      const int load_errno = errno;
+      if (!prog.valid()) {
+        fentry = std::string("fentry programs are refused too (loading one fails: ") + std::strerror(load_errno) + ")";
+      } else {
+        UniqueFd link(bpf_link_create(prog.get(), 0, BPF_TRACE_FENTRY, nullptr));
+        fentry = link.valid() ? "fentry programs load and attach, so BPF trampolines work"
+                              : std::string("fentry programs load but do not attach (") + std::strerror(errno) + ")";
+      }
+    }
+  }
+  std::string lockdown = "unknown";
+  if (auto text = ReadFile("/sys/kernel/security/lockdown")) {
+    const size_t open = text->find('['), close = text->find(']');
+    if (open != std::string::npos && close > open) lockdown = text->substr(open + 1, close - open - 1);
+  }
+  // The kernel's configuration: Debian's /boot/config-<release>, else /proc/config.gz.
+  std::string config = "not readable";
+  struct utsname uts;
+  std::string text;
+  if (::uname(&uts) == 0)
+    if (auto boot = ReadFile(std::string("/boot/config-") + uts.release)) text = std::move(*boot);
+  if (text.empty() && ::access("/proc/config.gz", R_OK) == 0)
+    if (FILE* zcat = ::popen("zcat /proc/config.gz 2>/dev/null", "r")) {
+      char buf[65536];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, zcat)) > 0 && text.size() < (64u << 20);) text.append(buf, n);
+      ::pclose(zcat);
+    }
+  if (!text.empty()) config = text.find("\nCONFIG_BPF_LSM=y") != std::string::npos ? "y" : "not set";
+  const bool trampolines = fentry.rfind("fentry programs load and attach", 0) == 0;
+  return fentry + "; lockdown: " + lockdown + "; CONFIG_BPF_LSM: " + config +
+         (trampolines ? ": the refusal is particular to LSM programs (a kernel or security policy restriction)"
+                      : ": this kernel (or the hypervisor it runs under) refuses BPF trampoline programs, so BPF LSM "
+                        "cannot work here whatever the boot parameters");
+}
+
 namespace {
 
 struct LsmSkelDeleter {

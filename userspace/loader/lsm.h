@@ -29,6 +29,12 @@ struct LsmAvailability {
 // checks that the programs load. Cached for the life of the process.
 const LsmAvailability& ProbeLsm();
 
+// Why this kernel refuses BPF LSM programs, as far as the host tells (for
+// doctor, where bpf is listed but they do not load): whether other BPF
+// trampoline programs (an fentry program) load and attach, the lockdown mode,
+// and CONFIG_BPF_LSM where the kernel's configuration is readable.
+std::string LsmRefusalCause();
+
 // One policy file rule resolved to the object it names.
 struct ResolvedFileRule {
   uint32_t dev = 0;  // kernel encoding (major << 20 | minor)
