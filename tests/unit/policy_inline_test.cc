@@ -46,6 +46,9 @@ TEST(PolicyJson, ReadsBackToTheSamePolicyWithPresenceKept) {
       "      - {cidr: '::1'}\n    listen: [{ports: [8080]}]\n    extraProtocols: [icmp]\n"
       "  files: {read: [/etc], write: [/tmp], exec: [/bin/true], allowMemfdExec: true}\n"
       "  resources: {pids: 64, memory: 1Gi, wallTime: 10m, warnAt: 80%}\n",
+      // Characters a YAML reader would fold or refuse raw (NEL, U+2028, U+2029, a C1 control).
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: text, description: \"a\\u0085b \\u2028 c\\u2029d "
+      "\\u009b e \\U0001F600 \\u00e9\"}\nspec:\n  files: {read: [\"/a\\u0085b\", \"/x\\u2028y\", \"/caf\\u00e9\"]}\n",
   };
   for (const std::string& text : texts) {
     const ParsedPolicy parsed = Parse(text);
@@ -175,6 +178,20 @@ TEST(InlineOptions, ValuesThatCannotBeRulesNameTheOption) {
     ASSERT_EQ(errors.size(), 1u) << value;
     EXPECT_EQ(errors[0].rfind("--allow-net '" + value + "': ", 0), 0u) << errors[0];
     EXPECT_NE(errors[0].find(why), std::string::npos) << errors[0];
+  }
+  // Option values come from argv: bytes that are not UTF-8 are refused by name.
+  {
+    MergedPolicy m;
+    std::vector<std::string> errs;
+    EXPECT_FALSE(MergeInlineOptions(Parse(base), {{"--read", "/d/\xff"}}, &m, &errs));
+    ASSERT_EQ(errs.size(), 1u);
+    EXPECT_NE(errs[0].find("--read '/d/\\xff': not valid UTF-8"), std::string::npos) << errs[0];
+  }
+  // A path the policy's list has already is no second entry (the compiler refuses those).
+  {
+    MergedPolicy m = Merge("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: x}\nspec:\n  files: {read: [/srv]}\n",
+                           {{"--read", "/srv"}});
+    EXPECT_EQ(m.parsed.proto.spec().files().read_size(), 1);
   }
   // Files options need a policy that restricts files.
   MergedPolicy merged;

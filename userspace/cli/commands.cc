@@ -21,6 +21,7 @@
 #include "cli/args.h"
 #include "cli/attach_report.h"
 #include "cli/common.h"
+#include "cli/notes.h"
 #include "cli/sandboxes.h"
 #include "cli/tail.h"
 #include "util/text.h"
@@ -102,11 +103,11 @@ bool HostHasPaths(const policy::CompiledPolicy& compiled, const std::string& nam
 }  // namespace
 
 std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const std::string& mode_override,
-                                                 const std::string& outcome) {
+                                                 const std::string& outcome, bool check_host) {
   policy::CompiledPolicy compiled;
   policy::ParsedPolicy parsed;
   if (!CompileBase(path, outcome, false, &parsed, &compiled, nullptr)) return std::nullopt;
-  if (!path.empty() && !HostHasPaths(compiled, "policy " + path, outcome)) return std::nullopt;
+  if (check_host && !path.empty() && !HostHasPaths(compiled, "policy " + path, outcome)) return std::nullopt;
   if (mode_override == "enforce") {
     compiled.mode = CORDON_MODE_ENFORCE;
   } else if (mode_override == "audit") {
@@ -395,6 +396,7 @@ int AttachOrUpdate(const Args& args, bool update) {
   request.allow_degraded = parsed.Has("--allow-degraded");
   request.wording = ops::Wording::kCli;
   auto out = update ? sandboxes->Update(request) : sandboxes->Attach(request);
+  out.notes = NotesToShow(out.notes, false);  // on a terminal: once per terminal session
   AttachReport report = RenderAttachOutcome(out);
   const bool quiet = parsed.Has("--quiet") && report.status == 0;  // a failure is always said
   if (!quiet) std::fputs(report.head.c_str(), stderr);

@@ -17,8 +17,11 @@ void PrintNote(const std::string& message);
 // Loads and compiles a policy file, or the built-in default when path is
 // empty; applies a --mode override ("enforce"|"audit"). Prints diagnostics
 // and returns nullopt on any error.
+// `check_host`: refuse paths this host lacks (ops::CheckHostPaths); explain,
+// which may judge another host's events, does not.
 std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const std::string& mode_override,
-                                                 const std::string& outcome = "nothing attached");
+                                                 const std::string& outcome = "nothing attached",
+                                                 bool check_host = true);
 
 // cordon run's policy: the file's (or the default), then its inline options
 // merged (policy/inline.h; their errors name the option). *text: the

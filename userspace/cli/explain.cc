@@ -80,11 +80,13 @@ int ExplainAddress(const policy::CompiledPolicy& compiled, const policy::ParsedP
   const std::string what = protocol + " " + (prefix->ipv4 ? policy::AddressToString(prefix->addr)
                                                           : "[" + policy::AddressToString(prefix->addr) + "]") +
                            ":" + std::to_string(port);
-  const uint32_t family = prefix->ipv4 ? CORDON_FAM_INET : CORDON_FAM_INET6;
+  // An IPv4-mapped IPv6 address is judged by the IPv4 rules, from an inet6 socket.
+  const bool written_v6 = address.find(':') != std::string::npos;
+  const uint32_t family = written_v6 ? CORDON_FAM_INET6 : CORDON_FAM_INET;
   const std::string audit = compiled.mode == CORDON_MODE_AUDIT ? " (audit mode: allowed, and reported as audited)" : "";
   if (!(compiled.families & (1u << family))) {
     std::printf("refused: %s: the %s family is not in spec.network.families%s: its socket cannot be created%s\n",
-                what.c_str(), prefix->ipv4 ? "inet" : "inet6", Where(parsed, "spec.network.families").c_str(),
+                what.c_str(), written_v6 ? "inet6" : "inet", Where(parsed, "spec.network.families").c_str(),
                 audit.c_str());
     return 1;
   }
@@ -140,9 +142,12 @@ int ExplainPath(const policy::CompiledPolicy& compiled, const std::string& path,
     std::printf("allowed: %s: the policy has no spec.files (files are not restricted)\n", what.c_str());
     return 0;
   }
-  if (path.empty() || path[0] != '/') return Usage("--path " + Quoted(path) + ": an absolute path");
-  // The target as the kernel meets it: the object itself when it exists (a
-  // file being created: its directory), then each directory above it.
+  if (path.empty() || path[0] != '/') return Usage("the path " + Quoted(path) + " is not absolute");
+  if (path.size() > policy::kMaxFilePathBytes || path.find('\0') != std::string::npos)
+    return Usage("the path is longer than " + std::to_string(policy::kMaxFilePathBytes) + " bytes or holds a NUL");
+  // The target as the kernel meets it: the object itself when it exists, then
+  // each directory above it. Creating, removing, renaming and linking are
+  // judged on the directory (CREATE there), never on the object.
   std::vector<std::pair<dev_t, ino_t>> chain;
   std::string at = path;
   char resolved[PATH_MAX];
@@ -157,17 +162,18 @@ int ExplainPath(const policy::CompiledPolicy& compiled, const std::string& path,
     const size_t slash = dir.find_last_of('/');
     dir = slash == 0 ? "/" : dir.substr(0, slash);
   }
+  const bool object_exists = at == path;
   uint32_t granted = 0;
   std::string by;
   for (const policy::FileRule& rule : compiled.file_rules) {
     struct stat st;
     if (::stat(rule.path.c_str(), &st) != 0) continue;  // absent here: it grants nothing
-    bool on_path = false;
-    for (const auto& [dev, ino] : chain) on_path |= dev == st.st_dev && ino == st.st_ino;
-    if (!on_path || !(rule.rights & (CORDON_FILE_READ | CORDON_FILE_WRITE | CORDON_FILE_CREATE | CORDON_FILE_EXEC |
-                                     CORDON_FILE_MAP_EXEC)))
-      continue;
-    granted |= rule.rights;
+    int found = -1;
+    for (size_t i = 0; i < chain.size() && found < 0; ++i)
+      if (chain[i].first == st.st_dev && chain[i].second == st.st_ino) found = static_cast<int>(i);
+    if (found < 0) continue;
+    // On the object itself, CREATE grants nothing: it is the directory's.
+    granted |= found == 0 && object_exists ? rule.rights & ~CORDON_FILE_CREATE : rule.rights;
     const std::string origin = rule.origin.rfind("profile:", 0) == 0
                                    ? "profile " + rule.origin.substr(8) + " (spec.files.include)"
                                    : rule.origin;
@@ -232,7 +238,7 @@ int ExplainCommand(const Args& args) {
 
   // The policy, compiled as attach and run compile it; its positions for the answer.
   const std::string file = parsed.Get("--policy").value_or("");
-  auto compiled = LoadPolicy(file, "", "");
+  auto compiled = LoadPolicy(file, "", "", /*check_host=*/false);  // a path absent here grants nothing here
   if (!compiled) return 1;
   policy::ParsedPolicy positions;
   if (!file.empty() && file != "-") {

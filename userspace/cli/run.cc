@@ -36,6 +36,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/notes.h"
 #include "cli/run_events.h"
 #include "cli/run_sandbox.h"
 #include "ops/ephemeral.h"
@@ -79,7 +80,7 @@ const char* kRunHelp =
     "SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to it, waits, kills whatever it left behind,\n"
     "removes the cgroup and all its state, and exits with CMD's status (128+N for signal N).\n"
     "Violation events go to --audit FILE (default /var/log/cordon/run-<time>-<pid>.jsonl);\n"
-    "a one-line summary is printed to stderr at the end unless --quiet.\n"
+    "a one-line summary is printed to stderr at the end (--quiet too).\n"
     "\n"
     "  --policy FILE   policy (YAML or JSON); default: the built-in one (`cordon policy check --default`)\n"
     "  --mode MODE     enforce (deny and report) or audit (allow and report); overrides the policy\n"
@@ -110,8 +111,10 @@ const char* kRunHelp =
     "                  option merged, the policy digest (tokens, events) is that text's SHA-256\n"
     "  --config FILE   the agent configuration whose oidc: section the built-in issuer uses\n"
     "                  (default /etc/cordon/agent.yaml; its defaults when that does not exist)\n"
-    "  -q, --quiet     no notes and no summary\n"
-    "  -v, --verbose   every rule the fallback layers below cannot cover\n"
+    "  -q, --quiet     no notes (the summary is still printed)\n"
+    "  -v, --verbose   every rule the fallback layers below cannot cover, and every note again:\n"
+    "                  on a terminal, the notes on what the layers cover are said once per\n"
+    "                  terminal session\n"
     "\n"
     "CMD never gets the caller's terminal: it runs in a session of its own and, when stdin, stdout\n"
     "or stderr is a terminal, on a pty that cordon relays. It gets private IPC and UTS namespaces,\n"
@@ -230,6 +233,8 @@ struct RunPlan {
   std::unique_ptr<ops::SandboxCredentials> credentials;  // spec.credentials: prepared here, issued once the sandbox exists
 };
 
+std::string NonEmpty(const std::string& v) { return v.empty() ? "needs a value, not ''" : ""; }
+
 // The command line, the policy and who the command runs as.
 int ParseRun(const Args& args, RunPlan* run) {
   if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) return std::fputs(kRunHelp, stdout), 0;
@@ -251,11 +256,11 @@ int ParseRun(const Args& args, RunPlan* run) {
                   {"--config", "", true},
                   QuietOption(),
                   {"--verbose", "-v"},
-                  {"--allow-net", "", true, true},
-                  {"--read", "", true, true},
-                  {"--write", "", true, true},
-                  {"--exec", "", true, true},
-                  {"--timeout", "", true},
+                  {"--allow-net", "", true, true, {}, NonEmpty},
+                  {"--read", "", true, true, {}, NonEmpty},
+                  {"--write", "", true, true, {}, NonEmpty},
+                  {"--exec", "", true, true, {}, NonEmpty},
+                  {"--timeout", "", true, false, {}, NonEmpty},
                   {"--cwd", "", true, false, {},
                    [](const std::string& v) { return v.empty() ? std::string("needs a directory") : std::string(); }},
                   {"--fail-on-violation"},
@@ -447,6 +452,14 @@ int PrepareFiles(RunPlan* run) {
   return kGoOn;
 }
 
+// Whether the command gets a directory of its own at `target` (its private
+// /tmp or /dev/shm), hiding the host's.
+bool BindsOver(const RunPlan& run, const std::string& target) {
+  for (const auto& bind : run.binds)
+    if (bind.second == target) return true;
+  return false;
+}
+
 // The pty, then the forwarded signals are held.
 int StartRelay(RunPlan* run) {
   auto pty = PtyRelay::OpenIfTerminal();
@@ -487,7 +500,7 @@ int PrepareExec(RunPlan* run) {
     }
     std::string normal, why;
     if (!policy::NormalizeFilePath(dir, &normal, &why)) return PrintError("--cwd " + Quoted(*wanted) + ": " + why), 2;
-    const bool private_dir = !run->binds.empty() && (normal == "/tmp" || normal == "/dev/shm");
+    const bool private_dir = (normal == "/tmp" || normal == "/dev/shm") && BindsOver(*run, normal);
     struct stat st;
     if (!private_dir && (::stat(normal.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
       return PrintError("--cwd " + Quoted(*wanted) + ": no such directory"), 2;
@@ -503,8 +516,8 @@ int PrepareExec(RunPlan* run) {
     char buf[4096];
     if (::getcwd(buf, sizeof buf)) cwd = buf;
   }
-  bool cwd_hidden =
-      !run->binds.empty() && (cwd == "/tmp" || cwd.rfind("/tmp/", 0) == 0 || cwd.rfind("/dev/shm", 0) == 0);
+  bool cwd_hidden = ((cwd == "/tmp" || cwd.rfind("/tmp/", 0) == 0) && BindsOver(*run, "/tmp")) ||
+                    ((cwd == "/dev/shm" || cwd.rfind("/dev/shm/", 0) == 0) && BindsOver(*run, "/dev/shm"));
   if (cwd.empty() || cwd_hidden || !PolicyReads(*run->compiled, cwd)) {
     if (!cwd.empty())
       run->early_notes.push_back("the command starts in " + run->home +
@@ -674,9 +687,12 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<ops::EphemeralSandbox>* out) 
                            " s later; exit status " + std::to_string(kExitWallTime) + ")");
   }
   *out = std::move(*sandbox);
-  run->notes.insert(run->notes.end(), run->early_notes.begin(), run->early_notes.end());
-  if (!run->quiet)
-    for (const auto& line : run->notes) PrintNote(line);
+  // What the layers cover on this host: once per terminal session (cli/notes.h);
+  // what is particular to this run (missing paths, the working directory): each time.
+  if (!run->quiet) {
+    for (const auto& line : NotesToShow(run->notes, run->verbose)) PrintNote(line);
+    for (const auto& line : run->early_notes) PrintNote(line);
+  }
   uint32_t layers =
       (run->landlock_applied ? CORDON_INFO_F_LANDLOCK : 0) | (run->seccomp.program.empty() ? 0 : CORDON_INFO_F_SECCOMP);
   if (layers) (void)AddSandboxFlags((*out)->id(), layers);  // shown by `cordon status`
@@ -961,9 +977,9 @@ int RunCommand(const Args& args) {
 
   if (int failed = child->ReportFailure(PolicyGrants(*run.compiled, run.exe, CORDON_FILE_EXEC))) exit_status = failed;
   if (!events.sink_status.ok()) PrintError("audit log incomplete: " + events.sink_status.error().ToString());
-  if (!run.quiet)
-    std::fprintf(stderr, "cordon: %s%s; audit log: %s\n", SummaryLine(events.summary).c_str(),
-                 usage.empty() ? "" : ("; " + usage).c_str(), run.audit_path.c_str());
+  // Always, --quiet included: what happened is not a note.
+  std::fprintf(stderr, "cordon: %s%s; audit log: %s\n", SummaryLine(events.summary).c_str(),
+               usage.empty() ? "" : ("; " + usage).c_str(), run.audit_path.c_str());
   if (!cleaned && exit_status == 0) exit_status = 1;
   if (run.fail_on_violation && exit_status == 0) {
     const RunSummary& s = events.summary;

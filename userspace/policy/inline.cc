@@ -64,18 +64,58 @@ std::string EgressFromOption(const std::string& value, cordon::v1::EgressRule* r
 
 // ---- the policy as JSON, presence kept
 
+// The code point of the UTF-8 sequence at s[*i] (advancing *i), or -1 for
+// bytes that are not one.
+long DecodeUtf8(const std::string& s, size_t* i) {
+  const unsigned char c = static_cast<unsigned char>(s[*i]);
+  const int n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+  if (n < 0 || *i + static_cast<size_t>(n) >= s.size() + (n == 0 ? 1 : 0)) return ++*i, -1;
+  long cp = n == 0 ? c : c & (0x3f >> n);
+  for (int k = 1; k <= n; ++k) {
+    const unsigned char cc = static_cast<unsigned char>(s[*i + static_cast<size_t>(k)]);
+    if ((cc & 0xc0) != 0x80) return ++*i, -1;
+    cp = (cp << 6) | (cc & 0x3f);
+  }
+  static const long kMin[] = {0, 0x80, 0x800, 0x10000};
+  *i += static_cast<size_t>(n) + 1;
+  if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return -1;
+  return cp;
+}
+
+bool ValidUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();)
+    if (DecodeUtf8(s, &i) < 0) return false;
+  return true;
+}
+
+// A JSON string the policy reader (libyaml) reads back to the same text:
+// every character of the BMP outside printable ASCII is written \uXXXX (a raw NEL,
+// U+2028 or U+2029 would be read as a line break and folded; C1 controls
+// and U+FFFE/U+FFFF refused).
 void AppendJsonString(const std::string& s, std::string* out) {
   out->push_back('"');
-  for (unsigned char c : s) {
+  auto escape = [out](long unit) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\u%04lx", unit);
+    out->append(buf);
+  };
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c == '"' || c == '\\') {
       out->push_back('\\');
       out->push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out->append(buf);
-    } else {
+      ++i;
+    } else if (c >= 0x20 && c < 0x7f) {
       out->push_back(static_cast<char>(c));
+      ++i;
+    } else {
+      const size_t start = i;
+      long cp = DecodeUtf8(s, &i);
+      if (cp < 0) cp = 0xfffd;  // not UTF-8: never in a parsed policy (protobuf strings are UTF-8)
+      if (cp >= 0x10000)
+        out->append(s, start, i - start);  // as it is: printable to both readers (JSON has no \U)
+      else
+        escape(cp);
     }
   }
   out->push_back('"');
@@ -231,6 +271,10 @@ bool MergeInlineOptions(const ParsedPolicy& base, const std::vector<InlineOption
   out->sources.clear();
   for (const InlineOption& o : options) {
     const std::string named = o.option + " " + Quoted(o.value);
+    if (!ValidUtf8(o.value)) {
+      errors->push_back(named + ": not valid UTF-8 (policies hold UTF-8 text)");
+      continue;
+    }
     if (o.option == "--allow-net") {
       cordon::v1::EgressRule rule;
       if (std::string why = EgressFromOption(o.value, &rule); !why.empty()) {
@@ -250,6 +294,7 @@ bool MergeInlineOptions(const ParsedPolicy& base, const std::vector<InlineOption
       auto* list = o.option == "--read"    ? files->mutable_read()
                    : o.option == "--write" ? files->mutable_write()
                                            : files->mutable_exec();
+      if (std::find(list->begin(), list->end(), o.value) != list->end()) continue;  // the list has it already
       out->sources.emplace_back("spec.files." + o.option.substr(2) + "[" + std::to_string(list->size()) + "]", named);
       list->Add(std::string(o.value));
     } else if (o.option == "--timeout") {
