@@ -19,6 +19,7 @@ PACKAGES=(
   libssl-dev                            # SHA-256 of the audit file's hash chain (libcrypto)
   libgtest-dev                          # tests
   python3 util-linux iproute2 git       # tests and examples (python3, setpriv, ip, git)
+  man-db groff-base                     # the generated man pages are rendered by the docs test
   python3-jwt python3-cryptography      # an independent verifier of the built-in issuer's tokens
 )
 

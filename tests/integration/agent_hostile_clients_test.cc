@@ -280,7 +280,10 @@ class AgentHostileClients : public ::testing::Test {
 // request deadline, which its trickled bytes do not extend, or refused (503).
 TEST_F(AgentHostileClients, SlowMetricsClientsAreCutOffAndScrapersGetA200OrA503NotAReset) {
   constexpr uid_t kHog = 65534;
-  HostileTestAgent agent("  requestTimeoutMs: 1500\n", "");
+  // A deadline long enough that root's scrape is taken before the hog's
+  // oldest connection would be cut off anyway (1.5 s was not, under load:
+  // then 4 are refused and 16 time out), short against the 30 s of trickling.
+  HostileTestAgent agent("  requestTimeoutMs: 4000\n", "");
   ASSERT_TRUE(agent.Start()) << agent.Log();
   const uint16_t port = agent.MetricsPort();
   ASSERT_NE(port, 0) << agent.Log();
@@ -354,7 +357,7 @@ TEST_F(AgentHostileClients, SlowMetricsClientsAreCutOffAndScrapersGetA200OrA503N
   // room for root's scrape. The others held theirs until the deadline.
   EXPECT_EQ(refused, kSlow - 16 + 1);
   EXPECT_EQ(timed_out, 16 - 1);
-  // The deadline is 1.5 s from the accept; trickling for the 30 s the loop
+  // The deadline is 4 s from the accept; trickling for the 30 s the loop
   // allows would have kept them all.
   EXPECT_LT(last, 15.0) << "cut off by the total deadline, not kept alive by each byte";
   Record("slow_clients_cut_off_after_seconds", last);

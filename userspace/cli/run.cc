@@ -79,7 +79,8 @@ const char* kRunHelp =
     "starts CMD directly inside it (clone3 CLONE_INTO_CGROUP: no unconfined window), forwards\n"
     "SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to it, waits, kills whatever it left behind,\n"
     "removes the cgroup and all its state, and exits with CMD's status (128+N for signal N).\n"
-    "Violation events go to --audit FILE (default /var/log/cordon/run-<time>-<pid>.jsonl);\n"
+    "Violation events go to --audit FILE (default /var/log/cordon/run-<time>-<pid>.jsonl, removed\n"
+    "at the end when no event was written: the summary then says \"audit log: none\");\n"
     "a one-line summary is printed to stderr at the end (--quiet too).\n"
     "\n"
     "  --policy FILE   policy (YAML or JSON); default: the built-in one (`cordon policy check --default`)\n"
@@ -977,9 +978,19 @@ int RunCommand(const Args& args) {
 
   if (int failed = child->ReportFailure(PolicyGrants(*run.compiled, run.exe, CORDON_FILE_EXEC))) exit_status = failed;
   if (!events.sink_status.ok()) PrintError("audit log incomplete: " + events.sink_status.error().ToString());
+  // The default log of a run that had nothing to say is not kept: one empty
+  // file per run otherwise piles up in /var/log/cordon. A file asked for
+  // with --audit stays, empty or not.
+  std::string audit_log = run.audit_path;
+  if (!run.parsed.Has("--audit") && events.sink_status.ok()) {
+    struct stat st;
+    if (::stat(run.audit_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0 &&
+        ::unlink(run.audit_path.c_str()) == 0)
+      audit_log = "none (no events)";
+  }
   // Always, --quiet included: what happened is not a note.
   std::fprintf(stderr, "cordon: %s%s; audit log: %s\n", SummaryLine(events.summary).c_str(),
-               usage.empty() ? "" : ("; " + usage).c_str(), run.audit_path.c_str());
+               usage.empty() ? "" : ("; " + usage).c_str(), audit_log.c_str());
   if (!cleaned && exit_status == 0) exit_status = 1;
   if (run.fail_on_violation && exit_status == 0) {
     const RunSummary& s = events.summary;
