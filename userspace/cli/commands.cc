@@ -103,10 +103,12 @@ bool HostHasPaths(const policy::CompiledPolicy& compiled, const std::string& nam
 }  // namespace
 
 std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const std::string& mode_override,
-                                                 const std::string& outcome, bool check_host) {
+                                                 const std::string& outcome, bool check_host,
+                                                 policy::ParsedPolicy* parsed_out) {
   policy::CompiledPolicy compiled;
   policy::ParsedPolicy parsed;
-  if (!CompileBase(path, outcome, false, &parsed, &compiled, nullptr)) return std::nullopt;
+  if (!CompileBase(path, outcome, parsed_out != nullptr, parsed_out ? parsed_out : &parsed, &compiled, nullptr))
+    return std::nullopt;
   if (check_host && !path.empty() && !HostHasPaths(compiled, "policy " + path, outcome)) return std::nullopt;
   if (mode_override == "enforce") {
     compiled.mode = CORDON_MODE_ENFORCE;

@@ -18,10 +18,11 @@ void PrintNote(const std::string& message);
 // empty; applies a --mode override ("enforce"|"audit"). Prints diagnostics
 // and returns nullopt on any error.
 // `check_host`: refuse paths this host lacks (ops::CheckHostPaths); explain,
-// which may judge another host's events, does not.
+// which may judge another host's events, does not. `parsed`: the parsed
+// policy too, with its positions (the built-in one's text when path is empty).
 std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const std::string& mode_override,
                                                  const std::string& outcome = "nothing attached",
-                                                 bool check_host = true);
+                                                 bool check_host = true, policy::ParsedPolicy* parsed = nullptr);
 
 // cordon run's policy: the file's (or the default), then its inline options
 // merged (policy/inline.h; their errors name the option). *text: the

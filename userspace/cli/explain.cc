@@ -238,13 +238,10 @@ int ExplainCommand(const Args& args) {
 
   // The policy, compiled as attach and run compile it; its positions for the answer.
   const std::string file = parsed.Get("--policy").value_or("");
-  auto compiled = LoadPolicy(file, "", "", /*check_host=*/false);  // a path absent here grants nothing here
+  policy::ParsedPolicy positions;  // for the answer's file:line
+  // A path absent here grants nothing here; the built-in policy has no lines to name.
+  auto compiled = LoadPolicy(file, "", "", /*check_host=*/false, file.empty() ? nullptr : &positions);
   if (!compiled) return 1;
-  policy::ParsedPolicy positions;
-  if (!file.empty() && file != "-") {
-    policy::Diagnostics ignored;
-    (void)policy::ParsePolicyFile(file, &positions, &ignored);
-  }
 
   if (auto address = parsed.Get("--address")) {
     std::string addr, protocol;

@@ -284,7 +284,7 @@ int ParseRun(const Args& args, RunPlan* run) {
     return PrintError("--user " + *parsed.Get("--user") + ": expected dynamic, root, a user name, or UID[:GID]"), 2;
   // The inline options, merged into the policy in this order (policy/inline.h).
   std::vector<policy::InlineOption> inline_options;
-  for (const std::string option : {"--allow-net", "--read", "--write", "--exec", "--timeout", "--mode", "--user"}) {
+  for (const std::string& option : policy::InlineOptionNames()) {
     auto values = parsed.options.find(option);
     if (values == parsed.options.end()) continue;
     const bool path = option == "--read" || option == "--write" || option == "--exec";

@@ -248,10 +248,10 @@ class JsonWriter {
 
 }  // namespace
 
-bool IsInlineOption(const std::string& option) {
-  for (const char* o : {"--allow-net", "--read", "--write", "--exec", "--timeout", "--mode", "--user"})
-    if (option == o) return true;
-  return false;
+const std::vector<std::string>& InlineOptionNames() {
+  static const std::vector<std::string> names = {"--allow-net", "--read",  "--write", "--exec",
+                                                 "--timeout",   "--mode",  "--user"};
+  return names;
 }
 
 std::string MergedPolicy::SourceOf(const std::string& field) const {

@@ -25,7 +25,7 @@ struct InlineOption {
 //   --timeout DURATION                   spec.resources.wallTime (replaced)
 //   --mode enforce|audit                 spec.mode (replaced)
 //   --user WHO                           spec.runAs (replaced)
-bool IsInlineOption(const std::string& option);
+const std::vector<std::string>& InlineOptionNames();
 
 struct MergedPolicy {
   ParsedPolicy parsed;  // parsed back from `text`, positions there
