@@ -700,49 +700,51 @@ TEST_F(RunCommand, NotesAreSaidOncePerTerminalSession) {
     EXPECT_EQ(piped.status, 0) << piped.err;
     EXPECT_NE(piped.err.find(note), std::string::npos) << "on a pipe, every time: " << piped.err;
   }
-  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-  ASSERT_GE(master, 0);
-  ASSERT_EQ(::grantpt(master), 0);
-  ASSERT_EQ(::unlockpt(master), 0);
-  const std::string slave = ::ptsname(master);
   const std::string cordon = CORDON_BINARY;
+  // `script` in a session of its own whose controlling terminal is a pty of
+  // the test's; what it wrote there, and what the runs remembered of that
+  // session removed afterwards.
+  auto on_terminal = [](const std::string& script, int* status) {
+    std::string out;
+    int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) return out;
+    const std::string slave = ::ptsname(master);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setsid();
+      int fd = ::open(slave.c_str(), O_RDWR);  // the session's controlling terminal
+      if (fd < 0 || ::ioctl(fd, TIOCSCTTY, 0) != 0) _exit(126);
+      ::dup2(fd, 0);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
+      _exit(127);
+    }
+    for (;;) {
+      struct pollfd p = {master, POLLIN, 0};
+      if (pid < 0 || ::poll(&p, 1, 60000) <= 0) break;
+      char buf[4096];
+      ssize_t n = ::read(master, buf, sizeof buf);
+      if (n <= 0) break;  // EIO: the session's last process closed the terminal
+      out.append(buf, static_cast<size_t>(n));
+    }
+    if (pid > 0) ::waitpid(pid, status, 0);
+    ::close(master);
+    if (DIR* d = ::opendir("/run/cordon/notes-seen")) {
+      while (dirent* e = ::readdir(d))
+        if (std::string(e->d_name).find("-" + std::to_string(pid) + "-") != std::string::npos)
+          ::unlinkat(::dirfd(d), e->d_name, 0);
+      ::closedir(d);
+    }
+    return out;
+  };
   auto one = [&](int i, const std::string& extra) {
     return cordon + " run " + extra + "--audit " + dir_ + "/n" + std::to_string(i) + ".jsonl --timeout 60s -- true; echo ==" +
            std::to_string(i) + "==; ";
   };
-  const std::string script = one(1, "") + one(2, "") + one(3, "-v ");
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setsid();
-    int fd = ::open(slave.c_str(), O_RDWR);  // the session's controlling terminal
-    if (fd < 0 || ::ioctl(fd, TIOCSCTTY, 0) != 0) _exit(126);
-    ::dup2(fd, 0);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
-    _exit(127);
-  }
-  ASSERT_GT(pid, 0);
-  std::string out;
-  for (;;) {
-    struct pollfd p = {master, POLLIN, 0};
-    if (::poll(&p, 1, 60000) <= 0) break;
-    char buf[4096];
-    ssize_t n = ::read(master, buf, sizeof buf);
-    if (n <= 0) break;  // EIO: the session's last process closed the terminal
-    out.append(buf, static_cast<size_t>(n));
-  }
   int status = 0;
-  ::waitpid(pid, &status, 0);
-  ::close(master);
-  for (int i = 1; i <= 3; ++i) ::unlink((dir_ + "/n" + std::to_string(i) + ".jsonl").c_str());
-  // What the runs remembered for that session, removed.
-  if (DIR* d = ::opendir("/run/cordon/notes-seen")) {
-    while (dirent* e = ::readdir(d))
-      if (std::string(e->d_name).find("-" + std::to_string(pid) + "-") != std::string::npos)
-        ::unlinkat(::dirfd(d), e->d_name, 0);
-    ::closedir(d);
-  }
+  const std::string out = on_terminal(one(1, "") + one(2, "") + one(3, "-v "), &status);
+  for (int i = 1; i <= 4; ++i) ::unlink((dir_ + "/n" + std::to_string(i) + ".jsonl").c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   const size_t end1 = out.find("==1=="), end2 = out.find("==2=="), end3 = out.find("==3==");
   ASSERT_TRUE(end1 != std::string::npos && end2 != std::string::npos && end3 != std::string::npos) << out;
@@ -753,6 +755,24 @@ TEST_F(RunCommand, NotesAreSaidOncePerTerminalSession) {
   EXPECT_NE(third.find(note), std::string::npos) << "-v says it again: " << third;
   for (const std::string& part : {first, second, third})
     EXPECT_NE(part.find("cordon: no violations"), std::string::npos) << "the summary, every time: " << part;
+
+  // The directory is under /run, which a sandboxed root may be granted: one
+  // replaced by a link (here to a directory with a file the link's maker
+  // wants gone) is not used, and nothing is removed through it; the notes
+  // are then said as on a pipe. The real directory is put back after.
+  const std::string seen = "/run/cordon/notes-seen", aside = seen + ".test-" + std::to_string(::getpid());
+  const bool had = ::rename(seen.c_str(), aside.c_str()) == 0;
+  const std::string target = dir_ + "/target";
+  ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);
+  std::ofstream(target + "/victim") << "keep";
+  ASSERT_EQ(::symlink(target.c_str(), seen.c_str()), 0);
+  const std::string linked = on_terminal(one(4, ""), &status);
+  ::unlink(seen.c_str());
+  if (had) ::rename(aside.c_str(), seen.c_str());
+  ::unlink((dir_ + "/n4.jsonl").c_str());
+  EXPECT_EQ(Slurp(target + "/victim"), "keep") << "nothing removed through the link: " << linked;
+  EXPECT_NE(linked.find(note), std::string::npos) << "said, as nothing can be remembered: " << linked;
+  cordon::test::Run({"rm", "-rf", "--", target});
 }
 
 // cordon explain (issue 19 item 10): the events of a real run, explained by

@@ -43,10 +43,13 @@ std::string Hash(const std::string& text) {
   return out;
 }
 
-// Files of sessions that have ended (their leader gone, or another process with its pid).
-void RemoveEnded(const std::string& keep) {
-  DIR* d = ::opendir(kNotesSeenDir);
+// Files of sessions that have ended (their leader gone, or another process
+// with its pid), removed within the directory `dir` (never through a path).
+void RemoveEnded(int dir, const std::string& keep) {
+  UniqueFd listing(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* d = listing.valid() ? ::fdopendir(listing.get()) : nullptr;
   if (!d) return;
+  (void)listing.release();  // closedir closes it
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name == "." || name == ".." || name == keep) continue;
@@ -55,9 +58,21 @@ void RemoveEnded(const std::string& keep) {
     if (std::sscanf(name.c_str(), "%lu-%lu-%31s", &rdev, &sid, start) == 3 &&
         StartTime(static_cast<pid_t>(sid)) == start)
       continue;
-    ::unlinkat(::dirfd(d), name.c_str(), 0);
+    ::unlinkat(dir, name.c_str(), 0);  // a file or a link in the directory itself, nothing it points to
   }
   ::closedir(d);
+}
+
+// The directory of the notes shown, opened without following a link and only
+// if it is root's and nobody else may write it: it is under /run, which a
+// sandboxed root workload may be granted, and files are removed in it.
+UniqueFd OpenNotesDir() {
+  if (::mkdir("/run/cordon", 0755) != 0 && errno != EEXIST) return UniqueFd();
+  if (::mkdir(kNotesSeenDir, 0700) != 0 && errno != EEXIST) return UniqueFd();
+  UniqueFd dir(::open(kNotesSeenDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st;
+  if (!dir.valid() || ::fstat(dir.get(), &st) != 0 || st.st_uid != 0 || (st.st_mode & 022)) return UniqueFd();
+  return dir;
 }
 
 }  // namespace
@@ -67,15 +82,18 @@ std::vector<std::string> NotesToShow(const std::vector<std::string>& notes, bool
   if (notes.empty() || !::isatty(STDERR_FILENO) || ::fstat(STDERR_FILENO, &tty) != 0) return notes;
   const pid_t sid = ::getsid(0);
   const std::string start = sid > 0 ? StartTime(sid) : "";
-  if (start.empty() || (::mkdir("/run/cordon", 0755) != 0 && errno != EEXIST) ||
-      (::mkdir(kNotesSeenDir, 0700) != 0 && errno != EEXIST))
-    return notes;  // nothing to remember them by: said every time
+  UniqueFd dir = start.empty() ? UniqueFd() : OpenNotesDir();
+  if (!dir.valid()) return notes;  // nothing to remember them by: said every time
   const std::string key = std::to_string(tty.st_rdev) + "-" + std::to_string(sid) + "-" + start;
-  const std::string path = std::string(kNotesSeenDir) + "/" + key;
   std::set<std::string> seen;
-  if (auto text = ReadFile(path, 1 << 20)) {
+  {
+    UniqueFd file(::openat(dir.get(), key.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; file.valid() && text.size() < (1u << 20) && (n = ::read(file.get(), buf, sizeof buf)) > 0;)
+      text.append(buf, static_cast<size_t>(n));
     size_t at = 0;
-    for (size_t nl; (nl = text->find('\n', at)) != std::string::npos; at = nl + 1) seen.insert(text->substr(at, nl - at));
+    for (size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) seen.insert(text.substr(at, nl - at));
   }
   std::vector<std::string> show;
   std::string added;
@@ -86,9 +104,9 @@ std::vector<std::string> NotesToShow(const std::vector<std::string>& notes, bool
     show.push_back(note);
   }
   if (!added.empty()) {
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
+    UniqueFd fd(::openat(dir.get(), key.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (fd.valid()) (void)!::write(fd.get(), added.data(), added.size());
-    RemoveEnded(key);
+    RemoveEnded(dir.get(), key);
   }
   return show;
 }
