@@ -13,7 +13,8 @@
 #include "cordon_common.h"
 
 #define CORDON_NAME_MAX 64
-#define CORDON_CGROUP_PATH_MAX 3968
+#define CORDON_CGROUP_PATH_MAX 3896
+#define CORDON_DIGEST_MAX 72
 
 struct cordon_sandbox_info {
 	__u32 layout_version;           /* CORDON_LAYOUT_VERSION */
@@ -26,6 +27,11 @@ struct cordon_sandbox_info {
 	char name[CORDON_NAME_MAX];     /* sandbox name */
 	char policy[CORDON_NAME_MAX];   /* policy metadata.name */
 	char cgroup_path[CORDON_CGROUP_PATH_MAX]; /* relative to the cgroup2 mount */
+	/* The policy in force: "sha256:" and 64 hex digits of its text as read
+	 * (what sha256sum prints), or "builtin:default". Carved out of what was
+	 * the end of cgroup_path: a record written before it has zeros here
+	 * (digest unknown), and the size and layout version are unchanged. */
+	char policy_digest[CORDON_DIGEST_MAX];
 };
 CORDON_ABI_SIZE(struct cordon_sandbox_info, 4136);
 

@@ -36,6 +36,7 @@
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
 #include "util/clock.h"
+#include "util/colour.h"
 #include "util/fs.h"
 #include "util/text.h"
 
@@ -239,24 +240,6 @@ const char* kDetachHelp =
     "\n"
     "Exit status: 0 detached, 1 no sandbox there or the kernel refused, 2 usage errors.\n";
 
-const char* kStatusHelp =
-    "usage: cordon status [--json]\n"
-    "\n"
-    "Lists attached sandboxes: name, cgroup, policy, mode, enforcement level, denial counters\n"
-    "(connect/sendmsg/socket/file/tamper), audited operations, and events the kernel dropped\n"
-    "because a ring buffer was full. These counters live in the kernel and survive every cordon\n"
-    "process. The first line says what this kernel enforces (see `cordon doctor`). Under each\n"
-    "sandbox: when it was attached and, for a `cordon run`, that run's pid, or \"orphaned\" when that\n"
-    "run has ended (killed with -9) and left the sandbox pinned (`cordon detach --id` removes it).\n"
-    "\n"
-    "When an agent runs (see `cordon agent --help`), its accounting follows: events delivered,\n"
-    "suppressed by the rate limit and lost, per sandbox; sink writes and failures; tailers and\n"
-    "their drops; the metrics address. Without one it says so. An agent that has no free control\n"
-    "connection (\"agent busy: all N control connections in use\") makes status exit 1.\n"
-    "\n"
-    "  --json   one JSON object: enforcement, bpfLsm, sandboxes[] and agent (null without one;\n"
-    "           else the agent's StatusReply, userspace/proto/control.proto, in protobuf JSON)\n";
-
 const char* kTailHelp =
     "usage: cordon tail [-f] [--sandbox NAME] [--cgroup PATH]... [--kind PREFIX] [--verdict V]...\n"
     "                   [--pid PID] [--since TIME] [--until TIME] [-o json|compact]\n"
@@ -455,146 +438,6 @@ int DetachCommand(const Args& args) {
 }
 
 namespace {
-
-// Whole seconds since a CLOCK_REALTIME time in ns (0 if in the future).
-uint64_t AgeSeconds(uint64_t realtime_ns) {
-  struct timespec now;
-  ::clock_gettime(CLOCK_REALTIME, &now);
-  const uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
-  return now_ns > realtime_ns ? (now_ns - realtime_ns) / 1000000000ull : 0;
-}
-
-// "42s", "3m12s", "5h3m", "2d4h"
-std::string Age(uint64_t s) {
-  auto two = [](uint64_t big, const char* a, uint64_t small, const char* b) {
-    return std::to_string(big) + a + std::to_string(small) + b;
-  };
-  if (s < 60) return std::to_string(s) + "s";
-  if (s < 3600) return two(s / 60, "m", s % 60, "s");
-  if (s < 86400) return two(s / 3600, "h", s % 3600 / 60, "m");
-  return two(s / 86400, "d", s % 86400 / 3600, "h");
-}
-
-}  // namespace
-
-int StatusCommand(const Args& args) {
-  if (WantsHelp(args)) return std::fputs(kStatusHelp, stdout), 0;
-  ParsedArgs parsed;
-  std::string error;
-  if (!ParseArgs(args, {{"--json", ""}}, &parsed, &error) || !parsed.positionals.empty()) {
-    Usage(error.empty() ? "unexpected argument" : error, kStatusHelp);
-    return 2;
-  }
-  if (!IsRoot()) return PrintError("status needs root (it reads pinned BPF state)"), 1;
-  // The agent's accounting, when one runs.
-  bool agent_failed = false;
-  auto sandboxes = PickSandboxes(&agent_failed);
-  StatusOutcome status = (sandboxes ? *sandboxes : *DirectSandboxes()).Status();
-  if (!status.error.empty()) return PrintError(status.error), 1;
-  if (agent_failed) status.agent_problem = "cannot reach the agent at " + agent::AgentSocketPath();
-  const std::vector<SandboxInfo>* list = &status.sandboxes;
-  const std::optional<cordon::v1::StatusReply>& agent_status = status.agent;
-  const std::string& agent_problem = status.agent_problem;
-  // An agent with no room for us is running but cannot say anything: that
-  // fails, with its reason ("agent busy: all N control connections in use").
-  const bool agent_busy = agent::AgentBusy(agent_problem);
-  if (agent_busy) PrintError(agent_problem);
-  // Resource use, read from each sandbox's cgroup files now.
-  auto cgroup2 = FindCgroup2Mount();
-  if (parsed.Has("--json")) {
-    std::ostringstream out;
-    const LsmAvailability& lsm = ProbeLsm();
-    out << "{\"enforcement\":" << JsonString(EnforcementSummary(lsm)) << ",\"bpfLsm\":{\"listed\":"
-        << (lsm.listed ? "true" : "false") << ",\"loadable\":" << (lsm.loadable ? "true" : "false")
-        << ",\"usable\":" << (lsm.usable() ? "true" : "false") << ",\"detail\":" << JsonString(lsm.detail)
-        << "},\"sandboxes\":[";
-    bool first = true;
-    for (const auto& s : *list) {
-      if (!first) out << ",";
-      first = false;
-      const auto& c = s.counters;
-      out << "{\"id\":" << s.id << ",\"name\":" << JsonString(EscapeWorkloadBytes(s.name))
-          << ",\"cgroup\":" << JsonString(EscapeWorkloadBytes(s.cgroup_path))
-          << ",\"cgroupAlive\":" << (s.cgroup_alive ? "true" : "false") << ",\"policy\":" << JsonString(s.policy)
-          << ",\"mode\":" << JsonString(ModeName(s.mode)) << ",\"generation\":" << s.generation
-          << ",\"ephemeral\":" << (s.ephemeral ? "true" : "false") << ",\"ownerPid\":" << s.owner_pid
-          << ",\"orphaned\":" << (s.orphaned ? "true" : "false") << ",\"attachedAtNs\":" << s.attached_at_ns
-          << ",\"ageSeconds\":" << AgeSeconds(s.attached_at_ns) << ",\"enforcementLevel\":"
-          << JsonString(s.Level())
-          << ",\"denied\":{\"connect\":" << c[CORDON_CNT_DENIED_CONNECT]
-          << ",\"sendmsg\":" << c[CORDON_CNT_DENIED_SENDMSG]
-          << ",\"socket\":" << c[CORDON_CNT_DENIED_SOCKET] + c[CORDON_CNT_DENIED_LSM_NET]
-          << ",\"file\":" << c[CORDON_CNT_DENIED_FILE] << ",\"tamper\":" << c[CORDON_CNT_DENIED_TAMPER] << "}"
-          << ",\"audited\":{\"connect\":" << c[CORDON_CNT_AUDITED_CONNECT]
-          << ",\"sendmsg\":" << c[CORDON_CNT_AUDITED_SENDMSG]
-          << ",\"socket\":" << c[CORDON_CNT_AUDITED_SOCKET] + c[CORDON_CNT_AUDITED_LSM_NET]
-          << ",\"file\":" << c[CORDON_CNT_AUDITED_FILE] << ",\"tamper\":" << c[CORDON_CNT_AUDITED_TAMPER]
-          << "},\"detected\":" << c[CORDON_CNT_DETECTED] << ",\"killed\":" << c[CORDON_CNT_KILLED]
-          << ",\"allowed\":{\"connect\":" << c[CORDON_CNT_ALLOWED_CONNECT]
-          << ",\"sendmsg\":" << c[CORDON_CNT_ALLOWED_SENDMSG] << "},\"eventsDropped\":" << c[CORDON_CNT_EVENTS_DROPPED]
-          << ",\"problem\":" << JsonString(s.problem)
-          << ",\"resources\":" << (s.cgroup_alive && cgroup2 ? ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).Json() : "{}")
-          << "}";
-    }
-    out << "],\"agent\":" << (agent_status ? AgentStatusJson(*agent_status) : "null");
-    if (!agent_problem.empty()) out << ",\"agentProblem\":" << JsonString(agent_problem);
-    out << "}\n";
-    std::fputs(out.str().c_str(), stdout);
-    return agent_busy ? 1 : 0;
-  }
-  std::printf("%s\n", EnforcementSummary(ProbeLsm()).c_str());
-  auto print_agent = [&] {
-    if (agent_status) std::fputs(AgentStatusText(*agent_status).c_str(), stdout);
-    else if (!agent_problem.empty()) std::printf("agent: %s\n", agent_problem.c_str());
-    else
-      std::printf("agent: not running (%s): events wait in each sandbox's ring buffer until one runs or "
-                  "`cordon tail` reads them\n",
-                  agent::AgentSocketPath().c_str());
-  };
-  if (list->empty()) {
-    std::printf("no sandboxes attached\n");
-    print_agent();
-    return agent_busy ? 1 : 0;
-  }
-  // By verdict (README "Event records"): DENIED refused, AUDITED would have
-  // been refused (audit mode), DETECTED happened and was seen afterwards,
-  // KILLED happened and the task was then killed.
-  std::printf("%-20s %-12s %-32s %-16s %-7s %-29s %-30s %-8s %-8s %-8s %s\n", "SANDBOX", "CGROUP-ID", "CGROUP", "POLICY",
-              "MODE", "LEVEL", "DENIED conn/send/sock/file/tamp", "AUDITED", "DETECTED", "KILLED", "DROPPED");
-  for (const auto& s : *list) {
-    const auto& c = s.counters;
-    std::string denied = std::to_string(c[CORDON_CNT_DENIED_CONNECT]) + "/" +
-                         std::to_string(c[CORDON_CNT_DENIED_SENDMSG]) + "/" +
-                         std::to_string(c[CORDON_CNT_DENIED_SOCKET] + c[CORDON_CNT_DENIED_LSM_NET]) + "/" +
-                         std::to_string(c[CORDON_CNT_DENIED_FILE]) + "/" + std::to_string(c[CORDON_CNT_DENIED_TAMPER]);
-    uint64_t audited = c[CORDON_CNT_AUDITED_CONNECT] + c[CORDON_CNT_AUDITED_SENDMSG] + c[CORDON_CNT_AUDITED_SOCKET] +
-                       c[CORDON_CNT_AUDITED_LSM_NET] + c[CORDON_CNT_AUDITED_FILE] + c[CORDON_CNT_AUDITED_TAMPER];
-    // Names and paths as events carry them (escaped), made safe for a terminal.
-    std::string cgroup = DisplayText(EscapeWorkloadBytes(s.cgroup_path)) + (s.cgroup_alive ? "" : " (removed)");
-    std::printf("%-20s %-12llu %-32s %-16s %-7s %-29s %-30s %-8llu %-8llu %-8llu %llu\n",
-                DisplayText(EscapeWorkloadBytes(s.name)).c_str(), static_cast<unsigned long long>(s.id), cgroup.c_str(),
-                s.policy.c_str(), ModeName(s.mode).c_str(), s.Level().c_str(), denied.c_str(),
-                static_cast<unsigned long long>(audited), static_cast<unsigned long long>(c[CORDON_CNT_DETECTED]),
-                static_cast<unsigned long long>(c[CORDON_CNT_KILLED]),
-                static_cast<unsigned long long>(c[CORDON_CNT_EVENTS_DROPPED]));
-    if (!s.problem.empty()) std::printf("  problem: %s\n", s.problem.c_str());
-    if (s.orphaned)
-      std::printf("  orphaned: its cordon run (pid %d) has ended; the policy still holds what is left in the cgroup; "
-                  "`cordon detach --id %llu` kills that and removes the sandbox\n",
-                  s.owner_pid, static_cast<unsigned long long>(s.id));
-    else if (s.owner_pid)
-      std::printf("  attached %s ago by cordon run (pid %d)\n", Age(AgeSeconds(s.attached_at_ns)).c_str(), s.owner_pid);
-    else
-      std::printf("  attached %s ago\n", Age(AgeSeconds(s.attached_at_ns)).c_str());
-    if (s.cgroup_alive && cgroup2)
-      if (std::string use = ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).DescribeCurrent(); !use.empty())
-        std::printf("  resources: %s\n", use.c_str());
-  }
-  print_agent();
-  return agent_busy ? 1 : 0;
-}
-
-namespace {
 std::atomic<bool> g_tail_stop{false};
 void OnTailSignal(int) { g_tail_stop = true; }
 }  // namespace
@@ -623,6 +466,7 @@ int TailCommand(const Args& args) {
   TailOptions options;
   options.follow = parsed.Has("--follow");
   options.json = format == "json";
+  options.colour = !options.json && ColourWanted(stdout);
   options.sandbox_name = parsed.Get("--sandbox").value_or("");
   options.kind_prefix = parsed.Get("--kind").value_or("");
   // A duration ago, or a time as events carry it (RFC 3339, UTC).
@@ -761,7 +605,8 @@ const char* kMainHelp =
     "  attach --cgroup PATH [--policy FILE]                 confine an existing cgroup v2\n"
     "  update --cgroup PATH --policy FILE                   replace a sandbox's policy atomically\n"
     "  detach --cgroup PATH                                 remove a sandbox\n"
-    "  status [--json]                                      list sandboxes, counters, the agent\n"
+    "  status [--json] [--watch]                            the sandboxes' counters, the agent\n"
+    "  ls [--json]                                          sandboxes: owner, age, policy digest, processes\n"
     "  tail [-f] [--sandbox NAME] [--since DUR] [-o FMT]    print violation events\n"
     "  agent [--config FILE]                                the event daemon (sinks, tail, metrics)\n"
     "  policy check FILE...                                 validate and explain policies\n"
@@ -781,8 +626,9 @@ int Main(int argc, char** argv) {
   using Command = int (*)(const Args&);
   static const std::pair<const char*, Command> kCommands[] = {
       {"run", RunCommand},       {"attach", AttachCommand}, {"update", UpdateCommand}, {"detach", DetachCommand},
-      {"status", StatusCommand}, {"tail", TailCommand},     {"agent", AgentCommand},   {"policy", PolicyCommand},
-      {"doctor", DoctorCommand}, {"audit", AuditCommand},   {"oidc", OidcCommand},     {"explain", ExplainCommand},
+      {"status", StatusCommand}, {"ls", LsCommand},         {"tail", TailCommand},     {"agent", AgentCommand},
+      {"policy", PolicyCommand}, {"doctor", DoctorCommand}, {"audit", AuditCommand},   {"oidc", OidcCommand},
+      {"explain", ExplainCommand},
   };
   auto find = [](const std::string& name) -> Command {
     for (const auto& [n, fn] : kCommands)

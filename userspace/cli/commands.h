@@ -15,7 +15,8 @@ int PolicyCommand(const Args& args);
 int AttachCommand(const Args& args);
 int UpdateCommand(const Args& args);
 int DetachCommand(const Args& args);
-int StatusCommand(const Args& args);
+int StatusCommand(const Args& args);  // status.cc
+int LsCommand(const Args& args);      // status.cc
 int TailCommand(const Args& args);
 int RunCommand(const Args& args);
 int DoctorCommand(const Args& args);

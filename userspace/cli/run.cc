@@ -55,6 +55,7 @@
 #include "sys/cgroup.h"
 #include "ops/resource_watch.h"
 #include "util/clock.h"
+#include "util/colour.h"
 #include "util/fs.h"
 #include "util/text.h"
 
@@ -989,7 +990,7 @@ int RunCommand(const Args& args) {
       audit_log = "none (no events)";
   }
   // Always, --quiet included: what happened is not a note.
-  std::fprintf(stderr, "cordon: %s%s; audit log: %s\n", SummaryLine(events.summary).c_str(),
+  std::fprintf(stderr, "cordon: %s%s; audit log: %s\n", SummaryLine(events.summary, ColourWanted(stderr)).c_str(),
                usage.empty() ? "" : ("; " + usage).c_str(), audit_log.c_str());
   if (!cleaned && exit_status == 0) exit_status = 1;
   if (run.fail_on_violation && exit_status == 0) {

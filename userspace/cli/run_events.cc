@@ -2,6 +2,7 @@
 
 #include "cli/common.h"
 #include "sys/bpffs.h"
+#include "util/colour.h"
 
 namespace cordon::cli {
 
@@ -141,13 +142,15 @@ bool FinishSandbox(ops::EphemeralSandbox* sandbox, RunEvents* events) {
   return cleaned;
 }
 
-std::string SummaryLine(const RunSummary& summary) {
+std::string SummaryLine(const RunSummary& summary, bool colour) {
   std::string line;
   if (summary.Violations() == 0) {
-    line = "no violations";
+    line = Paint("no violations", Colour::kGreen, colour);
   } else {
-    line = std::to_string(summary.Violations()) + " violation" + (summary.Violations() == 1 ? "" : "s") + " (" +
-           std::to_string(summary.denied) + " denied, " + std::to_string(summary.audited) + " audited";
+    const bool refused = summary.denied || summary.killed;
+    line = Paint(std::to_string(summary.Violations()) + " violation" + (summary.Violations() == 1 ? "" : "s"),
+                 refused ? Colour::kRed : Colour::kYellow, colour) +
+           " (" + std::to_string(summary.denied) + " denied, " + std::to_string(summary.audited) + " audited";
     if (summary.detected) line += ", " + std::to_string(summary.detected) + " detected";
     if (summary.killed) line += ", " + std::to_string(summary.killed) + " killed";
     line += ":";
@@ -157,7 +160,8 @@ std::string SummaryLine(const RunSummary& summary) {
   if (summary.suppressed)
     line +=
         "; " + std::to_string(summary.suppressed) + " more suppressed by the agent's rate limit (counted, not logged)";
-  if (summary.lost) line += "; " + std::to_string(summary.lost) + " events LOST (ring buffer full)";
+  if (summary.lost)
+    line += "; " + Paint(std::to_string(summary.lost) + " events LOST", Colour::kRed, colour) + " (ring buffer full)";
   if (summary.not_received)
     line +=
         "; " + std::to_string(summary.not_received) + " events not received from the agent (its audit log has them)";

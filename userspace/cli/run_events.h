@@ -42,7 +42,7 @@ struct RunSummary {
 
 // The summary's text (without "cordon: " and the audit log's path), e.g.
 // "2 violations (2 denied, 0 audited: net.connect x2)".
-std::string SummaryLine(const RunSummary& summary);
+std::string SummaryLine(const RunSummary& summary, bool colour = false);
 
 // The sandbox's events: to the audit log and the summary, from the agent
 // (when one adopted the sandbox) or read from the ring buffer directly.

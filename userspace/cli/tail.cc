@@ -37,7 +37,7 @@ bool ReplayAuditFile(int fd, uint64_t end_offset, const TailOptions& options) {
     int64_t ns = google::protobuf::util::TimeUtil::TimestampToNanoseconds(event.time());
     if (options.since_unix_ns > 0 && ns < options.since_unix_ns) return;
     if (!TailMatches(event, options)) return;
-    out += options.json ? line : ToCompactLine(event);
+    out += options.json ? line : ToCompactLine(event, options.colour);
     out += '\n';
   };
   for (;;) {
@@ -146,7 +146,7 @@ int TailThroughAgent(AgentClient& client, const TailOptions& options) {
     }
     if (tf.has_event()) {
       if (options.json) AppendJsonLine(tf.event(), &out);
-      else out += ToCompactLine(tf.event());
+      else out += ToCompactLine(tf.event(), options.colour);
       out += '\n';
       continue;
     }

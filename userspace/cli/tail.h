@@ -14,6 +14,7 @@ struct TailOptions : agent::TailFilter {
   bool follow = false;
   int64_t since_unix_ns = 0;
   bool json = true;
+  bool colour = false;  // compact lines on a terminal (NO_COLOR unset)
 };
 
 int TailThroughAgent(agent::AgentClient& client, const TailOptions& options);

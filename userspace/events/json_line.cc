@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "util/colour.h"
 #include "util/text.h"
 
 namespace cordon {
@@ -296,13 +297,13 @@ std::string ToJsonLine(const cordon::v1::AuditEvent& event) {
 // For a terminal: every string goes through DisplayText (the workload chose
 // comm, paths and the reasons quoting them; an event read back from a file
 // may hold anything).
-std::string ToCompactLine(const cordon::v1::AuditEvent& event) {
+std::string ToCompactLine(const cordon::v1::AuditEvent& event, bool colour) {
   auto d = [](const std::string& s) { return DisplayText(s); };
   std::string time = google::protobuf::util::TimeUtil::ToString(event.time());
   std::string line = time + " " + d(event.sandbox()) + " ";
-  if (event.kind() == "loss") return line + "LOSS " + d(event.reason());
-  if (event.kind() == "suppressed") return line + "SUPPRESSED " + d(event.reason());
-  line += d(event.verdict()) + " " + d(event.kind()) + " " + d(event.comm()) + "[" + std::to_string(event.pid()) + "]";
+  if (event.kind() == "loss") return line + Paint("LOSS", Colour::kRed, colour) + " " + d(event.reason());
+  if (event.kind() == "suppressed") return line + Paint("SUPPRESSED", Colour::kYellow, colour) + " " + d(event.reason());
+  line += Paint(d(event.verdict()), VerdictColour(event.verdict()), colour) + " " + d(event.kind()) + " " + d(event.comm()) + "[" + std::to_string(event.pid()) + "]";
   const auto& n = event.net();
   if (event.has_net() && !n.address().empty())
     line += (event.kind() == "net.bind" ? " bind " : " -> ") + d(n.address()) + ":" + std::to_string(n.port()) + "/" +

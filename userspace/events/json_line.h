@@ -17,6 +17,6 @@ std::string ToJsonLine(const cordon::v1::AuditEvent& event);
 void AppendJsonLine(const cordon::v1::AuditEvent& event, std::string* out);
 
 // One short line for people: time, sandbox, verdict, kind, process, target, reason.
-std::string ToCompactLine(const cordon::v1::AuditEvent& event);
+std::string ToCompactLine(const cordon::v1::AuditEvent& event, bool colour = false);
 
 }  // namespace cordon

@@ -144,6 +144,7 @@ Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgrou
   if (cgroup.relative.size() >= sizeof info.cgroup_path)
     return Error{"cgroup path longer than " + std::to_string(sizeof info.cgroup_path - 1) + " bytes"};
   CopyName(info.cgroup_path, sizeof info.cgroup_path, cgroup.relative);
+  CopyName(info.policy_digest, sizeof info.policy_digest, policy.digest);
   auto info_fd = CreateInfoMap(info);
   if (!info_fd) return info_fd.error();
 
@@ -307,6 +308,7 @@ Result<AttachResult> NetworkReplacement::Finish(const CgroupRef& cgroup, const p
   info->generation += 1;
   if (!options.name.empty()) CopyName(info->name, sizeof info->name, options.name);
   CopyName(info->policy, sizeof info->policy, policy.name);
+  CopyName(info->policy_digest, sizeof info->policy_digest, policy.digest);
   CORDON_TRY(WriteInfo(dir, *info));
 
   AttachResult result;
@@ -504,9 +506,13 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
     out.problem = info.error().ToString();
     return out;
   }
-  out.name = info->name;
-  out.policy = info->policy;
-  out.cgroup_path = info->cgroup_path;
+  // Each field up to its NUL, never past its end (a record is kernel state
+  // any root process may have written).
+  auto field = [](const char* text, size_t cap) { return std::string(text, ::strnlen(text, cap)); };
+  out.name = field(info->name, sizeof info->name);
+  out.policy = field(info->policy, sizeof info->policy);
+  out.cgroup_path = field(info->cgroup_path, sizeof info->cgroup_path);
+  out.policy_digest = field(info->policy_digest, sizeof info->policy_digest);
   out.mode = info->mode;
   out.generation = info->generation;
   out.ephemeral = info->flags & CORDON_INFO_F_EPHEMERAL;

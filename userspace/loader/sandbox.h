@@ -55,6 +55,7 @@ struct SandboxInfo {
   std::string pin_dir;
   std::string name;
   std::string policy;
+  std::string policy_digest;      // "sha256:<hex>", "builtin:default", or "" (attached by an older cordon)
   std::string cgroup_path;        // relative to the cgroup2 mount, as attached
   bool cgroup_alive = true;       // false: the cgroup was removed under us
   uint32_t mode = CORDON_MODE_ENFORCE;
