@@ -7,6 +7,8 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -489,6 +491,40 @@ std::string Slurp(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::string RunOnTerminal(const std::string& script, int* status, pid_t* session_leader) {
+  std::string out;
+  *status = -1;
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) {
+    if (master >= 0) ::close(master);
+    return out;
+  }
+  const std::string slave = ::ptsname(master);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    int fd = ::open(slave.c_str(), O_RDWR);  // the session's controlling terminal
+    if (fd < 0 || ::ioctl(fd, TIOCSCTTY, 0) != 0) _exit(126);
+    ::dup2(fd, 0);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
+    _exit(127);
+  }
+  if (session_leader) *session_leader = pid;
+  for (;;) {
+    struct pollfd p = {master, POLLIN, 0};
+    if (pid < 0 || ::poll(&p, 1, 60000) <= 0) break;
+    char buf[4096];
+    ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;  // EIO: the session's last process closed the terminal
+    out.append(buf, static_cast<size_t>(n));
+  }
+  if (pid > 0) ::waitpid(pid, status, 0);
+  ::close(master);
+  return out;
 }
 
 std::string LoopbackPolicy(const std::string& name, uint16_t port, const std::string& mode) {

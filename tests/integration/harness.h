@@ -204,6 +204,11 @@ bool WaitFor(const std::function<bool()>& done, int timeout_ms);
 // A file's whole text ("" if it cannot be read).
 std::string Slurp(const std::string& path);
 
+// Runs `script` with /bin/sh in a session of its own whose controlling
+// terminal (stdin, stdout, stderr) is a pty of the test's; returns what it
+// wrote there, and its wait status in *status. *session_leader: its pid.
+std::string RunOnTerminal(const std::string& script, int* status, pid_t* session_leader = nullptr);
+
 // A policy allowing egress to loopback TCP/UDP `port` only (IPv4 and IPv6).
 std::string LoopbackPolicy(const std::string& name, uint16_t port, const std::string& mode = "enforce");
 

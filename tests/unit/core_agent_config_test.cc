@@ -181,6 +181,7 @@ metrics:
 rateLimit: {eventsPerSecond: 50, burst: 100}
 tail: {queueEvents: 64, disconnectAfterDropped: 500, maxClients: 8}
 adopt: {cgroupPrefixes: [/agents/], namePrefixes: [task-]}
+runLogs: {keepDays: 7}
 )");
   ASSERT_TRUE(p.ok) << p.errors;
   const AgentConfig& c = p.config;
@@ -206,6 +207,8 @@ adopt: {cgroupPrefixes: [/agents/], namePrefixes: [task-]}
   EXPECT_TRUE(c.InScope("/other", "task-9"));
   EXPECT_FALSE(c.InScope("/other", "x"));
   EXPECT_EQ(c.AuditPath(), "/var/log/cordon/a.jsonl");
+  EXPECT_EQ(c.run_log_keep_days, 7u);
+  EXPECT_EQ(DefaultAgentConfig().run_log_keep_days, 30u);
 
   // JSON works too; an empty list of sinks means tailers only.
   Parsed j = Parse(R"({"sinks": [], "metrics": {"listen": ""}, "rateLimit": {"eventsPerSecond": 0}})");
@@ -227,6 +230,18 @@ TEST(AgentConfig, UnknownKeyNamesFileLineColumnAndField) {
   p = Parse("sinks:\n  - kind: stdout\n    path: /tmp/x\n");
   EXPECT_NE(p.errors.find("agent.yaml:3:5: sinks[0].path: unknown field 'path' (expected one of: kind, format)"),
             std::string::npos)
+      << p.errors;
+}
+
+TEST(AgentConfig, RunLogsKeepDaysIsBounded) {
+  Parsed p = Parse("runLogs: {keepDays: 0}\n");
+  ASSERT_TRUE(p.ok) << p.errors;
+  EXPECT_EQ(p.config.run_log_keep_days, 0u) << "0 keeps them";
+  p = Parse("runLogs:\n  keepDays: 36501\n");
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.errors.find("agent.yaml:2:13: runLogs.keepDays: "), std::string::npos) << p.errors;
+  p = Parse("runLogs:\n  keepdays: 3\n");
+  EXPECT_NE(p.errors.find("runLogs.keepdays: unknown field 'keepdays' (expected one of: keepDays)"), std::string::npos)
       << p.errors;
 }
 

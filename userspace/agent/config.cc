@@ -492,6 +492,16 @@ bool ParseAgentConfig(std::string_view text, const std::string& file, AgentConfi
                          }}},
                        "adopt");
            }},
+          {"runLogs",
+           [&](const YamlNode& v, const std::string& f) {
+             r.Mapping(v, f,
+                       {{"keepDays",
+                         [&](const YamlNode& n, const std::string& nf) {
+                           uint64_t x;
+                           if (r.Unsigned(n, nf, 0, 36500, &x)) c.run_log_keep_days = static_cast<uint32_t>(x);
+                         }}},
+                       "runLogs");
+           }},
           {"oidc",
            [&](const YamlNode& v, const std::string& f) {
              r.Mapping(v, f,

@@ -22,6 +22,8 @@
 //   tail: {queueEvents: 10000, disconnectAfterDropped: 100000, maxClients: 64}
 //   control: {idleTimeoutMs: 300000, requestTimeoutMs: 30000, partialFramesMaxBytes: 67108864}
 //   adopt: {cgroupPrefixes: [], namePrefixes: []}      # empty: every sandbox
+//   runLogs: {keepDays: 30}               # cordon run's default logs (/var/log/cordon/run-*.jsonl)
+//                                         # older than this are removed by the next run; 0 = kept
 //   oidc:                                 # the built-in issuer of spec.credentials[].oidc
 //     issuer: https://cordon.example.com  # iss; default http://<metrics.listen>
 //     keyDir: /var/lib/cordon/oidc        # signing-key.pem (0600), previous-key.pem
@@ -41,6 +43,7 @@ namespace cordon::agent {
 constexpr const char* kDefaultConfigPath = "/etc/cordon/agent.yaml";
 constexpr const char* kDefaultSocketPath = "/run/cordon/agent.sock";
 constexpr const char* kDefaultAuditPath = "/var/log/cordon/audit.jsonl";
+constexpr const char* kDefaultRunLogDir = "/var/log/cordon";  // cordon run's run-<time>-<pid>.jsonl
 constexpr const char* kDefaultMetricsListen = "127.0.0.1:9464";
 constexpr const char* kDefaultOidcKeyDir = "/var/lib/cordon/oidc";
 constexpr const char* kDefaultOidcPublishDir = "/var/lib/cordon/oidc/public";
@@ -82,6 +85,9 @@ struct AgentConfig {
   uint64_t control_partial_frames_max_bytes = 64ull << 20;
   std::vector<std::string> adopt_cgroup_prefixes;
   std::vector<std::string> adopt_name_prefixes;
+  // runLogs.keepDays: cordon run removes its default logs (run-*.jsonl in
+  // kDefaultRunLogDir) last modified longer ago than this; 0 keeps them.
+  uint32_t run_log_keep_days = 30;
   std::string oidc_issuer;  // oidc.issuer as written ("" : OidcIssuer() derives it)
   std::string oidc_key_dir = kDefaultOidcKeyDir;
   std::string oidc_publish_dir = kDefaultOidcPublishDir;

@@ -1,5 +1,7 @@
 #include "cli/agent_status.h"
+#include "cli/table.h"
 #include "util/clock.h"
+#include "util/text.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <time.h>
@@ -46,19 +48,13 @@ std::string AgentStatusText(const cordon::v1::StatusReply& s) {
          " events dropped for slow tailers, " + U(s.tailers_disconnected()) + " disconnected for falling behind\n";
   out += "agent metrics: " + (s.metrics_listen().empty() ? std::string("off") : "http://" + s.metrics_listen() + "/metrics") + "\n";
   if (!s.sandboxes().empty()) {
-    char line[512];
-    std::snprintf(line, sizeof line, "%-20s %-12s %10s %10s %10s %10s %10s %s\n", "AGENT SANDBOX", "CGROUP-ID",
-                  "CONSUMED", "DELIVERED", "SUPPRESSED", "LOST", "BACKLOG", "STATE");
-    out += line;
+    Table table({"AGENT SANDBOX", "CGROUP-ID", "CONSUMED", "DELIVERED", "SUPPRESSED", "LOST", "BACKLOG", "STATE"});
     for (const auto& b : s.sandboxes()) {
       std::string state = !b.problem().empty() ? "problem: " + b.problem() : b.suppressing() ? "rate-limited" : "ok";
-      std::snprintf(line, sizeof line, "%-20s %-12llu %10llu %10llu %10llu %10llu %10llu %s\n", b.name().c_str(),
-                    static_cast<unsigned long long>(b.id()), static_cast<unsigned long long>(b.consumed()),
-                    static_cast<unsigned long long>(b.delivered()), static_cast<unsigned long long>(b.suppressed()),
-                    static_cast<unsigned long long>(b.lost()), static_cast<unsigned long long>(b.backlog()),
-                    state.c_str());
-      out += line;
+      table.Add({DisplayText(b.name()), U(b.id()), U(b.consumed()), U(b.delivered()), U(b.suppressed()), U(b.lost()),
+                 U(b.backlog()), DisplayText(state)});
     }
+    out += table.Render(false);
   }
   return out;
 }

@@ -67,6 +67,22 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
+bool Usage(const std::string& error, const char* help) {
+  PrintError(error);
+  std::fputs(help, stderr);
+  return false;
+}
+
+bool WantsHelp(const Args& args) {
+  for (const auto& a : args) {
+    if (a == "--") return false;
+    if (a == "-h" || a == "--help") return true;
+  }
+  return false;
+}
+
+std::string ModeName(uint32_t mode) { return mode == CORDON_MODE_AUDIT ? "audit" : "enforce"; }
+
 namespace {
 
 // The policy file (or the built-in one), compiled; its errors printed.
@@ -274,21 +290,6 @@ const char* kTailHelp =
     "\n"
     "Exit status: 0 (also after SIGINT/SIGTERM), 1 failure or disconnected by the agent, 2 usage.\n";
 
-bool Usage(const std::string& error, const char* help) {
-  PrintError(error);
-  std::fputs(help, stderr);
-  return false;
-}
-
-bool WantsHelp(const Args& args) {
-  for (const auto& a : args) {
-    if (a == "--") return false;
-    if (a == "-h" || a == "--help") return true;
-  }
-  return false;
-}
-
-std::string ModeName(uint32_t mode) { return mode == CORDON_MODE_AUDIT ? "audit" : "enforce"; }
 
 int PolicyCheck(const Args& args) {
   ParsedArgs parsed;
@@ -562,7 +563,8 @@ int TailCommand(const Args& args) {
   }
   auto mount = FindCgroup2Mount();
   if (!mount) return PrintError(mount.error().ToString()), 1;
-  StreamSink sink(STDOUT_FILENO, options.json ? StreamSink::Format::kJson : StreamSink::Format::kCompact);
+  StreamSink sink(STDOUT_FILENO, options.json ? StreamSink::Format::kJson : StreamSink::Format::kCompact,
+                  options.colour);
   bool write_failed = false;
   EventReader reader(*mount, [&](const cordon::v1::AuditEvent& event) {
     if (!agent::TailMatches(event, options)) return;

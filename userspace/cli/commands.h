@@ -4,6 +4,7 @@
 // line per problem, prefixed "cordon: ".
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,12 @@ int OidcCommand(const Args& args);   // oidc.cc
 int ExplainCommand(const Args& args);  // explain.cc
 
 int Main(int argc, char** argv);
+
+// Shared by the subcommands: -h/--help before any "--"; a usage error
+// ("cordon: <error>" and the command's help on stderr; returns false);
+// "enforce" or "audit".
+bool WantsHelp(const Args& args);
+bool Usage(const std::string& error, const char* help);
+std::string ModeName(uint32_t mode);
 
 }  // namespace cordon::cli

@@ -5,6 +5,7 @@
 // creates the child directly inside the sandbox cgroup, so its first
 // instruction already runs confined. On the way out, every process left in
 // the cgroup is killed before anything is detached.
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/magic.h>
@@ -28,6 +29,7 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <vector>
 
 #include "abi/cordon_common.h"
 #include "abi/cordon_file.h"
@@ -81,7 +83,8 @@ const char* kRunHelp =
     "SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to it, waits, kills whatever it left behind,\n"
     "removes the cgroup and all its state, and exits with CMD's status (128+N for signal N).\n"
     "Violation events go to --audit FILE (default /var/log/cordon/run-<time>-<pid>.jsonl, removed\n"
-    "at the end when no event was written: the summary then says \"audit log: none\");\n"
+    "at the end when no event was written: the summary then says \"audit log: none\"; those of\n"
+    "earlier runs older than runLogs.keepDays of the agent configuration, default 30, are removed);\n"
     "a one-line summary is printed to stderr at the end (--quiet too).\n"
     "\n"
     "  --policy FILE   policy (YAML or JSON); default: the built-in one (`cordon policy check --default`)\n"
@@ -157,6 +160,39 @@ std::string DefaultAuditPath() {
   gmtime_r(&now, &tm);
   strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
   return std::string("/var/log/cordon/run-") + stamp + "-" + std::to_string(::getpid()) + ".jsonl";
+}
+
+// The default logs of earlier runs (run-*.jsonl in /var/log/cordon) last
+// modified longer ago than runLogs.keepDays of the agent configuration
+// (default 30; 0 keeps them) are removed: one file per run otherwise piles up
+// forever. Only regular files of root's with one link, through a directory
+// that is root's and writable by nobody else, never following a link; the
+// run's own file is never touched. Best effort: what cannot be removed stays.
+void PruneRunLogs(const std::string& config_path, const std::string& own) {
+  agent::AgentConfig config;
+  policy::Diagnostics diags;
+  if (!agent::LoadAgentConfig(config_path, !config_path.empty(), &config, &diags) || config.run_log_keep_days == 0)
+    return;
+  UniqueFd dir(::open(agent::kDefaultRunLogDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st;
+  if (!dir.valid() || ::fstat(dir.get(), &st) != 0 || st.st_uid != 0 || (st.st_mode & 022)) return;
+  const time_t oldest = ::time(nullptr) - static_cast<time_t>(config.run_log_keep_days) * 86400;
+  const std::string own_name = own.substr(own.rfind('/') + 1);
+  DIR* d = ::fdopendir(::dup(dir.get()));
+  if (!d) return;
+  std::vector<std::string> old;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("run-", 0) != 0 || name.size() < 10 || name.compare(name.size() - 6, 6, ".jsonl") != 0 ||
+        name == own_name)
+      continue;
+    struct stat f;
+    if (::fstatat(dir.get(), name.c_str(), &f, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(f.st_mode) && f.st_uid == 0 &&
+        f.st_nlink == 1 && f.st_mtime < oldest)
+      old.push_back(name);
+  }
+  ::closedir(d);
+  for (const auto& name : old) (void)::unlinkat(dir.get(), name.c_str(), 0);
 }
 
 // A file rule cordon run adds for its own command (required: the path exists).
@@ -989,6 +1025,7 @@ int RunCommand(const Args& args) {
         ::unlink(run.audit_path.c_str()) == 0)
       audit_log = "none (no events)";
   }
+  if (!run.parsed.Has("--audit")) PruneRunLogs(run.parsed.Get("--config").value_or(""), run.audit_path);
   // Always, --quiet included: what happened is not a note.
   std::fprintf(stderr, "cordon: %s%s; audit log: %s\n", SummaryLine(events.summary, ColourWanted(stderr)).c_str(),
                usage.empty() ? "" : ("; " + usage).c_str(), audit_log.c_str());

@@ -80,22 +80,6 @@ const char* kLsHelp =
     "\n"
     "Exit status: 0, 1 failure, 2 usage errors.\n";
 
-bool Usage(const std::string& error, const char* help) {
-  PrintError(error);
-  std::fputs(help, stderr);
-  return false;
-}
-
-bool WantsHelp(const Args& args) {
-  for (const auto& a : args) {
-    if (a == "--") return false;
-    if (a == "-h" || a == "--help") return true;
-  }
-  return false;
-}
-
-std::string ModeName(uint32_t mode) { return mode == CORDON_MODE_AUDIT ? "audit" : "enforce"; }
-
 // Whole seconds since a CLOCK_REALTIME time in ns (0 if in the future).
 uint64_t AgeSeconds(uint64_t realtime_ns) {
   const int64_t now = RealNs();
@@ -246,13 +230,14 @@ std::string UtcNow() {
 std::atomic<bool> g_stop{false};
 void OnStop(int) { g_stop = true; }
 
-// The status snapshot, as text or JSON; *failed when the agent is busy.
-std::string StatusSnapshot(bool json, bool colour, bool* failed) {
+// The status snapshot, as text or JSON; *failure says why status fails (the
+// pinned state cannot be read, the agent is busy), "" when it does not.
+std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
   bool agent_failed = false;
   auto sandboxes = PickSandboxes(&agent_failed);
   StatusOutcome status = (sandboxes ? *sandboxes : *DirectSandboxes()).Status();
   if (!status.error.empty()) {
-    *failed = true;
+    *failure = status.error;
     return "";
   }
   if (agent_failed) status.agent_problem = "cannot reach the agent at " + agent::AgentSocketPath();
@@ -260,7 +245,7 @@ std::string StatusSnapshot(bool json, bool colour, bool* failed) {
   const std::string& agent_problem = status.agent_problem;
   // An agent with no room for us is running but cannot say anything: that
   // fails, with its reason ("agent busy: all N control connections in use").
-  *failed = agent::AgentBusy(agent_problem);
+  *failure = agent::AgentBusy(agent_problem) ? agent_problem : "";
   auto cgroup2 = FindCgroup2Mount();
   const LsmAvailability& lsm = ProbeLsm();
   std::ostringstream out;
@@ -358,11 +343,11 @@ int StatusCommand(const Args& args) {
   const bool json = parsed.Has("--json");
   const bool colour = !json && ColourWanted(stdout);
   if (!parsed.Has("--watch")) {
-    bool failed = false;
-    std::string text = StatusSnapshot(json, colour, &failed);
+    std::string failure;
+    std::string text = StatusSnapshot(json, colour, &failure);
+    if (!failure.empty()) PrintError(failure);
     std::fputs(text.c_str(), stdout);
-    if (text.empty()) PrintError("cannot read the sandboxes' pinned state");
-    return failed ? 1 : 0;
+    return failure.empty() ? 0 : 1;
   }
   // --watch: until SIGINT or SIGTERM (or a closed stdout), exit 0.
   struct sigaction sa = {};
@@ -373,14 +358,14 @@ int StatusCommand(const Args& args) {
   const bool redraw = !json && ::isatty(STDOUT_FILENO) == 1;
   bool first = true;
   while (!g_stop) {
-    bool failed = false;
-    std::string text = StatusSnapshot(json, colour, &failed);
+    std::string failure;
+    std::string text = StatusSnapshot(json, colour, &failure);
     std::string frame;
     if (redraw) frame = "\033[H\033[2J";
     else if (!first && !json) frame = "\n";
     if (!json) frame += Paint("every " + IntervalText(interval_ns) + ", " + UtcNow() + " (Ctrl-C ends)",
                               Colour::kDim, colour) + "\n";
-    frame += text.empty() ? "cannot read the sandboxes' pinned state\n" : text;
+    frame += text.empty() ? "cordon: " + failure + "\n" : text;
     if (std::fputs(frame.c_str(), stdout) < 0 || std::fflush(stdout) != 0) break;  // the reader went away
     first = false;
     // Sleep the interval in short steps, so that a signal ends it promptly.

@@ -446,7 +446,7 @@ size_t StreamSink::WriteLines(std::string_view lines, size_t count, Status* stat
 }
 
 Status StreamSink::Write(const cordon::v1::AuditEvent& event) {
-  return WriteAll(fd_, (format_ == Format::kJson ? ToJsonLine(event) : ToCompactLine(event)) + "\n");
+  return WriteAll(fd_, (format_ == Format::kJson ? ToJsonLine(event) : ToCompactLine(event, colour_)) + "\n");
 }
 
 }  // namespace cordon

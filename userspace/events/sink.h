@@ -151,7 +151,8 @@ class SyslogSink : public AuditSink {
 class StreamSink : public AuditSink {
  public:
   enum class Format { kJson, kCompact };
-  StreamSink(int fd, Format format) : fd_(fd), format_(format) {}
+  // `colour`: compact lines coloured (a terminal; see util/colour.h).
+  StreamSink(int fd, Format format, bool colour = false) : fd_(fd), format_(format), colour_(colour) {}
   Status Write(const cordon::v1::AuditEvent& event) override;
   bool TakesJsonLines() const override { return format_ == Format::kJson; }
   size_t WriteLines(std::string_view lines, size_t count, Status* status) override;
@@ -159,6 +160,7 @@ class StreamSink : public AuditSink {
  private:
   int fd_;
   Format format_;
+  bool colour_;
 };
 
 // Writes the whole buffer, retrying on EINTR and short writes.
