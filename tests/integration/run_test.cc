@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "tests/common/jwt_verify.h"
 #include "tests/integration/harness.h"
@@ -917,6 +918,7 @@ TEST_F(RunCommand, ExplainSaysWhichRuleAllowsOrWhyNoneDoes) {
 // outputs that must never hold a value.
 class RunCredentials : public RunCommand {
  protected:
+  static constexpr const char* kSweepLog = "/var/log/cordon/credentials.jsonl";
   void SetUp() override {
     RunCommand::SetUp();
     if (IsSkipped()) return;
@@ -1179,7 +1181,9 @@ TEST_F(RunCredentials, FailingIssueStartsNothingAndLeavesNothing) {
            {"fail",
             "credential 'SECOND': issue: exit status 3 (it wrote 2 lines to stderr, not shown: it may hold "
             "secrets; run it by hand to see); command not started"},
-           {"flood", "credential 'SECOND': issue: printed more than 65536 bytes; command not started"},
+           {"flood",
+            "credential 'SECOND': issue: printed more than 65536 bytes; what it printed was discarded (no revoke "
+            "program); command not started"},
            {"noisy", ""}}) {
     SCOPED_TRACE(program);
     ::unlink(revoked_.c_str());
@@ -1254,12 +1258,116 @@ TEST_F(RunCredentials, KilledRunIsSweptAfterTheTtl) {
   EXPECT_NE(::access(host_file.c_str(), F_OK), 0);
   EXPECT_EQ(Revoked(), secret_ + "\n");
   EXPECT_EQ(Store(), store_before);
-  int expired = 0;
+  // The swept credential is another sandbox's: its event goes to the host's
+  // credential log, not into the sweeping run's audit log.
   for (const auto& e : AuditFileEvents(audit2))
-    if (e.kind() == "credential.expired" && e.sandbox() == run_name && e.credential().revoke() == "ran") ++expired;
-  EXPECT_EQ(expired, 1);
+    EXPECT_NE(e.sandbox(), run_name) << "the killed run's event in another run's audit log: " << e.kind();
+  if (::access("/var/log", W_OK) == 0) {
+    int expired = 0;
+    for (const auto& e : AuditFileEvents(kSweepLog))
+      if (e.kind() == "credential.expired" && e.sandbox() == run_name && e.credential().revoke() == "ran") ++expired;
+    EXPECT_EQ(expired, 1);
+    ExpectNoValue("the credential log", Slurp(kSweepLog));
+  } else {
+    EXPECT_NE((early.err + next.err).find("could not be written"), std::string::npos) << "said, /var/log being read-only";
+  }
   ExpectNoValue("the next run's audit log", Slurp(audit2));
   ExpectNoValue("the next runs' stderr", early.err + next.err);
+}
+
+// A value a refresh superseded is revoked at its own expiry (the workload
+// may hold it until then), while the command still runs; every value ends
+// revoked exactly once.
+TEST_F(RunCredentials, SupersededValueIsRevokedAtItsExpiry) {
+  Script("mint-counter", "#!/bin/sh\nn=$(cat " + dir_ + "/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > " + dir_ +
+                             "/count\nprintf 'v%s-" + secret_ + "\\n' $n\n");
+  files_.push_back(dir_ + "/count");
+  PolicyFile policy(Policy("    - {name: TOKEN, issue: [" + dir_ + "/mint-counter], revoke: [" + dir_ +
+                           "/revoke], ttl: 3s, refreshBefore: 2s}\n",
+                           "  files:\n    include: [runtime-minimal, shell]\n    read: [" + dir_ + "]\n"));
+  // The command ends once v1 was revoked (at its expiry, about 3 s in), or after 30 s.
+  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "/bin/sh", "-c",
+                            "i=0; while ! grep -q '^v1-' " + revoked_ + " 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1;"
+                            " i=$((i+1)); done; grep -c '^v1-' " + revoked_});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "1\n") << "v1 was revoked while the command ran";
+  const int issued = std::stoi(Slurp(dir_ + "/count"));
+  ASSERT_GE(issued, 2) << "refreshed at least once";
+  const std::string revoked = Revoked();
+  for (int n = 1; n <= issued; ++n) {
+    const std::string line = "v" + std::to_string(n) + "-" + secret_ + "\n";
+    size_t first = revoked.find(line);
+    EXPECT_NE(first, std::string::npos) << "v" << n << " never revoked: " << revoked;
+    if (first != std::string::npos) {
+      EXPECT_EQ(revoked.find(line, first + 1), std::string::npos) << "v" << n << " twice";
+    }
+  }
+  bool superseded = false;
+  for (const auto& e : Credentials())
+    superseded |= e.kind() == "credential.revoked" && e.reason() == "superseded by a refresh; revoked at its expiry" &&
+                  e.credential().revoke() == "ran";
+  EXPECT_TRUE(superseded) << "an event says the superseded value was revoked at its expiry";
+  ExpectNoValue("the audit log", Slurp(audit_));
+  ExpectNoValue("stderr", r.err);
+}
+
+// A revoke that fails is not forgotten: the state keeps it after the run
+// ends, and a later sweep (the next cordon run) runs it again. Control: the
+// first attempt did fail (nothing revoked when the run ended).
+TEST_F(RunCredentials, FailedRevokeIsRetriedUntilItWorks) {
+  const auto store_before = Store();
+  Script("revoke-flaky", "#!/bin/sh\nif [ ! -e " + dir_ + "/tried ]; then touch " + dir_ +
+                             "/tried; exit 1; fi\ncat >> " + revoked_ + "\necho >> " + revoked_ + "\n");
+  files_.push_back(dir_ + "/tried");
+  PolicyFile policy(Policy("    - {name: TOKEN, issue: [" + dir_ + "/mint], revoke: [" + dir_ +
+                           "/revoke-flaky], ttl: 10m}\n"));
+  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "/bin/true"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const auto ended = std::chrono::steady_clock::now();
+  EXPECT_EQ(Revoked(), "") << "control: the first revoke failed";
+  bool said = false;
+  for (const auto& e : Credentials())
+    said |= e.kind() == "credential.revoked" && e.credential().revoke() == "failed: exit status 1; retried in 5 s";
+  EXPECT_TRUE(said) << "the event says it failed and when it is retried";
+  EXPECT_NE(Store(), store_before) << "the state keeps the revoke to retry";
+  // A sweep before the retry is due leaves it; one after runs it.
+  std::this_thread::sleep_until(ended + std::chrono::seconds(6));
+  const std::string audit2 = audit_ + ".next";
+  files_.push_back(audit2);
+  CommandResult next = Cordon({"run", "--audit", audit2, "--", "/bin/true"});
+  EXPECT_EQ(next.status, 0) << next.err;
+  EXPECT_EQ(Revoked(), secret_ + "\n") << "retried by the sweep";
+  EXPECT_EQ(Store(), store_before) << "nothing left once revoked";
+  if (::access("/var/log", W_OK) == 0) {
+    bool retried = false;
+    for (const auto& e : AuditFileEvents(kSweepLog))
+      retried |= e.kind() == "credential.revoked" && e.credential().name() == "TOKEN" && e.credential().revoke() == "ran" &&
+                 e.reason().find("retried (attempt 2)") != std::string::npos;
+    EXPECT_TRUE(retried);
+  }
+  ExpectNoValue("stderr", r.err + next.err);
+}
+
+// A value an issue program printed before it failed (or one cordon refuses:
+// a NUL byte for env) is revoked: the issuer may have minted it.
+TEST_F(RunCredentials, ValuesPrintedByAFailedIssueAreRevoked) {
+  Script("mint-then-fail", "#!/bin/sh\nprintf '%s\\n' '" + secret_ + "'\nexit 3\n");
+  Script("mint-nul", "#!/bin/sh\nprintf 'a\\000b'\n");
+  for (const auto& [program, deliver, said] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"mint-then-fail", "file", "issue: exit status 3; what it printed was revoked (ran)"},
+           {"mint-nul", "env", "printed a NUL byte (deliver: env cannot hold it); what it printed was revoked (ran)"}}) {
+    SCOPED_TRACE(program);
+    ::unlink(revoked_.c_str());
+    PolicyFile policy(Policy("    - {name: TOKEN, issue: [" + dir_ + "/" + program + "], revoke: [" + dir_ +
+                             "/revoke], ttl: 1m, deliver: " + deliver + "}\n"));
+    CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--", "/bin/echo", "ran"});
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(r.out, "") << "the command must not start";
+    EXPECT_NE(r.err.find(said), std::string::npos) << r.err;
+    EXPECT_EQ(Revoked(), program == "mint-nul" ? std::string("a\0b\n", 4) : secret_ + "\n");
+    ExpectNoValue("stderr", r.err);
+  }
 }
 
 // The sweep touches only what cordon made: a symlink put in the store (as

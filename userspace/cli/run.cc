@@ -966,13 +966,32 @@ int RunCommand(const Args& args) {
     return PrintError(connected.error().ToString()), 1;
   }
   // Credentials an ended cordon run left (killed with -9) are removed and
-  // revoked once expired or once their sandbox is gone (every run looks;
-  // their events go to this run's audit log); then this run's own are issued.
-  const int swept = ops::SweepCredentials(std::time(nullptr), [&run](cordon::v1::AuditEvent e) {
-    (void)run.sink->Write(e);
+  // revoked once expired or once their sandbox is gone (every run looks);
+  // then this run's own are issued. Their events are another sandbox's: they
+  // go to the host's credential log, never into this run's audit log.
+  std::unique_ptr<JsonlFileSink> sweep_log;
+  std::string sweep_log_error;
+  size_t sweep_unwritten = 0;
+  const int swept = ops::SweepCredentials(std::time(nullptr), [&](cordon::v1::AuditEvent e) {
+    if (!sweep_log && sweep_log_error.empty()) {
+      auto opened = JsonlFileSink::Open(ops::kCredentialSweepLog);
+      if (opened) sweep_log = std::move(*opened);
+      else sweep_log_error = opened.error().ToString();
+    }
+    if (!sweep_log) {
+      ++sweep_unwritten;
+    } else if (Status written = sweep_log->Write(e); !written.ok()) {
+      ++sweep_unwritten;
+      if (sweep_log_error.empty()) sweep_log_error = written.error().ToString();
+    }
   });
+  if (sweep_log) (void)sweep_log->Flush();
+  if (sweep_unwritten)
+    PrintError(std::to_string(sweep_unwritten) + " event(s) of credentials this run swept could not be written: " +
+               sweep_log_error);
   if (swept && !run.quiet)
-    PrintNote("removed and revoked " + std::to_string(swept) + " credential(s) left by cordon runs that ended");
+    PrintNote("removed and revoked " + std::to_string(swept) + " credential(s) left by cordon runs that ended (events in " +
+              ops::kCredentialSweepLog + ")");
   if (run.credentials) {
     Status issued = run.credentials->Issue(sandbox->id(), sandbox->cgroup().path,
                                            [&events](cordon::v1::AuditEvent e) { events.OnOwnEvent(std::move(e)); });

@@ -136,11 +136,30 @@ struct SavedCredential {
   bool file = true;
   std::vector<std::string> revoke;
 };
+// A revoke still to run: a value a refresh superseded (due at its own
+// expiry), or one whose revoke failed (due at the next retry).
+struct SavedPending {
+  std::string name, value;
+  int64_t issued_at = 0, expires_at = 0, due = 0;
+  int attempts = 0;
+  bool superseded = false, file = true;
+  std::vector<std::string> revoke;
+};
 struct SavedState {
   std::string sandbox, enforcement, cgroup_dir;
   uint64_t cgroup_id = 0;
   std::vector<SavedCredential> creds;
+  std::vector<SavedPending> pending;
 };
+
+// Seconds before retrying a revoke that failed `attempts` times: 5 s,
+// doubling, at most an hour. Never given up: a credential cordon could not
+// revoke stays in the state (and in the events) until its revoke works.
+int64_t RevokeRetryDelay(int attempts) {
+  int64_t delay = 5;
+  for (int i = 1; i < attempts && delay < 3600; ++i) delay *= 2;
+  return std::min<int64_t>(delay, 3600);
+}
 
 std::string FormatState(const SavedState& s) {
   std::string out = "cordon-credentials 1\n";
@@ -149,6 +168,10 @@ std::string FormatState(const SavedState& s) {
   for (const auto& c : s.creds)
     out += "credential " + ToHex(c.name) + " " + std::to_string(c.issued_at) + " " + std::to_string(c.expires_at) +
            " " + (c.file ? "file" : "env") + " " + ToHex(c.value) + " " + ArgvToHex(c.revoke) + "\n";
+  for (const auto& p : s.pending)
+    out += "pending " + ToHex(p.name) + " " + std::to_string(p.issued_at) + " " + std::to_string(p.expires_at) + " " +
+           std::to_string(p.due) + " " + std::to_string(p.attempts) + " " + (p.superseded ? "superseded" : "failed") +
+           " " + (p.file ? "file" : "env") + " " + ToHex(p.value) + " " + ArgvToHex(p.revoke) + "\n";
   return out;
 }
 
@@ -174,6 +197,16 @@ bool ParseState(const std::string& text, SavedState* s) {
         return false;
       c.file = deliver == "file";
       s->creds.push_back(std::move(c));
+    } else if (tag == "pending") {
+      SavedPending p;
+      std::string name, why, deliver, value, revoke;
+      if (!(fields >> name >> p.issued_at >> p.expires_at >> p.due >> p.attempts >> why >> deliver >> value >> revoke) ||
+          !FromHex(name, &p.name) || !FromHex(value, &p.value) || !ArgvFromHex(revoke, &p.revoke) ||
+          (why != "superseded" && why != "failed") || (deliver != "file" && deliver != "env") || p.attempts < 0)
+        return false;
+      p.superseded = why == "superseded";
+      p.file = deliver == "file";
+      s->pending.push_back(std::move(p));
     } else {
       return false;
     }
@@ -393,7 +426,8 @@ ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std:
     run.ok = true;
   }
   if (!run.ok) {
-    Wipe(&run.output);
+    run.printed = std::move(run.output);
+    run.output.clear();
     const size_t lines = run.stderr_lines + (stderr_open_line ? 1 : 0);
     if (lines)
       run.error += " (it wrote " + std::to_string(lines) + (lines > 1 ? " lines" : " line") +
@@ -467,8 +501,24 @@ SandboxCredentials::~SandboxCredentials() {
     (void)::umount2(store_dir_.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   if (mounted_) (void)::rmdir(store_dir_.c_str());
   if (view_made_) (void)::rmdir(view_dir().c_str());
-  (void)::unlink(StorePath(sandbox_, ".state").c_str());
-  if (lock_.valid()) (void)::unlink(StorePath(sandbox_, ".lock").c_str());
+  // Revokes that failed stay in the state for a sweep to retry (values
+  // superseded by a refresh are revoked now: the sandbox has ended).
+  for (auto& p : pending_) {
+    if (!p.superseded) continue;
+    if (RunRevoke(p.revoke, sandbox_, p.name, p.value).rfind("failed", 0) == 0) {
+      p.superseded = false;
+      p.attempts = 1;
+      p.due = Now() + RevokeRetryDelay(1);
+    } else {
+      Wipe(&p.value);
+      p.name.clear();
+    }
+  }
+  std::erase_if(pending_, [](const Pending& p) { return p.name.empty(); });
+  if (pending_.empty()) (void)::unlink(StorePath(sandbox_, ".state").c_str());
+  else (void)SaveState();
+  for (auto& p : pending_) Wipe(&p.value);
+  if (lock_.valid() && pending_.empty()) (void)::unlink(StorePath(sandbox_, ".lock").c_str());
 }
 
 std::string SandboxCredentials::view_dir() const { return std::string(kCredentialView) + "/" + sandbox_; }
@@ -493,7 +543,28 @@ std::string SandboxCredentials::FilePath(const Live& c) const {
   return c.spec.deliver == policy::CredentialSpec::Deliver::kFile ? view_dir() + "/" + c.spec.name : "";
 }
 
-Result<std::string> SandboxCredentials::RunIssue(const policy::CredentialSpec& spec, int64_t* issued_at) const {
+Result<std::string> SandboxCredentials::RunIssue(const policy::CredentialSpec& spec, int64_t* issued_at) {
+  // A value this function will not hand on: revoked, so that nothing cordon
+  // was given outlives the refusal at the issuer.
+  auto revoke_refused = [&](std::string* value) -> std::string {
+    if (value->empty()) return "";
+    std::string said;
+    if (spec.revoke.empty()) {
+      said = "; what it printed was discarded (no revoke program)";
+    } else {
+      const int64_t now = Now();
+      std::string revoked = RunRevoke(spec.revoke, sandbox_, spec.name, *value);
+      if (revoked.rfind("failed", 0) == 0) {
+        pending_.push_back({spec.name, *value, spec.revoke, now, now, now + RevokeRetryDelay(1), 1, false,
+                            spec.deliver == policy::CredentialSpec::Deliver::kFile});
+        (void)SaveState();
+        revoked += "; retried in " + std::to_string(RevokeRetryDelay(1)) + " s";
+      }
+      said = "; what it printed was revoked (" + revoked + ")";
+    }
+    Wipe(value);
+    return said;
+  };
   if (!spec.oidc_audience.empty()) {
     if (!signer_) return Error{"credential " + Quoted(spec.name) + ": the built-in issuer has no signing key"};
     OidcClaims claims;
@@ -515,14 +586,22 @@ Result<std::string> SandboxCredentials::RunIssue(const policy::CredentialSpec& s
       {kProgramPath, "CORDON_SANDBOX=" + sandbox_, "CORDON_CGROUP_ID=" + std::to_string(cgroup_id_),
        "CORDON_TTL_SECONDS=" + std::to_string(spec.ttl_seconds), "CORDON_CREDENTIAL=" + spec.name},
       "", kMaxCredentialBytes, kCredentialProgramTimeoutSeconds);
-  if (!r.ok) return Error{"credential " + Quoted(spec.name) + ": issue: " + r.error};
+  if (!r.ok) {
+    // As a value is delivered: without its line end. (Printed more than the
+    // limit: the first bytes are what revoke gets.)
+    if (!r.printed.empty() && r.printed.back() == '\n') r.printed.pop_back();
+    if (!r.printed.empty() && r.printed.back() == '\r') r.printed.pop_back();
+    const std::string said = revoke_refused(&r.printed);
+    return Error{"credential " + Quoted(spec.name) + ": issue: " + r.error + said};
+  }
   std::string value = std::move(r.output);
   if (!value.empty() && value.back() == '\n') value.pop_back();
   if (!value.empty() && value.back() == '\r') value.pop_back();
   if (value.empty()) return Error{"credential " + Quoted(spec.name) + ": issue: printed nothing"};
   if (spec.deliver == policy::CredentialSpec::Deliver::kEnv && value.find('\0') != std::string::npos) {
-    Wipe(&value);
-    return Error{"credential " + Quoted(spec.name) + ": issue: printed a NUL byte (deliver: env cannot hold it)"};
+    const std::string said = revoke_refused(&value);
+    return Error{"credential " + Quoted(spec.name) + ": issue: printed a NUL byte (deliver: env cannot hold it)" +
+                 said};
   }
   *issued_at = Now();
   return value;
@@ -558,10 +637,13 @@ Status SandboxCredentials::SaveState() const {
     s.creds.push_back({c.spec.name, c.value, c.issued_at, c.expires_at,
                        c.spec.deliver == policy::CredentialSpec::Deliver::kFile, c.spec.revoke});
   }
+  for (const Pending& p : pending_)
+    s.pending.push_back({p.name, p.value, p.issued_at, p.expires_at, p.due, p.attempts, p.superseded, p.file, p.revoke});
   std::string text = FormatState(s);
   Status written = WriteAtomically(StorePath(sandbox_, ".state"), text);
   Wipe(&text);
   for (auto& c : s.creds) Wipe(&c.value);
+  for (auto& p : s.pending) Wipe(&p.value);
   return written;
 }
 
@@ -572,9 +654,48 @@ std::string SandboxCredentials::Remove(Live* c) {
   // it to a sweep, which revokes it again (a second revoke, not none).
   std::string revoked = RunRevoke(c->spec.revoke, sandbox_, c->spec.name, c->value);
   c->live = false;
+  if (revoked.rfind("failed", 0) == 0) {
+    // Kept for a retry (here while this process lives, else by a sweep).
+    pending_.push_back({c->spec.name, c->value, c->spec.revoke, c->issued_at, c->expires_at,
+                        Now() + RevokeRetryDelay(1), 1, false,
+                        c->spec.deliver == policy::CredentialSpec::Deliver::kFile});
+    revoked += "; retried in " + std::to_string(RevokeRetryDelay(1)) + " s";
+  }
   (void)SaveState();
   Wipe(&c->value);
   return revoked;
+}
+
+void SandboxCredentials::RunPending(int64_t now, bool all, const std::string& why, const CredentialEvents& emit) {
+  bool changed = false;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Pending& p = *it;
+    if (!all && now < p.due) {
+      ++it;
+      continue;
+    }
+    changed = true;
+    std::string revoked = RunRevoke(p.revoke, sandbox_, p.name, p.value);
+    std::string reason = !why.empty()   ? why
+                         : p.superseded ? "superseded by a refresh; revoked at its expiry"
+                                        : "its revoke failed before; retried (attempt " + std::to_string(p.attempts + 1) + ")";
+    const bool failed = revoked.rfind("failed", 0) == 0;
+    if (failed) {
+      p.attempts += 1;
+      p.superseded = false;
+      p.due = now + RevokeRetryDelay(p.attempts);
+      revoked += "; retried in " + std::to_string(RevokeRetryDelay(p.attempts)) + " s";
+    }
+    emit(CredentialEvent("credential.revoked", enforcement_, p.name, p.value, p.issued_at, p.expires_at, p.file,
+                         p.file ? view_dir() + "/" + p.name : "", revoked, reason));
+    if (failed) {
+      ++it;
+      continue;
+    }
+    Wipe(&p.value);
+    it = pending_.erase(it);
+  }
+  if (changed) (void)SaveState();
 }
 
 cordon::v1::AuditEvent SandboxCredentials::Event(const Live& c, const std::string& kind,
@@ -635,10 +756,12 @@ int64_t SandboxCredentials::NextDeadline() const {
     if (c.spec.refresh_before_seconds)
       consider(c.retry_at ? c.retry_at : c.expires_at - static_cast<int64_t>(c.spec.refresh_before_seconds));
   }
+  for (const Pending& p : pending_) consider(std::max<int64_t>(p.due, 1));
   return next;
 }
 
 void SandboxCredentials::Tick(int64_t now, const CredentialEvents& emit) {
+  RunPending(now, false, "", emit);
   for (Live& c : creds_) {
     if (!c.live) continue;
     if (now >= c.expires_at) {
@@ -659,8 +782,9 @@ void SandboxCredentials::Tick(int64_t now, const CredentialEvents& emit) {
                      std::to_string(kRefreshRetrySeconds) + " s)"));
       continue;
     }
-    // The superseded value is not revoked: the workload may hold it open
-    // (README "Credentials"); it lapses at its own expiry at the issuer.
+    // The superseded value is revoked at its own expiry, not at once: the
+    // workload may hold it open until then (README "Credentials"); the
+    // state keeps it, so a sweep revokes it if this process dies first.
     // The new one replaces it only once delivered; else it is revoked and
     // the current one stays until it expires.
     Live fresh = c;
@@ -684,14 +808,18 @@ void SandboxCredentials::Tick(int64_t now, const CredentialEvents& emit) {
       emit(std::move(failed));
       continue;
     }
+    pending_.push_back({c.spec.name, c.value, c.spec.revoke, c.issued_at, c.expires_at, c.expires_at, 0, true,
+                        c.spec.deliver == policy::CredentialSpec::Deliver::kFile});
     Wipe(&c.value);
     c = std::move(fresh);
+    (void)SaveState();  // the superseded one pending, the new one live
     emit(Event(c, "credential.refreshed", "refreshed " + std::to_string(c.spec.refresh_before_seconds) +
                                               " s before expiry"));
   }
 }
 
 void SandboxCredentials::RevokeAll(const std::string& why, const CredentialEvents& emit) {
+  RunPending(Now(), true, why, emit);
   for (Live& c : creds_) {
     if (!c.live) continue;
     cordon::v1::AuditEvent e = Event(c, "credential.revoked", why);
@@ -734,6 +862,7 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
       bool parsed = ParseState(*text, &state);
       Wipe(&*text);
       for (const auto& c : state.creds) parsed = parsed && SafeName(c.name);
+      for (const auto& p : state.pending) parsed = parsed && SafeName(p.name);
       if (!parsed) continue;  // left for a person: it is not ours to guess at
       struct stat st;
       const bool cgroup_gone =
@@ -750,7 +879,12 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
           UniqueFd dir(::open(StorePath(stem, "").c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
           if (dir.valid()) (void)::unlinkat(dir.get(), c.name.c_str(), 0);
         }
-        const std::string revoked = RunRevoke(c.revoke, stem, c.name, c.value);
+        std::string revoked = RunRevoke(c.revoke, stem, c.name, c.value);
+        if (revoked.rfind("failed", 0) == 0) {
+          state.pending.push_back({c.name, c.value, c.issued_at, c.expires_at, now + RevokeRetryDelay(1), 1, false,
+                                   c.file, c.revoke});
+          revoked += "; retried in " + std::to_string(RevokeRetryDelay(1)) + " s";
+        }
         cordon::v1::AuditEvent e = CredentialEvent(
             expired ? "credential.expired" : "credential.revoked",
             state.enforcement.empty() ? "cordon-run" : state.enforcement, c.name, c.value, c.issued_at, c.expires_at,
@@ -764,12 +898,51 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
         Wipe(&c.value);
         ++removed;
       }
-      if (!kept.empty()) {
+      // Revokes still to run: a superseded value at its expiry (or at once
+      // when its sandbox is gone), a failed revoke at its retry time.
+      std::vector<SavedPending> still;
+      for (auto& p : state.pending) {
+        if (now < p.due && !(p.superseded && cgroup_gone)) {
+          still.push_back(std::move(p));
+          continue;
+        }
+        std::string revoked = RunRevoke(p.revoke, stem, p.name, p.value);
+        const std::string reason =
+            (p.superseded ? std::string("superseded by a refresh; revoked at its expiry or its sandbox's end")
+                          : "its revoke failed before; retried (attempt " + std::to_string(p.attempts + 1) + ")") +
+            " after the cordon process that issued it ended (swept)";
+        const bool failed = revoked.rfind("failed", 0) == 0;
+        if (failed) {
+          p.attempts += 1;
+          p.superseded = false;
+          p.due = now + RevokeRetryDelay(p.attempts);
+          revoked += "; retried in " + std::to_string(RevokeRetryDelay(p.attempts)) + " s";
+        }
+        cordon::v1::AuditEvent e = CredentialEvent(
+            "credential.revoked", state.enforcement.empty() ? "cordon-run" : state.enforcement, p.name, p.value,
+            p.issued_at, p.expires_at, p.file, p.file ? std::string(kCredentialView) + "/" + stem + "/" + p.name : "",
+            revoked, reason);
+        e.set_sandbox(stem);
+        e.set_sandbox_cgroup_id(state.cgroup_id);
+        e.set_cgroup_id(state.cgroup_id);
+        emit(std::move(e));
+        if (failed) {
+          still.push_back(std::move(p));
+          continue;
+        }
+        Wipe(&p.value);
+        ++removed;
+      }
+      state.pending = std::move(still);
+      if (!kept.empty() || !state.pending.empty()) {
         state.creds = std::move(kept);
         std::string out = FormatState(state);
         (void)WriteAtomically(state_path, out);
         Wipe(&out);
         for (auto& c : state.creds) Wipe(&c.value);
+        for (auto& p : state.pending) Wipe(&p.value);
+        // Only pending revokes left and no credential: the tmpfs goes.
+        if (state.creds.empty()) RemoveSandboxDirs(stem);
         continue;
       }
     }

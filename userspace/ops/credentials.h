@@ -41,6 +41,10 @@ namespace cordon::ops {
 
 constexpr const char* kCredentialStore = "/run/cordon/credential-store";
 constexpr const char* kCredentialView = "/run/cordon/credentials";
+// Where `cordon run` writes the events of what its sweep removed: other
+// sandboxes' credentials, which never go into its own audit log (the agent
+// delivers its sweep's events to its own sinks).
+constexpr const char* kCredentialSweepLog = "/var/log/cordon/credentials.jsonl";
 constexpr size_t kMaxCredentialBytes = 64 * 1024;  // an issue program's stdout, at most
 constexpr int kCredentialProgramTimeoutSeconds = 30;
 
@@ -55,6 +59,10 @@ struct ProgramRun {
   // Its stderr, counted and thrown away (it may print secrets there): a
   // failure's error says how much there was.
   size_t stderr_bytes = 0, stderr_lines = 0;
+  // !ok: what it printed on stdout all the same (at most max_output bytes):
+  // an issue program may have minted a value before it failed, which is
+  // then revoked. The caller wipes it.
+  std::string printed;
 };
 
 // Runs argv (argv[0] an absolute path) as this process's user, outside any
@@ -91,7 +99,8 @@ class SandboxCredentials {
                                                              const std::string& sandbox, uid_t uid, gid_t gid,
                                                              std::string enforcement, OidcContext oidc = {});
   // Revokes what is still live (no events), then removes the files, the
-  // tmpfs, the state and the lock.
+  // tmpfs and the lock, and the state unless a revoke failed: then the state
+  // keeps those revokes (only them) for a sweep to retry.
   ~SandboxCredentials();
   SandboxCredentials(const SandboxCredentials&) = delete;
   SandboxCredentials& operator=(const SandboxCredentials&) = delete;
@@ -115,11 +124,13 @@ class SandboxCredentials {
   std::vector<std::string> Environment() const;
   // When Tick has something to do next (unix seconds), 0: nothing.
   int64_t NextDeadline() const;
-  // Refreshes what is due for refresh and expires (removes, revokes) what
-  // reached its ttl at `now` (unix seconds).
+  // Refreshes what is due for refresh, expires (removes, revokes) what
+  // reached its ttl, and revokes what is pending (a value a refresh
+  // superseded, at its own expiry; a revoke that failed, again) at `now`
+  // (unix seconds).
   void Tick(int64_t now, const CredentialEvents& emit);
-  // The sandbox ended: every live credential removed and revoked
-  // (credential.revoked, `why` its reason).
+  // The sandbox ended: every live credential removed and revoked, and every
+  // pending revoke run (credential.revoked, `why` its reason).
   void RevokeAll(const std::string& why, const CredentialEvents& emit);
 
  private:
@@ -131,10 +142,27 @@ class SandboxCredentials {
     int64_t retry_at = 0;  // a refresh failed: next attempt
     bool live = false;
   };
+  // A value to revoke later: one a refresh superseded (at its own expiry:
+  // the workload may still hold it until then), or one whose revoke failed
+  // (again, backing off). Kept in the state, so a sweep finishes it.
+  struct Pending {
+    std::string name, value;
+    std::vector<std::string> revoke;
+    int64_t issued_at = 0, expires_at = 0;
+    int64_t due = 0;    // unix seconds
+    int attempts = 0;   // failed revokes so far
+    bool superseded = false;
+    bool file = true;   // deliver: file (its events name the path)
+  };
   SandboxCredentials() = default;
+  // Runs the revoke of each pending value due at `now` (all with `all`);
+  // one event each, with why.
+  void RunPending(int64_t now, bool all, const std::string& why, const CredentialEvents& emit);
   // A new value: the issue program's stdout, or a token of the built-in
   // issuer; *issued_at is when it was made.
-  Result<std::string> RunIssue(const policy::CredentialSpec& spec, int64_t* issued_at) const;
+  // What an issue program printed before it failed, or that cordon refused
+  // (a NUL byte for env), is revoked (a failed revoke is kept pending).
+  Result<std::string> RunIssue(const policy::CredentialSpec& spec, int64_t* issued_at);
   cordon::Status Deliver(const Live& c) const;
   cordon::Status SaveState() const;
   std::string Remove(Live* c);  // file removed, revoke run: the event's revoke field
@@ -142,6 +170,7 @@ class SandboxCredentials {
   std::string FilePath(const Live& c) const;
 
   std::vector<Live> creds_;
+  std::vector<Pending> pending_;
   std::string sandbox_, enforcement_, store_dir_, cgroup_dir_;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
