@@ -288,8 +288,6 @@ bool WantsHelp(const Args& args) {
   return false;
 }
 
-std::string ModeName(uint32_t mode) { return mode == CORDON_MODE_AUDIT ? "audit" : "enforce"; }
-
 int PolicyCheck(const Args& args) {
   ParsedArgs parsed;
   std::string error;
