@@ -25,7 +25,8 @@ std::string AgentStatusText(const cordon::v1::StatusReply& s) {
   std::string out = "agent: pid " + std::to_string(s.pid()) + ", cordon " + s.version() + ", up " +
                     Uptime(s.started_unix_ns()) + ", socket " + s.socket() + ", config " +
                     (s.config_file().empty() ? std::string("(defaults)") : s.config_file()) + "\n";
-  out += "agent events: " + U(s.delivered()) + " delivered, " + U(s.suppressed()) + " suppressed by the rate limit (";
+  out += "agent events: " + U(s.delivered()) + " delivered (" + U(s.quiet()) + " of them quiet: spec.quiet), " +
+         U(s.suppressed()) + " suppressed by the rate limit (";
   if (s.rate_limit_per_second() > 0) {
     char rate[64];
     std::snprintf(rate, sizeof rate, "%.0f/s, burst %llu", s.rate_limit_per_second(),
@@ -47,16 +48,16 @@ std::string AgentStatusText(const cordon::v1::StatusReply& s) {
   out += "agent metrics: " + (s.metrics_listen().empty() ? std::string("off") : "http://" + s.metrics_listen() + "/metrics") + "\n";
   if (!s.sandboxes().empty()) {
     char line[512];
-    std::snprintf(line, sizeof line, "%-20s %-12s %10s %10s %10s %10s %10s %s\n", "AGENT SANDBOX", "CGROUP-ID",
-                  "CONSUMED", "DELIVERED", "SUPPRESSED", "LOST", "BACKLOG", "STATE");
+    std::snprintf(line, sizeof line, "%-20s %-12s %10s %10s %10s %10s %10s %10s %s\n", "AGENT SANDBOX", "CGROUP-ID",
+                  "CONSUMED", "DELIVERED", "QUIET", "SUPPRESSED", "LOST", "BACKLOG", "STATE");
     out += line;
     for (const auto& b : s.sandboxes()) {
       std::string state = !b.problem().empty() ? "problem: " + b.problem() : b.suppressing() ? "rate-limited" : "ok";
-      std::snprintf(line, sizeof line, "%-20s %-12llu %10llu %10llu %10llu %10llu %10llu %s\n", b.name().c_str(),
+      std::snprintf(line, sizeof line, "%-20s %-12llu %10llu %10llu %10llu %10llu %10llu %10llu %s\n", b.name().c_str(),
                     static_cast<unsigned long long>(b.id()), static_cast<unsigned long long>(b.consumed()),
-                    static_cast<unsigned long long>(b.delivered()), static_cast<unsigned long long>(b.suppressed()),
-                    static_cast<unsigned long long>(b.lost()), static_cast<unsigned long long>(b.backlog()),
-                    state.c_str());
+                    static_cast<unsigned long long>(b.delivered()), static_cast<unsigned long long>(b.quiet()),
+                    static_cast<unsigned long long>(b.suppressed()), static_cast<unsigned long long>(b.lost()),
+                    static_cast<unsigned long long>(b.backlog()), state.c_str());
       out += line;
     }
   }

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "abi/cordon_common.h"
@@ -531,8 +532,8 @@ int TailCommand(const Args& args) {
             "): reading the ring buffers directly, which consumes their events");
   auto list = ListSandboxes();
   if (!list) return PrintError(list.error().ToString()), 1;
-  std::vector<const SandboxInfo*> chosen;
-  for (const auto& s : *list) {
+  std::vector<SandboxInfo*> chosen;
+  for (auto& s : *list) {
     if (!options.sandbox_ids.empty() &&
         std::find(options.sandbox_ids.begin(), options.sandbox_ids.end(), s.id) == options.sandbox_ids.end())
       continue;
@@ -566,11 +567,12 @@ int TailCommand(const Args& args) {
     if (!agent::TailMatches(event, options)) return;
     if (!sink.Write(event).ok()) write_failed = true;
   });
-  for (const SandboxInfo* s : chosen) {
+  std::map<uint64_t, SandboxContext> contexts;  // as the reader has them
+  for (SandboxInfo* s : chosen) {
     auto events = OpenSandboxMap(s->id, "events");
     auto counters = OpenSandboxMap(s->id, "counters");
     if (!events || !counters) continue;
-    SandboxContext ctx{s->id, s->name, s->policy, s->cgroup_path};
+    const SandboxContext& ctx = contexts[s->id] = DirectReaderContext(*s);
     Status st = reader.Add(ctx, std::move(*events), std::move(*counters));
     if (!st.ok()) return PrintError(st.error().ToString()), 1;
   }
@@ -582,7 +584,23 @@ int TailCommand(const Args& args) {
   auto drained = reader.Drain();
   if (!drained) return PrintError(drained.error().ToString()), 1;
   while (options.follow && !g_tail_stop && !write_failed) {
-    auto n = reader.Poll(200);
+    struct pollfd ready = {reader.epoll_fd(), POLLIN, 0};
+    if (::poll(&ready, 1, 200) < 0 && errno != EINTR) return PrintError(SysError("poll").ToString()), 1;
+    // A policy replaced since the last look, before what is ready is read:
+    // its names, and its spec.quiet patterns for what happened from its
+    // replacement on (what happened before is judged by the old ones).
+    for (SandboxInfo* s : chosen) {
+      auto now = GetSandbox(s->id);
+      if (!now || now->generation == s->generation) continue;
+      *s = std::move(*now);
+      SandboxContext& ctx = contexts[s->id];
+      const SandboxContext next = DirectReaderContext(*s);
+      ctx.name = next.name;
+      ctx.policy = next.policy;
+      ctx.Replaced(next.quiet, static_cast<int64_t>(s->updated_at_ns));
+      reader.Update(ctx);
+    }
+    auto n = reader.Drain();
     if (!n) return PrintError(n.error().ToString()), 1;
     reader.CheckLosses();
   }
