@@ -370,8 +370,9 @@ int UdpReceiver::Received() {
 }
 
 std::string QuietConnectPolicy(const std::string& name, uint16_t port, const std::string& kind) {
-  return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: " + name + "\nspec:\n  quiet:\n    - kind: " +
-         kind + "\n      address: 127.0.0.1\n      ports: [" + std::to_string(port) + "]\n";
+  return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: " + name +
+         "\nspec:\n  quiet:\n    - kind: " + kind + "\n      address: 127.0.0.1\n      ports: [" +
+         std::to_string(port) + "]\n";
 }
 
 PolicyFile::PolicyFile(const std::string& yaml) {

@@ -182,8 +182,8 @@ void Agent::Refresh(Sandbox& sb, const PinnedInfo& pinned) {
 std::shared_ptr<const std::vector<policy::QuietPattern>> Agent::QuietOf(uint64_t id, uint32_t generation) {
   auto patterns = ReadSandboxQuiet(SandboxPinDir(pin_root_, id), generation);
   if (patterns) return *patterns;
-  Log("sandbox " + std::to_string(id) + ": its spec.quiet patterns cannot be read (its events are not marked quiet): " +
-      patterns.error().ToString());
+  Log("sandbox " + std::to_string(id) +
+      ": its spec.quiet patterns cannot be read (its events are not marked quiet): " + patterns.error().ToString());
   return nullptr;
 }
 
