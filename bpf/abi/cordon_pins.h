@@ -3,9 +3,10 @@
  * Pinned state of an attached sandbox, under
  *   <bpffs>/cordon/v<CORDON_LAYOUT_VERSION>/sandboxes/<sandbox cgroup id>/
  * holding the maps (sandbox_cfg, addr_rules, port_rules, counters, events),
- * the links (link_connect4 ...), and `info`: an array map with one
- * struct cordon_sandbox_info, written only by userspace. Enforcement lives in
- * the links; it survives every cordon process exiting or crashing.
+ * the links (link_connect4 ...), `info`: an array map with one
+ * struct cordon_sandbox_info, written only by userspace, and `quiet` (below).
+ * Enforcement lives in the links; it survives every cordon process exiting or
+ * crashing.
  */
 #ifndef CORDON_ABI_PINS_H
 #define CORDON_ABI_PINS_H
@@ -48,5 +49,28 @@ CORDON_ABI_SIZE(struct cordon_sandbox_info, 4136);
 /* Attached with degraded enforcement allowed (some controls its policy asks
  * for are not enforced on this kernel): an update keeps that acceptance. */
 #define CORDON_INFO_F_DEGRADED 64u
+
+/*
+ * `quiet`: the policy's spec.quiet patterns, for the readers of the ring
+ * buffer (the agent, `cordon tail`, `cordon run`), which mark the events they
+ * match quiet (userspace/policy/quiet.h). Userspace only: no BPF program
+ * uses it. An array map of one element whose value is a struct
+ * cordon_quiet_header followed by `length` bytes (the value is exactly that
+ * long): a cordon.v1.Spec (policy/proto/cordon/v1/policy.proto) holding only
+ * `quiet`, serialized. Written at attach; a policy replacement pins a new map
+ * over it (rename, atomic) before it bumps the info's generation.
+ * `generation` is the info generation the patterns belong to: a reader that
+ * finds another one (a replacement in progress, or one by a cordon without
+ * this pin) uses no patterns until the generations agree. A sandbox without
+ * the pin (attached by an earlier cordon) has no patterns. Its presence
+ * changes no other pinned struct: the layout version is unchanged.
+ */
+#define CORDON_QUIET_PIN "quiet"
+#define CORDON_QUIET_MAX_BYTES (1024 * 1024)
+struct cordon_quiet_header {
+	__u32 generation; /* cordon_sandbox_info.generation these patterns are for */
+	__u32 length;	  /* bytes that follow */
+};
+CORDON_ABI_SIZE(struct cordon_quiet_header, 8);
 
 #endif

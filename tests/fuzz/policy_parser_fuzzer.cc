@@ -19,6 +19,7 @@
 #include "policy/describe.h"
 #include "policy/inline.h"
 #include "policy/parser.h"
+#include "policy/quiet.h"
 #include "policy/resources.h"
 
 namespace policy = cordon::policy;
@@ -124,9 +125,34 @@ void CheckRoundTrip(const policy::ParsedPolicy& parsed, const policy::CompiledPo
   if (!policy::Compile(again, &recompiled, &diags)) std::abort();
   if (recompiled.families != compiled.families || recompiled.has_files != compiled.has_files ||
       recompiled.file_rules != compiled.file_rules || recompiled.addr_entries.size() != compiled.addr_entries.size() ||
-      recompiled.lsm_flags != compiled.lsm_flags || recompiled.mode != compiled.mode)
+      recompiled.lsm_flags != compiled.lsm_flags || recompiled.mode != compiled.mode ||
+      recompiled.quiet != compiled.quiet)
     std::abort();
   if (policy::PolicyJson(again) != json) std::abort();
+}
+
+// spec.quiet: every accepted pattern has a target, reads back the same from
+// its pinned form, and a glob without wildcards matches exactly its own
+// path; the glob matcher takes the raw input as a glob and as a path (a
+// match is only ever of a path in normal form).
+void CheckQuiet(const policy::CompiledPolicy& compiled, std::string_view input) {
+  for (const policy::QuietPattern& p : compiled.quiet) {
+    if (p.kind.empty() || (p.path.empty() && p.unix_address.empty() && !p.prefix)) std::abort();
+    if (!p.ports.empty() && !p.prefix) std::abort();
+    if (!p.path.empty() && p.path.find_first_of("*?") == std::string::npos && !policy::MatchGlob(p.path, p.path))
+      std::abort();
+  }
+  auto back = policy::ParseQuiet(policy::SerializeQuiet(compiled.quiet));
+  if (!back || *back != compiled.quiet) std::abort();
+  if (input.size() > 4096) return;
+  for (std::string_view glob : {input, std::string_view("/usr/**"), std::string_view("/a*b?/c")}) {
+    if (!policy::MatchGlob(glob, input)) continue;
+    if (input.empty() || (input[0] != '/' && input[0] != '@')) std::abort();
+    if (input[0] == '/' &&
+        (input.find("//") != std::string_view::npos || input.find("/../") != std::string_view::npos ||
+         input.find("/./") != std::string_view::npos || input.ends_with("/..") || input.ends_with("/.")))
+      std::abort();
+  }
 }
 
 // The input as the value of inline options: merged, or refused with a reason.
@@ -169,6 +195,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckFileRules(compiled);
   CheckResources(compiled.resources);
   CheckRoundTrip(parsed, compiled);
+  CheckQuiet(compiled, text);
   CheckInline(parsed, compiled, text);
 
   // The image must decide as the rules do, at a few addresses derived from

@@ -1360,6 +1360,63 @@ TEST_F(Agent, CliAttachAndUpdateGoThroughTheAgentWithRetroactiveEvents) {
   EXPECT_EQ(agent.Stop(), 0);
 }
 
+// spec.quiet with the agent: it reads the patterns pinned with the sandbox
+// when it adopts it and again after a policy replacement, marks the events
+// they match quiet in its audit file, and counts them apart (status,
+// metrics). Control: the connect no pattern names is not quiet.
+TEST_F(Agent, QuietEventsAreMarkedAndAReplacementsPatternsApply) {
+  TestAgent agent(/*extra_yaml=*/"", /*metrics=*/true);
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TcpListener first, second;
+  const uint16_t p1 = first.port(), p2 = second.port();
+  TestCgroup cg("quiet");
+  PolicyFile a(QuietConnectPolicy("quiet-a", p1)), b(QuietConnectPolicy("quiet-b", p2));
+  CommandResult r = Cordon(
+      {"attach", "--cgroup", cg.path(), "--policy", a.path(), "--name", NamePrefix() + "quiet", "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto connect_both = [&] {
+    EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", p1)); }), EPERM);
+    EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", p2)); }), EPERM);
+  };
+  auto connects = [&] {
+    std::vector<AuditEvent> out;
+    for (auto& e : agent.Audit(cg.id()))
+      if (e.kind() == "net.connect") out.push_back(std::move(e));
+    return out;
+  };
+  connect_both();
+  ASSERT_TRUE(WaitFor([&] { return connects().size() == 2; }, 10000)) << agent.Log(0);
+  auto events = connects();
+  ASSERT_EQ(events[0].net().port(), p1);
+  EXPECT_TRUE(events[0].quiet());
+  EXPECT_EQ(events[0].verdict(), "denied");
+  EXPECT_FALSE(events[1].quiet()) << "control";
+  auto accounting = agent.Sandbox(cg.id());
+  ASSERT_TRUE(accounting.has_value());
+  EXPECT_EQ(accounting->delivered(), 2u);
+  EXPECT_EQ(accounting->quiet(), 1u);
+
+  r = Cordon({"update", "--cgroup", cg.path(), "--policy", b.path(), "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  connect_both();
+  ASSERT_TRUE(WaitFor([&] { return connects().size() == 4; }, 10000)) << agent.Log(0);
+  events = connects();
+  ASSERT_EQ(events[2].net().port(), p1);
+  EXPECT_FALSE(events[2].quiet()) << "the replaced policy's pattern no longer applies";
+  EXPECT_TRUE(events[3].quiet()) << "the new policy's does";
+  EXPECT_EQ(events[3].policy(), "quiet-b");
+  EXPECT_EQ(agent.Sandbox(cg.id())->quiet(), 2u);
+  EXPECT_EQ(first.AcceptPending() + second.AcceptPending(), 0);
+  // The kernel counts every denial, quiet or not; the agent's metrics the quiet ones apart.
+  EXPECT_EQ(KernelCounter(cg.id(), CORDON_CNT_DENIED_CONNECT), 4u);
+  const std::string metrics = HttpBody(HttpGet(MetricsPort(agent), "/metrics"));
+  EXPECT_NE(metrics.find("cordon_events_quiet_total{sandbox=\"" + NamePrefix() + "quiet\",cgroup_id=\"" +
+                         std::to_string(cg.id()) + "\"} 2"),
+            std::string::npos)
+      << metrics;
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
 // Attaches through the agent take the network instance it loaded ahead of
 // time, and it loads the next one right after: each such sandbox enforces its
 // own policy, exactly, and two of them share nothing.

@@ -371,6 +371,12 @@ int UdpReceiver::Received() {
   return n;
 }
 
+std::string QuietConnectPolicy(const std::string& name, uint16_t port, const std::string& kind) {
+  return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: " + name +
+         "\nspec:\n  quiet:\n    - kind: " + kind + "\n      address: 127.0.0.1\n      ports: [" +
+         std::to_string(port) + "]\n";
+}
+
 PolicyFile::PolicyFile(const std::string& yaml) {
   char tmpl[] = "/tmp/cordon-policy-XXXXXX.yaml";
   int fd = ::mkstemps(tmpl, 5);

@@ -129,6 +129,10 @@ class UdpReceiver {
   uint16_t port_ = 0;
 };
 
+// A policy without egress whose spec.quiet expects one thing: connects of
+// `kind` (net.connect, or a family such as net) to 127.0.0.1:port.
+std::string QuietConnectPolicy(const std::string& name, uint16_t port, const std::string& kind = "net.connect");
+
 // Writes a temporary policy file; removed at destruction.
 class PolicyFile {
  public:

@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "events/decoder.h"
 #include "events/json_line.h"
+#include "policy/compiler.h"
 #include "tests/unit/event_records.h"
 
 namespace cordon {
@@ -65,6 +66,55 @@ TEST(EventDecoder, DecodesAllFields) {
   EXPECT_EQ(event->net().rule(), 2u);
   EXPECT_NE(event->reason().find("rule #2"), std::string::npos);
   EXPECT_EQ(event->enforcement(), "kernel-cgroup");
+}
+
+// spec.quiet: the decoder marks the events its sandbox's patterns match (and
+// only those: a message reused for the next record does not keep the mark);
+// the compact line says so and does not paint the verdict as an alarm.
+TEST(EventDecoder, MarksTheEventsOfTheSandboxsQuietPatterns) {
+  policy::ParsedPolicy parsed;
+  policy::Diagnostics diags;
+  ASSERT_TRUE(
+      policy::ParsePolicyText("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: t}\nspec:\n"
+                              "  quiet:\n    - {kind: net.connect, address: 169.254.169.254, ports: [80]}\n",
+                              "q.yaml", &parsed, &diags))
+      << policy::FormatDiagnostics(diags);
+  policy::CompiledPolicy compiled;
+  ASSERT_TRUE(policy::Compile(parsed, &compiled, &diags)) << policy::FormatDiagnostics(diags);
+  SandboxContext quiet = kSandbox;
+  quiet.quiet = std::make_shared<const std::vector<policy::QuietPattern>>(compiled.quiet);
+
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  cordon_net_event e = SampleEvent();
+  cordon::v1::AuditEvent out;
+  ASSERT_TRUE(decoder.DecodeInto(&e, sizeof e, quiet, &out).ok());
+  EXPECT_TRUE(out.quiet());
+  EXPECT_EQ(out.verdict(), "denied") << "a quiet denial is still a denial";
+  EXPECT_NE(ToCompactLine(out).find(" denied (quiet) net.connect python3[1000] -> 169.254.169.254:80/tcp"),
+            std::string::npos)
+      << ToCompactLine(out);
+  EXPECT_EQ(ToCompactLine(out, true).find("\x1b[31m"), std::string::npos) << "not red";
+  EXPECT_NE(ToJsonLine(out).find("\"quiet\":true}"), std::string::npos) << ToJsonLine(out);
+
+  e.port = 81;  // the control: no pattern matches
+  ASSERT_TRUE(decoder.DecodeInto(&e, sizeof e, quiet, &out).ok());
+  EXPECT_FALSE(out.quiet());
+  EXPECT_NE(ToCompactLine(out).find(" denied net.connect python3[1000]"), std::string::npos) << ToCompactLine(out);
+  EXPECT_EQ(ToJsonLine(out).find("quiet"), std::string::npos);
+  e.port = 80;  // and a sandbox without patterns
+  ASSERT_TRUE(decoder.DecodeInto(&e, sizeof e, kSandbox, &out).ok());
+  EXPECT_FALSE(out.quiet());
+
+  // After a replacement the policy's patterns apply by the event's time: one
+  // from before the replacement is judged by the previous policy's.
+  SandboxContext replaced = kSandbox;
+  replaced.quiet = quiet.quiet;
+  replaced.Replaced(nullptr, 1);  // replaced long before the event (boot + 0.12 s): the new (no) patterns
+  ASSERT_TRUE(decoder.DecodeInto(&e, sizeof e, replaced, &out).ok());
+  EXPECT_FALSE(out.quiet());
+  replaced.quiet_since_ns = (out.time().seconds() + 1) * 1000000000;  // a second after it
+  ASSERT_TRUE(decoder.DecodeInto(&e, sizeof e, replaced, &out).ok());
+  EXPECT_TRUE(out.quiet()) << "the event happened under the previous policy";
 }
 
 // lsm/socket_connect and socket_sendmsg on a socket created outside the

@@ -58,6 +58,9 @@ TEST(JsonLine, EmptyAndMinimalEvents) {
   ExpectSame(e);
   e.add_open_files("");
   ExpectSame(e);
+  e.set_quiet(true);  // the last member (field 28)
+  ExpectSame(e);
+  EXPECT_NE(ToJsonLine(e).find(",\"quiet\":true}"), std::string::npos) << ToJsonLine(e);
 }
 
 TEST(JsonLine, EveryAsciiCharacterInEveryStringField) {
@@ -347,6 +350,7 @@ TEST(JsonLine, RandomEvents) {
       e.mutable_suppressed()->set_count(num64());
       e.mutable_suppressed()->set_final(pick(2));
     }
+    if (pick(3) == 0) e.set_quiet(true);
     ExpectSame(e);
     if (HasFailure()) break;
   }

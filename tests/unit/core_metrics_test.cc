@@ -42,6 +42,7 @@ SandboxMetrics Sandbox(uint64_t id, const std::string& name) {
   s.level = "full";
   for (size_t i = 0; i < s.counters.size(); ++i) s.counters[i] = 100 + i;  // slot i holds 100+i
   s.events_delivered = 7;
+  s.events_quiet = 2;
   s.events_suppressed = 3;
   return s;
 }
@@ -128,6 +129,9 @@ TEST(MetricsRender, AgentFamiliesGolden) {
             "# TYPE cordon_ringbuf_lost_events_total counter\n"
             "# HELP cordon_events_delivered_total Audit events of the sandbox delivered to the sinks.\n"
             "# TYPE cordon_events_delivered_total counter\n"
+            "# HELP cordon_events_quiet_total Audit events of the sandbox delivered marked quiet (expected: the "
+            "policy's spec.quiet).\n"
+            "# TYPE cordon_events_quiet_total counter\n"
             "# HELP cordon_events_suppressed_total Audit events of the sandbox suppressed by rate limiting.\n"
             "# TYPE cordon_events_suppressed_total counter\n"
             "# HELP cordon_sandbox_memory_bytes Memory the sandbox cgroup uses (memory.current).\n"
@@ -181,6 +185,7 @@ TEST(MetricsRender, SandboxCounterSlots) {
                                 std::to_string(100 + CORDON_CNT_KILLED)));
   EXPECT_TRUE(HasLine(text, "cordon_sandbox_info" + l + ",level=\"full\"} 1"));
   EXPECT_TRUE(HasLine(text, "cordon_events_delivered_total" + l + "} 7"));
+  EXPECT_TRUE(HasLine(text, "cordon_events_quiet_total" + l + "} 2"));
   EXPECT_TRUE(HasLine(text, "cordon_events_suppressed_total" + l + "} 3"));
   EXPECT_TRUE(HasLine(text, "cordon_sandboxes 1"));
   size_t denials = 0;

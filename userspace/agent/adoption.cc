@@ -27,6 +27,7 @@ Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
   Sandbox* raw = sb.get();
   sb->id = id;
   sb->ctx = SandboxContext{id, pinned.info.name, pinned.info.policy, pinned.info.cgroup_path};
+  sb->ctx.quiet = QuietOf(id, pinned.info.generation);
   sb->info_map_id = pinned.map_id;
   sb->generation = pinned.info.generation;
   sb->flags = pinned.info.flags;
@@ -165,11 +166,25 @@ void Agent::Refresh(Sandbox& sb, const PinnedInfo& pinned) {
   if (sb.generation == pinned.info.generation && sb.ctx.name == pinned.info.name &&
       sb.ctx.policy == pinned.info.policy)
     return;
+  if (sb.generation != pinned.info.generation) {
+    // The new policy's spec.quiet patterns for what happened from its
+    // replacement on; what waits from before is judged by the old ones.
+    sb.ctx.Replaced(QuietOf(sb.id, pinned.info.generation), static_cast<int64_t>(pinned.info.updated_at_ns));
+    sb.reader->Update(sb.ctx);
+  }
   DrainAll(sb);
   sb.ctx.name = pinned.info.name;
   sb.ctx.policy = pinned.info.policy;
   sb.generation = pinned.info.generation;
   sb.reader->Update(sb.ctx);
+}
+
+std::shared_ptr<const std::vector<policy::QuietPattern>> Agent::QuietOf(uint64_t id, uint32_t generation) {
+  auto patterns = ReadSandboxQuiet(SandboxPinDir(pin_root_, id), generation);
+  if (patterns) return *patterns;
+  Log("sandbox " + std::to_string(id) +
+      ": its spec.quiet patterns cannot be read (its events are not marked quiet): " + patterns.error().ToString());
+  return nullptr;
 }
 
 void Agent::DrainSandbox(Sandbox& sb, int budget) {
@@ -205,6 +220,7 @@ void Agent::OnEvent(Sandbox& sb, const v1::AuditEvent& event) {
   } else {
     sb.delivered++;
     delivered_++;
+    if (event.quiet()) sb.quiet++, quiet_++;
   }
   Deliver(event);
 }

@@ -354,6 +354,7 @@ std::string Agent::RenderMetrics() {
     if (auto counters = OpenSandboxMap(id, "counters"))
       if (auto sums = ReadCounters(counters->get())) s.counters = *sums;
     s.events_delivered = sb->delivered;
+    s.events_quiet = sb->quiet;
     s.events_suppressed = sb->suppression.suppressed();
     s.ringbuf_lost = sb->lost;
     if (!sb->ctx.cgroup_path.empty()) s.resources = ops::ReadResourceUsage(JoinPath(cgroup_mount_, sb->ctx.cgroup_path));

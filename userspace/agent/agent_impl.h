@@ -51,6 +51,7 @@ struct Sandbox {
   std::unique_ptr<EventReader> reader;
   bool more = false;  // the last drain spent its budget
   uint64_t delivered = 0;
+  uint64_t quiet = 0;  // of the delivered: matched the policy's spec.quiet
   uint64_t lost = 0;
   uint64_t backlog = 0;
   Suppression suppression;
@@ -96,6 +97,9 @@ class Agent {
   // After a policy replacement: what waits is decoded under the old names,
   // then the new ones apply.
   void Refresh(Sandbox& sb, const PinnedInfo& pinned);
+  // The sandbox's spec.quiet patterns of that generation (null: none, or
+  // not readable, which is logged: its events are then not marked quiet).
+  std::shared_ptr<const std::vector<policy::QuietPattern>> QuietOf(uint64_t id, uint32_t generation);
   void OnEvent(Sandbox& sb, const cordon::v1::AuditEvent& event);
   bool Admit(Sandbox& sb);
   void EmitSuppressed(Sandbox& sb, bool final, int64_t now);
@@ -143,7 +147,7 @@ class Agent {
   int64_t started_real_ns_ = 0;
   int64_t started_mono_ns_ = 0;
   // accounting since start
-  uint64_t consumed_ = 0, delivered_ = 0, suppressed_ = 0, lost_ = 0;
+  uint64_t consumed_ = 0, delivered_ = 0, suppressed_ = 0, lost_ = 0, quiet_ = 0;
   uint64_t rate_last_delivered_ = 0;
   int64_t rate_last_ns_ = 0;
   double events_per_second_ = 0;

@@ -113,6 +113,7 @@ void Agent::HandleStatus(Client& c) {
     a->set_name(sb->ctx.name);
     a->set_consumed(sb->reader->consumed());
     a->set_delivered(sb->delivered);
+    a->set_quiet(sb->quiet);
     a->set_suppressed(sb->suppression.suppressed());
     a->set_lost(sb->lost);
     a->set_malformed(sb->reader->malformed());
@@ -127,6 +128,7 @@ void Agent::HandleStatus(Client& c) {
   uint64_t malformed = 0;
   for (const auto& [id, sb] : sandboxes_) malformed += sb->reader->malformed();
   s->set_delivered(delivered_);
+  s->set_quiet(quiet_);
   s->set_suppressed(suppressed_);
   s->set_lost(lost_);
   s->set_malformed(malformed);

@@ -279,6 +279,9 @@ std::string RenderPrometheus(const AgentMetrics& m) {
              std::max(s.counters[CORDON_CNT_EVENTS_DROPPED], s.ringbuf_lost));
   w.Family("cordon_events_delivered_total", "counter", "Audit events of the sandbox delivered to the sinks.");
   for (const SandboxMetrics& s : m.sandboxes) w.Sample("cordon_events_delivered_total", SandboxLabels(s), s.events_delivered);
+  w.Family("cordon_events_quiet_total", "counter",
+           "Audit events of the sandbox delivered marked quiet (expected: the policy's spec.quiet).");
+  for (const SandboxMetrics& s : m.sandboxes) w.Sample("cordon_events_quiet_total", SandboxLabels(s), s.events_quiet);
   w.Family("cordon_events_suppressed_total", "counter", "Audit events of the sandbox suppressed by rate limiting.");
   for (const SandboxMetrics& s : m.sandboxes)
     w.Sample("cordon_events_suppressed_total", SandboxLabels(s), s.events_suppressed);

@@ -25,6 +25,7 @@ struct SandboxMetrics {
   std::string level;  // enforcement level string
   std::array<uint64_t, CORDON_CNT_MAX> counters{};  // enum cordon_counter slots, summed over CPUs
   uint64_t events_delivered = 0;
+  uint64_t events_quiet = 0;       // of the delivered: matched the policy's spec.quiet
   uint64_t events_suppressed = 0;  // rate-limited
   // Events lost as the agent learned from loss records. Counts the same
   // events as counters[CORDON_CNT_EVENTS_DROPPED]; the larger of the two is

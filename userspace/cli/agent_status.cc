@@ -27,7 +27,8 @@ std::string AgentStatusText(const cordon::v1::StatusReply& s) {
   std::string out = "agent: pid " + std::to_string(s.pid()) + ", cordon " + s.version() + ", up " +
                     Uptime(s.started_unix_ns()) + ", socket " + s.socket() + ", config " +
                     (s.config_file().empty() ? std::string("(defaults)") : s.config_file()) + "\n";
-  out += "agent events: " + U(s.delivered()) + " delivered, " + U(s.suppressed()) + " suppressed by the rate limit (";
+  out += "agent events: " + U(s.delivered()) + " delivered (" + U(s.quiet()) + " of them quiet: spec.quiet), " +
+         U(s.suppressed()) + " suppressed by the rate limit (";
   if (s.rate_limit_per_second() > 0) {
     char rate[64];
     std::snprintf(rate, sizeof rate, "%.0f/s, burst %llu", s.rate_limit_per_second(),
@@ -48,11 +49,12 @@ std::string AgentStatusText(const cordon::v1::StatusReply& s) {
          " events dropped for slow tailers, " + U(s.tailers_disconnected()) + " disconnected for falling behind\n";
   out += "agent metrics: " + (s.metrics_listen().empty() ? std::string("off") : "http://" + s.metrics_listen() + "/metrics") + "\n";
   if (!s.sandboxes().empty()) {
-    Table table({"AGENT SANDBOX", "CGROUP-ID", "CONSUMED", "DELIVERED", "SUPPRESSED", "LOST", "BACKLOG", "STATE"});
+    Table table({"AGENT SANDBOX", "CGROUP-ID", "CONSUMED", "DELIVERED", "QUIET", "SUPPRESSED", "LOST", "BACKLOG",
+                 "STATE"});
     for (const auto& b : s.sandboxes()) {
       std::string state = !b.problem().empty() ? "problem: " + b.problem() : b.suppressing() ? "rate-limited" : "ok";
-      table.Add({DisplayText(b.name()), U(b.id()), U(b.consumed()), U(b.delivered()), U(b.suppressed()), U(b.lost()),
-                 U(b.backlog()), DisplayText(state)});
+      table.Add({DisplayText(b.name()), U(b.id()), U(b.consumed()), U(b.delivered()), U(b.quiet()), U(b.suppressed()),
+                 U(b.lost()), U(b.backlog()), DisplayText(state)});
     }
     out += table.Render(false);
   }

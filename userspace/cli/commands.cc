@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "abi/cordon_common.h"
@@ -276,7 +277,8 @@ const char* kTailHelp =
     "                     events; nothing is missed or repeated\n"
     "  TIME is a duration ago (90s, 10m, 2h, 1d) or a UTC time as events carry it\n"
     "  (2026-12-04T21:30:00Z, fractions of a second allowed).\n"
-    "  -o, --output FMT   json (default) or compact\n"
+    "  -o, --output FMT   json (default) or compact; an event the policy's spec.quiet expects is\n"
+    "                     \"quiet\": true in json, \"denied (quiet)\" in compact\n"
     "\n"
     "With an agent running, events stream from it over its socket (many tails at once; a tail that\n"
     "reads too slowly misses events, is told how many, and is disconnected with a reason if it falls\n"
@@ -534,8 +536,8 @@ int TailCommand(const Args& args) {
             "): reading the ring buffers directly, which consumes their events");
   auto list = ListSandboxes();
   if (!list) return PrintError(list.error().ToString()), 1;
-  std::vector<const SandboxInfo*> chosen;
-  for (const auto& s : *list) {
+  std::vector<SandboxInfo*> chosen;
+  for (auto& s : *list) {
     if (!options.sandbox_ids.empty() &&
         std::find(options.sandbox_ids.begin(), options.sandbox_ids.end(), s.id) == options.sandbox_ids.end())
       continue;
@@ -570,11 +572,12 @@ int TailCommand(const Args& args) {
     if (!agent::TailMatches(event, options)) return;
     if (!sink.Write(event).ok()) write_failed = true;
   });
-  for (const SandboxInfo* s : chosen) {
+  std::map<uint64_t, SandboxContext> contexts;  // as the reader has them
+  for (SandboxInfo* s : chosen) {
     auto events = OpenSandboxMap(s->id, "events");
     auto counters = OpenSandboxMap(s->id, "counters");
     if (!events || !counters) continue;
-    SandboxContext ctx{s->id, s->name, s->policy, s->cgroup_path};
+    const SandboxContext& ctx = contexts[s->id] = DirectReaderContext(*s);
     Status st = reader.Add(ctx, std::move(*events), std::move(*counters));
     if (!st.ok()) return PrintError(st.error().ToString()), 1;
   }
@@ -586,7 +589,23 @@ int TailCommand(const Args& args) {
   auto drained = reader.Drain();
   if (!drained) return PrintError(drained.error().ToString()), 1;
   while (options.follow && !g_tail_stop && !write_failed) {
-    auto n = reader.Poll(200);
+    struct pollfd ready = {reader.epoll_fd(), POLLIN, 0};
+    if (::poll(&ready, 1, 200) < 0 && errno != EINTR) return PrintError(SysError("poll").ToString()), 1;
+    // A policy replaced since the last look, before what is ready is read:
+    // its names, and its spec.quiet patterns for what happened from its
+    // replacement on (what happened before is judged by the old ones).
+    for (SandboxInfo* s : chosen) {
+      auto now = GetSandbox(s->id);
+      if (!now || now->generation == s->generation) continue;
+      *s = std::move(*now);
+      SandboxContext& ctx = contexts[s->id];
+      const SandboxContext next = DirectReaderContext(*s);
+      ctx.name = next.name;
+      ctx.policy = next.policy;
+      ctx.Replaced(next.quiet, static_cast<int64_t>(s->updated_at_ns));
+      reader.Update(ctx);
+    }
+    auto n = reader.Drain();
     if (!n) return PrintError(n.error().ToString()), 1;
     reader.CheckLosses();
   }

@@ -1,6 +1,7 @@
 #include "cli/run_events.h"
 
 #include "cli/common.h"
+#include "cli/tail.h"
 #include "sys/bpffs.h"
 #include "util/colour.h"
 
@@ -22,6 +23,8 @@ void RunEvents::OnEvent(const cordon::v1::AuditEvent& event) {
     summary.suppressed += event.suppressed().count();
   } else if (event.verdict() == "noted") {
     summary.noted++;  // credential.*: records of what cordon did, not violations
+  } else if (event.quiet()) {
+    summary.quiet_by_kind[event.kind()]++;  // expected (spec.quiet): recorded, not a violation
   } else {
     summary.by_kind[event.kind()]++;
     const std::string& v = event.verdict();
@@ -47,8 +50,10 @@ Status RunEvents::ReadDirectly() {
   if (reading_) return {};
   auto events = OpenSandboxMap(sandbox_id_, "events");
   auto counters = OpenSandboxMap(sandbox_id_, "counters");
-  Status added = events && counters ? reader_.Add({sandbox_id_, name_, policy_name_, relative_},
-                                                  std::move(*events), std::move(*counters))
+  SandboxContext ctx{sandbox_id_, name_, policy_name_, relative_};
+  // The pinned spec.quiet patterns, read as the agent and cordon tail read them.
+  if (auto info = GetSandbox(sandbox_id_)) ctx.quiet = DirectReaderContext(*info).quiet;
+  Status added = events && counters ? reader_.Add(ctx, std::move(*events), std::move(*counters))
                                     : Status(Error{"open the sandbox's event maps"});
   reading_ = added.ok();
   return added;
@@ -142,6 +147,12 @@ bool FinishSandbox(ops::EphemeralSandbox* sandbox, RunEvents* events) {
   return cleaned;
 }
 
+uint64_t RunSummary::Quiet() const {
+  uint64_t n = 0;
+  for (const auto& [kind, count] : quiet_by_kind) n += count;
+  return n;
+}
+
 std::string SummaryLine(const RunSummary& summary, bool colour) {
   std::string line;
   if (summary.Violations() == 0) {
@@ -155,6 +166,11 @@ std::string SummaryLine(const RunSummary& summary, bool colour) {
     if (summary.killed) line += ", " + std::to_string(summary.killed) + " killed";
     line += ":";
     for (const auto& [kind, count] : summary.by_kind) line += " " + kind + " x" + std::to_string(count);
+    line += ")";
+  }
+  if (const uint64_t quiet = summary.Quiet()) {
+    line += "; " + std::to_string(quiet) + " expected (spec.quiet:";
+    for (const auto& [kind, count] : summary.quiet_by_kind) line += " " + kind + " x" + std::to_string(count);
     line += ")";
   }
   if (summary.suppressed)

@@ -35,13 +35,18 @@ struct RunSummary {
   uint64_t killed = 0;
   uint64_t noted = 0;  // credential.* records (not violations)
   uint64_t Violations() const { return denied + audited + detected + killed; }
+  // Expected events (AuditEvent.quiet: the policy's spec.quiet), by kind:
+  // recorded, not violations (not in the counts above).
+  std::map<std::string, uint64_t> quiet_by_kind;
+  uint64_t Quiet() const;
   uint64_t lost = 0;
   uint64_t suppressed = 0;    // held back by the agent's rate limit (its "suppressed" records)
   uint64_t not_received = 0;  // the agent had them but this run fell behind (its sinks have them)
 };
 
 // The summary's text (without "cordon: " and the audit log's path), e.g.
-// "2 violations (2 denied, 0 audited: net.connect x2)".
+// "2 violations (2 denied, 0 audited: net.connect x2)", and expected events
+// apart: "no violations; 3 expected (spec.quiet: file.exec x2 net.connect x1)".
 std::string SummaryLine(const RunSummary& summary, bool colour = false);
 
 // The sandbox's events: to the audit log and the summary, from the agent

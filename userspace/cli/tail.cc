@@ -13,6 +13,7 @@
 #include "events/decoder.h"
 #include "events/json_line.h"
 #include "events/sink.h"
+#include "util/text.h"
 
 namespace cordon::cli {
 
@@ -65,6 +66,19 @@ bool ReplayAuditFile(int fd, uint64_t end_offset, const TailOptions& options) {
     std::fprintf(stderr, "cordon: replay: %zu unparseable audit-file line%s skipped\n", unparseable,
                  unparseable == 1 ? "" : "s");
   return out.empty() || WriteAll(STDOUT_FILENO, out).ok();
+}
+
+SandboxContext DirectReaderContext(const SandboxInfo& sandbox) {
+  SandboxContext ctx{sandbox.id, sandbox.name, sandbox.policy, sandbox.cgroup_path};
+  auto quiet = ReadSandboxQuiet(sandbox.pin_dir, sandbox.generation);
+  if (quiet)
+    ctx.quiet = *quiet;
+  else
+    std::fprintf(stderr,
+                 "cordon: warning: sandbox %s: its spec.quiet patterns cannot be read (its events are not "
+                 "marked quiet): %s\n",
+                 DisplayText(sandbox.name).c_str(), quiet.error().ToString().c_str());
+  return ctx;
 }
 
 namespace {

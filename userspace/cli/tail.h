@@ -6,6 +6,8 @@
 #include <cstdint>
 
 #include "agent/control.h"
+#include "events/decoder.h"
+#include "loader/sandbox.h"
 
 namespace cordon::cli {
 
@@ -22,5 +24,11 @@ int TailThroughAgent(agent::AgentClient& client, const TailOptions& options);
 // Replays audit-file lines (JSONL) matching the options to stdout; stops at
 // end_offset (0: the whole file). Returns false if stdout failed.
 bool ReplayAuditFile(int fd, uint64_t end_offset, const TailOptions& options);
+
+// What a direct reader of a sandbox's ring buffer (`cordon tail` and `cordon
+// run` without an agent) decodes its events with: its names, and the
+// spec.quiet patterns pinned with it for its current generation. A pin that
+// cannot be read is said on stderr (its events are then not marked quiet).
+SandboxContext DirectReaderContext(const SandboxInfo& sandbox);
 
 }  // namespace cordon::cli

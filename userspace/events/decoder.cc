@@ -123,50 +123,7 @@ std::string CommString(const char (&comm)[16]) { return std::string(comm, strnle
 
 }  // namespace
 
-std::string KindName(uint32_t kind) {
-  switch (kind) {
-    case CORDON_EV_NET_CONNECT: return "net.connect";
-    case CORDON_EV_NET_SENDMSG: return "net.sendmsg";
-    case CORDON_EV_NET_SOCKET: return "net.socket";
-    case CORDON_EV_NET_UNIX: return "net.unix";
-    case CORDON_EV_NET_BIND: return "net.bind";
-    case CORDON_EV_NET_SOCKOPT: return "net.sockopt";
-    case CORDON_EV_FILE_OPEN: return "file.open";
-    case CORDON_EV_FILE_CREATE: return "file.create";
-    case CORDON_EV_FILE_UNLINK: return "file.unlink";
-    case CORDON_EV_FILE_RENAME: return "file.rename";
-    case CORDON_EV_FILE_LINK: return "file.link";
-    case CORDON_EV_FILE_EXEC: return "file.exec";
-    case CORDON_EV_FILE_MMAP_EXEC: return "file.mmap_exec";
-    case CORDON_EV_FILE_SETATTR: return "file.setattr";
-    case CORDON_EV_FILE_IOCTL: return "file.ioctl";
-    case CORDON_EV_FILE_MEMFD: return "file.memfd";
-    case CORDON_EV_TAMPER_BPF: return "tamper.bpf";
-    case CORDON_EV_TAMPER_SIGNAL: return "tamper.signal";
-    case CORDON_EV_TAMPER_PTRACE: return "tamper.ptrace";
-    case CORDON_EV_TAMPER_MOUNT: return "tamper.mount";
-    case CORDON_EV_TAMPER_MODULE: return "tamper.module";
-    case CORDON_EV_TAMPER_USERNS: return "tamper.userns";
-    case CORDON_EV_TAMPER_CLOCK: return "tamper.clock";
-    case CORDON_EV_TAMPER_REBOOT: return "tamper.reboot";
-    case CORDON_EV_TAMPER_CGROUP: return "tamper.cgroup";
-    case CORDON_EV_TAMPER_CAPABILITY: return "tamper.capability";
-    case CORDON_EV_TAMPER_IO_URING: return "tamper.io_uring";
-    case CORDON_EV_TAMPER_TERMINAL: return "tamper.terminal";
-    case CORDON_EV_TAMPER_SCHED: return "tamper.sched";
-    case CORDON_EV_TAMPER_RLIMIT: return "tamper.rlimit";
-    case CORDON_EV_TAMPER_SYSLOG: return "tamper.syslog";
-    case CORDON_EV_TAMPER_NOTIFY: return "tamper.notify";
-    case CORDON_EV_TAMPER_KEYRING: return "tamper.keyring";
-    case CORDON_EV_TAMPER_IPC: return "tamper.ipc";
-    case CORDON_EV_TAMPER_ACCT: return "tamper.acct";
-    case CORDON_EV_TAMPER_PERSONALITY: return "tamper.personality";
-    case CORDON_EV_TAMPER_DEVICE: return "tamper.device";
-    case CORDON_EV_TAMPER_SYSCTL: return "tamper.sysctl";
-    case CORDON_EV_PROC_COREDUMP: return "proc.coredump";
-  }
-  return "";
-}
+std::string KindName(uint32_t kind) { return policy::EventKindName(kind); }
 
 std::string RightsString(uint32_t rights) {
   static const struct {
@@ -367,7 +324,8 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   // Wrapping (unsigned) sum: boot_ns comes from the record, so it is not trusted
   // to keep a signed sum in range (found by the UBSan build of the tests).
   const uint64_t offset = static_cast<uint64_t>(batch_ ? batch_offset_ns_ : RealtimeMinusBoottime());
-  SetTimestamp(static_cast<int64_t>(static_cast<uint64_t>(h.boot_ns) + offset), out.mutable_time());
+  const auto at_ns = static_cast<int64_t>(static_cast<uint64_t>(h.boot_ns) + offset);
+  SetTimestamp(at_ns, out.mutable_time());
   out.set_sandbox(sandbox.name);
   out.set_cgroup_path(CgroupPath(h.cgroup_id, sandbox));
   out.set_cgroup_id(h.cgroup_id);
@@ -450,6 +408,11 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
     }
   }
   out.set_reason(ReasonText(ne, target));
+  // An expected event (spec.quiet): still what its verdict says, marked
+  // apart; judged by the patterns of the policy in force when it happened.
+  const SandboxContext::QuietPatterns& quiet =
+      sandbox.quiet_since_ns && at_ns < sandbox.quiet_since_ns ? sandbox.previous_quiet : sandbox.quiet;
+  out.set_quiet(quiet && policy::MatchQuiet(*quiet, out) >= 0);
   return {};
 }
 

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "event.pb.h"
+#include "policy/quiet.h"
 #include "util/result.h"
 
 namespace cordon {
@@ -21,6 +24,19 @@ struct SandboxContext {
   std::string name;
   std::string policy;
   std::string cgroup_path;  // of the sandbox root, relative to the cgroup2 mount
+  // The policy's spec.quiet patterns (null: none): a matching event is
+  // decoded with quiet set. After a policy replacement at quiet_since_ns
+  // (CLOCK_REALTIME; 0: none seen), an event that happened before it is
+  // judged by the patterns of the policy before (previous_quiet).
+  using QuietPatterns = std::shared_ptr<const std::vector<policy::QuietPattern>>;
+  QuietPatterns quiet = nullptr;
+  QuietPatterns previous_quiet = nullptr;
+  int64_t quiet_since_ns = 0;
+  void Replaced(QuietPatterns patterns, int64_t since_ns) {
+    previous_quiet = std::move(quiet);
+    quiet = std::move(patterns);
+    quiet_since_ns = since_ns;
+  }
 };
 
 class EventDecoder {

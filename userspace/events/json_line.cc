@@ -132,6 +132,7 @@ class JsonWriter {
       Bool("final", e.suppressed().final());
       Close();
     }
+    Bool("quiet", e.quiet());  // 28: after resource and credential, which protobuf prints
     Close();
     return true;
   }
@@ -303,7 +304,10 @@ std::string ToCompactLine(const cordon::v1::AuditEvent& event, bool colour) {
   std::string line = time + " " + d(event.sandbox()) + " ";
   if (event.kind() == "loss") return line + Paint("LOSS", Colour::kRed, colour) + " " + d(event.reason());
   if (event.kind() == "suppressed") return line + Paint("SUPPRESSED", Colour::kYellow, colour) + " " + d(event.reason());
-  line += Paint(d(event.verdict()), VerdictColour(event.verdict()), colour) + " " + d(event.kind()) + " " + d(event.comm()) + "[" + std::to_string(event.pid()) + "]";
+  // An expected event (spec.quiet) says so and is not painted as an alarm.
+  line += Paint(d(event.verdict()), event.quiet() ? Colour::kDim : VerdictColour(event.verdict()), colour) +
+          (event.quiet() ? " (quiet) " : " ") + d(event.kind()) + " " + d(event.comm()) + "[" +
+          std::to_string(event.pid()) + "]";
   const auto& n = event.net();
   if (event.has_net() && !n.address().empty())
     line += (event.kind() == "net.bind" ? " bind " : " -> ") + d(n.address()) + ":" + std::to_string(n.port()) + "/" +

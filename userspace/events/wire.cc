@@ -109,6 +109,7 @@ void AppendWireEvent(const cordon::v1::AuditEvent& e, std::string* out) {
     PutUint(&sub, 2, e.suppressed().final());
     PutMessage(out, 23, sub);
   }
+  PutUint(out, 28, e.quiet());
   if (sub.capacity() > (1u << 16)) std::string().swap(sub);
 }
 

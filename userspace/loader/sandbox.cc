@@ -27,6 +27,7 @@ namespace {
 constexpr const char* kCountersPin = "counters";
 constexpr const char* kEventsPin = "events";
 constexpr const char* kInfoPin = "info";
+constexpr const char* kQuietPin = CORDON_QUIET_PIN;
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -69,6 +70,30 @@ Status WriteInfo(const std::string& dir, const cordon_sandbox_info& info) {
   if (!fd.valid()) return SysError("open " + dir + "/" + kInfoPin);
   uint32_t zero = 0;
   if (bpf_map_update_elem(fd.get(), &zero, &info, BPF_ANY)) return SysError("write " + dir + "/" + kInfoPin);
+  return {};
+}
+
+// Pins the policy's spec.quiet patterns for `generation` as dir/quiet
+// (bpf/abi/cordon_pins.h): a new map, pinned beside and renamed over the old
+// one, so a reader sees the old patterns or the new ones, never a mix.
+Status PinQuiet(const std::string& dir, const policy::CompiledPolicy& policy, uint32_t generation) {
+  const std::string bytes = policy::SerializeQuiet(policy.quiet);
+  if (bytes.size() > CORDON_QUIET_MAX_BYTES)
+    return Error{"spec.quiet is too large to pin: " + std::to_string(bytes.size()) + " bytes"};
+  std::string value(sizeof(cordon_quiet_header) + bytes.size(), '\0');
+  const cordon_quiet_header header = {generation, static_cast<uint32_t>(bytes.size())};
+  std::memcpy(value.data(), &header, sizeof header);
+  std::memcpy(value.data() + sizeof header, bytes.data(), bytes.size());
+  UniqueFd fd(bpf_map_create(BPF_MAP_TYPE_ARRAY, "cordon_quiet", sizeof(uint32_t), static_cast<uint32_t>(value.size()),
+                             1, nullptr));
+  if (!fd.valid()) return SysError("create quiet map");
+  uint32_t zero = 0;
+  if (bpf_map_update_elem(fd.get(), &zero, value.data(), BPF_ANY)) return SysError("write quiet map");
+  const std::string final_path = dir + "/" + kQuietPin;
+  const std::string tmp = dir + "/new_" + kQuietPin;  // bpffs forbids "." in names
+  ::unlink(tmp.c_str());
+  if (bpf_obj_pin(fd.get(), tmp.c_str()) || ::rename(tmp.c_str(), final_path.c_str()))
+    return SysError("pin " + final_path);
   return {};
 }
 
@@ -165,6 +190,7 @@ Result<AttachResult> AttachFresh(const std::string& root, const CgroupRef& cgrou
     links.push_back(std::move(link));
   }
   if (Status pinned = PinAll(skel->get(), info_fd->get(), links, staging); !pinned.ok()) return fail(pinned.error());
+  if (Status pinned = PinQuiet(staging, policy, info.generation); !pinned.ok()) return fail(pinned.error());
   std::string dir = SandboxPinDir(root, cgroup.id);
   if (::rename(staging.c_str(), dir.c_str()) != 0) return fail(SysError("publish " + dir));
 
@@ -306,6 +332,12 @@ Result<AttachResult> NetworkReplacement::Finish(const CgroupRef& cgroup, const p
   info->mode = policy.mode;
   info->updated_at_ns = static_cast<uint64_t>(RealNs());
   info->generation += 1;
+  // The new patterns before the new generation: a reader that sees the
+  // generation change reads them (events of the new policy are then judged
+  // by its patterns; until then, a pin of a generation not yet in the info
+  // is not used at all).
+  if (Status pinned = PinQuiet(dir, policy, info->generation); !pinned.ok())
+    return Error{pinned.error().ToString() + " (enforcement already uses the new policy)"};
   if (!options.name.empty()) CopyName(info->name, sizeof info->name, options.name);
   CopyName(info->policy, sizeof info->policy, policy.name);
   CopyName(info->policy_digest, sizeof info->policy_digest, policy.digest);
@@ -569,6 +601,35 @@ Status AddSandboxFlags(uint64_t sandbox_id, uint32_t flags, uint32_t clear) {
   if (!info) return info.error();
   info->flags = (info->flags & ~clear) | flags;
   return WriteInfo(dir, *info);
+}
+
+Result<std::shared_ptr<const std::vector<policy::QuietPattern>>> ReadSandboxQuiet(const std::string& dir,
+                                                                                  uint32_t generation) {
+  using Patterns = std::shared_ptr<const std::vector<policy::QuietPattern>>;
+  const std::string path = dir + "/" + kQuietPin;
+  UniqueFd fd(bpf_obj_get(path.c_str()));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return Patterns();  // attached by a cordon without spec.quiet
+    return SysError("open " + path);
+  }
+  struct bpf_map_info minfo = {};
+  uint32_t len = sizeof minfo;
+  if (bpf_obj_get_info_by_fd(fd.get(), &minfo, &len)) return SysError("inspect " + path);
+  if (minfo.type != BPF_MAP_TYPE_ARRAY || minfo.key_size != sizeof(uint32_t) || minfo.max_entries != 1 ||
+      minfo.value_size < sizeof(cordon_quiet_header) ||
+      minfo.value_size > sizeof(cordon_quiet_header) + CORDON_QUIET_MAX_BYTES)
+    return Error{path + " is not a spec.quiet map of this cordon"};
+  std::string value(minfo.value_size, '\0');
+  uint32_t zero = 0;
+  if (bpf_map_lookup_elem(fd.get(), &zero, value.data())) return SysError("read " + path);
+  cordon_quiet_header header;
+  std::memcpy(&header, value.data(), sizeof header);
+  if (header.length != value.size() - sizeof header) return Error{path + ": its length field disagrees with its size"};
+  if (header.generation != generation) return Patterns();  // another policy's: none until the generations agree
+  auto patterns = policy::ParseQuiet(std::string_view(value).substr(sizeof header));
+  if (!patterns) return patterns.error().Wrap(path);
+  if (patterns->empty()) return Patterns();
+  return Patterns(std::make_shared<const std::vector<policy::QuietPattern>>(std::move(*patterns)));
 }
 
 }  // namespace cordon

@@ -130,6 +130,14 @@ Status DetachSandbox(uint64_t sandbox_id);
 Result<std::vector<SandboxInfo>> ListSandboxes();
 Result<SandboxInfo> GetSandbox(uint64_t sandbox_id);
 
+// The spec.quiet patterns pinned with the sandbox whose pin directory is
+// `dir` (bpf/abi/cordon_pins.h, "quiet"), if they are those of `generation`
+// (its info's); null when there are none: no pin (attached by an earlier
+// cordon), no patterns, or patterns of another generation (a replacement in
+// progress: read again when the info's generation changes).
+Result<std::shared_ptr<const std::vector<policy::QuietPattern>>> ReadSandboxQuiet(const std::string& dir,
+                                                                                  uint32_t generation);
+
 // Records extra layers (CORDON_INFO_F_LANDLOCK / _SECCOMP) in the sandbox's
 // info, or with `clear` the flags that no longer hold (CORDON_INFO_F_DEGRADED).
 Status AddSandboxFlags(uint64_t sandbox_id, uint32_t flags, uint32_t clear = 0);

@@ -725,6 +725,7 @@ bool Validator::Run(CompiledPolicy* out) {
   Devices(policy.spec(), out);
   CompileResources(parsed_, &out->resources, diags_);
   CompileCredentials(parsed_, &out->credentials, diags_);
+  CompileQuiet(parsed_, &out->quiet, diags_);
 
   // `files: {}` is present (deny every file access); `files:` (null) and no key are absent.
   out->has_files = policy.spec().has_files() || Present("spec.files");

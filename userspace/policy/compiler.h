@@ -20,6 +20,7 @@
 #include "policy/parser.h"
 #include "policy/resources.h"
 #include "policy/credentials.h"
+#include "policy/quiet.h"
 
 namespace cordon::policy {
 
@@ -126,6 +127,8 @@ struct CompiledPolicy {
   ResourceLimits resources;
   // spec.credentials (policy/credentials.h), in file order.
   std::vector<CredentialSpec> credentials;
+  // spec.quiet (policy/quiet.h), in file order: expected events.
+  std::vector<QuietPattern> quiet;
 };
 
 // spec.runAs / --user spelling: dynamic, root, a user name, UID or UID:GID.

@@ -114,6 +114,7 @@ std::string Describe(const CompiledPolicy& policy) {
          (policy.lsm_flags & CORDON_LSM_F_USERNS ? "allowed (spec.allowUserNamespaces)" : "denied") + "\n";
   out += DescribeResources(policy.resources);
   out += DescribeCredentials(policy.credentials);
+  out += DescribeQuiet(policy.quiet);
   return out;
 }
 
