@@ -27,7 +27,7 @@ set(CORDON_PACKAGE_MAINTAINER "cordon maintainers <maintainers@users.noreply.a-s
     CACHE STRING "Maintainer: of the Debian package")
 
 install(TARGETS cordon RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY ${CORDON_DOCS}/man1.gz/ DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(DIRECTORY ${CMAKE_BINARY_DIR}/packaging/man1/ DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES ${CORDON_DOCS}/bash/cordon DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 install(FILES ${CORDON_DOCS}/zsh/_cordon DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
 install(FILES ${CMAKE_SOURCE_DIR}/packaging/agent.yaml.example RENAME agent.yaml

@@ -18,13 +18,13 @@
 #
 #   tests/package/install_test.sh BUILD_DIR      (root; ctest -L package)
 #
-# Everything after the package is built happens in a private mount namespace
-# (unshare --propagation private): the root is a tmpfs there, and proc, sysfs, the
-# host's cgroup2 (found in /proc/self/mountinfo), a fresh bpffs, /dev and /run are
-# mounted into it there. None of it is visible on the host, and all of it is gone
-# when the namespace's last process exits, even if this script is killed; the
-# script still unmounts what it mounted, and checks afterwards that the host's
-# mount table holds nothing of it.
+# All of it happens in a private mount namespace (unshare --propagation
+# private), the package made while the root is bootstrapped. The root is a
+# tmpfs there, and proc, sysfs, the host's cgroup2 (found in /proc/self/mountinfo),
+# a fresh bpffs, /dev and /run are mounted into it there. None of it is visible
+# on the host, and all of it is gone when the namespace's last process exits,
+# even if this script is killed; the script still unmounts what it mounted, and
+# checks afterwards that the host's mount table holds nothing of it.
 set -euo pipefail
 
 say() { echo "package_install: $*"; }
@@ -33,19 +33,25 @@ since() { echo "$(( $(date +%s) - $1 )) s"; }
 
 # ---- inside the private mount namespace ------------------------------------------
 if [ "${1:-}" = --in-namespace ]; then
-  work=$2 deb=$3 build=$4
+  work=$2 build=$3
   root=$work/root
   listener_pid=
+  cpack_pid=
   mounted=()
   cleanup_namespace() {
     if [ -n "$listener_pid" ]; then kill "$listener_pid" 2>/dev/null || true; fi
+    if [ -n "$cpack_pid" ]; then kill "$cpack_pid" 2>/dev/null || true; wait "$cpack_pid" 2>/dev/null || true; fi
     local i
     for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -R "${mounted[i]}" 2>/dev/null || umount -lR "${mounted[i]}" || true; done
   }
   trap cleanup_namespace EXIT
   mnt() { local target=${*: -1}; mount "$@"; mounted+=("$target"); }
 
+  # The package is made while the root is bootstrapped (each mostly waits for
+  # its own work: compression, downloads and dpkg).
   t0=$(date +%s)
+  (cd "$build" && exec cpack -G DEB -B "$work/out") >"$work/cpack.log" 2>&1 &
+  cpack_pid=$!
   mnt -t tmpfs -o mode=0755,size=2g cordon-package-test "$root"
 
   # The Debian mirrors (and suites) this host's apt uses: a fresh Debian 12 with
@@ -56,10 +62,23 @@ if [ "${1:-}" = --in-namespace ]; then
                            'Identifier: Packages' | awk -F'|' '$1 == "Debian" {print "deb " $2 " " $3 " " $4}' | sort -u)
   [ "${#sources[@]}" -gt 0 ] || fail "no Debian mirror in this host's apt sources (apt-get update first)"
   say "bootstrapping Debian $VERSION_CODENAME (minbase) from: ${sources[*]}"
+  # The package lists are kept: apt-get install ./cordon_*.deb then fetches
+  # whatever its Depends need that minbase lacks, as on an installed system.
   mmdebstrap --quiet --variant=minbase --mode=root --format=directory --skip=cleanup/apt/lists \
+    --aptopt='Acquire::Retries "3"' \
     "$VERSION_CODENAME" "$root" "${sources[@]}" >"$work/mmdebstrap.log" 2>&1 ||
     { cat "$work/mmdebstrap.log" >&2; fail "mmdebstrap failed"; }
   say "bootstrapped in $(since "$t0") ($(du -sm "$root" | cut -f1) MiB)"
+  rc=0
+  wait "$cpack_pid" || rc=$?
+  cpack_pid=
+  [ "$rc" -eq 0 ] || { cat "$work/cpack.log" >&2; fail "cpack -G DEB exited $rc"; }
+  debs=("$work"/out/*.deb)
+  [ "${#debs[@]}" -eq 1 ] && [ -f "${debs[0]}" ] || fail "cpack made ${debs[*]}"
+  deb=${debs[0]}
+  expected="cordon_$(dpkg-deb -f "$deb" Version)_$(dpkg-deb -f "$deb" Architecture).deb"
+  [ "${deb##*/}" = "$expected" ] || fail "the package is ${deb##*/}, not $expected"
+  say "built ${deb##*/} meanwhile ($(du -k "$deb" | cut -f1) KiB; Depends: $(dpkg-deb -f "$deb" Depends))"
 
   # What cordon needs, as on a booted Debian 12: cgroup2 at /sys/fs/cgroup (the
   # host's hierarchy, bound; wherever the host mounts it), a bpffs of its own (the
@@ -239,13 +258,5 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$build" && cpack -G DEB -B "$work/out" >"$work/cpack.log" 2>&1) || { cat "$work/cpack.log" >&2; fail "cpack -G DEB"; }
-debs=("$work"/out/*.deb)
-[ "${#debs[@]}" -eq 1 ] && [ -f "${debs[0]}" ] || fail "cpack made ${debs[*]}"
-deb=${debs[0]}
-expected="cordon_$(dpkg-deb -f "$deb" Version)_$(dpkg-deb -f "$deb" Architecture).deb"
-[ "${deb##*/}" = "$expected" ] || fail "the package is ${deb##*/}, not $expected"
-say "built ${deb##*/} in $(since "$start") ($(du -k "$deb" | cut -f1) KiB; Depends: $(dpkg-deb -f "$deb" Depends))"
-
-unshare --mount --propagation private -- "$(readlink -f "$0")" --in-namespace "$work" "$deb" "$build"
+unshare --mount --propagation private -- "$(readlink -f "$0")" --in-namespace "$work" "$build"
 say "passed in $(since "$start")"
