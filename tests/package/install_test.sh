@@ -6,6 +6,8 @@
 # `apt-get install ./cordon_*.deb` (so its Depends are resolved for real), and
 # runs the installed /usr/bin/cordon in that root:
 #   - cordon --version is the package's version; dpkg knows every file;
+#   - cordon agent --check (the unit's ExecStartPre) passes, also with the
+#     shipped example configuration;
 #   - cordon doctor --json: exit 0 exactly when it reports full enforcement, and
 #     the same verdicts as the build tree's binary gives on this kernel;
 #   - cordon run -- /bin/true exits 0 with no violations;
@@ -122,6 +124,13 @@ if [ "${1:-}" = --in-namespace ]; then
   got=$(in_root cordon --version)
   case $got in *"$version"*) ;; *) fail "cordon --version says '$got', the package is $version" ;; esac
   say "ok: /usr/bin/cordon $version, $(printf '%s\n' "${files[@]}" | wc -l) paths"
+  # The unit's ExecStartPre, without a configuration (the defaults) and with the
+  # shipped example (every default written out).
+  for config in "" /usr/share/doc/cordon/examples/agent.yaml; do
+    out=$(in_root cordon agent --check ${config:+--config "$config"} 2>&1) ||
+      fail "cordon agent --check ${config:+--config $config}: $out"
+  done
+  say "ok: cordon agent --check, with no configuration and with the example"
 
   # ---- cordon doctor ----
   doctor_rc=0
