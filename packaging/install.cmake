@@ -1,6 +1,7 @@
 # What `cmake --install` puts where, and the Debian package made from the same
-# rules (`cpack -G DEB` in the build directory, or `cmake --build build --target
-# package`): cordon_<version>_amd64.deb. Included by the top CMakeLists.txt
+# rules: cordon_<version>_amd64.deb (`cmake --build build --target deb` builds
+# what it holds and makes it; `cpack -G DEB` in a built build directory makes
+# it). Included by the top CMakeLists.txt
 # after the cordon and cordon_docs targets; tests/package/install_test.sh
 # installs the package into a fresh Debian 12 root and runs it there.
 #
