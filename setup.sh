@@ -21,6 +21,7 @@ PACKAGES=(
   python3 util-linux iproute2 git       # tests and examples (python3, setpriv, ip, git)
   man-db groff-base                     # the generated man pages are rendered by the docs test
   python3-jwt python3-cryptography      # an independent verifier of the built-in issuer's tokens
+  mmdebstrap                            # the package test's fresh Debian root (tests/package)
 )
 
 if [ "$(id -u)" -ne 0 ]; then

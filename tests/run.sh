@@ -10,6 +10,8 @@
 #                6.1 and 6.12 kernels with BPF LSM, and 6.12 without it; two VMs
 #                at a time (each is one TCG vCPU)
 #   fuzz         libFuzzer on the policy parser, ~30 s
+#   package      the Debian package (cpack) installed into a fresh Debian root
+#                (mmdebstrap) and run there, ~1 min; with the host suites
 # Exit status is non-zero if any suite fails. Run as root.
 # Extra arguments go to every ctest call (e.g. -R Lifecycle).
 #
