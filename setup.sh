@@ -21,6 +21,7 @@ PACKAGES=(
   python3 util-linux iproute2 git       # tests and examples (python3, setpriv, ip, git)
   man-db groff-base                     # the generated man pages are rendered by the docs test
   python3-jwt python3-cryptography      # an independent verifier of the built-in issuer's tokens
+  python3-pip                           # cordon learn's test: pip installing from a local index
 )
 
 if [ "$(id -u)" -ne 0 ]; then

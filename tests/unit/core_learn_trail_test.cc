@@ -58,7 +58,8 @@ TEST(LearnTrail, EventsBecomeObservationsAndLossesAreCounted) {
   ASSERT_EQ(trail.observations.size(), 3u);
   const policy::Observation& o = trail.observations[0];
   EXPECT_EQ(o.kind, "file.open");
-  EXPECT_EQ(o.path, std::string("/work/a\\b\x01" "c"));
+  EXPECT_EQ(o.path, std::string("/work/a\\b\x01"
+                                "c"));
   EXPECT_EQ(o.access, static_cast<uint32_t>(CORDON_FILE_READ | CORDON_FILE_WRITE));
   EXPECT_FALSE(o.path_as_written);
   const policy::Observation& c = trail.observations[1];

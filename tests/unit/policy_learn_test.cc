@@ -135,8 +135,8 @@ TEST(Learn, ReadsCollapseByDirectoryAndTheReportNamesWhatWasNeverOpened) {
   host.dirs = {"/work", "/work/proj", "/work/proj/src", "/work/proj/src/sub"};
   host.files = {"/work/proj/src/a.py", "/work/proj/src/b.py", "/work/proj/src/c.py", "/work/proj/src/sub/d.py"};
   // Each access reported several times (BPF LSM reports each hook): deduplicated.
-  std::vector<Observation> obs = {Open("/work/proj/src/a.py"), Open("/work/proj/src/b.py"),
-                                  Open("/work/proj/src/a.py"), Open("/work/proj/src/b.py")};
+  std::vector<Observation> obs = {Open("/work/proj/src/a.py"), Open("/work/proj/src/b.py"), Open("/work/proj/src/a.py"),
+                                  Open("/work/proj/src/b.py")};
   DedupeObservations(&obs);
   EXPECT_EQ(obs.size(), 2u);
   Learned l = LearnFrom(obs, host);
@@ -157,11 +157,11 @@ TEST(Learn, ReadsCollapseByDirectoryAndTheReportNamesWhatWasNeverOpened) {
 TEST(Learn, SensitiveFilesAreNamedExactlyNeverTheirDirectory) {
   FakeHost host;
   host.dirs = {"/etc", "/etc/ssl", "/etc/ssl/certs", "/home", "/home/u", "/home/u/.ssh", "/home/u/work"};
-  host.files = {"/etc/app.conf", "/etc/passwd", "/etc/ssl/certs/ca.pem", "/home/u/.ssh/known_hosts",
+  host.files = {"/etc/app.conf",           "/etc/passwd",       "/etc/ssl/certs/ca.pem", "/home/u/.ssh/known_hosts",
                 "/home/u/.ssh/id_ed25519", "/home/u/notes.txt", "/home/u/work/a.c"};
   // (/etc/hosts would be runtime-minimal's: the base allows it.)
-  Learned l = LearnFrom({Open("/etc/app.conf"), Open("/etc/hosts"), Open("/etc/ssl/certs/ca.pem"), Open("/home/u/.ssh/known_hosts"),
-                         Open("/home/u/notes.txt"), Open("/home/u/work/a.c")},
+  Learned l = LearnFrom({Open("/etc/app.conf"), Open("/etc/hosts"), Open("/etc/ssl/certs/ca.pem"),
+                         Open("/home/u/.ssh/known_hosts"), Open("/home/u/notes.txt"), Open("/home/u/work/a.c")},
                         host);
   EXPECT_EQ(l.read, (std::vector<std::string>{"/work/data", "/etc/app.conf", "/etc/ssl/certs/ca.pem",
                                               "/home/u/.ssh/known_hosts", "/home/u/notes.txt", "/home/u/work"}))
@@ -170,8 +170,9 @@ TEST(Learn, SensitiveFilesAreNamedExactlyNeverTheirDirectory) {
   EXPECT_NE(report.find("read /home/u/.ssh/known_hosts: exactly this file (/home/u/.ssh is a sensitive boundary"),
             std::string::npos)
       << report;
-  EXPECT_NE(report.find("read /home/u/notes.txt: exactly this file (/home/u is a sensitive boundary (a home directory))"),
-            std::string::npos)
+  EXPECT_NE(
+      report.find("read /home/u/notes.txt: exactly this file (/home/u is a sensitive boundary (a home directory))"),
+      std::string::npos)
       << report;
 }
 
@@ -182,8 +183,8 @@ TEST(Learn, WritesClimbToTheDirectoryThatExistedBeforeAndNeverOntoABoundary) {
   host.made = {"/work/out/new", "/work/out/new/deep", "/work/out/new/deep/f.txt", "/etc/made.conf"};
   Learned l = LearnFrom(
       {
-          Open("/work/out/new/deep/f.txt", CORDON_FILE_WRITE),  // made in directories made during the run
-          Open("/work/out/tmp.123", CORDON_FILE_WRITE),         // a temporary file, gone (renamed) by now
+          Open("/work/out/new/deep/f.txt", CORDON_FILE_WRITE),          // made in directories made during the run
+          Open("/work/out/tmp.123", CORDON_FILE_WRITE),                 // a temporary file, gone (renamed) by now
           Open("/etc/app.conf", CORDON_FILE_READ | CORDON_FILE_WRITE),  // written in place on a boundary: exact
           Open("/etc/made.conf", CORDON_FILE_WRITE),            // made directly in /etc: only write on /etc could
           OfKind("file.create", "/work/proj/src/__pycache__"),  // BPF LSM: the mkdir itself
@@ -223,9 +224,9 @@ TEST(Learn, ProgramsAreExactAndOnesMadeDuringTheRunAreNotLearned) {
   host.made = {"/work/build/a.out"};
   Observation mmap = OfKind("file.mmap_exec", "/usr/lib/libz.so");
   mmap.access = CORDON_FILE_MAP_EXEC;
-  Learned l = LearnFrom({OfKind("file.exec", "/usr/bin/git"), mmap, OfKind("file.exec", "/work/build/a.out"),
-                         Open("/usr/bin/git")},
-                        host);
+  Learned l = LearnFrom(
+      {OfKind("file.exec", "/usr/bin/git"), mmap, OfKind("file.exec", "/work/build/a.out"), Open("/usr/bin/git")},
+      host);
   EXPECT_EQ(l.exec, (std::vector<std::string>{"/usr/bin/git", "/usr/lib/libz.so"})) << l.result.text;
   EXPECT_EQ(l.read, (std::vector<std::string>{"/work/data"})) << "the exec rule covers reading the program";
   ASSERT_EQ(l.result.not_learned.size(), 1u);
@@ -300,7 +301,7 @@ TEST(Learn, SwitchesFamiliesAndKindsAreLearnedTamperIsNot) {
   ASSERT_EQ(l.result.not_learned.size(), 3u) << l.Report();
   EXPECT_NE(l.result.not_learned[0].find("tamper.bpf: no policy allows it (never allowed inside a sandbox)"),
             std::string::npos);
-  EXPECT_NE(l.result.not_learned[1].find("/proc/4242/status: an entry of another process's /proc/<pid>"),
+  EXPECT_NE(l.result.not_learned[1].find("/proc/4242/status: an entry of one process's /proc/<pid>"),
             std::string::npos);
   EXPECT_NE(l.result.not_learned[2].find("src/a.py: the path is relative"), std::string::npos);
 }
@@ -333,16 +334,18 @@ TEST(Learn, TheReportSaysWhatTheTrailLost) {
   lossy.new_observations = 2000;
   lossy.lost = 312;
   LearnRound clean;
+  clean.enforce = true;
   clean.events = 40;
   clean.new_observations = 0;
   EXPECT_TRUE(lossy.Incomplete());
   EXPECT_FALSE(clean.Incomplete());
   Learned l = LearnFrom({}, host, kBase, {lossy, clean});
   const std::string report = l.Report();
-  EXPECT_NE(report.find("round 1: the command exited 0; 2700 events, 2000 new accesses; 312 events LOST"),
+  EXPECT_NE(report.find("round 1 (audit): the command exited 0; 2700 events, 2000 new accesses; 312 events LOST"),
             std::string::npos)
       << report;
-  EXPECT_NE(report.find("round 2: the command exited 0; 40 events, 0 new accesses; trail complete"), std::string::npos)
+  EXPECT_NE(report.find("round 2 (enforce): the command exited 0; 40 events, 0 new accesses; trail complete"),
+            std::string::npos)
       << report;
 }
 

@@ -30,8 +30,8 @@ namespace cordon::cli {
 namespace {
 
 const char* kLearnHelp =
-    "usage: cordon learn [--policy BASE] [--out FILE] [--report FILE] [--audit FILE] [--rounds N] [--name NAME]\n"
-    "                    [--user dynamic|root|USER|UID[:GID]] [--env NAME[=VALUE]]... [--cwd DIR]\n"
+    "usage: cordon learn [--policy BASE] [--out FILE] [--report FILE] [--audit FILE] [--rounds N]\n"
+    "                    [--name NAME] [--user dynamic|root|USER|UID[:GID]] [--env NAME[=VALUE]]... [--cwd DIR]\n"
     "                    [--allow-net ADDR[:PORTS]]... [--read PATH]... [--write PATH]... [--exec PATH]...\n"
     "                    [--timeout DURATION] [--config FILE] [--quiet] [--verbose] -- CMD [ARGS...]\n"
     "\n"
@@ -49,10 +49,11 @@ const char* kLearnHelp =
     "  --report FILE   where the report goes; default: stderr\n"
     "  --audit FILE    keep the trail: every round's events appended to FILE (cordon run --audit);\n"
     "                  default: a file of this command's own, removed at the end\n"
-    "  --rounds N      run CMD up to N times (1-20, default 1): each round after the first runs\n"
-    "                  under the policy learned so far, again in audit mode, until a round\n"
-    "                  observes nothing new with a complete trail. Only for work that does the\n"
-    "                  same when run again (a second round of an installer finds its work done)\n"
+    "  --rounds N      run CMD up to N times (1-20, default 1): each round after the first runs it\n"
+    "                  in enforce mode under the policy learned so far, and what that refuses is\n"
+    "                  learned too, until a round refuses nothing new with a complete trail (the\n"
+    "                  policy is then tried). Only for work that does the same when run again (a\n"
+    "                  second round of an installer may find its work done)\n"
     "  --name NAME, --user WHO, --env NAME[=VALUE], --cwd DIR, --config FILE\n"
     "                  as for `cordon run` (--user is the learned policy's spec.runAs)\n"
     "  --allow-net, --read, --write, --exec, --timeout\n"
@@ -195,7 +196,9 @@ int64_t RealNowNs() {
 
 int LearnCommand(const Args& args) {
   if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) return std::fputs(kLearnHelp, stdout), 0;
-  auto non_empty = [](const std::string& v) { return v.empty() ? std::string("needs a value, not ''") : std::string(); };
+  auto non_empty = [](const std::string& v) {
+    return v.empty() ? std::string("needs a value, not ''") : std::string();
+  };
   auto usage = [](const std::string& message) {
     PrintError(message);
     std::fputs(kLearnHelp, stderr);
@@ -207,16 +210,27 @@ int LearnCommand(const Args& args) {
                  {{"--policy", "", true},
                   {"--out", "", true, false, {}, non_empty},
                   {"--report", "", true, false, {}, non_empty},
-                  {"--audit", "", true, false, {},
+                  {"--audit",
+                   "",
+                   true,
+                   false,
+                   {},
                    [](const std::string& v) {
-                     return v == "-" ? std::string("the audit log is a file, not '-'") : v.empty() ? std::string("the audit log needs a file name") : std::string();
+                     return v == "-"    ? std::string("the audit log is a file, not '-'")
+                            : v.empty() ? std::string("the audit log needs a file name")
+                                        : std::string();
                    }},
-                  {"--rounds", "", true, false, {},
+                  {"--rounds",
+                   "",
+                   true,
+                   false,
+                   {},
                    [](const std::string& v) {
                      char* end = nullptr;
                      const long n = std::strtol(v.c_str(), &end, 10);
-                     return v.empty() || *end || n < 1 || n > 20 ? "takes a number of rounds from 1 to 20, not " + Quoted(v)
-                                                                 : std::string();
+                     return v.empty() || *end || n < 1 || n > 20
+                                ? "takes a number of rounds from 1 to 20, not " + Quoted(v)
+                                : std::string();
                    }},
                   SandboxNameOption(),
                   {"--user", "", true},
@@ -271,7 +285,12 @@ int LearnCommand(const Args& args) {
     const off_t offset = ::stat(audit_file.c_str(), &before) == 0 ? before.st_size : 0;
     if (Status st = WriteOutput(policy_file, round == 1 ? policy::PolicyJson(base) : learned.text); !st.ok())
       return PrintError(st.error().ToString() + "; nothing learned"), 1;
-    Args run_args = {"--policy", policy_file, "--mode", "audit", "--audit", audit_file};
+    // The first round reports what the base would refuse; the later ones run
+    // as the learned policy will, enforced: without BPF LSM, audit mode does
+    // not see all that Landlock refuses (the script of a #! program, a
+    // directory made), so only an enforce run can tell.
+    const bool enforce = round > 1;
+    Args run_args = {"--policy", policy_file, "--mode", enforce ? "enforce" : "audit", "--audit", audit_file};
     for (const char* option : {"--name", "--cwd", "--config"})
       if (auto v = parsed.Get(option)) run_args.insert(run_args.end(), {option, *v});
     if (auto values = parsed.options.find("--env"); values != parsed.options.end())
@@ -281,9 +300,10 @@ int LearnCommand(const Args& args) {
     run_args.push_back("--");
     run_args.insert(run_args.end(), command.begin(), command.end());
     if (!parsed.Has("--quiet"))
-      PrintNote("round " + std::to_string(round) + " of at most " + std::to_string(max_rounds) + ": " +
-                DisplayText(EscapeWorkloadBytes(command[0])) + " in audit mode under " +
-                (round == 1 ? "the base policy" : "the policy learned so far"));
+      PrintNote(
+          "round " + std::to_string(round) + " of at most " + std::to_string(max_rounds) + ": " +
+          DisplayText(EscapeWorkloadBytes(command[0])) +
+          (enforce ? " in enforce mode under the policy learned so far" : " in audit mode under the base policy"));
     RunSummary summary;
     RunHooks hooks;
     hooks.events_directly = true;
@@ -297,9 +317,11 @@ int LearnCommand(const Args& args) {
     }
     if (!ran) return PrintError("round " + std::to_string(round) + ": the command did not run; nothing learned"), 1;
     auto text = ReadFile(audit_file, size_t{1} << 30);
-    if (!text) return PrintError("round " + std::to_string(round) + ": " + text.error().ToString() + "; nothing learned"), 1;
+    if (!text)
+      return PrintError("round " + std::to_string(round) + ": " + text.error().ToString() + "; nothing learned"), 1;
     LearnTrail trail = ReadLearnTrail(text->substr(std::min<size_t>(static_cast<size_t>(offset), text->size())));
     policy::LearnRound r;
+    r.enforce = enforce;
     r.exit_status = status;
     r.events = trail.events;
     r.lost = std::max(trail.lost, summary.lost);
@@ -322,15 +344,17 @@ int LearnCommand(const Args& args) {
   policy::CompiledPolicy check;
   policy::Diagnostics diags;
   policy::ParsedPolicy reread;
-  if (!policy::ParsePolicyText(learned.text, "<learned>", &reread, &diags) || !policy::Compile(reread, &check, &diags)) {
+  if (!policy::ParsePolicyText(learned.text, "<learned>", &reread, &diags) ||
+      !policy::Compile(reread, &check, &diags)) {
     std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
     return PrintError("the learned policy does not compile (a bug in cordon learn); nothing written"), 1;
   }
   const ops::HostPathCheck host = ops::CheckHostPaths(&check);
   if (!host.errors.empty()) {
     for (const auto& line : host.errors) std::fprintf(stderr, "%s\n", line.c_str());
-    return PrintError("the learned policy names write paths this host lacks (the command removed them?); "
-                      "nothing written"),
+    return PrintError(
+               "the learned policy names write paths this host lacks (the command removed them?); "
+               "nothing written"),
            1;
   }
 
@@ -357,10 +381,16 @@ int LearnCommand(const Args& args) {
   for (const auto& line : learned.report) report += line + "\n";
   for (const auto& w : warnings) report += "warning: " + w + "\n";
   if (warnings.empty()) report += "cordon learn: the trail was complete and everything observed is allowed\n";
+  if (last.enforce && last.events == 0)
+    report += "cordon learn: round " + std::to_string(rounds.size()) +
+              " ran the command in enforce mode under the learned policy: nothing was refused\n";
+  else if (!last.enforce)
+    report += "note: the policy was not tried in enforce mode (--rounds 2 or more runs the command under it)\n";
 
   if (out_path.empty()) {
     std::fputs(learned.text.c_str(), stdout);
-    if (std::fflush(stdout) != 0) return PrintError("write the policy to stdout: " + std::string(std::strerror(errno))), 1;
+    if (std::fflush(stdout) != 0)
+      return PrintError("write the policy to stdout: " + std::string(std::strerror(errno))), 1;
   } else if (Status st = WriteOutput(out_path, learned.text); !st.ok()) {
     return PrintError(st.error().ToString() + "; nothing written"), 1;
   }

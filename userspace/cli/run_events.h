@@ -10,9 +10,9 @@
 
 #include "agent/control.h"
 #include "cli/commands.h"
-#include "ops/ephemeral.h"
 #include "events/reader.h"
 #include "events/sink.h"
+#include "ops/ephemeral.h"
 #include "util/result.h"
 
 namespace cordon::cli {

@@ -19,10 +19,10 @@ bool ObservationOf(const cordon::v1::AuditEvent& event, policy::Observation* out
 
 struct LearnTrail {
   std::vector<policy::Observation> observations;  // in trail order, not deduplicated
-  uint64_t events = 0;      // records that were events (every kind but chain.start)
-  uint64_t lost = 0;        // loss records' counts
-  uint64_t suppressed = 0;  // suppressed records' counts
-  uint64_t unreadable = 0;  // lines that are not AuditEvents (a torn last line included)
+  uint64_t events = 0;                            // records that were events (every kind but chain.start)
+  uint64_t lost = 0;                              // loss records' counts
+  uint64_t suppressed = 0;                        // suppressed records' counts
+  uint64_t unreadable = 0;                        // lines that are not AuditEvents (a torn last line included)
 };
 
 // An audit file's text (one AuditEvent per line, cordon run --audit).

@@ -48,11 +48,13 @@ bool PrefixMatches(const std::vector<std::string>& pattern, const std::vector<st
   return true;
 }
 
-// /proc/<digits>...: one process's entries.
+// /proc/<digits>..., /proc/self..., /proc/thread-self...: one process's
+// entries (a rule would resolve them to one process when the run starts).
 bool ProcessEntry(const std::string& path) {
   const auto c = Components(path);
   return c.size() >= 2 && c[0] == "proc" && !c[1].empty() &&
-         std::all_of(c[1].begin(), c[1].end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+         (c[1] == "self" || c[1] == "thread-self" ||
+          std::all_of(c[1].begin(), c[1].end(), [](char ch) { return ch >= '0' && ch <= '9'; }));
 }
 
 std::string Plural(size_t n, const std::string& one, const std::string& many = "") {
@@ -62,7 +64,8 @@ std::string Plural(size_t n, const std::string& one, const std::string& many = "
 // At most `max` names, then "and N more".
 std::string NameList(const std::vector<std::string>& names, size_t max = 8) {
   std::string out;
-  for (size_t i = 0; i < names.size() && i < max; ++i) out += (i ? ", " : "") + DisplayText(EscapeWorkloadBytes(names[i]));
+  for (size_t i = 0; i < names.size() && i < max; ++i)
+    out += (i ? ", " : "") + DisplayText(EscapeWorkloadBytes(names[i]));
   if (names.size() > max) out += " and " + std::to_string(names.size() - max) + " more";
   return out;
 }
@@ -76,8 +79,8 @@ enum class Why { kCollapsed, kExact, kListed, kExec };
 struct FileGrant {
   uint32_t rights = 0;  // kFileRightsRead / Write / Exec, unioned
   Why why = Why::kExact;
-  std::string boundary;               // kExact: the boundary that kept it exact ("" = none)
-  std::set<std::string> observed;     // the observed paths it was made for
+  std::string boundary;            // kExact: the boundary that kept it exact ("" = none)
+  std::set<std::string> observed;  // the observed paths it was made for
 };
 
 class Synthesizer {
@@ -96,13 +99,23 @@ class Synthesizer {
     if (o.path.empty()) return NotLearned(o, "no path was reported");
     if (o.path_truncated) return NotLearned(o, "the path was longer than events carry");
     std::string path, why;
-    if (o.path[0] != '/') return NotLearned(o, "the path is relative, as the caller wrote it: a rule needs an absolute one");
+    if (o.path[0] != '/')
+      return NotLearned(o, "the path is relative, as the caller wrote it: a rule needs an absolute one");
     if (!NormalizeFilePath(o.path, &path, &why)) return NotLearned(o, why);
-    if (ProcessEntry(path))
-      return NotLearned(o, "an entry of another process's /proc/<pid>: no rule can name a process to come");
+    const std::string per_process =
+        "an entry of one process's /proc/<pid> (or /proc/self): no rule can name a process to come (the "
+        "runtime-minimal profile gives the command its own)";
+    if (ProcessEntry(path)) return NotLearned(o, per_process);
+    // A path as the caller wrote it (Landlock's refusals) may go through a
+    // link (/bin is /usr/bin): the object it reached names the rule.
+    if (o.path_as_written) {
+      std::string real;
+      if (NormalizeFilePath(facts_.canonical(path), &real, &why)) path = real;
+      if (ProcessEntry(path)) return NotLearned(o, per_process);
+    }
     const bool exec = o.kind == "file.exec" || o.kind == "file.mmap_exec";
-    const bool dir_op = o.kind == "file.create" || o.kind == "file.unlink" || o.kind == "file.rename" ||
-                        o.kind == "file.link";
+    const bool dir_op =
+        o.kind == "file.create" || o.kind == "file.unlink" || o.kind == "file.rename" || o.kind == "file.link";
     const bool write = dir_op || o.kind == "file.setattr" || o.kind == "file.ioctl" ||
                        (o.access & (CORDON_FILE_WRITE | CORDON_FILE_CREATE));
     pending_[exec ? 0 : write ? 1 : 2].push_back({o, path, dir_op});
@@ -123,8 +136,9 @@ class Synthesizer {
   void Exec(const Pending& p) {
     if (Grants(p.path, CORDON_FILE_EXEC)) return;
     if (!facts_.existed_before(p.path))
-      return NotLearned(p.o, "the program was made during the run; an exec rule names a file that exists when the "
-                             "run starts (keep it out of the workload's outputs, or add it with --exec)");
+      return NotLearned(p.o,
+                        "the program was made during the run; an exec rule names a file that exists when the "
+                        "run starts (keep it out of the workload's outputs, or add it with --exec)");
     Grant(p.path, kFileRightsExec, Why::kExec, "", p.path);
   }
 
@@ -189,7 +203,8 @@ class Synthesizer {
     }
   }
 
-  void Grant(const std::string& path, uint32_t rights, Why why, const std::string& boundary, const std::string& observed) {
+  void Grant(const std::string& path, uint32_t rights, Why why, const std::string& boundary,
+             const std::string& observed) {
     FileGrant& g = grants_[path];
     if (g.rights == 0 || why == Why::kListed || why == Why::kCollapsed) g.why = why;
     if (!boundary.empty()) g.boundary = boundary;
@@ -324,15 +339,16 @@ void DedupeObservations(std::vector<Observation>* observations) {
   *observations = std::move(out);
 }
 
-LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled, const std::vector<Observation>& observations,
-                  const std::vector<LearnRound>& rounds, const LearnFacts& facts, const std::string& name) {
+LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled,
+                  const std::vector<Observation>& observations, const std::vector<LearnRound>& rounds,
+                  const LearnFacts& facts, const std::string& name) {
   LearnResult result;
   result.candidate.proto = base.proto;
   result.candidate.positions = base.positions;
   result.candidate.file = base.file;
   if (!name.empty()) result.candidate.proto.mutable_metadata()->set_name(name);
   result.candidate.proto.mutable_metadata()->set_description("Learned by cordon learn from the policy " +
-                                                              base.proto.metadata().name());
+                                                             base.proto.metadata().name());
   cordon::v1::Spec* spec = result.candidate.proto.mutable_spec();
   std::vector<std::string>& report = result.report;
 
@@ -341,7 +357,9 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled, cons
   std::map<std::pair<std::string, std::string>, std::set<uint32_t>> egress, listen;
   std::vector<std::string> families, extras, switches;
   std::set<std::string> unix_paths;
-  auto has = [](const auto& list, const std::string& v) { return std::find(list.begin(), list.end(), v) != list.end(); };
+  auto has = [](const auto& list, const std::string& v) {
+    return std::find(list.begin(), list.end(), v) != list.end();
+  };
 
   for (const Observation& o : observations) {
     const std::string& k = o.kind;
@@ -399,6 +417,10 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled, cons
         spec->set_allow_keyrings(true);
         switches.push_back("spec.allowKeyrings: true: add_key, request_key and keyctl on the session keyring");
       }
+    } else if (k == "tamper.userns" && o.arg == 435) {
+      files.NotLearned(o,
+                       "cordon run's seccomp filter refuses every clone3 (ENOSYS: its flags cannot be inspected), "
+                       "whatever the policy; callers fall back to clone");
     } else if (k == "tamper.userns") {
       if (!spec->allow_user_namespaces()) {
         spec->set_allow_user_namespaces(true);
@@ -433,12 +455,8 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled, cons
       for (const auto& name : facts.entries(path))
         if (!seen_names.count(name)) unseen.push_back(facts.is_directory(path + "/" + name) ? name + "/" : name);
     switch (g.why) {
-      case Why::kExec:
-        line += "exactly this program (exec list)";
-        break;
-      case Why::kExact:
-        line += "exactly this file (" + g.boundary + ")";
-        break;
+      case Why::kExec: line += "exactly this program (exec list)"; break;
+      case Why::kExact: line += "exactly this file (" + g.boundary + ")"; break;
       case Why::kListed:
       case Why::kCollapsed: {
         const std::string what = (g.rights & CORDON_FILE_WRITE)
@@ -446,10 +464,10 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled, cons
                                      : "read every file below it";
         line += what + "; observed " + Plural(g.observed.size(), "path") +
                 (g.why == Why::kListed ? " (the directory itself was listed)" : "");
-        if (!unseen.empty()) line += "; never observed: " + Plural(unseen.size(), "entry", "entries") + " (" + NameList(unseen) + ")";
-        if (!unseen.empty() || std::any_of(g.observed.begin(), g.observed.end(), [&](const std::string& p) {
-              return p != path && Parent(p) != path;
-            }))
+        if (!unseen.empty())
+          line += "; never observed: " + Plural(unseen.size(), "entry", "entries") + " (" + NameList(unseen) + ")";
+        if (!unseen.empty() || std::any_of(g.observed.begin(), g.observed.end(),
+                                           [&](const std::string& p) { return p != path && Parent(p) != path; }))
           line += ", and everything below them";
         break;
       }
@@ -492,9 +510,10 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled, cons
   }
   for (const auto& e : extras) {
     ++result.learned_rules;
-    lines.push_back("spec.network.extraProtocols: " + e + (e == "icmp" || e == "icmpv6" || e == "raw"
-                                                               ? ": not address-filtered (pings and raw packets anywhere)"
-                                                               : ": that socket kind"));
+    lines.push_back("spec.network.extraProtocols: " + e +
+                    (e == "icmp" || e == "icmpv6" || e == "raw"
+                         ? ": not address-filtered (pings and raw packets anywhere)"
+                         : ": that socket kind"));
   }
   for (const auto& s : switches) {
     ++result.learned_rules;
@@ -505,12 +524,14 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled, cons
 
   // ---- the report
   report.insert(report.begin(), "cordon learn: candidate policy " + result.candidate.proto.metadata().name() + ": " +
-                                     Plural(result.learned_rules, "rule") + " learned from " +
-                                     Plural(observations.size(), "distinct access", "distinct accesses") + " the base did not allow");
+                                    Plural(result.learned_rules, "rule") + " learned from " +
+                                    Plural(observations.size(), "distinct access", "distinct accesses") +
+                                    " the base did not allow");
   for (size_t i = 0; i < rounds.size(); ++i) {
     const LearnRound& r = rounds[i];
-    std::string line = "round " + std::to_string(i + 1) + ": the command exited " + std::to_string(r.exit_status) +
-                       "; " + Plural(r.events, "event") + ", " + Plural(r.new_observations, "new access", "new accesses");
+    std::string line = "round " + std::to_string(i + 1) + (r.enforce ? " (enforce)" : " (audit)") +
+                       ": the command exited " + std::to_string(r.exit_status) + "; " + Plural(r.events, "event") +
+                       ", " + Plural(r.new_observations, "new access", "new accesses");
     if (r.lost) line += "; " + std::to_string(r.lost) + " events LOST (ring buffer full)";
     if (r.suppressed) line += "; " + std::to_string(r.suppressed) + " events SUPPRESSED (the agent's rate limit)";
     if (r.not_received) line += "; " + std::to_string(r.not_received) + " events NOT RECEIVED from the agent";

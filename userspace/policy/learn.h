@@ -39,19 +39,25 @@ namespace cordon::policy {
 // One reported access the policy in force did not allow, as the learner
 // needs it (from an AuditEvent: events/learn_trail.h).
 struct Observation {
-  std::string kind;       // the event's kind: "file.open", "net.connect", ...
-  std::string path;       // file.path, unescaped ("" when none); "@name" for an abstract unix name
+  std::string kind;              // the event's kind: "file.open", "net.connect", ...
+  std::string path;              // file.path, unescaped ("" when none); "@name" for an abstract unix name
   bool path_as_written = false;  // the path is the caller's string (may be relative), not one the kernel resolved
   bool path_truncated = false;
-  uint32_t access = 0;    // CORDON_FILE_* requested (file.access)
-  std::string address;    // net.*: destination or bound address
+  uint32_t access = 0;  // CORDON_FILE_* requested (file.access)
+  std::string address;  // net.*: destination or bound address
   uint32_t port = 0;
   std::string protocol;   // tcp, udp, icmp, ...
   std::string family;     // inet, inet6, netlink, ...
   std::string sock_type;  // stream, dgram, raw, ...
   uint32_t arg = 0;       // target.arg (capability number, device, ...)
   std::string reason;     // the event's reason, for the report
-  bool operator==(const Observation&) const = default;
+  // The same access: what a rule is made from (the layer that reported it,
+  // its reason and whether it was refused or only reported do not count).
+  bool operator==(const Observation& o) const {
+    return kind == o.kind && path == o.path && path_truncated == o.path_truncated && access == o.access &&
+           address == o.address && port == o.port && protocol == o.protocol && family == o.family &&
+           sock_type == o.sock_type && arg == o.arg;
+  }
 };
 
 // What the learner asks about the host's paths.
@@ -87,21 +93,23 @@ const std::vector<LearnBoundary>& LearnBoundaries();
 // none does): `dir` matches it, lies above it, or lies inside a whole-tree one.
 std::string BoundaryOf(const std::string& dir, const std::vector<std::string>& extra = {});
 
-// One round of learning: the command run once in audit mode.
+// One round of learning: the command run once, the first in audit mode,
+// the later ones in enforce mode under the policy learned so far.
 struct LearnRound {
-  int exit_status = 0;          // the command's (as cordon run returns it)
-  uint64_t events = 0;          // events read from the trail
+  bool enforce = false;           // run in enforce mode (what it reports was refused)
+  int exit_status = 0;            // the command's (as cordon run returns it)
+  uint64_t events = 0;            // events read from the trail
   uint64_t new_observations = 0;  // distinct observations no earlier round had
-  uint64_t lost = 0;            // loss records: the kernel could not buffer them
-  uint64_t suppressed = 0;      // the agent's rate limit held them back
-  uint64_t not_received = 0;    // the agent had them, this run fell behind
-  uint64_t unreadable = 0;      // lines of the trail that were not events
+  uint64_t lost = 0;              // loss records: the kernel could not buffer them
+  uint64_t suppressed = 0;        // the agent's rate limit held them back
+  uint64_t not_received = 0;      // the agent had them, this run fell behind
+  uint64_t unreadable = 0;        // lines of the trail that were not events
   bool Incomplete() const { return lost || suppressed || not_received || unreadable; }
 };
 
 struct LearnResult {
-  ParsedPolicy candidate;   // the base with the learned rules (positions: the base's)
-  std::string text;         // PolicyJson(candidate): what `cordon policy check` reads back
+  ParsedPolicy candidate;  // the base with the learned rules (positions: the base's)
+  std::string text;        // PolicyJson(candidate): what `cordon policy check` reads back
   // The report (lines, no trailing newline): per learned rule what it grants
   // beyond what was observed, what was not learned and why, the trail.
   std::vector<std::string> report;
@@ -116,7 +124,8 @@ void DedupeObservations(std::vector<Observation>* observations);
 // every observation it does not allow already. `rounds` (may be empty) is
 // summarized in the report; `name` (unless empty) replaces metadata.name. Pure:
 // every fact about the host comes from `facts`.
-LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled, const std::vector<Observation>& observations,
-                  const std::vector<LearnRound>& rounds, const LearnFacts& facts, const std::string& name = "");
+LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled,
+                  const std::vector<Observation>& observations, const std::vector<LearnRound>& rounds,
+                  const LearnFacts& facts, const std::string& name = "");
 
 }  // namespace cordon::policy
