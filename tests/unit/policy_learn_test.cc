@@ -326,6 +326,24 @@ TEST(Learn, WhatTheBaseAllowsIsNotLearnedAgainAndAuditBecomesEnforce) {
   EXPECT_FALSE(open.compiled.has_files);
 }
 
+// BPF LSM reports chmod, utime and xattr changes from the root of the
+// file's file system (the hooks carry no mount): on a file system mounted at
+// /run, "/job/x" is /run/job/x. Such paths name no rule; they are set apart.
+TEST(Learn, MetadataChangesFromAFileSystemRootAreNotPlaced) {
+  FakeHost host;
+  host.dirs = {"/run", "/run/job", "/run/job/tmp"};
+  host.files = {"/run/job/tmp/a"};
+  Learned l = LearnFrom({Open("/run/job/tmp/a", CORDON_FILE_WRITE), OfKind("file.setattr", "/job/tmp/a"),
+                         OfKind("file.setattr", "/run/job/tmp/a")},
+                        host);
+  EXPECT_EQ(l.write, (std::vector<std::string>{"/run/job/tmp"})) << l.result.text;
+  EXPECT_EQ(l.result.unplaced, (std::vector<std::string>{"file.setattr /job/tmp/a"}));
+  EXPECT_TRUE(l.result.not_learned.empty()) << l.Report();
+  EXPECT_NE(l.Report().find("not placed (metadata changes reported from the root of their file system"),
+            std::string::npos)
+      << l.Report();
+}
+
 TEST(Learn, TheReportSaysWhatTheTrailLost) {
   FakeHost host;
   LearnRound lossy;

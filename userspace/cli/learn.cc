@@ -94,14 +94,15 @@ const char* kLearnHelp =
 constexpr int kExitWrittenWithWarnings = 3;
 
 // Whether `path` existed before learning started (nanoseconds since the
-// epoch): it exists and its birth time is earlier. A file system without
-// birth times answers "existed".
+// epoch): it exists and its birth time is earlier. On a file system without
+// birth times, its status change time stands in: a directory that only got
+// new entries then counts as made too, and the rule climbs one directory
+// higher than it needed to (broader, never missing when the next run starts).
 bool ExistedBefore(const std::string& path, int64_t start_ns) {
   struct statx stx;
-  if (::statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BTIME, &stx) != 0) return false;
-  if (!(stx.stx_mask & STATX_BTIME)) return true;
-  const int64_t born = static_cast<int64_t>(stx.stx_btime.tv_sec) * 1000000000 + stx.stx_btime.tv_nsec;
-  return born < start_ns;
+  if (::statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BTIME | STATX_CTIME, &stx) != 0) return false;
+  const struct statx_timestamp& t = (stx.stx_mask & STATX_BTIME) ? stx.stx_btime : stx.stx_ctime;
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec < start_ns;
 }
 
 policy::LearnFacts HostFacts(int64_t start_ns) {
@@ -370,6 +371,11 @@ int LearnCommand(const Args& args) {
   if (!learned.not_learned.empty())
     warnings.push_back(std::to_string(learned.not_learned.size()) +
                        " observed access(es) not learned (the report lists them): an enforce run refuses them");
+  const bool tried_clean = last.enforce && last.events == 0;
+  if (!learned.unplaced.empty() && !tried_clean)
+    warnings.push_back(std::to_string(learned.unplaced.size()) +
+                       " metadata change(s) could not be placed (the report lists them): an enforce run refuses those "
+                       "no learned rule covers (--rounds 2 tries the policy)");
   if (last.exit_status != 0)
     warnings.push_back("the command exited " + std::to_string(last.exit_status) +
                        ": the policy covers what that run did, which may not be all the work");
@@ -381,7 +387,7 @@ int LearnCommand(const Args& args) {
   for (const auto& line : learned.report) report += line + "\n";
   for (const auto& w : warnings) report += "warning: " + w + "\n";
   if (warnings.empty()) report += "cordon learn: the trail was complete and everything observed is allowed\n";
-  if (last.enforce && last.events == 0)
+  if (tried_clean)
     report += "cordon learn: round " + std::to_string(rounds.size()) +
               " ran the command in enforce mode under the learned policy: nothing was refused\n";
   else if (!last.enforce)

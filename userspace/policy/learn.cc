@@ -113,6 +113,17 @@ class Synthesizer {
       if (NormalizeFilePath(facts_.canonical(path), &real, &why)) path = real;
       if (ProcessEntry(path)) return NotLearned(o, per_process);
     }
+    // Metadata changes whose kernel hooks carry no mount (BPF LSM's
+    // inode_setattr, extended attributes) are reported from the root of the
+    // file's file system: on a file system mounted elsewhere than / the path
+    // is not where the file is (measured in the test VMs: /run's tmpfs).
+    if (o.kind == "file.setattr" && !o.path_as_written) {
+      const std::string top = "/" + Components(path)[0];
+      if (!facts_.existed_before(top) && !facts_.is_directory(top)) {
+        unplaced_.push_back(o.kind + " " + Shown(path));
+        return;
+      }
+    }
     const bool exec = o.kind == "file.exec" || o.kind == "file.mmap_exec";
     const bool dir_op =
         o.kind == "file.create" || o.kind == "file.unlink" || o.kind == "file.rename" || o.kind == "file.link";
@@ -251,6 +262,7 @@ class Synthesizer {
   bool has_files_ = false;
   std::map<std::string, FileGrant> grants_;
   std::vector<std::string> not_learned_;
+  std::vector<std::string> unplaced_;
 };
 
 // The extraProtocols name of a socket kind, "" for plain TCP and UDP.
@@ -521,6 +533,7 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled,
   }
   result.text = PolicyJson(result.candidate);
   result.not_learned = files.not_learned_;
+  result.unplaced = files.unplaced_;
 
   // ---- the report
   report.insert(report.begin(), "cordon learn: candidate policy " + result.candidate.proto.metadata().name() + ": " +
@@ -542,6 +555,12 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled,
   if (!lines.empty()) {
     report.push_back("learned; what each rule allows beyond what was observed:");
     for (auto& l : lines) report.push_back("  " + l);
+  }
+  if (!result.unplaced.empty()) {
+    report.push_back(
+        "not placed (metadata changes reported from the root of their file system, which is not mounted "
+        "at /: no rule can be made from the path; a rule learned for their directory covers them):");
+    for (const auto& l : result.unplaced) report.push_back("  " + l);
   }
   if (!result.not_learned.empty()) {
     report.push_back("not learned (observed, but the candidate does not allow it: an enforce run refuses it):");

@@ -114,7 +114,11 @@ struct LearnResult {
   // beyond what was observed, what was not learned and why, the trail.
   std::vector<std::string> report;
   std::vector<std::string> not_learned;  // observed, but the candidate does not allow it (also in report)
-  size_t learned_rules = 0;              // entries added to the base
+  // Metadata changes reported with a path from the root of a file system
+  // mounted elsewhere (BPF LSM's hooks without a mount): no rule can be made
+  // from them; a rule learned for their directory covers them (also in report).
+  std::vector<std::string> unplaced;
+  size_t learned_rules = 0;  // entries added to the base
 };
 
 // Deduplicates observations in place (first occurrence kept, order kept).
