@@ -477,10 +477,8 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled,
         line += what + "; observed " + Plural(g.observed.size(), "path") +
                 (g.why == Why::kListed ? " (the directory itself was listed)" : "");
         if (!unseen.empty())
-          line += "; never observed: " + Plural(unseen.size(), "entry", "entries") + " (" + NameList(unseen) + ")";
-        if (!unseen.empty() || std::any_of(g.observed.begin(), g.observed.end(),
-                                           [&](const std::string& p) { return p != path && Parent(p) != path; }))
-          line += ", and everything below them";
+          line += "; never observed: " + Plural(unseen.size(), "entry", "entries") + " (" + NameList(unseen) +
+                  "), and everything below them";
         break;
       }
     }
