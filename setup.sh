@@ -22,6 +22,7 @@ PACKAGES=(
   man-db groff-base                     # the generated man pages are rendered by the docs test
   python3-jwt python3-cryptography      # an independent verifier of the built-in issuer's tokens
   mmdebstrap                            # the package test's fresh Debian root (tests/package)
+  python3-pip                           # cordon learn's test: pip installing from a local index
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -139,13 +139,32 @@ std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const 
   return compiled;
 }
 
+std::vector<policy::InlineOption> InlineOptionsOf(const ParsedArgs& parsed) {
+  std::vector<policy::InlineOption> inline_options;
+  for (const std::string& option : policy::InlineOptionNames()) {
+    auto values = parsed.options.find(option);
+    if (values == parsed.options.end()) continue;
+    const bool path = option == "--read" || option == "--write" || option == "--exec";
+    for (const auto& v : values->second) {
+      // A relative path is the caller's: made absolute here (the policy's are absolute).
+      char buf[4096];
+      if (path && !v.empty() && v[0] != '/' && ::getcwd(buf, sizeof buf))
+        inline_options.push_back({option, std::string(buf) + (v == "." ? "" : "/" + v)});
+      else
+        inline_options.push_back({option, v});
+    }
+  }
+  return inline_options;
+}
+
 std::optional<policy::CompiledPolicy> LoadRunPolicy(const std::string& path,
                                                     const std::vector<policy::InlineOption>& options,
-                                                    const std::string& outcome, std::string* text, int* exit_status) {
+                                                    const std::string& outcome, std::string* text, int* exit_status,
+                                                    policy::ParsedPolicy* parsed_out) {
   *exit_status = 1;
   policy::CompiledPolicy compiled;
   policy::ParsedPolicy parsed;
-  if (!CompileBase(path, outcome, !options.empty(), &parsed, &compiled, text)) return std::nullopt;
+  if (!CompileBase(path, outcome, !options.empty() || parsed_out, &parsed, &compiled, text)) return std::nullopt;
   if (!options.empty()) {
     policy::MergedPolicy merged;
     std::vector<std::string> errors;
@@ -160,6 +179,7 @@ std::optional<policy::CompiledPolicy> LoadRunPolicy(const std::string& path,
     } else {
       compiled = std::move(effective);
       if (text) *text = std::move(merged.text);
+      parsed = std::move(merged.parsed);
       ok = true;
     }
     if (!ok) {
@@ -173,6 +193,7 @@ std::optional<policy::CompiledPolicy> LoadRunPolicy(const std::string& path,
   if ((!path.empty() || !options.empty()) &&
       !HostHasPaths(compiled, path.empty() ? std::string("the policy") : "policy " + path, outcome))
     return std::nullopt;
+  if (parsed_out) *parsed_out = std::move(parsed);
   return compiled;
 }
 
@@ -634,6 +655,7 @@ const char* kMainHelp =
     "  doctor [--json]                                      what this kernel lets cordon enforce\n"
     "  audit verify FILE...                                 check the audit files' hash chain\n"
     "  explain EVENT | --address A:P | --path P --access R  which rule allows it, or why none does\n"
+    "  learn [--policy BASE] [--out FILE] -- CMD ARGS...   a least-privilege policy from a run\n"
     "  oidc show|rotate|publish                             the built-in credential issuer's keys\n"
     "\n"
     "Enforcement is pinned in the kernel and never depends on a cordon process, the agent\n"
@@ -649,7 +671,7 @@ int Main(int argc, char** argv) {
       {"run", RunCommand},       {"attach", AttachCommand}, {"update", UpdateCommand}, {"detach", DetachCommand},
       {"status", StatusCommand}, {"ls", LsCommand},         {"tail", TailCommand},     {"agent", AgentCommand},
       {"policy", PolicyCommand}, {"doctor", DoctorCommand}, {"audit", AuditCommand},   {"oidc", OidcCommand},
-      {"explain", ExplainCommand},
+      {"explain", ExplainCommand}, {"learn", LearnCommand},
   };
   auto find = [](const std::string& name) -> Command {
     for (const auto& [n, fn] : kCommands)

@@ -25,6 +25,7 @@ int AgentCommand(const Args& args);  // agent_command.cc
 int AuditCommand(const Args& args);  // audit.cc
 int OidcCommand(const Args& args);   // oidc.cc
 int ExplainCommand(const Args& args);  // explain.cc
+int LearnCommand(const Args& args);    // learn.cc
 
 int Main(int argc, char** argv);
 

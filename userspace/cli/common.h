@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/args.h"
 #include "policy/compiler.h"
 #include "policy/inline.h"
 
@@ -24,14 +25,20 @@ std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const 
                                                  const std::string& outcome = "nothing attached",
                                                  bool check_host = true, policy::ParsedPolicy* parsed = nullptr);
 
+// The inline policy options given (policy::InlineOptionNames(), in that
+// order), a relative --read/--write/--exec path made the caller's absolute one.
+std::vector<policy::InlineOption> InlineOptionsOf(const ParsedArgs& parsed);
+
 // cordon run's policy: the file's (or the default), then its inline options
 // merged (policy/inline.h; their errors name the option). *text: the
 // effective policy's text, what --print-policy prints and the digest is of
 // (the file's own text when no option is merged). On an error, nullopt and
 // *exit_status: 2 for an option's value, 1 for the policy or the host.
+// `parsed_out`: the effective policy as parsed too (cordon learn's base).
 std::optional<policy::CompiledPolicy> LoadRunPolicy(const std::string& path,
                                                     const std::vector<policy::InlineOption>& options,
-                                                    const std::string& outcome, std::string* text, int* exit_status);
+                                                    const std::string& outcome, std::string* text, int* exit_status,
+                                                    policy::ParsedPolicy* parsed_out = nullptr);
 
 // JSON string literal with escaping.
 std::string JsonString(const std::string& s);

@@ -321,20 +321,7 @@ int ParseRun(const Args& args, RunPlan* run) {
   if (parsed.Has("--user") && !policy::ValidRunAs(*parsed.Get("--user")))
     return PrintError("--user " + *parsed.Get("--user") + ": expected dynamic, root, a user name, or UID[:GID]"), 2;
   // The inline options, merged into the policy in this order (policy/inline.h).
-  std::vector<policy::InlineOption> inline_options;
-  for (const std::string& option : policy::InlineOptionNames()) {
-    auto values = parsed.options.find(option);
-    if (values == parsed.options.end()) continue;
-    const bool path = option == "--read" || option == "--write" || option == "--exec";
-    for (const auto& v : values->second) {
-      // A relative path is the caller's: made absolute here (the policy's are absolute).
-      char buf[4096];
-      if (path && !v.empty() && v[0] != '/' && ::getcwd(buf, sizeof buf))
-        inline_options.push_back({option, std::string(buf) + (v == "." ? "" : "/" + v)});
-      else
-        inline_options.push_back({option, v});
-    }
-  }
+  const std::vector<policy::InlineOption> inline_options = InlineOptionsOf(parsed);
   int load_status = 1;
   std::string policy_text;
   run->compiled = LoadRunPolicy(parsed.Get("--policy").value_or(""), inline_options,
@@ -952,7 +939,9 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
 
 }  // namespace
 
-int RunCommand(const Args& args) {
+int RunCommand(const Args& args) { return RunCommandWith(args, {}); }
+
+int RunCommandWith(const Args& args, const RunHooks& hooks) {
   RunPlan run;
   if (int rc = ParseRun(args, &run); rc != kGoOn) return rc;
   if (int rc = PrepareFiles(&run); rc != kGoOn) return rc;
@@ -962,7 +951,7 @@ int RunCommand(const Args& args) {
   if (int rc = CreateRunSandbox(&run, &sandbox); rc != kGoOn) return rc;
   RunEvents events(*sandbox, run.sandbox_name,
                    run.compiled->name, run.sink.get(), run.quiet);
-  if (Status connected = events.Connect(); !connected.ok()) {
+  if (Status connected = events.Connect(!hooks.events_directly); !connected.ok()) {
     CleanupSandbox(sandbox.get());
     return PrintError(connected.error().ToString()), 1;
   }
@@ -1046,6 +1035,8 @@ int RunCommand(const Args& args) {
       audit_log = "none (no events)";
   }
   if (!run.parsed.Has("--audit")) PruneRunLogs(run.parsed.Get("--config").value_or(""), run.audit_path);
+  if (hooks.summary) *hooks.summary = events.summary;
+  if (hooks.ran) *hooks.ran = true;
   // Always, --quiet included: what happened is not a note.
   std::fprintf(stderr, "cordon: %s%s; audit log: %s\n", SummaryLine(events.summary, ColourWanted(stderr)).c_str(),
                usage.empty() ? "" : ("; " + usage).c_str(), audit_log.c_str());

@@ -59,10 +59,10 @@ Status RunEvents::ReadDirectly() {
   return added;
 }
 
-Status RunEvents::Connect() {
+Status RunEvents::Connect(bool use_agent) {
   std::optional<agent::AgentClient> client;
   bool unreachable = false;
-  if (agent::ReachAgent(&client, &unreachable)) {
+  if (use_agent && agent::ReachAgent(&client, &unreachable)) {
     cordon::v1::Request request;
     auto* tail = request.mutable_tail();
     tail->set_follow(true);

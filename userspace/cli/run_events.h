@@ -9,9 +9,10 @@
 #include <string>
 
 #include "agent/control.h"
-#include "ops/ephemeral.h"
+#include "cli/commands.h"
 #include "events/reader.h"
 #include "events/sink.h"
+#include "ops/ephemeral.h"
 #include "util/result.h"
 
 namespace cordon::cli {
@@ -68,7 +69,9 @@ class RunEvents {
   // it adopts this sandbox now (before the command exists), streams its
   // events here as a tail (and to its own sinks), and at the end delivers
   // the rest and detaches. Without one, this run reads the ring buffer itself.
-  Status Connect();
+  // `use_agent` false: this run reads the ring buffer itself even when an
+  // agent runs (cordon learn: the agent's rate limit would hold events back).
+  Status Connect(bool use_agent = true);
   // Frames waiting from the agent; false when it went away (then this run
   // reads the ring buffer itself from that point on).
   bool ReadAgent(int timeout_ms);
@@ -91,6 +94,16 @@ class RunEvents {
   EventReader reader_;
   bool reading_ = false;
 };
+
+// `cordon run` for another command (cordon learn): the same run, its
+// events read here and never through the agent (events_directly), and its
+// summary handed back.
+struct RunHooks {
+  bool events_directly = false;
+  RunSummary* summary = nullptr;  // set at the end (when the command ran)
+  bool* ran = nullptr;            // set true when the command ran (its status is the command's)
+};
+int RunCommandWith(const Args& args, const RunHooks& hooks);
 
 // The sandbox removed once the command ended: leftovers killed first, then
 // detached (by the agent, when it adopted the sandbox). True when clean.

@@ -175,58 +175,6 @@ std::string RandomHex(size_t bytes) {
   return out;
 }
 
-Status WriteAll(int fd, const unsigned char* data, size_t size, const std::string& path) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return SysError("write " + path);
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return {};
-}
-
-// Makes a rename or link in `dir` durable.
-Status SyncDir(const std::string& dir) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid() || ::fsync(fd.get()) != 0) return SysError("fsync " + dir);
-  return {};
-}
-
-// A new file in `dir` holding `data` with `mode`, flushed to disk, under a
-// temporary name the caller renames (or links) into place. Created
-// O_EXCL so it is never someone else's file, and with the final mode from
-// the start so a key is never readable by others, not even for a moment.
-Result<std::string> WriteTemp(const std::string& dir, const std::string& name, const unsigned char* data, size_t size,
-                              mode_t mode) {
-  const std::string tmp = JoinPath(dir, "." + name + ".tmp-" + RandomHex(8));
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) return SysError("create " + tmp);
-  Status st = WriteAll(fd.get(), data, size, tmp);
-  if (st.ok() && ::fchmod(fd.get(), mode) != 0) st = SysError("chmod " + tmp);  // past the umask, e.g. 0644
-  if (st.ok() && ::fsync(fd.get()) != 0) st = SysError("fsync " + tmp);
-  if (st.ok() && ::close(fd.release()) != 0) st = SysError("close " + tmp);
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st.error();
-  }
-  return tmp;
-}
-
-Status WriteFileAtomic(const std::string& dir, const std::string& name, const std::string& data, mode_t mode) {
-  auto tmp = WriteTemp(dir, name, reinterpret_cast<const unsigned char*>(data.data()), data.size(), mode);
-  if (!tmp.ok()) return tmp.error();
-  const std::string path = JoinPath(dir, name);
-  if (::rename(tmp->c_str(), path.c_str()) != 0) {
-    Error e = SysError("rename " + *tmp + " to " + path);
-    ::unlink(tmp->c_str());
-    return e;
-  }
-  return SyncDir(dir);
-}
-
 // A fresh P-256 key as PKCS#8 PEM in a temporary file of `dir` (0600).
 Result<std::string> WriteNewKeyTemp(const std::string& dir) {
   struct PkeyFree {

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,5 +71,60 @@ std::string JoinPath(const std::string& a, const std::string& b) {
 }
 
 bool IsRoot() { return ::geteuid() == 0; }
+
+Status WriteAll(int fd, const unsigned char* data, size_t size, const std::string& path) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return SysError("write " + path);
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return {};
+}
+
+Status SyncDir(const std::string& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid() || ::fsync(fd.get()) != 0) return SysError("fsync " + dir);
+  return {};
+}
+
+Result<std::string> WriteTemp(const std::string& dir, const std::string& name, const unsigned char* data, size_t size,
+                              mode_t mode) {
+  unsigned char random[8];
+  if (::getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) return SysError("getrandom");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string suffix;
+  for (unsigned char b : random) {
+    suffix += kHex[b >> 4];
+    suffix += kHex[b & 15];
+  }
+  const std::string tmp = JoinPath(dir, "." + name + ".tmp-" + suffix);
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return SysError("create " + tmp);
+  Status st = WriteAll(fd.get(), data, size, tmp);
+  if (st.ok() && ::fchmod(fd.get(), mode) != 0) st = SysError("chmod " + tmp);  // past the umask, e.g. 0644
+  if (st.ok() && ::fsync(fd.get()) != 0) st = SysError("fsync " + tmp);
+  if (st.ok() && ::close(fd.release()) != 0) st = SysError("close " + tmp);
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st.error();
+  }
+  return tmp;
+}
+
+Status WriteFileAtomic(const std::string& dir, const std::string& name, const std::string& data, mode_t mode) {
+  auto tmp = WriteTemp(dir, name, reinterpret_cast<const unsigned char*>(data.data()), data.size(), mode);
+  if (!tmp.ok()) return tmp.error();
+  const std::string path = JoinPath(dir, name);
+  if (::rename(tmp->c_str(), path.c_str()) != 0) {
+    Error e = SysError("rename " + *tmp + " to " + path);
+    ::unlink(tmp->c_str());
+    return e;
+  }
+  return SyncDir(dir);
+}
 
 }  // namespace cordon

@@ -1,6 +1,9 @@
 // Small filesystem helpers returning Result values with context.
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -14,5 +17,19 @@ Status MakeDirs(const std::string& path, unsigned mode = 0755);       // mkdir -
 Result<std::vector<std::string>> ListDir(const std::string& path);    // names, without . and ..
 std::string JoinPath(const std::string& a, const std::string& b);
 bool IsRoot();
+
+// Writes all of `data` to `fd` (retrying short writes); errors name `path`.
+Status WriteAll(int fd, const unsigned char* data, size_t size, const std::string& path);
+// Makes a rename or link in `dir` durable.
+Status SyncDir(const std::string& dir);
+// A new file in `dir` holding `data` with `mode`, flushed to disk, under a
+// temporary name (".NAME.tmp-<random>") the caller renames (or links) into
+// place. Created O_EXCL so it is never someone else's file, and with the
+// final mode from the start so a key is never readable by others, not even
+// for a moment. Removed again on an error.
+Result<std::string> WriteTemp(const std::string& dir, const std::string& name, const unsigned char* data, size_t size,
+                              mode_t mode);
+// `data` as dir/name, whole or not at all: WriteTemp, rename, SyncDir.
+Status WriteFileAtomic(const std::string& dir, const std::string& name, const std::string& data, mode_t mode);
 
 }  // namespace cordon
