@@ -109,6 +109,12 @@ void AppendWireEvent(const cordon::v1::AuditEvent& e, std::string* out) {
     PutUint(&sub, 2, e.suppressed().final());
     PutMessage(out, 23, sub);
   }
+  // Rare records (audit-file chains, resource and credential events):
+  // protobuf's own encoding of the sub-message, in field order.
+  PutBytes(out, 24, e.chain());
+  if (e.has_chain_start()) PutMessage(out, 25, e.chain_start().SerializeAsString());
+  if (e.has_resource()) PutMessage(out, 26, e.resource().SerializeAsString());
+  if (e.has_credential()) PutMessage(out, 27, e.credential().SerializeAsString());
   PutUint(out, 28, e.quiet());
   if (sub.capacity() > (1u << 16)) std::string().swap(sub);
 }
