@@ -151,9 +151,10 @@ TEST_F(Status, LsNamesOwnerDigestAndProcesses) {
     return at == std::string::npos ? std::string("missing: ") + r.out : mine.substr(at + 12, mine.find_first_of(",}", at) - at - 12);
   };
   EXPECT_EQ(procs(), "0") << "negative control: nothing runs there yet";
-  // Two processes: one in the sandbox's cgroup, one in a cgroup below it.
+  // Two processes: one in the sandbox's cgroup, one in a cgroup below it
+  // (named with a dot: a workload managing its subtree may hide there).
   WaitingChild top(cg.path(), [] { return 0; });
-  const std::string below = cg.path() + "/below";
+  const std::string below = cg.path() + "/.below";
   ASSERT_EQ(::mkdir(below.c_str(), 0755), 0);
   WaitingChild nested(below, [] { return 0; });
   EXPECT_EQ(procs(), "2");

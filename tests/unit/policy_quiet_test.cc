@@ -156,6 +156,53 @@ TEST(Quiet, ErrorsNameFileLineColumnAndField) {
               "relative path");
 }
 
+// What an attacker review found the checks let through: '?' as a name,
+// prefixes holding every IPv4 address, patterns where the workload makes
+// names (a symlink there passes any refusal off as expected).
+TEST(Quiet, PatternsThatWouldQuietTooMuchAreRefused) {
+  ExpectError("    - kind: file\n      path: /?*/**\n", "spec.quiet[0].path", 8, "only wildcards");
+  ExpectError("    - kind: net.unix\n      address: /?/?\n", "spec.quiet[0].address", 8, "only wildcards");
+  ExpectError("    - kind: net.connect\n      address: ::/1\n", "spec.quiet[0].address", 8, "too wide");
+  ExpectError("    - kind: net.connect\n      address: \"::ffff:0:0/96\"\n", "spec.quiet[0].address", 8,
+              "every address");
+  ExpectError("    - kind: net.connect\n      address: \"::/80\"\n", "spec.quiet[0].address", 8,
+              "every IPv4 address");
+  ExpectError("    - kind: net.connect\n      address: 0.0.0.0/1\n", "spec.quiet[0].address", 8, "too wide");
+  ExpectError("    - kind: file.exec\n      path: /tmp/x\n", "spec.quiet[0].path", 8, "private '/tmp'");
+  ExpectError("    - kind: file\n      path: /dev/*\n", "spec.quiet[0].path", 8, "private '/dev/shm'");
+  ExpectError("    - kind: net.unix\n      address: /tmp/.X11-unix/X0\n", "spec.quiet[0].address", 8, "private '/tmp'");
+  {
+    // spec.files.write: the quiet path below it, or above it.
+    ParsedPolicy parsed;
+    Diagnostics diags;
+    CompiledPolicy compiled;
+    const std::string text =
+        "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: t}\nspec:\n  files:\n    write: [/srv/out]\n"
+        "  quiet:\n    - {kind: file.open, path: /srv/out/cache/*}\n    - {kind: file.exec, path: /srv/*}\n";
+    ASSERT_TRUE(ParsePolicyText(text, "w.yaml", &parsed, &diags)) << FormatDiagnostics(diags);
+    EXPECT_FALSE(Compile(parsed, &compiled, &diags));
+    ASSERT_EQ(diags.size(), 2u) << FormatDiagnostics(diags);
+    for (const auto& d : diags) EXPECT_NE(d.message.find("the write path '/srv/out'"), std::string::npos) << d.ToString();
+  }
+  // Controls: narrow ones compile.
+  EXPECT_EQ(Patterns("    - kind: net.connect\n      address: 10.0.0.0/8\n").size(), 1u);
+  EXPECT_EQ(Patterns("    - kind: net.connect\n      address: \"2001:db8::/32\"\n").size(), 1u);
+  EXPECT_EQ(Patterns("    - kind: file\n      path: /usr/lib/?y*/**\n").size(), 1u);
+  EXPECT_EQ(Patterns("    - kind: file.open\n      path: /srv/other/*\n").size(), 1u);
+}
+
+// Only refusals are expected away: what happened (audit mode's audited,
+// detect mode's detected and killed) never is.
+TEST(Quiet, OnlyDeniedEventsAreQuiet) {
+  auto patterns = Patterns("    - kind: file.exec\n      path: /usr/bin/rustc\n");
+  AuditEvent e = FileEvent("file.exec", "/usr/bin/rustc");
+  EXPECT_EQ(MatchQuiet(patterns, e), 0) << "control: denied";
+  for (const char* verdict : {"audited", "detected", "killed"}) {
+    e.set_verdict(verdict);
+    EXPECT_EQ(MatchQuiet(patterns, e), -1) << verdict;
+  }
+}
+
 TEST(Quiet, GlobSyntax) {
   struct {
     const char* glob;

@@ -12,6 +12,7 @@
 #include <linux/sched.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -959,26 +960,28 @@ int RunCommandWith(const Args& args, const RunHooks& hooks) {
   // revoked once expired or once their sandbox is gone (every run looks);
   // then this run's own are issued. Their events are another sandbox's: they
   // go to the host's credential log, never into this run's audit log.
-  std::unique_ptr<JsonlFileSink> sweep_log;
-  std::string sweep_log_error;
-  size_t sweep_unwritten = 0;
+  std::vector<cordon::v1::AuditEvent> swept_events;
   const int swept = ops::SweepCredentials(std::time(nullptr), [&](cordon::v1::AuditEvent e) {
-    if (!sweep_log && sweep_log_error.empty()) {
-      auto opened = JsonlFileSink::Open(ops::kCredentialSweepLog);
-      if (opened) sweep_log = std::move(*opened);
-      else sweep_log_error = opened.error().ToString();
-    }
-    if (!sweep_log) {
-      ++sweep_unwritten;
-    } else if (Status written = sweep_log->Write(e); !written.ok()) {
-      ++sweep_unwritten;
-      if (sweep_log_error.empty()) sweep_log_error = written.error().ToString();
-    }
+    swept_events.push_back(std::move(e));
   });
-  if (sweep_log) (void)sweep_log->Flush();
-  if (sweep_unwritten)
-    PrintError(std::to_string(sweep_unwritten) + " event(s) of credentials this run swept could not be written: " +
-               sweep_log_error);
+  if (!swept_events.empty()) {
+    // Runs starting together append to the same chained file: one at a time
+    // (a lock on the file itself), each continuing the chain where the last
+    // one left it (the sink reads the tail when it opens).
+    std::string failure;
+    UniqueFd lock(::open(ops::kCredentialSweepLog, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!lock.valid() || ::flock(lock.get(), LOCK_EX) != 0) {
+      failure = SysError(std::string("open ") + ops::kCredentialSweepLog).ToString();
+    } else if (auto log = JsonlFileSink::Open(ops::kCredentialSweepLog); !log) {
+      failure = log.error().ToString();
+    } else {
+      for (const auto& e : swept_events)
+        if (Status written = (*log)->Write(e); !written.ok() && failure.empty()) failure = written.error().ToString();
+      if (Status flushed = (*log)->Flush(); !flushed.ok() && failure.empty()) failure = flushed.error().ToString();
+    }
+    if (!failure.empty())
+      PrintError("the events of credentials this run swept could not all be written: " + failure);
+  }
   if (swept && !run.quiet)
     PrintNote("removed and revoked " + std::to_string(swept) + " credential(s) left by cordon runs that ended (events in " +
               ops::kCredentialSweepLog + ")");

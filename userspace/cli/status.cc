@@ -31,6 +31,7 @@
 #include "ops/resource_watch.h"
 #include "sys/cgroup.h"
 #include "util/clock.h"
+#include "util/fd.h"
 #include "util/fs.h"
 #include "util/text.h"
 
@@ -108,9 +109,9 @@ std::string Layers(const SandboxInfo& s) {
 
 // "sha256:0123456789ab" (12 hex digits), "builtin", or "?" (unknown).
 std::string ShortDigest(const std::string& digest) {
-  if (digest.rfind("sha256:", 0) == 0) return digest.substr(0, 7 + 12);
+  if (digest.rfind("sha256:", 0) == 0) return Shown(digest.substr(0, 7 + 12));
   if (digest == "builtin:default") return "builtin";
-  return digest.empty() ? "?" : digest;
+  return digest.empty() ? "?" : Shown(digest);  // kernel state: any root process may have written it
 }
 
 std::string Owner(const SandboxInfo& s) {
@@ -190,20 +191,39 @@ std::string EnforcementJson(const LsmAvailability& lsm) {
   return out + "},\"cause\":" + JsonString(k.cause) + ",\"summary\":" + JsonString(EnforcementSummary(lsm)) + "}";
 }
 
-// Processes in a cgroup and below it; walks at most 4096 cgroups (a
-// workload may make many), and says "4096+" past that.
-std::string CountProcesses(const std::string& dir, size_t* cgroups_left, uint64_t* count) {
-  if (*cgroups_left == 0) return "more cgroups than counted";
+// Processes in a cgroup and below it, walked through descriptors (no path
+// grows with the depth). Returns "" when every cgroup was read, else why not
+// (more than 4096 cgroups, one that could not be opened or read): the count
+// is then a lower bound. Every directory counts, dot names included: a
+// workload that manages its subtree may name a cgroup ".h".
+std::string CountProcesses(int dir_fd, size_t* cgroups_left, uint64_t* count, int depth = 0) {
+  if (*cgroups_left == 0 || depth > 64) return "more cgroups than counted";
   --*cgroups_left;
-  if (auto procs = ReadFile(dir + "/cgroup.procs"))
-    for (char c : *procs) *count += c == '\n';
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return "";
   std::string problem;
+  {
+    UniqueFd procs(::openat(dir_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!procs.valid()) return "cgroup.procs unreadable";
+    char buf[4096];
+    for (ssize_t n; (n = ::read(procs.get(), buf, sizeof buf)) != 0;) {
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return "cgroup.procs unreadable";
+      }
+      for (ssize_t i = 0; i < n; ++i) *count += buf[i] == '\n';
+    }
+  }
+  int dup = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  DIR* d = dup >= 0 ? ::fdopendir(dup) : nullptr;
+  if (!d) {
+    if (dup >= 0) ::close(dup);
+    return "cgroup unreadable";
+  }
   while (dirent* e = ::readdir(d)) {
-    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-    problem = CountProcesses(dir + "/" + e->d_name, cgroups_left, count);
-    if (!problem.empty()) break;
+    if (e->d_type != DT_DIR || std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    UniqueFd child(::openat(dir_fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    std::string below = child.valid() ? CountProcesses(child.get(), cgroups_left, count, depth + 1) : "cgroup unreadable";
+    if (problem.empty()) problem = below;
+    if (*cgroups_left == 0) break;
   }
   ::closedir(d);
   return problem;
@@ -261,7 +281,7 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
       out << "{\"id\":" << s.id << ",\"name\":" << JsonString(EscapeWorkloadBytes(s.name))
           << ",\"cgroup\":" << JsonString(EscapeWorkloadBytes(s.cgroup_path))
           << ",\"cgroupAlive\":" << (s.cgroup_alive ? "true" : "false") << ",\"policy\":" << JsonString(s.policy)
-          << ",\"policyDigest\":" << JsonString(s.policy_digest) << ",\"mode\":" << JsonString(ModeName(s.mode))
+          << ",\"policyDigest\":" << JsonString(EscapeWorkloadBytes(s.policy_digest)) << ",\"mode\":" << JsonString(ModeName(s.mode))
           << ",\"generation\":" << s.generation << ",\"ephemeral\":" << (s.ephemeral ? "true" : "false")
           << ",\"ownerPid\":" << s.owner_pid << ",\"orphaned\":" << (s.orphaned ? "true" : "false")
           << ",\"attachedAtNs\":" << s.attached_at_ns << ",\"ageSeconds\":" << AgeSeconds(s.attached_at_ns)
@@ -396,7 +416,11 @@ int LsCommand(const Args& args) {
   for (const auto& s : status.sandboxes) {
     uint64_t procs = 0;
     size_t budget = 4096;
-    std::string problem = s.cgroup_alive && cgroup2 ? CountProcesses(*cgroup2 + s.cgroup_path, &budget, &procs) : "";
+    std::string problem;
+    if (s.cgroup_alive && cgroup2) {
+      UniqueFd top(::open((*cgroup2 + s.cgroup_path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      problem = top.valid() ? CountProcesses(top.get(), &budget, &procs) : "cgroup unreadable";
+    }
     std::string procs_text = !s.cgroup_alive ? "-" : std::to_string(procs) + (problem.empty() ? "" : "+");
     if (json) {
       json_out += std::string(json_out.size() > 1 ? "," : "") + "{\"name\":" + JsonString(EscapeWorkloadBytes(s.name)) +
@@ -405,7 +429,7 @@ int LsCommand(const Args& args) {
                   std::to_string(s.owner_pid) + ",\"orphaned\":" + (s.orphaned ? "true" : "false") +
                   "},\"attachedAtNs\":" + std::to_string(s.attached_at_ns) + ",\"ageSeconds\":" +
                   std::to_string(AgeSeconds(s.attached_at_ns)) + ",\"policy\":" + JsonString(s.policy) +
-                  ",\"policyDigest\":" + JsonString(s.policy_digest) + ",\"mode\":" + JsonString(ModeName(s.mode)) +
+                  ",\"policyDigest\":" + JsonString(EscapeWorkloadBytes(s.policy_digest)) + ",\"mode\":" + JsonString(ModeName(s.mode)) +
                   ",\"processes\":" + (s.cgroup_alive ? std::to_string(procs) : "null") +
                   (problem.empty() ? "" : ",\"processesAtLeast\":true") + "}";
       continue;

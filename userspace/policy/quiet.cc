@@ -105,9 +105,63 @@ bool MatchComponent(std::string_view glob, std::string_view text) {
   return g == glob.size();
 }
 
+// A component that names nothing: wildcards only ('*' and '?': "?*" is as
+// good as "*" at matching every name).
 bool OnlyStars(std::string_view component) {
-  return !component.empty() && component.find_first_not_of('*') == std::string_view::npos;
+  return !component.empty() && component.find_first_not_of("*?") == std::string_view::npos;
 }
+
+// The components of a glob before its first wildcard: "/usr/lib" for
+// "/usr/lib/*/x", "/" for "/*".
+std::string LiteralPrefix(const std::string& glob) {
+  std::string out;
+  for (std::string_view part : Components(glob)) {
+    if (part.empty()) continue;  // the root's
+    if (part.find_first_of("*?") != std::string_view::npos) break;
+    out += "/" + std::string(part);
+  }
+  return out.empty() ? "/" : out;
+}
+
+// Whether `dir` is `path` or a directory above it.
+bool Under(const std::string& path, const std::string& dir) {
+  if (dir == "/") return true;
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+}
+
+// Where the workload may make names: spec.files.write, and the private
+// /tmp and /dev/shm of cordon run. A path there, as events carry it (as
+// written, where Landlock or the unix hooks report it), may be a symlink
+// the workload made to anything: a quiet pattern there would let it dress
+// any refusal as an expected one. "" when `glob` matches nothing there.
+std::string WritableOverlap(const ParsedPolicy& parsed, const std::string& glob) {
+  const std::string literal = LiteralPrefix(glob);
+  std::vector<std::string> writable = {"/tmp", "/dev/shm"};
+  for (const auto& w : parsed.proto.spec().files().write()) {
+    std::string normal, ignored;
+    if (NormalizeFilePath(w, &normal, &ignored)) writable.push_back(normal);
+  }
+  for (const auto& w : writable)
+    if (Under(literal, w) || Under(w, literal))
+      return (w == "/tmp" || w == "/dev/shm" ? "cordon run's private " : "the write path ") + Quoted(w);
+  return "";
+}
+
+std::string SpoofableWhy() {
+  return ", where the workload may make names: a symlink it made there would match the pattern while pointing "
+         "anywhere, so any refusal could pass as expected (quiet a path outside what it may write)";
+}
+
+// ::ffff:0:0/96, where IPv4 addresses live in the egress image.
+const Prefix& MappedSpace() {
+  static const Prefix mapped = [] {
+    std::string ignored;
+    auto p = ParsePrefix("::ffff:0:0/96", &ignored);
+    return p ? *p : Prefix{};
+  }();
+  return mapped;
+}
+
 
 // Checks a glob's wildcards once its characters are known to be acceptable:
 // "**" only as the whole last component, and some component naming something.
@@ -261,6 +315,8 @@ void CompileQuiet(const ParsedPolicy& parsed, std::vector<QuietPattern>* out, Di
         error(base + ".path", message);
       } else if (NeverHasPath(kind)) {
         error(base + ".path", kind + " events carry no path (address names their destination)");
+      } else if (std::string writable = WritableOverlap(parsed, p.path); !writable.empty()) {
+        error(base + ".path", Quoted(p.path) + " lies in " + writable + SpoofableWhy());
       }
     }
     if (has_address) {
@@ -272,6 +328,9 @@ void CompileQuiet(const ParsedPolicy& parsed, std::vector<QuietPattern>* out, Di
         const bool ok = a[0] == '/' ? CheckPathGlob(a, &p.unix_address, &message) : CheckAbstractGlob(a, &message);
         if (!ok) {
           error(base + ".address", message);
+        } else if (std::string writable = a[0] == '/' ? WritableOverlap(parsed, p.unix_address) : "";
+                   !writable.empty()) {
+          error(base + ".address", Quoted(p.unix_address) + " lies in " + writable + SpoofableWhy());
         } else {
           if (a[0] == '@') p.unix_address = a;
           if (!p.kind.empty() && kind != "net.unix" && kind != "net")
@@ -285,6 +344,13 @@ void CompileQuiet(const ParsedPolicy& parsed, std::vector<QuietPattern>* out, Di
         error(base + ".address", Quoted(a) +
                                      " is every address: it would quiet every connection (name the "
                                      "addresses you expect)");
+      } else if (prefix->ipv4 ? prefix->length < 96 + 8 : prefix->length < 16) {
+        error(base + ".address", Quoted(a) + " is too wide to quiet (at most an IPv4 /8 or an IPv6 /16: name the "
+                                             "addresses you expect)");
+      } else if (!prefix->ipv4 && prefix->length <= 96 && MappedSpace().length == 96 &&
+                 prefix->Contains(MappedSpace())) {
+        error(base + ".address", Quoted(a) + " holds every IPv4 address (as ::ffff:a.b.c.d): it would quiet every "
+                                             "IPv4 connection (name the addresses you expect)");
       } else {
         p.prefix = *prefix;
         if (!p.kind.empty() && !HasIpAddress(kind) && kind != "net")
@@ -319,7 +385,10 @@ void CompileQuiet(const ParsedPolicy& parsed, std::vector<QuietPattern>* out, Di
 }
 
 int MatchQuiet(std::span<const QuietPattern> patterns, const cordon::v1::AuditEvent& event) {
-  if (patterns.empty() || !IsKernelEventKind(event.kind())) return -1;
+  // Only refusals: what happened (audited in audit mode, detected, killed)
+  // is never expected away, or a quiet pattern would let an action through
+  // unalarmed.
+  if (patterns.empty() || !IsKernelEventKind(event.kind()) || event.verdict() != "denied") return -1;
   const std::string& kind = event.kind();
   std::optional<Prefix> address;  // the event's, parsed at most once
   bool address_parsed = false;
