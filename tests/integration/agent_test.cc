@@ -46,6 +46,20 @@ namespace {
 
 using cordon::v1::AuditEvent;
 
+// Whether this binary (and so the agent, built with the same flags) runs
+// under AddressSanitizer.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 int64_t RealNs() {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -795,11 +809,13 @@ TEST_F(Agent, FloodIsRateLimitedAndEveryDenialIsAccountedExactly) {
   EXPECT_EQ(q.delivered + q.lost, static_cast<uint64_t>(kQuiet));
   EXPECT_EQ(q.suppressed, 0u);
 
-  // Bounded memory: the agent's resident set stays small.
+  // Bounded memory: the agent's resident set stays small. Not under
+  // AddressSanitizer (tests/run.sh's sanitized build): its quarantine holds
+  // freed memory (207 MB measured there); the plain build checks the bound.
   std::string status = Slurp("/proc/" + std::to_string(agent.pid()) + "/status");
   size_t at = status.find("VmRSS:");
   ASSERT_NE(at, std::string::npos);
-  EXPECT_LT(std::stoull(status.substr(at + 6)), 200ull * 1024) << "kB";
+  if (!kAddressSanitizer) EXPECT_LT(std::stoull(status.substr(at + 6)), 200ull * 1024) << "kB";
   // The same accounting through the CLI.
   CommandResult r = Cordon({"status"});
   EXPECT_NE(r.out.find("agent events: "), std::string::npos) << r.out;
