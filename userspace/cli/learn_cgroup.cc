@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <optional>
 
@@ -138,9 +139,7 @@ Result<v1::Response> AwaitResponse(agent::AgentClient& client, Collector& collec
     auto frame = client.ReadFrame(kAgentAnswerMs, wait_mask);
     if (!frame) {
       if (frame.error().err == EINTR) continue;
-      if (frame.error().err == EAGAIN)
-        return Error{"the agent did not answer within " + std::to_string(kAgentAnswerMs / 1000) + " s"};
-      return frame.error();
+      return frame.error();  // ETIMEDOUT: no answer within kAgentAnswerMs
     }
     v1::TailFrame tf;
     if (!tf.ParseFromString(*frame)) return Error{"the agent sent a malformed frame"};
@@ -356,7 +355,7 @@ int LearnFromCgroup(const ParsedArgs& parsed, const policy::ParsedPolicy& base, 
           ended = "the agent sent a malformed frame";
         else
           collector.Frame(tf, &unused, &ended);
-      } else if (frame.error().err != EAGAIN && frame.error().err != EINTR) {
+      } else if (frame.error().err != ETIMEDOUT && frame.error().err != EINTR) {  // not the wait's end
         ended = frame.error().ToString();
       }
       if (ended.empty()) continue;
