@@ -39,6 +39,7 @@
 #include "loader/sandbox.h"
 #include "tests/common/jwt_verify.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/learn_window.h"
 #include "util/text.h"
 
 namespace cordon::test {
@@ -1479,6 +1480,72 @@ TEST_F(Agent, AttachesTakeThePreparedNetworkInstanceAndEachEnforcesItsOwnPolicy)
   }
   for (const TestCgroup* cg : {&a, &b}) EXPECT_EQ(Cordon({"detach", "--cgroup", cg->path()}).status, 0);
   EXPECT_EQ(agent.Stop(), 0);
+}
+
+// cordon learn --cgroup with an agent running: the agent attaches, reads
+// and detaches the sandbox (its sinks get the window's events too) and
+// streams the events to learn; the learned policy enforces as without one
+// (learn_window.h). Here only: Agent.* tests run on the host.
+TEST_F(Agent, LearnFromACgroupGoesThroughTheAgent) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  RunTestDir dir("cordon-learn-agent");
+  ASSERT_NE(dir.path(), "");
+  LearnFromCgroupCase c{dir.path(), "through the agent", 0, "", agent.audit(), nullptr};
+  // The agent consumes the enforce phase's events: they are in its audit file.
+  c.enforce_events = [&agent](uint64_t id, int64_t since_ns, uint16_t other_port, const std::string& key) {
+    std::vector<AuditEvent> out;
+    const bool both = WaitFor(
+        [&] {
+          out.clear();
+          bool connect = false, open = false;
+          for (auto& e : agent.Audit(id)) {
+            if (EventNs(e) < since_ns) continue;
+            connect = connect || (e.kind() == "net.connect" && e.net().port() == other_port);
+            open = open || (e.kind() == "file.open" && e.file().path() == key);
+            out.push_back(std::move(e));
+          }
+          return connect && open;
+        },
+        10000);
+    EXPECT_TRUE(both) << "the agent's audit file has both refusals";
+    return out;
+  };
+  LearnFromCgroupAndEnforce(c);
+}
+
+// The agent's rate limit held some of the window's events back: learn says
+// how many (the agent's suppressed records), and an incomplete trail is exit
+// status 3; nothing is left attached.
+TEST_F(Agent, LearnSaysWhatTheAgentsRateLimitHeldBack) {
+  TestAgent agent("rateLimit:\n  eventsPerSecond: 1\n  burst: 1\n");
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  RunTestDir dir("cordon-learn-agent");
+  ASSERT_NE(dir.path(), "");
+  TestCgroup cg("learn-limited");
+  TcpListener listener;
+  // Twenty connects in audit mode (all succeed): one token, then the limit.
+  WaitingChild workload(cg.path(), [&] {
+    int failed = 0;
+    for (int i = 0; i < 20; ++i) failed += TcpConnect(V4("127.0.0.1", listener.port())) != 0;
+    return failed;
+  });
+  const std::string policy = dir.path() + "/learned.json", report = dir.path() + "/report.txt";
+  LearnInBackground learn(
+      {"learn", "--cgroup", cg.path(), "--duration", "10m", "--allow-degraded", "--out", policy, "--report", report});
+  ASSERT_TRUE(learn.WaitForWindow()) << learn.Finish().err;
+  EXPECT_EQ(workload.Go(), 0);
+  learn.Signal(SIGTERM);
+  const CommandResult learned = learn.Finish();
+  const std::string text = Slurp(report);
+  EXPECT_EQ(learned.status, 3) << learned.err << text;
+  EXPECT_FALSE(Exists(SandboxPinDir(cg.id()))) << learned.err;
+  EXPECT_NE(text.find("events SUPPRESSED (the agent's rate limit)"), std::string::npos) << text;
+  EXPECT_NE(text.find("cut short by SIGTERM"), std::string::npos) << text;
+  EXPECT_NE(text.find("event(s) of the trail were lost, suppressed or unreadable"), std::string::npos) << text;
+  // What got through is learned: the first connect.
+  EXPECT_NE(text.find("egress 127.0.0.1 port " + std::to_string(listener.port()) + "/tcp"), std::string::npos) << text;
+  EXPECT_EQ(listener.AcceptCount(20), 20);
 }
 
 }  // namespace

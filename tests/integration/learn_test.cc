@@ -14,7 +14,9 @@
 #include <set>
 #include <sstream>
 
+#include "loader/sandbox.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/learn_window.h"
 
 namespace cordon::test {
 namespace {
@@ -309,6 +311,21 @@ TEST_F(Learn, BadInputIsNamedAndNothingIsWritten) {
       {{"learn", "--user", "no such user!", "--out", out, "--", "/bin/true"}, 2, "--user"},
       {{"learn", "--allow-net", "10.0.0.0/8:x", "--out", out, "--", "/bin/true"}, 2, "--allow-net"},
       {{"learn", "--policy", bad.path(), "--out", out, "--", "/bin/true"}, 1, bad.path() + ":6:"},
+      // The --cgroup form.
+      {{"learn", "--cgroup", "/sys/fs/cgroup", "--out", out}, 2, "--cgroup needs --duration"},
+      {{"learn", "--cgroup", "/sys/fs/cgroup", "--duration", "0s", "--out", out}, 2, "--duration"},
+      {{"learn", "--cgroup", "/sys/fs/cgroup", "--duration", "ten", "--out", out}, 2, "--duration"},
+      {{"learn", "--cgroup", "/sys/fs/cgroup", "--duration", "31d", "--out", out}, 2, "--duration"},
+      {{"learn", "--cgroup", "/sys/fs/cgroup", "--duration", "1m", "--out", out, "--", "/bin/true"},
+       2,
+       "give no command"},
+      {{"learn", "--cgroup", "/sys/fs/cgroup", "--duration", "1m", "--rounds", "2", "--out", out}, 2, "--rounds"},
+      {{"learn", "--cgroup", "/sys/fs/cgroup", "--duration", "1m", "--user", "root", "--out", out}, 2, "--user"},
+      {{"learn", "--duration", "1m", "--out", out, "--", "/bin/true"}, 2, "--duration goes with --cgroup"},
+      {{"learn", "--allow-degraded", "--out", out, "--", "/bin/true"}, 2, "--allow-degraded goes with --cgroup"},
+      {{"learn", "--cgroup", "/no/such/cgroup", "--duration", "1m", "--allow-degraded", "--out", out},
+       1,
+       "/no/such/cgroup"},
   };
   for (const auto& c : cases) {
     CommandResult r = Cordon(c.args);
@@ -320,8 +337,62 @@ TEST_F(Learn, BadInputIsNamedAndNothingIsWritten) {
   // The help names every option the parser takes (the man page is made from it).
   CommandResult help = Cordon({"learn", "--help"});
   EXPECT_EQ(help.status, 0);
-  for (const char* option : {"--policy", "--out", "--report", "--audit", "--rounds", "--user", "/etc", "/run/cordon"})
+  for (const char* option : {"--policy", "--out", "--report", "--audit", "--rounds", "--user", "/etc", "/run/cordon",
+                             "--cgroup", "--duration", "--allow-degraded"})
     EXPECT_NE(help.out.find(option), std::string::npos) << option;
+  // Where attached processes do not show everything (no BPF LSM), --cgroup
+  // says what and needs --allow-degraded; nothing is attached.
+  if (!LsmUsableHere()) {
+    TestCgroup cg("learn-degraded");
+    CommandResult r = Cordon({"learn", "--cgroup", cg.path(), "--duration", "1m", "--out", out});
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_NE(r.err.find("this kernel does not show"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("pass --allow-degraded"), std::string::npos) << r.err;
+    EXPECT_FALSE(Exists(SandboxPinDir(cg.id())));
+    EXPECT_FALSE(Exists(out));
+  }
+}
+
+// cordon learn --cgroup: a workload already in its cgroup (holding a
+// connection it opened before), learned over a window that runs to its end;
+// its events read directly (no agent). The learned policy, attached in
+// enforce mode, lets the same work through and refuses another port and
+// another file (learn_window.h).
+TEST_F(Learn, AWorkloadInACgroupIsLearnedOverAWindowAndItsPolicyEnforcesWhatItSaw) {
+  LearnFromCgroupAndEnforce({dir_, "read directly", 0, dir_ + "/window.jsonl", "", nullptr});
+}
+
+// SIGINT in the middle of the window: the sandbox is detached, the policy
+// learned so far written (exit 3, the report says the window was cut short),
+// and it enforces what the workload did until then.
+TEST_F(Learn, ASignalEndsTheWindowDetachesAndWritesWhatWasLearnedSoFar) {
+  LearnFromCgroupAndEnforce({dir_, "read directly", SIGINT, "", "", nullptr});
+}
+
+// A cgroup that has a sandbox: learning would replace its policy, which
+// cordon cannot put back; refused, and the sandbox keeps its policy.
+TEST_F(Learn, ACgroupThatHasASandboxIsRefusedAndKeepsItsPolicy) {
+  TestCgroup cg("learn-taken");
+  TcpListener allowed, other;
+  PolicyFile theirs(LoopbackPolicy("theirs", allowed.port()));
+  const CommandResult attached =
+      Cordon({"attach", "--cgroup", cg.path(), "--policy", theirs.path(), "--allow-degraded"});
+  ASSERT_EQ(attached.status, 0) << attached.err;
+  const std::string out = dir_ + "/out.json";
+  const CommandResult r =
+      Cordon({"learn", "--cgroup", cg.path(), "--duration", "10m", "--allow-degraded", "--out", out});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("(policy 'theirs', enforce mode) is attached to " + cg.path() +
+                       " already: learning would replace its policy"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(Exists(out));
+  auto info = GetSandbox(cg.id());
+  ASSERT_TRUE(info) << "still attached";
+  EXPECT_EQ(info->policy, "theirs");
+  // Still enforced as it was: its port is reachable, another is not.
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", allowed.port())); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", other.port())); }), EPERM);
 }
 
 }  // namespace

@@ -70,5 +70,56 @@ TEST(LearnTrail, EventsBecomeObservationsAndLossesAreCounted) {
   EXPECT_TRUE(trail.observations[2].path_as_written) << "the cgroup unix hooks report the address as written";
 }
 
+// Repeated accesses are one observation (a window of a busy workload holds
+// many); a connection the retroactive check of an attach found open and the
+// policy denies is a connect to its destination; open files are counted.
+TEST(LearnTrail, RepeatsAreOneObservationAndPreexistingConnectionsAreDestinations) {
+  LearnTrail trail;
+  cordon::v1::AuditEvent connect;
+  connect.set_kind("net.connect");
+  connect.set_verdict("audited");
+  connect.mutable_net()->set_address("127.0.0.1");
+  connect.mutable_net()->set_port(8080);
+  connect.mutable_net()->set_protocol("tcp");
+  for (int i = 0; i < 1000; ++i) trail.Add(connect);
+  cordon::v1::AuditEvent other = connect;
+  other.mutable_net()->set_port(8081);
+  trail.Add(other);
+  cordon::v1::AuditEvent kept;  // audit mode: the check keeps it, and says the policy denies it
+  kept.set_kind("net.preexisting");
+  kept.set_verdict("audited");
+  kept.set_enforcement("sock_diag");
+  kept.mutable_net()->set_address("10.1.2.3");
+  kept.mutable_net()->set_port(5432);
+  kept.mutable_net()->set_protocol("tcp");
+  trail.Add(kept);
+  cordon::v1::AuditEvent files;
+  files.set_kind("file.preexisting");
+  files.set_verdict("listed");
+  files.mutable_file()->set_path("/var/log/app.log");
+  trail.Add(files);
+  cordon::v1::AuditEvent env;
+  env.set_kind("credential.exposed");
+  env.set_verdict("detected");
+  trail.Add(env);
+  EXPECT_EQ(trail.events, 1004u);
+  ASSERT_EQ(trail.observations.size(), 3u);
+  EXPECT_EQ(trail.observations[0].port, 8080u);
+  EXPECT_EQ(trail.observations[1].port, 8081u);
+  const policy::Observation& p = trail.observations[2];
+  EXPECT_EQ(p.kind, "net.connect");
+  EXPECT_EQ(p.address, "10.1.2.3");
+  EXPECT_EQ(p.port, 5432u);
+  EXPECT_EQ(p.protocol, "tcp");
+  EXPECT_EQ(trail.preexisting_connections, 1u);
+  EXPECT_EQ(trail.preexisting_files, 1u);
+  // Not a record of a denied connection: nothing to learn from.
+  policy::Observation o;
+  cordon::v1::AuditEvent listed = kept;
+  listed.set_verdict("listed");
+  EXPECT_FALSE(PreexistingObservationOf(listed, &o));
+  EXPECT_FALSE(PreexistingObservationOf(files, &o));
+}
+
 }  // namespace
 }  // namespace cordon

@@ -367,5 +367,25 @@ TEST(Learn, TheReportSaysWhatTheTrailLost) {
       << report;
 }
 
+// A window of an attached cgroup (cordon learn --cgroup) has no command:
+// its label names it, and what the agent's rate limit held back is said.
+TEST(Learn, AWindowIsNamedByItsLabelAndSuppressedEventsAreSaid) {
+  FakeHost host;
+  LearnRound window;
+  window.label = "window (audit) of 10m on /sys/fs/cgroup/jobs/a, through the agent";
+  window.events = 120;
+  window.new_observations = 3;
+  window.suppressed = 17;
+  window.not_received = 2;
+  EXPECT_TRUE(window.Incomplete());
+  Learned l = LearnFrom({}, host, kBase, {window});
+  const std::string report = l.Report();
+  EXPECT_NE(report.find("window (audit) of 10m on /sys/fs/cgroup/jobs/a, through the agent; 120 events, 3 new "
+                        "accesses; 17 events SUPPRESSED (the agent's rate limit); 2 events NOT RECEIVED"),
+            std::string::npos)
+      << report;
+  EXPECT_EQ(report.find("the command exited"), std::string::npos) << report;
+}
+
 }  // namespace
 }  // namespace cordon::policy

@@ -655,7 +655,7 @@ const char* kMainHelp =
     "  doctor [--json]                                      what this kernel lets cordon enforce\n"
     "  audit verify FILE...                                 check the audit files' hash chain\n"
     "  explain EVENT | --address A:P | --path P --access R  which rule allows it, or why none does\n"
-    "  learn [--policy BASE] [--out FILE] -- CMD ARGS...   a least-privilege policy from a run\n"
+    "  learn [--policy BASE] [--out FILE] -- CMD ARGS...   a least-privilege policy from a run or a cgroup\n"
     "  oidc show|rotate|publish                             the built-in credential issuer's keys\n"
     "\n"
     "Enforcement is pinned in the kernel and never depends on a cordon process, the agent\n"

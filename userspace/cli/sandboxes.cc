@@ -67,48 +67,57 @@ class ThroughAgent : public Sandboxes {
       if (!read) return out.error = read.error().ToString() + "; nothing attached", out;
       text = std::move(*read);
     }
-    cordon::v1::Request req;
-    if (update) {
-      auto* u = req.mutable_update();
-      u->set_sandbox_id(request.sandbox_id);
-      u->set_policy_text(text);
-      u->set_policy_file(request.policy_file);
-      u->set_mode(request.mode);
-      u->set_allow_degraded(request.allow_degraded);
-    } else {
-      auto* at = req.mutable_attach();
-      at->set_cgroup(request.cgroup);
-      at->set_policy_text(text);
-      at->set_policy_file(request.policy_file);
-      at->set_mode(request.mode);
-      at->set_name(request.name);
-      at->set_allow_degraded(request.allow_degraded);
-    }
-    auto response = client_.Call(req);
+    auto response = client_.Call(AttachRequestFrame(request, text, update));
     if (!response)
       return out.error = response.error().ToString() + " (the agent may or may not have attached: see `cordon status`)",
              out;
-    if (!response->error().empty()) return out.error = response->error(), out;
-    const auto& at = response->attach();
-    out.sandbox_id = at.sandbox_id();
-    out.name = at.name();
-    out.cgroup = at.cgroup();
-    out.policy = at.policy();
-    out.mode = at.mode();
-    out.replaced = at.replaced();
-    out.swap_ns = at.swap_ns();
-    out.notes.assign(response->notes().begin(), response->notes().end());
-    out.retro_events.assign(at.retro_events().begin(), at.retro_events().end());
-    out.retro_summary = at.retro_summary();
-    out.retro_destroy_failed = at.retro_destroy_failed();
-    out.retro_error = at.retro_error();
-    return out;
+    return AttachOutcomeOf(*response);
   }
 
   agent::AgentClient client_;
 };
 
 }  // namespace
+
+cordon::v1::Request AttachRequestFrame(const ops::AttachRequest& request, const std::string& policy_text, bool update) {
+  cordon::v1::Request req;
+  if (update) {
+    auto* u = req.mutable_update();
+    u->set_sandbox_id(request.sandbox_id);
+    u->set_policy_text(policy_text);
+    u->set_policy_file(request.policy_file);
+    u->set_mode(request.mode);
+    u->set_allow_degraded(request.allow_degraded);
+  } else {
+    auto* at = req.mutable_attach();
+    at->set_cgroup(request.cgroup);
+    at->set_policy_text(policy_text);
+    at->set_policy_file(request.policy_file);
+    at->set_mode(request.mode);
+    at->set_name(request.name);
+    at->set_allow_degraded(request.allow_degraded);
+  }
+  return req;
+}
+
+ops::AttachOutcome AttachOutcomeOf(const cordon::v1::Response& response) {
+  ops::AttachOutcome out;
+  if (!response.error().empty()) return out.error = response.error(), out;
+  const auto& at = response.attach();
+  out.sandbox_id = at.sandbox_id();
+  out.name = at.name();
+  out.cgroup = at.cgroup();
+  out.policy = at.policy();
+  out.mode = at.mode();
+  out.replaced = at.replaced();
+  out.swap_ns = at.swap_ns();
+  out.notes.assign(response.notes().begin(), response.notes().end());
+  out.retro_events.assign(at.retro_events().begin(), at.retro_events().end());
+  out.retro_summary = at.retro_summary();
+  out.retro_destroy_failed = at.retro_destroy_failed();
+  out.retro_error = at.retro_error();
+  return out;
+}
 
 std::unique_ptr<Sandboxes> DirectSandboxes() { return std::make_unique<Direct>(); }
 std::unique_ptr<Sandboxes> AgentSandboxes(agent::AgentClient client) {

@@ -28,6 +28,11 @@ class Sandboxes {
   virtual StatusOutcome Status() = 0;
 };
 
+// The agent's attach (or update) request for `request`, the policy given as
+// text; and the outcome its Response carries.
+cordon::v1::Request AttachRequestFrame(const ops::AttachRequest& request, const std::string& policy_text, bool update);
+ops::AttachOutcome AttachOutcomeOf(const cordon::v1::Response& response);
+
 std::unique_ptr<Sandboxes> DirectSandboxes();
 std::unique_ptr<Sandboxes> AgentSandboxes(agent::AgentClient client);
 

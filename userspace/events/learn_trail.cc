@@ -64,6 +64,41 @@ bool ObservationOf(const cordon::v1::AuditEvent& e, policy::Observation* out) {
   return true;
 }
 
+bool PreexistingObservationOf(const cordon::v1::AuditEvent& e, policy::Observation* out) {
+  const std::string& verdict = e.verdict();
+  if (e.kind() != "net.preexisting" || !e.has_net() || e.net().address().empty() ||
+      (verdict != "audited" && verdict != "destroyed" && verdict != "destroy-failed"))
+    return false;
+  *out = policy::Observation{};
+  out->kind = "net.connect";
+  out->address = e.net().address();
+  out->port = e.net().port();
+  out->protocol = e.net().protocol();
+  out->family = e.net().family();
+  out->sock_type = e.net().sock_type();
+  out->reason = "a connection open before learning began (" + e.reason() + ")";
+  return true;
+}
+
+void LearnTrail::Add(const cordon::v1::AuditEvent& event) {
+  if (event.kind() == "chain.start") return;
+  ++events;
+  if (event.kind() == "loss") lost += event.loss().dropped();
+  if (event.kind() == "suppressed") suppressed += event.suppressed().count();
+  if (event.kind() == "file.preexisting") ++preexisting_files;
+  policy::Observation o;
+  const bool preexisting = PreexistingObservationOf(event, &o);
+  if (!preexisting && !ObservationOf(event, &o)) return;
+  if (preexisting) ++preexisting_connections;
+  // What Observation's == compares, each field ended by a byte no field holds.
+  std::string key;
+  for (const std::string* field : {&o.kind, &o.path, &o.address, &o.protocol, &o.family, &o.sock_type})
+    key += *field + '\0';
+  key += std::to_string(o.path_truncated) + ',' + std::to_string(o.access) + ',' + std::to_string(o.port) + ',' +
+         std::to_string(o.arg);
+  if (keys_.insert(std::move(key)).second) observations.push_back(std::move(o));
+}
+
 LearnTrail ReadLearnTrail(const std::string& text) {
   LearnTrail trail;
   google::protobuf::util::JsonParseOptions options;
@@ -80,12 +115,7 @@ LearnTrail ReadLearnTrail(const std::string& text) {
       ++trail.unreadable;
       continue;
     }
-    if (event.kind() == "chain.start") continue;
-    ++trail.events;
-    if (event.kind() == "loss") trail.lost += event.loss().dropped();
-    if (event.kind() == "suppressed") trail.suppressed += event.suppressed().count();
-    policy::Observation o;
-    if (ObservationOf(event, &o)) trail.observations.push_back(std::move(o));
+    trail.Add(event);
   }
   return trail;
 }

@@ -540,9 +540,11 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled,
                                     " the base did not allow");
   for (size_t i = 0; i < rounds.size(); ++i) {
     const LearnRound& r = rounds[i];
-    std::string line = "round " + std::to_string(i + 1) + (r.enforce ? " (enforce)" : " (audit)") +
-                       ": the command exited " + std::to_string(r.exit_status) + "; " + Plural(r.events, "event") +
-                       ", " + Plural(r.new_observations, "new access", "new accesses");
+    std::string line = (r.label.empty() ? "round " + std::to_string(i + 1) + (r.enforce ? " (enforce)" : " (audit)") +
+                                              ": the command exited " + std::to_string(r.exit_status)
+                                        : r.label) +
+                       "; " + Plural(r.events, "event") + ", " +
+                       Plural(r.new_observations, "new access", "new accesses");
     if (r.lost) line += "; " + std::to_string(r.lost) + " events LOST (ring buffer full)";
     if (r.suppressed) line += "; " + std::to_string(r.suppressed) + " events SUPPRESSED (the agent's rate limit)";
     if (r.not_received) line += "; " + std::to_string(r.not_received) + " events NOT RECEIVED from the agent";

@@ -94,10 +94,14 @@ const std::vector<LearnBoundary>& LearnBoundaries();
 std::string BoundaryOf(const std::string& dir, const std::vector<std::string>& extra = {});
 
 // One round of learning: the command run once, the first in audit mode,
-// the later ones in enforce mode under the policy learned so far.
+// the later ones in enforce mode under the policy learned so far; or a
+// window of watching an attached cgroup (`label` says which).
 struct LearnRound {
   bool enforce = false;           // run in enforce mode (what it reports was refused)
   int exit_status = 0;            // the command's (as cordon run returns it)
+  // What the report calls the round; "" = "round N (audit|enforce): the
+  // command exited S" (a window has no command: "window of 10m on ...").
+  std::string label;
   uint64_t events = 0;            // events read from the trail
   uint64_t new_observations = 0;  // distinct observations no earlier round had
   uint64_t lost = 0;              // loss records: the kernel could not buffer them
