@@ -816,7 +816,9 @@ TEST_F(Agent, FloodIsRateLimitedAndEveryDenialIsAccountedExactly) {
   std::string status = Slurp("/proc/" + std::to_string(agent.pid()) + "/status");
   size_t at = status.find("VmRSS:");
   ASSERT_NE(at, std::string::npos);
-  if (!kAddressSanitizer) EXPECT_LT(std::stoull(status.substr(at + 6)), 200ull * 1024) << "kB";
+  if (!kAddressSanitizer) {
+    EXPECT_LT(std::stoull(status.substr(at + 6)), 200ull * 1024) << "kB";
+  }
   // The same accounting through the CLI.
   CommandResult r = Cordon({"status"});
   EXPECT_NE(r.out.find("agent events: "), std::string::npos) << r.out;
