@@ -236,7 +236,7 @@ inline void LearnFromCgroupAndEnforce(const LearnFromCgroupCase& c) {
     EXPECT_NE(text.find("learned as destinations: 1 connection(s) open before the window"), std::string::npos) << text;
     EXPECT_NE(text.find("read " + data + ": read every file below it"), std::string::npos) << text;
     EXPECT_EQ(text.find(std::to_string(other.port())), std::string::npos) << text;
-    EXPECT_EQ(text.find("not learned"), std::string::npos) << text;
+    EXPECT_EQ(text.find("\nnot learned (observed"), std::string::npos) << text;
     if (!c.audit.empty()) {
       int connects = 0;
       for (const auto& e : AuditFileEvents(c.audit))
