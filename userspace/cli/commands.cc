@@ -26,6 +26,7 @@
 #include "cli/sandboxes.h"
 #include "cli/tail.h"
 #include "util/text.h"
+#include "events/json_line.h"
 #include "events/reader.h"
 #include "events/sink.h"
 #include "loader/kernel_features.h"
@@ -404,6 +405,24 @@ int AttachOrUpdate(const Args& args, bool update) {
   request.name = options.name;
   request.allow_degraded = parsed.Has("--allow-degraded");
   request.wording = ops::Wording::kCli;
+  // Directly, the built-in issuer's settings come from the agent's
+  // configuration (the agent uses its own).
+  for (const auto& c : request.compiled->credentials) {
+    if (c.oidc_audience.empty()) continue;
+    agent::AgentConfig config;
+    policy::Diagnostics diags;
+    if (!agent::LoadAgentConfig("", false, &config, &diags)) {
+      std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
+      return PrintError(std::string("agent configuration ") + agent::kDefaultConfigPath +
+                        " rejected (the built-in issuer's settings are there); nothing attached"),
+             1;
+    }
+    request.oidc.issuer = config.OidcIssuer();
+    request.oidc.key_dir = config.oidc_key_dir;
+    request.oidc.setting =
+        config.file.empty() ? std::string(agent::kDefaultConfigPath) + " (absent: the defaults)" : config.file;
+    break;
+  }
   auto out = update ? sandboxes->Update(request) : sandboxes->Attach(request);
   out.notes = NotesToShow(out.notes, false);  // on a terminal: once per terminal session
   AttachReport report = RenderAttachOutcome(out);
@@ -447,7 +466,13 @@ int DetachCommand(const Args& args) {
   auto sandboxes = PickSandboxes(&agent_failed);
   if (!sandboxes) return 1;
   auto out = sandboxes->Detach({id});
+  // An attached sandbox's credentials, revoked: their events (never values).
+  for (const auto& event : out.credential_events) std::printf("%s\n", ToJsonLine(event).c_str());
+  std::fflush(stdout);
   if (!out.error.empty()) return PrintError(out.error), 1;
+  if (!out.credential_error.empty())
+    PrintError("detached, but its credentials were not revoked: " + out.credential_error +
+               " (a sweep revokes them after their ttl)");
   if (!out.removed_cgroup.empty())
     std::fprintf(stderr,
                  "cordon: the cordon run that made this sandbox has ended (or cannot be found): what was left in "
