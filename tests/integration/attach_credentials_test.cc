@@ -163,6 +163,14 @@ TEST_F(AttachCredentials, FileIsTheOwnersAndDetachRevokesIt) {
     EXPECT_NE(list.status, 0) << d << " is listable: " << list.out;
   }
   EXPECT_EQ(as(kOwner, {"cat", path}).out, secret_) << "the owner on the host reads it too, as attach says";
+  // A cordon run command, root with no spec.files to stop it, does not see
+  // it: its mount namespace covers the host's views (control: root outside
+  // reads it, above).
+  CommandResult other = Cordon({"run", "--user", "root", "--audit", dir_ + "/other.jsonl", "--", "/bin/sh", "-c",
+                                "cat " + path + "; ls -A /run/cordon/credentials | wc -l"});
+  EXPECT_EQ(other.status, 0) << other.err;
+  EXPECT_EQ(other.out, "0\n") << "a cordon run saw the attached sandbox's credential";
+  EXPECT_NE(other.err.find(path + ": No such file"), std::string::npos) << other.err;
   // The state that sweeps need: root's.
   EXPECT_EQ(::access(("/run/cordon/credential-store/" + name_ + ".state").c_str(), F_OK), 0);
   EXPECT_NE(as(kOwner, {"cat", "/run/cordon/credential-store/" + name_ + ".state"}).status, 0);

@@ -1375,20 +1375,21 @@ TEST_F(RunCredentials, ValuesPrintedByAFailedIssueAreRevoked) {
 // and refused, at its line, before anything is issued, when it does not.
 TEST_F(RunCredentials, OwnerMustBeTheCommandsIdentity) {
   const std::string head = "    - {name: TOKEN, issue: [" + dir_ + "/mint], revoke: [" + dir_ + "/revoke], ttl: 1m, ";
-  PolicyFile mine(Policy(head + "owner: \"4242:4242\"}\n"));
-  CommandResult ok = Cordon({"run", "--user", "4242:4242", "--policy", mine.path(), "--audit", audit_, "--", "/bin/sh",
+  const std::string run_as = "  runAs: \"4242:4242\"\n";
+  PolicyFile mine(Policy(head + "owner: \"4242:4242\"}\n", run_as));
+  CommandResult ok = Cordon({"run", "--policy", mine.path(), "--audit", audit_, "--", "/bin/sh",
                              "-c", "cat \"$TOKEN_FILE\""});
   EXPECT_EQ(ok.status, 0) << ok.err;
   EXPECT_EQ(ok.out, secret_);
   EXPECT_EQ(Revoked(), secret_ + "\n");
   ::unlink(revoked_.c_str());
   ::unlink((dir_ + "/mint-env").c_str());
-  PolicyFile other(Policy(head + "owner: \"4243\"}\n"));
-  CommandResult refused = Cordon({"run", "--user", "4242:4242", "--policy", other.path(), "--audit", audit_, "--",
+  PolicyFile other(Policy(head + "owner: \"4243\"}\n", run_as));
+  CommandResult refused = Cordon({"run", "--policy", other.path(), "--audit", audit_, "--",
                                   "/bin/echo", "ran"});
   EXPECT_EQ(refused.status, 1) << refused.err;
   EXPECT_EQ(refused.out, "");
-  EXPECT_NE(refused.err.find(other.path() + ":7:7: spec.credentials[0]: credential TOKEN: owner 4243 (uid 4243 gid "
+  EXPECT_NE(refused.err.find(other.path() + ":8:7: spec.credentials[0]: credential TOKEN: owner 4243 (uid 4243 gid "
                                             "4243) is not who the command runs as (uid 4242 gid 4242)"),
             std::string::npos)
       << refused.err;

@@ -449,6 +449,12 @@ int PrepareFiles(RunPlan* run) {
   }
   // Every run: the store (state files hold values, and root owns them) hidden.
   {
+    // ... and the attached sandboxes' credentials (bound on the host) too.
+    if (!run->credentials || !run->credentials->has_files()) {
+      auto views = ops::CredentialViewCover();
+      if (!views) return PrintError("hide the credential views: " + views.error().ToString() + "; command not started"), 1;
+      run->binds.push_back(std::move(*views));
+    }
     auto cover = ops::CredentialStoreCover();
     if (!cover) return PrintError("hide the credential store: " + cover.error().ToString() + "; command not started"), 1;
     // ... and the runs' locks (ops::RunOwner), under the same empty directory:

@@ -306,6 +306,8 @@ void RemoveSandboxDirs(const std::string& sandbox) {
   Unmount(dir);
   (void)::rmdir(dir.c_str());
   (void)::rmdir(view.c_str());
+  (void)::rmdir(StorePath(sandbox, (".view/" + sandbox).c_str()).c_str());  // cordon run's view root
+  (void)::rmdir(StorePath(sandbox, ".view").c_str());
 }
 
 // The built-in issuer's key, when a credential is oidc.
@@ -616,9 +618,20 @@ Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::Make(std::vector
   CORDON_TRY(MakeDirs(kCredentialView, 0711));
   for (const char* dir : {kCredentialRunDir, kCredentialView})
     if (::chmod(dir, 0711) != 0) return SysError(std::string("chmod ") + dir);
+  if (!attached) {
+    // cordon run: the view is made in the command's mount namespace only: a
+    // directory of its own (<sandbox>.view, holding an empty <sandbox>) is
+    // bound over /run/cordon/credentials there, so that the command sees
+    // its own credentials and no attached sandbox's (RunBinds).
+    const std::string root = StorePath(sandbox, ".view");
+    if (::mkdir(root.c_str(), 0711) != 0) return SysError("create " + root);
+    c->view_made_ = true;
+    if (::mkdir((root + "/" + sandbox).c_str(), 0755) != 0) return SysError("create " + root + "/" + sandbox);
+    return c;
+  }
   if (::mkdir(c->view_dir().c_str(), 0755) != 0) return SysError("create " + c->view_dir());
   c->view_made_ = true;
-  if (attached) {
+  {
     // No mount namespace of its own: the tmpfs is bound where the workload
     // reads it, on the host, read-only there (cordon writes in the store).
     if (::mount(c->store_dir_.c_str(), c->view_dir().c_str(), nullptr, MS_BIND, nullptr) != 0)
@@ -714,7 +727,11 @@ SandboxCredentials::~SandboxCredentials() {
   if (bound_) Unmount(view_dir());
   if (mounted_) Unmount(store_dir_);
   if (mounted_) (void)::rmdir(store_dir_.c_str());
-  if (view_made_) (void)::rmdir(view_dir().c_str());
+  if (view_made_ && attached_) (void)::rmdir(view_dir().c_str());
+  if (view_made_ && !attached_) {
+    (void)::rmdir(StorePath(sandbox_, (".view/" + sandbox_).c_str()).c_str());
+    (void)::rmdir(StorePath(sandbox_, ".view").c_str());
+  }
   // Revokes that failed stay in the state for a sweep to retry (values
   // superseded by a refresh are revoked now: the sandbox has ended).
   for (auto& p : pending_) {
@@ -739,7 +756,14 @@ std::string SandboxCredentials::view_dir() const { return std::string(kCredentia
 
 std::vector<std::pair<std::string, std::string>> SandboxCredentials::RunBinds() const {
   if (!mounted_) return {};
-  return {{store_dir_, view_dir()}};
+  return {{StorePath(sandbox_, ".view"), kCredentialView}, {store_dir_, view_dir()}};
+}
+
+Result<std::pair<std::string, std::string>> CredentialViewCover() {
+  CORDON_TRY(MakeDirs(kCredentialView, 0711));
+  auto store = CredentialStoreCover();  // makes the empty directory
+  if (!store) return store.error();
+  return std::make_pair(store->first, std::string(kCredentialView));
 }
 
 Result<std::pair<std::string, std::string>> CredentialStoreCover() {
@@ -1054,7 +1078,7 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
   std::vector<std::string> stems;
   for (const auto& name : *names) {
     std::string stem;
-    for (const char* suffix : {".state", ".lock"})
+    for (const char* suffix : {".state", ".lock", ".view"})
       if (name.size() > std::strlen(suffix) && name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
         stem = name.substr(0, name.size() - std::strlen(suffix));
     struct stat st;

@@ -16,10 +16,12 @@
 //     <sandbox>.lock     flock'ed by the owning cordon process while it lives
 //   /run/cordon/credentials/<sandbox>/      the path the workload reads
 //
-// In `cordon run`, the command's mount namespace has the sandbox's tmpfs
-// bound onto /run/cordon/credentials/<sandbox> (RunBinds), and every run's
-// has an empty directory over the store (CredentialStoreCover), so no other
-// sandbox's credential is visible there. An attached sandbox has no mount
+// In `cordon run`, the command's mount namespace has a directory of the
+// run's own over /run/cordon/credentials and the sandbox's tmpfs bound onto
+// /run/cordon/credentials/<sandbox> in it (RunBinds; a run without file
+// credentials gets an empty directory there: CredentialViewCover), and
+// every run's has an empty directory over the store (CredentialStoreCover),
+// so no other sandbox's credential is visible there. An attached sandbox has no mount
 // namespace of its own: its tmpfs is bound onto that path on the host
 // (/run/cordon and /run/cordon/credentials 0711: searchable, not listable),
 // and only the file's owner (and root) can read it there. Its state says
@@ -148,8 +150,10 @@ class SandboxCredentials {
   // the workload opens) and the path the workload reads.
   const std::string& store_dir() const { return store_dir_; }
   std::string view_dir() const;
-  // {source, target} bind mounts for `cordon run`'s mount namespace: the
-  // tmpfs onto view_dir() (then CredentialStoreCover, after it).
+  // {source, target} bind mounts for `cordon run`'s mount namespace: its
+  // view root (<sandbox>.view in the store, holding an empty <sandbox>) over
+  // /run/cordon/credentials, the tmpfs onto view_dir() in it (then
+  // CredentialStoreCover, after them).
   std::vector<std::pair<std::string, std::string>> RunBinds() const;
 
   // Issues each credential in order, for the sandbox's cgroup (id and
@@ -230,6 +234,11 @@ class SandboxCredentials {
 // the owner of the store and of the state files, which hold values), made
 // if missing.
 Result<std::pair<std::string, std::string>> CredentialStoreCover();
+// {source, target}: the same empty directory over /run/cordon/credentials,
+// for a `cordon run` without file credentials of its own (a run with them
+// binds its own view root there: RunBinds), so that no attached sandbox's
+// credentials (bound on the host) are visible to the command.
+Result<std::pair<std::string, std::string>> CredentialViewCover();
 
 // Credentials whose cordon process is gone (its lock is free): each one that
 // expired, or whose cgroup is gone, is removed and revoked (credential.expired
