@@ -5,17 +5,17 @@
 // this test process's cgroups and sandbox names only, so agents of
 // concurrent test runs, and the sandboxes of other suites, are left alone.
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <bpf/bpf.h>
+#include <dirent.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <google/protobuf/util/time_util.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -939,15 +939,17 @@ class AgentCredentials {
  public:
   explicit AgentCredentials(const std::string& dir, const std::string& timing) : dir_(dir) {
     secret_ = "agent-attach-secret-" + std::to_string(::getpid()) + "-" + std::to_string(::time(nullptr));
-    std::ofstream(dir + "/mint") << "#!/bin/sh\nn=$(cat " << dir << "/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > "
-                                 << dir << "/count\nprintf 'v%s-" << secret_ << "\\n' $n\n";
+    std::ofstream(dir + "/mint") << "#!/bin/sh\nn=$(cat " << dir
+                                 << "/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > " << dir
+                                 << "/count\nprintf 'v%s-" << secret_ << "\\n' $n\n";
     std::ofstream(dir + "/revoke") << "#!/bin/sh\ncat >> " << dir << "/revoked\necho >> " << dir << "/revoked\n";
     std::ofstream(dir + "/fail") << "#!/bin/sh\nexit 3\n";
     for (const char* s : {"/mint", "/revoke", "/fail"}) ::chmod((dir + s).c_str(), 0700);
     policy_ = dir + "/creds.yaml";
     std::ofstream(policy_) << "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: agentcreds}\nspec:\n"
-                           << "  mode: enforce\n  credentials:\n    - {name: TOKEN, issue: [" << dir << "/mint], revoke: ["
-                           << dir << "/revoke], " << timing << ", owner: \"" << kCredOwner << "\"}\n";
+                           << "  mode: enforce\n  credentials:\n    - {name: TOKEN, issue: [" << dir
+                           << "/mint], revoke: [" << dir << "/revoke], " << timing << ", owner: \"" << kCredOwner
+                           << "\"}\n";
   }
   const std::string& policy() const { return policy_; }
   std::string Value(int n) const { return "v" + std::to_string(n) + "-" + secret_; }
@@ -1036,7 +1038,8 @@ TEST_F(Agent, HoldsAnAttachedSandboxsCredentialRefreshesItAndRevokesItAtDetach) 
   EXPECT_FALSE(Exists("/run/cordon/credential-store/" + name + ".state"));
   EXPECT_FALSE(Exists("/run/cordon/credentials/" + name));
   bool detached = false;
-  for (const auto& e : ParseJsonLines(d.out)) detached |= e.kind() == "credential.revoked" && e.reason() == "the sandbox was detached";
+  for (const auto& e : ParseJsonLines(d.out))
+    detached |= e.kind() == "credential.revoked" && e.reason() == "the sandbox was detached";
   EXPECT_TRUE(detached) << d.out;
   creds.ExpectEachRevokedOnce();
   ASSERT_TRUE(WaitFor(
@@ -1068,8 +1071,8 @@ TEST_F(Agent, KilledAgentsCredentialIsTakenOverAndStillRefreshed) {
   agent.Kill9();
   EXPECT_TRUE(Exists("/run/cordon/credential-store/" + name + ".state")) << "the state went with the agent";
   ASSERT_TRUE(agent.Start()) << agent.Log(1);
-  EXPECT_TRUE(WaitFor([&] { return agent.Log(1).find("took over the credentials of sandbox " + name) != std::string::npos; },
-                      5000))
+  EXPECT_TRUE(WaitFor(
+      [&] { return agent.Log(1).find("took over the credentials of sandbox " + name) != std::string::npos; }, 5000))
       << agent.Log(1);
   EXPECT_TRUE(WaitFor([&] { return Slurp(path) == creds.Value(2); }, 15000)) << "not refreshed after the restart";
   CommandResult d = Cordon({"detach", "--cgroup", cg.path()});
@@ -1143,15 +1146,15 @@ TEST_F(Agent, EndsTheCredentialOfARemovedCgroupAndAFailedIssueAttachesNothing) {
   const std::string failing = agent.dir() + "/failing.yaml";
   std::ofstream(failing) << "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: f}\nspec:\n  credentials:\n"
                          << "    - {name: TOKEN, issue: [" << agent.dir() << "/fail], ttl: 1m, owner: \"4242\"}\n";
-  CommandResult f = Cordon({"attach", "--cgroup", cg.path(), "--policy", failing, "--name", NamePrefix() + "credfail",
-                            "--allow-degraded"});
+  CommandResult f = Cordon(
+      {"attach", "--cgroup", cg.path(), "--policy", failing, "--name", NamePrefix() + "credfail", "--allow-degraded"});
   EXPECT_EQ(f.status, 1) << f.err;
   EXPECT_NE(f.err.find("issue: exit status 3; nothing attached"), std::string::npos) << f.err;
   EXPECT_EQ(Cordon({"status"}).out.find(cg.relative()), std::string::npos) << "half-attached";
   EXPECT_FALSE(Exists("/run/cordon/credential-store/" + NamePrefix() + "credfail.state"));
   EXPECT_FALSE(Exists("/run/cordon/credentials/" + NamePrefix() + "credfail"));
-  EXPECT_TRUE(WaitFor(
-      [&] { return AgentCredentials::Kinds(agent.Audit(cg.id()))["credential.issue_failed"] == 1; }, 5000))
+  EXPECT_TRUE(
+      WaitFor([&] { return AgentCredentials::Kinds(agent.Audit(cg.id()))["credential.issue_failed"] == 1; }, 5000))
       << Slurp(agent.audit());
   EXPECT_EQ(agent.Stop(), 0);
 }

@@ -22,7 +22,7 @@
 namespace cordon::test {
 namespace {
 
-constexpr uid_t kOwner = 4242;   // the attached workload's uid (no passwd entry needed)
+constexpr uid_t kOwner = 4242;     // the attached workload's uid (no passwd entry needed)
 constexpr uid_t kStranger = 4243;  // another user on the host
 
 class AttachCredentials : public ::testing::Test {
@@ -45,8 +45,10 @@ class AttachCredentials : public ::testing::Test {
     store_before_ = Store();
   }
   void TearDown() override {
-    if (had_socket_) ::setenv("CORDON_AGENT_SOCKET", old_socket_.c_str(), 1);
-    else ::unsetenv("CORDON_AGENT_SOCKET");
+    if (had_socket_)
+      ::setenv("CORDON_AGENT_SOCKET", old_socket_.c_str(), 1);
+    else
+      ::unsetenv("CORDON_AGENT_SOCKET");
     if (!dir_.empty()) cordon::test::Run({"rm", "-rf", "--", dir_});
   }
   std::string Script(const std::string& name, const std::string& text) {
@@ -58,7 +60,8 @@ class AttachCredentials : public ::testing::Test {
   std::string Policy(const std::string& credential_fields, const std::string& name = "attachcreds") {
     const std::string path = dir_ + "/policy-" + std::to_string(policies_++) + ".yaml";
     std::ofstream(path) << "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: " << name
-                        << "}\nspec:\n  mode: enforce\n  credentials:\n" << credential_fields;
+                        << "}\nspec:\n  mode: enforce\n  credentials:\n"
+                        << credential_fields;
     return path;
   }
   std::string Token(const std::string& extra = "") {
@@ -128,7 +131,8 @@ TEST_F(AttachCredentials, FileIsTheOwnersAndDetachRevokesIt) {
       });
   CommandResult a = Attach(cg, Policy(Token()));
   ASSERT_EQ(a.status, 0) << a.out << a.err;
-  EXPECT_NE(a.err.find("credential TOKEN issued: " + path + " (mode 0400, owner 4242:4242"), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("credential TOKEN issued: " + path + " (mode 0400, owner 4242:4242"), std::string::npos)
+      << a.err;
   EXPECT_NE(a.err.find("only file ownership guards them on the host: any process running as '4242:4242' can read"),
             std::string::npos)
       << a.err;
@@ -247,8 +251,8 @@ TEST_F(AttachCredentials, RefusedAtTheLineAndNothingAttached) {
 // state; the credential issued before it is revoked. The events say so.
 TEST_F(AttachCredentials, FailingIssueAttachesNothing) {
   TestCgroup cg("failing");
-  CommandResult a = Attach(
-      cg, Policy(Token() + "    - {name: SECOND, issue: [" + dir_ + "/fail], ttl: 1m, owner: \"4242\"}\n"));
+  CommandResult a =
+      Attach(cg, Policy(Token() + "    - {name: SECOND, issue: [" + dir_ + "/fail], ttl: 1m, owner: \"4242\"}\n"));
   EXPECT_EQ(a.status, 1) << a.out << a.err;
   EXPECT_NE(a.err.find("credential 'SECOND': issue: exit status 3; nothing attached"), std::string::npos) << a.err;
   EXPECT_EQ(Cordon({"status"}).out.find(cg.relative()), std::string::npos) << "half-attached";
@@ -308,10 +312,12 @@ TEST_F(AttachCredentials, ReplacementKeepsOrRefusesThem) {
   EXPECT_EQ(Minted(), 1) << "an update issued again";
   EXPECT_NE(Cordon({"status", "--json"}).out.find("\"policy\":\"renamed\""), std::string::npos);
   for (const auto& [changed, said] : std::vector<std::pair<std::string, std::string>>{
-           {Policy(Token(", refreshBefore: 1m")), "a replacement cannot change the credentials the sandbox holds (TOKEN as "
-                                                  "issued; the new policy has TOKEN)"},
+           {Policy(Token(", refreshBefore: 1m")),
+            "a replacement cannot change the credentials the sandbox holds (TOKEN as "
+            "issued; the new policy has TOKEN)"},
            {dir_ + "/none.yaml", "the new policy has none"}}) {
-    std::ofstream(dir_ + "/none.yaml") << "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: none}\nspec: {}\n";
+    std::ofstream(dir_ + "/none.yaml")
+        << "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: none}\nspec: {}\n";
     CommandResult r = Cordon({"update", "--cgroup", cg.path(), "--policy", changed, "--allow-degraded"});
     EXPECT_EQ(r.status, 1) << r.err;
     EXPECT_NE(r.err.find(said), std::string::npos) << r.err;

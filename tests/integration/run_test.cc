@@ -1377,16 +1377,15 @@ TEST_F(RunCredentials, OwnerMustBeTheCommandsIdentity) {
   const std::string head = "    - {name: TOKEN, issue: [" + dir_ + "/mint], revoke: [" + dir_ + "/revoke], ttl: 1m, ";
   const std::string run_as = "  runAs: \"4242:4242\"\n";
   PolicyFile mine(Policy(head + "owner: \"4242:4242\"}\n", run_as));
-  CommandResult ok = Cordon({"run", "--policy", mine.path(), "--audit", audit_, "--", "/bin/sh",
-                             "-c", "cat \"$TOKEN_FILE\""});
+  CommandResult ok =
+      Cordon({"run", "--policy", mine.path(), "--audit", audit_, "--", "/bin/sh", "-c", "cat \"$TOKEN_FILE\""});
   EXPECT_EQ(ok.status, 0) << ok.err;
   EXPECT_EQ(ok.out, secret_);
   EXPECT_EQ(Revoked(), secret_ + "\n");
   ::unlink(revoked_.c_str());
   ::unlink((dir_ + "/mint-env").c_str());
   PolicyFile other(Policy(head + "owner: \"4243\"}\n", run_as));
-  CommandResult refused = Cordon({"run", "--policy", other.path(), "--audit", audit_, "--",
-                                  "/bin/echo", "ran"});
+  CommandResult refused = Cordon({"run", "--policy", other.path(), "--audit", audit_, "--", "/bin/echo", "ran"});
   EXPECT_EQ(refused.status, 1) << refused.err;
   EXPECT_EQ(refused.out, "");
   EXPECT_NE(refused.err.find(other.path() + ":8:7: spec.credentials[0]: credential TOKEN: owner 4243 (uid 4243 gid "

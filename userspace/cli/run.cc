@@ -428,14 +428,18 @@ int PrepareFiles(RunPlan* run) {
       if (c.owner.empty()) continue;
       auto owner = ops::ResolveCredentialOwner(c.owner);
       if (!owner || owner->first != identity.uid || owner->second != identity.gid)
-        return PrintError(policy::CredentialError(
-                   c.at, "credential " + c.name + ": owner " + c.owner +
-                             (owner ? " (uid " + std::to_string(owner->first) + " gid " + std::to_string(owner->second) + ")"
-                                    : " (" + owner.error().ToString() + ")") +
-                             " is not who the command runs as (uid " + std::to_string(identity.uid) + " gid " +
-                             std::to_string(identity.gid) +
-                             "): cordon run gives the file to its command (spec.runAs, --user); drop owner or make it "
-                             "match") + "; command not started"),
+        return PrintError(
+                   policy::CredentialError(
+                       c.at,
+                       "credential " + c.name + ": owner " + c.owner +
+                           (owner ? " (uid " + std::to_string(owner->first) + " gid " + std::to_string(owner->second) +
+                                        ")"
+                                  : " (" + owner.error().ToString() + ")") +
+                           " is not who the command runs as (uid " + std::to_string(identity.uid) + " gid " +
+                           std::to_string(identity.gid) +
+                           "): cordon run gives the file to its command (spec.runAs, --user); drop owner or make it "
+                           "match") +
+                   "; command not started"),
                1;
     }
     auto prepared = ops::SandboxCredentials::Prepare(compiled->credentials, run->run_name, identity.uid, identity.gid,
@@ -452,7 +456,8 @@ int PrepareFiles(RunPlan* run) {
     // ... and the attached sandboxes' credentials (bound on the host) too.
     if (!run->credentials || !run->credentials->has_files()) {
       auto views = ops::CredentialViewCover();
-      if (!views) return PrintError("hide the credential views: " + views.error().ToString() + "; command not started"), 1;
+      if (!views)
+        return PrintError("hide the credential views: " + views.error().ToString() + "; command not started"), 1;
       run->binds.push_back(std::move(*views));
     }
     auto cover = ops::CredentialStoreCover();

@@ -249,9 +249,12 @@ std::string CredentialsText(const std::vector<ops::CredentialStatus>& creds) {
   std::string out;
   for (const auto& c : creds) {
     out += (out.empty() ? "" : ", ") + c.name + " " + c.fingerprint;
-    if (c.pending) out += " (revoke pending)";
-    else if (c.expires_at > now) out += " (expires in " + Age(static_cast<uint64_t>(c.expires_at - now)) + ")";
-    else out += " (expired)";
+    if (c.pending)
+      out += " (revoke pending)";
+    else if (c.expires_at > now)
+      out += " (expires in " + Age(static_cast<uint64_t>(c.expires_at - now)) + ")";
+    else
+      out += " (expired)";
   }
   return out;
 }
@@ -296,8 +299,7 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
           << ",\"problem\":" << JsonString(s.problem) << ",\"resources\":"
           << (s.cgroup_alive && cgroup2 ? ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).Json() : "{}")
           << ",\"credentials\":"
-          << (status.credentials.count(s.id) ? CredentialsJson(status.credentials.at(s.id)) : std::string("[]"))
-          << "}";
+          << (status.credentials.count(s.id) ? CredentialsJson(status.credentials.at(s.id)) : std::string("[]")) << "}";
     }
     out << "],\"agent\":" << (agent_status ? AgentStatusJson(*agent_status) : "null");
     if (!agent_problem.empty()) out << ",\"agentProblem\":" << JsonString(agent_problem);

@@ -40,8 +40,8 @@ std::string ReplacementCredentialsError(uint64_t cgroup_id, const std::vector<po
   if (same) return "";
   if (!current)
     return "spec.credentials: this sandbox holds no credentials (attached without them, or they ended), and a "
-           "replacement does not issue any (" + Names(wanted) +
-           "): detach it and attach again to issue them, or remove the section";
+           "replacement does not issue any (" +
+           Names(wanted) + "): detach it and attach again to issue them, or remove the section";
   return "spec.credentials: a replacement cannot change the credentials the sandbox holds (" + Names(had) +
          " as issued; the new policy has " + Names(wanted) +
          "): detach it (which revokes them) and attach again, or keep the section as it was";
@@ -75,8 +75,8 @@ std::string Seconds(int64_t s) { return std::to_string(s) + " s"; }
 
 // What the attach says of each credential it issued, and how far the file
 // is guarded.
-std::vector<std::string> CredentialNotes(const SandboxCredentials& creds, const std::vector<policy::CredentialSpec>& specs,
-                                         bool held) {
+std::vector<std::string> CredentialNotes(const SandboxCredentials& creds,
+                                         const std::vector<policy::CredentialSpec>& specs, bool held) {
   std::vector<std::string> notes;
   const int64_t now = static_cast<int64_t>(::time(nullptr));
   std::string owners;
@@ -93,13 +93,15 @@ std::vector<std::string> CredentialNotes(const SandboxCredentials& creds, const 
                   " can read them there, inside the sandbox or not (an attached sandbox has no mount namespace of "
                   "its own; BPF LSM credential.read denials are not built yet)");
   if (held)
-    notes.push_back("credentials: the agent refreshes them (refreshBefore), and removes and revokes them at their "
-                    "ttl, at detach and when the sandbox's cgroup is gone");
+    notes.push_back(
+        "credentials: the agent refreshes them (refreshBefore), and removes and revokes them at their "
+        "ttl, at detach and when the sandbox's cgroup is gone");
   else
-    notes.push_back(std::string("credentials: issued once: refresh needs the agent (none runs") +
-                    (refresh ? "; refreshBefore does not apply" : "") +
-                    "); each is removed and revoked at cordon detach, or after its ttl by the next sweep (an agent's, "
-                    "at its start and every 2 s, or the next cordon run's start); an agent started later takes them over");
+    notes.push_back(
+        std::string("credentials: issued once: refresh needs the agent (none runs") +
+        (refresh ? "; refreshBefore does not apply" : "") +
+        "); each is removed and revoked at cordon detach, or after its ttl by the next sweep (an agent's, "
+        "at its start and every 2 s, or the next cordon run's start); an agent started later takes them over");
   return notes;
 }
 
@@ -172,9 +174,8 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
     oidc.subject = name;
     oidc.policy_name = compiled.name;
     oidc.policy_digest = compiled.digest;
-    auto prepared = SandboxCredentials::PrepareForAttach(compiled.credentials, name,
-                                                         req.hold_credentials ? "cordon-agent" : "cordon-attach",
-                                                         std::move(oidc));
+    auto prepared = SandboxCredentials::PrepareForAttach(
+        compiled.credentials, name, req.hold_credentials ? "cordon-agent" : "cordon-attach", std::move(oidc));
     if (!prepared) return restore("credentials: " + prepared.error().ToString() + unchanged);
     creds = std::move(*prepared);
     if (cordon::Status issued = creds->Issue(cgroup->id, cgroup->path, emit); !issued.ok()) {
@@ -211,8 +212,10 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   if (creds) {
     for (auto& note : CredentialNotes(*creds, compiled.credentials, req.hold_credentials))
       out.notes.push_back(std::move(note));
-    if (req.hold_credentials) out.credentials = std::move(creds);
-    else creds->Release();  // files, tmpfs and state outlive this process
+    if (req.hold_credentials)
+      out.credentials = std::move(creds);
+    else
+      creds->Release();  // files, tmpfs and state outlive this process
   }
   out.credential_events = std::move(cred_events);
   for (const auto& line : host_paths.warnings) out.notes.push_back(line);

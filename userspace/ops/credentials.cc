@@ -4,13 +4,13 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <pwd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -182,8 +182,8 @@ std::string FormatState(const SavedState& s) {
     const policy::CredentialSpec& c = sp.spec;
     out += "spec " + ToHex(c.name) + " " + ArgvToHex(c.issue) + " " + ArgvToHex(c.revoke) + " " +
            std::to_string(c.ttl_seconds) + " " + std::to_string(c.refresh_before_seconds) + " " +
-           (c.deliver == policy::CredentialSpec::Deliver::kFile ? "file" : "env") + " " + ToHex(c.oidc_audience) +
-           " " + ToHex(c.owner) + " " + std::to_string(sp.uid) + " " + std::to_string(sp.gid) + "\n";
+           (c.deliver == policy::CredentialSpec::Deliver::kFile ? "file" : "env") + " " + ToHex(c.oidc_audience) + " " +
+           ToHex(c.owner) + " " + std::to_string(sp.uid) + " " + std::to_string(sp.gid) + "\n";
   }
   for (const auto& c : s.creds)
     out += "credential " + ToHex(c.name) + " " + std::to_string(c.issued_at) + " " + std::to_string(c.expires_at) +
@@ -218,7 +218,8 @@ bool ParseState(const std::string& text, SavedState* s) {
           !ArgvFromHex(revoke, &sp.spec.revoke) || !FromHex(audience, &sp.spec.oidc_audience) ||
           !FromHex(owner, &sp.spec.owner) || (deliver != "file" && deliver != "env"))
         return false;
-      sp.spec.deliver = deliver == "file" ? policy::CredentialSpec::Deliver::kFile : policy::CredentialSpec::Deliver::kEnv;
+      sp.spec.deliver =
+          deliver == "file" ? policy::CredentialSpec::Deliver::kFile : policy::CredentialSpec::Deliver::kEnv;
       s->specs.push_back(std::move(sp));
     } else if (tag == "cgroup") {
       std::string dir;
@@ -311,13 +312,15 @@ void RemoveSandboxDirs(const std::string& sandbox) {
 }
 
 // The built-in issuer's key, when a credential is oidc.
-Result<std::optional<OidcSigner>> LoadSigner(const std::vector<policy::CredentialSpec>& specs, const OidcContext& oidc) {
+Result<std::optional<OidcSigner>> LoadSigner(const std::vector<policy::CredentialSpec>& specs,
+                                             const OidcContext& oidc) {
   for (const auto& spec : specs) {
     if (spec.oidc_audience.empty()) continue;
     if (oidc.issuer.empty())
       return Error{"credential " + Quoted(spec.name) +
                    ": the built-in issuer has no issuer URL: set oidc.issuer (or metrics.listen, whose URL is the "
-                   "default) in " + oidc.setting};
+                   "default) in " +
+                   oidc.setting};
     auto signer = OidcSigner::LoadOrCreate(oidc.key_dir);
     if (!signer)
       return Error{"credential " + Quoted(spec.name) + ": the built-in issuer's signing key (oidc.keyDir in " +
@@ -577,8 +580,9 @@ Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::Make(std::vector
       if (spec.owner.empty())
         return Error{policy::CredentialError(spec.at, "credential " + Quoted(spec.name) + ": no owner")};
       auto owner = ResolveCredentialOwner(spec.owner);
-      if (!owner) return Error{policy::CredentialError(spec.at, "credential " + Quoted(spec.name) + ": " +
-                                                                 owner.error().ToString())};
+      if (!owner)
+        return Error{
+            policy::CredentialError(spec.at, "credential " + Quoted(spec.name) + ": " + owner.error().ToString())};
       live.uid = owner->first;
       live.gid = owner->second;
     }
@@ -688,7 +692,8 @@ Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::Adopt(const std:
     c->creds_.push_back(std::move(live));
   }
   for (const auto& p : state.pending)
-    c->pending_.push_back({p.name, p.value, p.revoke, p.issued_at, p.expires_at, p.due, p.attempts, p.superseded, p.file});
+    c->pending_.push_back(
+        {p.name, p.value, p.revoke, p.issued_at, p.expires_at, p.due, p.attempts, p.superseded, p.file});
   if (c->mounted_) {
     c->store_dir_ = StorePath(sandbox, "");
     c->view_made_ = c->bound_ = true;
@@ -1104,12 +1109,12 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
       struct stat st;
       // An attached sandbox also ends when it is detached.
       const std::string attached_end = state.attached ? AttachedGone(state.cgroup_id, state.cgroup_dir) : "";
-      const bool cgroup_gone = state.attached ? !attached_end.empty()
-                                              : state.cgroup_dir.empty() || ::stat(state.cgroup_dir.c_str(), &st) != 0 ||
-                                                    st.st_ino != state.cgroup_id;
-      const std::string ended_by =
-          state.attached ? " (swept: the cordon process that issued it is gone)"
-                         : " after the cordon process that issued it ended (swept)";
+      const bool cgroup_gone =
+          state.attached
+              ? !attached_end.empty()
+              : state.cgroup_dir.empty() || ::stat(state.cgroup_dir.c_str(), &st) != 0 || st.st_ino != state.cgroup_id;
+      const std::string ended_by = state.attached ? " (swept: the cordon process that issued it is gone)"
+                                                  : " after the cordon process that issued it ended (swept)";
       std::vector<SavedCredential> kept;
       for (auto& c : state.creds) {
         const bool expired = now >= c.expires_at;
@@ -1132,7 +1137,9 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
             expired ? "credential.expired" : "credential.revoked",
             state.enforcement.empty() ? "cordon-run" : state.enforcement, c.name, c.value, c.issued_at, c.expires_at,
             c.file, c.file ? std::string(kCredentialView) + "/" + stem + "/" + c.name : "", revoked,
-            (expired ? std::string("ttl reached") : state.attached ? attached_end : "its sandbox's cgroup is gone") +
+            (expired          ? std::string("ttl reached")
+             : state.attached ? attached_end
+                              : "its sandbox's cgroup is gone") +
                 ended_by);
         e.set_sandbox(stem);
         e.set_sandbox_cgroup_id(state.cgroup_id);

@@ -60,16 +60,17 @@ DetachOutcome Detach(const DetachRequest& request) {
   out.detached = true;
   // An attached sandbox's credentials end with it: removed, then revoked
   // (after the detach: a detach the kernel refuses revokes nothing).
-  cordon::Status ended = EndAttachedCredentials(request.sandbox_id, "the sandbox was detached", [&](cordon::v1::AuditEvent e) {
-    if (found) {
-      e.set_sandbox(found->name);
-      e.set_policy(found->policy);
-      e.set_cgroup_path(found->cgroup_path);
-    }
-    e.set_cgroup_id(request.sandbox_id);
-    e.set_sandbox_cgroup_id(request.sandbox_id);
-    out.credential_events.push_back(std::move(e));
-  });
+  cordon::Status ended =
+      EndAttachedCredentials(request.sandbox_id, "the sandbox was detached", [&](cordon::v1::AuditEvent e) {
+        if (found) {
+          e.set_sandbox(found->name);
+          e.set_policy(found->policy);
+          e.set_cgroup_path(found->cgroup_path);
+        }
+        e.set_cgroup_id(request.sandbox_id);
+        e.set_sandbox_cgroup_id(request.sandbox_id);
+        out.credential_events.push_back(std::move(e));
+      });
   if (!ended.ok()) out.credential_error = ended.error().ToString();
   return out;
 }

@@ -114,8 +114,9 @@ void CompileCredentials(const ParsedPolicy& parsed, std::vector<CredentialSpec>*
     }
     if (!c.owner().empty()) {
       if (c.owner() == "dynamic" || !ValidRunAs(c.owner()))
-        diags->push_back(parsed.At(base + ".owner", "invalid owner " + Quoted(c.owner()) +
-                                                        " (expected a user name, or UID[:GID] with numbers below 2^31)"));
+        diags->push_back(parsed.At(
+            base + ".owner",
+            "invalid owner " + Quoted(c.owner()) + " (expected a user name, or UID[:GID] with numbers below 2^31)"));
       else if (spec.deliver == CredentialSpec::Deliver::kEnv)
         diags->push_back(parsed.At(base + ".owner", "owner names who reads the file: it needs deliver: file"));
       else
