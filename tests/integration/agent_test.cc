@@ -1131,7 +1131,8 @@ TEST_F(Agent, EndsTheCredentialOfARemovedCgroupAndAFailedIssueAttachesNothing) {
     const uint64_t id = cg.id();
     ASSERT_EQ(::rmdir(cg.path().c_str()), 0) << std::strerror(errno);
     EXPECT_TRUE(WaitFor([&] { return creds.Revoked() == creds.Value(1) + "\n"; }, 10000)) << "not revoked";
-    EXPECT_FALSE(Exists("/run/cordon/credentials/" + name));
+    // Revoked, then the file, tmpfs and view removed.
+    EXPECT_TRUE(WaitFor([&] { return !Exists("/run/cordon/credentials/" + name); }, 5000));
     EXPECT_TRUE(WaitFor(
         [&] {
           for (const auto& e : agent.Audit(id))
