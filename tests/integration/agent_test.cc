@@ -5,16 +5,17 @@
 // this test process's cgroups and sandbox names only, so agents of
 // concurrent test runs, and the sandboxes of other suites, are left alone.
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <bpf/bpf.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <google/protobuf/util/time_util.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,6 +27,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -943,6 +945,237 @@ TEST_F(Agent, SweepsTheCredentialOfAKilledRunAfterItsTtl) {
   EXPECT_EQ(Slurp(agent.audit()).find(secret), std::string::npos) << "the value is in the agent's audit log";
   EXPECT_NE(agent.Log(0).find("removed and revoked 1 credential"), std::string::npos) << agent.Log(0);
   EXPECT_EQ(agent.Log(0).find(secret), std::string::npos);
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// ---- spec.credentials of attached sandboxes, through the agent (issue 15)
+
+// A mint script handing out numbered values (v1-SECRET, v2-SECRET, ...), a
+// revoke script recording what it got, a policy whose file credential is
+// owned by kCredOwner, and the checks every test makes.
+constexpr uid_t kCredOwner = 4242;
+class AgentCredentials {
+ public:
+  explicit AgentCredentials(const std::string& dir, const std::string& timing) : dir_(dir) {
+    secret_ = "agent-attach-secret-" + std::to_string(::getpid()) + "-" + std::to_string(::time(nullptr));
+    std::ofstream(dir + "/mint") << "#!/bin/sh\nn=$(cat " << dir
+                                 << "/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > " << dir
+                                 << "/count\nprintf 'v%s-" << secret_ << "\\n' $n\n";
+    std::ofstream(dir + "/revoke") << "#!/bin/sh\ncat >> " << dir << "/revoked\necho >> " << dir << "/revoked\n";
+    std::ofstream(dir + "/fail") << "#!/bin/sh\nexit 3\n";
+    for (const char* s : {"/mint", "/revoke", "/fail"}) ::chmod((dir + s).c_str(), 0700);
+    policy_ = dir + "/creds.yaml";
+    std::ofstream(policy_) << "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: agentcreds}\nspec:\n"
+                           << "  mode: enforce\n  credentials:\n    - {name: TOKEN, issue: [" << dir
+                           << "/mint], revoke: [" << dir << "/revoke], " << timing << ", owner: \"" << kCredOwner
+                           << "\"}\n";
+  }
+  const std::string& policy() const { return policy_; }
+  std::string Value(int n) const { return "v" + std::to_string(n) + "-" + secret_; }
+  int Issued() const { return std::atoi(Slurp(dir_ + "/count").c_str()); }
+  std::string Revoked() const { return Slurp(dir_ + "/revoked"); }
+  // Every value issued was revoked, each exactly once.
+  void ExpectEachRevokedOnce() const {
+    const std::string revoked = Revoked();
+    ASSERT_GE(Issued(), 1);
+    for (int n = 1; n <= Issued(); ++n) {
+      const std::string line = Value(n) + "\n";
+      const size_t first = revoked.find(line);
+      EXPECT_NE(first, std::string::npos) << "v" << n << " never revoked: " << revoked;
+      if (first != std::string::npos) {
+        EXPECT_EQ(revoked.find(line, first + 1), std::string::npos) << "v" << n << " revoked twice";
+      }
+    }
+  }
+  void ExpectNoValue(const std::string& where, const std::string& text) const {
+    EXPECT_EQ(text.find(secret_), std::string::npos) << "a credential's value appears in " << where;
+  }
+  CommandResult Attach(const TestCgroup& cg, const std::string& name) const {
+    return Cordon({"attach", "--cgroup", cg.path(), "--policy", policy_, "--name", name, "--allow-degraded"});
+  }
+  static std::map<std::string, int> Kinds(const std::vector<AuditEvent>& events) {
+    std::map<std::string, int> kinds;
+    for (const auto& e : events)
+      if (e.kind().rfind("credential.", 0) == 0) kinds[e.kind()]++;
+    return kinds;
+  }
+
+ private:
+  std::string dir_, secret_, policy_;
+};
+
+bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+// Through the agent: it issues at attach, holds the credential, refreshes it
+// (the file replaced atomically: the owner's process in the sandbox, reading
+// it in a loop, sees one whole value, then another, never a mix or no file)
+// and at detach removes it and revokes every value. No output holds a value.
+TEST_F(Agent, HoldsAnAttachedSandboxsCredentialRefreshesItAndRevokesItAtDetach) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  AgentCredentials creds(agent.dir(), "ttl: 4s, refreshBefore: 2s");
+  TestCgroup cg("cred");
+  const std::string name = NamePrefix() + "cred";
+  const std::string path = "/run/cordon/credentials/" + name + "/TOKEN";
+  const std::string v1 = creds.Value(1), v2 = creds.Value(2);
+  WaitingChild reader(
+      cg.path(),
+      [&] {
+        // Until it saw the refresh (or 20 s passed: then 2).
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (std::chrono::steady_clock::now() < until) {
+          int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+          if (fd < 0) return 100 + errno;
+          char buf[256];
+          ssize_t n = ::read(fd, buf, sizeof buf);
+          ::close(fd);
+          const std::string got(buf, n > 0 ? static_cast<size_t>(n) : 0);
+          if (got == v2) return 0;
+          if (got != v1) return 1;  // a partial or mixed value
+        }
+        return 2;
+      },
+      [] {
+        (void)!::setgroups(0, nullptr);
+        (void)!::setresgid(kCredOwner, kCredOwner, kCredOwner);
+        (void)!::setresuid(kCredOwner, kCredOwner, kCredOwner);
+      });
+  CommandResult a = creds.Attach(cg, name);
+  ASSERT_EQ(a.status, 0) << a.out << a.err;
+  EXPECT_NE(a.err.find("the agent refreshes them"), std::string::npos) << a.err;
+  auto printed = ParseJsonLines(a.out);
+  ASSERT_EQ(printed.size(), 1u) << a.out;
+  EXPECT_EQ(printed[0].kind(), "credential.issued");
+  EXPECT_EQ(printed[0].enforcement(), "cordon-agent");
+  EXPECT_EQ(printed[0].sandbox(), name);
+  EXPECT_EQ(reader.Go(), 0) << "the owner's process read v1, then v2, each whole";
+  CommandResult status = Cordon({"status", "--json"});
+  EXPECT_NE(status.out.find("\"credentials\":[{\"name\":\"TOKEN\""), std::string::npos) << status.out;
+  CommandResult d = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(d.status, 0) << d.err;
+  EXPECT_FALSE(Exists(path)) << "the file outlived the detach";
+  EXPECT_FALSE(Exists("/run/cordon/credential-store/" + name + ".state"));
+  EXPECT_FALSE(Exists("/run/cordon/credentials/" + name));
+  bool detached = false;
+  for (const auto& e : ParseJsonLines(d.out))
+    detached |= e.kind() == "credential.revoked" && e.reason() == "the sandbox was detached";
+  EXPECT_TRUE(detached) << d.out;
+  creds.ExpectEachRevokedOnce();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto k = AgentCredentials::Kinds(agent.Audit(cg.id()));
+        return k["credential.issued"] == 1 && k["credential.refreshed"] >= 1 && k["credential.revoked"] >= 1;
+      },
+      5000))
+      << Slurp(agent.audit());
+  EXPECT_EQ(agent.Stop(), 0);
+  creds.ExpectNoValue("the agent's audit file", Slurp(agent.audit()));
+  creds.ExpectNoValue("the agent's log", agent.Log(0));
+  creds.ExpectNoValue("status --json", status.out);
+  creds.ExpectNoValue("attach's and detach's output", a.out + a.err + d.out + d.err);
+}
+
+// kill -9 of the agent: the credential stays with its sandbox (file and
+// state), and the next agent takes it over and refreshes it; every value
+// ends revoked once at detach.
+TEST_F(Agent, KilledAgentsCredentialIsTakenOverAndStillRefreshed) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  AgentCredentials creds(agent.dir(), "ttl: 6s, refreshBefore: 3s");
+  TestCgroup cg("credkill");
+  const std::string name = NamePrefix() + "credkill";
+  const std::string path = "/run/cordon/credentials/" + name + "/TOKEN";
+  CommandResult a = creds.Attach(cg, name);
+  ASSERT_EQ(a.status, 0) << a.err;
+  agent.Kill9();
+  EXPECT_TRUE(Exists("/run/cordon/credential-store/" + name + ".state")) << "the state went with the agent";
+  ASSERT_TRUE(agent.Start()) << agent.Log(1);
+  EXPECT_TRUE(WaitFor(
+      [&] { return agent.Log(1).find("took over the credentials of sandbox " + name) != std::string::npos; }, 5000))
+      << agent.Log(1);
+  EXPECT_TRUE(WaitFor([&] { return Slurp(path) == creds.Value(2); }, 15000)) << "not refreshed after the restart";
+  CommandResult d = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(d.status, 0) << d.err;
+  EXPECT_FALSE(Exists(path));
+  creds.ExpectEachRevokedOnce();
+  EXPECT_EQ(agent.Stop(), 0);
+  creds.ExpectNoValue("the agent's audit file", Slurp(agent.audit()));
+  creds.ExpectNoValue("the agents' logs", agent.Log(0) + agent.Log(1));
+}
+
+// kill -9 of the agent and no agent until after the ttl: the credential is
+// there until its ttl (never revoked early), and the agent that starts
+// after it removes and revokes it at once (never left behind).
+TEST_F(Agent, KilledAgentsCredentialEndsAtItsTtl) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  AgentCredentials creds(agent.dir(), "ttl: 3s");
+  TestCgroup cg("credttl");
+  const std::string name = NamePrefix() + "credttl";
+  const std::string path = "/run/cordon/credentials/" + name + "/TOKEN";
+  const auto before_issue = std::chrono::steady_clock::now();
+  CommandResult a = creds.Attach(cg, name);
+  ASSERT_EQ(a.status, 0) << a.err;
+  agent.Kill9();
+  if (std::chrono::steady_clock::now() - before_issue < std::chrono::seconds(2)) {
+    EXPECT_EQ(Slurp(path), creds.Value(1)) << "gone before its ttl";
+    EXPECT_EQ(creds.Revoked(), "");
+  }
+  std::this_thread::sleep_until(before_issue + std::chrono::seconds(4));
+  ASSERT_TRUE(agent.Start()) << agent.Log(1);
+  EXPECT_TRUE(WaitFor([&] { return !Exists(path) && creds.Revoked() == creds.Value(1) + "\n"; }, 10000))
+      << "lingered past its ttl: " << creds.Revoked();
+  EXPECT_TRUE(WaitFor([&] { return AgentCredentials::Kinds(agent.Audit(cg.id()))["credential.expired"] == 1; }, 5000))
+      << Slurp(agent.audit());
+  CommandResult d = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(d.status, 0) << d.err;
+  creds.ExpectEachRevokedOnce();
+  EXPECT_FALSE(Exists("/run/cordon/credential-store/" + name + ".state"));
+  EXPECT_EQ(agent.Stop(), 0);
+  creds.ExpectNoValue("the agent's audit file", Slurp(agent.audit()));
+}
+
+// The agent notices the sandbox's cgroup is gone (removed without a detach)
+// and removes and revokes its credential; an attach whose issue fails
+// attaches nothing and leaves nothing (the events say why).
+TEST_F(Agent, EndsTheCredentialOfARemovedCgroupAndAFailedIssueAttachesNothing) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  AgentCredentials creds(agent.dir(), "ttl: 10m");
+  {
+    TestCgroup cg("credgone");
+    const std::string name = NamePrefix() + "credgone";
+    CommandResult a = creds.Attach(cg, name);
+    ASSERT_EQ(a.status, 0) << a.err;
+    const uint64_t id = cg.id();
+    ASSERT_EQ(::rmdir(cg.path().c_str()), 0) << std::strerror(errno);
+    EXPECT_TRUE(WaitFor([&] { return creds.Revoked() == creds.Value(1) + "\n"; }, 10000)) << "not revoked";
+    // Revoked, then the file, tmpfs and view removed.
+    EXPECT_TRUE(WaitFor([&] { return !Exists("/run/cordon/credentials/" + name); }, 5000));
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          for (const auto& e : agent.Audit(id))
+            if (e.kind() == "credential.revoked" && e.reason() == "its sandbox's cgroup is gone") return true;
+          return false;
+        },
+        5000))
+        << Slurp(agent.audit());
+    EXPECT_EQ(Cordon({"detach", "--id", std::to_string(id)}).status, 0);
+  }
+  TestCgroup cg("credfail");
+  const std::string failing = agent.dir() + "/failing.yaml";
+  std::ofstream(failing) << "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: f}\nspec:\n  credentials:\n"
+                         << "    - {name: TOKEN, issue: [" << agent.dir() << "/fail], ttl: 1m, owner: \"4242\"}\n";
+  CommandResult f = Cordon(
+      {"attach", "--cgroup", cg.path(), "--policy", failing, "--name", NamePrefix() + "credfail", "--allow-degraded"});
+  EXPECT_EQ(f.status, 1) << f.err;
+  EXPECT_NE(f.err.find("issue: exit status 3; nothing attached"), std::string::npos) << f.err;
+  EXPECT_EQ(Cordon({"status"}).out.find(cg.relative()), std::string::npos) << "half-attached";
+  EXPECT_FALSE(Exists("/run/cordon/credential-store/" + NamePrefix() + "credfail.state"));
+  EXPECT_FALSE(Exists("/run/cordon/credentials/" + NamePrefix() + "credfail"));
+  EXPECT_TRUE(
+      WaitFor([&] { return AgentCredentials::Kinds(agent.Audit(cg.id()))["credential.issue_failed"] == 1; }, 5000))
+      << Slurp(agent.audit());
   EXPECT_EQ(agent.Stop(), 0);
 }
 

@@ -1370,6 +1370,32 @@ TEST_F(RunCredentials, ValuesPrintedByAFailedIssueAreRevoked) {
   }
 }
 
+// owner (what cordon attach needs) in cordon run: the file is the
+// command's, so an owner is accepted when it names the command's identity
+// and refused, at its line, before anything is issued, when it does not.
+TEST_F(RunCredentials, OwnerMustBeTheCommandsIdentity) {
+  const std::string head = "    - {name: TOKEN, issue: [" + dir_ + "/mint], revoke: [" + dir_ + "/revoke], ttl: 1m, ";
+  const std::string run_as = "  runAs: \"4242:4242\"\n";
+  PolicyFile mine(Policy(head + "owner: \"4242:4242\"}\n", run_as));
+  CommandResult ok =
+      Cordon({"run", "--policy", mine.path(), "--audit", audit_, "--", "/bin/sh", "-c", "cat \"$TOKEN_FILE\""});
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_EQ(ok.out, secret_);
+  EXPECT_EQ(Revoked(), secret_ + "\n");
+  ::unlink(revoked_.c_str());
+  ::unlink((dir_ + "/mint-env").c_str());
+  PolicyFile other(Policy(head + "owner: \"4243\"}\n", run_as));
+  CommandResult refused = Cordon({"run", "--policy", other.path(), "--audit", audit_, "--", "/bin/echo", "ran"});
+  EXPECT_EQ(refused.status, 1) << refused.err;
+  EXPECT_EQ(refused.out, "");
+  EXPECT_NE(refused.err.find(other.path() + ":8:7: spec.credentials[0]: credential TOKEN: owner 4243 (uid 4243 gid "
+                                            "4243) is not who the command runs as (uid 4242 gid 4242)"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("command not started"), std::string::npos) << refused.err;
+  EXPECT_NE(::access((dir_ + "/mint-env").c_str(), F_OK), 0) << "issued all the same";
+}
+
 // The sweep touches only what cordon made: a symlink put in the store (as
 // if by a root process on the host) is not followed into its target, and a
 // state file whose credential name climbs out is not acted on. Control: a
@@ -1415,8 +1441,6 @@ TEST_F(RunCredentials, SweepFollowsNoLinkAndNoNameOutOfTheStore) {
   ::unlink((dir_ + "/precious").c_str());
 }
 
-// cordon attach does not issue credentials yet: it refuses the policy and
-// attaches nothing. Control: the same policy without the section attaches.
 // The built-in issuer (spec.credentials[].oidc): cordon signs a JWT for the
 // sandbox, and an independent verifier (PyJWT, as Vault or AWS STS check a
 // token) accepts it with the JWKS that `cordon oidc publish` writes, for the
@@ -1609,25 +1633,6 @@ TEST_F(RunOidc, OidcCommandNamesBadArguments) {
   r = Cordon({"oidc", "show", "--config", config_});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("key directory: " + keys_ + "\n"), std::string::npos) << r.out;
-}
-
-TEST_F(RunCommand, AttachRefusesCredentialsUntilTheAgentIssuesThem) {
-  const std::string head = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: creds}\nspec:\n  mode: enforce\n";
-  PolicyFile with(head + "  credentials:\n    - {name: TOKEN, issue: [/bin/echo, secret], ttl: 1m}\n");
-  PolicyFile without(head);
-  TestCgroup cg("creds");
-  CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", with.path(), "--allow-degraded"});
-  EXPECT_EQ(a.status, 1) << a.out << a.err;
-  EXPECT_NE(a.err.find("do not issue credentials yet (cordon run does)"), std::string::npos) << a.err;
-  EXPECT_NE(a.err.find("nothing attached"), std::string::npos) << a.err;
-  EXPECT_EQ(Cordon({"status"}).out.find(cg.path()), std::string::npos);
-  CommandResult attached = Cordon({"attach", "--cgroup", cg.path(), "--policy", without.path(), "--allow-degraded"});
-  EXPECT_EQ(attached.status, 0) << attached.err;
-  EXPECT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
-
-  CommandResult check = Cordon({"policy", "check", with.path()});
-  EXPECT_EQ(check.status, 0) << check.err;
-  EXPECT_NE(check.out.find("TOKEN: issued by /bin/echo"), std::string::npos) << check.out;
 }
 
 }  // namespace

@@ -62,3 +62,39 @@ TEST(OpsDegraded, WordingPerCaller) {
 
 }  // namespace
 }  // namespace cordon::ops
+
+namespace cordon::ops {
+namespace {
+
+// spec.credentials[].owner as attach resolves it: UID[:GID] (a uid alone:
+// its user's primary group, else the same number) or a user name.
+TEST(CredentialOwner, NumbersAndNames) {
+  auto root = ResolveCredentialOwner("root");
+  ASSERT_TRUE(root) << root.error().ToString();
+  EXPECT_EQ(*root, std::make_pair(uid_t{0}, gid_t{0}));
+  for (const auto& [owner, want] : std::vector<std::pair<std::string, std::pair<uid_t, gid_t>>>{
+           {"0", {0, 0}}, {"4242:17", {4242, 17}}, {"2000000000", {2000000000, 2000000000}}}) {
+    auto got = ResolveCredentialOwner(owner);
+    ASSERT_TRUE(got) << owner;
+    EXPECT_EQ(*got, want) << owner;
+  }
+  auto missing = ResolveCredentialOwner("no-such-user-here");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().ToString(), "owner 'no-such-user-here': no such user on this host");
+  EXPECT_FALSE(ResolveCredentialOwner("4242:"));
+  EXPECT_FALSE(ResolveCredentialOwner("name:17"));
+}
+
+// The names attach accepts for its credentials' directory.
+TEST(CredentialOwner, DirectoryNames) {
+  EXPECT_TRUE(SafeCredentialDir("task-17"));
+  EXPECT_TRUE(SafeCredentialDir("agenttest_1"));
+  EXPECT_FALSE(SafeCredentialDir("run-1-abc")) << "cordon run's";
+  EXPECT_FALSE(SafeCredentialDir("a.b"));
+  EXPECT_FALSE(SafeCredentialDir("a/b"));
+  EXPECT_FALSE(SafeCredentialDir(""));
+  EXPECT_FALSE(SafeCredentialDir(std::string(129, 'a')));
+}
+
+}  // namespace
+}  // namespace cordon::ops

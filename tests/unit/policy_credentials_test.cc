@@ -118,6 +118,44 @@ TEST(Credentials, EveryErrorNamesItsField) {
               "unknown field");
 }
 
+// owner (who reads the file; attach needs it): a user name or UID[:GID],
+// never dynamic, only with deliver: file. The entry's and its deliver
+// field's positions are kept for the errors only a use can make (attach
+// refusing env, or missing an owner).
+TEST(Credentials, OwnerAndPositions) {
+  Outcome out = CompileCredentialsText(
+      "    - name: A\n"
+      "      issue: [/bin/true]\n"
+      "      ttl: 1m\n"
+      "      owner: \"1000:1001\"\n"
+      "    - name: B\n"
+      "      issue: [/bin/true]\n"
+      "      ttl: 1m\n"
+      "      deliver: env\n");
+  ASSERT_TRUE(out.ok) << FormatDiagnostics(out.diags);
+  ASSERT_EQ(out.compiled.credentials.size(), 2u);
+  const CredentialSpec& a = out.compiled.credentials[0];
+  EXPECT_EQ(a.owner, "1000:1001");
+  EXPECT_EQ(CredentialError(a.at, "needs an owner"), "c.yaml:7:7: spec.credentials[0]: needs an owner");
+  EXPECT_EQ(a.deliver_at.line, 7) << "no deliver field: the entry's position";
+  EXPECT_EQ(CredentialError(out.compiled.credentials[1].deliver_at, "no env"),
+            "c.yaml:14:16: spec.credentials[1].deliver: no env");
+  EXPECT_NE(Describe(out.compiled).find("its path in $A_FILE, owned by 1000:1001\n"), std::string::npos);
+  // The same credential written elsewhere in another file is the same; another owner is not.
+  CredentialSpec moved = a;
+  moved.at.line = 99;
+  EXPECT_TRUE(a.SameAs(moved));
+  moved.owner = "1000";
+  EXPECT_FALSE(a.SameAs(moved));
+
+  const std::string head = "    - name: A\n      issue: [/bin/true]\n      ttl: 1m\n";
+  ExpectError(head + "      owner: dynamic\n", "spec.credentials[0].owner", 10, "invalid owner 'dynamic'");
+  ExpectError(head + "      owner: \"1000:\"\n", "spec.credentials[0].owner", 10, "invalid owner");
+  ExpectError(head + "      owner: Bad/User\n", "spec.credentials[0].owner", 10, "invalid owner");
+  ExpectError(head + "      owner: builder\n      deliver: env\n", "spec.credentials[0].owner", 10,
+              "it needs deliver: file");
+}
+
 TEST(Credentials, TooManyIsAnError) {
   std::string body;
   for (size_t i = 0; i <= kMaxCredentials; ++i)

@@ -155,7 +155,8 @@ Status Agent::Start() {
   // buffers held while no agent ran is drained now, and what they could not
   // hold is reported as loss records.
   Rescan();
-  SweepCredentials();
+  cred_worker_ = std::make_unique<CredentialWorker>();
+  ServiceCredentials(true);
   for (const auto& slot : pending_.Used()) {
     if (sandboxes_.count(slot.sandbox_id)) continue;
     struct stat st;
@@ -239,7 +240,7 @@ void Agent::Tick() {
     if (bool ended = false; sb->suppression.Due(now, &ended)) EmitSuppressed(*sb, ended, now);
   }
   if (rescan) Rescan();
-  if (ticks_ % kCredentialSweepEveryTicks == 0) SweepCredentials();
+  ServiceCredentials(ticks_ % kCredentialSweepEveryTicks == 0);
   sinks_.FlushSinks();
   sinks_.Retry(now);
   if (metrics_) metrics_->Service([this] { return RenderMetrics(); }, [this](const std::string& path) { return Document(path); });
@@ -251,14 +252,111 @@ void Agent::Tick() {
   tails_->ExpireClosing(now);
 }
 
-// Credentials of cordon runs that died (kill -9): removed and revoked once
-// expired or once their sandbox is gone (ops/credentials.h). Their revoke
-// programs run here, each for at most kCredentialProgramTimeoutSeconds.
-void Agent::SweepCredentials() {
-  const int swept = ops::SweepCredentials(static_cast<int64_t>(std::time(nullptr)),
-                                          [this](const v1::AuditEvent& e) { Deliver(e); });
-  if (swept)
-    Log("removed and revoked " + std::to_string(swept) + " credential(s) left by cordon runs that ended");
+ops::OidcContext Agent::CredentialOidc() const {
+  ops::OidcContext oidc;
+  oidc.issuer = oidc_issuer_;
+  oidc.key_dir = config_.oidc_key_dir;
+  oidc.setting = config_.file.empty() ? std::string(kDefaultConfigPath) + " (absent: the defaults)" : config_.file;
+  return oidc;
+}
+
+void Agent::HoldCredentials(uint64_t id, std::shared_ptr<ops::SandboxCredentials> creds) {
+  auto h = std::make_shared<HeldCredentials>();
+  h->creds = std::move(creds);
+  h->id = id;
+  if (auto it = sandboxes_.find(id); it != sandboxes_.end()) {
+    h->name = it->second->ctx.name;
+    h->policy = it->second->ctx.policy;
+    h->cgroup_path = it->second->ctx.cgroup_path;
+  } else {
+    h->name = h->creds->sandbox();
+  }
+  held_[id] = std::move(h);
+}
+
+void Agent::AdoptCredentials() {
+  for (const auto& state : ops::ListCredentialStates()) {
+    if (!state.attached || held_.count(state.cgroup_id) || !sandboxes_.count(state.cgroup_id)) continue;
+    // Held by another process (a cordon attach in progress, the sweep): tried again in 2 s.
+    auto adopted = ops::SandboxCredentials::Adopt(state.stem, CredentialOidc());
+    if (!adopted) continue;
+    HoldCredentials(state.cgroup_id, std::move(*adopted));
+    size_t live = 0;
+    for (const auto& c : state.credentials) live += !c.pending;
+    Log("took over the credentials of sandbox " + state.stem + " (" + std::to_string(live) +
+        " live): refreshed, expired and revoked by this agent from now on");
+  }
+}
+
+// The programs run on the worker (each at most
+// kCredentialProgramTimeoutSeconds); the loop only posts jobs, delivers
+// their events and, at detach, waits for one of that sandbox's in progress.
+void Agent::ServiceCredentials(bool every_2s) {
+  for (const auto& e : cred_worker_->TakeEvents()) Deliver(e);
+  for (auto& line : cred_worker_->TakeLogs()) Log(line);
+  if (every_2s) {
+    AdoptCredentials();
+    // Credentials of cordon processes that ended (a killed cordon run, a
+    // cordon attach without agent): removed and revoked once expired or
+    // their sandbox is gone (ops/credentials.h).
+    if (!sweep_queued_->exchange(true)) {
+      CredentialWorker* worker = cred_worker_.get();
+      cred_worker_->Post([worker, queued = sweep_queued_](const ops::CredentialEvents& emit) {
+        const int swept = ops::SweepCredentials(static_cast<int64_t>(std::time(nullptr)), emit);
+        if (swept)
+          worker->Log("removed and revoked " + std::to_string(swept) +
+                      " credential(s) left by cordon processes that ended");
+        *queued = false;
+      });
+    }
+  }
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  for (auto it = held_.begin(); it != held_.end();) {
+    std::shared_ptr<HeldCredentials> h = it->second;
+    std::unique_lock<std::mutex> lock(h->mu, std::try_to_lock);
+    if (!lock.owns_lock() || h->queued) {
+      ++it;
+      continue;
+    }
+    if (!h->creds) {
+      it = held_.erase(it);
+      continue;
+    }
+    const std::string gone = every_2s ? h->creds->Gone() : "";
+    const int64_t next = h->creds->NextDeadline();
+    if (gone.empty() && (next == 0 || next > now)) {
+      ++it;
+      continue;
+    }
+    h->queued = true;
+    cred_worker_->Post([h, gone](const ops::CredentialEvents& emit) {
+      std::lock_guard<std::mutex> held(h->mu);
+      auto named = [&](cordon::v1::AuditEvent e) {
+        h->Name(&e);
+        emit(std::move(e));
+      };
+      if (h->creds && !gone.empty()) {
+        h->creds->RevokeAll(gone, named);
+        h->creds.reset();  // files, tmpfs, view, state (but failed revokes) and lock removed
+      } else if (h->creds) {
+        h->creds->Tick(static_cast<int64_t>(std::time(nullptr)), named);
+      }
+      h->queued = false;
+    });
+    ++it;
+  }
+}
+
+void Agent::ReleaseCredentials() {
+  cred_worker_->Stop();  // the program in progress ends first
+  for (const auto& e : cred_worker_->TakeEvents()) Deliver(e);
+  for (auto& line : cred_worker_->TakeLogs()) Log(line);
+  for (auto& [id, h] : held_) {
+    std::lock_guard<std::mutex> lock(h->mu);
+    if (h->creds) h->creds->Release();
+    h->creds.reset();
+  }
+  held_.clear();
 }
 
 void Agent::LoadOidc() {
@@ -369,6 +467,9 @@ void Agent::Shutdown() {
   for (const auto& [id, sb] : sandboxes_) ids.push_back(id);
   uint64_t drained = 0;
   for (uint64_t id : ids) drained += Finish(id);
+  // Credentials stay with their sandboxes (files, state): the next agent
+  // takes them over; until one does, a sweep ends them at their ttl.
+  if (cred_worker_) ReleaseCredentials();
   sinks_.Close();
   tails_->Shutdown();
   struct stat st;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/config.h"
+#include "agent/credential_worker.h"
 #include "agent/metrics.h"
 #include "agent/pinned.h"
 #include "agent/sink_fanout.h"
@@ -103,7 +104,18 @@ class Agent {
   void OnEvent(Sandbox& sb, const cordon::v1::AuditEvent& event);
   bool Admit(Sandbox& sb);
   void EmitSuppressed(Sandbox& sb, bool final, int64_t now);
-  void SweepCredentials();
+  // spec.credentials of attached sandboxes (credential_worker.h): held from
+  // an attach through the agent, or taken over from the state a `cordon
+  // attach` without agent, or an agent before this one, left (every 2 s,
+  // for the sandboxes this agent reads). Each tick: their due refreshes,
+  // expiries and revokes posted to the worker, its events delivered; every
+  // 2 s: the sweep of what dead cordon processes left, and the end of held
+  // ones whose sandbox is gone.
+  void ServiceCredentials(bool every_2s);
+  void AdoptCredentials();
+  void HoldCredentials(uint64_t id, std::shared_ptr<ops::SandboxCredentials> creds);
+  void ReleaseCredentials();  // at shutdown: the next agent takes them over
+  ops::OidcContext CredentialOidc() const;
   void Deliver(const cordon::v1::AuditEvent& event);  // to the sinks and the tails
   void FlushDeliveries();  // what was delivered outside a drain goes out
 
@@ -131,6 +143,9 @@ class Agent {
   std::unique_ptr<TailServer> tails_;  // made once the epoll set exists
   PendingState pending_;
   std::map<uint64_t, std::unique_ptr<Sandbox>> sandboxes_;
+  std::map<uint64_t, std::shared_ptr<HeldCredentials>> held_;
+  std::unique_ptr<CredentialWorker> cred_worker_;
+  std::shared_ptr<std::atomic<bool>> sweep_queued_ = std::make_shared<std::atomic<bool>>(false);
   std::set<uint64_t> released_;               // finished on request: not re-adopted while pinned
   std::map<uint64_t, std::string> problems_;  // pinned sandboxes this agent will not read
   bool stop_ = false;

@@ -203,6 +203,11 @@ void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
 void Agent::HandleAttach(Client& c, ops::AttachRequest request, bool must_exist) {
   const int64_t t_start = MonoNs();
   request.pool = &pool_;
+  // spec.credentials: issued here, in the loop (the client waits for them;
+  // each issue program at most 30 s), then held: refreshed, expired and
+  // revoked on the credential worker.
+  request.hold_credentials = true;
+  request.oidc = CredentialOidc();
   // Adopted at once, before the retroactive check and the notes.
   request.after_attach = [this](const AttachResult&, const CgroupRef& cgroup) {
     std::vector<std::string> notes;
@@ -216,10 +221,15 @@ void Agent::HandleAttach(Client& c, ops::AttachRequest request, bool must_exist)
   };
   ops::AttachOutcome out = must_exist ? ops::Update(request) : ops::Attach(request);
   v1::Response r;
+  for (const auto& event : out.credential_events) {
+    Deliver(event);
+    *r.mutable_attach()->add_credential_events() = event;
+  }
   if (!out.error.empty()) {
     r.set_error(out.error);
     return tails_->Reply(c, r);
   }
+  if (out.credentials) HoldCredentials(out.sandbox_id, std::move(out.credentials));
   for (const auto& note : out.notes) r.add_notes(note);
   auto* a = r.mutable_attach();
   // Retroactive attach: its events go into the audit trail like any other.
@@ -262,9 +272,25 @@ void Agent::HandleDrain(Client& c, uint64_t id, bool detach, bool release) {
   d->set_drained(Finish(id));
   if (release && !detach) released_.insert(id);
   if (detach) {
+    // Its credentials: let go of (waiting for a program of theirs in
+    // progress), so that the detach removes and revokes them from their
+    // state once the programs are detached; a refused detach leaves them to
+    // be taken over again.
+    if (auto it = held_.find(id); it != held_.end()) {
+      std::shared_ptr<HeldCredentials> h = it->second;
+      std::lock_guard<std::mutex> lock(h->mu);
+      if (h->creds) h->creds->Release();
+      h->creds.reset();
+      held_.erase(it);
+    }
     ops::DetachOutcome detached = ops::Detach({id});
     if (!detached.error.empty()) r.set_error(detached.error);
     else d->set_detached(true), d->set_removed_cgroup(detached.removed_cgroup);
+    for (const auto& event : detached.credential_events) {
+      Deliver(event);
+      *d->add_credential_events() = event;
+    }
+    d->set_credential_error(detached.credential_error);
   }
   tails_->Reply(c, r);
 }

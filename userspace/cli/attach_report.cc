@@ -10,6 +10,9 @@ AttachReport RenderAttachOutcome(const ops::AttachOutcome& out) {
   AttachReport r;
   std::string* to = &r.head;
   auto line = [&to](const std::string& text) { *to += "cordon: " + text + "\n"; };
+  // spec.credentials: issued (or, when the attach failed, issue_failed and
+  // revoked): names and fingerprints, never values.
+  for (const auto& event : out.credential_events) r.events += ToJsonLine(event) + "\n";
   if (!out.error.empty()) {
     line(out.error);
     r.status = 1;

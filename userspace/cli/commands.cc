@@ -26,6 +26,7 @@
 #include "cli/sandboxes.h"
 #include "cli/tail.h"
 #include "util/text.h"
+#include "events/json_line.h"
 #include "events/reader.h"
 #include "events/sink.h"
 #include "loader/kernel_features.h"
@@ -240,6 +241,14 @@ const char* kAttachHelp =
     "revoked). Each is an event (kinds net.preexisting, file.preexisting), printed as JSON lines on\n"
     "stdout and, with an agent, delivered to its sinks and tailers.\n"
     "\n"
+    "spec.credentials: each one must be a file with an owner (the user the attached processes run\n"
+    "as); it is issued before the programs attach (a failed issue attaches nothing) and put at\n"
+    "/run/cordon/credentials/SANDBOX/NAME, mode 0400, the owner's (any process of that user on the\n"
+    "host can read it: attach says so). With an agent, the agent refreshes it and ends it at its ttl\n"
+    "or at detach; without one it is issued once, and removed and revoked at `cordon detach` or\n"
+    "after its ttl by the next sweep. Its events (never its value) are printed as JSON lines on\n"
+    "stdout (README \"Credentials\").\n"
+    "\n"
     "Exit status: 0 attached, 1 failure (policy error, kernel refusal: nothing is left attached;\n"
     "or attached but a pre-existing denied connection could not be destroyed: it says which),\n"
     "2 usage errors.\n";
@@ -252,7 +261,8 @@ const char* kUpdateHelp =
     "every operation is judged wholly by the old or wholly by the new policy, never by neither;\n"
     "counters and pending events carry over. update never creates a sandbox: with none attached to\n"
     "PATH it fails (exit 1) and says to use `cordon attach`. Goes through the agent when one runs. Connections opened earlier that the new policy\n"
-    "denies are destroyed, as with attach (see `cordon attach --help`).\n"
+    "denies are destroyed, as with attach (see `cordon attach --help`). The sandbox's\n"
+    "spec.credentials are kept as issued: the new policy must carry the same section (else refused).\n"
     "\n"
     "  --cgroup PATH      the sandbox's cgroup (required)\n"
     "  --policy FILE      the new policy (required; to flip only the mode, give the same file\n"
@@ -270,6 +280,8 @@ const char* kDetachHelp =
     "are no longer confined. --id serves when the cgroup itself was already removed (see `cordon\n"
     "status`). With an agent running, the agent first delivers the events still waiting in the\n"
     "sandbox's ring buffer, then detaches it; without one, they are discarded with it.\n"
+    "An attached sandbox's spec.credentials are then removed and revoked (their events, never their\n"
+    "values, printed as JSON lines on stdout).\n"
     "\n"
     "The sandbox of a `cordon run` that has ended without removing it (killed with -9; status says\n"
     "\"orphaned\") or whose run cannot be found: what is left in its cgroup is killed first\n"
@@ -404,6 +416,24 @@ int AttachOrUpdate(const Args& args, bool update) {
   request.name = options.name;
   request.allow_degraded = parsed.Has("--allow-degraded");
   request.wording = ops::Wording::kCli;
+  // Directly, the built-in issuer's settings come from the agent's
+  // configuration (the agent uses its own).
+  for (const auto& c : request.compiled->credentials) {
+    if (c.oidc_audience.empty()) continue;
+    agent::AgentConfig config;
+    policy::Diagnostics diags;
+    if (!agent::LoadAgentConfig("", false, &config, &diags)) {
+      std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
+      return PrintError(std::string("agent configuration ") + agent::kDefaultConfigPath +
+                        " rejected (the built-in issuer's settings are there); nothing attached"),
+             1;
+    }
+    request.oidc.issuer = config.OidcIssuer();
+    request.oidc.key_dir = config.oidc_key_dir;
+    request.oidc.setting =
+        config.file.empty() ? std::string(agent::kDefaultConfigPath) + " (absent: the defaults)" : config.file;
+    break;
+  }
   auto out = update ? sandboxes->Update(request) : sandboxes->Attach(request);
   out.notes = NotesToShow(out.notes, false);  // on a terminal: once per terminal session
   AttachReport report = RenderAttachOutcome(out);
@@ -447,7 +477,13 @@ int DetachCommand(const Args& args) {
   auto sandboxes = PickSandboxes(&agent_failed);
   if (!sandboxes) return 1;
   auto out = sandboxes->Detach({id});
+  // An attached sandbox's credentials, revoked: their events (never values).
+  for (const auto& event : out.credential_events) std::printf("%s\n", ToJsonLine(event).c_str());
+  std::fflush(stdout);
   if (!out.error.empty()) return PrintError(out.error), 1;
+  if (!out.credential_error.empty())
+    PrintError("detached, but its credentials were not revoked: " + out.credential_error +
+               " (a sweep revokes them after their ttl)");
   if (!out.removed_cgroup.empty())
     std::fprintf(stderr,
                  "cordon: the cordon run that made this sandbox has ended (or cannot be found): what was left in "

@@ -423,6 +423,26 @@ int PrepareFiles(RunPlan* run) {
       oidc.policy_digest = compiled->digest;
       break;
     }
+    // owner (what cordon attach needs) names who reads the file: here the
+    // command does, whoever it runs as; an owner that is someone else is refused.
+    for (const auto& c : compiled->credentials) {
+      if (c.owner.empty()) continue;
+      auto owner = ops::ResolveCredentialOwner(c.owner);
+      if (!owner || owner->first != identity.uid || owner->second != identity.gid)
+        return PrintError(
+                   policy::CredentialError(
+                       c.at,
+                       "credential " + c.name + ": owner " + c.owner +
+                           (owner ? " (uid " + std::to_string(owner->first) + " gid " + std::to_string(owner->second) +
+                                        ")"
+                                  : " (" + owner.error().ToString() + ")") +
+                           " is not who the command runs as (uid " + std::to_string(identity.uid) + " gid " +
+                           std::to_string(identity.gid) +
+                           "): cordon run gives the file to its command (spec.runAs, --user); drop owner or make it "
+                           "match") +
+                   "; command not started"),
+               1;
+    }
     auto prepared = ops::SandboxCredentials::Prepare(compiled->credentials, run->run_name, identity.uid, identity.gid,
                                                      "cordon-run", std::move(oidc));
     if (!prepared) return PrintError("credentials: " + prepared.error().ToString() + "; command not started"), 1;
@@ -434,6 +454,13 @@ int PrepareFiles(RunPlan* run) {
   }
   // Every run: the store (state files hold values, and root owns them) hidden.
   {
+    // ... and the attached sandboxes' credentials (bound on the host) too.
+    if (!run->credentials || !run->credentials->has_files()) {
+      auto views = ops::CredentialViewCover();
+      if (!views)
+        return PrintError("hide the credential views: " + views.error().ToString() + "; command not started"), 1;
+      run->binds.push_back(std::move(*views));
+    }
     auto cover = ops::CredentialStoreCover();
     if (!cover) return PrintError("hide the credential store: " + cover.error().ToString() + "; command not started"), 1;
     // ... and the runs' locks (ops::RunOwner), under the same empty directory:

@@ -6,14 +6,39 @@ namespace cordon::cli {
 
 namespace {
 
+// Without an agent, the events of credentials (attach issues them, detach
+// revokes them) go to the host's credential log (ops::kCredentialSweepLog),
+// as cordon run's sweep's do; a note says when they could not.
+template <typename Outcome>
+void LogCredentialEvents(Outcome* out, std::vector<std::string>* notes) {
+  std::string error;
+  if (size_t unwritten = ops::WriteCredentialLog(out->credential_events, &error))
+    notes->push_back(std::to_string(unwritten) + " credential event(s) could not be written to " +
+                     ops::kCredentialSweepLog + ": " + error);
+}
+
 class Direct : public Sandboxes {
  public:
-  ops::AttachOutcome Attach(const ops::AttachRequest& request) override { return ops::Attach(request); }
-  ops::AttachOutcome Update(const ops::AttachRequest& request) override { return ops::Update(request); }
-  ops::DetachOutcome Detach(const ops::DetachRequest& request) override { return ops::Detach(request); }
+  ops::AttachOutcome Attach(const ops::AttachRequest& request) override { return Logged(ops::Attach(request)); }
+  ops::AttachOutcome Update(const ops::AttachRequest& request) override { return Logged(ops::Update(request)); }
+  ops::DetachOutcome Detach(const ops::DetachRequest& request) override {
+    ops::DetachOutcome out = ops::Detach(request);
+    std::vector<std::string> notes;
+    LogCredentialEvents(&out, &notes);
+    for (const auto& n : notes) out.credential_error += (out.credential_error.empty() ? "" : "; ") + n;
+    return out;
+  }
   StatusOutcome Status() override {
     StatusOutcome out;
     static_cast<ops::StatusOutcome&>(out) = ops::Status();
+    return out;
+  }
+
+ private:
+  static ops::AttachOutcome Logged(ops::AttachOutcome out) {
+    std::vector<std::string> notes;
+    LogCredentialEvents(&out, &notes);
+    for (auto& n : notes) out.notes.push_back(std::move(n));
     return out;
   }
 };
@@ -38,6 +63,11 @@ class ThroughAgent : public Sandboxes {
     else
       out.detached = true, out.drained = response->drain().drained(),
       out.removed_cgroup = response->drain().removed_cgroup();
+    if (response) {
+      out.credential_events.assign(response->drain().credential_events().begin(),
+                                   response->drain().credential_events().end());
+      out.credential_error = response->drain().credential_error();
+    }
     return out;
   }
 
@@ -102,6 +132,10 @@ cordon::v1::Request AttachRequestFrame(const ops::AttachRequest& request, const 
 
 ops::AttachOutcome AttachOutcomeOf(const cordon::v1::Response& response) {
   ops::AttachOutcome out;
+  // A refused attach may still have issued and revoked credentials: their
+  // events come with the error.
+  out.credential_events.assign(response.attach().credential_events().begin(),
+                               response.attach().credential_events().end());
   if (!response.error().empty()) return out.error = response.error(), out;
   const auto& at = response.attach();
   out.sandbox_id = at.sandbox_id();

@@ -252,6 +252,33 @@ void OnStop(int) { g_stop = true; }
 
 // The status snapshot, as text or JSON; *failure says why status fails (the
 // pinned state cannot be read, the agent is busy), "" when it does not.
+// spec.credentials of a sandbox: names, fingerprints and times, never values.
+std::string CredentialsJson(const std::vector<ops::CredentialStatus>& creds) {
+  std::string out = "[";
+  for (const auto& c : creds)
+    out += std::string(out.size() > 1 ? "," : "") + "{\"name\":" + JsonString(c.name) +
+           ",\"fingerprint\":" + JsonString(c.fingerprint) + ",\"deliver\":" + JsonString(c.deliver) +
+           ",\"path\":" + JsonString(c.path) + ",\"issuedAt\":" + std::to_string(c.issued_at) +
+           ",\"expiresAt\":" + std::to_string(c.expires_at) + ",\"revokePending\":" + (c.pending ? "true" : "false") +
+           "}";
+  return out + "]";
+}
+
+std::string CredentialsText(const std::vector<ops::CredentialStatus>& creds) {
+  const int64_t now = static_cast<int64_t>(::time(nullptr));
+  std::string out;
+  for (const auto& c : creds) {
+    out += (out.empty() ? "" : ", ") + c.name + " " + c.fingerprint;
+    if (c.pending)
+      out += " (revoke pending)";
+    else if (c.expires_at > now)
+      out += " (expires in " + Age(static_cast<uint64_t>(c.expires_at - now)) + ")";
+    else
+      out += " (expired)";
+  }
+  return out;
+}
+
 std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
   bool agent_failed = false;
   auto sandboxes = PickSandboxes(&agent_failed);
@@ -290,7 +317,9 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
           << ",\"killed\":" << c[CORDON_CNT_KILLED] << ",\"allowed\":{\"connect\":" << c[CORDON_CNT_ALLOWED_CONNECT]
           << ",\"sendmsg\":" << c[CORDON_CNT_ALLOWED_SENDMSG] << "},\"eventsDropped\":" << c[CORDON_CNT_EVENTS_DROPPED]
           << ",\"problem\":" << JsonString(s.problem) << ",\"resources\":"
-          << (s.cgroup_alive && cgroup2 ? ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).Json() : "{}") << "}";
+          << (s.cgroup_alive && cgroup2 ? ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).Json() : "{}")
+          << ",\"credentials\":"
+          << (status.credentials.count(s.id) ? CredentialsJson(status.credentials.at(s.id)) : std::string("[]")) << "}";
     }
     out << "],\"agent\":" << (agent_status ? AgentStatusJson(*agent_status) : "null");
     if (!agent_problem.empty()) out << ",\"agentProblem\":" << JsonString(agent_problem);
@@ -321,6 +350,8 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
                                 Colour::kYellow, colour));
       if (denied.Total()) details.push_back("denied: " + denied.Text());
       if (audited.Total()) details.push_back("audited: " + audited.Text());
+      if (status.credentials.count(s.id))
+        details.push_back("credentials: " + CredentialsText(status.credentials.at(s.id)));
       if (s.cgroup_alive && cgroup2)
         if (std::string use = ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).DescribeCurrent(); !use.empty())
           details.push_back("resources: " + use);

@@ -1,5 +1,7 @@
 // Attach and update, directly: compile, check what this kernel can enforce,
 // attach, collect the notes, apply the policy retroactively.
+#include <time.h>
+
 #include <chrono>
 #include <optional>
 
@@ -20,6 +22,89 @@ AttachOutcome Failed(std::string error) {
   return out;
 }
 
+std::string Names(const std::vector<policy::CredentialSpec>& specs) {
+  if (specs.empty()) return "none";
+  std::string out;
+  for (const auto& c : specs) out += (out.empty() ? "" : ", ") + c.name;
+  return out;
+}
+
+// A replacement (update, or attach again) keeps the sandbox's credentials
+// as they are: it neither issues, revokes nor changes them. "" when the new
+// policy's section is the one issued (or both have none).
+std::string ReplacementCredentialsError(uint64_t cgroup_id, const std::vector<policy::CredentialSpec>& wanted) {
+  auto current = CredentialStateOf(cgroup_id);
+  const std::vector<policy::CredentialSpec> had = current ? current->specs : std::vector<policy::CredentialSpec>{};
+  bool same = had.size() == wanted.size();
+  for (size_t i = 0; same && i < had.size(); ++i) same = had[i].SameAs(wanted[i]);
+  if (same) return "";
+  if (!current)
+    return "spec.credentials: this sandbox holds no credentials (attached without them, or they ended), and a "
+           "replacement does not issue any (" +
+           Names(wanted) + "): detach it and attach again to issue them, or remove the section";
+  return "spec.credentials: a replacement cannot change the credentials the sandbox holds (" + Names(had) +
+         " as issued; the new policy has " + Names(wanted) +
+         "): detach it (which revokes them) and attach again, or keep the section as it was";
+}
+
+// A fresh attach's credentials: each one a file (a running process's
+// environment cannot be given one) with an owner (the attached processes
+// already run as someone: the file is theirs alone, mode 0400).
+std::string AttachCredentialsError(const std::vector<policy::CredentialSpec>& specs, const std::string& name) {
+  for (const auto& c : specs) {
+    if (c.deliver == policy::CredentialSpec::Deliver::kEnv)
+      return policy::CredentialError(
+          c.deliver_at, "credential " + c.name +
+                            ": deliver: env is for cordon run only: cordon attach cannot change the environment "
+                            "of processes already running; use deliver: file with an owner");
+    if (c.owner.empty())
+      return policy::CredentialError(
+          c.at, "credential " + c.name +
+                    ": cordon attach needs owner: the user name or UID[:GID] the attached processes run as, who "
+                    "alone (with root) may read the file (mode 0400)");
+    if (auto owner = ResolveCredentialOwner(c.owner); !owner)
+      return policy::CredentialError(c.at, "credential " + c.name + ": " + owner.error().ToString());
+  }
+  if (!SafeCredentialDir(name))
+    return "spec.credentials: the sandbox name '" + name + "' cannot name its credentials' directory (" +
+           kCredentialView + "/<sandbox>): give --name with letters, digits, _ and - only (not starting with run-)";
+  return "";
+}
+
+std::string Seconds(int64_t s) { return std::to_string(s) + " s"; }
+
+// What the attach says of each credential it issued, and how far the file
+// is guarded.
+std::vector<std::string> CredentialNotes(const SandboxCredentials& creds,
+                                         const std::vector<policy::CredentialSpec>& specs, bool held) {
+  std::vector<std::string> notes;
+  const int64_t now = static_cast<int64_t>(::time(nullptr));
+  std::string owners;
+  bool refresh = false;
+  for (const auto& c : creds.Summary()) {
+    std::string owner;
+    for (const auto& s : specs)
+      if (s.name == c.name) owner = s.owner, refresh = refresh || s.refresh_before_seconds;
+    notes.push_back("credential " + c.name + " issued: " + c.path + " (mode 0400, owner " + owner + ", fingerprint " +
+                    c.fingerprint + ", expires in " + Seconds(c.expires_at - now) + ")");
+    if (owners.find("'" + owner + "'") == std::string::npos) owners += (owners.empty() ? "'" : ", '") + owner + "'";
+  }
+  notes.push_back("credentials: only file ownership guards them on the host: any process running as " + owners +
+                  " can read them there, inside the sandbox or not (an attached sandbox has no mount namespace of "
+                  "its own; BPF LSM credential.read denials are not built yet)");
+  if (held)
+    notes.push_back(
+        "credentials: the agent refreshes them (refreshBefore), and removes and revokes them at their "
+        "ttl, at detach and when the sandbox's cgroup is gone");
+  else
+    notes.push_back(
+        std::string("credentials: issued once: refresh needs the agent (none runs") +
+        (refresh ? "; refreshBefore does not apply" : "") +
+        "); each is removed and revoked at cordon detach, or after its ttl by the next sweep (an agent's, "
+        "at its start and every 2 s, or the next cordon run's start); an agent started later takes them over");
+  return notes;
+}
+
 AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   policy::CompiledPolicy compiled;
   if (req.compiled) {
@@ -30,7 +115,6 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   }
   // An update that fails leaves the policy in force as it was (the swap is atomic).
   const std::string unchanged = must_exist ? "; the sandbox keeps its current policy" : "; nothing attached";
-  if (!compiled.credentials.empty()) return Failed(CredentialsNotIssued() + unchanged);
   const HostPathCheck host_paths = CheckHostPaths(&compiled);
   if (!host_paths.errors.empty()) return Failed(HostPathErrors(host_paths) + unchanged);
   auto cgroup = ResolveCgroup(req.cgroup);
@@ -38,6 +122,15 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   std::optional<SandboxInfo> existing;
   if (auto found = GetSandbox(cgroup->id)) existing = std::move(*found);
   if (must_exist && !existing) return Failed("no sandbox is attached to " + cgroup->path);
+  const std::string name = !req.name.empty() ? req.name : cgroup->relative.substr(cgroup->relative.rfind('/') + 1);
+  const bool issue = !existing && !compiled.credentials.empty();
+  if (existing) {
+    if (std::string error = ReplacementCredentialsError(cgroup->id, compiled.credentials); !error.empty())
+      return Failed(error + unchanged);
+  } else if (issue) {
+    if (std::string error = AttachCredentialsError(compiled.credentials, name); !error.empty())
+      return Failed(error + unchanged);
+  }
   std::vector<std::string> missing = UndeliverableInAttach(compiled, ProbeLsm());
   std::vector<CgroupLimitOutcome> limits;
   if (compiled.resources.any()) {
@@ -59,13 +152,48 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   const bool accepted_before = existing && existing->degraded && !req.allow_degraded && !missing.empty();
   if (!missing.empty() && !req.allow_degraded && !accepted_before)
     return restore(DegradedError(missing, ProbeLsm().detail, req.wording, must_exist));
+  // spec.credentials: issued before the programs attach, so that a failed
+  // issue leaves nothing (no sandbox, file or state); revoked if the attach
+  // then fails.
+  std::shared_ptr<SandboxCredentials> creds;
+  std::vector<cordon::v1::AuditEvent> cred_events;
+  auto emit = [&](cordon::v1::AuditEvent e) {
+    e.set_sandbox(name);
+    e.set_policy(compiled.name);
+    e.set_cgroup_path(cgroup->relative);
+    e.set_cgroup_id(cgroup->id);
+    e.set_sandbox_cgroup_id(cgroup->id);
+    cred_events.push_back(std::move(e));
+  };
+  auto failed_with_events = [&](AttachOutcome out) {
+    out.credential_events = std::move(cred_events);
+    return out;
+  };
+  if (issue) {
+    OidcContext oidc = req.oidc;
+    oidc.subject = name;
+    oidc.policy_name = compiled.name;
+    oidc.policy_digest = compiled.digest;
+    auto prepared = SandboxCredentials::PrepareForAttach(
+        compiled.credentials, name, req.hold_credentials ? "cordon-agent" : "cordon-attach", std::move(oidc));
+    if (!prepared) return restore("credentials: " + prepared.error().ToString() + unchanged);
+    creds = std::move(*prepared);
+    if (cordon::Status issued = creds->Issue(cgroup->id, cgroup->path, emit); !issued.ok()) {
+      creds.reset();  // the ones issued before were revoked: the tmpfs, its view, the state and the lock go
+      return failed_with_events(restore(issued.error().ToString() + unchanged));
+    }
+  }
   AttachOptions options;
   options.name = req.name;
   options.pool = req.pool;
   const int64_t t_attach = MonoNs();
   auto result = AttachSandbox(*cgroup, compiled, options);
   const int64_t t_attached = MonoNs();
-  if (!result) return restore(result.error().ToString() + unchanged);
+  if (!result) {
+    if (creds) creds->RevokeAll("the attach failed", emit);
+    creds.reset();
+    return failed_with_events(restore(result.error().ToString() + unchanged));
+  }
   // Bookkeeping only (the policy is in force either way): a failure is a note.
   cordon::Status flagged = AddSandboxFlags(result->info.id, missing.empty() ? 0 : CORDON_INFO_F_DEGRADED,
                                            missing.empty() ? CORDON_INFO_F_DEGRADED : 0);
@@ -81,6 +209,15 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   out.prepared_instance = result->prepared_instance;
   out.attach_ns = t_attached - t_attach;
   if (req.after_attach) out.notes = req.after_attach(*result, *cgroup);
+  if (creds) {
+    for (auto& note : CredentialNotes(*creds, compiled.credentials, req.hold_credentials))
+      out.notes.push_back(std::move(note));
+    if (req.hold_credentials)
+      out.credentials = std::move(creds);
+    else
+      creds->Release();  // files, tmpfs and state outlive this process
+  }
+  out.credential_events = std::move(cred_events);
   for (const auto& line : host_paths.warnings) out.notes.push_back(line);
   if (!flagged.ok())
     out.notes.push_back("could not record whether enforcement is degraded (a later update may ask for "
@@ -109,11 +246,6 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
 }
 
 }  // namespace
-
-std::string CredentialsNotIssued() {
-  return "spec.credentials: cordon attach and the agent do not issue credentials yet (cordon run does); "
-         "remove the section to attach without them";
-}
 
 AttachOutcome Attach(const AttachRequest& request) { return AttachOrUpdate(request, false); }
 AttachOutcome Update(const AttachRequest& request) { return AttachOrUpdate(request, true); }

@@ -4,6 +4,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
@@ -21,6 +22,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "events/sink.h"
+#include "loader/sandbox.h"
 #include "util/clock.h"
 #include "util/fs.h"
 #include "util/text.h"
@@ -145,9 +148,18 @@ struct SavedPending {
   bool superseded = false, file = true;
   std::vector<std::string> revoke;
 };
+// What a credential is (attached sandboxes: an agent that takes the state
+// over refreshes it, and an update compares it).
+struct SavedSpec {
+  policy::CredentialSpec spec;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
 struct SavedState {
   std::string sandbox, enforcement, cgroup_dir;
   uint64_t cgroup_id = 0;
+  bool attached = false;
+  std::vector<SavedSpec> specs;
   std::vector<SavedCredential> creds;
   std::vector<SavedPending> pending;
 };
@@ -162,9 +174,17 @@ int64_t RevokeRetryDelay(int attempts) {
 }
 
 std::string FormatState(const SavedState& s) {
-  std::string out = "cordon-credentials 1\n";
+  std::string out = "cordon-credentials 2\n";
   out += "sandbox " + ToHex(s.sandbox) + " " + ToHex(s.enforcement) + "\n";
   out += "cgroup " + std::to_string(s.cgroup_id) + " " + ToHex(s.cgroup_dir) + "\n";
+  if (s.attached) out += "attached\n";
+  for (const auto& sp : s.specs) {
+    const policy::CredentialSpec& c = sp.spec;
+    out += "spec " + ToHex(c.name) + " " + ArgvToHex(c.issue) + " " + ArgvToHex(c.revoke) + " " +
+           std::to_string(c.ttl_seconds) + " " + std::to_string(c.refresh_before_seconds) + " " +
+           (c.deliver == policy::CredentialSpec::Deliver::kFile ? "file" : "env") + " " + ToHex(c.oidc_audience) + " " +
+           ToHex(c.owner) + " " + std::to_string(sp.uid) + " " + std::to_string(sp.gid) + "\n";
+  }
   for (const auto& c : s.creds)
     out += "credential " + ToHex(c.name) + " " + std::to_string(c.issued_at) + " " + std::to_string(c.expires_at) +
            " " + (c.file ? "file" : "env") + " " + ToHex(c.value) + " " + ArgvToHex(c.revoke) + "\n";
@@ -178,7 +198,8 @@ std::string FormatState(const SavedState& s) {
 bool ParseState(const std::string& text, SavedState* s) {
   std::stringstream in(text);
   std::string line;
-  if (!std::getline(in, line) || line != "cordon-credentials 1") return false;
+  // Version 1 (before attached sandboxes) has no attached and spec lines.
+  if (!std::getline(in, line) || (line != "cordon-credentials 1" && line != "cordon-credentials 2")) return false;
   while (std::getline(in, line)) {
     std::stringstream fields(line);
     std::string tag;
@@ -186,6 +207,20 @@ bool ParseState(const std::string& text, SavedState* s) {
     if (tag == "sandbox") {
       std::string a, b;
       if (!(fields >> a >> b) || !FromHex(a, &s->sandbox) || !FromHex(b, &s->enforcement)) return false;
+    } else if (tag == "attached") {
+      s->attached = true;
+    } else if (tag == "spec") {
+      SavedSpec sp;
+      std::string name, issue, revoke, deliver, audience, owner;
+      if (!(fields >> name >> issue >> revoke >> sp.spec.ttl_seconds >> sp.spec.refresh_before_seconds >> deliver >>
+            audience >> owner >> sp.uid >> sp.gid) ||
+          !FromHex(name, &sp.spec.name) || !ArgvFromHex(issue, &sp.spec.issue) ||
+          !ArgvFromHex(revoke, &sp.spec.revoke) || !FromHex(audience, &sp.spec.oidc_audience) ||
+          !FromHex(owner, &sp.spec.owner) || (deliver != "file" && deliver != "env"))
+        return false;
+      sp.spec.deliver =
+          deliver == "file" ? policy::CredentialSpec::Deliver::kFile : policy::CredentialSpec::Deliver::kEnv;
+      s->specs.push_back(std::move(sp));
     } else if (tag == "cgroup") {
       std::string dir;
       if (!(fields >> s->cgroup_id >> dir) || !FromHex(dir, &s->cgroup_dir)) return false;
@@ -259,13 +294,52 @@ bool SafeName(const std::string& name) {
 // (hex doubles them), with room for the lines around them.
 constexpr size_t kMaxStateBytes = policy::kMaxCredentials * (2 * kMaxCredentialBytes + 64 * 1024) + 64 * 1024;
 
-void RemoveSandboxDirs(const std::string& sandbox) {
-  const std::string dir = StorePath(sandbox, "");
+void Unmount(const std::string& dir) {
   if (::umount2(dir.c_str(), UMOUNT_NOFOLLOW) != 0 && errno == EBUSY)
     (void)::umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
-  (void)::rmdir(dir.c_str());
-  (void)::rmdir((std::string(kCredentialView) + "/" + sandbox).c_str());
 }
+
+void RemoveSandboxDirs(const std::string& sandbox) {
+  // An attached sandbox's view is a bind of the tmpfs on the host: it goes first.
+  const std::string view = std::string(kCredentialView) + "/" + sandbox;
+  Unmount(view);
+  const std::string dir = StorePath(sandbox, "");
+  Unmount(dir);
+  (void)::rmdir(dir.c_str());
+  (void)::rmdir(view.c_str());
+  (void)::rmdir(StorePath(sandbox, (".view/" + sandbox).c_str()).c_str());  // cordon run's view root
+  (void)::rmdir(StorePath(sandbox, ".view").c_str());
+}
+
+// The built-in issuer's key, when a credential is oidc.
+Result<std::optional<OidcSigner>> LoadSigner(const std::vector<policy::CredentialSpec>& specs,
+                                             const OidcContext& oidc) {
+  for (const auto& spec : specs) {
+    if (spec.oidc_audience.empty()) continue;
+    if (oidc.issuer.empty())
+      return Error{"credential " + Quoted(spec.name) +
+                   ": the built-in issuer has no issuer URL: set oidc.issuer (or metrics.listen, whose URL is the "
+                   "default) in " +
+                   oidc.setting};
+    auto signer = OidcSigner::LoadOrCreate(oidc.key_dir);
+    if (!signer)
+      return Error{"credential " + Quoted(spec.name) + ": the built-in issuer's signing key (oidc.keyDir in " +
+                   oidc.setting + "): " + signer.error().ToString()};
+    return std::optional<OidcSigner>(std::move(*signer));
+  }
+  return std::optional<OidcSigner>();
+}
+
+// An attached sandbox's end, seen from its state: "" while it lasts.
+std::string AttachedGone(uint64_t cgroup_id, const std::string& cgroup_dir) {
+  struct stat st;
+  if (cgroup_dir.empty() || ::stat(cgroup_dir.c_str(), &st) != 0 || st.st_ino != cgroup_id)
+    return "its sandbox's cgroup is gone";
+  if (!GetSandbox(cgroup_id)) return "its sandbox was detached";
+  return "";
+}
+
+bool ReadState(const std::string& stem, SavedState* state);
 
 // The state's lock, taken without waiting: invalid when its owner lives.
 UniqueFd TryLock(const std::string& sandbox) {
@@ -438,32 +512,80 @@ ProgramRun RunCredentialProgram(const std::vector<std::string>& argv, const std:
 
 // ---- SandboxCredentials
 
+Result<std::pair<uid_t, gid_t>> ResolveCredentialOwner(const std::string& owner) {
+  auto number = [](const std::string& text, uint32_t* out) {
+    if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+    const unsigned long long v = std::stoull(text);
+    if (v >= (1ull << 31)) return false;
+    *out = static_cast<uint32_t>(v);
+    return true;
+  };
+  std::vector<char> buf(16384);
+  struct passwd pw, *found = nullptr;
+  const size_t colon = owner.find(':');
+  uint32_t uid = 0, gid = 0;
+  if (number(owner.substr(0, colon), &uid)) {
+    if (colon != std::string::npos) {
+      if (!number(owner.substr(colon + 1), &gid)) return Error{"owner " + Quoted(owner) + ": not UID[:GID]"};
+      return std::make_pair(static_cast<uid_t>(uid), static_cast<gid_t>(gid));
+    }
+    // A uid alone: its user's primary group, else the same number.
+    if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found)
+      return std::make_pair(static_cast<uid_t>(uid), found->pw_gid);
+    return std::make_pair(static_cast<uid_t>(uid), static_cast<gid_t>(uid));
+  }
+  if (colon != std::string::npos) return Error{"owner " + Quoted(owner) + ": not UID[:GID]"};
+  if (::getpwnam_r(owner.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found)
+    return Error{"owner " + Quoted(owner) + ": no such user on this host"};
+  return std::make_pair(found->pw_uid, found->pw_gid);
+}
+
 Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::Prepare(std::vector<policy::CredentialSpec> specs,
                                                                         const std::string& sandbox, uid_t uid,
                                                                         gid_t gid, std::string enforcement,
                                                                         OidcContext oidc) {
+  return Make(std::move(specs), sandbox, uid, gid, std::move(enforcement), std::move(oidc), false);
+}
+
+Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::PrepareForAttach(
+    std::vector<policy::CredentialSpec> specs, const std::string& sandbox, std::string enforcement, OidcContext oidc) {
+  if (!SafeCredentialDir(sandbox))
+    return Error{"sandbox name " + Quoted(sandbox) + " cannot name its credentials' directory (" + kCredentialView +
+                 "/<sandbox>): give --name with letters, digits, _ and - only (not starting with run-)"};
+  return Make(std::move(specs), sandbox, 0, 0, std::move(enforcement), std::move(oidc), true);
+}
+
+Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::Make(std::vector<policy::CredentialSpec> specs,
+                                                                     const std::string& sandbox, uid_t uid, gid_t gid,
+                                                                     std::string enforcement, OidcContext oidc,
+                                                                     bool attached) {
   std::unique_ptr<SandboxCredentials> c(new SandboxCredentials());
-  for (const auto& spec : specs) {
-    if (spec.oidc_audience.empty() || c->signer_) continue;
-    if (oidc.issuer.empty())
-      return Error{"credential " + Quoted(spec.name) +
-                   ": the built-in issuer has no issuer URL: set oidc.issuer (or metrics.listen, whose URL is the "
-                   "default) in " + oidc.setting};
-    auto signer = OidcSigner::LoadOrCreate(oidc.key_dir);
-    if (!signer)
-      return Error{"credential " + Quoted(spec.name) + ": the built-in issuer's signing key (oidc.keyDir in " +
-                   oidc.setting + "): " + signer.error().ToString()};
-    c->signer_.emplace(std::move(*signer));
-  }
+  auto signer = LoadSigner(specs, oidc);
+  if (!signer) return signer.error();
+  if (*signer) c->signer_.emplace(std::move(**signer));
   c->oidc_ = std::move(oidc);
   c->sandbox_ = sandbox;
   c->enforcement_ = std::move(enforcement);
   c->uid_ = uid;
   c->gid_ = gid;
+  c->attached_ = attached;
   bool files = false;
   for (auto& spec : specs) {
-    files = files || spec.deliver == policy::CredentialSpec::Deliver::kFile;
+    const bool file = spec.deliver == policy::CredentialSpec::Deliver::kFile;
+    files = files || file;
     Live live;
+    live.uid = uid;
+    live.gid = gid;
+    if (attached && file) {
+      if (spec.owner.empty())
+        return Error{policy::CredentialError(spec.at, "credential " + Quoted(spec.name) + ": no owner")};
+      auto owner = ResolveCredentialOwner(spec.owner);
+      if (!owner)
+        return Error{
+            policy::CredentialError(spec.at, "credential " + Quoted(spec.name) + ": " + owner.error().ToString())};
+      live.uid = owner->first;
+      live.gid = owner->second;
+    }
     live.spec = std::move(spec);
     c->creds_.push_back(std::move(live));
   }
@@ -471,11 +593,22 @@ Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::Prepare(std::vec
   if (::chmod(kCredentialStore, 0700) != 0) return SysError(std::string("chmod ") + kCredentialStore);
   c->lock_ = TryLock(sandbox);
   if (!c->lock_.valid()) return SysError("lock " + StorePath(sandbox, ".lock"));
+  // Another sandbox of this name left credentials (attached, or a stale
+  // state a sweep has not finished): not mixed with these.
+  struct stat st;
+  if (::lstat(StorePath(sandbox, ".state").c_str(), &st) == 0 || ::lstat(StorePath(sandbox, "").c_str(), &st) == 0) {
+    c->released_ = true;  // nothing of the other's is touched
+    c->lock_.Reset();
+    return Error{"the credential store already holds credentials of a sandbox named " + Quoted(sandbox) +
+                 (attached ? " (another sandbox of that name, or one not yet swept): give --name" : "")};
+  }
   if (!files) return c;
   c->store_dir_ = StorePath(sandbox, "");
   if (::mkdir(c->store_dir_.c_str(), 0700) != 0) return SysError("create " + c->store_dir_);
-  const std::string options = "size=1m,nr_inodes=128,mode=0500,uid=" + std::to_string(uid) +
-                              ",gid=" + std::to_string(gid);
+  // run: the tmpfs is the command's (0500); attach: root's, searchable
+  // (0711: nothing listed), each file its owner's.
+  const std::string options = "size=1m,nr_inodes=128,mode=" + std::string(attached ? "0711" : "0500") +
+                              ",uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
   if (::mount("cordon-credentials", c->store_dir_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               options.c_str()) != 0) {
     Error e = SysError("mount the credentials tmpfs on " + c->store_dir_);
@@ -489,18 +622,121 @@ Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::Prepare(std::vec
   CORDON_TRY(MakeDirs(kCredentialView, 0711));
   for (const char* dir : {kCredentialRunDir, kCredentialView})
     if (::chmod(dir, 0711) != 0) return SysError(std::string("chmod ") + dir);
+  if (!attached) {
+    // cordon run: the view is made in the command's mount namespace only: a
+    // directory of its own (<sandbox>.view, holding an empty <sandbox>) is
+    // bound over /run/cordon/credentials there, so that the command sees
+    // its own credentials and no attached sandbox's (RunBinds).
+    const std::string root = StorePath(sandbox, ".view");
+    if (::mkdir(root.c_str(), 0711) != 0) return SysError("create " + root);
+    c->view_made_ = true;
+    if (::mkdir((root + "/" + sandbox).c_str(), 0755) != 0) return SysError("create " + root + "/" + sandbox);
+    return c;
+  }
   if (::mkdir(c->view_dir().c_str(), 0755) != 0) return SysError("create " + c->view_dir());
   c->view_made_ = true;
+  {
+    // No mount namespace of its own: the tmpfs is bound where the workload
+    // reads it, on the host, read-only there (cordon writes in the store).
+    if (::mount(c->store_dir_.c_str(), c->view_dir().c_str(), nullptr, MS_BIND, nullptr) != 0)
+      return SysError("bind the credentials tmpfs onto " + c->view_dir());
+    c->bound_ = true;
+    if (::mount(nullptr, c->view_dir().c_str(), nullptr,
+                MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+      return SysError("make " + c->view_dir() + " read-only");
+  }
   return c;
 }
 
+Result<std::unique_ptr<SandboxCredentials>> SandboxCredentials::Adopt(const std::string& sandbox, OidcContext oidc) {
+  if (!SafeName(sandbox)) return Error{"not a credential store name: " + Quoted(sandbox)};
+  UniqueFd lock = TryLock(sandbox);
+  if (!lock.valid()) return Error{"the credentials of " + Quoted(sandbox) + " are held by another process"};
+  SavedState state;
+  if (!ReadState(sandbox, &state)) return Error{"the credential state of " + Quoted(sandbox) + " cannot be read"};
+  struct Wiper {
+    SavedState* s;
+    ~Wiper() {
+      for (auto& c : s->creds) Wipe(&c.value);
+      for (auto& p : s->pending) Wipe(&p.value);
+    }
+  } wiper{&state};
+  if (!state.attached) return Error{"the credentials of " + Quoted(sandbox) + " are not an attached sandbox's"};
+  std::vector<policy::CredentialSpec> specs;
+  for (const auto& sp : state.specs) specs.push_back(sp.spec);
+  std::unique_ptr<SandboxCredentials> c(new SandboxCredentials());
+  auto signer = LoadSigner(specs, oidc);
+  if (!signer) return signer.error();
+  if (*signer) c->signer_.emplace(std::move(**signer));
+  c->oidc_ = std::move(oidc);
+  c->sandbox_ = sandbox;
+  c->enforcement_ = state.enforcement;
+  c->attached_ = true;
+  c->cgroup_id_ = state.cgroup_id;
+  c->cgroup_dir_ = state.cgroup_dir;
+  c->lock_ = std::move(lock);
+  for (const auto& sp : state.specs) {
+    Live live;
+    live.spec = sp.spec;
+    live.uid = sp.uid;
+    live.gid = sp.gid;
+    for (auto& saved : state.creds) {
+      if (saved.name != sp.spec.name) continue;
+      live.value = saved.value;
+      live.fingerprint = CredentialFingerprint(live.value);
+      live.issued_at = saved.issued_at;
+      live.expires_at = saved.expires_at;
+      live.live = true;
+    }
+    c->mounted_ = c->mounted_ || sp.spec.deliver == policy::CredentialSpec::Deliver::kFile;
+    c->creds_.push_back(std::move(live));
+  }
+  for (const auto& p : state.pending)
+    c->pending_.push_back(
+        {p.name, p.value, p.revoke, p.issued_at, p.expires_at, p.due, p.attempts, p.superseded, p.file});
+  if (c->mounted_) {
+    c->store_dir_ = StorePath(sandbox, "");
+    c->view_made_ = c->bound_ = true;
+  }
+  return c;
+}
+
+void SandboxCredentials::Release() {
+  released_ = true;
+  lock_.Reset();
+}
+
+std::string SandboxCredentials::Gone() const { return attached_ ? AttachedGone(cgroup_id_, cgroup_dir_) : ""; }
+
+std::vector<CredentialStatus> SandboxCredentials::Summary() const {
+  std::vector<CredentialStatus> out;
+  for (const Live& c : creds_)
+    if (c.live)
+      out.push_back({c.spec.name, c.fingerprint,
+                     c.spec.deliver == policy::CredentialSpec::Deliver::kFile ? "file" : "env", FilePath(c),
+                     c.issued_at, c.expires_at, false});
+  for (const Pending& p : pending_)
+    out.push_back({p.name, CredentialFingerprint(p.value), p.file ? "file" : "env",
+                   p.file ? view_dir() + "/" + p.name : "", p.issued_at, p.expires_at, true});
+  return out;
+}
+
 SandboxCredentials::~SandboxCredentials() {
+  if (released_) {
+    for (Live& c : creds_) Wipe(&c.value);
+    for (auto& p : pending_) Wipe(&p.value);
+    return;
+  }
   for (Live& c : creds_)
     if (c.live) (void)Remove(&c);
-  if (mounted_ && ::umount2(store_dir_.c_str(), UMOUNT_NOFOLLOW) != 0)
-    (void)::umount2(store_dir_.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  if (bound_) Unmount(view_dir());
+  if (mounted_) Unmount(store_dir_);
   if (mounted_) (void)::rmdir(store_dir_.c_str());
-  if (view_made_) (void)::rmdir(view_dir().c_str());
+  if (view_made_ && attached_) (void)::rmdir(view_dir().c_str());
+  if (view_made_ && !attached_) {
+    (void)::rmdir(StorePath(sandbox_, (".view/" + sandbox_).c_str()).c_str());
+    (void)::rmdir(StorePath(sandbox_, ".view").c_str());
+  }
   // Revokes that failed stay in the state for a sweep to retry (values
   // superseded by a refresh are revoked now: the sandbox has ended).
   for (auto& p : pending_) {
@@ -525,7 +761,14 @@ std::string SandboxCredentials::view_dir() const { return std::string(kCredentia
 
 std::vector<std::pair<std::string, std::string>> SandboxCredentials::RunBinds() const {
   if (!mounted_) return {};
-  return {{store_dir_, view_dir()}};
+  return {{StorePath(sandbox_, ".view"), kCredentialView}, {store_dir_, view_dir()}};
+}
+
+Result<std::pair<std::string, std::string>> CredentialViewCover() {
+  CORDON_TRY(MakeDirs(kCredentialView, 0711));
+  auto store = CredentialStoreCover();  // makes the empty directory
+  if (!store) return store.error();
+  return std::make_pair(store->first, std::string(kCredentialView));
 }
 
 Result<std::pair<std::string, std::string>> CredentialStoreCover() {
@@ -618,7 +861,7 @@ Status SandboxCredentials::Deliver(const Live& c) const {
     (void)::unlink(tmp.c_str());
     return e;
   }
-  if (::fchown(fd.get(), uid_, gid_) != 0 || ::rename(tmp.c_str(), final_path.c_str()) != 0) {
+  if (::fchown(fd.get(), c.uid, c.gid) != 0 || ::rename(tmp.c_str(), final_path.c_str()) != 0) {
     Error e = SysError("credential " + Quoted(c.spec.name) + ": deliver " + final_path);
     (void)::unlink(tmp.c_str());
     return e;
@@ -632,6 +875,9 @@ Status SandboxCredentials::SaveState() const {
   s.enforcement = enforcement_;
   s.cgroup_dir = cgroup_dir_;
   s.cgroup_id = cgroup_id_;
+  s.attached = attached_;
+  if (attached_)
+    for (const Live& c : creds_) s.specs.push_back({c.spec, c.uid, c.gid});
   for (const Live& c : creds_) {
     if (!c.live) continue;
     s.creds.push_back({c.spec.name, c.value, c.issued_at, c.expires_at,
@@ -837,7 +1083,7 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
   std::vector<std::string> stems;
   for (const auto& name : *names) {
     std::string stem;
-    for (const char* suffix : {".state", ".lock"})
+    for (const char* suffix : {".state", ".lock", ".view"})
       if (name.size() > std::strlen(suffix) && name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
         stem = name.substr(0, name.size() - std::strlen(suffix));
     struct stat st;
@@ -857,16 +1103,18 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
     if (!lock.valid()) continue;  // its cordon process lives
     SavedState state;
     if (has_state) {
-      auto text = ReadFile(state_path, kMaxStateBytes);
-      if (!text) continue;  // unreadable: kept (its credentials are not revoked yet), for a person
-      bool parsed = ParseState(*text, &state);
-      Wipe(&*text);
-      for (const auto& c : state.creds) parsed = parsed && SafeName(c.name);
-      for (const auto& p : state.pending) parsed = parsed && SafeName(p.name);
-      if (!parsed) continue;  // left for a person: it is not ours to guess at
+      // Unreadable, or not what cordon writes: kept (its credentials are not
+      // revoked yet), for a person; it is not ours to guess at.
+      if (!ReadState(stem, &state)) continue;
       struct stat st;
+      // An attached sandbox also ends when it is detached.
+      const std::string attached_end = state.attached ? AttachedGone(state.cgroup_id, state.cgroup_dir) : "";
       const bool cgroup_gone =
-          state.cgroup_dir.empty() || ::stat(state.cgroup_dir.c_str(), &st) != 0 || st.st_ino != state.cgroup_id;
+          state.attached
+              ? !attached_end.empty()
+              : state.cgroup_dir.empty() || ::stat(state.cgroup_dir.c_str(), &st) != 0 || st.st_ino != state.cgroup_id;
+      const std::string ended_by = state.attached ? " (swept: the cordon process that issued it is gone)"
+                                                  : " after the cordon process that issued it ended (swept)";
       std::vector<SavedCredential> kept;
       for (auto& c : state.creds) {
         const bool expired = now >= c.expires_at;
@@ -889,8 +1137,10 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
             expired ? "credential.expired" : "credential.revoked",
             state.enforcement.empty() ? "cordon-run" : state.enforcement, c.name, c.value, c.issued_at, c.expires_at,
             c.file, c.file ? std::string(kCredentialView) + "/" + stem + "/" + c.name : "", revoked,
-            std::string(expired ? "ttl reached" : "its sandbox's cgroup is gone") +
-                " after the cordon process that issued it ended (swept)");
+            (expired          ? std::string("ttl reached")
+             : state.attached ? attached_end
+                              : "its sandbox's cgroup is gone") +
+                ended_by);
         e.set_sandbox(stem);
         e.set_sandbox_cgroup_id(state.cgroup_id);
         e.set_cgroup_id(state.cgroup_id);
@@ -910,7 +1160,7 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
         const std::string reason =
             (p.superseded ? std::string("superseded by a refresh; revoked at its expiry or its sandbox's end")
                           : "its revoke failed before; retried (attempt " + std::to_string(p.attempts + 1) + ")") +
-            " after the cordon process that issued it ended (swept)";
+            ended_by;
         const bool failed = revoked.rfind("failed", 0) == 0;
         if (failed) {
           p.attempts += 1;
@@ -951,6 +1201,100 @@ int SweepCredentials(int64_t now, const CredentialEvents& emit) {
     (void)::unlink(StorePath(stem, ".lock").c_str());
   }
   return removed;
+}
+
+namespace {
+
+bool ReadState(const std::string& stem, SavedState* state) {
+  const std::string path = StorePath(stem, ".state");
+  struct stat st;
+  // Only a state file cordon wrote: regular, root's, 0600, one link.
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077) ||
+      st.st_nlink != 1)
+    return false;
+  auto text = ReadFile(path, kMaxStateBytes);
+  if (!text) return false;
+  bool parsed = ParseState(*text, state);
+  Wipe(&*text);
+  for (const auto& c : state->creds) parsed = parsed && SafeName(c.name);
+  for (const auto& p : state->pending) parsed = parsed && SafeName(p.name);
+  for (const auto& sp : state->specs) parsed = parsed && SafeName(sp.spec.name);
+  if (!parsed) {
+    for (auto& c : state->creds) Wipe(&c.value);
+    for (auto& p : state->pending) Wipe(&p.value);
+  }
+  return parsed;
+}
+
+}  // namespace
+
+bool SafeCredentialDir(const std::string& name) { return SafeName(name) && name.rfind("run-", 0) != 0; }
+
+std::vector<CredentialState> ListCredentialStates() {
+  std::vector<CredentialState> out;
+  auto names = ListDir(kCredentialStore);
+  if (!names) return out;
+  std::sort(names->begin(), names->end());
+  for (const auto& name : *names) {
+    const std::string suffix = ".state";
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), std::string::npos, suffix) != 0)
+      continue;
+    const std::string stem = name.substr(0, name.size() - suffix.size());
+    SavedState state;
+    if (!SafeName(stem) || !ReadState(stem, &state)) continue;
+    CredentialState cs;
+    cs.stem = stem;
+    cs.cgroup_id = state.cgroup_id;
+    cs.attached = state.attached;
+    for (auto& sp : state.specs) cs.specs.push_back(std::move(sp.spec));
+    const std::string view = std::string(kCredentialView) + "/" + stem + "/";
+    for (auto& c : state.creds) {
+      cs.credentials.push_back({c.name, CredentialFingerprint(c.value), c.file ? "file" : "env",
+                                c.file ? view + c.name : "", c.issued_at, c.expires_at, false});
+      Wipe(&c.value);
+    }
+    for (auto& p : state.pending) {
+      cs.credentials.push_back({p.name, CredentialFingerprint(p.value), p.file ? "file" : "env",
+                                p.file ? view + p.name : "", p.issued_at, p.expires_at, true});
+      Wipe(&p.value);
+    }
+    out.push_back(std::move(cs));
+  }
+  return out;
+}
+
+std::optional<CredentialState> CredentialStateOf(uint64_t cgroup_id) {
+  for (auto& s : ListCredentialStates())
+    if (s.attached && s.cgroup_id == cgroup_id) return std::move(s);
+  return std::nullopt;
+}
+
+cordon::Status EndAttachedCredentials(uint64_t cgroup_id, const std::string& why, const CredentialEvents& emit) {
+  auto state = CredentialStateOf(cgroup_id);
+  if (!state) return {};
+  auto held = SandboxCredentials::Adopt(state->stem);
+  if (!held) return held.error();
+  (*held)->RevokeAll(why, emit);
+  held->reset();  // removes the files, the tmpfs and its view, the state (but failed revokes) and the lock
+  return {};
+}
+
+size_t WriteCredentialLog(const std::vector<cordon::v1::AuditEvent>& events, std::string* error) {
+  if (events.empty()) return 0;
+  auto log = JsonlFileSink::Open(kCredentialSweepLog);
+  if (!log) {
+    *error = log.error().ToString();
+    return events.size();
+  }
+  size_t unwritten = 0;
+  for (const auto& e : events) {
+    if (Status written = (*log)->Write(e); !written.ok()) {
+      ++unwritten;
+      if (error->empty()) *error = written.error().ToString();
+    }
+  }
+  if (Status flushed = (*log)->Flush(); !flushed.ok() && error->empty()) *error = flushed.error().ToString();
+  return unwritten;
 }
 
 }  // namespace cordon::ops

@@ -11,14 +11,22 @@
 // Layout (root-only but the per-sandbox tmpfs):
 //   /run/cordon/credential-store/             0700 root
 //     <sandbox>/         tmpfs, 0500, owned by the sandbox's identity; NAME 0400
+//                        (attach: 0711 root; NAME 0400 owned by its `owner`)
 //     <sandbox>.state    0600: what to revoke after a crash (values included)
 //     <sandbox>.lock     flock'ed by the owning cordon process while it lives
 //   /run/cordon/credentials/<sandbox>/      the path the workload reads
 //
-// In `cordon run`, the command's mount namespace has the sandbox's tmpfs
-// bound onto /run/cordon/credentials/<sandbox> (RunBinds), and every run's
-// has an empty directory over the store (CredentialStoreCover), so no other
-// sandbox's credential is visible there.
+// In `cordon run`, the command's mount namespace has a directory of the
+// run's own over /run/cordon/credentials and the sandbox's tmpfs bound onto
+// /run/cordon/credentials/<sandbox> in it (RunBinds; a run without file
+// credentials gets an empty directory there: CredentialViewCover), and
+// every run's has an empty directory over the store (CredentialStoreCover),
+// so no other sandbox's credential is visible there. An attached sandbox has no mount
+// namespace of its own: its tmpfs is bound onto that path on the host
+// (/run/cordon and /run/cordon/credentials 0711: searchable, not listable),
+// and only the file's owner (and root) can read it there. Its state says
+// "attached": it ends when its sandbox is detached or its cgroup is gone,
+// and an agent takes it over (Adopt) to refresh it.
 #pragma once
 
 #include <sys/types.h>
@@ -87,6 +95,16 @@ struct OidcContext {
   std::string policy_name, policy_digest;
 };
 
+// What `cordon status` shows of one credential: never its value.
+struct CredentialStatus {
+  std::string name, fingerprint, deliver, path;
+  int64_t issued_at = 0, expires_at = 0;
+  bool pending = false;  // a revoke still to run (superseded, or failed before)
+};
+
+// "UID[:GID]" or a user name (GID: the user's primary group, else UID).
+Result<std::pair<uid_t, gid_t>> ResolveCredentialOwner(const std::string& owner);
+
 class SandboxCredentials {
  public:
   // Before the sandbox exists: the lock taken, and for file delivery the
@@ -98,6 +116,17 @@ class SandboxCredentials {
   static Result<std::unique_ptr<SandboxCredentials>> Prepare(std::vector<policy::CredentialSpec> specs,
                                                              const std::string& sandbox, uid_t uid, gid_t gid,
                                                              std::string enforcement, OidcContext oidc = {});
+  // For an attached sandbox (`cordon attach`, the agent): each file owned by
+  // its credential's `owner` (required: CheckForAttach), the tmpfs bound onto
+  // view_dir() on the host. `sandbox` must be a name SafeCredentialDir accepts.
+  static Result<std::unique_ptr<SandboxCredentials>> PrepareForAttach(std::vector<policy::CredentialSpec> specs,
+                                                                      const std::string& sandbox,
+                                                                      std::string enforcement, OidcContext oidc = {});
+  // The state an attached sandbox's cordon left (a `cordon attach` that
+  // ended, an agent that stopped or was killed), taken over: its lock taken,
+  // its credentials and pending revokes as they were. Fails when another
+  // process holds the lock, or the state is not an attached sandbox's.
+  static Result<std::unique_ptr<SandboxCredentials>> Adopt(const std::string& sandbox, OidcContext oidc = {});
   // Revokes what is still live (no events), then removes the files, the
   // tmpfs and the lock, and the state unless a revoke failed: then the state
   // keeps those revokes (only them) for a sweep to retry.
@@ -105,13 +134,26 @@ class SandboxCredentials {
   SandboxCredentials(const SandboxCredentials&) = delete;
   SandboxCredentials& operator=(const SandboxCredentials&) = delete;
 
+  // The credentials outlive this process (a `cordon attach` without an
+  // agent): files, tmpfs and state stay, the lock goes; a sweep (or an agent
+  // adopting it) takes over. Nothing more is done by this object.
+  void Release();
+
   bool has_files() const { return mounted_; }
+  const std::string& sandbox() const { return sandbox_; }
+  uint64_t cgroup_id() const { return cgroup_id_; }
+  // The sandbox ended without us (attached: detached, or its cgroup removed):
+  // the reason, else "".
+  std::string Gone() const;
+  std::vector<CredentialStatus> Summary() const;
   // The host path of the tmpfs (for a file rule: its inodes are the ones
   // the workload opens) and the path the workload reads.
   const std::string& store_dir() const { return store_dir_; }
   std::string view_dir() const;
-  // {source, target} bind mounts for `cordon run`'s mount namespace: the
-  // tmpfs onto view_dir() (then CredentialStoreCover, after it).
+  // {source, target} bind mounts for `cordon run`'s mount namespace: its
+  // view root (<sandbox>.view in the store, holding an empty <sandbox>) over
+  // /run/cordon/credentials, the tmpfs onto view_dir() in it (then
+  // CredentialStoreCover, after them).
   std::vector<std::pair<std::string, std::string>> RunBinds() const;
 
   // Issues each credential in order, for the sandbox's cgroup (id and
@@ -136,6 +178,8 @@ class SandboxCredentials {
  private:
   struct Live {
     policy::CredentialSpec spec;
+    uid_t uid = 0;  // the file's owner
+    gid_t gid = 0;
     std::string value;
     std::string fingerprint;
     int64_t issued_at = 0, expires_at = 0;
@@ -171,7 +215,11 @@ class SandboxCredentials {
 
   std::vector<Live> creds_;
   std::vector<Pending> pending_;
+  static Result<std::unique_ptr<SandboxCredentials>> Make(std::vector<policy::CredentialSpec> specs,
+                                                          const std::string& sandbox, uid_t uid, gid_t gid,
+                                                          std::string enforcement, OidcContext oidc, bool attached);
   std::string sandbox_, enforcement_, store_dir_, cgroup_dir_;
+  bool attached_ = false, released_ = false, bound_ = false;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
   uint64_t cgroup_id_ = 0;
@@ -186,11 +234,44 @@ class SandboxCredentials {
 // the owner of the store and of the state files, which hold values), made
 // if missing.
 Result<std::pair<std::string, std::string>> CredentialStoreCover();
+// {source, target}: the same empty directory over /run/cordon/credentials,
+// for a `cordon run` without file credentials of its own (a run with them
+// binds its own view root there: RunBinds), so that no attached sandbox's
+// credentials (bound on the host) are visible to the command.
+Result<std::pair<std::string, std::string>> CredentialViewCover();
 
 // Credentials whose cordon process is gone (its lock is free): each one that
 // expired, or whose cgroup is gone, is removed and revoked (credential.expired
 // or credential.revoked, the sandbox's name set); a sandbox with none left
 // loses its tmpfs, state and lock. Returns how many were removed.
 int SweepCredentials(int64_t now, const CredentialEvents& emit);
+
+// A sandbox name usable as its credentials' directory (letters, digits, _
+// and -; not starting with "run-", cordon run's).
+bool SafeCredentialDir(const std::string& name);
+
+// What the credential store holds for a sandbox (from its state file; no
+// lock taken, values wiped): the store's name, whether it is an attached
+// sandbox's, its specs (attached: as issued) and what status shows.
+struct CredentialState {
+  std::string stem;
+  uint64_t cgroup_id = 0;
+  bool attached = false;
+  std::vector<policy::CredentialSpec> specs;
+  std::vector<CredentialStatus> credentials;
+};
+std::vector<CredentialState> ListCredentialStates();
+std::optional<CredentialState> CredentialStateOf(uint64_t cgroup_id);
+
+// `cordon detach` without an agent: the attached sandbox's credentials
+// removed and revoked (credential.revoked, `why`). Nothing when it has none;
+// an error when another process holds them (an agent: it revokes them when
+// it notices the sandbox gone).
+cordon::Status EndAttachedCredentials(uint64_t cgroup_id, const std::string& why, const CredentialEvents& emit);
+
+// Events of credentials that no sink of an agent's takes (cordon run's
+// sweep, attach and detach without an agent): appended to
+// kCredentialSweepLog. The number not written, and the first error.
+size_t WriteCredentialLog(const std::vector<cordon::v1::AuditEvent>& events, std::string* error);
 
 }  // namespace cordon::ops

@@ -16,7 +16,8 @@ DetachOutcome Detach(const DetachRequest& request) {
   // that cannot be told, what is left is killed first, then the cgroup,
   // which cordon made, removed, then the sandbox detached.
   std::string orphan_lock;
-  if (auto info = GetSandbox(request.sandbox_id); info && info->ephemeral) {
+  auto found = GetSandbox(request.sandbox_id);
+  if (auto& info = found; info && info->ephemeral) {
     const RunOwner owner = OwnerOfRun(info->cgroup_path);
     auto mount = FindCgroup2Mount();
     if (owner.pid && info->cgroup_alive) {
@@ -52,10 +53,25 @@ DetachOutcome Detach(const DetachRequest& request) {
   }
   cordon::Status detached = DetachSandbox(request.sandbox_id);
   if (detached.ok() && !orphan_lock.empty()) (void)::unlink(orphan_lock.c_str());
-  if (!detached.ok())
+  if (!detached.ok()) {
     out.error = detached.error().ToString();
-  else
-    out.detached = true;
+    return out;
+  }
+  out.detached = true;
+  // An attached sandbox's credentials end with it: removed, then revoked
+  // (after the detach: a detach the kernel refuses revokes nothing).
+  cordon::Status ended =
+      EndAttachedCredentials(request.sandbox_id, "the sandbox was detached", [&](cordon::v1::AuditEvent e) {
+        if (found) {
+          e.set_sandbox(found->name);
+          e.set_policy(found->policy);
+          e.set_cgroup_path(found->cgroup_path);
+        }
+        e.set_cgroup_id(request.sandbox_id);
+        e.set_sandbox_cgroup_id(request.sandbox_id);
+        out.credential_events.push_back(std::move(e));
+      });
+  if (!ended.ok()) out.credential_error = ended.error().ToString();
   return out;
 }
 
@@ -66,6 +82,8 @@ StatusOutcome Status() {
     out.error = list.error().ToString();
   else
     out.sandboxes = std::move(*list);
+  for (auto& state : ListCredentialStates())
+    if (!state.credentials.empty()) out.credentials[state.cgroup_id] = std::move(state.credentials);
   for (auto& s : out.sandboxes) {
     if (!s.ephemeral) continue;
     RunOwner owner = OwnerOfRun(s.cgroup_path);

@@ -7,12 +7,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "event.pb.h"
 #include "loader/sandbox.h"
+#include "ops/credentials.h"
 #include "policy/compiler.h"
 #include "sys/cgroup.h"
 #include "sys/cgroup_limits.h"
@@ -39,12 +42,13 @@ struct AttachRequest {
   // Called right after the kernel attached, before the notes and the
   // retroactive check: the notes it returns come first.
   std::function<std::vector<std::string>(const AttachResult&, const CgroupRef&)> after_attach;
+  // spec.credentials of a fresh attach (README "Credentials"): issued before
+  // the programs attach. The agent holds them (AttachOutcome::credentials:
+  // it refreshes, expires and revokes them); else (cordon attach without an
+  // agent) they are released: issued once, ended by a sweep or detach.
+  bool hold_credentials = false;
+  OidcContext oidc;  // issuer and keys of oidc credentials (subject and policy filled in here)
 };
-
-// spec.credentials is parsed and checked (`cordon policy check` explains
-// it) but not issued yet: run and attach refuse such a policy rather than
-// start a workload without the credential it was promised.
-std::string CredentialsNotIssued();
 
 struct AttachOutcome {
   std::string error;  // non-empty: failed, nothing attached (or, through the agent, maybe)
@@ -65,6 +69,11 @@ struct AttachOutcome {
   bool prepared_instance = false;
   int64_t attach_ns = 0;  // AttachSandbox itself
   int64_t after_ns = 0;   // after_attach and the retroactive check
+  // spec.credentials: their events (issued; on failure issue_failed and
+  // revoked: also when `error` is set), never their values; and, when the
+  // request held them, the credentials themselves.
+  std::vector<cordon::v1::AuditEvent> credential_events;
+  std::shared_ptr<SandboxCredentials> credentials;
 };
 
 struct DetachRequest {
@@ -80,11 +89,18 @@ struct DetachOutcome {
   // refused: detaching it would set its command free.)
   std::string removed_cgroup;
   std::optional<uint64_t> drained;  // through the agent: the events it delivered before detaching
+  // An attached sandbox's credentials, removed and revoked once it is
+  // detached: their events; or why they were not (they stay for a sweep).
+  std::vector<cordon::v1::AuditEvent> credential_events;
+  std::string credential_error;
 };
 
 struct StatusOutcome {
   std::string error;
   std::vector<SandboxInfo> sandboxes;  // with owner_pid and orphaned filled in
+  // spec.credentials per sandbox id (from the credential store's states):
+  // names, fingerprints, expiry; never values.
+  std::map<uint64_t, std::vector<CredentialStatus>> credentials;
 };
 
 // The explicit spec.files paths this host lacks (README "File rules"); the

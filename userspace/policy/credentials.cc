@@ -3,6 +3,7 @@
 #include <cctype>
 #include <map>
 
+#include "policy/compiler.h"
 #include "policy/resources.h"
 #include "util/text.h"
 
@@ -57,6 +58,8 @@ void CompileCredentials(const ParsedPolicy& parsed, std::vector<CredentialSpec>*
     const size_t before = diags->size();
     CredentialSpec spec;
     spec.name = c.name();
+    spec.at = parsed.At(base, "");
+    spec.deliver_at = parsed.positions.Find(base + ".deliver") ? parsed.At(base + ".deliver", "") : spec.at;
     if (c.name().empty()) {
       diags->push_back(parsed.At(base + ".name", "a credential needs a name (the variable the workload reads)"));
     } else if (!ValidName(c.name())) {
@@ -109,6 +112,16 @@ void CompileCredentials(const ParsedPolicy& parsed, std::vector<CredentialSpec>*
     } else if (!c.deliver().empty() && c.deliver() != "file") {
       diags->push_back(parsed.At(base + ".deliver", "unknown delivery " + Quoted(c.deliver()) + " (expected file or env)"));
     }
+    if (!c.owner().empty()) {
+      if (c.owner() == "dynamic" || !ValidRunAs(c.owner()))
+        diags->push_back(parsed.At(
+            base + ".owner",
+            "invalid owner " + Quoted(c.owner()) + " (expected a user name, or UID[:GID] with numbers below 2^31)"));
+      else if (spec.deliver == CredentialSpec::Deliver::kEnv)
+        diags->push_back(parsed.At(base + ".owner", "owner names who reads the file: it needs deliver: file"));
+      else
+        spec.owner = c.owner();
+    }
     if (spec.deliver == CredentialSpec::Deliver::kEnv && spec.refresh_before_seconds)
       diags->push_back(parsed.At(base + ".refreshBefore",
                                  "an environment variable cannot be replaced in a running process: refreshBefore "
@@ -126,6 +139,12 @@ void CompileCredentials(const ParsedPolicy& parsed, std::vector<CredentialSpec>*
   }
 }
 
+std::string CredentialError(const Diagnostic& at, const std::string& error) {
+  Diagnostic d = at;
+  d.message = error;
+  return d.ToString();
+}
+
 std::string DescribeCredentials(const std::vector<CredentialSpec>& credentials) {
   if (credentials.empty()) return "credentials: none (no spec.credentials)\n";
   std::string out = "credentials (issued for each sandbox on the host; never in events, logs or status):\n";
@@ -141,7 +160,8 @@ std::string DescribeCredentials(const std::vector<CredentialSpec>& credentials) 
     out += "; revoked by ";
     out += c.revoke.empty() ? "removal only (no revoke command)" : DisplayText(c.revoke[0]);
     if (c.deliver == CredentialSpec::Deliver::kFile)
-      out += "; file /run/cordon/credentials/<sandbox>/" + c.name + ", its path in $" + c.name + "_FILE\n";
+      out += "; file /run/cordon/credentials/<sandbox>/" + c.name + ", its path in $" + c.name + "_FILE" +
+             (c.owner.empty() ? std::string() : ", owned by " + DisplayText(c.owner)) + "\n";
     else
       out += "; in $" + c.name + " (cordon run only; visible in /proc/<pid>/environ to the same identity)\n";
   }

@@ -8,6 +8,7 @@
 //       ttl: 15m                      # required, at most 24h
 //       refreshBefore: 2m             # optional, below ttl
 //       deliver: file                 # file (default) | env
+//       owner: builder                # who reads the file: user or UID[:GID] (attach: required)
 //     - name: CORDON_ID_TOKEN
 //       oidc: {audience: sts.amazonaws.com}    # the built-in issuer
 //       ttl: 10m
@@ -35,8 +36,21 @@ struct CredentialSpec {
   uint64_t refresh_before_seconds = 0;  // 0: never refreshed
   Deliver deliver = Deliver::kFile;
   std::string oidc_audience;  // non-empty: the built-in issuer signs a JWT
-  bool operator==(const CredentialSpec&) const = default;
+  std::string owner;          // "" or a user name / "UID[:GID]" (never "dynamic")
+  // Where the entry and its deliver field are written (message empty): the
+  // file:line:column of errors about it that only the use knows (attach
+  // needs an owner, refuses env). Not part of what the credential is.
+  Diagnostic at, deliver_at;
+  // The same credential: what is issued, how, to whom (positions aside).
+  bool SameAs(const CredentialSpec& o) const {
+    return name == o.name && issue == o.issue && revoke == o.revoke && ttl_seconds == o.ttl_seconds &&
+           refresh_before_seconds == o.refresh_before_seconds && deliver == o.deliver &&
+           oidc_audience == o.oidc_audience && owner == o.owner;
+  }
 };
+
+// `error` at the position of `at` ("file:line:column: field: error").
+std::string CredentialError(const Diagnostic& at, const std::string& error);
 
 constexpr uint64_t kMaxCredentialTtlSeconds = 24 * 3600;
 constexpr size_t kMaxCredentials = 32;
