@@ -1043,7 +1043,7 @@ TEST_F(Agent, HoldsAnAttachedSandboxsCredentialRefreshesItAndRevokesItAtDetach) 
   CommandResult a = creds.Attach(cg, name);
   ASSERT_EQ(a.status, 0) << a.out << a.err;
   EXPECT_NE(a.err.find("the agent refreshes them"), std::string::npos) << a.err;
-  auto printed = ParseJsonLines(a.out);
+  auto printed = OfKind(ParseJsonLines(a.out), "credential.issued");
   ASSERT_EQ(printed.size(), 1u) << a.out;
   EXPECT_EQ(printed[0].kind(), "credential.issued");
   EXPECT_EQ(printed[0].enforcement(), "cordon-agent");

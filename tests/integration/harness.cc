@@ -407,6 +407,13 @@ std::vector<cordon::v1::AuditEvent> ParseJsonLines(const std::string& text, bool
   return events;
 }
 
+std::vector<cordon::v1::AuditEvent> OfKind(const std::vector<cordon::v1::AuditEvent>& events, const std::string& kind) {
+  std::vector<cordon::v1::AuditEvent> out;
+  for (const auto& e : events)
+    if (e.kind() == kind) out.push_back(e);
+  return out;
+}
+
 std::vector<cordon::v1::AuditEvent> TakeEvents(const std::string& cgroup_path) {
   CommandResult r = Cordon({"tail", "--cgroup", cgroup_path, "-o", "json"});
   if (r.status != 0) ADD_FAILURE() << "cordon tail --cgroup " << cgroup_path << " failed (" << r.status << "): " << r.err;

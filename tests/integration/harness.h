@@ -152,6 +152,8 @@ std::vector<cordon::v1::AuditEvent> TakeEvents(const std::string& cgroup_path);
 // With `growing`, text is a file still being written: an unterminated last
 // line is left for the next read instead.
 std::vector<cordon::v1::AuditEvent> ParseJsonLines(const std::string& text, bool growing = false);
+// The events of one kind, in order.
+std::vector<cordon::v1::AuditEvent> OfKind(const std::vector<cordon::v1::AuditEvent>& events, const std::string& kind);
 // The events of an audit file (`cordon run --audit`, an agent's file sink).
 // A file that cannot be read fails the calling test: cordon creates it before
 // the workload starts, so a missing file means collection broke.
