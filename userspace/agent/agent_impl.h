@@ -109,6 +109,8 @@ class Agent {
   void HandleTail(Client& c, const cordon::v1::TailRequest& req);
   void HandleAttach(Client& c, ops::AttachRequest request, bool must_exist);  // ops::Attach or ops::Update
   void HandleDrain(Client& c, uint64_t id, bool detach, bool release);
+  void HandleContain(Client& c, const cordon::v1::ContainRequest& req);                  // ops::Contain
+  void HandleReleaseContainment(Client& c, const cordon::v1::ReleaseContainmentRequest& req);  // ops::ReleaseContainment
 
   AgentConfig config_;
   std::string cgroup_mount_;

@@ -25,6 +25,8 @@ int AgentCommand(const Args& args);  // agent_command.cc
 int AuditCommand(const Args& args);  // audit.cc
 int OidcCommand(const Args& args);   // oidc.cc
 int ExplainCommand(const Args& args);  // explain.cc
+int ContainCommand(const Args& args);  // contain.cc
+int ReleaseCommand(const Args& args);  // contain.cc
 
 int Main(int argc, char** argv);
 

@@ -76,6 +76,11 @@ struct SandboxInfo {
   int owner_pid = 0;
   bool orphaned = false;
   std::array<uint64_t, CORDON_CNT_MAX> counters{};  // summed over CPUs
+  // Containment (`cordon contain`, onViolation: contain): the pinned state;
+  // has_state false for a sandbox attached by a cordon without it.
+  bool has_state = false;
+  cordon_sandbox_state state{};
+  bool contained() const { return state.flags & CORDON_STATE_F_CONTAINED; }
   std::string problem;            // non-empty: pinned state is incomplete or foreign
 };
 
@@ -129,6 +134,11 @@ Status DetachSandbox(uint64_t sandbox_id);
 
 Result<std::vector<SandboxInfo>> ListSandboxes();
 Result<SandboxInfo> GetSandbox(uint64_t sandbox_id);
+
+// Clears `clear`, then sets `set` (CORDON_STATE_F_*) in the sandbox's containment
+// state in one map write, under the pin root's lock; clearing CONTAINED also
+// resets the violation count. Returns the state before the change.
+Result<cordon_sandbox_state> ChangeSandboxState(uint64_t sandbox_id, uint32_t set, uint32_t clear);
 
 // Records extra layers (CORDON_INFO_F_LANDLOCK / _SECCOMP) in the sandbox's
 // info, or with `clear` the flags that no longer hold (CORDON_INFO_F_DEGRADED).
