@@ -81,6 +81,7 @@ CORDON_ABI_SIZE(struct cordon_sandbox_state, 24);
 #define CORDON_STATE_F_CONTAINED 1u /* every operation refused */
 #define CORDON_STATE_F_AUTO 2u      /* set by a program (onViolation: contain), not by `cordon contain` */
 #define CORDON_STATE_F_KILLED 4u    /* `cordon contain --kill` killed its processes: nothing to release */
+#define CORDON_STATE_F_EVIDENCE 8u  /* the containment was completed in userspace: frozen, evidence taken */
 
 /* cgroup/connect_unix and cgroup/sendmsg_unix (kernel 6.7+) decide unix
  * connects only where BPF LSM does not (it resolves paths to inodes; these

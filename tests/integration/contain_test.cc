@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <netinet/in.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,26 +22,13 @@
 #include <string>
 
 #include "event.pb.h"
+#include "loader/sandbox.h"
 #include "tests/integration/harness.h"
 
 namespace cordon::test {
 namespace {
 
-constexpr int kTimedOut = -2;
-constexpr int kEof = -3;
-
-socklen_t Len(const sockaddr_storage& a) { return a.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6); }
-
-// Waits up to `ms` for a byte on fd: 1000 + the byte, kEof, kTimedOut, or the errno.
-int ReadOne(int fd, int ms = 5000) {
-  pollfd p{fd, POLLIN, 0};
-  if (::poll(&p, 1, ms) <= 0) return kTimedOut;
-  unsigned char c;
-  ssize_t n = ::recv(fd, &c, 1, 0);
-  if (n == 1) return 1000 + c;
-  if (n == 0) return kEof;
-  return errno;
-}
+socklen_t Len(const sockaddr_storage& a) { return SockaddrLen(a); }
 
 int ConnectTo(const sockaddr_storage& addr) {
   int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -371,6 +359,10 @@ TEST_F(Contain, ContainFreezesDisconnectsAndRecordsReleaseResumes) {
   EXPECT_EQ(again.status, 1);
   EXPECT_NE(again.err.find("is already contained"), std::string::npos) << again.err;
   EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "1");
+  // Detached while its processes live: refused (it would set them free).
+  CommandResult detach = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(detach.status, 1);
+  EXPECT_NE(detach.err.find("is contained and its processes are alive"), std::string::npos) << detach.err;
 
   // Release: thawed, the writer writes again, the policy allows again.
   CommandResult rel = Cordon({"release", "--cgroup", cg.path(), "--reason", "all clear", "--config", scratch.config()});
@@ -393,14 +385,22 @@ TEST_F(Contain, ContainFreezesDisconnectsAndRecordsReleaseResumes) {
   EXPECT_NE(twice.err.find("is not contained"), std::string::npos) << twice.err;
 }
 
+// A sandbox on `cg` whose one process writes (Writer), writing already.
+std::unique_ptr<Writer> WritingSandbox(const TestCgroup& cg, const Scratch& scratch, const std::string& name) {
+  PolicyFile policy(LoopbackPolicy(name, 1));
+  EXPECT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded", "-q"}).status, 0);
+  const std::string counter = scratch.dir() + "/counter";
+  auto writer = std::make_unique<Writer>(cg.path(), counter, "not-a-secret");
+  EXPECT_TRUE(WaitFor([&] { return Counter(counter) > 0; }, 10000)) << "the writer never wrote";
+  EXPECT_EQ(CgroupEvent(cg.path(), "populated"), "1");  // the control: alive before
+  return writer;
+}
+
 TEST_F(Contain, KillTakesTheEvidenceFirstAndCannotBeReleased) {
   Scratch scratch;
   TestCgroup cg("contain-kill");
-  ASSERT_EQ(Attach(cg, LoopbackPolicy("contain-kill", 1)).status, 0);
-  const std::string counter = scratch.dir() + "/counter";
-  Writer writer(cg.path(), counter, "not-a-secret");
-  ASSERT_TRUE(WaitFor([&] { return Counter(counter) > 0; }, 10000));
-  EXPECT_EQ(CgroupEvent(cg.path(), "populated"), "1");  // the control
+  auto owned = WritingSandbox(cg, scratch, "contain-kill");
+  Writer& writer = *owned;
 
   CommandResult r = Cordon({"contain", "--cgroup", cg.path(), "--kill", "--config", scratch.config()});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -420,9 +420,104 @@ TEST_F(Contain, KillTakesTheEvidenceFirstAndCannotBeReleased) {
   CommandResult rel = Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()});
   EXPECT_EQ(rel.status, 1);
   EXPECT_NE(rel.err.find("was killed when it was contained"), std::string::npos) << rel.err;
+  EXPECT_NE(Cordon({"status"}).out.find("CONTAINED: its processes were killed"), std::string::npos);
   CommandResult again = Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()});
   EXPECT_EQ(again.status, 1);
   EXPECT_NE(again.err.find("its processes killed"), std::string::npos) << again.err;
+}
+
+TEST_F(Contain, KillOfAContainedSandboxKillsWhatItFroze) {
+  Scratch scratch;
+  TestCgroup cg("contain-then-kill");
+  auto owned = WritingSandbox(cg, scratch, "contain-then-kill");
+  Writer& writer = *owned;
+  ASSERT_EQ(Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()}).status, 0);
+  EXPECT_EQ(CgroupEvent(cg.path(), "populated"), "1");  // frozen, not killed: the control
+  CommandResult killed = Cordon({"contain", "--cgroup", cg.path(), "--kill", "--reason", "confirmed",
+                                 "--config", scratch.config()});
+  ASSERT_EQ(killed.status, 0) << killed.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "populated"), "0");
+  const int status = writer.Wait();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  auto contained = OfKind(ParseJsonLines(killed.out), "sandbox.contained");
+  ASSERT_EQ(contained.size(), 1u) << killed.out;
+  EXPECT_TRUE(contained[0].containment().killed());
+  EXPECT_EQ(contained[0].containment().reason(), "confirmed");
+}
+
+// A process of the sandbox that opens `file` for reading on each request:
+// 0 or the errno (kTimedOut when it does not answer: frozen).
+class OpenProber {
+ public:
+  OpenProber(const std::string& cgroup, const std::string& file) {
+    int cmd[2], res[2];
+    if (::pipe2(cmd, O_CLOEXEC) || ::pipe2(res, O_CLOEXEC)) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::ofstream(cgroup + "/cgroup.procs") << ::getpid();
+      char c;
+      while (::read(cmd[0], &c, 1) == 1) {
+        int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+        int r = fd >= 0 ? 0 : errno;
+        if (fd >= 0) ::close(fd);
+        if (::write(res[1], &r, sizeof r) != sizeof r) break;
+      }
+      _exit(0);
+    }
+    ::close(cmd[0]);
+    ::close(res[1]);
+    cmd_ = cmd[1];
+    res_ = res[0];
+  }
+  ~OpenProber() {
+    ::close(cmd_);
+    ::close(res_);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);  // our own child
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  int Probe() {
+    char c = 'o';
+    if (::write(cmd_, &c, 1) != 1) return -1;
+    pollfd p{res_, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) return kTimedOut;
+    int r = -1;
+    return ::read(res_, &r, sizeof r) == sizeof r ? r : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int cmd_ = -1, res_ = -1;
+};
+
+// Where BPF LSM enforces, a contained sandbox's file accesses are refused
+// too: shown with its processes thawed by hand, since containment does not
+// rest on the freeze.
+TEST_F(Contain, FilesAreRefusedWhereBpfLsmEnforces) {
+  if (!LsmUsableHere())
+    GTEST_SKIP() << "BPF LSM does not enforce here: an attached process's file accesses cannot be refused "
+                    "(contain says so, in notStopped)";
+  Scratch scratch;
+  TestCgroup cg("contain-files");
+  const std::string file = scratch.dir() + "/readable";
+  std::ofstream(file) << "data";
+  ASSERT_EQ(Attach(cg, LoopbackPolicy("contain-files", 1) + "  files:\n    read: [/]\n").status, 0);
+  OpenProber prober(cg.path(), file);
+  EXPECT_EQ(prober.Probe(), 0);  // the control: the policy lets it read
+  CommandResult r = Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("file and exec operations are not refused"), std::string::npos) << r.err;
+  std::ofstream(cg.path() + "/cgroup.freeze") << "0";
+  ASSERT_TRUE(WaitFor([&] { return CgroupEvent(cg.path(), "frozen") == "0"; }, 10000));
+  EXPECT_EQ(prober.Probe(), EPERM);
+  bool refused = false;
+  for (const auto& e : TakeEvents(cg.path()))
+    refused |= e.kind() == "file.open" && e.verdict() == "denied" && e.file().path() == file &&
+               e.reason().find("contained") != std::string::npos;
+  EXPECT_TRUE(refused);
+  ASSERT_EQ(Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()}).status, 0);
+  EXPECT_EQ(prober.Probe(), 0);  // its policy again
 }
 
 TEST_F(Contain, BadRequestsGetOneClearLine) {
@@ -441,6 +536,277 @@ TEST_F(Contain, BadRequestsGetOneClearLine) {
   CommandResult not_contained = Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()});
   EXPECT_EQ(not_contained.status, 1);
   EXPECT_NE(not_contained.err.find("is not contained"), std::string::npos) << not_contained.err;
+}
+
+std::string OnViolationPolicy(const std::string& name, uint16_t port, const std::string& contain = "") {
+  return LoopbackPolicy(name, port) + "  onViolation: contain\n" + contain;
+}
+
+// The kernel contains the sandbox itself: no agent runs and no cordon
+// process is involved between the violation and the refusal that follows it.
+TEST_F(Contain, OnViolationTheKernelContainsWithoutTheAgent) {
+  Scratch scratch;  // CORDON_AGENT_SOCKET: nobody listens there
+  TestCgroup cg("contain-kernel");
+  Listener listener;
+  CommandResult attached = Attach(cg, OnViolationPolicy("contain-kernel", listener.port()));
+  ASSERT_EQ(attached.status, 0) << attached.err;
+  auto allowed = [&] { return RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); }); };
+  auto violation = [&] { return RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", 1)); }); };
+  // Controls: allowed connects do not count, and succeed.
+  EXPECT_EQ(allowed(), 0);
+  EXPECT_EQ(allowed(), 0);
+  EXPECT_EQ(Cordon({"status", "--json"}).out.find("\"contained\":true"), std::string::npos);
+  const int probe = SocketMadeIn(cg.path());  // made before: its connect is judged after
+  // The first violation ...
+  EXPECT_EQ(violation(), EPERM);
+  // ... and the connect the policy allows is refused, at once; so is a new socket.
+  EXPECT_EQ(ConnectWith(probe, listener.port()), EPERM);
+  EXPECT_EQ(allowed(), EPERM);
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "0");  // no agent: nobody froze it
+  auto events = TakeEvents(cg.path());
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].kind(), "net.connect");
+  EXPECT_EQ(events[0].net().port(), 1u);
+  EXPECT_EQ(events[0].reason().find("contained"), std::string::npos) << events[0].reason();
+  EXPECT_EQ(events[1].kind(), "net.connect");
+  EXPECT_EQ(events[1].net().port(), listener.port());
+  EXPECT_NE(events[1].reason().find("the sandbox is contained"), std::string::npos) << events[1].reason();
+  EXPECT_EQ(events[2].kind(), "net.socket");
+  EXPECT_NE(events[2].reason().find("the sandbox is contained"), std::string::npos) << events[2].reason();
+  const std::string status = Cordon({"status", "--json"}).out;
+  EXPECT_NE(status.find("\"contained\":true,\"containedByKernel\":true"), std::string::npos) << status;
+  // `cordon contain` completes it: frozen, the evidence taken, the trigger named.
+  CommandResult completed = Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()});
+  ASSERT_EQ(completed.status, 0) << completed.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "1");
+  auto contained = OfKind(ParseJsonLines(completed.out), "sandbox.contained");
+  ASSERT_EQ(contained.size(), 1u) << completed.out;
+  EXPECT_EQ(contained[0].containment().trigger(), "net.connect");
+  EXPECT_NE(contained[0].reason().find("contained by the kernel"), std::string::npos) << contained[0].reason();
+
+  // Released: the policy again, and the count starts from zero.
+  CommandResult released = Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()});
+  ASSERT_EQ(released.status, 0) << released.err;
+  EXPECT_EQ(allowed(), 0);
+
+  // A policy counting only net.connect, two of them.
+  PolicyFile counted(OnViolationPolicy("contain-kernel-2", listener.port(),
+                                       "  contain:\n    after: 2\n    kinds: [net.connect]\n"));
+  CommandResult updated = Cordon({"update", "--cgroup", cg.path(), "--policy", counted.path(), "--allow-degraded"});
+  ASSERT_EQ(updated.status, 0) << updated.err;
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_RAW, IPPROTO_ICMP); }), EPERM);  // not counted
+  EXPECT_EQ(violation(), EPERM);
+  EXPECT_EQ(allowed(), 0);  // one of two
+  EXPECT_EQ(violation(), EPERM);
+  EXPECT_EQ(allowed(), EPERM);  // two: contained
+  TakeEvents(cg.path());
+  ASSERT_EQ(Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()}).status, 0);
+  EXPECT_EQ(allowed(), 0);
+}
+
+TEST_F(Contain, PolicyCheckNamesTheContainmentSettings) {
+  PolicyFile good(OnViolationPolicy("contain-check", 80, "  contain: {after: 3, kinds: [net.]}\n"));
+  CommandResult ok = Cordon({"policy", "check", good.path()});
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.out.find("on violation: contain the sandbox in the kernel after 3 refusals (net.connect, net.sendmsg, "
+                        "net.socket, net.unix, net.bind, net.sockopt"),
+            std::string::npos)
+      << ok.out;
+  PolicyFile bad(OnViolationPolicy("contain-bad", 80, "  contain: {after: 0, kinds: [file.open]}\n"));
+  CommandResult refused = Cordon({"policy", "check", bad.path()});
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.err.find("spec.contain.after: must be 1..1000000"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("spec.contain.kinds[0]: no refusal of kind 'file.open' can contain"), std::string::npos)
+      << refused.err;
+  PolicyFile alone(LoopbackPolicy("contain-alone", 80) + "  contain: {after: 2}\n");
+  CommandResult orphan = Cordon({"policy", "check", alone.path()});
+  EXPECT_EQ(orphan.status, 1);
+  EXPECT_NE(orphan.err.find("spec.contain: takes effect only with onViolation: contain"), std::string::npos)
+      << orphan.err;
+}
+
+// A `cordon run` of the test's, in the background: its sandbox found by
+// name. Ended (thawed first, then SIGTERM, which it forwards) at the end.
+class BackgroundRun {
+ public:
+  BackgroundRun(const std::vector<std::string>& args, const std::string& name) : name_(name) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      std::vector<char*> argv{const_cast<char*>(CORDON_BINARY)};
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(CORDON_BINARY, argv.data());
+      _exit(127);
+    }
+  }
+  ~BackgroundRun() { End(); }
+  // The sandbox's cgroup (absolute) once its command runs there.
+  std::string Cgroup() {
+    std::string found;
+    WaitFor(
+        [&] {
+          auto list = ListSandboxes();
+          if (!list) return false;
+          for (const auto& s : *list)
+            if (s.name == name_) found = Cgroup2Mount() + s.cgroup_path;
+          return !found.empty() && CgroupEvent(found, "populated") == "1";
+        },
+        10000);
+    return found;
+  }
+  int End() {
+    if (pid_ <= 0) return status_;
+    if (std::string cg = Cgroup(); !cg.empty()) std::ofstream(cg + "/cgroup.freeze") << "0";
+    ::kill(pid_, SIGTERM);  // our own child; it forwards the signal to its command
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return status_;
+  }
+
+ private:
+  std::string name_;
+  pid_t pid_ = -1;
+  int status_ = -1;
+};
+
+// cordon run's credentials are revoked when its sandbox is contained, and
+// the evidence never holds their value.
+TEST_F(Contain, ARunsCredentialsAreRevokedAtContainmentAndNeverInTheEvidence) {
+  Scratch scratch;
+  const std::string tokens = scratch.dir() + "/tokens", revoked = scratch.dir() + "/revoked";
+  const std::string mint = scratch.dir() + "/mint", revoke = scratch.dir() + "/revoke";
+  std::ofstream(mint) << "#!/bin/sh\ntoken=contain-secret-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \\n')\n"
+                      << "echo \"$token\" >> " << tokens << "\necho \"$token\"\n";
+  std::ofstream(revoke) << "#!/bin/sh\nread -r token\necho \"$token\" >> " << revoked << "\n";
+  ::chmod(mint.c_str(), 0700);
+  ::chmod(revoke.c_str(), 0700);
+  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: contain-cred}\nspec:\n"
+                    "  credentials:\n    - name: REPO_TOKEN\n      issue: [" + mint + "]\n      revoke: [" + revoke +
+                    "]\n      ttl: 15m\n");
+  const std::string name = "contain-cred-" + std::to_string(::getpid());
+  const std::string audit = scratch.dir() + "/run.jsonl";
+  BackgroundRun run({"run", "--policy", policy.path(), "--name", name, "--audit", audit, "-q", "--", "/bin/sh", "-c",
+                     "test -s \"$REPO_TOKEN_FILE\" && exec sleep 300"},
+                    name);
+  const std::string cg = run.Cgroup();
+  ASSERT_FALSE(cg.empty()) << "the run's sandbox did not appear";
+  const std::string token = Slurp(tokens).substr(0, Slurp(tokens).find('\n'));
+  ASSERT_EQ(token.rfind("contain-secret-", 0), 0u) << "no credential was issued";
+  EXPECT_EQ(Slurp(revoked), "");  // the control: live until contained
+
+  CommandResult r = Cordon({"contain", "--name", name, "--config", scratch.config()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("revokes the credentials it issued"), std::string::npos) << r.err;
+  EXPECT_TRUE(WaitFor([&] { return Slurp(revoked).find(token) != std::string::npos; }, 10000))
+      << "not revoked at containment";
+  EXPECT_EQ(CgroupEvent(cg, "frozen"), "1");  // revoked while the command is still there, frozen
+  const std::string evidence = Slurp(EvidencePath(r.err));
+  ASSERT_FALSE(evidence.empty()) << r.err;
+  EXPECT_NE(evidence.find("\"cmdline\""), std::string::npos);
+  EXPECT_EQ(evidence.find(token), std::string::npos) << "the evidence holds the credential";
+  EXPECT_EQ(r.out.find(token), std::string::npos);
+
+  ASSERT_EQ(Cordon({"release", "--name", name, "--config", scratch.config()}).status, 0);
+  EXPECT_EQ(run.End(), 128 + SIGTERM);
+  bool revoked_event = false;
+  for (const auto& e : AuditFileEvents(audit))
+    revoked_event |= e.kind() == "credential.revoked" && e.reason().find("the sandbox was contained") != std::string::npos;
+  EXPECT_TRUE(revoked_event) << Slurp(audit);
+  EXPECT_EQ(Slurp(audit).find(token), std::string::npos);
+}
+
+// An agent of the test's own, on the scratch configuration.
+class ScratchAgent {
+ public:
+  explicit ScratchAgent(const Scratch& scratch) : scratch_(scratch) {
+    log_ = scratch.dir() + "/agent.log";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execl(CORDON_BINARY, CORDON_BINARY, "agent", "--config", scratch.config().c_str(), nullptr);
+      _exit(127);
+    }
+    up_ = WaitFor([&] { return Cordon({"status", "--json"}).out.find("\"agent\":{") != std::string::npos; }, 10000);
+  }
+  ~ScratchAgent() {
+    ::kill(pid_, SIGTERM);  // our own child
+    ::waitpid(pid_, nullptr, 0);
+  }
+  bool up() const { return up_; }
+  std::string Log() const { return Slurp(log_); }
+
+ private:
+  const Scratch& scratch_;
+  std::string log_;
+  pid_t pid_ = -1;
+  bool up_ = false;
+};
+
+// Through the agent: it completes what the kernel contained (frozen, the
+// evidence with the violation among the last events), and contains and
+// releases on request, its events in its audit file.
+TEST(ContainAgent, TheAgentCompletesTheKernelsContainmentAndServesContainAndRelease) {
+  if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+  Scratch scratch;
+  TestCgroup cg("contain-agent");
+  Listener listener;
+  ScratchAgent agent(scratch);
+  ASSERT_TRUE(agent.up()) << agent.Log();
+  PolicyFile policy(OnViolationPolicy("contain-agent", listener.port()));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded", "-q"}).status, 0);
+  WaitingChild bystander(cg.path(), [] { return 0; });  // a process of the sandbox, frozen with it
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); }), 0);
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "0");
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 1)); }), EPERM);
+  // The agent sees the kernel's containment and freezes the sandbox.
+  ASSERT_TRUE(WaitFor([&] { return CgroupEvent(cg.path(), "frozen") == "1"; }, 10000)) << agent.Log();
+  std::vector<cordon::v1::AuditEvent> contained;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        contained = OfKind(AuditFileEvents(scratch.audit()), "sandbox.contained");
+        return !contained.empty();
+      },
+      10000))
+      << agent.Log();
+  const auto& k = contained[0].containment();
+  EXPECT_EQ(k.trigger(), "net.connect");
+  EXPECT_EQ(k.via(), "agent");
+  EXPECT_TRUE(k.frozen());
+  EXPECT_EQ(k.processes(), 1u);
+  cordon::v1::ContainmentEvidence evidence;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(Slurp(k.evidence()), &evidence).ok()) << k.evidence();
+  bool violation_listed = false;
+  for (const auto& e : evidence.last_events())
+    violation_listed |= e.kind() == "net.connect" && e.net().port() == 1 && e.verdict() == "denied";
+  EXPECT_TRUE(violation_listed) << Slurp(k.evidence());
+  EXPECT_EQ(evidence.processes(0).pid(), static_cast<uint32_t>(bystander.pid()));
+
+  // Release through the agent, then contain on request.
+  CommandResult released = Cordon({"release", "--cgroup", cg.path(), "--reason", "false alarm"});
+  ASSERT_EQ(released.status, 0) << released.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "0");
+  CommandResult again = Cordon({"contain", "--name", cg.relative().substr(1), "--reason", "by hand"});
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "1");
+  auto trail = AuditFileEvents(scratch.audit());
+  auto released_events = OfKind(trail, "sandbox.released");
+  ASSERT_EQ(released_events.size(), 1u);
+  EXPECT_EQ(released_events[0].containment().reason(), "false alarm");
+  auto all_contained = OfKind(trail, "sandbox.contained");
+  ASSERT_EQ(all_contained.size(), 2u);
+  EXPECT_EQ(all_contained[1].containment().reason(), "by hand");
+  EXPECT_EQ(all_contained[1].containment().via(), "agent");
+  EXPECT_NE(all_contained[1].containment().by().find("(cordon)"), std::string::npos)
+      << all_contained[1].containment().by();
+  ASSERT_EQ(Cordon({"release", "--cgroup", cg.path()}).status, 0);
+  EXPECT_EQ(bystander.Go(), 0);  // it runs again
 }
 
 }  // namespace

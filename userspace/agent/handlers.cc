@@ -1,6 +1,7 @@
 // The agent's control requests (userspace/proto/control.proto): status,
 // tail, attach and update, detach and release. Each replies on the client
 // that asked; what they deliver goes to the sinks and tails like any event.
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -290,16 +291,11 @@ v1::Response ContainResponse(const Outcome& out, const std::string& evidence) {
 
 }  // namespace
 
-void Agent::HandleContain(Client& c, const v1::ContainRequest& req) {
-  ops::ContainRequest request;
-  request.sandbox_id = req.sandbox_id();
-  request.kill = req.kill();
-  request.reason = req.reason();
-  request.by = ops::Requester(static_cast<pid_t>(c.pid), 0);  // SO_PEERCRED: root's, or refused
+ops::ContainOutcome Agent::ContainHere(ops::ContainRequest request) {
   request.via = "agent";
   request.audit_path = config_.AuditPath();
   // What the ring buffer holds goes to the audit file before the evidence reads its tail.
-  request.before_evidence = [this, id = req.sandbox_id()] {
+  request.before_evidence = [this, id = request.sandbox_id] {
     if (auto it = sandboxes_.find(id); it != sandboxes_.end()) {
       DrainAll(*it->second);
       it->second->reader->CheckLosses();
@@ -310,6 +306,46 @@ void Agent::HandleContain(Client& c, const v1::ContainRequest& req) {
   ops::ContainOutcome out = ops::Contain(request);
   for (const auto& event : out.events) Deliver(event);
   sinks_.FlushBatches();
+  return out;
+}
+
+void Agent::CheckContainment(Sandbox& sb) {
+  if (!sb.state_fd.valid()) {
+    auto fd = OpenSandboxMap(sb.id, "state");
+    if (!fd) return;  // attached by a cordon without it: never contained
+    sb.state_fd = std::move(*fd);
+  }
+  uint32_t zero = 0;
+  cordon_sandbox_state state = {};
+  if (bpf_map_lookup_elem(sb.state_fd.get(), &zero, &state) != 0) return;
+  const bool pending = (state.flags & CORDON_STATE_F_CONTAINED) &&
+                       !(state.flags & (CORDON_STATE_F_EVIDENCE | CORDON_STATE_F_KILLED));
+  if (!pending) {
+    sb.containment_tried = false;
+    return;
+  }
+  if (sb.containment_tried) return;  // tried and failed: the operator's `cordon contain` completes it
+  sb.containment_tried = true;
+  ops::ContainRequest request;
+  request.sandbox_id = sb.id;
+  request.by = "the agent (pid " + std::to_string(::getpid()) + ")";
+  ops::ContainOutcome out = ContainHere(std::move(request));
+  if (!out.error.empty())
+    Log("the kernel contained sandbox " + sb.ctx.name + " (cgroup id " + std::to_string(sb.id) +
+        "), but completing it failed: " + out.error);
+  else
+    Log("the kernel contained sandbox " + sb.ctx.name + " (cgroup id " + std::to_string(sb.id) +
+        "): frozen and its evidence taken (" + (out.evidence_path.empty() ? "not written" : out.evidence_path) + ")");
+  for (const auto& note : out.notes) Log("  " + note);
+}
+
+void Agent::HandleContain(Client& c, const v1::ContainRequest& req) {
+  ops::ContainRequest request;
+  request.sandbox_id = req.sandbox_id();
+  request.kill = req.kill();
+  request.reason = req.reason();
+  request.by = ops::Requester(static_cast<pid_t>(c.pid), 0);  // SO_PEERCRED: root's, or refused
+  ops::ContainOutcome out = ContainHere(std::move(request));
   if (out.error.empty())
     Log("contained sandbox " + out.name + " (cgroup id " + std::to_string(out.sandbox_id) + ") for pid " +
         std::to_string(c.pid) + (req.kill() ? ", killed" : "") + "; evidence " +

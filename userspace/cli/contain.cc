@@ -175,7 +175,14 @@ int ContainCommand(const Args& args) {
   if (!c.sandboxes->through_agent()) AppendToAuditFile(c.audit_path, out.events);
   const bool quiet = c.parsed.Has("--quiet") && !out.partial;
   std::vector<std::string> notes = out.notes;
-  if (!out.events.empty() && out.events.back().has_containment()) {
+  const bool kill_only = !out.events.empty() && out.events.back().containment().killed() &&
+                         out.evidence_path.empty() && out.events.back().containment().processes() == 0;
+  if (kill_only) {
+    std::fprintf(stderr,
+                 "cordon: killed the processes of contained sandbox %s (cgroup id %llu); the evidence taken at its "
+                 "containment stands\n",
+                 Quoted(out.name).c_str(), static_cast<unsigned long long>(out.sandbox_id));
+  } else if (!out.events.empty() && out.events.back().has_containment()) {
     const auto& k = out.events.back().containment();
     for (const auto& line : k.not_stopped()) notes.push_back("not stopped by containment here: " + line);
     if (!k.credentials().empty()) notes.push_back("credentials: " + k.credentials());

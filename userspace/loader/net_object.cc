@@ -209,6 +209,8 @@ Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, ui
   cfg.sock_protos = policy.sock_protos;
   cfg.layout_version = CORDON_LAYOUT_VERSION;
   cfg.unix_flags = unix_flags;
+  cfg.contain_after = policy.contain_after;
+  cfg.contain_kinds = policy.contain_kinds;
   uint32_t zero = 0;
   if (bpf_map_update_elem(bpf_map__fd(skel->maps.sandbox_cfg), &zero, &cfg, BPF_ANY))
     return SysError("write sandbox_cfg");

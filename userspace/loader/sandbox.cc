@@ -555,7 +555,16 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
   return out;
 }
 
-Result<cordon_sandbox_state> ChangeSandboxState(uint64_t sandbox_id, uint32_t set, uint32_t clear) {
+Status SetSandboxFilesContained(uint64_t sandbox_id, bool contained) {
+  auto root = SandboxPinRoot();
+  if (!root) return root.error();
+  auto lock = LockPinRoot(*root);
+  if (!lock) return lock.error();
+  return LsmSetContained(sandbox_id, contained);
+}
+
+Result<cordon_sandbox_state> ChangeSandboxState(uint64_t sandbox_id, uint32_t set, uint32_t clear,
+                                                std::string* lsm_problem, bool with_files) {
   auto root = SandboxPinRoot();
   if (!root) return root.error();
   auto lock = LockPinRoot(*root);
@@ -582,6 +591,11 @@ Result<cordon_sandbox_state> ChangeSandboxState(uint64_t sandbox_id, uint32_t se
   }
   // One write of the whole element: the programs read the flag word whole.
   if (bpf_map_update_elem(state.get(), &zero, &after, BPF_ANY)) return SysError("write " + dir + "/" + kStatePin);
+  // The BPF LSM object's entry of the sandbox (file and exec checks), under
+  // the same lock as every replacement of that entry.
+  const bool was = before.flags & CORDON_STATE_F_CONTAINED, is = after.flags & CORDON_STATE_F_CONTAINED;
+  if (was != is && with_files)
+    if (Status lsm = LsmSetContained(sandbox_id, is); !lsm.ok() && lsm_problem) *lsm_problem = lsm.error().ToString();
   return before;
 }
 

@@ -138,7 +138,16 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id);
 // Clears `clear`, then sets `set` (CORDON_STATE_F_*) in the sandbox's containment
 // state in one map write, under the pin root's lock; clearing CONTAINED also
 // resets the violation count. Returns the state before the change.
-Result<cordon_sandbox_state> ChangeSandboxState(uint64_t sandbox_id, uint32_t set, uint32_t clear);
+// Where BPF LSM enforces the sandbox's files, its LSM entry's CONTAINED flag
+// follows (a failure there, the network state changed, in *lsm_problem).
+// With `with_files` false the LSM entry is left as it is (see
+// SetSandboxFilesContained).
+Result<cordon_sandbox_state> ChangeSandboxState(uint64_t sandbox_id, uint32_t set, uint32_t clear,
+                                                std::string* lsm_problem = nullptr, bool with_files = true);
+// The BPF LSM entry's CONTAINED flag alone, under the pin root's lock:
+// `cordon contain` sets it once the processes are frozen, so that none of
+// them sees a file access refused half-way (it would not take that back).
+Status SetSandboxFilesContained(uint64_t sandbox_id, bool contained);
 
 // Records extra layers (CORDON_INFO_F_LANDLOCK / _SECCOMP) in the sandbox's
 // info, or with `clear` the flags that no longer hold (CORDON_INFO_F_DEGRADED).

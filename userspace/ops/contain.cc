@@ -76,14 +76,18 @@ v1::AuditEvent SandboxEvent(const SandboxInfo& info, const std::string& kind) {
 }
 
 // What containment leaves to freezing on this kernel, said plainly.
-std::vector<std::string> NotStopped(const SandboxInfo& info) {
+std::vector<std::string> NotStopped(const SandboxInfo& info, const std::string& lsm_problem) {
   std::vector<std::string> out;
-  out.push_back(
-      "file and exec operations are not refused by containment (" +
-      std::string(info.lsm ? "the BPF LSM object does not read the containment state yet"
-                           : info.landlock ? "no usable BPF LSM here; the run's Landlock rules stay as they were"
-                                           : "no usable BPF LSM here") +
-      "): the frozen processes cannot make them; a process the sandbox's rules let write keeps the files it opened");
+  // Where BPF LSM enforces, it refuses every file and exec access (reads and
+  // writes through open descriptors too): nothing to say about files.
+  if (!info.lsm || !lsm_problem.empty())
+    out.push_back(
+        "file and exec operations are not refused by containment (" +
+        std::string(info.lsm ? "the BPF LSM entry could not be changed: " + lsm_problem
+                    : info.landlock ? "no usable BPF LSM here; the run's Landlock rules stay as they were"
+                                    : "no usable BPF LSM here") +
+        "): the frozen processes cannot make them; a process the sandbox's rules let write keeps the files it "
+        "opened");
   out.push_back(
       "sockets created outside the sandbox and passed in are judged by their own cgroup's programs, not refused: "
       "their holders inside are frozen");
@@ -161,6 +165,33 @@ std::string EvidenceDir(const std::string& audit_path) {
   const size_t slash = audit_path.rfind('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : audit_path.substr(0, slash);
+}
+
+// `contain --kill` of a contained sandbox: what its containment froze is
+// killed now (the evidence taken then stands).
+ContainOutcome KillContained(const SandboxInfo& info, const ContainRequest& req, const std::string& named) {
+  ContainOutcome out;
+  out.sandbox_id = info.id;
+  out.name = NameOfSandbox(info);
+  if (!info.cgroup_alive) return out.error = named + ": its cgroup no longer exists; nothing killed", out;
+  auto cgroup = SandboxCgroup(info);
+  if (!cgroup) return out.error = cgroup.error().ToString() + "; nothing killed", out;
+  if (Status killed = KillCgroupProcesses(cgroup->path, kFreezeTimeoutMs); !killed.ok())
+    return out.error = named + " is contained, but not every process was killed: " + killed.error().ToString(), out;
+  if (auto marked = ChangeSandboxState(info.id, CORDON_STATE_F_KILLED, 0); !marked)
+    out.partial = true, out.notes.push_back("killed, but not recorded as killed: " + marked.error().ToString());
+  v1::Containment c;
+  c.set_by(req.by);
+  c.set_via(req.via);
+  c.set_reason(req.reason);
+  c.set_killed(true);
+  c.set_frozen(true);
+  v1::AuditEvent e = SandboxEvent(info, "sandbox.contained");
+  e.set_reason("the processes of the contained sandbox killed by " + req.by +
+               (req.reason.empty() ? "" : ": " + req.reason));
+  *e.mutable_containment() = c;
+  out.events.push_back(std::move(e));
+  return out;
 }
 
 }  // namespace
@@ -248,7 +279,12 @@ ContainOutcome Contain(const ContainRequest& req) {
     return out.error = named + " was contained and its processes killed: there is nothing left to contain (cordon "
                                "detach --id " + std::to_string(info->id) + " removes it)",
            out;
-  if (info->contained())
+  // Contained by the kernel (onViolation: contain) and not yet completed:
+  // this containment freezes it and takes the evidence.
+  const bool by_kernel = info->contained() && (info->state.flags & CORDON_STATE_F_AUTO) &&
+                         !(info->state.flags & CORDON_STATE_F_EVIDENCE);
+  if (info->contained() && !by_kernel && req.kill) return KillContained(*info, req, named);
+  if (info->contained() && !by_kernel)
     return out.error = named + " is already contained" +
                        (info->state.flags & CORDON_STATE_F_AUTO
                             ? " (by the kernel: spec.onViolation: contain, after a " +
@@ -260,18 +296,20 @@ ContainOutcome Contain(const ContainRequest& req) {
   auto cgroup = SandboxCgroup(*info);
   if (!cgroup) return out.error = cgroup.error().ToString() + "; nothing contained", out;
 
-  // 1. Every program of the sandbox refuses from here on.
-  auto before = ChangeSandboxState(info->id, CORDON_STATE_F_CONTAINED, 0);
+  // 1. Every program of the sandbox refuses from here on. (EVIDENCE: this
+  // containment is being completed; the agent leaves it alone.)
+  auto before = ChangeSandboxState(info->id, CORDON_STATE_F_CONTAINED | CORDON_STATE_F_EVIDENCE, 0, nullptr,
+                                   /*with_files=*/false);
   if (!before) return out.error = before.error().ToString() + "; nothing contained", out;
-  if (before->flags & CORDON_STATE_F_CONTAINED)  // contained meanwhile (another contain, or the kernel)
+  if (before->flags & CORDON_STATE_F_EVIDENCE)  // contained meanwhile by another contain
     return out.error = named + " is already contained; cordon release --id " + std::to_string(info->id) +
                        " undoes it",
            out;
   v1::Containment c;
+  if (by_kernel) c.set_trigger(KindName(info->state.trigger_kind));
   c.set_by(req.by);
   c.set_via(req.via);
   c.set_reason(req.reason);
-  for (auto& line : NotStopped(*info)) c.add_not_stopped(std::move(line));
 
   // 2. Frozen: nothing of the workload runs while the evidence is taken.
   if (Status frozen = SetCgroupFrozen(cgroup->path, true, kFreezeTimeoutMs); frozen.ok()) {
@@ -280,9 +318,19 @@ ContainOutcome Contain(const ContainRequest& req) {
     out.partial = true, out.notes.push_back("contained, but not frozen: " + frozen.error().ToString() +
                         " (every operation the sandbox's programs see is refused; its processes run on)");
   }
+  // Then (frozen: no process of it is half-way through one) BPF LSM refuses
+  // its file and exec accesses too, open descriptors included.
+  std::string lsm_problem;
+  if (info->lsm)
+    if (Status files = SetSandboxFilesContained(info->id, true); !files.ok()) lsm_problem = files.error().ToString();
+  for (auto& line : NotStopped(*info, lsm_problem)) c.add_not_stopped(std::move(line));
 
   // 3. Its connections, each destroyed; the processes and what they hold.
-  const std::string why = "contained by " + req.by + (req.reason.empty() ? "" : ": " + req.reason);
+  const std::string why =
+      (by_kernel ? "contained by the kernel (spec.onViolation: contain) after a " + c.trigger() +
+                       " refusal; completed by " + req.by
+                 : "contained by " + req.by) +
+      (req.reason.empty() ? "" : ": " + req.reason);
   SandboxContext ctx{info->id, info->name, info->policy, info->cgroup_path};
   v1::ContainmentEvidence evidence;
   auto snap = SnapshotAndDisconnect(*cgroup, ctx, why);
@@ -420,8 +468,12 @@ ReleaseContainmentOutcome ReleaseContainment(const ReleaseContainmentRequest& re
   if (!info->contained()) return out.error = named + " is not contained; nothing released", out;
   // The policy in force before never left: clearing the state puts it back
   // in force, for every program at once. Then the processes run again.
-  auto before = ChangeSandboxState(info->id, 0, CORDON_STATE_F_CONTAINED | CORDON_STATE_F_AUTO);
+  std::string lsm_problem;
+  auto before = ChangeSandboxState(info->id, 0, CORDON_STATE_F_CONTAINED | CORDON_STATE_F_AUTO | CORDON_STATE_F_EVIDENCE,
+                                   &lsm_problem);
   if (!before) return out.error = before.error().ToString() + "; still contained", out;
+  if (!lsm_problem.empty())
+    out.partial = true, out.notes.push_back("released, but BPF LSM still refuses its file accesses: " + lsm_problem);
   v1::Containment c;
   c.set_by(req.by);
   c.set_via(req.via);
