@@ -89,9 +89,9 @@ static __always_inline void cordon_violation(const struct cordon_sandbox_cfg *cf
 
 /* The refusal of a contained sandbox's operation that has an address (or
  * none): a net event, reason CORDON_REASON_CONTAINED, counted as denied. */
-static __always_inline int cordon_refuse_contained_net(const struct cordon_sandbox_cfg *cfg, __u16 kind,
-						       __u32 counter, const __u8 *addr, __u16 port,
-						       __u16 family, __u16 sock_type, __u16 protocol)
+static __always_inline int cordon_refuse_contained_net(const struct cordon_sandbox_cfg *cfg, __u16 kind, __u32 counter,
+						       const __u8 *addr, __u16 port, __u16 family, __u16 sock_type,
+						       __u16 protocol)
 {
 	cordon_count(counter);
 	struct cordon_net_event *e = cordon_event_begin(cfg, kind, CORDON_VERDICT_DENIED, CORDON_REASON_CONTAINED);

@@ -125,8 +125,8 @@ static __always_inline int cordon_sockopt_refused(struct bpf_sockopt *ctx)
 
 /* A contained sandbox's operation on one of these hooks: refused, with an
  * event (reason CORDON_REASON_CONTAINED). */
-static __always_inline int cordon_refuse_contained_object(const struct cordon_sandbox_cfg *cfg, __u16 kind,
-							  __u32 arg, __u32 arg2)
+static __always_inline int cordon_refuse_contained_object(const struct cordon_sandbox_cfg *cfg, __u16 kind, __u32 arg,
+							  __u32 arg2)
 {
 	cordon_count(CORDON_CNT_DENIED_TAMPER);
 	cordon_object_event_emit(cfg, kind, CORDON_VERDICT_DENIED, CORDON_REASON_CONTAINED, arg, arg2, NULL, 0, 0, 0);
@@ -140,7 +140,8 @@ int cordon_setsockopt(struct bpf_sockopt *ctx)
 		const struct cordon_sandbox_cfg *cfg = cordon_cfg();
 		if (!cfg)
 			return 0;
-		return cordon_refuse_contained_object(cfg, CORDON_EV_NET_SOCKOPT, (__u32)ctx->level, (__u32)ctx->optname);
+		return cordon_refuse_contained_object(cfg, CORDON_EV_NET_SOCKOPT, (__u32)ctx->level,
+						      (__u32)ctx->optname);
 	}
 	if (!cordon_sockopt_refused(ctx))
 		return 1;
@@ -167,7 +168,8 @@ int cordon_dev(struct bpf_cgroup_dev_ctx *ctx)
 		const struct cordon_sandbox_cfg *cfg = cordon_cfg();
 		if (!cfg)
 			return 0;
-		return cordon_refuse_contained_object(cfg, CORDON_EV_TAMPER_DEVICE, major << 20 | (minor & 0xfffff), access);
+		return cordon_refuse_contained_object(cfg, CORDON_EV_TAMPER_DEVICE, major << 20 | (minor & 0xfffff),
+						      access);
 	}
 	if (type == BPF_DEVCG_DEV_CHAR_) {
 		if (major == 1 && (minor == 3 || minor == 5 || minor == 7 || minor == 8 || minor == 9))
@@ -213,7 +215,7 @@ int cordon_sysctl(struct bpf_sysctl *ctx)
 		cordon_violation(cfg, CORDON_EV_TAMPER_SYSCTL);
 	__u32 len = n >= 0 ? (__u32)n : CORDON_SYSCTL_NAME_MAX - 1;
 	cordon_object_event_emit(cfg, CORDON_EV_TAMPER_SYSCTL, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
-			       contained ? CORDON_REASON_CONTAINED : CORDON_REASON_NOT_SAFE, write ? 1 : 0, 0, key.name, len, CORDON_SYSCTL_NAME_MAX,
-			       n >= 0 ? 0 : CORDON_PATH_F_TRUNCATED);
+				 contained ? CORDON_REASON_CONTAINED : CORDON_REASON_NOT_SAFE, write ? 1 : 0, 0,
+				 key.name, len, CORDON_SYSCTL_NAME_MAX, n >= 0 ? 0 : CORDON_PATH_F_TRUNCATED);
 	return audit;
 }

@@ -35,8 +35,8 @@ static __always_inline int cordon_bind_decide(struct bpf_sock_addr *ctx, const _
 		return 0;
 	__u32 protocol = ctx->protocol;
 	if (cordon_contained())
-		return cordon_refuse_contained_net(cfg, CORDON_EV_NET_BIND, CORDON_CNT_DENIED_LSM_NET, addr, port, family,
-						   ctx->type, protocol);
+		return cordon_refuse_contained_net(cfg, CORDON_EV_NET_BIND, CORDON_CNT_DENIED_LSM_NET, addr, port,
+						   family, ctx->type, protocol);
 	if (port == 0)
 		return 1; /* ephemeral: see above */
 	__u32 rule = 0;

@@ -4,12 +4,12 @@
 // resumes, a refused connect) and has the same probe before containment (or
 // after release) as its control. Network only on loopback.
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <netinet/in.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -247,8 +247,8 @@ TEST_F(Contain, ContainFreezesDisconnectsAndRecordsReleaseResumes) {
   ASSERT_EQ(Attach(cg, LoopbackPolicy("contain-policy", listener.port())).status, 0);
   // A process with a live TCP connection (allowed by the policy) ...
   int fd = -1;
-  WaitingChild holder(cg.path(), [&] { return ReadOne(fd); },
-                      [&] { fd = ConnectTo(V4("127.0.0.1", listener.port())); });
+  WaitingChild holder(
+      cg.path(), [&] { return ReadOne(fd); }, [&] { fd = ConnectTo(V4("127.0.0.1", listener.port())); });
   int server = listener.Accept();
   ASSERT_GE(server, 0) << "the holder did not connect";
   // ... and one writing a file.
@@ -433,8 +433,8 @@ TEST_F(Contain, KillOfAContainedSandboxKillsWhatItFroze) {
   Writer& writer = *owned;
   ASSERT_EQ(Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()}).status, 0);
   EXPECT_EQ(CgroupEvent(cg.path(), "populated"), "1");  // frozen, not killed: the control
-  CommandResult killed = Cordon({"contain", "--cgroup", cg.path(), "--kill", "--reason", "confirmed",
-                                 "--config", scratch.config()});
+  CommandResult killed =
+      Cordon({"contain", "--cgroup", cg.path(), "--kill", "--reason", "confirmed", "--config", scratch.config()});
   ASSERT_EQ(killed.status, 0) << killed.err;
   EXPECT_EQ(CgroupEvent(cg.path(), "populated"), "0");
   const int status = writer.Wait();
@@ -590,11 +590,12 @@ TEST_F(Contain, OnViolationTheKernelContainsWithoutTheAgent) {
   EXPECT_EQ(allowed(), 0);
 
   // A policy counting only net.connect, two of them.
-  PolicyFile counted(OnViolationPolicy("contain-kernel-2", listener.port(),
-                                       "  contain:\n    after: 2\n    kinds: [net.connect]\n"));
+  PolicyFile counted(
+      OnViolationPolicy("contain-kernel-2", listener.port(), "  contain:\n    after: 2\n    kinds: [net.connect]\n"));
   CommandResult updated = Cordon({"update", "--cgroup", cg.path(), "--policy", counted.path(), "--allow-degraded"});
   ASSERT_EQ(updated.status, 0) << updated.err;
-  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_RAW, IPPROTO_ICMP); }), EPERM);  // not counted
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_RAW, IPPROTO_ICMP); }),
+            EPERM);  // not counted
   EXPECT_EQ(violation(), EPERM);
   EXPECT_EQ(allowed(), 0);  // one of two
   EXPECT_EQ(violation(), EPERM);
@@ -685,9 +686,10 @@ TEST_F(Contain, ARunsCredentialsAreRevokedAtContainmentAndNeverInTheEvidence) {
   std::ofstream(revoke) << "#!/bin/sh\nread -r token\necho \"$token\" >> " << revoked << "\n";
   ::chmod(mint.c_str(), 0700);
   ::chmod(revoke.c_str(), 0700);
-  PolicyFile policy("apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: contain-cred}\nspec:\n"
-                    "  credentials:\n    - name: REPO_TOKEN\n      issue: [" + mint + "]\n      revoke: [" + revoke +
-                    "]\n      ttl: 15m\n");
+  PolicyFile policy(
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: contain-cred}\nspec:\n"
+      "  credentials:\n    - name: REPO_TOKEN\n      issue: [" +
+      mint + "]\n      revoke: [" + revoke + "]\n      ttl: 15m\n");
   const std::string name = "contain-cred-" + std::to_string(::getpid());
   const std::string audit = scratch.dir() + "/run.jsonl";
   BackgroundRun run({"run", "--policy", policy.path(), "--name", name, "--audit", audit, "-q", "--", "/bin/sh", "-c",
@@ -715,7 +717,8 @@ TEST_F(Contain, ARunsCredentialsAreRevokedAtContainmentAndNeverInTheEvidence) {
   EXPECT_EQ(run.End(), 128 + SIGTERM);
   bool revoked_event = false;
   for (const auto& e : AuditFileEvents(audit))
-    revoked_event |= e.kind() == "credential.revoked" && e.reason().find("the sandbox was contained") != std::string::npos;
+    revoked_event |=
+        e.kind() == "credential.revoked" && e.reason().find("the sandbox was contained") != std::string::npos;
   EXPECT_TRUE(revoked_event) << Slurp(audit);
   EXPECT_EQ(Slurp(audit).find(token), std::string::npos);
 }

@@ -31,8 +31,8 @@
 #include "agent/tail_server.h"
 #include "events/decoder.h"
 #include "events/reader.h"
-#include "ops/oidc.h"
 #include "ops/contain.h"
+#include "ops/oidc.h"
 #include "ops/ops.h"
 #include "util/fd.h"
 #include "util/result.h"
@@ -117,8 +117,9 @@ class Agent {
   void CheckContainment(Sandbox& sb);
   // ops::Contain with the agent's audit file, its events delivered.
   ops::ContainOutcome ContainHere(ops::ContainRequest request);
-  void HandleContain(Client& c, const cordon::v1::ContainRequest& req);                  // ops::Contain
-  void HandleReleaseContainment(Client& c, const cordon::v1::ReleaseContainmentRequest& req);  // ops::ReleaseContainment
+  void HandleContain(Client& c, const cordon::v1::ContainRequest& req);  // ops::Contain
+  void HandleReleaseContainment(Client& c,
+                                const cordon::v1::ReleaseContainmentRequest& req);  // ops::ReleaseContainment
 
   AgentConfig config_;
   std::string cgroup_mount_;

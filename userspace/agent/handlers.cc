@@ -74,10 +74,8 @@ void Agent::Handle(Client& c, const std::string& payload) {
       return HandleDrain(c, req.detach().sandbox_id(), true, false);
     case v1::Request::kRelease:
       return HandleDrain(c, req.release().sandbox_id(), req.release().detach(), true);
-    case v1::Request::kContain:
-      return HandleContain(c, req.contain());
-    case v1::Request::kReleaseContainment:
-      return HandleReleaseContainment(c, req.release_containment());
+    case v1::Request::kContain: return HandleContain(c, req.contain());
+    case v1::Request::kReleaseContainment: return HandleReleaseContainment(c, req.release_containment());
     case v1::Request::BODY_NOT_SET:
       break;
   }
@@ -318,8 +316,8 @@ void Agent::CheckContainment(Sandbox& sb) {
   uint32_t zero = 0;
   cordon_sandbox_state state = {};
   if (bpf_map_lookup_elem(sb.state_fd.get(), &zero, &state) != 0) return;
-  const bool pending = (state.flags & CORDON_STATE_F_CONTAINED) &&
-                       !(state.flags & (CORDON_STATE_F_EVIDENCE | CORDON_STATE_F_KILLED));
+  const bool pending =
+      (state.flags & CORDON_STATE_F_CONTAINED) && !(state.flags & (CORDON_STATE_F_EVIDENCE | CORDON_STATE_F_KILLED));
   if (!pending) {
     sb.containment_tried = false;
     return;

@@ -629,9 +629,9 @@ const char* kMainHelp =
 int Main(int argc, char** argv) {
   using Command = int (*)(const Args&);
   static const std::pair<const char*, Command> kCommands[] = {
-      {"run", RunCommand},       {"attach", AttachCommand}, {"update", UpdateCommand}, {"detach", DetachCommand},
-      {"status", StatusCommand}, {"ls", LsCommand},         {"tail", TailCommand},     {"agent", AgentCommand},
-      {"policy", PolicyCommand}, {"doctor", DoctorCommand}, {"audit", AuditCommand},   {"oidc", OidcCommand},
+      {"run", RunCommand},         {"attach", AttachCommand},   {"update", UpdateCommand},   {"detach", DetachCommand},
+      {"status", StatusCommand},   {"ls", LsCommand},           {"tail", TailCommand},       {"agent", AgentCommand},
+      {"policy", PolicyCommand},   {"doctor", DoctorCommand},   {"audit", AuditCommand},     {"oidc", OidcCommand},
       {"explain", ExplainCommand}, {"contain", ContainCommand}, {"release", ReleaseCommand},
   };
   auto find = [](const std::string& name) -> Command {

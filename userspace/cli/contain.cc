@@ -89,7 +89,8 @@ uint64_t ChosenSandbox(const ParsedArgs& parsed, const char* help, int* status) 
   if (auto s = parsed.Get("--id")) {
     char* end = nullptr;
     const uint64_t id = std::strtoull(s->c_str(), &end, 10);
-    if (s->empty() || *end != '\0' || id == 0) return Usage("--id: not a cgroup id: " + Quoted(*s), help), *status = 2, 0;
+    if (s->empty() || *end != '\0' || id == 0)
+      return Usage("--id: not a cgroup id: " + Quoted(*s), help), *status = 2, 0;
     return id;
   }
   const std::string name = *parsed.Get("--name");
@@ -101,7 +102,9 @@ uint64_t ChosenSandbox(const ParsedArgs& parsed, const char* help, int* status) 
     if (s.name == name) found = s.id, ++matches;
   if (matches == 0) return PrintError("no sandbox is named " + Quoted(name)), 0;
   if (matches > 1)
-    return PrintError(std::to_string(matches) + " sandboxes are named " + Quoted(name) + ": give --id (see `cordon status`)"), 0;
+    return PrintError(std::to_string(matches) + " sandboxes are named " + Quoted(name) +
+                      ": give --id (see `cordon status`)"),
+           0;
   return found;
 }
 
@@ -113,7 +116,8 @@ void AppendToAuditFile(const std::string& path, const std::vector<cordon::v1::Au
   for (const auto& e : events)
     if (written.ok()) written = (*sink)->Write(e);
   if (written.ok()) written = (*sink)->Sync();
-  if (!written.ok()) PrintError("warning: the events could not be written to the audit file: " + written.error().ToString());
+  if (!written.ok())
+    PrintError("warning: the events could not be written to the audit file: " + written.error().ToString());
 }
 
 struct Common {
@@ -175,8 +179,8 @@ int ContainCommand(const Args& args) {
   if (!c.sandboxes->through_agent()) AppendToAuditFile(c.audit_path, out.events);
   const bool quiet = c.parsed.Has("--quiet") && !out.partial;
   std::vector<std::string> notes = out.notes;
-  const bool kill_only = !out.events.empty() && out.events.back().containment().killed() &&
-                         out.evidence_path.empty() && out.events.back().containment().processes() == 0;
+  const bool kill_only = !out.events.empty() && out.events.back().containment().killed() && out.evidence_path.empty() &&
+                         out.events.back().containment().processes() == 0;
   if (kill_only) {
     std::fprintf(stderr,
                  "cordon: killed the processes of contained sandbox %s (cgroup id %llu); the evidence taken at its "
@@ -186,12 +190,12 @@ int ContainCommand(const Args& args) {
     const auto& k = out.events.back().containment();
     for (const auto& line : k.not_stopped()) notes.push_back("not stopped by containment here: " + line);
     if (!k.credentials().empty()) notes.push_back("credentials: " + k.credentials());
-    std::fprintf(stderr, "cordon: contained sandbox %s (cgroup id %llu): %s, %u process%s, %u connection%s destroyed%s%s\n",
-                 Quoted(out.name).c_str(), static_cast<unsigned long long>(out.sandbox_id),
-                 k.frozen() ? "frozen" : "NOT frozen", k.processes(), k.processes() == 1 ? "" : "es",
-                 k.connections_destroyed(), k.connections_destroyed() == 1 ? "" : "s",
-                 k.killed() ? ", every process killed" : "",
-                 out.evidence_path.empty() ? "; no evidence written" : ("; evidence: " + out.evidence_path).c_str());
+    std::fprintf(
+        stderr, "cordon: contained sandbox %s (cgroup id %llu): %s, %u process%s, %u connection%s destroyed%s%s\n",
+        Quoted(out.name).c_str(), static_cast<unsigned long long>(out.sandbox_id), k.frozen() ? "frozen" : "NOT frozen",
+        k.processes(), k.processes() == 1 ? "" : "es", k.connections_destroyed(),
+        k.connections_destroyed() == 1 ? "" : "s", k.killed() ? ", every process killed" : "",
+        out.evidence_path.empty() ? "; no evidence written" : ("; evidence: " + out.evidence_path).c_str());
   }
   Print(out.events, notes, quiet);
   return out.partial ? 1 : 0;

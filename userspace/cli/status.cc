@@ -303,14 +303,14 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
                                     "--id " + std::to_string(s.id) + "` kills that and removes the sandbox",
                                 Colour::kYellow, colour));
       if (s.contained())
-        details.push_back(Paint(std::string("CONTAINED") +
-                                    ((s.state.flags & CORDON_STATE_F_AUTO) ? " by the kernel (onViolation: contain)" : "") +
-                                    ((s.state.flags & CORDON_STATE_F_KILLED)
-                                         ? ": its processes were killed; `cordon detach --id " + std::to_string(s.id) +
-                                               "` removes it"
-                                         : ": every operation is refused; `cordon release --id " + std::to_string(s.id) +
-                                               "` puts its policy back in force"),
-                                Colour::kRed, colour));
+        details.push_back(
+            Paint(std::string("CONTAINED") +
+                      ((s.state.flags & CORDON_STATE_F_AUTO) ? " by the kernel (onViolation: contain)" : "") +
+                      ((s.state.flags & CORDON_STATE_F_KILLED)
+                           ? ": its processes were killed; `cordon detach --id " + std::to_string(s.id) + "` removes it"
+                           : ": every operation is refused; `cordon release --id " + std::to_string(s.id) +
+                                 "` puts its policy back in force"),
+                  Colour::kRed, colour));
       if (denied.Total()) details.push_back("denied: " + denied.Text());
       if (audited.Total()) details.push_back("audited: " + audited.Text());
       if (s.cgroup_alive && cgroup2)

@@ -526,8 +526,8 @@ std::string Endpoint(const std::array<uint8_t, 16>& addr, uint16_t port_be, uint
 }
 
 const char* TcpStateName(uint8_t state) {
-  static const char* const kNames[] = {"",          "established", "syn-sent",   "syn-recv",  "fin-wait1",
-                                       "fin-wait2", "time-wait",   "close",      "close-wait", "last-ack",
+  static const char* const kNames[] = {"",          "established", "syn-sent",    "syn-recv",   "fin-wait1",
+                                       "fin-wait2", "time-wait",   "close",       "close-wait", "last-ack",
                                        "listen",    "closing",     "new-syn-recv"};
   return state < sizeof kNames / sizeof kNames[0] ? kNames[state] : "unknown";
 }
@@ -576,7 +576,8 @@ Result<ContainmentSnapshot> SnapshotAndDisconnect(const CgroupRef& cgroup, const
       out.pid = static_cast<uint32_t>(holder.pid);
       out.protocol = ProtocolName(s.protocol);
       out.family = SocketFamilyName(s.family);
-      out.state = s.protocol == kTcp ? TcpStateName(s.state) : (s.state == TCP_ESTABLISHED ? "established" : "unconnected");
+      out.state =
+          s.protocol == kTcp ? TcpStateName(s.state) : (s.state == TCP_ESTABLISHED ? "established" : "unconnected");
       out.local = Endpoint(Local(s), s.id.idiag_sport, s.family);
       out.remote = Endpoint(Remote(s), s.id.idiag_dport, s.family);
       // Every connection goes, inbound ones too: a contained sandbox keeps no
@@ -597,9 +598,9 @@ Result<ContainmentSnapshot> SnapshotAndDisconnect(const CgroupRef& cgroup, const
         out.action = "destroyed";
         snap.destroyed++;
       } else {
-        out.action = "destroy-failed: " + (local_error.empty() ? std::string(std::strerror(err)) + " (errno " +
-                                                                     std::to_string(err) + ")"
-                                                               : local_error);
+        out.action = "destroy-failed: " +
+                     (local_error.empty() ? std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"
+                                          : local_error);
         snap.destroy_failed++;
       }
       if (err != ENOENT) {

@@ -82,8 +82,8 @@ Result<RetroReport> ApplyRetroactively(const CgroupRef& cgroup, const policy::Co
 // inbound alike; listeners and unconnected sockets are kept and listed).
 struct SnapshotProcess {
   uint32_t pid = 0, ppid = 0, uid = 0, gid = 0;
-  std::string comm, exe, cwd, cgroup_path;  // escaped (util/text.h)
-  std::vector<std::string> cmdline;         // escaped
+  std::string comm, exe, cwd, cgroup_path;       // escaped (util/text.h)
+  std::vector<std::string> cmdline;              // escaped
   std::vector<std::pair<int, std::string>> fds;  // fd, escaped target (at most 4096 a process)
 };
 struct SnapshotSocket {

@@ -279,9 +279,9 @@ Result<std::unique_ptr<NetworkReplacement>> NetworkReplacement::Prepare(const st
   if (!state.valid() && errno != ENOENT) return SysError("open " + dir + "/" + kStatePin);
   p->add_state_ = !state.valid();  // attached by a cordon without it: this instance's is pinned by Finish()
   auto unix_entries = UnixRuleEntries(policy);
-  auto skel = OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(),
-                           ListenEntries(policy), einfo.max_entries, counters.get(), events.get(),
-                           state.valid() ? state.get() : -1);
+  auto skel =
+      OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(), ListenEntries(policy),
+                   einfo.max_entries, counters.get(), events.get(), state.valid() ? state.get() : -1);
   if (!skel) return skel.error();
   p->skel_ = std::move(*skel);
   CORDON_TRY(FillPolicyMaps(p->skel_.get(), policy, cgroup.id, unix_entries, unix_flags, options.allowed_devices));

@@ -40,7 +40,8 @@ constexpr size_t kTailBytes = 16 << 20;  // of the audit file, for the last even
 std::string UserName(uid_t uid) {
   struct passwd pw, *found = nullptr;
   char buf[4096];
-  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found) return DisplayText(EscapeWorkloadBytes(pw.pw_name));
+  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found)
+    return DisplayText(EscapeWorkloadBytes(pw.pw_name));
   return "";
 }
 
@@ -83,7 +84,7 @@ std::vector<std::string> NotStopped(const SandboxInfo& info, const std::string& 
   if (!info.lsm || !lsm_problem.empty())
     out.push_back(
         "file and exec operations are not refused by containment (" +
-        std::string(info.lsm ? "the BPF LSM entry could not be changed: " + lsm_problem
+        std::string(info.lsm        ? "the BPF LSM entry could not be changed: " + lsm_problem
                     : info.landlock ? "no usable BPF LSM here; the run's Landlock rules stay as they were"
                                     : "no usable BPF LSM here") +
         "): the frozen processes cannot make them; a process the sandbox's rules let write keeps the files it "
@@ -99,14 +100,22 @@ struct CounterName {
   const char* name;
 };
 constexpr CounterName kCounterNames[] = {
-    {CORDON_CNT_DENIED_CONNECT, "deniedConnect"},   {CORDON_CNT_DENIED_SENDMSG, "deniedSendmsg"},
-    {CORDON_CNT_DENIED_SOCKET, "deniedSocket"},     {CORDON_CNT_AUDITED_CONNECT, "auditedConnect"},
-    {CORDON_CNT_AUDITED_SENDMSG, "auditedSendmsg"}, {CORDON_CNT_AUDITED_SOCKET, "auditedSocket"},
-    {CORDON_CNT_EVENTS_DROPPED, "eventsDropped"},   {CORDON_CNT_ALLOWED_CONNECT, "allowedConnect"},
-    {CORDON_CNT_ALLOWED_SENDMSG, "allowedSendmsg"}, {CORDON_CNT_DENIED_FILE, "deniedFile"},
-    {CORDON_CNT_AUDITED_FILE, "auditedFile"},       {CORDON_CNT_DENIED_TAMPER, "deniedTamper"},
-    {CORDON_CNT_AUDITED_TAMPER, "auditedTamper"},   {CORDON_CNT_DENIED_LSM_NET, "deniedLsmNet"},
-    {CORDON_CNT_AUDITED_LSM_NET, "auditedLsmNet"},  {CORDON_CNT_DETECTED, "detected"},
+    {CORDON_CNT_DENIED_CONNECT, "deniedConnect"},
+    {CORDON_CNT_DENIED_SENDMSG, "deniedSendmsg"},
+    {CORDON_CNT_DENIED_SOCKET, "deniedSocket"},
+    {CORDON_CNT_AUDITED_CONNECT, "auditedConnect"},
+    {CORDON_CNT_AUDITED_SENDMSG, "auditedSendmsg"},
+    {CORDON_CNT_AUDITED_SOCKET, "auditedSocket"},
+    {CORDON_CNT_EVENTS_DROPPED, "eventsDropped"},
+    {CORDON_CNT_ALLOWED_CONNECT, "allowedConnect"},
+    {CORDON_CNT_ALLOWED_SENDMSG, "allowedSendmsg"},
+    {CORDON_CNT_DENIED_FILE, "deniedFile"},
+    {CORDON_CNT_AUDITED_FILE, "auditedFile"},
+    {CORDON_CNT_DENIED_TAMPER, "deniedTamper"},
+    {CORDON_CNT_AUDITED_TAMPER, "auditedTamper"},
+    {CORDON_CNT_DENIED_LSM_NET, "deniedLsmNet"},
+    {CORDON_CNT_AUDITED_LSM_NET, "auditedLsmNet"},
+    {CORDON_CNT_DETECTED, "detected"},
     {CORDON_CNT_KILLED, "killed"},
 };
 
@@ -139,8 +148,8 @@ Result<std::string> WriteEvidence(const std::string& dir, const SandboxInfo& inf
   struct tm tm;
   ::gmtime_r(&now, &tm);
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-  const std::string base = JoinPath(dir, std::string("contain-") + FileNamePart(info.name) + "-" +
-                                             std::to_string(info.id) + "-" + stamp);
+  const std::string base =
+      JoinPath(dir, std::string("contain-") + FileNamePart(info.name) + "-" + std::to_string(info.id) + "-" + stamp);
   for (int n = 0; n < 100; ++n) {
     const std::string path = base + (n ? "-" + std::to_string(n) : "") + ".json";
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -215,8 +224,7 @@ std::string Requester(pid_t pid, uid_t uid) {
   return out;
 }
 
-std::vector<v1::AuditEvent> LastEventsOf(const std::string& path, uint64_t sandbox_id, size_t n,
-                                         std::string* source) {
+std::vector<v1::AuditEvent> LastEventsOf(const std::string& path, uint64_t sandbox_id, size_t n, std::string* source) {
   std::vector<v1::AuditEvent> out;
   if (path.empty()) {
     *source = "none: no audit file is configured (no jsonl sink)";
@@ -272,25 +280,28 @@ ContainOutcome Contain(const ContainRequest& req) {
   const std::string named = "sandbox " + Quoted(out.name) + " (cgroup id " + std::to_string(info->id) + ")";
   if (!info->problem.empty()) return out.error = named + ": " + info->problem + "; nothing contained", out;
   if (!info->has_state)
-    return out.error = named + " was attached by a cordon without containment state: replace its policy once (cordon "
-                               "update) to add it; nothing contained",
+    return out.error = named +
+                       " was attached by a cordon without containment state: replace its policy once (cordon "
+                       "update) to add it; nothing contained",
            out;
   if (info->state.flags & CORDON_STATE_F_KILLED)
-    return out.error = named + " was contained and its processes killed: there is nothing left to contain (cordon "
-                               "detach --id " + std::to_string(info->id) + " removes it)",
+    return out.error = named +
+                       " was contained and its processes killed: there is nothing left to contain (cordon "
+                       "detach --id " +
+                       std::to_string(info->id) + " removes it)",
            out;
   // Contained by the kernel (onViolation: contain) and not yet completed:
   // this containment freezes it and takes the evidence.
-  const bool by_kernel = info->contained() && (info->state.flags & CORDON_STATE_F_AUTO) &&
-                         !(info->state.flags & CORDON_STATE_F_EVIDENCE);
+  const bool by_kernel =
+      info->contained() && (info->state.flags & CORDON_STATE_F_AUTO) && !(info->state.flags & CORDON_STATE_F_EVIDENCE);
   if (info->contained() && !by_kernel && req.kill) return KillContained(*info, req, named);
   if (info->contained() && !by_kernel)
-    return out.error = named + " is already contained" +
-                       (info->state.flags & CORDON_STATE_F_AUTO
-                            ? " (by the kernel: spec.onViolation: contain, after a " +
-                                  KindName(info->state.trigger_kind) + " refusal)"
-                            : "") +
-                       "; cordon release --id " + std::to_string(info->id) + " undoes it",
+    return out.error =
+               named + " is already contained" +
+               (info->state.flags & CORDON_STATE_F_AUTO ? " (by the kernel: spec.onViolation: contain, after a " +
+                                                              KindName(info->state.trigger_kind) + " refusal)"
+                                                        : "") +
+               "; cordon release --id " + std::to_string(info->id) + " undoes it",
            out;
   if (!info->cgroup_alive) return out.error = named + ": its cgroup no longer exists; nothing contained", out;
   auto cgroup = SandboxCgroup(*info);
@@ -302,8 +313,7 @@ ContainOutcome Contain(const ContainRequest& req) {
                                    /*with_files=*/false);
   if (!before) return out.error = before.error().ToString() + "; nothing contained", out;
   if (before->flags & CORDON_STATE_F_EVIDENCE)  // contained meanwhile by another contain
-    return out.error = named + " is already contained; cordon release --id " + std::to_string(info->id) +
-                       " undoes it",
+    return out.error = named + " is already contained; cordon release --id " + std::to_string(info->id) + " undoes it",
            out;
   v1::Containment c;
   if (by_kernel) c.set_trigger(KindName(info->state.trigger_kind));
@@ -315,7 +325,8 @@ ContainOutcome Contain(const ContainRequest& req) {
   if (Status frozen = SetCgroupFrozen(cgroup->path, true, kFreezeTimeoutMs); frozen.ok()) {
     c.set_frozen(true);
   } else {
-    out.partial = true, out.notes.push_back("contained, but not frozen: " + frozen.error().ToString() +
+    out.partial = true,
+    out.notes.push_back("contained, but not frozen: " + frozen.error().ToString() +
                         " (every operation the sandbox's programs see is refused; its processes run on)");
   }
   // Then (frozen: no process of it is half-way through one) BPF LSM refuses
@@ -326,11 +337,10 @@ ContainOutcome Contain(const ContainRequest& req) {
   for (auto& line : NotStopped(*info, lsm_problem)) c.add_not_stopped(std::move(line));
 
   // 3. Its connections, each destroyed; the processes and what they hold.
-  const std::string why =
-      (by_kernel ? "contained by the kernel (spec.onViolation: contain) after a " + c.trigger() +
-                       " refusal; completed by " + req.by
-                 : "contained by " + req.by) +
-      (req.reason.empty() ? "" : ": " + req.reason);
+  const std::string why = (by_kernel ? "contained by the kernel (spec.onViolation: contain) after a " + c.trigger() +
+                                           " refusal; completed by " + req.by
+                                     : "contained by " + req.by) +
+                          (req.reason.empty() ? "" : ": " + req.reason);
   SandboxContext ctx{info->id, info->name, info->policy, info->cgroup_path};
   v1::ContainmentEvidence evidence;
   auto snap = SnapshotAndDisconnect(*cgroup, ctx, why);
@@ -358,7 +368,8 @@ ContainOutcome Contain(const ContainRequest& req) {
         ef->set_fd(fd);
         ef->set_type(FdType(target));
         ef->set_target(target);
-        if (ef->type() == "socket") ef->set_socket_inode(static_cast<uint32_t>(std::strtoul(target.c_str() + 8, nullptr, 10)));
+        if (ef->type() == "socket")
+          ef->set_socket_inode(static_cast<uint32_t>(std::strtoul(target.c_str() + 8, nullptr, 10)));
       }
     }
     for (const auto& s : snap->sockets) {
@@ -374,9 +385,10 @@ ContainOutcome Contain(const ContainRequest& req) {
     }
     out.events = std::move(snap->events);
   } else {
-    out.partial = true, out.notes.push_back("contained, but its processes and connections could not be listed (no connection was "
-                        "destroyed by cordon; the programs refuse every new one): " +
-                        snap.error().ToString());
+    out.partial = true, out.notes.push_back(
+                            "contained, but its processes and connections could not be listed (no connection was "
+                            "destroyed by cordon; the programs refuse every new one): " +
+                            snap.error().ToString());
   }
 
   // 4. Credentials: a cordon run's are its own to revoke.
@@ -416,7 +428,8 @@ ContainOutcome Contain(const ContainRequest& req) {
   res->set_cpu_usage_usec(use.cpu_usec.value_or(0));
   res->set_text(use.DescribeCurrent());
   std::string source;
-  for (auto& e : LastEventsOf(req.audit_path, info->id, req.last_events, &source)) *evidence.add_last_events() = std::move(e);
+  for (auto& e : LastEventsOf(req.audit_path, info->id, req.last_events, &source))
+    *evidence.add_last_events() = std::move(e);
   if (!req.before_evidence && !req.audit_path.empty())
     source += "; without an agent, the events still waiting in the sandbox's ring buffer are not in it";
   evidence.set_last_events_source(source);
@@ -434,13 +447,15 @@ ContainOutcome Contain(const ContainRequest& req) {
     out.evidence_path = *written;
     c.set_evidence(*written);
   } else {
-    out.partial = true, out.notes.push_back("contained, but the evidence could not be written: " + written.error().ToString());
+    out.partial = true,
+    out.notes.push_back("contained, but the evidence could not be written: " + written.error().ToString());
   }
 
   // 6. --kill, after the evidence.
   if (req.kill) {
     if (Status killed = KillCgroupProcesses(cgroup->path, kFreezeTimeoutMs); !killed.ok()) {
-      out.partial = true, out.notes.push_back("contained, but not every process was killed: " + killed.error().ToString());
+      out.partial = true,
+      out.notes.push_back("contained, but not every process was killed: " + killed.error().ToString());
     } else {
       c.set_killed(true);
       if (auto marked = ChangeSandboxState(info->id, CORDON_STATE_F_KILLED, 0); !marked)
@@ -469,8 +484,8 @@ ReleaseContainmentOutcome ReleaseContainment(const ReleaseContainmentRequest& re
   // The policy in force before never left: clearing the state puts it back
   // in force, for every program at once. Then the processes run again.
   std::string lsm_problem;
-  auto before = ChangeSandboxState(info->id, 0, CORDON_STATE_F_CONTAINED | CORDON_STATE_F_AUTO | CORDON_STATE_F_EVIDENCE,
-                                   &lsm_problem);
+  auto before = ChangeSandboxState(
+      info->id, 0, CORDON_STATE_F_CONTAINED | CORDON_STATE_F_AUTO | CORDON_STATE_F_EVIDENCE, &lsm_problem);
   if (!before) return out.error = before.error().ToString() + "; still contained", out;
   if (!lsm_problem.empty())
     out.partial = true, out.notes.push_back("released, but BPF LSM still refuses its file accesses: " + lsm_problem);
@@ -482,7 +497,8 @@ ReleaseContainmentOutcome ReleaseContainment(const ReleaseContainmentRequest& re
     auto cgroup = SandboxCgroup(*info);
     Status thawed = cgroup ? SetCgroupFrozen(cgroup->path, false, kFreezeTimeoutMs) : Status(cgroup.error());
     if (!thawed.ok())
-      out.partial = true, out.notes.push_back("released, but its processes are still frozen: " + thawed.error().ToString() +
+      out.partial = true,
+      out.notes.push_back("released, but its processes are still frozen: " + thawed.error().ToString() +
                           " (write 0 to its cgroup.freeze)");
   }
   v1::AuditEvent e = SandboxEvent(*info, "sandbox.released");

@@ -61,7 +61,7 @@ struct ReleaseContainmentOutcome {
   std::string name;
   uint64_t sandbox_id = 0;
   std::vector<std::string> notes;
-  bool partial = false;  // released, but its processes could not be thawed (a note says why)
+  bool partial = false;                        // released, but its processes could not be thawed (a note says why)
   std::vector<cordon::v1::AuditEvent> events;  // sandbox.released
 };
 

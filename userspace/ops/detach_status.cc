@@ -26,7 +26,8 @@ DetachOutcome Detach(const DetachRequest& request) {
     if (!events || events->find("populated 0") == std::string::npos)
       return out.error = "sandbox " + std::to_string(request.sandbox_id) +
                          " is contained and its processes are alive (frozen): detaching would set them free; "
-                         "`cordon contain --id " + std::to_string(request.sandbox_id) +
+                         "`cordon contain --id " +
+                         std::to_string(request.sandbox_id) +
                          " --kill` kills them, `cordon release` puts its policy back in force; nothing detached",
              out;
   }

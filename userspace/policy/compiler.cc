@@ -405,17 +405,17 @@ void Validator::Rule(const cordon::v1::EgressRule& rule, const FieldName& field,
 // onViolation: contain can count. File and exec refusals (BPF LSM) and
 // detected violations do not count yet.
 constexpr std::pair<const char*, uint32_t> kContainKinds[] = {
-    {"net.connect", CORDON_EV_NET_CONNECT},   {"net.sendmsg", CORDON_EV_NET_SENDMSG},
-    {"net.socket", CORDON_EV_NET_SOCKET},     {"net.unix", CORDON_EV_NET_UNIX},
-    {"net.bind", CORDON_EV_NET_BIND},         {"net.sockopt", CORDON_EV_NET_SOCKOPT},
+    {"net.connect", CORDON_EV_NET_CONNECT},     {"net.sendmsg", CORDON_EV_NET_SENDMSG},
+    {"net.socket", CORDON_EV_NET_SOCKET},       {"net.unix", CORDON_EV_NET_UNIX},
+    {"net.bind", CORDON_EV_NET_BIND},           {"net.sockopt", CORDON_EV_NET_SOCKOPT},
     {"tamper.device", CORDON_EV_TAMPER_DEVICE}, {"tamper.sysctl", CORDON_EV_TAMPER_SYSCTL},
 };
 
 void Validator::ContainOn(const cordon::v1::ContainOn& contain, CompiledPolicy* out) {
   constexpr uint32_t kMaxAfter = 1000000;
   if (Present("spec.contain.after") && (contain.after() == 0 || contain.after() > kMaxAfter))
-    Error("spec.contain.after", "must be 1.." + std::to_string(kMaxAfter) + " refusals, not " +
-                                    std::to_string(contain.after()));
+    Error("spec.contain.after",
+          "must be 1.." + std::to_string(kMaxAfter) + " refusals, not " + std::to_string(contain.after()));
   out->contain_after = contain.after() ? std::min(contain.after(), kMaxAfter) : 1;
   if (contain.kinds().empty()) {
     for (const auto& [name, kind] : kContainKinds) out->contain_kinds |= 1ULL << kind;

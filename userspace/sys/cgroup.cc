@@ -208,8 +208,8 @@ Status SetCgroupFrozen(const std::string& path, bool frozen, int timeout_ms) {
   Status written = WriteFile(JoinPath(path, "cgroup.freeze"), frozen ? "1" : "0");
   if (!written.ok()) return written.error().Wrap(std::string(frozen ? "freeze " : "thaw ") + path);
   if (!AwaitCgroupEvent(path, "frozen", frozen ? '1' : '0', timeout_ms))
-    return Error{std::string("cgroup.events of ") + path + " did not say frozen " + (frozen ? "1" : "0") +
-                 " within " + std::to_string(timeout_ms) + " ms"};
+    return Error{std::string("cgroup.events of ") + path + " did not say frozen " + (frozen ? "1" : "0") + " within " +
+                 std::to_string(timeout_ms) + " ms"};
   return {};
 }
 
