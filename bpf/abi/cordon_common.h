@@ -54,9 +54,34 @@ struct cordon_sandbox_cfg {
 	__u32 sock_protos;     /* bit (1 << CORDON_SP_*) set: extra inet protocol allowed */
 	__u32 layout_version;  /* CORDON_LAYOUT_VERSION */
 	__u32 unix_flags;      /* CORDON_UNIX_F_*: the cgroup unix-socket hooks */
-	__u32 _pad;
+	/* spec.onViolation: contain: after this many refusals (0: never) of the
+	 * kinds in contain_kinds (bit 1 << enum cordon_event_kind), the program
+	 * that refused sets CORDON_STATE_F_CONTAINED in the sandbox's state. */
+	__u32 contain_after;
+	__u64 contain_kinds;
 };
-CORDON_ABI_SIZE(struct cordon_sandbox_cfg, 32);
+CORDON_ABI_SIZE(struct cordon_sandbox_cfg, 40);
+CORDON_ABI_OFFSET(struct cordon_sandbox_cfg, contain_kinds, 32);
+
+/* Containment (`cordon contain`, spec.onViolation: contain): one element of
+ * an array map pinned as "state" in the sandbox's directory. Unlike
+ * sandbox_cfg it belongs to the sandbox, not to one policy instance: every
+ * instance of the network object (a replacement too) shares it, as it shares
+ * the counters. While CORDON_STATE_F_CONTAINED is set, every program of the
+ * sandbox refuses first, whatever its policy allows; the policy itself stays
+ * loaded, so clearing the flag restores it exactly, in one map write. */
+struct cordon_sandbox_state {
+	__u32 flags;             /* CORDON_STATE_F_* */
+	__u32 violations;        /* refusals counted towards contain_after */
+	__u64 contained_boot_ns; /* a program contained it: when (boot clock) */
+	__u16 trigger_kind;      /* ... and the kind it refused (enum cordon_event_kind) */
+	__u16 _pad[3];
+};
+CORDON_ABI_SIZE(struct cordon_sandbox_state, 24);
+#define CORDON_STATE_F_CONTAINED 1u /* every operation refused */
+#define CORDON_STATE_F_AUTO 2u      /* set by a program (onViolation: contain), not by `cordon contain` */
+#define CORDON_STATE_F_KILLED 4u    /* `cordon contain --kill` killed its processes: nothing to release */
+#define CORDON_STATE_F_EVIDENCE 8u  /* the containment was completed in userspace: frozen, evidence taken */
 
 /* cgroup/connect_unix and cgroup/sendmsg_unix (kernel 6.7+) decide unix
  * connects only where BPF LSM does not (it resolves paths to inodes; these

@@ -91,7 +91,8 @@ enum cordon_reason {
 	CORDON_REASON_FOREIGN_SOCKET = 21,   /* socket created outside the sandbox: its destination is not allowed, or its kind (raw ...) never is (BPF LSM) */
 	CORDON_REASON_COREDUMP = 22,         /* a core dump began (observed, not a denial) */
 	CORDON_REASON_READ_ONLY_MOUNT = 23,  /* a write on a read-only mount (cordon run's /sys, /proc/sysrq-trigger ...), seen as EROFS at syscall exit */
-	CORDON_REASON_MAX = 23,
+	CORDON_REASON_CONTAINED = 24,        /* the sandbox is contained: every operation is refused (cordon contain, onViolation: contain) */
+	CORDON_REASON_MAX = 24,
 };
 
 

@@ -46,6 +46,10 @@
 					      * (BPF LSM enforces the rest) */
 #define CORDON_LSM_F_KEYRINGS (1u << 10)     /* spec.allowKeyrings */
 #define CORDON_LSM_F_READ_ONLY_MOUNTS (1u << 11) /* `cordon run` mounts /sys and host /proc files read-only: report EROFS */
+/* The sandbox is contained (`cordon contain`, set and cleared by userspace
+ * with its network state): every path check refuses (reason
+ * CORDON_REASON_CONTAINED), in audit mode too, with or without spec.files. */
+#define CORDON_LSM_F_CONTAINED (1u << 12)
 
 /* Value of lsm_sandboxes, keyed by the sandbox root cgroup id. Replaced as a
  * whole on policy change (one hash update: readers see old or new). */

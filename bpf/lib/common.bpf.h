@@ -50,4 +50,61 @@ static __always_inline void cordon_event_submit(struct cordon_net_event *e)
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* The sandbox's containment state (bpf/abi/cordon_common.h), shared by every
+ * instance of this object that the sandbox had. */
+static __always_inline struct cordon_sandbox_state *cordon_state(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&sandbox_state, &zero);
+}
+
+/* Whether the sandbox is contained: then every program refuses first, in
+ * audit mode too, before its policy is asked. */
+static __always_inline int cordon_contained(void)
+{
+	struct cordon_sandbox_state *st = cordon_state();
+	return st && (*(volatile __u32 *)&st->flags & CORDON_STATE_F_CONTAINED);
+}
+
+/* A refusal in enforce mode: counted towards spec.onViolation: contain when
+ * its kind is one of cfg->contain_kinds; at cfg->contain_after refusals this
+ * program contains the sandbox itself, so the next operation of any of its
+ * processes is refused without a round trip to userspace. */
+static __always_inline void cordon_violation(const struct cordon_sandbox_cfg *cfg, __u16 kind)
+{
+	__u32 after = cfg->contain_after;
+	if (!after || kind >= 64 || !(cfg->contain_kinds & (1ULL << kind)))
+		return;
+	struct cordon_sandbox_state *st = cordon_state();
+	if (!st)
+		return;
+	__sync_fetch_and_add(&st->violations, 1);
+	if (*(volatile __u32 *)&st->violations < after || (*(volatile __u32 *)&st->flags & CORDON_STATE_F_CONTAINED))
+		return;
+	st->trigger_kind = kind;
+	st->contained_boot_ns = bpf_ktime_get_boot_ns();
+	/* Only ever sets bits: a racing writer sets the same ones. */
+	st->flags |= CORDON_STATE_F_CONTAINED | CORDON_STATE_F_AUTO;
+}
+
+/* The refusal of a contained sandbox's operation that has an address (or
+ * none): a net event, reason CORDON_REASON_CONTAINED, counted as denied. */
+static __always_inline int cordon_refuse_contained_net(const struct cordon_sandbox_cfg *cfg, __u16 kind, __u32 counter,
+						       const __u8 *addr, __u16 port, __u16 family, __u16 sock_type,
+						       __u16 protocol)
+{
+	cordon_count(counter);
+	struct cordon_net_event *e = cordon_event_begin(cfg, kind, CORDON_VERDICT_DENIED, CORDON_REASON_CONTAINED);
+	if (e) {
+		if (addr)
+			__builtin_memcpy(e->addr, addr, 16);
+		e->port = port;
+		e->family = family;
+		e->sock_type = sock_type;
+		e->protocol = protocol;
+		cordon_event_submit(e);
+	}
+	return 0;
+}
+
 #endif

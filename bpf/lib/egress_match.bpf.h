@@ -71,6 +71,8 @@ static __always_inline int cordon_sock_addr_decide(struct bpf_sock_addr *ctx, co
 	__u16 port = bpf_ntohs((__u16)ctx->user_port);
 	__u32 protocol = ctx->protocol;
 	__u8 proto = cordon_rule_proto(protocol);
+	if (cordon_contained())
+		return cordon_refuse_contained_net(cfg, kind, denied_counter, addr, port, family, ctx->type, protocol);
 	__u64 *cached = NULL;
 	__u64 word = 0;
 	if (family == AF_INET) {
@@ -93,6 +95,8 @@ static __always_inline int cordon_sock_addr_decide(struct bpf_sock_addr *ctx, co
 
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? audited_counter : denied_counter);
+	if (!audit)
+		cordon_violation(cfg, kind);
 	struct cordon_net_event *e = cordon_event_begin(
 		cfg, kind, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason);
 	if (e) {

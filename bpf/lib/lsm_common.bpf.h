@@ -121,7 +121,7 @@ static __always_inline int cordon_cred_judged(const struct cred *cred)
 static __always_inline const struct cordon_lsm_sandbox *cordon_file_sandbox(void)
 {
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
-	if (!sb || !(sb->flags & CORDON_LSM_F_FILES))
+	if (!sb || !(sb->flags & (CORDON_LSM_F_FILES | CORDON_LSM_F_CONTAINED)))
 		return NULL;
 	struct task_struct *task = bpf_get_current_task_btf();
 	if (!cordon_cred_judged(BPF_CORE_READ(task, cred)))
@@ -215,6 +215,7 @@ struct cordon_walk {
 	__u32 steps;
 	__u32 complete;        /* reached the root (or satisfied want) */
 	__u32 detached;        /* ended at the root of a mount outside the task's namespace */
+	__u32 contained;       /* the sandbox is contained: nothing granted, no walk */
 #ifdef CORDON_DIR_CACHE
 	/* The directory whose in-mount result is being computed for the cache
 	 * (fill_ino == 0: none); its tags, and rights/rule met since it. */
@@ -250,6 +251,8 @@ static __always_inline long cordon_walk_cross(struct cordon_walk *w, struct vfsm
 /* Why a walk that did not grant `want` denies. */
 static __always_inline __u8 cordon_walk_reason(const struct cordon_walk *w)
 {
+	if (w->contained)
+		return CORDON_REASON_CONTAINED;
 	if (!w->complete)
 		return CORDON_REASON_PATH_TOO_DEEP;
 	return w->detached ? CORDON_REASON_DETACHED_MOUNT : CORDON_REASON_FILE_RULE;
@@ -407,6 +410,11 @@ static __always_inline void cordon_walk(struct cordon_walk *w, const struct cord
 	w->sandbox_id = sb->sandbox_id;
 	w->version = sb->version;
 	w->want = want;
+	if (sb->flags & CORDON_LSM_F_CONTAINED) {
+		w->contained = 1;
+		w->complete = 1;
+		return;
+	}
 	if (sb->flags & CORDON_LSM_F_PROC_SELF) {
 		struct task_struct *task = bpf_get_current_task_btf();
 		w->self_pid = BPF_CORE_READ(task, group_leader, thread_pid);
@@ -587,7 +595,7 @@ static __always_inline int cordon_lsm_emit_net(const struct cordon_lsm_sandbox *
 /* The verdict of this layer on something its policy does not allow. */
 static __always_inline __u8 cordon_lsm_verdict(const struct cordon_lsm_sandbox *sb)
 {
-	int audit = sb->mode == CORDON_MODE_AUDIT;
+	int audit = sb->mode == CORDON_MODE_AUDIT && !(sb->flags & CORDON_LSM_F_CONTAINED);
 #ifdef CORDON_DETECT
 	/* Detect mode: the operation already happened; report it, and kill
 	 * the process before it returns to user space if the policy says so. */

@@ -95,6 +95,12 @@
 		__type(value, __u64);                                          \
 	} counters SEC(".maps");                                               \
 	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_sandbox_state);                    \
+	} sandbox_state SEC(".maps");                                          \
+	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_RINGBUF);                            \
 		__uint(max_entries, 256 * 1024); /* resized by the loader */   \
 	} events SEC(".maps")

@@ -425,6 +425,11 @@ static __always_inline int cordon_check_file(struct file *file, __u32 want, __u1
 	if (!inode || cordon_is_terminal(inode))
 		return 0;
 	struct dentry *dentry = BPF_CORE_READ(file, f_path.dentry);
+	/* Contained: refused, and nothing cached (the verdicts are keyed by the
+	 * policy version, which containment does not change). */
+	if (sb->flags & CORDON_LSM_F_CONTAINED)
+		return cordon_lsm_report(sb, kind, CORDON_REASON_CONTAINED, want, 0, 0, dentry, mnt, 0, 0, 0,
+					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 	__u64 key = (__u64)file;
 	__u64 epoch = cordon_dir_epoch();
 	/* procfs: the task's own /proc/<pid> is granted by pid, so the answer

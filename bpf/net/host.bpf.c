@@ -123,9 +123,26 @@ static __always_inline int cordon_sockopt_refused(struct bpf_sockopt *ctx)
 	return 0;
 }
 
+/* A contained sandbox's operation on one of these hooks: refused, with an
+ * event (reason CORDON_REASON_CONTAINED). */
+static __always_inline int cordon_refuse_contained_object(const struct cordon_sandbox_cfg *cfg, __u16 kind, __u32 arg,
+							  __u32 arg2)
+{
+	cordon_count(CORDON_CNT_DENIED_TAMPER);
+	cordon_object_event_emit(cfg, kind, CORDON_VERDICT_DENIED, CORDON_REASON_CONTAINED, arg, arg2, NULL, 0, 0, 0);
+	return 0;
+}
+
 SEC("cgroup/setsockopt")
 int cordon_setsockopt(struct bpf_sockopt *ctx)
 {
+	if (cordon_contained()) {
+		const struct cordon_sandbox_cfg *cfg = cordon_cfg();
+		if (!cfg)
+			return 0;
+		return cordon_refuse_contained_object(cfg, CORDON_EV_NET_SOCKOPT, (__u32)ctx->level,
+						      (__u32)ctx->optname);
+	}
 	if (!cordon_sockopt_refused(ctx))
 		return 1;
 	const struct cordon_sandbox_cfg *cfg = cordon_cfg();
@@ -133,6 +150,8 @@ int cordon_setsockopt(struct bpf_sockopt *ctx)
 		return 0;
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? CORDON_CNT_AUDITED_TAMPER : CORDON_CNT_DENIED_TAMPER);
+	if (!audit)
+		cordon_violation(cfg, CORDON_EV_NET_SOCKOPT);
 	cordon_object_event_emit(cfg, CORDON_EV_NET_SOCKOPT, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
 			       CORDON_REASON_NOT_SAFE, (__u32)ctx->level, (__u32)ctx->optname, NULL, 0, 0, 0);
 	return audit;
@@ -145,6 +164,13 @@ int cordon_dev(struct bpf_cgroup_dev_ctx *ctx)
 	__u32 access = ctx->access_type >> 16;
 	__u32 major = ctx->major;
 	__u32 minor = ctx->minor;
+	if (cordon_contained()) {
+		const struct cordon_sandbox_cfg *cfg = cordon_cfg();
+		if (!cfg)
+			return 0;
+		return cordon_refuse_contained_object(cfg, CORDON_EV_TAMPER_DEVICE, major << 20 | (minor & 0xfffff),
+						      access);
+	}
 	if (type == BPF_DEVCG_DEV_CHAR_) {
 		if (major == 1 && (minor == 3 || minor == 5 || minor == 7 || minor == 8 || minor == 9))
 			return 1;
@@ -164,6 +190,8 @@ int cordon_dev(struct bpf_cgroup_dev_ctx *ctx)
 		return 0;
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? CORDON_CNT_AUDITED_TAMPER : CORDON_CNT_DENIED_TAMPER);
+	if (!audit)
+		cordon_violation(cfg, CORDON_EV_TAMPER_DEVICE);
 	cordon_object_event_emit(cfg, CORDON_EV_TAMPER_DEVICE, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
 			       CORDON_REASON_NOT_SAFE, major << 20 | (minor & 0xfffff), access, NULL, 0, 0, 0);
 	return audit;
@@ -175,16 +203,19 @@ int cordon_sysctl(struct bpf_sysctl *ctx)
 	struct cordon_sysctl_key key = {};
 	long n = bpf_sysctl_get_name(ctx, key.name, sizeof(key.name), 0);
 	__u32 write = ctx->write;
-	if (!write && n >= 0 && bpf_map_lookup_elem(&sysctl_safe, &key))
+	int contained = cordon_contained();
+	if (!contained && !write && n >= 0 && bpf_map_lookup_elem(&sysctl_safe, &key))
 		return 1;
 	const struct cordon_sandbox_cfg *cfg = cordon_cfg();
 	if (!cfg)
 		return 0;
-	int audit = cfg->mode == CORDON_MODE_AUDIT;
+	int audit = cfg->mode == CORDON_MODE_AUDIT && !contained;
 	cordon_count(audit ? CORDON_CNT_AUDITED_TAMPER : CORDON_CNT_DENIED_TAMPER);
+	if (!audit && !contained)
+		cordon_violation(cfg, CORDON_EV_TAMPER_SYSCTL);
 	__u32 len = n >= 0 ? (__u32)n : CORDON_SYSCTL_NAME_MAX - 1;
 	cordon_object_event_emit(cfg, CORDON_EV_TAMPER_SYSCTL, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
-			       CORDON_REASON_NOT_SAFE, write ? 1 : 0, 0, key.name, len, CORDON_SYSCTL_NAME_MAX,
-			       n >= 0 ? 0 : CORDON_PATH_F_TRUNCATED);
+				 contained ? CORDON_REASON_CONTAINED : CORDON_REASON_NOT_SAFE, write ? 1 : 0, 0,
+				 key.name, len, CORDON_SYSCTL_NAME_MAX, n >= 0 ? 0 : CORDON_PATH_F_TRUNCATED);
 	return audit;
 }

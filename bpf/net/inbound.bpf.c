@@ -30,12 +30,15 @@
 static __always_inline int cordon_bind_decide(struct bpf_sock_addr *ctx, const __u8 addr[16], __u16 family)
 {
 	__u16 port = bpf_ntohs((__u16)ctx->user_port);
-	if (port == 0)
-		return 1; /* ephemeral: see above */
 	const struct cordon_sandbox_cfg *cfg = cordon_cfg();
 	if (!cfg)
 		return 0;
 	__u32 protocol = ctx->protocol;
+	if (cordon_contained())
+		return cordon_refuse_contained_net(cfg, CORDON_EV_NET_BIND, CORDON_CNT_DENIED_LSM_NET, addr, port,
+						   family, ctx->type, protocol);
+	if (port == 0)
+		return 1; /* ephemeral: see above */
 	__u32 rule = 0;
 	__u8 reason = 0;
 	if (cordon_rules_allowed(&listen_addr_rules, &listen_port_rules, addr, port, cordon_rule_proto(protocol),
@@ -43,6 +46,8 @@ static __always_inline int cordon_bind_decide(struct bpf_sock_addr *ctx, const _
 		return 1;
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? CORDON_CNT_AUDITED_LSM_NET : CORDON_CNT_DENIED_LSM_NET);
+	if (!audit)
+		cordon_violation(cfg, CORDON_EV_NET_BIND);
 	struct cordon_net_event *e = cordon_event_begin(cfg, CORDON_EV_NET_BIND,
 						    audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
 						    CORDON_REASON_NO_LISTEN_RULE);
@@ -77,6 +82,9 @@ int cordon_bind6(struct bpf_sock_addr *ctx)
 SEC("cgroup_skb/ingress")
 int cordon_ingress(struct __sk_buff *skb)
 {
+	/* A contained sandbox receives nothing (no event: every packet would be one). */
+	if (cordon_contained())
+		return 0;
 	struct bpf_sock *sk = skb->sk;
 	if (!sk)
 		return 1;

@@ -54,6 +54,9 @@ int cordon_sock_create(struct bpf_sock *ctx)
 	int family_bit = family == AF_INET ? CORDON_FAM_INET : family == AF_INET6 ? CORDON_FAM_INET6 : -1;
 	if (family_bit < 0)
 		return 1; /* not an inet family: not this hook's to judge */
+	if (cordon_contained())
+		return cordon_refuse_contained_net(cfg, CORDON_EV_NET_SOCKET, CORDON_CNT_DENIED_SOCKET, NULL, 0, family,
+						   type, protocol);
 	if (!(cfg->families & (1u << family_bit))) {
 		reason = CORDON_REASON_FAMILY;
 	} else {
@@ -67,6 +70,8 @@ int cordon_sock_create(struct bpf_sock *ctx)
 
 	int audit = cfg->mode == CORDON_MODE_AUDIT;
 	cordon_count(audit ? CORDON_CNT_AUDITED_SOCKET : CORDON_CNT_DENIED_SOCKET);
+	if (!audit)
+		cordon_violation(cfg, CORDON_EV_NET_SOCKET);
 	struct cordon_net_event *e = cordon_event_begin(
 		cfg, CORDON_EV_NET_SOCKET, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason);
 	if (e) {

@@ -80,13 +80,18 @@ static __always_inline void cordon_unix_read(struct bpf_sock_addr *ctx, struct c
 static __always_inline int cordon_unix_decide(struct bpf_sock_addr *ctx, __u16 counter_denied, __u16 counter_audited)
 {
 	const struct cordon_sandbox_cfg *cfg = cordon_cfg();
-	if (!cfg || !(cfg->unix_flags & CORDON_UNIX_F_ENFORCE))
+	if (!cfg)
+		return 0;
+	int contained = cordon_contained();
+	if (!contained && !(cfg->unix_flags & CORDON_UNIX_F_ENFORCE))
 		return 1;
 	struct cordon_unix_addr a = {};
 	cordon_unix_read(ctx, &a);
 	__u8 reason;
 	__u32 rule = 0;
-	if (a.len == 0 || a.key.path[0] == 0) {
+	if (contained) {
+		reason = CORDON_REASON_CONTAINED;
+	} else if (a.len == 0 || a.key.path[0] == 0) {
 		if (a.len == 0 || (cfg->unix_flags & CORDON_UNIX_F_ABSTRACT))
 			return 1; /* unnamed, or abstract allowed */
 		reason = CORDON_REASON_ABSTRACT_UNIX;
@@ -103,8 +108,10 @@ static __always_inline int cordon_unix_decide(struct bpf_sock_addr *ctx, __u16 c
 			reason = CORDON_REASON_UNIX_PATH;
 		}
 	}
-	int audit = cfg->mode == CORDON_MODE_AUDIT;
+	int audit = cfg->mode == CORDON_MODE_AUDIT && !contained;
 	cordon_count(audit ? counter_audited : counter_denied);
+	if (!audit && !contained)
+		cordon_violation(cfg, CORDON_EV_NET_UNIX);
 	struct cordon_object_event *e =
 		bpf_ringbuf_reserve(&events, sizeof(struct cordon_object_event) + CORDON_UNIX_PATH_MAX, 0);
 	if (!e) {

@@ -154,7 +154,12 @@ void RemoveCgroupTree(const std::string& path) {
 
 TestCgroup::~TestCgroup() {
   uint64_t cg_id = id();
-  if (cg_id) Cordon({"detach", "--id", std::to_string(cg_id)});
+  // (A contained sandbox with live processes refuses detach: once they are
+  // killed with the cgroup, the second detach removes it.)
+  if (cg_id && Cordon({"detach", "--id", std::to_string(cg_id)}).status != 0) {
+    RemoveCgroupTree(path_);
+    Cordon({"detach", "--id", std::to_string(cg_id)});
+  }
   RemoveCgroupTree(path_);
 }
 
@@ -254,10 +259,22 @@ sockaddr_storage V6(const char* ip, uint16_t port) {
   return ss;
 }
 
-namespace {
-socklen_t Len(const sockaddr_storage& a) {
+socklen_t SockaddrLen(const sockaddr_storage& a) {
   return a.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
 }
+
+int ReadOne(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, ms) <= 0) return kTimedOut;
+  unsigned char c;
+  ssize_t n = ::recv(fd, &c, 1, 0);
+  if (n == 1) return 1000 + c;  // a byte: 1000 + its value
+  if (n == 0) return kEof;
+  return errno;
+}
+
+namespace {
+socklen_t Len(const sockaddr_storage& a) { return SockaddrLen(a); }
 int WithSocket(int family, int type, int protocol, const std::function<int(int)>& fn) {
   int fd = ::socket(family, type | SOCK_CLOEXEC, protocol);
   if (fd < 0) return errno;

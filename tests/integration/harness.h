@@ -99,6 +99,14 @@ int TcpFastOpen(const sockaddr_storage& addr);
 int SocketCreate(int family, int type, int protocol);
 
 sockaddr_storage V4(const char* ip, uint16_t port);
+socklen_t SockaddrLen(const sockaddr_storage& addr);  // of sockaddr_in or sockaddr_in6
+
+// What ReadOne reports when nothing happened within the wait, or the peer closed.
+constexpr int kTimedOut = -2;
+constexpr int kEof = -3;
+// Waits up to `ms` for fd to become readable, then reads one byte: 1000 +
+// the byte, kEof, kTimedOut, or the errno (ECONNABORTED, ECONNRESET, ...).
+int ReadOne(int fd, int ms = 5000);
 sockaddr_storage V6(const char* ip, uint16_t port);
 
 // Loopback listeners owned by the test process (outside every sandbox).

@@ -31,23 +31,7 @@
 namespace cordon::test {
 namespace {
 
-// What a child's body reports when nothing happened within the wait.
-constexpr int kTimedOut = -2;
-constexpr int kEof = -3;
-
-socklen_t Len(const sockaddr_storage& a) { return a.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6); }
-
-// Waits up to `ms` for fd to become readable, then reads one byte: the byte
-// (0..255), kEof, kTimedOut, or -errno... as a positive errno (ECONNABORTED).
-int ReadOne(int fd, int ms = 5000) {
-  pollfd p{fd, POLLIN, 0};
-  if (::poll(&p, 1, ms) <= 0) return kTimedOut;
-  unsigned char c;
-  ssize_t n = ::recv(fd, &c, 1, 0);
-  if (n == 1) return 1000 + c;  // a byte: 1000 + its value
-  if (n == 0) return kEof;
-  return errno;
-}
+socklen_t Len(const sockaddr_storage& a) { return SockaddrLen(a); }
 
 // A loopback TCP listener of the test process (outside every sandbox) that
 // keeps the connections it accepts, so the test can watch the peer side.

@@ -155,6 +155,7 @@ void Agent::Rescan() {
   for (const auto& [id, sb] : sandboxes_)
     if (!present.count(id)) gone.push_back(id);
   for (uint64_t id : gone) Finish(id);
+  for (auto& [id, sb] : sandboxes_) CheckContainment(*sb);
   for (auto it = released_.begin(); it != released_.end();)
     it = present.count(*it) ? std::next(it) : released_.erase(it);
   for (auto it = problems_.begin(); it != problems_.end();)

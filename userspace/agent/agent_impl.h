@@ -32,6 +32,7 @@
 #include "agent/tail_server.h"
 #include "events/decoder.h"
 #include "events/reader.h"
+#include "ops/contain.h"
 #include "ops/oidc.h"
 #include "ops/ops.h"
 #include "util/fd.h"
@@ -56,6 +57,8 @@ struct Sandbox {
   uint64_t lost = 0;
   uint64_t backlog = 0;
   Suppression suppression;
+  UniqueFd state_fd;               // the containment state map (opened on first use)
+  bool containment_tried = false;  // the kernel's containment was completed (or tried) by this agent
 };
 
 // What an epoll event is for: the tag in the key's top byte, an id below.
@@ -125,6 +128,14 @@ class Agent {
   void HandleTail(Client& c, const cordon::v1::TailRequest& req);
   void HandleAttach(Client& c, ops::AttachRequest request, bool must_exist);  // ops::Attach or ops::Update
   void HandleDrain(Client& c, uint64_t id, bool detach, bool release);
+  // A sandbox the kernel contained (spec.onViolation: contain): frozen and
+  // its evidence taken, once (handlers.cc).
+  void CheckContainment(Sandbox& sb);
+  // ops::Contain with the agent's audit file, its events delivered.
+  ops::ContainOutcome ContainHere(ops::ContainRequest request);
+  void HandleContain(Client& c, const cordon::v1::ContainRequest& req);  // ops::Contain
+  void HandleReleaseContainment(Client& c,
+                                const cordon::v1::ReleaseContainmentRequest& req);  // ops::ReleaseContainment
 
   AgentConfig config_;
   std::string cgroup_mount_;

@@ -1,6 +1,7 @@
 // The agent's control requests (userspace/proto/control.proto): status,
 // tail, attach and update, detach and release. Each replies on the client
 // that asked; what they deliver goes to the sinks and tails like any event.
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include "agent/agent_impl.h"
 #include "agent/log.h"
 #include "loader/sandbox.h"
+#include "ops/contain.h"
 #include "ops/ops.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
@@ -72,6 +74,8 @@ void Agent::Handle(Client& c, const std::string& payload) {
       return HandleDrain(c, req.detach().sandbox_id(), true, false);
     case v1::Request::kRelease:
       return HandleDrain(c, req.release().sandbox_id(), req.release().detach(), true);
+    case v1::Request::kContain: return HandleContain(c, req.contain());
+    case v1::Request::kReleaseContainment: return HandleReleaseContainment(c, req.release_containment());
     case v1::Request::BODY_NOT_SET:
       break;
   }
@@ -293,6 +297,101 @@ void Agent::HandleDrain(Client& c, uint64_t id, bool detach, bool release) {
     d->set_credential_error(detached.credential_error);
   }
   tails_->Reply(c, r);
+}
+
+namespace {
+
+// The reply to contain and release: its events, also delivered.
+template <typename Outcome>
+v1::Response ContainResponse(const Outcome& out, const std::string& evidence) {
+  v1::Response r;
+  if (!out.error.empty()) r.set_error(out.error);
+  for (const auto& note : out.notes) r.add_notes(note);
+  auto* reply = r.mutable_contain();
+  reply->set_sandbox_id(out.sandbox_id);
+  reply->set_name(out.name);
+  reply->set_evidence(evidence);
+  for (const auto& event : out.events) *reply->add_events() = event;
+  return r;
+}
+
+}  // namespace
+
+ops::ContainOutcome Agent::ContainHere(ops::ContainRequest request) {
+  request.via = "agent";
+  request.audit_path = config_.AuditPath();
+  // What the ring buffer holds goes to the audit file before the evidence reads its tail.
+  request.before_evidence = [this, id = request.sandbox_id] {
+    if (auto it = sandboxes_.find(id); it != sandboxes_.end()) {
+      DrainAll(*it->second);
+      it->second->reader->CheckLosses();
+      Commit(*it->second);
+    }
+    sinks_.FlushBatches();
+  };
+  ops::ContainOutcome out = ops::Contain(request);
+  for (const auto& event : out.events) Deliver(event);
+  sinks_.FlushBatches();
+  return out;
+}
+
+void Agent::CheckContainment(Sandbox& sb) {
+  if (!sb.state_fd.valid()) {
+    auto fd = OpenSandboxMap(sb.id, "state");
+    if (!fd) return;  // attached by a cordon without it: never contained
+    sb.state_fd = std::move(*fd);
+  }
+  uint32_t zero = 0;
+  cordon_sandbox_state state = {};
+  if (bpf_map_lookup_elem(sb.state_fd.get(), &zero, &state) != 0) return;
+  const bool pending =
+      (state.flags & CORDON_STATE_F_CONTAINED) && !(state.flags & (CORDON_STATE_F_EVIDENCE | CORDON_STATE_F_KILLED));
+  if (!pending) {
+    sb.containment_tried = false;
+    return;
+  }
+  if (sb.containment_tried) return;  // tried and failed: the operator's `cordon contain` completes it
+  sb.containment_tried = true;
+  ops::ContainRequest request;
+  request.sandbox_id = sb.id;
+  request.by = "the agent (pid " + std::to_string(::getpid()) + ")";
+  ops::ContainOutcome out = ContainHere(std::move(request));
+  if (!out.error.empty())
+    Log("the kernel contained sandbox " + sb.ctx.name + " (cgroup id " + std::to_string(sb.id) +
+        "), but completing it failed: " + out.error);
+  else
+    Log("the kernel contained sandbox " + sb.ctx.name + " (cgroup id " + std::to_string(sb.id) +
+        "): frozen and its evidence taken (" + (out.evidence_path.empty() ? "not written" : out.evidence_path) + ")");
+  for (const auto& note : out.notes) Log("  " + note);
+}
+
+void Agent::HandleContain(Client& c, const v1::ContainRequest& req) {
+  ops::ContainRequest request;
+  request.sandbox_id = req.sandbox_id();
+  request.kill = req.kill();
+  request.reason = req.reason();
+  request.by = ops::Requester(static_cast<pid_t>(c.pid), 0);  // SO_PEERCRED: root's, or refused
+  ops::ContainOutcome out = ContainHere(std::move(request));
+  if (out.error.empty())
+    Log("contained sandbox " + out.name + " (cgroup id " + std::to_string(out.sandbox_id) + ") for pid " +
+        std::to_string(c.pid) + (req.kill() ? ", killed" : "") + "; evidence " +
+        (out.evidence_path.empty() ? "not written" : out.evidence_path));
+  tails_->Reply(c, ContainResponse(out, out.evidence_path));
+}
+
+void Agent::HandleReleaseContainment(Client& c, const v1::ReleaseContainmentRequest& req) {
+  ops::ReleaseContainmentRequest request;
+  request.sandbox_id = req.sandbox_id();
+  request.reason = req.reason();
+  request.by = ops::Requester(static_cast<pid_t>(c.pid), 0);
+  request.via = "agent";
+  ops::ReleaseContainmentOutcome out = ops::ReleaseContainment(request);
+  for (const auto& event : out.events) Deliver(event);
+  sinks_.FlushBatches();
+  if (out.error.empty())
+    Log("released the containment of sandbox " + out.name + " (cgroup id " + std::to_string(out.sandbox_id) +
+        ") for pid " + std::to_string(c.pid));
+  tails_->Reply(c, ContainResponse(out, ""));
 }
 
 }  // namespace cordon::agent

@@ -683,6 +683,8 @@ const char* kMainHelp =
     "  attach --cgroup PATH [--policy FILE]                 confine an existing cgroup v2\n"
     "  update --cgroup PATH --policy FILE                   replace a sandbox's policy atomically\n"
     "  detach --cgroup PATH                                 remove a sandbox\n"
+    "  contain --cgroup PATH [--kill] [--reason TEXT]       deny everything, freeze, take evidence\n"
+    "  release --cgroup PATH                                undo a containment: its policy again\n"
     "  status [--json] [--watch]                            the sandboxes' counters, the agent\n"
     "  ls [--json]                                          sandboxes: owner, age, policy digest, processes\n"
     "  tail [-f] [--sandbox NAME] [--since DUR] [-o FMT]    print violation events\n"
@@ -704,10 +706,10 @@ const char* kMainHelp =
 int Main(int argc, char** argv) {
   using Command = int (*)(const Args&);
   static const std::pair<const char*, Command> kCommands[] = {
-      {"run", RunCommand},       {"attach", AttachCommand}, {"update", UpdateCommand}, {"detach", DetachCommand},
-      {"status", StatusCommand}, {"ls", LsCommand},         {"tail", TailCommand},     {"agent", AgentCommand},
-      {"policy", PolicyCommand}, {"doctor", DoctorCommand}, {"audit", AuditCommand},   {"oidc", OidcCommand},
-      {"explain", ExplainCommand}, {"learn", LearnCommand},
+      {"run", RunCommand},         {"attach", AttachCommand},   {"update", UpdateCommand},   {"detach", DetachCommand},
+      {"status", StatusCommand},   {"ls", LsCommand},           {"tail", TailCommand},       {"agent", AgentCommand},
+      {"policy", PolicyCommand},   {"doctor", DoctorCommand},   {"audit", AuditCommand},     {"oidc", OidcCommand},
+      {"explain", ExplainCommand}, {"contain", ContainCommand}, {"release", ReleaseCommand}, {"learn", LearnCommand},
   };
   auto find = [](const std::string& name) -> Command {
     for (const auto& [n, fn] : kCommands)

@@ -26,6 +26,8 @@ int AuditCommand(const Args& args);  // audit.cc
 int OidcCommand(const Args& args);   // oidc.cc
 int ExplainCommand(const Args& args);  // explain.cc
 int LearnCommand(const Args& args);    // learn.cc
+int ContainCommand(const Args& args);  // contain.cc
+int ReleaseCommand(const Args& args);  // contain.cc
 
 int Main(int argc, char** argv);
 

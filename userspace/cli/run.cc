@@ -5,6 +5,7 @@
 // creates the child directly inside the sandbox cgroup, so its first
 // instruction already runs confined. On the way out, every process left in
 // the cgroup is killed before anything is detached.
+#include <bpf/bpf.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -16,11 +17,11 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/timerfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -852,7 +853,25 @@ class RunLimits {
 
 // Until the command ended: signals forwarded, the pty relayed, events read.
 // Returns the command's exit status.
-int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* limits) {
+// Whether `cordon contain` (or the kernel, onViolation: contain) contained
+// this run's sandbox: read from its pinned state (no state map: never).
+class ContainmentWatch {
+ public:
+  explicit ContainmentWatch(uint64_t sandbox_id) {
+    if (auto fd = OpenSandboxMap(sandbox_id, "state")) state_ = std::move(*fd);
+  }
+  bool Contained() const {
+    uint32_t zero = 0;
+    cordon_sandbox_state st = {};
+    return state_.valid() && bpf_map_lookup_elem(state_.get(), &zero, &st) == 0 &&
+           (st.flags & CORDON_STATE_F_CONTAINED);
+  }
+
+ private:
+  UniqueFd state_;
+};
+
+int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* limits, uint64_t sandbox_id) {
   int exit_status = 0;
   const int sigfd = run->signals->fd();
   UniqueFd epfd(::epoll_create1(EPOLL_CLOEXEC));
@@ -908,6 +927,9 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
     ::epoll_ctl(epfd.get(), EPOLL_CTL_MOD, relay->master(), &ev);
     master_out = want;
   };
+  std::optional<ContainmentWatch> containment;
+  if (run->credentials) containment.emplace(sandbox_id);
+  bool revoked_at_containment = false;
   bool exited = false;
   while (!exited) {
     struct epoll_event evs[8];
@@ -956,6 +978,14 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
     }
     if (limits->watch)
       for (auto& e : limits->watch->Poll(MonoNs(), /*final=*/exited)) events->OnOwnEvent(std::move(e));
+    // Contained: the credentials this run issued are revoked now (looked at
+    // every turn of this loop, at least every 500 ms), not at the end.
+    if (containment && !revoked_at_containment && containment->Contained()) {
+      revoked_at_containment = true;
+      run->credentials->RevokeAll("the sandbox was contained", emit);
+      arm_credentials();
+      if (!run->quiet) PrintNote("the sandbox was contained: its credentials are revoked");
+    }
   }
   // What the command wrote last, then the caller's terminal as it was.
   if (relay) {
@@ -1039,7 +1069,7 @@ int RunCommandWith(const Args& args, const RunHooks& hooks) {
   if (int rc = StartChild(&run, sandbox.get(), &plan, &child); rc != kGoOn) return rc;
 
   RunLimits limits(run.compiled->resources, sandbox->cgroup().path, run.quiet);
-  int exit_status = EventLoop(&run, &events, child.get(), &limits);
+  int exit_status = EventLoop(&run, &events, child.get(), &limits, sandbox->id());
   // Read before the cgroup goes: the summary's peak use.
   const std::string usage = ops::ReadResourceUsage(sandbox->cgroup().path).Describe();
   exit_status = limits.ExitStatus(exit_status);

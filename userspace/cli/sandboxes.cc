@@ -33,6 +33,11 @@ class Direct : public Sandboxes {
     static_cast<ops::StatusOutcome&>(out) = ops::Status();
     return out;
   }
+  ops::ContainOutcome Contain(const ops::ContainRequest& request) override { return ops::Contain(request); }
+  ops::ReleaseContainmentOutcome ReleaseContainment(const ops::ReleaseContainmentRequest& request) override {
+    return ops::ReleaseContainment(request);
+  }
+  bool through_agent() const override { return false; }
 
  private:
   static ops::AttachOutcome Logged(ops::AttachOutcome out) {
@@ -42,6 +47,23 @@ class Direct : public Sandboxes {
     return out;
   }
 };
+
+// A contain or release reply into its outcome.
+template <typename Outcome>
+Outcome FromContainReply(const Result<cordon::v1::Response>& response, const char* unsure) {
+  Outcome out;
+  if (!response) return out.error = response.error().ToString() + unsure, out;
+  out.error = response->error();
+  out.notes.assign(response->notes().begin(), response->notes().end());
+  for (const auto& note : out.notes)
+    out.partial = out.partial || note.rfind("contained, but", 0) == 0 || note.rfind("killed, but", 0) == 0 ||
+                  note.rfind("released, but", 0) == 0;
+  const auto& reply = response->contain();
+  out.sandbox_id = reply.sandbox_id();
+  out.name = reply.name();
+  out.events.assign(reply.events().begin(), reply.events().end());
+  return out;
+}
 
 // The existing control requests (userspace/proto/control.proto).
 class ThroughAgent : public Sandboxes {
@@ -87,6 +109,30 @@ class ThroughAgent : public Sandboxes {
       out.agent = response->status();
     return out;
   }
+
+  ops::ContainOutcome Contain(const ops::ContainRequest& request) override {
+    cordon::v1::Request req;
+    auto* c = req.mutable_contain();
+    c->set_sandbox_id(request.sandbox_id);
+    c->set_kill(request.kill);
+    c->set_reason(request.reason);
+    auto response = client_.Call(req, 60000);
+    auto out = FromContainReply<ops::ContainOutcome>(
+        response, " (the agent may or may not have contained it: see `cordon status`)");
+    if (response) out.evidence_path = response->contain().evidence();
+    return out;
+  }
+
+  ops::ReleaseContainmentOutcome ReleaseContainment(const ops::ReleaseContainmentRequest& request) override {
+    cordon::v1::Request req;
+    auto* r = req.mutable_release_containment();
+    r->set_sandbox_id(request.sandbox_id);
+    r->set_reason(request.reason);
+    return FromContainReply<ops::ReleaseContainmentOutcome>(
+        client_.Call(req, 60000), " (the agent may or may not have released it: see `cordon status`)");
+  }
+
+  bool through_agent() const override { return true; }
 
  private:
   ops::AttachOutcome Send(const ops::AttachRequest& request, bool update) {

@@ -9,6 +9,7 @@
 
 #include "agent/control.h"
 #include "control.pb.h"
+#include "ops/contain.h"
 #include "ops/ops.h"
 
 namespace cordon::cli {
@@ -26,6 +27,11 @@ class Sandboxes {
   virtual ops::AttachOutcome Update(const ops::AttachRequest& request) = 0;
   virtual ops::DetachOutcome Detach(const ops::DetachRequest& request) = 0;
   virtual StatusOutcome Status() = 0;
+  // Through the agent, its own audit file and requester are used (the
+  // request's audit_path, by and via are the CLI's, for the direct way).
+  virtual ops::ContainOutcome Contain(const ops::ContainRequest& request) = 0;
+  virtual ops::ReleaseContainmentOutcome ReleaseContainment(const ops::ReleaseContainmentRequest& request) = 0;
+  virtual bool through_agent() const = 0;
 };
 
 // The agent's attach (or update) request for `request`, the policy given as

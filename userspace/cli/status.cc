@@ -316,6 +316,9 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
           << ",\"audited\":" << Audited(s).Json() << ",\"detected\":" << c[CORDON_CNT_DETECTED]
           << ",\"killed\":" << c[CORDON_CNT_KILLED] << ",\"allowed\":{\"connect\":" << c[CORDON_CNT_ALLOWED_CONNECT]
           << ",\"sendmsg\":" << c[CORDON_CNT_ALLOWED_SENDMSG] << "},\"eventsDropped\":" << c[CORDON_CNT_EVENTS_DROPPED]
+          << ",\"contained\":" << (s.contained() ? "true" : "false")
+          << ",\"containedByKernel\":" << ((s.state.flags & CORDON_STATE_F_AUTO) ? "true" : "false")
+          << ",\"killedAtContainment\":" << ((s.state.flags & CORDON_STATE_F_KILLED) ? "true" : "false")
           << ",\"problem\":" << JsonString(s.problem) << ",\"resources\":"
           << (s.cgroup_alive && cgroup2 ? ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).Json() : "{}")
           << ",\"credentials\":"
@@ -348,6 +351,15 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
                                     ") has ended; the policy still holds what is left in the cgroup; `cordon detach "
                                     "--id " + std::to_string(s.id) + "` kills that and removes the sandbox",
                                 Colour::kYellow, colour));
+      if (s.contained())
+        details.push_back(
+            Paint(std::string("CONTAINED") +
+                      ((s.state.flags & CORDON_STATE_F_AUTO) ? " by the kernel (onViolation: contain)" : "") +
+                      ((s.state.flags & CORDON_STATE_F_KILLED)
+                           ? ": its processes were killed; `cordon detach --id " + std::to_string(s.id) + "` removes it"
+                           : ": every operation is refused; `cordon release --id " + std::to_string(s.id) +
+                                 "` puts its policy back in force"),
+                  Colour::kRed, colour));
       if (denied.Total()) details.push_back("denied: " + denied.Text());
       if (audited.Total()) details.push_back("audited: " + audited.Text());
       if (status.credentials.count(s.id))

@@ -94,8 +94,13 @@ std::string ReasonText(const cordon_net_event& e, const std::string& target) {
     }
     case CORDON_REASON_COREDUMP:
       return "the process began a core dump, written with its own rights: the file rules decide where it may go"
-             " (working directory " + target + ")";    case CORDON_REASON_READ_ONLY_MOUNT:
+             " (working directory " +
+             target + ")";
+    case CORDON_REASON_READ_ONLY_MOUNT:
       return "on a read-only mount (cordon run gives its command /sys and the host's /proc control files read-only)" +
+             (target.empty() ? std::string() : " (" + target + ")");
+    case CORDON_REASON_CONTAINED:
+      return "the sandbox is contained: every operation is refused until `cordon release`" +
              (target.empty() ? std::string() : " (" + target + ")");
   }
   return "unknown";

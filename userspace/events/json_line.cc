@@ -66,7 +66,8 @@ class JsonWriter {
 
  private:
   bool Body(const cordon::v1::AuditEvent& e) {
-    if (e.has_resource() || e.has_credential()) return false;  // rare (resource.*, credential.*): protobuf prints those
+    if (e.has_resource() || e.has_credential() || e.has_containment())
+      return false;  // rare (resource.*, credential.*, sandbox.*): protobuf prints those
     Open();
     if (e.has_time() && !Time(e.time())) return false;
     if (!Str("sandbox", e.sandbox()) || !Str("cgroupPath", e.cgroup_path())) return false;

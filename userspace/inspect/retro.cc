@@ -64,7 +64,14 @@ struct Process {
   uint64_t start_time = 0;  // /proc/<pid>/stat field 22: tells this process from a later one with its pid
   std::string comm, exe;
   std::vector<std::string> files;  // regular files, first fd first, each path once
+  // For a containment's evidence (ScanProcess fills them too): the
+  // arguments, the working directory, every descriptor (escaped targets).
+  std::vector<std::string> cmdline;
+  std::string cwd;
+  std::vector<std::pair<int, std::string>> fds;
 };
+
+constexpr size_t kMaxFdsListed = 4096;  // per process, in a containment's evidence
 
 std::string ReadLinkAt(int dirfd, const char* name) {
   char buf[4096];
@@ -131,6 +138,16 @@ bool ScanProcess(Process* p, const std::string& sandbox_relative, std::vector<ui
   UniqueFd dirfd(::open((proc + "/fd").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dirfd.valid()) return false;
   p->exe = EscapeWorkloadBytes(ReadLinkAt(AT_FDCWD, (proc + "/exe").c_str()));
+  p->cwd = EscapeWorkloadBytes(ReadLinkAt(AT_FDCWD, (proc + "/cwd").c_str()));
+  if (auto cmdline = ReadFile(proc + "/cmdline", 1 << 16)) {
+    size_t start = 0;
+    while (start < cmdline->size()) {
+      size_t end = cmdline->find('\0', start);
+      if (end == std::string::npos) end = cmdline->size();
+      p->cmdline.push_back(EscapeWorkloadBytes(std::string_view(*cmdline).substr(start, end - start)));
+      start = end + 1;
+    }
+  }
   DIR* dir = ::fdopendir(::dup(dirfd.get()));
   if (!dir) return false;
   std::vector<int> fds;
@@ -144,6 +161,7 @@ bool ScanProcess(Process* p, const std::string& sandbox_relative, std::vector<ui
   for (int fd : fds) {
     const std::string name = std::to_string(fd);
     std::string target = ReadLinkAt(dirfd.get(), name.c_str());
+    if (p->fds.size() < kMaxFdsListed) p->fds.push_back({fd, EscapeWorkloadBytes(target)});
     if (target.rfind("socket:[", 0) == 0) {
       uint32_t inode = static_cast<uint32_t>(std::strtoul(target.c_str() + 8, nullptr, 10));
       if (inode) sockets->push_back(inode);
@@ -228,6 +246,42 @@ Status DumpAll(Namespace* ns) {
     }
   }
   return {};
+}
+
+// The inet sockets of every network namespace the processes are in, ours
+// first (any member still alive leads to its namespace; one whose members all
+// exited is skipped), each with its TCP listeners.
+Result<std::vector<Namespace>> DumpNamespaces(const std::vector<Process>& processes) {
+  struct stat st;
+  const uint64_t own_netns = ::stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
+  std::vector<uint64_t> order{own_netns};
+  std::map<uint64_t, std::vector<int>> members;  // netns -> pids in it
+  for (const auto& p : processes) {
+    if (!members.count(p.netns) && p.netns != own_netns) order.push_back(p.netns);
+    members[p.netns].push_back(p.pid);
+  }
+  std::vector<Namespace> out;
+  for (uint64_t netns : order) {
+    Namespace ns;
+    ns.channel = std::make_unique<DiagChannel>();
+    Status opened = Error{""};
+    if (netns == own_netns) {
+      opened = ns.channel->Open("");
+    } else {
+      for (int pid : members[netns]) {
+        opened = ns.channel->Open("/proc/" + std::to_string(pid) + "/ns/net");
+        if (opened.ok() || (opened.error().err != ENOENT && opened.error().err != ESRCH)) break;
+        ns.channel = std::make_unique<DiagChannel>();
+      }
+      if (!opened.ok() && (opened.error().err == ENOENT || opened.error().err == ESRCH)) continue;  // all exited
+    }
+    if (!opened.ok()) return opened.error();
+    CORDON_TRY(DumpAll(&ns));
+    for (const DiagSocket& l : ns.sockets)
+      if (l.protocol == kTcp && l.state == TCP_LISTEN) ns.listeners.insert({l.id.idiag_sport, Local(l)});
+    out.push_back(std::move(ns));
+  }
+  return out;
 }
 
 bool Connected(const DiagSocket& s) {
@@ -359,46 +413,18 @@ Result<RetroReport> ApplyRetroactively(const CgroupRef& cgroup, const policy::Co
   report.processes = processes.size();
 
   // 2. The inet sockets of every network namespace they are in (ours first).
-  std::map<uint64_t, Namespace> namespaces;
-  struct stat st;
-  uint64_t own_netns = ::stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
-  std::vector<uint64_t> order;
-  std::map<uint64_t, std::vector<int>> members;  // netns -> pids in it
-  order.push_back(own_netns);
-  for (const auto& p : processes) {
-    if (!members.count(p.netns) && p.netns != own_netns) order.push_back(p.netns);
-    members[p.netns].push_back(p.pid);
-  }
-  for (uint64_t netns : order) {
-    if (held.empty()) break;  // no process holds a socket: nothing to find
-    Namespace ns;
-    ns.channel = std::make_unique<DiagChannel>();
-    Status opened = Error{""};
-    if (netns == own_netns) {
-      opened = ns.channel->Open("");
-    } else {
-      for (int pid : members[netns]) {  // any member still alive leads there
-        opened = ns.channel->Open("/proc/" + std::to_string(pid) + "/ns/net");
-        if (opened.ok() || (opened.error().err != ENOENT && opened.error().err != ESRCH)) break;
-        ns.channel = std::make_unique<DiagChannel>();
-      }
-      if (!opened.ok() && (opened.error().err == ENOENT || opened.error().err == ESRCH)) continue;  // all exited
-    }
-    if (!opened.ok()) return opened.error();
-    CORDON_TRY(DumpAll(&ns));
-    for (const DiagSocket& l : ns.sockets)
-      if (l.protocol == kTcp && l.state == TCP_LISTEN) ns.listeners.insert({l.id.idiag_sport, Local(l)});
-    namespaces.emplace(netns, std::move(ns));
+  std::vector<Namespace> namespaces;
+  if (!held.empty()) {  // no process holds a socket: nothing to find
+    auto dumped = DumpNamespaces(processes);
+    if (!dumped) return dumped.error();
+    namespaces = std::move(*dumped);
   }
 
   // 3. Judge; destroy what the policy denies.
   EgressMatcher matcher(policy);
   const bool audit = policy.mode == CORDON_MODE_AUDIT;
   std::set<uint32_t> judged;  // a socket seen in two namespaces' dumps (inode reuse) is judged once
-  for (uint64_t netns : order) {
-    auto it = namespaces.find(netns);
-    if (it == namespaces.end()) continue;
-    Namespace& ns = it->second;
+  for (Namespace& ns : namespaces) {
     for (const DiagSocket& s : ns.sockets) {
       if (!s.inode) continue;
       auto h = held.find(s.inode);
@@ -489,6 +515,113 @@ Result<RetroReport> ApplyRetroactively(const CgroupRef& cgroup, const policy::Co
   }
   ExposedEnvironments(processes, cgroup.relative, sandbox, policy.name, options, &report);
   return report;
+}
+
+namespace {
+
+std::string Endpoint(const std::array<uint8_t, 16>& addr, uint16_t port_be, uint8_t family) {
+  std::string a = policy::AddressToString(addr);
+  const std::string port = std::to_string(ntohs(port_be));
+  return family == AF_INET6 && a.find(':') != std::string::npos ? "[" + a + "]:" + port : a + ":" + port;
+}
+
+const char* TcpStateName(uint8_t state) {
+  static const char* const kNames[] = {"",          "established", "syn-sent",    "syn-recv",   "fin-wait1",
+                                       "fin-wait2", "time-wait",   "close",       "close-wait", "last-ack",
+                                       "listen",    "closing",     "new-syn-recv"};
+  return state < sizeof kNames / sizeof kNames[0] ? kNames[state] : "unknown";
+}
+
+}  // namespace
+
+Result<ContainmentSnapshot> SnapshotAndDisconnect(const CgroupRef& cgroup, const SandboxContext& sandbox,
+                                                  const std::string& reason) {
+  ContainmentSnapshot snap;
+  std::vector<Process> candidates;
+  std::set<int> pids;
+  CORDON_TRY(CollectProcesses(cgroup.path, cgroup.relative, true, &candidates, &pids));
+  std::vector<Process> processes;
+  std::unordered_map<uint32_t, size_t> held;
+  for (auto& p : candidates) {
+    std::vector<uint32_t> sockets;
+    if (!ScanProcess(&p, cgroup.relative, &sockets)) continue;
+    for (uint32_t inode : sockets) held.emplace(inode, processes.size());
+    processes.push_back(std::move(p));
+  }
+  for (const Process& p : processes) {
+    SnapshotProcess out;
+    out.pid = p.pid;
+    out.ppid = p.ppid;
+    out.uid = p.uid;
+    out.gid = p.gid;
+    out.comm = p.comm;
+    out.exe = p.exe;
+    out.cwd = p.cwd;
+    out.cmdline = p.cmdline;
+    out.cgroup_path = EscapeWorkloadBytes(p.cgroup_relative);
+    out.fds = p.fds;
+    snap.processes.push_back(std::move(out));
+  }
+  if (held.empty()) return snap;
+
+  auto namespaces = DumpNamespaces(processes);
+  if (!namespaces) return namespaces.error();
+  std::set<uint32_t> seen;
+  for (Namespace& ns : *namespaces) {
+    for (const DiagSocket& s : ns.sockets) {
+      if (!s.inode || !held.count(s.inode) || !seen.insert(s.inode).second) continue;
+      const Process& holder = processes[held[s.inode]];
+      SnapshotSocket out;
+      out.inode = s.inode;
+      out.pid = static_cast<uint32_t>(holder.pid);
+      out.protocol = ProtocolName(s.protocol);
+      out.family = SocketFamilyName(s.family);
+      out.state =
+          s.protocol == kTcp ? TcpStateName(s.state) : (s.state == TCP_ESTABLISHED ? "established" : "unconnected");
+      out.local = Endpoint(Local(s), s.id.idiag_sport, s.family);
+      out.remote = Endpoint(Remote(s), s.id.idiag_dport, s.family);
+      // Every connection goes, inbound ones too: a contained sandbox keeps no
+      // channel to anyone. Listeners and unconnected sockets stay (nothing
+      // reaches them: the ingress program drops it, the send hooks refuse).
+      if (!Connected(s)) {
+        out.action = s.protocol == kTcp && s.state == TCP_LISTEN
+                         ? "kept (listening: the sandbox's ingress program drops what reaches it)"
+                         : "kept (not connected)";
+        snap.sockets.push_back(std::move(out));
+        continue;
+      }
+      std::string local_error;
+      int err = ns.channel->Destroy(s, &local_error);
+      if (err == ENOENT) {  // closed since the dump: nothing to destroy
+        out.action = "gone (closed before it could be destroyed)";
+      } else if (err == 0) {
+        out.action = "destroyed";
+        snap.destroyed++;
+      } else {
+        out.action = "destroy-failed: " +
+                     (local_error.empty() ? std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"
+                                          : local_error);
+        snap.destroy_failed++;
+      }
+      if (err != ENOENT) {
+        cordon::v1::AuditEvent e = BaseEvent(holder, sandbox, sandbox.policy);
+        e.set_kind("net.preexisting");
+        e.set_enforcement("sock_diag");
+        e.set_verdict(err == 0 ? "destroyed" : "destroy-failed");
+        auto* net = e.mutable_net();
+        net->set_address(policy::AddressToString(Remote(s)));
+        net->set_port(ntohs(s.id.idiag_dport));
+        net->set_protocol(out.protocol);
+        net->set_family(out.family);
+        net->set_sock_type(s.protocol == kTcp ? "stream" : "dgram");
+        e.set_reason("connection of a contained sandbox (" + reason + ")" +
+                     (err == 0 ? std::string() : "; SOCK_DESTROY failed: " + out.action.substr(16)));
+        snap.events.push_back(std::move(e));
+      }
+      snap.sockets.push_back(std::move(out));
+    }
+  }
+  return snap;
 }
 
 std::string RetroSummaryLine(const RetroReport& r) {

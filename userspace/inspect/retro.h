@@ -77,6 +77,31 @@ struct RetroReport {
 Result<RetroReport> ApplyRetroactively(const CgroupRef& cgroup, const policy::CompiledPolicy& policy,
                                        const SandboxContext& sandbox, const RetroOptions& options = {});
 
+// Containment (ops::Contain): the sandbox's processes as they are, the inet
+// sockets they hold, and every connection of theirs destroyed (outbound and
+// inbound alike; listeners and unconnected sockets are kept and listed).
+struct SnapshotProcess {
+  uint32_t pid = 0, ppid = 0, uid = 0, gid = 0;
+  std::string comm, exe, cwd, cgroup_path;       // escaped (util/text.h)
+  std::vector<std::string> cmdline;              // escaped
+  std::vector<std::pair<int, std::string>> fds;  // fd, escaped target (at most 4096 a process)
+};
+struct SnapshotSocket {
+  uint32_t inode = 0, pid = 0;
+  std::string protocol, family, state, local, remote;
+  std::string action;  // destroyed | destroy-failed: <why> | kept (...) | gone (...)
+};
+struct ContainmentSnapshot {
+  std::vector<SnapshotProcess> processes;
+  std::vector<SnapshotSocket> sockets;
+  size_t destroyed = 0, destroy_failed = 0;
+  // net.preexisting events (verdict destroyed / destroy-failed), one per connection acted on.
+  std::vector<cordon::v1::AuditEvent> events;
+};
+// `reason` ends each event's reason ("contained by ...").
+Result<ContainmentSnapshot> SnapshotAndDisconnect(const CgroupRef& cgroup, const SandboxContext& sandbox,
+                                                  const std::string& reason);
+
 // One line for the operator: what the retroactive check found and did.
 std::string RetroSummaryLine(const RetroReport& report);
 

@@ -532,6 +532,8 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
   // Report-only (detect object next to BPF LSM): no after-the-fact file
   // checks or kills, just the refusals of cordon run's own layers.
   if (extra_flags & CORDON_LSM_F_REPORT_ONLY) next.flags &= ~(CORDON_LSM_F_FILES | CORDON_LSM_F_KILL);
+  // A contained sandbox stays contained through a replacement (LsmSetContained).
+  if (replacing) next.flags |= current.flags & CORDON_LSM_F_CONTAINED;
   next.families = policy.families;
   next.level = cgroup_level;
   next.capabilities = policy.capabilities;
@@ -613,6 +615,23 @@ bool DetectLoadable(std::string* detail) {
   auto loaded = LoadBackend(Backend::kDetect);
   if (!loaded && detail) *detail = std::strerror(loaded.error().err ? loaded.error().err : EINVAL);
   return loaded.ok();
+}
+
+Status LsmSetContained(uint64_t sandbox_id, bool contained) {
+  auto dir = LsmPinDir();
+  if (!dir || !Exists(*dir + "/lsm_sandboxes")) return {};
+  auto sandboxes = OpenPinned(*dir, "lsm_sandboxes");
+  if (!sandboxes) return sandboxes.error();
+  cordon_lsm_sandbox value;
+  if (bpf_map_lookup_elem(sandboxes->get(), &sandbox_id, &value) != 0) return {};  // not registered here
+  if (contained)
+    value.flags |= CORDON_LSM_F_CONTAINED;
+  else
+    value.flags &= ~CORDON_LSM_F_CONTAINED;
+  // BPF_EXIST: never re-create an entry a detach removed meanwhile.
+  if (bpf_map_update_elem(sandboxes->get(), &sandbox_id, &value, BPF_EXIST) != 0 && errno != ENOENT)
+    return SysError(std::string(contained ? "contain" : "release") + " the sandbox in the BPF LSM object");
+  return {};
 }
 
 bool LsmHasSandbox(uint64_t sandbox_id) {

@@ -106,6 +106,12 @@ bool DetectLoadable(std::string* detail);
 // Not registered is not an error.
 Status LsmRemoveSandbox(uint64_t sandbox_id);
 
+// Sets or clears CORDON_LSM_F_CONTAINED in the sandbox's BPF LSM entry (one
+// hash update): every path check of its tasks refuses while it is set. Not
+// registered with BPF LSM: nothing to do. (The caller holds the pin root's
+// lock, so no replacement of the entry races with it.)
+Status LsmSetContained(uint64_t sandbox_id, bool contained);
+
 // Whether the sandbox is registered with the (loaded) LSM object.
 bool LsmHasSandbox(uint64_t sandbox_id);
 

@@ -104,7 +104,7 @@ std::vector<UnixRuleEntry> UnixRuleEntries(const policy::CompiledPolicy& policy)
 }
 
 Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t unix_entries, size_t listen_entries,
-                             uint32_t ringbuf_bytes, int counters_fd, int events_fd) {
+                             uint32_t ringbuf_bytes, int counters_fd, int events_fd, int state_fd) {
   LibbpfLogCapture log;
   NetSkel skel(cordon_net__open());
   if (!skel) return SysError("open BPF object" + log.Tail());
@@ -131,6 +131,8 @@ Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t un
     return SysError("reuse the sandbox's counters map");
   if (events_fd >= 0 && bpf_map__reuse_fd(skel->maps.events, events_fd))
     return SysError("reuse the sandbox's event ring buffer");
+  if (state_fd >= 0 && bpf_map__reuse_fd(skel->maps.sandbox_state, state_fd))
+    return SysError("reuse the sandbox's containment state");
   if (int err = cordon_net__load(skel.get()))
     return Error{"load BPF programs into the kernel (is this a kernel with BTF and cgroup BPF?)" + log.Tail(), -err};
   // The readable sysctls are the same for every policy: written once here, so
@@ -207,6 +209,8 @@ Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, ui
   cfg.sock_protos = policy.sock_protos;
   cfg.layout_version = CORDON_LAYOUT_VERSION;
   cfg.unix_flags = unix_flags;
+  cfg.contain_after = policy.contain_after;
+  cfg.contain_kinds = policy.contain_kinds;
   uint32_t zero = 0;
   if (bpf_map_update_elem(bpf_map__fd(skel->maps.sandbox_cfg), &zero, &cfg, BPF_ANY))
     return SysError("write sandbox_cfg");

@@ -28,6 +28,10 @@ constexpr const char* kCountersPin = "counters";
 constexpr const char* kEventsPin = "events";
 constexpr const char* kInfoPin = "info";
 constexpr const char* kQuietPin = CORDON_QUIET_PIN;
+// The containment state (struct cordon_sandbox_state): the sandbox's, shared
+// by its instances. A sandbox attached by a cordon without it gets one at its
+// next replacement (its absence reads as "not contained").
+constexpr const char* kStatePin = "state";
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -136,6 +140,7 @@ Status PinAll(cordon_net* skel, int info_fd, const std::vector<Link>& links, con
     if (bpf_map__pin(m.map(skel), (dir + "/" + m.pin).c_str())) return SysError("pin " + dir + "/" + m.pin);
   if (bpf_map__pin(skel->maps.counters, (dir + "/" + kCountersPin).c_str())) return SysError("pin counters");
   if (bpf_map__pin(skel->maps.events, (dir + "/" + kEventsPin).c_str())) return SysError("pin events");
+  if (bpf_map__pin(skel->maps.sandbox_state, (dir + "/" + kStatePin).c_str())) return SysError("pin state");
   if (bpf_obj_pin(info_fd, (dir + "/" + kInfoPin).c_str())) return SysError("pin info");
   for (size_t i = 0; i < links.size(); ++i)
     if (bpf_link__pin(links[i].get(), (dir + "/" + Hooks()[i].pin).c_str()))
@@ -264,6 +269,7 @@ class NetworkReplacement final : public SwitchedLayer {
   uint64_t switch_start_ns_ = 0, switch_end_ns_ = 0;  // Commit()'s bpf_link_update loop
   uint64_t file_switched_ns_ = 0;                     // 0: no file layer switched with it
   bool switched_ = false, finished_ = false;
+  bool add_state_ = false;  // the sandbox has no pinned state map yet
 };
 
 Result<std::unique_ptr<NetworkReplacement>> NetworkReplacement::Prepare(const std::string& dir,
@@ -295,9 +301,13 @@ Result<std::unique_ptr<NetworkReplacement>> NetworkReplacement::Prepare(const st
   uint32_t len = sizeof einfo;
   if (bpf_obj_get_info_by_fd(events.get(), &einfo, &len)) return SysError("inspect events map");
 
+  UniqueFd state(bpf_obj_get((dir + "/" + kStatePin).c_str()));
+  if (!state.valid() && errno != ENOENT) return SysError("open " + dir + "/" + kStatePin);
+  p->add_state_ = !state.valid();  // attached by a cordon without it: this instance's is pinned by Finish()
   auto unix_entries = UnixRuleEntries(policy);
-  auto skel = OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(),
-                           ListenEntries(policy), einfo.max_entries, counters.get(), events.get());
+  auto skel =
+      OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(), ListenEntries(policy),
+                   einfo.max_entries, counters.get(), events.get(), state.valid() ? state.get() : -1);
   if (!skel) return skel.error();
   p->skel_ = std::move(*skel);
   CORDON_TRY(FillPolicyMaps(p->skel_.get(), policy, cgroup.id, unix_entries, unix_flags, options.allowed_devices));
@@ -319,6 +329,8 @@ Result<AttachResult> NetworkReplacement::Finish(const CgroupRef& cgroup, const p
       return SysError(std::string("add ") + hook->pin + " to " + cgroup.path +
                       " (the new policy is in force for every other hook)");
   }
+  if (add_state_ && bpf_map__pin(skel_->maps.sandbox_state, (dir + "/" + kStatePin).c_str()) && errno != EEXIST)
+    return SysError("pin " + dir + "/" + kStatePin + " (the new policy is in force)");
   // Re-pin the new policy maps over the old ones (rename is atomic in bpffs).
   for (const auto& m : PolicyMaps()) {
     std::string final_path = dir + "/" + m.pin;
@@ -565,7 +577,58 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
     auto sums = ReadCounters(counters.get());
     if (sums) out.counters = *sums;
   }
+  UniqueFd state(bpf_obj_get((dir + "/" + kStatePin).c_str()));
+  uint32_t zero = 0;
+  cordon_sandbox_state st = {};
+  if (state.valid() && bpf_map_lookup_elem(state.get(), &zero, &st) == 0) {
+    out.has_state = true;
+    out.state = st;
+  }
   return out;
+}
+
+Status SetSandboxFilesContained(uint64_t sandbox_id, bool contained) {
+  auto root = SandboxPinRoot();
+  if (!root) return root.error();
+  auto lock = LockPinRoot(*root);
+  if (!lock) return lock.error();
+  return LsmSetContained(sandbox_id, contained);
+}
+
+Result<cordon_sandbox_state> ChangeSandboxState(uint64_t sandbox_id, uint32_t set, uint32_t clear,
+                                                std::string* lsm_problem, bool with_files) {
+  auto root = SandboxPinRoot();
+  if (!root) return root.error();
+  auto lock = LockPinRoot(*root);
+  if (!lock) return lock.error();
+  std::string dir = SandboxPinDir(*root, sandbox_id);
+  if (!Exists(dir)) return Error{"no sandbox is attached to cgroup id " + std::to_string(sandbox_id)};
+  UniqueFd state(bpf_obj_get((dir + "/" + kStatePin).c_str()));
+  if (!state.valid()) {
+    if (errno == ENOENT)
+      return Error{"sandbox " + std::to_string(sandbox_id) +
+                   " was attached by a cordon without containment state; replace its policy once (cordon update) "
+                   "to add it"};
+    return SysError("open " + dir + "/" + kStatePin);
+  }
+  uint32_t zero = 0;
+  cordon_sandbox_state before = {};
+  if (bpf_map_lookup_elem(state.get(), &zero, &before)) return SysError("read " + dir + "/" + kStatePin);
+  cordon_sandbox_state after = before;
+  after.flags = (before.flags & ~clear) | set;
+  if (clear & CORDON_STATE_F_CONTAINED) {  // released: onViolation counts from zero again
+    after.violations = 0;
+    after.contained_boot_ns = 0;
+    after.trigger_kind = 0;
+  }
+  // One write of the whole element: the programs read the flag word whole.
+  if (bpf_map_update_elem(state.get(), &zero, &after, BPF_ANY)) return SysError("write " + dir + "/" + kStatePin);
+  // The BPF LSM object's entry of the sandbox (file and exec checks), under
+  // the same lock as every replacement of that entry.
+  const bool was = before.flags & CORDON_STATE_F_CONTAINED, is = after.flags & CORDON_STATE_F_CONTAINED;
+  if (was != is && with_files)
+    if (Status lsm = LsmSetContained(sandbox_id, is); !lsm.ok() && lsm_problem) *lsm_problem = lsm.error().ToString();
+  return before;
 }
 
 Result<std::vector<SandboxInfo>> ListSandboxes() {

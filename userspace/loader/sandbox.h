@@ -76,6 +76,11 @@ struct SandboxInfo {
   int owner_pid = 0;
   bool orphaned = false;
   std::array<uint64_t, CORDON_CNT_MAX> counters{};  // summed over CPUs
+  // Containment (`cordon contain`, onViolation: contain): the pinned state;
+  // has_state false for a sandbox attached by a cordon without it.
+  bool has_state = false;
+  cordon_sandbox_state state{};
+  bool contained() const { return state.flags & CORDON_STATE_F_CONTAINED; }
   std::string problem;            // non-empty: pinned state is incomplete or foreign
 };
 
@@ -137,6 +142,20 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id);
 // progress: read again when the info's generation changes).
 Result<std::shared_ptr<const std::vector<policy::QuietPattern>>> ReadSandboxQuiet(const std::string& dir,
                                                                                   uint32_t generation);
+
+// Clears `clear`, then sets `set` (CORDON_STATE_F_*) in the sandbox's containment
+// state in one map write, under the pin root's lock; clearing CONTAINED also
+// resets the violation count. Returns the state before the change.
+// Where BPF LSM enforces the sandbox's files, its LSM entry's CONTAINED flag
+// follows (a failure there, the network state changed, in *lsm_problem).
+// With `with_files` false the LSM entry is left as it is (see
+// SetSandboxFilesContained).
+Result<cordon_sandbox_state> ChangeSandboxState(uint64_t sandbox_id, uint32_t set, uint32_t clear,
+                                                std::string* lsm_problem = nullptr, bool with_files = true);
+// The BPF LSM entry's CONTAINED flag alone, under the pin root's lock:
+// `cordon contain` sets it once the processes are frozen, so that none of
+// them sees a file access refused half-way (it would not take that back).
+Status SetSandboxFilesContained(uint64_t sandbox_id, bool contained);
 
 // Records extra layers (CORDON_INFO_F_LANDLOCK / _SECCOMP) in the sandbox's
 // info, or with `clear` the flags that no longer hold (CORDON_INFO_F_DEGRADED).

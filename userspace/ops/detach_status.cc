@@ -5,6 +5,7 @@
 
 #include "ops/ephemeral.h"
 #include "ops/ops.h"
+#include "util/fs.h"
 
 namespace cordon::ops {
 
@@ -16,7 +17,21 @@ DetachOutcome Detach(const DetachRequest& request) {
   // that cannot be told, what is left is killed first, then the cgroup,
   // which cordon made, removed, then the sandbox detached.
   std::string orphan_lock;
+  // A contained sandbox whose processes live (frozen): detaching would set
+  // them free, unconfined, once anything thaws them.
   auto found = GetSandbox(request.sandbox_id);
+  if (const auto& info = found;
+      info && info->contained() && !(info->state.flags & CORDON_STATE_F_KILLED) && info->cgroup_alive) {
+    auto mount = FindCgroup2Mount();
+    auto events = mount ? ReadFile(*mount + info->cgroup_path + "/cgroup.events") : Result<std::string>(mount.error());
+    if (!events || events->find("populated 0") == std::string::npos)
+      return out.error = "sandbox " + std::to_string(request.sandbox_id) +
+                         " is contained and its processes are alive (frozen): detaching would set them free; "
+                         "`cordon contain --id " +
+                         std::to_string(request.sandbox_id) +
+                         " --kill` kills them, `cordon release` puts its policy back in force; nothing detached",
+             out;
+  }
   if (auto& info = found; info && info->ephemeral) {
     const RunOwner owner = OwnerOfRun(info->cgroup_path);
     auto mount = FindCgroup2Mount();

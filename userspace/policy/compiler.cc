@@ -12,6 +12,8 @@
 // the tables below, and repeated paths merged into their first entry.
 #include "policy/compiler.h"
 
+#include "abi/cordon_event.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -245,6 +247,7 @@ class Validator {
   void Protocols(const R& rule, const FieldName& field, CompiledRule* out);
   void Listen(const cordon::v1::Network& network, CompiledPolicy* out);
   void Devices(const cordon::v1::Spec& spec, CompiledPolicy* out);
+  void ContainOn(const cordon::v1::ContainOn& contain, CompiledPolicy* out);
   void Files(const cordon::v1::Files& files, CompiledPolicy* out);
   void Identity(const cordon::v1::Spec& spec, CompiledPolicy* out);
 
@@ -398,6 +401,47 @@ void Validator::Rule(const cordon::v1::EgressRule& rule, const FieldName& field,
 }
 
 // "c 10:200 rw", "b 7:* r", "c 1:11" (access rw).
+// The kinds the sandbox's own programs refuse (bpf/net/): what
+// onViolation: contain can count. File and exec refusals (BPF LSM) and
+// detected violations do not count yet.
+constexpr std::pair<const char*, uint32_t> kContainKinds[] = {
+    {"net.connect", CORDON_EV_NET_CONNECT},     {"net.sendmsg", CORDON_EV_NET_SENDMSG},
+    {"net.socket", CORDON_EV_NET_SOCKET},       {"net.unix", CORDON_EV_NET_UNIX},
+    {"net.bind", CORDON_EV_NET_BIND},           {"net.sockopt", CORDON_EV_NET_SOCKOPT},
+    {"tamper.device", CORDON_EV_TAMPER_DEVICE}, {"tamper.sysctl", CORDON_EV_TAMPER_SYSCTL},
+};
+
+void Validator::ContainOn(const cordon::v1::ContainOn& contain, CompiledPolicy* out) {
+  constexpr uint32_t kMaxAfter = 1000000;
+  if (Present("spec.contain.after") && (contain.after() == 0 || contain.after() > kMaxAfter))
+    Error("spec.contain.after",
+          "must be 1.." + std::to_string(kMaxAfter) + " refusals, not " + std::to_string(contain.after()));
+  out->contain_after = contain.after() ? std::min(contain.after(), kMaxAfter) : 1;
+  if (contain.kinds().empty()) {
+    for (const auto& [name, kind] : kContainKinds) out->contain_kinds |= 1ULL << kind;
+    return;
+  }
+  std::vector<std::string> known;
+  for (const auto& [name, kind] : kContainKinds) known.push_back(name);
+  for (int i = 0; i < contain.kinds_size(); ++i) {
+    const std::string& want = contain.kinds(i);
+    const std::string field = "spec.contain.kinds[" + std::to_string(i) + "]";
+    uint64_t bits = 0;
+    for (const auto& [name, kind] : kContainKinds)
+      if (want == name || (!want.empty() && want.back() == '.' && std::string(name).rfind(want, 0) == 0))
+        bits |= 1ULL << kind;
+    if (!bits) {
+      std::string list;
+      for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
+      Error(field, "no refusal of kind " + Quote(want) + " can contain the sandbox (kinds: " + list +
+                       ", or a family such as \"net.\"; file and exec refusals do not count yet)");
+    } else if ((out->contain_kinds & bits) == bits) {
+      Error(field, "repeats " + Quote(want));
+    }
+    out->contain_kinds |= bits;
+  }
+}
+
 void Validator::Devices(const cordon::v1::Spec& spec, CompiledPolicy* out) {
   if (spec.devices_size() == 0) return;  // omitted or []: the safe set only
   if (static_cast<size_t>(spec.devices_size()) > kMaxPolicyDevices) {
@@ -716,9 +760,13 @@ bool Validator::Run(CompiledPolicy* out) {
   const std::string& on_violation = policy.spec().on_violation();
   if (on_violation == "kill") {
     out->lsm_flags |= CORDON_LSM_F_KILL;
+  } else if (on_violation == "contain") {
+    ContainOn(policy.spec().contain(), out);
   } else if (!on_violation.empty() && on_violation != "report") {
-    Error("spec.onViolation", "unknown action " + Quote(on_violation) + " (expected report or kill)");
+    Error("spec.onViolation", "unknown action " + Quote(on_violation) + " (expected report, kill or contain)");
   }
+  if (on_violation != "contain" && Present("spec.contain"))
+    Error("spec.contain", "takes effect only with onViolation: contain");
 
   if (policy.spec().allow_keyrings()) out->lsm_flags |= CORDON_LSM_F_KEYRINGS;
   Identity(policy.spec(), out);
@@ -1050,6 +1098,13 @@ bool LeadingBitsEqual(const uint8_t* a, const uint8_t* b, uint32_t bits) {
 }
 
 }  // namespace
+
+std::string ContainKindsText(uint64_t kinds) {
+  std::string out;
+  for (const auto& [name, kind] : kContainKinds)
+    if (kinds & (1ULL << kind)) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out.empty() ? "none" : out;
+}
 
 bool Compile(const ParsedPolicy& parsed, CompiledPolicy* out, Diagnostics* diags) {
   CompiledPolicy compiled;

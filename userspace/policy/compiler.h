@@ -108,6 +108,11 @@ struct CompiledPolicy {
   // (profile runtime-minimal: the task's own /proc/<pid>, enforced by pid in
   // the kernel rather than by a path rule).
   uint32_t lsm_flags = 0;
+  // spec.onViolation: contain: after this many refusals (0: never) of the
+  // kinds in contain_kinds (bit 1 << enum cordon_event_kind) the program that
+  // refused contains the sandbox (cordon_sandbox_cfg.contain_after/_kinds).
+  uint32_t contain_after = 0;
+  uint64_t contain_kinds = 0;
 
   // spec.runAs: "dynamic" (also when omitted), "root", a user name or
   // "UID[:GID]" (resolved by `cordon run`, not here: the compiler is pure).
@@ -130,6 +135,9 @@ struct CompiledPolicy {
   // spec.quiet (policy/quiet.h), in file order: expected events.
   std::vector<QuietPattern> quiet;
 };
+
+// The kinds in a contain_kinds mask, "net.connect, net.sendmsg" ("none").
+std::string ContainKindsText(uint64_t kinds);
 
 // spec.runAs / --user spelling: dynamic, root, a user name, UID or UID:GID.
 bool ValidRunAs(const std::string& run_as);

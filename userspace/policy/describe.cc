@@ -112,6 +112,10 @@ std::string Describe(const CompiledPolicy& policy) {
          (policy.lsm_flags & CORDON_LSM_F_ABSTRACT_UNIX ? "allowed (spec.network.abstractUnix)" : "denied") + "\n";
   out += std::string("user namespaces: ") +
          (policy.lsm_flags & CORDON_LSM_F_USERNS ? "allowed (spec.allowUserNamespaces)" : "denied") + "\n";
+  if (policy.contain_after)
+    out += "on violation: contain the sandbox in the kernel after " + std::to_string(policy.contain_after) +
+           " refusal" + (policy.contain_after == 1 ? "" : "s") + " (" + ContainKindsText(policy.contain_kinds) +
+           "; released by `cordon release`)\n";
   out += DescribeResources(policy.resources);
   out += DescribeCredentials(policy.credentials);
   out += DescribeQuiet(policy.quiet);

@@ -172,18 +172,49 @@ Status RemoveTree(const std::string& path) {
 
 }  // namespace
 
-Status KillAndRemoveCgroup(const CgroupRef& cgroup, int timeout_ms) {
-  if (Populated(cgroup.path)) {
-    // cgroup.kill (5.14+) kills the whole subtree atomically, forks included.
-    Status killed = WriteFile(JoinPath(cgroup.path, "cgroup.kill"), "1");
-    if (!killed.ok()) return killed.error().Wrap("kill processes of " + cgroup.path);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (Populated(cgroup.path)) {
-      if (std::chrono::steady_clock::now() > deadline)
-        return Error{"processes of " + cgroup.path + " did not exit within " + std::to_string(timeout_ms) + " ms"};
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+namespace {
+
+// Polls cgroup.events until `key` has `value` (every 5 ms, up to timeout_ms).
+bool AwaitCgroupEvent(const std::string& path, const std::string& key, char value, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    auto events = ReadFile(JoinPath(path, "cgroup.events"));
+    if (events) {
+      size_t at = events->find(key + " ");
+      if (at != std::string::npos && at + key.size() + 1 < events->size() && (*events)[at + key.size() + 1] == value)
+        return true;
+    } else if (key == "populated") {
+      return value == '0';  // the cgroup is gone: nothing is in it
     }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+}  // namespace
+
+Status KillCgroupProcesses(const std::string& path, int timeout_ms) {
+  if (!Populated(path)) return {};
+  // cgroup.kill (5.14+) kills the whole subtree atomically, forks included,
+  // frozen processes too.
+  Status killed = WriteFile(JoinPath(path, "cgroup.kill"), "1");
+  if (!killed.ok()) return killed.error().Wrap("kill processes of " + path);
+  if (!AwaitCgroupEvent(path, "populated", '0', timeout_ms))
+    return Error{"processes of " + path + " did not exit within " + std::to_string(timeout_ms) + " ms"};
+  return {};
+}
+
+Status SetCgroupFrozen(const std::string& path, bool frozen, int timeout_ms) {
+  Status written = WriteFile(JoinPath(path, "cgroup.freeze"), frozen ? "1" : "0");
+  if (!written.ok()) return written.error().Wrap(std::string(frozen ? "freeze " : "thaw ") + path);
+  if (!AwaitCgroupEvent(path, "frozen", frozen ? '1' : '0', timeout_ms))
+    return Error{std::string("cgroup.events of ") + path + " did not say frozen " + (frozen ? "1" : "0") + " within " +
+                 std::to_string(timeout_ms) + " ms"};
+  return {};
+}
+
+Status KillAndRemoveCgroup(const CgroupRef& cgroup, int timeout_ms) {
+  CORDON_TRY(KillCgroupProcesses(cgroup.path, timeout_ms));
   return RemoveTree(cgroup.path);
 }
 

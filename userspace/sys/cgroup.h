@@ -43,6 +43,14 @@ Result<CgroupRef> CreateCgroup(const std::string& relative);
 // empty, then removes it and its child cgroups. Only for cgroups cordon created.
 Status KillAndRemoveCgroup(const CgroupRef& cgroup, int timeout_ms = 5000);
 
+// Kills every process in the cgroup subtree (cgroup.kill: frozen ones too)
+// and waits until cgroup.events says populated 0; the cgroup stays.
+Status KillCgroupProcesses(const std::string& cgroup_dir, int timeout_ms = 5000);
+
+// Writes cgroup.freeze (1 freezes every process of the subtree, 0 thaws) and
+// waits until cgroup.events says frozen 1 (0).
+Status SetCgroupFrozen(const std::string& cgroup_dir, bool frozen, int timeout_ms = 5000);
+
 // Path of a cgroup id relative to the cgroup2 mount ("" if it no longer exists).
 std::string CgroupPathFromId(const std::string& mount, uint64_t id);
 

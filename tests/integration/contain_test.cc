@@ -1,0 +1,816 @@
+// Containment (issue 18): `cordon contain` and `cordon release` on real
+// processes in a real cgroup. Each test watches what the workload and its
+// peer observe (a reset connection, a frozen cgroup, a counter that stops and
+// resumes, a refused connect) and has the same probe before containment (or
+// after release) as its control. Network only on loopback.
+#include <fcntl.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "event.pb.h"
+#include "loader/sandbox.h"
+#include "tests/integration/harness.h"
+
+namespace cordon::test {
+namespace {
+
+socklen_t Len(const sockaddr_storage& a) { return SockaddrLen(a); }
+
+int ConnectTo(const sockaddr_storage& addr) {
+  int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), Len(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A loopback TCP listener of the test (outside every sandbox) keeping what it accepts.
+class Listener {
+ public:
+  Listener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_storage a = V4("127.0.0.1", 0);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), Len(a));
+    ::listen(fd_, 16);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+  }
+  ~Listener() {
+    for (int fd : accepted_) ::close(fd);
+    ::close(fd_);
+  }
+  uint16_t port() const { return port_; }
+  int Accept() {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0) return -1;
+    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) accepted_.push_back(fd);
+    return fd;
+  }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::vector<int> accepted_;
+};
+
+// An unconnected TCP socket created by a process in `cgroup` and handed to the
+// test over SCM_RIGHTS: the cgroup hooks judge it as the sandbox's (by the
+// cgroup that created it), while the test process, which is never frozen,
+// makes the calls.
+int SocketMadeIn(const std::string& cgroup) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return -1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::ofstream(cgroup + "/cgroup.procs") << ::getpid();
+    int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    char byte = 's';
+    iovec iov{&byte, 1};
+    char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &s, sizeof s);
+    _exit(s >= 0 && ::sendmsg(pair[1], &msg, 0) == 1 ? 0 : 1);
+  }
+  ::close(pair[1]);
+  char byte;
+  iovec iov{&byte, 1};
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  int fd = -1;
+  if (::recvmsg(pair[0], &msg, MSG_CMSG_CLOEXEC) == 1 && CMSG_FIRSTHDR(&msg))
+    std::memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&msg)), sizeof fd);
+  ::close(pair[0]);
+  ::waitpid(pid, nullptr, 0);
+  return fd;
+}
+
+// connect() of a socket made in the sandbox (SocketMadeIn) to 127.0.0.1:port:
+// 0 or the errno. Made before containment: a process that joins a frozen
+// cgroup is frozen too.
+int ConnectWith(int fd, uint16_t port) {
+  if (fd < 0) return -1;
+  sockaddr_storage a = V4("127.0.0.1", port);
+  int r = ::connect(fd, reinterpret_cast<sockaddr*>(&a), Len(a)) == 0 ? 0 : errno;
+  ::close(fd);
+  return r;
+}
+
+// A process exec'd into the cgroup: python3 counting in a file (one write
+// every 2 ms) with a secret in its environment that nothing may record.
+class Writer {
+ public:
+  Writer(const std::string& cgroup, const std::string& file, const std::string& secret) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::ofstream(cgroup + "/cgroup.procs") << ::getpid();
+      const std::string env_secret = "GITHUB_TOKEN=" + secret;
+      char* envp[] = {const_cast<char*>("PATH=/usr/bin:/bin"), const_cast<char*>(env_secret.c_str()), nullptr};
+      const std::string script =
+          "import os, sys, time\n"
+          "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)\n"
+          "i = 0\n"
+          "while True:\n"
+          "    i += 1\n"
+          "    os.pwrite(fd, b'%020d' % i, 0)\n"
+          "    time.sleep(0.002)\n";
+      char* argv[] = {const_cast<char*>("python3"), const_cast<char*>("-c"), const_cast<char*>(script.c_str()),
+                      const_cast<char*>(file.c_str()), nullptr};
+      ::execve("/usr/bin/python3", argv, envp);
+      _exit(127);
+    }
+  }
+  ~Writer() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);  // our own child (a frozen one dies too: cgroup v2 lets SIGKILL through)
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  int pid() const { return pid_; }
+  // Reaps it (it must have ended): its wait status.
+  int Wait() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  int pid_ = -1;
+};
+
+long Counter(const std::string& file) {
+  std::string text = Slurp(file);
+  return text.size() == 20 ? std::atol(text.c_str()) : -1;
+}
+
+std::string CgroupEvent(const std::string& cgroup, const std::string& key) {
+  std::istringstream in(Slurp(cgroup + "/cgroup.events"));
+  std::string k, v;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return "";
+}
+
+// A scratch directory (0700, root's) holding an agent configuration whose
+// jsonl sink is there: the evidence goes next to it. No agent answers on its
+// socket unless a test starts one; CORDON_AGENT_SOCKET points at it meanwhile.
+class Scratch {
+ public:
+  Scratch() {
+    char tmpl[] = "/tmp/cordon-contain-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    config_ = dir_ + "/agent.yaml";
+    audit_ = dir_ + "/audit.jsonl";
+    std::ofstream(config_) << "socket: " << dir_ << "/agent.sock\nsinks:\n  - kind: jsonl\n    path: " << audit_
+                           << "\n    fsync: never\nmetrics:\n  listen: \"\"\nadopt:\n  cgroupPrefixes: [/cordon-test-"
+                           << ::getpid() << "-]\noidc:\n  keyDir: " << dir_ << "/oidc\n  publishDir: \"\"\n";
+    const char* old = std::getenv("CORDON_AGENT_SOCKET");
+    if (old) old_env_ = old, had_env_ = true;
+    ::setenv("CORDON_AGENT_SOCKET", (dir_ + "/agent.sock").c_str(), 1);
+  }
+  ~Scratch() {
+    if (had_env_)
+      ::setenv("CORDON_AGENT_SOCKET", old_env_.c_str(), 1);
+    else
+      ::unsetenv("CORDON_AGENT_SOCKET");
+    Run({"rm", "-rf", dir_});
+  }
+  const std::string& dir() const { return dir_; }
+  const std::string& config() const { return config_; }
+  const std::string& audit() const { return audit_; }
+
+ private:
+  std::string dir_, config_, audit_, old_env_;
+  bool had_env_ = false;
+};
+
+// The evidence path that `cordon contain` names on stderr.
+std::string EvidencePath(const std::string& err) {
+  size_t at = err.find("evidence: ");
+  if (at == std::string::npos) return "";
+  size_t end = err.find('\n', at);
+  return err.substr(at + 10, end - at - 10);
+}
+
+std::vector<cordon::v1::AuditEvent> OfKind(const std::vector<cordon::v1::AuditEvent>& events, const std::string& kind) {
+  std::vector<cordon::v1::AuditEvent> out;
+  for (const auto& e : events)
+    if (e.kind() == kind) out.push_back(e);
+  return out;
+}
+
+class Contain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+  }
+  CommandResult Attach(const TestCgroup& cg, const std::string& yaml) {
+    PolicyFile policy(yaml);
+    return Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded", "-q"});
+  }
+};
+
+TEST_F(Contain, ContainFreezesDisconnectsAndRecordsReleaseResumes) {
+  Scratch scratch;
+  TestCgroup cg("contain");
+  Listener listener;
+  ASSERT_EQ(Attach(cg, LoopbackPolicy("contain-policy", listener.port())).status, 0);
+  // A process with a live TCP connection (allowed by the policy) ...
+  int fd = -1;
+  WaitingChild holder(
+      cg.path(), [&] { return ReadOne(fd); }, [&] { fd = ConnectTo(V4("127.0.0.1", listener.port())); });
+  int server = listener.Accept();
+  ASSERT_GE(server, 0) << "the holder did not connect";
+  // ... and one writing a file.
+  const std::string counter = scratch.dir() + "/counter";
+  const std::string secret = "ghp_contain" + std::to_string(std::random_device{}()) + "SECRETvalue";
+  Writer writer(cg.path(), counter, secret);
+  // Controls, before containment: the writer writes, the connection has no
+  // reset pending, a connect the policy allows succeeds.
+  ASSERT_TRUE(WaitFor([&] { return Counter(counter) > 5; }, 10000)) << "the writer never wrote";
+  long seen = Counter(counter);
+  ASSERT_TRUE(WaitFor([&] { return Counter(counter) > seen; }, 10000));
+  pollfd p{server, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 0), 0) << "the connection was not quiet before containment";
+  EXPECT_EQ(ConnectWith(SocketMadeIn(cg.path()), listener.port()), 0);
+  const int probe1 = SocketMadeIn(cg.path()), probe2 = SocketMadeIn(cg.path());
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "0");
+
+  CommandResult r = Cordon({"contain", "--cgroup", cg.path(), "--reason", "incident 7", "--config", scratch.config()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("frozen, 2 processes, 1 connection destroyed"), std::string::npos) << r.err;
+  // Frozen, and the kernel says so.
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "1");
+  // The peer of the connection got a reset.
+  EXPECT_EQ(ReadOne(server), ECONNRESET);
+  // A connect the policy allows is refused (EPERM) from a socket of the sandbox's.
+  EXPECT_EQ(ConnectWith(probe1, listener.port()), EPERM);
+  // Writes stopped: the counter holds still while the above happened.
+  const long frozen_at = Counter(counter);
+  EXPECT_GT(frozen_at, seen);
+  EXPECT_EQ(ConnectWith(probe2, listener.port()), EPERM);
+  EXPECT_EQ(Counter(counter), frozen_at);
+
+  // The events: printed, and in the audit file.
+  auto printed = ParseJsonLines(r.out);
+  auto destroyed = OfKind(printed, "net.preexisting");
+  ASSERT_EQ(destroyed.size(), 1u) << r.out;
+  EXPECT_EQ(destroyed[0].verdict(), "destroyed");
+  EXPECT_EQ(destroyed[0].net().port(), listener.port());
+  auto contained = OfKind(printed, "sandbox.contained");
+  ASSERT_EQ(contained.size(), 1u) << r.out;
+  const auto& k = contained[0].containment();
+  EXPECT_EQ(contained[0].verdict(), "noted");
+  EXPECT_EQ(contained[0].sandbox_cgroup_id(), cg.id());
+  EXPECT_EQ(k.reason(), "incident 7");
+  EXPECT_EQ(k.via(), "cli");
+  EXPECT_NE(k.by().find("uid 0"), std::string::npos) << k.by();
+  EXPECT_TRUE(k.frozen());
+  EXPECT_FALSE(k.killed());
+  EXPECT_EQ(k.processes(), 2u);
+  EXPECT_EQ(k.connections_destroyed(), 1u);
+  EXPECT_GT(k.not_stopped_size(), 0);
+  EXPECT_EQ(OfKind(AuditFileEvents(scratch.audit()), "sandbox.contained").size(), 1u);
+  // The refused connect is an event of the sandbox's, saying why.
+  bool refused_event = false;
+  for (const auto& e : TakeEvents(cg.path()))
+    refused_event |= e.kind() == "net.connect" && e.verdict() == "denied" && e.net().port() == listener.port() &&
+                     e.reason().find("contained") != std::string::npos;
+  EXPECT_TRUE(refused_event);
+
+  // The evidence: root's, 0600, one JSON document listing the processes and the connection.
+  const std::string path = EvidencePath(r.err);
+  ASSERT_FALSE(path.empty()) << r.err;
+  EXPECT_EQ(k.evidence(), path);
+  EXPECT_EQ(path.rfind(scratch.dir() + "/contain-", 0), 0u) << path;
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, 0u);
+  const std::string text = Slurp(path);
+  EXPECT_EQ(text.find(secret), std::string::npos) << "the evidence holds the workload's secret";
+  EXPECT_EQ(r.out.find(secret), std::string::npos);
+  cordon::v1::ContainmentEvidence evidence;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(text, &evidence).ok()) << text;
+  EXPECT_EQ(evidence.sandbox_cgroup_id(), cg.id());
+  EXPECT_EQ(evidence.policy().name(), "contain-policy");
+  EXPECT_EQ(evidence.policy().digest().rfind("sha256:", 0), 0u) << evidence.policy().digest();
+  EXPECT_EQ(evidence.containment().reason(), "incident 7");
+  bool saw_writer = false, saw_holder = false;
+  for (const auto& proc : evidence.processes()) {
+    if (proc.pid() == static_cast<uint32_t>(writer.pid())) {
+      saw_writer = true;
+      EXPECT_NE(proc.exe().find("python3"), std::string::npos) << proc.exe();
+      ASSERT_GE(proc.cmdline_size(), 4);
+      EXPECT_EQ(proc.cmdline(0), "python3");
+      EXPECT_EQ(proc.cmdline(3), counter);
+      bool holds_counter = false;
+      for (const auto& f : proc.fds()) holds_counter |= f.target() == counter && f.type() == "file";
+      EXPECT_TRUE(holds_counter);
+    }
+    if (proc.pid() == static_cast<uint32_t>(holder.pid())) {
+      saw_holder = true;
+      EXPECT_EQ(proc.ppid(), static_cast<uint32_t>(::getpid()));
+      EXPECT_EQ(proc.uid(), 0u);
+      EXPECT_FALSE(proc.cwd().empty());
+    }
+  }
+  EXPECT_TRUE(saw_writer) << text;
+  EXPECT_TRUE(saw_holder) << text;
+  bool saw_connection = false;
+  for (const auto& s : evidence.sockets())
+    saw_connection |= s.remote() == "127.0.0.1:" + std::to_string(listener.port()) && s.action() == "destroyed" &&
+                      s.pid() == static_cast<uint32_t>(holder.pid()) && s.protocol() == "tcp";
+  EXPECT_TRUE(saw_connection) << text;
+  EXPECT_TRUE(evidence.counters().count("deniedConnect"));
+
+  // Contained twice: a clear error, nothing changed.
+  CommandResult again = Cordon({"contain", "--id", std::to_string(cg.id()), "--config", scratch.config()});
+  EXPECT_EQ(again.status, 1);
+  EXPECT_NE(again.err.find("is already contained"), std::string::npos) << again.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "1");
+  // Detached while its processes live: refused (it would set them free).
+  CommandResult detach = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(detach.status, 1);
+  EXPECT_NE(detach.err.find("is contained and its processes are alive"), std::string::npos) << detach.err;
+
+  // Release: thawed, the writer writes again, the policy allows again.
+  CommandResult rel = Cordon({"release", "--cgroup", cg.path(), "--reason", "all clear", "--config", scratch.config()});
+  ASSERT_EQ(rel.status, 0) << rel.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "0");
+  EXPECT_TRUE(WaitFor([&] { return Counter(counter) > frozen_at; }, 10000)) << "the writer did not resume";
+  EXPECT_EQ(ConnectWith(SocketMadeIn(cg.path()), listener.port()), 0);
+  EXPECT_EQ(ConnectWith(SocketMadeIn(cg.path()), 1), EPERM);  // the policy, not everything-allowed
+  // The holder's connection stays destroyed.
+  EXPECT_EQ(holder.Go(), ECONNABORTED);
+  auto released = OfKind(ParseJsonLines(rel.out), "sandbox.released");
+  ASSERT_EQ(released.size(), 1u) << rel.out;
+  EXPECT_EQ(released[0].containment().reason(), "all clear");
+  EXPECT_NE(released[0].reason().find("contain-policy"), std::string::npos) << released[0].reason();
+  EXPECT_EQ(OfKind(AuditFileEvents(scratch.audit()), "sandbox.released").size(), 1u);
+
+  // Released twice: a clear error.
+  CommandResult twice = Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()});
+  EXPECT_EQ(twice.status, 1);
+  EXPECT_NE(twice.err.find("is not contained"), std::string::npos) << twice.err;
+}
+
+// A sandbox on `cg` whose one process writes (Writer), writing already.
+std::unique_ptr<Writer> WritingSandbox(const TestCgroup& cg, const Scratch& scratch, const std::string& name) {
+  PolicyFile policy(LoopbackPolicy(name, 1));
+  EXPECT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded", "-q"}).status, 0);
+  const std::string counter = scratch.dir() + "/counter";
+  auto writer = std::make_unique<Writer>(cg.path(), counter, "not-a-secret");
+  EXPECT_TRUE(WaitFor([&] { return Counter(counter) > 0; }, 10000)) << "the writer never wrote";
+  EXPECT_EQ(CgroupEvent(cg.path(), "populated"), "1");  // the control: alive before
+  return writer;
+}
+
+TEST_F(Contain, KillTakesTheEvidenceFirstAndCannotBeReleased) {
+  Scratch scratch;
+  TestCgroup cg("contain-kill");
+  auto owned = WritingSandbox(cg, scratch, "contain-kill");
+  Writer& writer = *owned;
+
+  CommandResult r = Cordon({"contain", "--cgroup", cg.path(), "--kill", "--config", scratch.config()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "populated"), "0");
+  const int writer_pid = writer.pid();
+  const int status = writer.Wait();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  cordon::v1::ContainmentEvidence evidence;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(Slurp(EvidencePath(r.err)), &evidence).ok()) << r.err;
+  ASSERT_EQ(evidence.processes_size(), 1);
+  EXPECT_EQ(evidence.processes(0).pid(), static_cast<uint32_t>(writer_pid));
+  EXPECT_TRUE(evidence.containment().killed());
+  auto contained = OfKind(ParseJsonLines(r.out), "sandbox.contained");
+  ASSERT_EQ(contained.size(), 1u);
+  EXPECT_TRUE(contained[0].containment().killed());
+
+  CommandResult rel = Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()});
+  EXPECT_EQ(rel.status, 1);
+  EXPECT_NE(rel.err.find("was killed when it was contained"), std::string::npos) << rel.err;
+  EXPECT_NE(Cordon({"status"}).out.find("CONTAINED: its processes were killed"), std::string::npos);
+  CommandResult again = Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()});
+  EXPECT_EQ(again.status, 1);
+  EXPECT_NE(again.err.find("its processes killed"), std::string::npos) << again.err;
+}
+
+TEST_F(Contain, KillOfAContainedSandboxKillsWhatItFroze) {
+  Scratch scratch;
+  TestCgroup cg("contain-then-kill");
+  auto owned = WritingSandbox(cg, scratch, "contain-then-kill");
+  Writer& writer = *owned;
+  ASSERT_EQ(Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()}).status, 0);
+  EXPECT_EQ(CgroupEvent(cg.path(), "populated"), "1");  // frozen, not killed: the control
+  CommandResult killed =
+      Cordon({"contain", "--cgroup", cg.path(), "--kill", "--reason", "confirmed", "--config", scratch.config()});
+  ASSERT_EQ(killed.status, 0) << killed.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "populated"), "0");
+  const int status = writer.Wait();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  auto contained = OfKind(ParseJsonLines(killed.out), "sandbox.contained");
+  ASSERT_EQ(contained.size(), 1u) << killed.out;
+  EXPECT_TRUE(contained[0].containment().killed());
+  EXPECT_EQ(contained[0].containment().reason(), "confirmed");
+}
+
+// A process of the sandbox that opens `file` for reading on each request:
+// 0 or the errno (kTimedOut when it does not answer: frozen).
+class OpenProber {
+ public:
+  OpenProber(const std::string& cgroup, const std::string& file) {
+    int cmd[2], res[2];
+    if (::pipe2(cmd, O_CLOEXEC) || ::pipe2(res, O_CLOEXEC)) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::ofstream(cgroup + "/cgroup.procs") << ::getpid();
+      char c;
+      while (::read(cmd[0], &c, 1) == 1) {
+        int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+        int r = fd >= 0 ? 0 : errno;
+        if (fd >= 0) ::close(fd);
+        if (::write(res[1], &r, sizeof r) != sizeof r) break;
+      }
+      _exit(0);
+    }
+    ::close(cmd[0]);
+    ::close(res[1]);
+    cmd_ = cmd[1];
+    res_ = res[0];
+  }
+  ~OpenProber() {
+    ::close(cmd_);
+    ::close(res_);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);  // our own child
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  int Probe() {
+    char c = 'o';
+    if (::write(cmd_, &c, 1) != 1) return -1;
+    pollfd p{res_, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) return kTimedOut;
+    int r = -1;
+    return ::read(res_, &r, sizeof r) == sizeof r ? r : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int cmd_ = -1, res_ = -1;
+};
+
+// Where BPF LSM enforces, a contained sandbox's file accesses are refused
+// too: shown with its processes thawed by hand, since containment does not
+// rest on the freeze.
+TEST_F(Contain, FilesAreRefusedWhereBpfLsmEnforces) {
+  if (!LsmUsableHere())
+    GTEST_SKIP() << "BPF LSM does not enforce here: an attached process's file accesses cannot be refused "
+                    "(contain says so, in notStopped)";
+  Scratch scratch;
+  TestCgroup cg("contain-files");
+  const std::string file = scratch.dir() + "/readable";
+  std::ofstream(file) << "data";
+  ASSERT_EQ(Attach(cg, LoopbackPolicy("contain-files", 1) + "  files:\n    read: [/]\n").status, 0);
+  OpenProber prober(cg.path(), file);
+  EXPECT_EQ(prober.Probe(), 0);  // the control: the policy lets it read
+  CommandResult r = Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("file and exec operations are not refused"), std::string::npos) << r.err;
+  std::ofstream(cg.path() + "/cgroup.freeze") << "0";
+  ASSERT_TRUE(WaitFor([&] { return CgroupEvent(cg.path(), "frozen") == "0"; }, 10000));
+  EXPECT_EQ(prober.Probe(), EPERM);
+  bool refused = false;
+  for (const auto& e : TakeEvents(cg.path()))
+    refused |= e.kind() == "file.open" && e.verdict() == "denied" && e.file().path() == file &&
+               e.reason().find("contained") != std::string::npos;
+  EXPECT_TRUE(refused);
+  ASSERT_EQ(Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()}).status, 0);
+  EXPECT_EQ(prober.Probe(), 0);  // its policy again
+}
+
+TEST_F(Contain, BadRequestsGetOneClearLine) {
+  Scratch scratch;
+  TestCgroup cg("contain-none");
+  CommandResult none = Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()});
+  EXPECT_EQ(none.status, 1);
+  EXPECT_NE(none.err.find("no sandbox is attached"), std::string::npos) << none.err;
+  CommandResult unknown = Cordon({"contain", "--name", "no-such-sandbox-here", "--config", scratch.config()});
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_NE(unknown.err.find("no sandbox is named"), std::string::npos) << unknown.err;
+  CommandResult both = Cordon({"release", "--cgroup", cg.path(), "--id", "7"});
+  EXPECT_EQ(both.status, 2);
+  EXPECT_NE(both.err.find("exactly one of --cgroup, --id or --name"), std::string::npos) << both.err;
+  ASSERT_EQ(Attach(cg, LoopbackPolicy("contain-none", 1)).status, 0);
+  CommandResult not_contained = Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()});
+  EXPECT_EQ(not_contained.status, 1);
+  EXPECT_NE(not_contained.err.find("is not contained"), std::string::npos) << not_contained.err;
+}
+
+std::string OnViolationPolicy(const std::string& name, uint16_t port, const std::string& contain = "") {
+  return LoopbackPolicy(name, port) + "  onViolation: contain\n" + contain;
+}
+
+// The kernel contains the sandbox itself: no agent runs and no cordon
+// process is involved between the violation and the refusal that follows it.
+TEST_F(Contain, OnViolationTheKernelContainsWithoutTheAgent) {
+  Scratch scratch;  // CORDON_AGENT_SOCKET: nobody listens there
+  TestCgroup cg("contain-kernel");
+  Listener listener;
+  CommandResult attached = Attach(cg, OnViolationPolicy("contain-kernel", listener.port()));
+  ASSERT_EQ(attached.status, 0) << attached.err;
+  auto allowed = [&] { return RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); }); };
+  auto violation = [&] { return RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", 1)); }); };
+  // Controls: allowed connects do not count, and succeed.
+  EXPECT_EQ(allowed(), 0);
+  EXPECT_EQ(allowed(), 0);
+  EXPECT_EQ(Cordon({"status", "--json"}).out.find("\"contained\":true"), std::string::npos);
+  const int probe = SocketMadeIn(cg.path());  // made before: its connect is judged after
+  // The first violation ...
+  EXPECT_EQ(violation(), EPERM);
+  // ... and the connect the policy allows is refused, at once; so is a new socket.
+  EXPECT_EQ(ConnectWith(probe, listener.port()), EPERM);
+  EXPECT_EQ(allowed(), EPERM);
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "0");  // no agent: nobody froze it
+  auto events = TakeEvents(cg.path());
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].kind(), "net.connect");
+  EXPECT_EQ(events[0].net().port(), 1u);
+  EXPECT_EQ(events[0].reason().find("contained"), std::string::npos) << events[0].reason();
+  EXPECT_EQ(events[1].kind(), "net.connect");
+  EXPECT_EQ(events[1].net().port(), listener.port());
+  EXPECT_NE(events[1].reason().find("the sandbox is contained"), std::string::npos) << events[1].reason();
+  EXPECT_EQ(events[2].kind(), "net.socket");
+  EXPECT_NE(events[2].reason().find("the sandbox is contained"), std::string::npos) << events[2].reason();
+  const std::string status = Cordon({"status", "--json"}).out;
+  EXPECT_NE(status.find("\"contained\":true,\"containedByKernel\":true"), std::string::npos) << status;
+  // `cordon contain` completes it: frozen, the evidence taken, the trigger named.
+  CommandResult completed = Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()});
+  ASSERT_EQ(completed.status, 0) << completed.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "1");
+  auto contained = OfKind(ParseJsonLines(completed.out), "sandbox.contained");
+  ASSERT_EQ(contained.size(), 1u) << completed.out;
+  EXPECT_EQ(contained[0].containment().trigger(), "net.connect");
+  EXPECT_NE(contained[0].reason().find("contained by the kernel"), std::string::npos) << contained[0].reason();
+
+  // Released: the policy again, and the count starts from zero.
+  CommandResult released = Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()});
+  ASSERT_EQ(released.status, 0) << released.err;
+  EXPECT_EQ(allowed(), 0);
+
+  // A policy counting only net.connect, two of them.
+  PolicyFile counted(
+      OnViolationPolicy("contain-kernel-2", listener.port(), "  contain:\n    after: 2\n    kinds: [net.connect]\n"));
+  CommandResult updated = Cordon({"update", "--cgroup", cg.path(), "--policy", counted.path(), "--allow-degraded"});
+  ASSERT_EQ(updated.status, 0) << updated.err;
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return SocketCreate(AF_INET, SOCK_RAW, IPPROTO_ICMP); }),
+            EPERM);  // not counted
+  EXPECT_EQ(violation(), EPERM);
+  EXPECT_EQ(allowed(), 0);  // one of two
+  EXPECT_EQ(violation(), EPERM);
+  EXPECT_EQ(allowed(), EPERM);  // two: contained
+  TakeEvents(cg.path());
+  ASSERT_EQ(Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()}).status, 0);
+  EXPECT_EQ(allowed(), 0);
+}
+
+TEST_F(Contain, PolicyCheckNamesTheContainmentSettings) {
+  PolicyFile good(OnViolationPolicy("contain-check", 80, "  contain: {after: 3, kinds: [net.]}\n"));
+  CommandResult ok = Cordon({"policy", "check", good.path()});
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.out.find("on violation: contain the sandbox in the kernel after 3 refusals (net.connect, net.sendmsg, "
+                        "net.socket, net.unix, net.bind, net.sockopt"),
+            std::string::npos)
+      << ok.out;
+  PolicyFile bad(OnViolationPolicy("contain-bad", 80, "  contain: {after: 0, kinds: [file.open]}\n"));
+  CommandResult refused = Cordon({"policy", "check", bad.path()});
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.err.find("spec.contain.after: must be 1..1000000"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("spec.contain.kinds[0]: no refusal of kind 'file.open' can contain"), std::string::npos)
+      << refused.err;
+  PolicyFile alone(LoopbackPolicy("contain-alone", 80) + "  contain: {after: 2}\n");
+  CommandResult orphan = Cordon({"policy", "check", alone.path()});
+  EXPECT_EQ(orphan.status, 1);
+  EXPECT_NE(orphan.err.find("spec.contain: takes effect only with onViolation: contain"), std::string::npos)
+      << orphan.err;
+}
+
+// A `cordon run` of the test's, in the background: its sandbox found by
+// name. Ended (thawed first, then SIGTERM, which it forwards) at the end.
+class BackgroundRun {
+ public:
+  BackgroundRun(const std::vector<std::string>& args, const std::string& name) : name_(name) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      std::vector<char*> argv{const_cast<char*>(CORDON_BINARY)};
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(CORDON_BINARY, argv.data());
+      _exit(127);
+    }
+  }
+  ~BackgroundRun() { End(); }
+  // The sandbox's cgroup (absolute) once its command runs there.
+  std::string Cgroup() {
+    std::string found;
+    WaitFor(
+        [&] {
+          auto list = ListSandboxes();
+          if (!list) return false;
+          for (const auto& s : *list)
+            if (s.name == name_) found = Cgroup2Mount() + s.cgroup_path;
+          return !found.empty() && CgroupEvent(found, "populated") == "1";
+        },
+        10000);
+    return found;
+  }
+  int End() {
+    if (pid_ <= 0) return status_;
+    if (std::string cg = Cgroup(); !cg.empty()) std::ofstream(cg + "/cgroup.freeze") << "0";
+    ::kill(pid_, SIGTERM);  // our own child; it forwards the signal to its command
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return status_;
+  }
+
+ private:
+  std::string name_;
+  pid_t pid_ = -1;
+  int status_ = -1;
+};
+
+// cordon run's credentials are revoked when its sandbox is contained, and
+// the evidence never holds their value.
+TEST_F(Contain, ARunsCredentialsAreRevokedAtContainmentAndNeverInTheEvidence) {
+  Scratch scratch;
+  const std::string tokens = scratch.dir() + "/tokens", revoked = scratch.dir() + "/revoked";
+  const std::string mint = scratch.dir() + "/mint", revoke = scratch.dir() + "/revoke";
+  std::ofstream(mint) << "#!/bin/sh\ntoken=contain-secret-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \\n')\n"
+                      << "echo \"$token\" >> " << tokens << "\necho \"$token\"\n";
+  std::ofstream(revoke) << "#!/bin/sh\nread -r token\necho \"$token\" >> " << revoked << "\n";
+  ::chmod(mint.c_str(), 0700);
+  ::chmod(revoke.c_str(), 0700);
+  PolicyFile policy(
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: contain-cred}\nspec:\n"
+      "  credentials:\n    - name: REPO_TOKEN\n      issue: [" +
+      mint + "]\n      revoke: [" + revoke + "]\n      ttl: 15m\n");
+  const std::string name = "contain-cred-" + std::to_string(::getpid());
+  const std::string audit = scratch.dir() + "/run.jsonl";
+  BackgroundRun run({"run", "--policy", policy.path(), "--name", name, "--audit", audit, "-q", "--", "/bin/sh", "-c",
+                     "test -s \"$REPO_TOKEN_FILE\" && exec sleep 300"},
+                    name);
+  const std::string cg = run.Cgroup();
+  ASSERT_FALSE(cg.empty()) << "the run's sandbox did not appear";
+  const std::string token = Slurp(tokens).substr(0, Slurp(tokens).find('\n'));
+  ASSERT_EQ(token.rfind("contain-secret-", 0), 0u) << "no credential was issued";
+  EXPECT_EQ(Slurp(revoked), "");  // the control: live until contained
+
+  CommandResult r = Cordon({"contain", "--name", name, "--config", scratch.config()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("revokes the credentials it issued"), std::string::npos) << r.err;
+  EXPECT_TRUE(WaitFor([&] { return Slurp(revoked).find(token) != std::string::npos; }, 10000))
+      << "not revoked at containment";
+  EXPECT_EQ(CgroupEvent(cg, "frozen"), "1");  // revoked while the command is still there, frozen
+  const std::string evidence = Slurp(EvidencePath(r.err));
+  ASSERT_FALSE(evidence.empty()) << r.err;
+  EXPECT_NE(evidence.find("\"cmdline\""), std::string::npos);
+  EXPECT_EQ(evidence.find(token), std::string::npos) << "the evidence holds the credential";
+  EXPECT_EQ(r.out.find(token), std::string::npos);
+
+  ASSERT_EQ(Cordon({"release", "--name", name, "--config", scratch.config()}).status, 0);
+  EXPECT_EQ(run.End(), 128 + SIGTERM);
+  bool revoked_event = false;
+  for (const auto& e : AuditFileEvents(audit))
+    revoked_event |=
+        e.kind() == "credential.revoked" && e.reason().find("the sandbox was contained") != std::string::npos;
+  EXPECT_TRUE(revoked_event) << Slurp(audit);
+  EXPECT_EQ(Slurp(audit).find(token), std::string::npos);
+}
+
+// An agent of the test's own, on the scratch configuration.
+class ScratchAgent {
+ public:
+  explicit ScratchAgent(const Scratch& scratch) : scratch_(scratch) {
+    log_ = scratch.dir() + "/agent.log";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execl(CORDON_BINARY, CORDON_BINARY, "agent", "--config", scratch.config().c_str(), nullptr);
+      _exit(127);
+    }
+    up_ = WaitFor([&] { return Cordon({"status", "--json"}).out.find("\"agent\":{") != std::string::npos; }, 10000);
+  }
+  ~ScratchAgent() {
+    ::kill(pid_, SIGTERM);  // our own child
+    ::waitpid(pid_, nullptr, 0);
+  }
+  bool up() const { return up_; }
+  std::string Log() const { return Slurp(log_); }
+
+ private:
+  const Scratch& scratch_;
+  std::string log_;
+  pid_t pid_ = -1;
+  bool up_ = false;
+};
+
+// Through the agent: it completes what the kernel contained (frozen, the
+// evidence with the violation among the last events), and contains and
+// releases on request, its events in its audit file.
+TEST(ContainAgent, TheAgentCompletesTheKernelsContainmentAndServesContainAndRelease) {
+  if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+  Scratch scratch;
+  TestCgroup cg("contain-agent");
+  Listener listener;
+  ScratchAgent agent(scratch);
+  ASSERT_TRUE(agent.up()) << agent.Log();
+  PolicyFile policy(OnViolationPolicy("contain-agent", listener.port()));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded", "-q"}).status, 0);
+  WaitingChild bystander(cg.path(), [] { return 0; });  // a process of the sandbox, frozen with it
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", listener.port())); }), 0);
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "0");
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 1)); }), EPERM);
+  // The agent sees the kernel's containment and freezes the sandbox.
+  ASSERT_TRUE(WaitFor([&] { return CgroupEvent(cg.path(), "frozen") == "1"; }, 10000)) << agent.Log();
+  std::vector<cordon::v1::AuditEvent> contained;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        contained = OfKind(AuditFileEvents(scratch.audit()), "sandbox.contained");
+        return !contained.empty();
+      },
+      10000))
+      << agent.Log();
+  const auto& k = contained[0].containment();
+  EXPECT_EQ(k.trigger(), "net.connect");
+  EXPECT_EQ(k.via(), "agent");
+  EXPECT_TRUE(k.frozen());
+  EXPECT_EQ(k.processes(), 1u);
+  cordon::v1::ContainmentEvidence evidence;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(Slurp(k.evidence()), &evidence).ok()) << k.evidence();
+  bool violation_listed = false;
+  for (const auto& e : evidence.last_events())
+    violation_listed |= e.kind() == "net.connect" && e.net().port() == 1 && e.verdict() == "denied";
+  EXPECT_TRUE(violation_listed) << Slurp(k.evidence());
+  EXPECT_EQ(evidence.processes(0).pid(), static_cast<uint32_t>(bystander.pid()));
+
+  // Release through the agent, then contain on request.
+  CommandResult released = Cordon({"release", "--cgroup", cg.path(), "--reason", "false alarm"});
+  ASSERT_EQ(released.status, 0) << released.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "0");
+  CommandResult again = Cordon({"contain", "--name", cg.relative().substr(1), "--reason", "by hand"});
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "1");
+  auto trail = AuditFileEvents(scratch.audit());
+  auto released_events = OfKind(trail, "sandbox.released");
+  ASSERT_EQ(released_events.size(), 1u);
+  EXPECT_EQ(released_events[0].containment().reason(), "false alarm");
+  auto all_contained = OfKind(trail, "sandbox.contained");
+  ASSERT_EQ(all_contained.size(), 2u);
+  EXPECT_EQ(all_contained[1].containment().reason(), "by hand");
+  EXPECT_EQ(all_contained[1].containment().via(), "agent");
+  EXPECT_NE(all_contained[1].containment().by().find("(cordon)"), std::string::npos)
+      << all_contained[1].containment().by();
+  ASSERT_EQ(Cordon({"release", "--cgroup", cg.path()}).status, 0);
+  EXPECT_EQ(bystander.Go(), 0);  // it runs again
+}
+
+}  // namespace
+}  // namespace cordon::test

@@ -1,0 +1,67 @@
+// spec.onViolation: contain and spec.contain: what the kernel programs get
+// (contain_after, the kinds mask) and every error with its file:line and field.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "abi/cordon_event.h"
+#include "policy/compiler.h"
+#include "policy/describe.h"
+#include "tests/unit/policy_section.h"
+
+namespace cordon::policy {
+namespace {
+
+// "onViolation: contain" on line 6, then `contain` from line 7.
+SectionOutcome CompileContain(const std::string& contain_body) {
+  return CompileSection("onViolation: contain\n  contain", contain_body, "c.yaml");
+}
+
+constexpr uint64_t Bit(int kind) { return 1ULL << kind; }
+
+TEST(ContainOn, DefaultsToTheFirstRefusalOfEveryKindTheSandboxsProgramsRefuse) {
+  SectionOutcome out = CompileSection("onViolation", "    contain\n", "c.yaml");
+  ASSERT_TRUE(out.ok) << FormatDiagnostics(out.diags);
+  EXPECT_EQ(out.compiled.contain_after, 1u);
+  for (int kind : {CORDON_EV_NET_CONNECT, CORDON_EV_NET_SENDMSG, CORDON_EV_NET_SOCKET, CORDON_EV_NET_UNIX,
+                   CORDON_EV_NET_BIND, CORDON_EV_NET_SOCKOPT, CORDON_EV_TAMPER_DEVICE, CORDON_EV_TAMPER_SYSCTL})
+    EXPECT_TRUE(out.compiled.contain_kinds & Bit(kind)) << kind;
+  EXPECT_FALSE(out.compiled.contain_kinds & Bit(CORDON_EV_FILE_OPEN));
+  EXPECT_EQ(out.compiled.lsm_flags & CORDON_LSM_F_KILL, 0u);
+  EXPECT_NE(Describe(out.compiled).find("on violation: contain the sandbox in the kernel after 1 refusal ("),
+            std::string::npos);
+}
+
+TEST(ContainOn, AfterAndKindsAndFamilies) {
+  SectionOutcome out = CompileContain("    after: 3\n    kinds: [net.connect, tamper.]\n");
+  ASSERT_TRUE(out.ok) << FormatDiagnostics(out.diags);
+  EXPECT_EQ(out.compiled.contain_after, 3u);
+  EXPECT_EQ(out.compiled.contain_kinds,
+            Bit(CORDON_EV_NET_CONNECT) | Bit(CORDON_EV_TAMPER_DEVICE) | Bit(CORDON_EV_TAMPER_SYSCTL));
+  EXPECT_EQ(ContainKindsText(out.compiled.contain_kinds), "net.connect, tamper.device, tamper.sysctl");
+}
+
+TEST(ContainOn, OtherActionsContainNothing) {
+  for (const char* action : {"    report\n", "    kill\n"}) {
+    SectionOutcome out = CompileSection("onViolation", action, "c.yaml");
+    ASSERT_TRUE(out.ok) << FormatDiagnostics(out.diags);
+    EXPECT_EQ(out.compiled.contain_after, 0u) << action;
+    EXPECT_EQ(out.compiled.contain_kinds, 0u) << action;
+  }
+}
+
+TEST(ContainOn, Errors) {
+  ExpectSectionError(CompileContain("    after: 0\n"), "c.yaml", "spec.contain.after", 8, "must be 1..1000000");
+  ExpectSectionError(CompileContain("    after: 1000001\n"), "c.yaml", "spec.contain.after", 8, "must be 1..1000000");
+  ExpectSectionError(CompileContain("    kinds: [file.open]\n"), "c.yaml", "spec.contain.kinds[0]", 8,
+                     "no refusal of kind 'file.open' can contain the sandbox");
+  ExpectSectionError(CompileContain("    kinds: [net.bind, net.bind]\n"), "c.yaml", "spec.contain.kinds[1]", 8,
+                     "repeats 'net.bind'");
+  ExpectSectionError(CompileSection("contain", "    after: 2\n", "c.yaml"), "c.yaml", "spec.contain", 7,
+                     "takes effect only with onViolation: contain");
+  ExpectSectionError(CompileSection("onViolation", "    freeze\n", "c.yaml"), "c.yaml", "spec.onViolation", 7,
+                     "expected report, kill or contain");
+}
+
+}  // namespace
+}  // namespace cordon::policy
