@@ -158,6 +158,11 @@ class Synthesizer {
     if (Grants(path, CORDON_FILE_WRITE | (p.dir_op ? CORDON_FILE_CREATE : 0)) &&
         (!p.dir_op || Grants(Parent(path), CORDON_FILE_CREATE)))
       return;
+    std::string host = HostWriteRefusal(path);
+    if (host.empty()) host = HostWriteRefusal(facts_.canonical(path));
+    if (!host.empty())
+      return NotLearned(p.o, "a learned policy never writes below " + host +
+                                 ": not granted (add --write " + Shown(path) + " if the workload must)");
     const bool made = p.dir_op || !facts_.existed_before(path);
     std::string boundary;
     const std::string dir = Climb(Parent(path), &boundary);
@@ -317,6 +322,27 @@ const std::vector<LearnBoundary>& LearnBoundaries() {
   return boundaries;
 }
 
+std::string HostWriteRefusal(const std::string& path) {
+  static const char* const kHost[] = {"/usr",   "/bin",  "/sbin", "/lib",     "/lib32", "/lib64",
+                                      "/libx32", "/opt", "/etc",  "/var/lib", "/var/spool", "/srv"};
+  for (const char* dir : kHost)
+    if (Below(path, dir)) return Shown(dir) + " (the host's programs, libraries, configuration or services' state)";
+  const std::vector<std::string> c = Components(path);
+  for (const auto& b : LearnBoundaries()) {
+    if (!b.whole_tree) continue;
+    const std::vector<std::string> p = Components(b.pattern);
+    if (c.size() >= p.size() && PrefixMatches(p, c, p.size())) return std::string(b.pattern) + " (" + b.why + ")";
+  }
+  return "";
+}
+
+std::string HostSocketRefusal(const std::string& path) {
+  for (const char* dir : {"/run", "/var/run"})
+    if (Below(path, dir))
+      return std::string(dir) + " holds host daemons' sockets (container engines, systemd, D-Bus, the cordon agent)";
+  return HostWriteRefusal(path);
+}
+
 std::string BoundaryOf(const std::string& dir, const std::vector<std::string>& extra) {
   const std::vector<std::string> d = Components(dir);
   auto check = [&d](const std::vector<std::string>& p, bool whole_tree) -> int {
@@ -400,6 +426,10 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled,
         files.NotLearned(o, "a unix socket rule needs the socket's absolute path");
       else if (!facts.existed_before(path))
         files.NotLearned(o, "no socket was there when the run started (a rule names an existing object)");
+      else if (std::string host = HostSocketRefusal(path), real = HostSocketRefusal(facts.canonical(path));
+               !host.empty() || !real.empty())
+        files.NotLearned(o, "a learned policy never connects to a socket below " + (host.empty() ? real : host) +
+                                ": not granted (add --write " + Shown(path) + " to the base if the workload must)");
       else if (compiled.has_files && !files.BaseGrants(path, CORDON_FILE_WRITE))
         unix_paths.insert(path);
     } else if (k == "net.socket") {

@@ -93,6 +93,19 @@ const std::vector<LearnBoundary>& LearnBoundaries();
 // none does): `dir` matches it, lies above it, or lies inside a whole-tree one.
 std::string BoundaryOf(const std::string& dir, const std::vector<std::string>& extra = {});
 
+// Where a learned policy never writes, whatever the workload did while it
+// was learned: the host's programs, libraries, configuration and services'
+// state, and every whole-tree boundary (keys, credentials, kernel files). A
+// grant there would let the next run of the workload change the host (a
+// program in /usr/bin, /etc/shadow). Returns why `path` is such a place, ""
+// when it is not.
+std::string HostWriteRefusal(const std::string& path);
+
+// Unix sockets a learned policy never connects to: host daemons' sockets
+// (/run, /var/run: the container engines, systemd, D-Bus, cordon's own agent),
+// each a privileged interface to the host. Returns why, "" when none.
+std::string HostSocketRefusal(const std::string& path);
+
 // One round of learning: the command run once, the first in audit mode,
 // the later ones in enforce mode under the policy learned so far; or a
 // window of watching an attached cgroup (`label` says which).
