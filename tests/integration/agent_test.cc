@@ -1006,6 +1006,48 @@ class AgentCredentials {
 
 bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
+// Containing a sandbox through the agent ends the credentials it holds for
+// it: the agent lets go of them, the containment removes and revokes them,
+// and the agent neither takes them over again nor refreshes them (ttl 4 s,
+// refresh at 2 s: the control of the agent test below shows it refreshing).
+TEST_F(Agent, ContainmentEndsTheCredentialsItHolds) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  AgentCredentials creds(agent.dir(), "ttl: 4s, refreshBefore: 2s");
+  TestCgroup cg("cred-contain");
+  const std::string name = NamePrefix() + "cred-contain";
+  WaitingChild holder(
+      cg.path(), [] { return 0; },
+      [] {
+        (void)!::setgroups(0, nullptr);
+        (void)!::setresgid(kCredOwner, kCredOwner, kCredOwner);
+        (void)!::setresuid(kCredOwner, kCredOwner, kCredOwner);
+      });
+  CommandResult a = creds.Attach(cg, name);
+  ASSERT_EQ(a.status, 0) << a.err;
+  const std::string path = "/run/cordon/credentials/" + name + "/TOKEN";
+  ASSERT_TRUE(Exists(path)) << "control: issued";
+  CommandResult c = Cordon({"contain", "--cgroup", cg.path(), "--reason", "suspected"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_FALSE(Exists(path));
+  creds.ExpectEachRevokedOnce();
+  const int issued = creds.Issued();
+  ::sleep(5);  // past the ttl and two of the agent's checks
+  EXPECT_EQ(creds.Issued(), issued) << "refreshed or issued again while contained";
+  EXPECT_FALSE(Exists(path));
+  creds.ExpectEachRevokedOnce();
+  CommandResult status = Cordon({"status", "--json"});
+  EXPECT_EQ(status.out.find("\"credentials\":[{\"name\":\"TOKEN\""), std::string::npos) << status.out;
+  bool said = false;
+  for (const auto& e : agent.Audit(cg.id()))
+    said |= e.kind() == "credential.revoked" && e.reason() == "the sandbox was contained";
+  EXPECT_TRUE(said) << agent.Log(0);
+  creds.ExpectNoValue("contain's output", c.out + c.err);
+  EXPECT_EQ(Cordon({"release", "--cgroup", cg.path()}).status, 0);
+  EXPECT_EQ(holder.Go(), 0);
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
 // Through the agent: it issues at attach, holds the credential, refreshes it
 // (the file replaced atomically: the owner's process in the sandbox, reading
 // it in a loop, sees one whole value, then another, never a mix or no file)
@@ -1666,6 +1708,59 @@ TEST_F(Agent, QuietEventsAreMarkedAndAReplacementsPatternsApply) {
                          std::to_string(cg.id()) + "\"} 2"),
             std::string::npos)
       << metrics;
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// Expected denials (spec.quiet) have a rate-limit budget of their own: a
+// workload flooding denials its policy marks quiet cannot use up the budget
+// that its next violation needs (found by an attacker's review: the flood
+// hid the violation in a suppressed count). The control: the same flood of
+// denials that are not quiet does use it up, and the violation is then only
+// counted as suppressed.
+TEST_F(Agent, QuietFloodsDoNotUseUpTheBudgetOfViolations) {
+  TestAgent agent("rateLimit: {eventsPerSecond: 1, burst: 5}\n");
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TcpListener expected, violation;
+  const uint16_t quiet_port = expected.port(), other_port = static_cast<uint16_t>(quiet_port == 9 ? 13 : 9);
+  PolicyFile policy(QuietConnectPolicy("quiet-budget", quiet_port, "net.sendmsg"));
+  TestCgroup quiet_cg("quiet-flood"), noisy_cg("noisy-flood");
+  for (const auto* cg : {&quiet_cg, &noisy_cg})
+    ASSERT_EQ(Cordon({"attach", "--cgroup", cg->path(), "--policy", policy.path(), "--allow-degraded"}).status, 0);
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(quiet_cg.id()) && agent.Sandbox(noisy_cg.id()); }, 5000));
+  constexpr int kFlood = 300;
+  auto flood_then_violate = [&](const TestCgroup& cg, uint16_t flood_port) {
+    return RunInCgroup(cg.path(), [&] {
+      int refused = 0;
+      for (int i = 0; i < kFlood; ++i) refused += UdpSendto(V4("127.0.0.1", flood_port)) == EPERM;
+      return refused == kFlood && TcpConnect(V4("127.0.0.1", violation.port())) == EPERM ? 0 : 1;
+    });
+  };
+  ASSERT_EQ(flood_then_violate(quiet_cg, quiet_port), 0) << "every probe refused (quiet: still enforced)";
+  ASSERT_EQ(flood_then_violate(noisy_cg, other_port), 0);
+  auto settled = [&](const TestCgroup& cg, Accounting* a) {
+    return WaitFor(
+        [&] {
+          auto events = agent.Audit(cg.id());
+          *a = Account(events, "net.sendmsg");
+          Accounting c = Account(events, "net.connect");
+          return a->final_suppressed && a->delivered + c.delivered + a->suppressed + a->lost == kFlood + 1u;
+        },
+        15000);
+  };
+  auto connects = [&](const TestCgroup& cg) {
+    int n = 0;
+    for (const auto& e : agent.Audit(cg.id()))
+      n += e.kind() == "net.connect" && e.net().port() == violation.port() && !e.quiet();
+    return n;
+  };
+  Accounting q, n;
+  ASSERT_TRUE(settled(quiet_cg, &q)) << q.delivered << " delivered, " << q.suppressed << " suppressed";
+  ASSERT_TRUE(settled(noisy_cg, &n)) << n.delivered << " delivered, " << n.suppressed << " suppressed";
+  EXPECT_GT(q.suppressed, 0u) << "the quiet flood itself is rate-limited";
+  EXPECT_EQ(connects(quiet_cg), 1) << "the violation after a quiet flood is delivered";
+  EXPECT_GT(n.suppressed, 0u);
+  EXPECT_EQ(connects(noisy_cg), 0) << "control: after a flood of violations the next one is suppressed";
+  EXPECT_EQ(expected.AcceptPending() + violation.AcceptPending(), 0);
   EXPECT_EQ(agent.Stop(), 0);
 }
 

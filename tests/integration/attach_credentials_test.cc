@@ -210,6 +210,60 @@ TEST_F(AttachCredentials, FileIsTheOwnersAndDetachRevokesIt) {
   }
 }
 
+// Containing an attached sandbox ends the credentials attach issued:
+// removed and revoked at once (the revoke program gets the value), said in
+// the containment event and the evidence, never the value; release does not
+// issue them again. The control: before the containment the file is there
+// and nothing was revoked.
+TEST_F(AttachCredentials, ContainmentRevokesThem) {
+  TestCgroup cg("creds-contain");
+  const std::string path = View() + "/TOKEN";
+  WaitingChild holder(
+      cg.path(), [] { return 0; },
+      [] {
+        (void)!::setgroups(0, nullptr);
+        (void)!::setresgid(kOwner, kOwner, kOwner);
+        (void)!::setresuid(kOwner, kOwner, kOwner);
+      });
+  CommandResult a = Attach(cg, Policy(Token()));
+  ASSERT_EQ(a.status, 0) << a.out << a.err;
+  EXPECT_EQ(Slurp(path), secret_) << "control: issued";
+  EXPECT_EQ(Revoked(), "") << "control: nothing revoked yet";
+  // The configuration whose audit file gets the events and, beside it, the evidence.
+  const std::string audit = dir_ + "/contain.jsonl", config = dir_ + "/agent.yaml";
+  std::ofstream(config) << "socket: " << dir_ << "/no-agent.sock\nsinks:\n  - kind: jsonl\n    path: " << audit
+                        << "\n    fsync: never\nmetrics:\n  listen: \"\"\n";
+  CommandResult c = Cordon({"contain", "--cgroup", cg.path(), "--reason", "exfiltration suspected", "--config", config});
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_EQ(Revoked(), secret_ + "\n") << "revoke got the value on stdin";
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "the file outlived the containment";
+  EXPECT_NE(::access(("/run/cordon/credential-store/" + name_ + ".state").c_str(), F_OK), 0);
+  std::string events_text = c.out + Slurp(audit);
+  auto revoked = OfKind(ParseJsonLines(c.out), "credential.revoked");
+  if (revoked.empty()) revoked = OfKind(ParseJsonLines(Slurp(audit)), "credential.revoked");
+  ASSERT_EQ(revoked.size(), 1u) << events_text;
+  EXPECT_EQ(revoked[0].reason(), "the sandbox was contained");
+  EXPECT_EQ(revoked[0].sandbox(), name_);
+  auto contained = OfKind(ParseJsonLines(c.out), "sandbox.contained");
+  if (contained.empty()) contained = OfKind(ParseJsonLines(Slurp(audit)), "sandbox.contained");
+  ASSERT_EQ(contained.size(), 1u) << events_text;
+  EXPECT_NE(contained[0].containment().credentials().find("1 issued by cordon attach: removed and revoked"),
+            std::string::npos)
+      << contained[0].containment().credentials();
+  const std::string evidence = contained[0].containment().evidence();
+  ASSERT_FALSE(evidence.empty()) << c.err;
+  EXPECT_NE(Slurp(evidence).find("removed and revoked"), std::string::npos);
+  ExpectNoValue("the evidence", Slurp(evidence));
+  ExpectNoValue("contain's output", c.out + c.err);
+  ExpectNoValue("the audit file", Slurp(audit));
+  CommandResult r = Cordon({"release", "--cgroup", cg.path(), "--reason", "false alarm", "--config", config});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "release issued it again";
+  EXPECT_EQ(Minted(), 1);
+  ::unlink(evidence.c_str());
+  EXPECT_EQ(holder.Go(), 0);
+}
+
 // What attach cannot do is refused at the policy's line, before anything
 // runs: an env credential (a running process's environment cannot be
 // changed), a file without owner, an owner this host does not know, a

@@ -443,6 +443,29 @@ TEST_F(Contain, KillOfAContainedSandboxKillsWhatItFroze) {
   ASSERT_EQ(contained.size(), 1u) << killed.out;
   EXPECT_TRUE(contained[0].containment().killed());
   EXPECT_EQ(contained[0].containment().reason(), "confirmed");
+
+  // A process that enters the killed sandbox's cgroup afterwards (as a
+  // platform's exec into it would): detach refuses to set it free, and
+  // --kill kills it too (the control: detach once it is dead).
+  pid_t late = ::fork();
+  if (late == 0) {
+    std::ofstream(cg.path() + "/cgroup.procs") << ::getpid();
+    for (;;) ::pause();
+  }
+  ASSERT_GT(late, 0);
+  ASSERT_TRUE(WaitFor([&] { return CgroupEvent(cg.path(), "populated") == "1"; }, 5000));
+  CommandResult refused = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_NE(refused.status, 0) << refused.out;
+  EXPECT_NE(refused.err.find("processes are alive"), std::string::npos) << refused.err;
+  CommandResult again =
+      Cordon({"contain", "--cgroup", cg.path(), "--kill", "--reason", "late", "--config", scratch.config()});
+  EXPECT_EQ(again.status, 0) << again.err;
+  int late_status = 0;
+  ASSERT_EQ(::waitpid(late, &late_status, 0), late);
+  EXPECT_TRUE(WIFSIGNALED(late_status) && WTERMSIG(late_status) == SIGKILL);
+  EXPECT_EQ(CgroupEvent(cg.path(), "populated"), "0");
+  CommandResult detached = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(detached.status, 0) << detached.err;
 }
 
 // A process of the sandbox that opens `file` for reading on each request:

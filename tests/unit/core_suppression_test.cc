@@ -76,6 +76,20 @@ TEST(Suppression, CountsWhatTheBucketRefusesAndRecordsItOnSchedule) {
   EXPECT_EQ(s.suppressed(), 91u) << "the total since adoption stays";
 }
 
+// Quiet events take tokens from a bucket of their own: a flood of them
+// leaves the violations' burst whole, and both are counted alike.
+TEST(Suppression, QuietEventsHaveABudgetOfTheirOwn) {
+  Suppression s;
+  s.Configure(1, 3, kT0);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(s.Admit(kT0, /*quiet=*/true));
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(s.Admit(kT0, /*quiet=*/true));
+  EXPECT_EQ(s.suppressed(), 100u);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(s.Admit(kT0)) << "the violations' burst is untouched";
+  EXPECT_FALSE(s.Admit(kT0)) << "control: their own bucket is limited too";
+  EXPECT_EQ(s.suppressed(), 101u);
+  EXPECT_EQ(s.pending(), 101u);
+}
+
 TEST(Suppression, PeriodicRecordsAtMostOnceASecond) {
   Suppression s;
   s.Configure(1, 1, kT0);

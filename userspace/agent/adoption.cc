@@ -51,7 +51,7 @@ Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
     Log("sandbox " + std::string(pinned.info.name) + ": " + std::to_string(left) +
         " suppressed events left by the previous agent");
   sb->reader = std::make_unique<EventReader>(cgroup_mount_, [this, raw](const v1::AuditEvent& e) { OnEvent(*raw, e); });
-  sb->reader->SetAdmit([this, raw] { return Admit(*raw); });
+  sb->reader->SetAdmit([this, raw](const v1::AuditEvent& e) { return Admit(*raw, e); });
   sb->reader->SetDeferCommit(true);
   CORDON_TRY(sb->reader->Add(sb->ctx, std::move(*events), std::move(*counters)));
   Watch(sb->reader->epoll_fd(), Key(kSandbox, id), EPOLLIN);
@@ -207,9 +207,9 @@ void Agent::Commit(Sandbox& sb) {
   sb.reader->Commit();
 }
 
-bool Agent::Admit(Sandbox& sb) {
+bool Agent::Admit(Sandbox& sb, const v1::AuditEvent& event) {
   consumed_++;
-  if (sb.suppression.Admit(MonoNs())) return true;
+  if (sb.suppression.Admit(MonoNs(), event.quiet())) return true;
   suppressed_++;
   return false;
 }

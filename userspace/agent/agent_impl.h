@@ -105,7 +105,11 @@ class Agent {
   // not readable, which is logged: its events are then not marked quiet).
   std::shared_ptr<const std::vector<policy::QuietPattern>> QuietOf(uint64_t id, uint32_t generation);
   void OnEvent(Sandbox& sb, const cordon::v1::AuditEvent& event);
-  bool Admit(Sandbox& sb);
+  bool Admit(Sandbox& sb, const v1::AuditEvent& event);
+  // Stops holding the sandbox's attached credentials (waiting for a program
+  // of theirs in progress); their files and state stay, for a detach or a
+  // containment to end them, or to be taken over again.
+  void LetGoOfCredentials(uint64_t id);
   void EmitSuppressed(Sandbox& sb, bool final, int64_t now);
   // spec.credentials of attached sandboxes (credential_worker.h): held from
   // an attach through the agent, or taken over from the state a `cordon

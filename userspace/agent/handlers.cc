@@ -276,17 +276,10 @@ void Agent::HandleDrain(Client& c, uint64_t id, bool detach, bool release) {
   d->set_drained(Finish(id));
   if (release && !detach) released_.insert(id);
   if (detach) {
-    // Its credentials: let go of (waiting for a program of theirs in
-    // progress), so that the detach removes and revokes them from their
-    // state once the programs are detached; a refused detach leaves them to
-    // be taken over again.
-    if (auto it = held_.find(id); it != held_.end()) {
-      std::shared_ptr<HeldCredentials> h = it->second;
-      std::lock_guard<std::mutex> lock(h->mu);
-      if (h->creds) h->creds->Release();
-      h->creds.reset();
-      held_.erase(it);
-    }
+    // Its credentials: let go of, so that the detach removes and revokes
+    // them from their state once the programs are detached; a refused
+    // detach leaves them to be taken over again.
+    LetGoOfCredentials(id);
     ops::DetachOutcome detached = ops::Detach({id});
     if (!detached.error.empty()) r.set_error(detached.error);
     else d->set_detached(true), d->set_removed_cgroup(detached.removed_cgroup);
@@ -317,8 +310,22 @@ v1::Response ContainResponse(const Outcome& out, const std::string& evidence) {
 
 }  // namespace
 
+void Agent::LetGoOfCredentials(uint64_t id) {
+  auto it = held_.find(id);
+  if (it == held_.end()) return;
+  std::shared_ptr<HeldCredentials> h = it->second;
+  std::lock_guard<std::mutex> lock(h->mu);  // a program of theirs in progress ends first
+  if (h->creds) h->creds->Release();
+  h->creds.reset();
+  held_.erase(it);
+}
+
 ops::ContainOutcome Agent::ContainHere(ops::ContainRequest request) {
   request.via = "agent";
+  // The sandbox's credentials (cordon attach's): let go of, so that the
+  // containment revokes them from their state (if it is refused, they are
+  // taken over again at the next check).
+  LetGoOfCredentials(request.sandbox_id);
   request.audit_path = config_.AuditPath();
   // What the ring buffer holds goes to the audit file before the evidence reads its tail.
   request.before_evidence = [this, id = request.sandbox_id] {

@@ -34,6 +34,7 @@ bool TokenBucket::Take(int64_t now_ns) {
 void Suppression::Configure(uint64_t rate_per_second, uint64_t burst, int64_t now_ns) {
   limited_ = rate_per_second != 0;
   bucket_.Configure(static_cast<double>(rate_per_second), static_cast<double>(burst), now_ns);
+  quiet_bucket_.Configure(static_cast<double>(rate_per_second), static_cast<double>(burst), now_ns);
 }
 
 uint64_t Suppression::Resume(uint64_t* slot, int64_t now_ns) {
@@ -46,8 +47,8 @@ uint64_t Suppression::Resume(uint64_t* slot, int64_t now_ns) {
   return *pending_;
 }
 
-bool Suppression::Admit(int64_t now_ns) {
-  if (!limited_ || bucket_.Take(now_ns)) return true;
+bool Suppression::Admit(int64_t now_ns, bool quiet) {
+  if (!limited_ || (quiet ? quiet_bucket_ : bucket_).Take(now_ns)) return true;
   suppressed_++;
   (*pending_)++;
   last_suppressed_ns_ = now_ns;

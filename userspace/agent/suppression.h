@@ -50,8 +50,12 @@ class Suppression {
   // What a previous agent left there is reported at the next Due(): the
   // count, which is returned.
   uint64_t Resume(uint64_t* slot, int64_t now_ns);
-  // True: deliver the event. False: it is counted as suppressed.
-  bool Admit(int64_t now_ns);
+  // True: deliver the event. False: it is counted as suppressed. Quiet
+  // events (spec.quiet: expected denials) take their tokens from a bucket of
+  // their own, with the same rate and burst: a flood of expected denials
+  // cannot use up the budget of the violations (nor the other way round).
+  // Both are counted alike (suppressed, pending, the records).
+  bool Admit(int64_t now_ns, bool quiet = false);
   // Whether a "suppressed" record is due; *final: suppression has ended
   // (the record then may count 0, if the last periodic one took them all).
   bool Due(int64_t now_ns, bool* final) const;
@@ -65,6 +69,7 @@ class Suppression {
  private:
   bool limited_ = false;
   TokenBucket bucket_;
+  TokenBucket quiet_bucket_;
   uint64_t suppressed_ = 0;
   uint64_t own_pending_ = 0;           // used when the state table is full
   uint64_t* pending_ = &own_pending_;

@@ -118,12 +118,12 @@ EventReader::~EventReader() = default;
 
 void EventReader::OnRecord(Source& source, const void* data, size_t size) {
   consumed_++;
-  if (admit_ && !admit_()) {
-    refused_++;
-  } else if (Status s = decoder_.DecodeInto(data, size, source.sandbox, &event_); !s.ok()) {
+  if (Status s = decoder_.DecodeInto(data, size, source.sandbox, &event_); !s.ok()) {
     malformed_++;
     std::fprintf(stderr, "cordon: sandbox %s: %s (record skipped)\n", source.sandbox.name.c_str(),
                  s.error().ToString().c_str());
+  } else if (admit_ && !admit_(event_)) {
+    refused_++;
   } else {
     delivered_++;
     callback_(event_);

@@ -21,10 +21,10 @@ Result<UniqueFd> LockSandboxEvents(const SandboxContext& sandbox);
 class EventReader {
  public:
   using Callback = std::function<void(const cordon::v1::AuditEvent&)>;
-  // Asked once per record before it is decoded: false consumes the record
-  // without decoding or delivering it (the caller counts it, e.g. as
+  // Asked for each decoded record (so that it can tell quiet ones apart):
+  // false consumes it without delivering it (the caller counts it, e.g. as
   // suppressed by a rate limit).
-  using Admit = std::function<bool()>;
+  using Admit = std::function<bool(const cordon::v1::AuditEvent&)>;
 
   EventReader(std::string cgroup_mount, Callback callback);
   ~EventReader();

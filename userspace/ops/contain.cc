@@ -20,6 +20,7 @@
 #include "events/decoder.h"
 #include "inspect/retro.h"
 #include "loader/lsm.h"
+#include "ops/credentials.h"
 #include "ops/ephemeral.h"
 #include "ops/resource_watch.h"
 #include "sys/cgroup.h"
@@ -178,6 +179,13 @@ std::string EvidenceDir(const std::string& audit_path) {
 
 // `contain --kill` of a contained sandbox: what its containment froze is
 // killed now (the evidence taken then stands).
+// Whether the sandbox's cgroup holds processes (cgroup.events; unknown: yes).
+bool CgroupPopulated(const SandboxInfo& info) {
+  auto mount = FindCgroup2Mount();
+  auto events = mount ? ReadFile(*mount + info.cgroup_path + "/cgroup.events") : Result<std::string>(mount.error());
+  return !events || events->find("populated 0") == std::string::npos;
+}
+
 ContainOutcome KillContained(const SandboxInfo& info, const ContainRequest& req, const std::string& named) {
   ContainOutcome out;
   out.sandbox_id = info.id;
@@ -284,6 +292,10 @@ ContainOutcome Contain(const ContainRequest& req) {
                        " was attached by a cordon without containment state: replace its policy once (cordon "
                        "update) to add it; nothing contained",
            out;
+  // Killed before, with processes in its cgroup again (entered since): --kill
+  // kills them as well (detach refuses to set them free).
+  if ((info->state.flags & CORDON_STATE_F_KILLED) && req.kill && info->cgroup_alive && CgroupPopulated(*info))
+    return KillContained(*info, req, named);
   if (info->state.flags & CORDON_STATE_F_KILLED)
     return out.error = named +
                        " was contained and its processes killed: there is nothing left to contain (cordon "
@@ -322,18 +334,23 @@ ContainOutcome Contain(const ContainRequest& req) {
   c.set_reason(req.reason);
 
   // 2. Frozen: nothing of the workload runs while the evidence is taken.
-  if (Status frozen = SetCgroupFrozen(cgroup->path, true, kFreezeTimeoutMs); frozen.ok()) {
+  Status frozen = SetCgroupFrozen(cgroup->path, true, kFreezeTimeoutMs);
+  // Then (frozen: no process of it is half-way through one) BPF LSM refuses
+  // its file and exec accesses too, open descriptors included.
+  std::string lsm_problem;
+  if (info->lsm)
+    if (Status files = SetSandboxFilesContained(info->id, true); !files.ok()) lsm_problem = files.error().ToString();
+  // A root workload may have thawed itself while the freeze was under way
+  // (writes to its cgroup.freeze through a descriptor opened before): with
+  // its file writes now refused, once more.
+  if (!frozen.ok() && info->lsm && lsm_problem.empty()) frozen = SetCgroupFrozen(cgroup->path, true, kFreezeTimeoutMs);
+  if (frozen.ok()) {
     c.set_frozen(true);
   } else {
     out.partial = true,
     out.notes.push_back("contained, but not frozen: " + frozen.error().ToString() +
                         " (every operation the sandbox's programs see is refused; its processes run on)");
   }
-  // Then (frozen: no process of it is half-way through one) BPF LSM refuses
-  // its file and exec accesses too, open descriptors included.
-  std::string lsm_problem;
-  if (info->lsm)
-    if (Status files = SetSandboxFilesContained(info->id, true); !files.ok()) lsm_problem = files.error().ToString();
   for (auto& line : NotStopped(*info, lsm_problem)) c.add_not_stopped(std::move(line));
 
   // 3. Its connections, each destroyed; the processes and what they hold.
@@ -400,8 +417,31 @@ ContainOutcome Contain(const ContainRequest& req) {
                                 "events)"
                           : "its cordon run has ended: the credentials it issued are revoked by the sweep of the "
                             "agent or of the next cordon run");
+  } else if (auto state = CredentialStateOf(info->id); state && state->attached) {
+    // cordon attach's (spec.credentials): removed and revoked now. The
+    // agent lets go of those it holds first (Agent::ContainHere); release
+    // does not issue them again.
+    size_t ended_events = 0;
+    cordon::Status ended = EndAttachedCredentials(info->id, "the sandbox was contained", [&](v1::AuditEvent e) {
+      e.set_sandbox(info->name);
+      e.set_policy(info->policy);
+      e.set_cgroup_path(info->cgroup_path);
+      e.set_cgroup_id(info->id);
+      e.set_sandbox_cgroup_id(info->id);
+      out.events.push_back(std::move(e));
+      ++ended_events;
+    });
+    if (ended.ok()) {
+      c.set_credentials(std::to_string(state->specs.size()) +
+                        " issued by cordon attach: removed and revoked (credential.* events: " +
+                        std::to_string(ended_events) + "); cordon release does not issue them again");
+    } else {
+      out.partial = true;
+      out.notes.push_back("contained, but its credentials could not be ended: " + ended.error().ToString());
+      c.set_credentials("NOT revoked: " + ended.error().ToString());
+    }
   } else {
-    c.set_credentials("none: cordon issues credentials only to cordon run's sandboxes");
+    c.set_credentials("none issued by cordon");
   }
 
   // 5. The evidence, next to the audit file.

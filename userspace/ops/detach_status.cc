@@ -17,11 +17,10 @@ DetachOutcome Detach(const DetachRequest& request) {
   // that cannot be told, what is left is killed first, then the cgroup,
   // which cordon made, removed, then the sandbox detached.
   std::string orphan_lock;
-  // A contained sandbox whose processes live (frozen): detaching would set
-  // them free, unconfined, once anything thaws them.
+  // A contained sandbox whose processes live (frozen, or having entered its
+  // cgroup after a kill): detaching would set them free, unconfined.
   auto found = GetSandbox(request.sandbox_id);
-  if (const auto& info = found;
-      info && info->contained() && !(info->state.flags & CORDON_STATE_F_KILLED) && info->cgroup_alive) {
+  if (const auto& info = found; info && info->contained() && info->cgroup_alive) {
     auto mount = FindCgroup2Mount();
     auto events = mount ? ReadFile(*mount + info->cgroup_path + "/cgroup.events") : Result<std::string>(mount.error());
     if (!events || events->find("populated 0") == std::string::npos)
