@@ -350,7 +350,7 @@ TEST(Learn, SwitchesFamiliesAndKindsAreLearnedTamperIsNot) {
   Observation relative = Open("src/a.py");
   relative.path_as_written = true;
   Learned l = LearnFrom({netlink, ping, OfKind("file.memfd"), OfKind("net.unix", "@/tmp/.X11-unix/X0"), bpf,
-                         Open("/proc/4242/status"), relative, OfKind("tamper.keyring")},
+                         Open("/proc/4242/status"), relative, OfKind("tamper.keyring"), OfKind("tamper.userns")},
                         host);
   const auto& spec = l.reread.proto.spec();
   EXPECT_EQ(std::vector<std::string>(spec.network().families().begin(), spec.network().families().end()),
@@ -360,8 +360,10 @@ TEST(Learn, SwitchesFamiliesAndKindsAreLearnedTamperIsNot) {
   EXPECT_TRUE(spec.files().allow_memfd_exec());
   EXPECT_TRUE(spec.network().abstract_unix());
   EXPECT_TRUE(spec.allow_keyrings());
-  EXPECT_FALSE(spec.allow_user_namespaces());
-  ASSERT_EQ(l.result.not_learned.size(), 3u) << l.Report();
+  EXPECT_FALSE(spec.allow_user_namespaces()) << "one attempt never opens user namespaces";
+  ASSERT_EQ(l.result.not_learned.size(), 4u) << l.Report();
+  EXPECT_NE(l.Report().find("tamper.userns: user namespaces are a large kernel surface"), std::string::npos)
+      << l.Report();
   EXPECT_NE(l.result.not_learned[0].find("tamper.bpf: no policy allows it (never allowed inside a sandbox)"),
             std::string::npos);
   EXPECT_NE(l.result.not_learned[1].find("/proc/4242/status: an entry of one process's /proc/<pid>"),

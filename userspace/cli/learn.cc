@@ -91,7 +91,7 @@ const char* kLearnHelp =
     "or written a read or write rule for its directory (a listed directory: itself), climbing to\n"
     "the nearest directory that existed before learning started when CMD made the directory\n"
     "itself; a unix socket a write rule for exactly its path; other socket families and kinds,\n"
-    "memfd execution, keyrings and user namespaces their spec switches. A rule never names or\n"
+    "memfd execution and keyrings their spec switches (user namespaces never). A rule never names or\n"
     "holds a sensitive boundary, and nothing inside a whole-tree one is collapsed (the rule names\n"
     "the file itself); what only such a rule could allow is reported, not learned:\n"
     "    /, every top-level directory, /home/*, /var/lib, /var/log;\n"

@@ -179,10 +179,15 @@ std::string EvidenceDir(const std::string& audit_path) {
 
 // `contain --kill` of a contained sandbox: what its containment froze is
 // killed now (the evidence taken then stands).
-// Whether the sandbox's cgroup holds processes (cgroup.events; unknown: yes).
-bool CgroupPopulated(const SandboxInfo& info) {
+// The sandbox's cgroup.events (an error: not readable).
+Result<std::string> CgroupEvents(const SandboxInfo& info) {
   auto mount = FindCgroup2Mount();
-  auto events = mount ? ReadFile(*mount + info.cgroup_path + "/cgroup.events") : Result<std::string>(mount.error());
+  return mount ? ReadFile(*mount + info.cgroup_path + "/cgroup.events") : Result<std::string>(mount.error());
+}
+
+// Whether the sandbox's cgroup holds processes (unknown: yes).
+bool CgroupPopulated(const SandboxInfo& info) {
+  auto events = CgroupEvents(info);
   return !events || events->find("populated 0") == std::string::npos;
 }
 
@@ -193,6 +198,9 @@ ContainOutcome KillContained(const SandboxInfo& info, const ContainRequest& req,
   if (!info.cgroup_alive) return out.error = named + ": its cgroup no longer exists; nothing killed", out;
   auto cgroup = SandboxCgroup(info);
   if (!cgroup) return out.error = cgroup.error().ToString() + "; nothing killed", out;
+  // As it was found (a process that entered after a kill may not be).
+  auto events = CgroupEvents(info);
+  const bool frozen = events && events->find("frozen 1") != std::string::npos;
   if (Status killed = KillCgroupProcesses(cgroup->path, kFreezeTimeoutMs); !killed.ok())
     return out.error = named + " is contained, but not every process was killed: " + killed.error().ToString(), out;
   if (auto marked = ChangeSandboxState(info.id, CORDON_STATE_F_KILLED, 0); !marked)
@@ -202,7 +210,7 @@ ContainOutcome KillContained(const SandboxInfo& info, const ContainRequest& req,
   c.set_via(req.via);
   c.set_reason(req.reason);
   c.set_killed(true);
-  c.set_frozen(true);
+  c.set_frozen(frozen);
   v1::AuditEvent e = SandboxEvent(info, "sandbox.contained");
   e.set_reason("the processes of the contained sandbox killed by " + req.by +
                (req.reason.empty() ? "" : ": " + req.reason));

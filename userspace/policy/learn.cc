@@ -464,10 +464,11 @@ LearnResult Learn(const ParsedPolicy& base, const CompiledPolicy& compiled,
                        "cordon run's seccomp filter refuses every clone3 (ENOSYS: its flags cannot be inspected), "
                        "whatever the policy; callers fall back to clone");
     } else if (k == "tamper.userns") {
-      if (!spec->allow_user_namespaces()) {
-        spec->set_allow_user_namespaces(true);
-        switches.push_back("spec.allowUserNamespaces: true: creating user namespaces (a large kernel surface)");
-      }
+      // Never learned: one attempt would open the kernel surface that most
+      // local privilege escalations go through, for every later run.
+      files.NotLearned(o,
+                       "user namespaces are a large kernel surface (most local privilege escalations start with "
+                       "one): never learned; add spec.allowUserNamespaces: true to the base if the workload must");
     } else {
       files.NotLearned(o, "no policy allows it" + (o.reason.empty() ? std::string() : " (" + o.reason + ")"));
     }
