@@ -699,7 +699,11 @@ class BackgroundRun {
 };
 
 // cordon run's credentials are revoked when its sandbox is contained, and
-// the evidence never holds their value.
+// the evidence never holds their value: not even where the workload put it
+// on a command line (it is "(credential REPO_TOKEN)" there), nor a token of
+// a known format it holds from elsewhere (the argument is "(redacted: a
+// GitHub token)"). The control for both: those processes are in the
+// evidence, with the rest of their command lines.
 TEST_F(Contain, ARunsCredentialsAreRevokedAtContainmentAndNeverInTheEvidence) {
   Scratch scratch;
   const std::string tokens = scratch.dir() + "/tokens", revoked = scratch.dir() + "/revoked";
@@ -715,8 +719,12 @@ TEST_F(Contain, ARunsCredentialsAreRevokedAtContainmentAndNeverInTheEvidence) {
       mint + "]\n      revoke: [" + revoke + "]\n      ttl: 15m\n");
   const std::string name = "contain-cred-" + std::to_string(::getpid());
   const std::string audit = scratch.dir() + "/run.jsonl";
+  const std::string foreign = "ghp_" + std::string(36, 'Q');  // a GitHub token's format, not a real one
   BackgroundRun run({"run", "--policy", policy.path(), "--name", name, "--audit", audit, "-q", "--", "/bin/sh", "-c",
-                     "test -s \"$REPO_TOKEN_FILE\" && exec sleep 300"},
+                     "test -s \"$REPO_TOKEN_FILE\" || exit 1; t=$(cat \"$REPO_TOKEN_FILE\"); "
+                     "/bin/sh -c \"sleep 300; : holds-the-token $t\" & "
+                     "exec /bin/sh -c 'sleep 300; : holds-a-foreign-token --auth=" +
+                         foreign + "'"},
                     name);
   const std::string cg = run.Cgroup();
   ASSERT_FALSE(cg.empty()) << "the run's sandbox did not appear";
@@ -734,6 +742,9 @@ TEST_F(Contain, ARunsCredentialsAreRevokedAtContainmentAndNeverInTheEvidence) {
   ASSERT_FALSE(evidence.empty()) << r.err;
   EXPECT_NE(evidence.find("\"cmdline\""), std::string::npos);
   EXPECT_EQ(evidence.find(token), std::string::npos) << "the evidence holds the credential";
+  EXPECT_NE(evidence.find("holds-the-token (credential REPO_TOKEN)"), std::string::npos) << evidence;
+  EXPECT_EQ(evidence.find(foreign), std::string::npos) << "the evidence holds a token";
+  EXPECT_NE(evidence.find("(redacted: a GitHub token)"), std::string::npos) << evidence;
   EXPECT_EQ(r.out.find(token), std::string::npos);
 
   ASSERT_EQ(Cordon({"release", "--name", name, "--config", scratch.config()}).status, 0);

@@ -18,6 +18,7 @@
 #include "abi/cordon_common.h"
 #include "abi/cordon_event.h"
 #include "events/decoder.h"
+#include "inspect/environ.h"
 #include "inspect/retro.h"
 #include "loader/lsm.h"
 #include "ops/credentials.h"
@@ -129,6 +130,26 @@ std::string FdType(const std::string& target) {
 }
 
 // A file name part: the sandbox's name with anything but [A-Za-z0-9._-] as '_'.
+// The evidence copies what the workload's processes hold in plain text
+// (command lines, working directories, descriptor targets): a credential
+// cordon issued to the sandbox, or a token it inherited, passed on a command
+// line would be written to disk with it. Issued values become
+// "(credential NAME)"; an argument holding a known token format is replaced
+// whole (the value's kind is kept: "(redacted: a GitHub token)").
+void RedactEvidence(uint64_t sandbox_id, v1::ContainmentEvidence* evidence) {
+  std::vector<std::string*> texts;
+  for (auto& p : *evidence->mutable_processes()) {
+    for (auto& arg : *p.mutable_cmdline()) texts.push_back(&arg);
+    texts.push_back(p.mutable_cwd());
+    texts.push_back(p.mutable_exe());
+    for (auto& fd : *p.mutable_fds()) texts.push_back(fd.mutable_target());
+  }
+  RedactCredentialValues(sandbox_id, texts);
+  for (auto& p : *evidence->mutable_processes())
+    for (auto& arg : *p.mutable_cmdline())
+      if (std::string kind = CredentialValueKind(arg); !kind.empty()) arg = "(redacted: " + kind + ")";
+}
+
 std::string FileNamePart(const std::string& name) {
   std::string out;
   for (char c : name.substr(0, 64))
@@ -397,6 +418,7 @@ ContainOutcome Contain(const ContainRequest& req) {
           ef->set_socket_inode(static_cast<uint32_t>(std::strtoul(target.c_str() + 8, nullptr, 10)));
       }
     }
+    RedactEvidence(info->id, &evidence);
     for (const auto& s : snap->sockets) {
       auto* es = evidence.add_sockets();
       es->set_inode(s.inode);

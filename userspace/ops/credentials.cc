@@ -1226,40 +1226,47 @@ bool ReadState(const std::string& stem, SavedState* state) {
   return parsed;
 }
 
+// Each state file of the store, in name order, read (values included) and
+// handed to `f`; the values are wiped after.
+template <typename F>
+void EachState(F&& f) {
+  auto names = ListDir(kCredentialStore);
+  if (!names) return;
+  std::sort(names->begin(), names->end());
+  const std::string suffix = ".state";
+  for (const auto& name : *names) {
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), std::string::npos, suffix) != 0)
+      continue;
+    const std::string stem = name.substr(0, name.size() - suffix.size());
+    SavedState state;
+    if (!SafeName(stem) || !ReadState(stem, &state)) continue;
+    f(stem, state);
+    for (auto& c : state.creds) Wipe(&c.value);
+    for (auto& p : state.pending) Wipe(&p.value);
+  }
+}
+
 }  // namespace
 
 bool SafeCredentialDir(const std::string& name) { return SafeName(name) && name.rfind("run-", 0) != 0; }
 
 std::vector<CredentialState> ListCredentialStates() {
   std::vector<CredentialState> out;
-  auto names = ListDir(kCredentialStore);
-  if (!names) return out;
-  std::sort(names->begin(), names->end());
-  for (const auto& name : *names) {
-    const std::string suffix = ".state";
-    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), std::string::npos, suffix) != 0)
-      continue;
-    const std::string stem = name.substr(0, name.size() - suffix.size());
-    SavedState state;
-    if (!SafeName(stem) || !ReadState(stem, &state)) continue;
+  EachState([&](const std::string& stem, SavedState& state) {
     CredentialState cs;
     cs.stem = stem;
     cs.cgroup_id = state.cgroup_id;
     cs.attached = state.attached;
     for (auto& sp : state.specs) cs.specs.push_back(std::move(sp.spec));
     const std::string view = std::string(kCredentialView) + "/" + stem + "/";
-    for (auto& c : state.creds) {
+    for (const auto& c : state.creds)
       cs.credentials.push_back({c.name, CredentialFingerprint(c.value), c.file ? "file" : "env",
                                 c.file ? view + c.name : "", c.issued_at, c.expires_at, false});
-      Wipe(&c.value);
-    }
-    for (auto& p : state.pending) {
+    for (const auto& p : state.pending)
       cs.credentials.push_back({p.name, CredentialFingerprint(p.value), p.file ? "file" : "env",
                                 p.file ? view + p.name : "", p.issued_at, p.expires_at, true});
-      Wipe(&p.value);
-    }
     out.push_back(std::move(cs));
-  }
+  });
   return out;
 }
 
@@ -1267,6 +1274,29 @@ std::optional<CredentialState> CredentialStateOf(uint64_t cgroup_id) {
   for (auto& s : ListCredentialStates())
     if (s.attached && s.cgroup_id == cgroup_id) return std::move(s);
   return std::nullopt;
+}
+
+size_t RedactCredentialValues(uint64_t cgroup_id, const std::vector<std::string*>& texts) {
+  size_t replaced = 0;
+  auto redact = [&](const std::string& name, const std::string& value) {
+    // A value this short would match by chance (and no issuer prints one).
+    if (value.size() < 6) return;
+    const std::string with = "(credential " + name + ")";
+    std::string escaped = EscapeWorkloadBytes(value);
+    for (const std::string* form : std::initializer_list<const std::string*>{&value, &escaped})
+      for (std::string* text : texts)
+        for (size_t at = text->find(*form); at != std::string::npos; at = text->find(*form, at + with.size())) {
+          text->replace(at, form->size(), with);
+          ++replaced;
+        }
+    Wipe(&escaped);
+  };
+  EachState([&](const std::string&, SavedState& state) {
+    if (state.cgroup_id != cgroup_id) return;
+    for (const auto& c : state.creds) redact(c.name, c.value);
+    for (const auto& p : state.pending) redact(p.name, p.value);
+  });
+  return replaced;
 }
 
 cordon::Status EndAttachedCredentials(uint64_t cgroup_id, const std::string& why, const CredentialEvents& emit) {

@@ -263,6 +263,14 @@ struct CredentialState {
 std::vector<CredentialState> ListCredentialStates();
 std::optional<CredentialState> CredentialStateOf(uint64_t cgroup_id);
 
+// Every issued (and superseded, not yet revoked) value of the sandbox whose
+// cgroup id is `cgroup_id`, as its state file holds it, replaced in `texts`
+// by "(credential NAME)" (also in the escaped form events carry): for what
+// cordon copies out of a sandbox's processes (containment evidence: command
+// lines, working directories), where a workload may have put a value it
+// was given. The values never leave this function. The number replaced.
+size_t RedactCredentialValues(uint64_t cgroup_id, const std::vector<std::string*>& texts);
+
 // `cordon detach` without an agent: the attached sandbox's credentials
 // removed and revoked (credential.revoked, `why`). Nothing when it has none;
 // an error when another process holds them (an agent: it revokes them when
