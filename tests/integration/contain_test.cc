@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -20,10 +21,12 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "event.pb.h"
 #include "loader/sandbox.h"
 #include "tests/integration/harness.h"
+#include "util/fd.h"
 
 namespace cordon::test {
 namespace {
@@ -424,6 +427,45 @@ TEST_F(Contain, KillTakesTheEvidenceFirstAndCannotBeReleased) {
   CommandResult again = Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()});
   EXPECT_EQ(again.status, 1);
   EXPECT_NE(again.err.find("its processes killed"), std::string::npos) << again.err;
+}
+
+// A contain that did not finish (killed after its first step: contained in
+// the kernel, not frozen, no evidence) is completed by the next one, once;
+// and a release waits for a contain or release under way (the test holds
+// the sandbox's containment lock as one would).
+TEST_F(Contain, AContainThatDidNotFinishIsCompletedByTheNextAndReleaseWaitsForOneUnderWay) {
+  Scratch scratch;
+  TestCgroup cg("contain-unfinished");
+  auto owned = WritingSandbox(cg, scratch, "contain-unfinished");
+  Writer& writer = *owned;
+  // What a contain killed after its first step leaves.
+  ASSERT_TRUE(ChangeSandboxState(cg.id(), CORDON_STATE_F_CONTAINED, 0));
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "0");  // the control: nothing froze it yet
+
+  CommandResult r = Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("did not finish"), std::string::npos) << r.err;
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "1");
+  cordon::v1::ContainmentEvidence evidence;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(Slurp(EvidencePath(r.err)), &evidence).ok()) << r.err;
+  ASSERT_EQ(evidence.processes_size(), 1);
+  EXPECT_EQ(evidence.processes(0).pid(), static_cast<uint32_t>(writer.pid()));
+  CommandResult again = Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()});
+  EXPECT_EQ(again.status, 1);
+  EXPECT_NE(again.err.find("already contained"), std::string::npos) << again.err;
+
+  const std::string lock_path = "/run/cordon/containment/" + std::to_string(cg.id()) + ".lock";
+  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(lock.valid()) << lock_path;
+  ASSERT_EQ(::flock(lock.get(), LOCK_EX), 0);
+  CommandResult released;
+  std::thread release([&] { released = Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()}); });
+  ::usleep(500 * 1000);
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "1");  // it waits while the lock is held
+  lock.Reset();
+  release.join();
+  EXPECT_EQ(released.status, 0) << released.err;
+  EXPECT_TRUE(WaitFor([&] { return CgroupEvent(cg.path(), "frozen") == "0"; }, 5000));
 }
 
 TEST_F(Contain, KillOfAContainedSandboxKillsWhatItFroze) {

@@ -358,17 +358,21 @@ void Agent::CheckContainment(Sandbox& sb) {
     return;
   }
   if (sb.containment_tried) return;  // tried and failed: the operator's `cordon contain` completes it
-  sb.containment_tried = true;
   ops::ContainRequest request;
   request.sandbox_id = sb.id;
   request.by = "the agent (pid " + std::to_string(::getpid()) + ")";
+  request.lock_wait_ms = 0;  // a cordon contain under way completes it: never wait for it here
   ops::ContainOutcome out = ContainHere(std::move(request));
+  if (out.busy) return;  // tried again at the next check
+  sb.containment_tried = true;
+  const std::string what =
+      "sandbox " + sb.ctx.name + " (cgroup id " + std::to_string(sb.id) + ") was contained " +
+      (state.flags & CORDON_STATE_F_AUTO ? "by the kernel" : "by a cordon contain that did not finish");
   if (!out.error.empty())
-    Log("the kernel contained sandbox " + sb.ctx.name + " (cgroup id " + std::to_string(sb.id) +
-        "), but completing it failed: " + out.error);
+    Log(what + ", but completing it failed: " + out.error);
   else
-    Log("the kernel contained sandbox " + sb.ctx.name + " (cgroup id " + std::to_string(sb.id) +
-        "): frozen and its evidence taken (" + (out.evidence_path.empty() ? "not written" : out.evidence_path) + ")");
+    Log(what + ": frozen and its evidence taken (" + (out.evidence_path.empty() ? "not written" : out.evidence_path) +
+        ")");
   for (const auto& note : out.notes) Log("  " + note);
 }
 

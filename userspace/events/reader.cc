@@ -29,30 +29,6 @@ constexpr uint32_t kRingBusyBit = 1u << 31;     // BPF_RINGBUF_BUSY_BIT: reserve
 constexpr uint32_t kRingDiscardBit = 1u << 30;  // BPF_RINGBUF_DISCARD_BIT
 constexpr uint32_t kRingHeaderSize = 8;         // BPF_RINGBUF_HDR_SZ
 
-// Who holds the flock on `st`'s inode, from /proc/locks ("1: FLOCK ADVISORY
-// WRITE <pid> <major>:<minor>:<inode> 0 EOF"): "pid N (comm)", or "" if
-// not found. Only the pid and its comm: a command line may hold secrets.
-std::string LockHolder(const struct stat& st) {
-  auto text = ReadFile("/proc/locks", 1 << 20);
-  if (!text) return "";
-  char id[64];
-  std::snprintf(id, sizeof id, " %02x:%02x:%llu ", major(st.st_dev), minor(st.st_dev),
-                static_cast<unsigned long long>(st.st_ino));
-  size_t at = text->find(id);
-  if (at == std::string::npos) return "";
-  size_t start = text->rfind('\n', at);
-  start = start == std::string::npos ? 0 : start + 1;
-  std::string line = text->substr(start, at - start);
-  if (line.find("->") != std::string::npos || line.find("FLOCK") == std::string::npos) return "";
-  size_t pid_at = line.find_last_of(' ');
-  if (pid_at == std::string::npos) return "";
-  std::string pid = line.substr(pid_at + 1);
-  auto comm = ReadFile("/proc/" + pid + "/comm", 64);
-  std::string name = comm ? *comm : std::string();
-  while (!name.empty() && name.back() == '\n') name.pop_back();
-  return "pid " + pid + (name.empty() ? "" : " (" + DisplayText(EscapeWorkloadBytes(name)) + ")");
-}
-
 // The LOSS_REPORTED slot is written by userspace only: all of it on CPU 0.
 void WriteLossWatermark(int counters_fd, uint64_t value) {
   int ncpu = libbpf_num_possible_cpus();
@@ -186,7 +162,7 @@ Result<UniqueFd> LockSandboxEvents(const SandboxContext& sandbox) {
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return fd;
   if (errno != EWOULDBLOCK) return SysError("lock " + dir);
   struct stat st;
-  std::string holder = ::fstat(fd.get(), &st) == 0 ? LockHolder(st) : std::string();
+  std::string holder = ::fstat(fd.get(), &st) == 0 ? FlockHolder(st) : std::string();
   return Error{"the events of sandbox " + sandbox.name + " are already read by " +
                    (holder.empty() ? std::string("another process") : holder) +
                    " (one reader per ring buffer, held by a lock on " + dir +

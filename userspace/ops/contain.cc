@@ -5,6 +5,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -130,6 +131,34 @@ std::string FdType(const std::string& target) {
 }
 
 // A file name part: the sandbox's name with anything but [A-Za-z0-9._-] as '_'.
+constexpr const char* kContainmentLocks = "/run/cordon/containment";
+
+// Contain and release of one sandbox hold its containment lock from start
+// to end, so that a release never runs between a contain's state change
+// and its freeze (a sandbox frozen while said to be released), nor two
+// completions of one containment at once. A file of root's own directory,
+// not the sandbox's cgroup (which its workload may open and lock).
+Result<UniqueFd> LockContainment(uint64_t sandbox_id, int wait_ms) {
+  if (Status made = MakeDirs(kContainmentLocks, 0700); !made.ok()) return made.error();
+  const std::string path = std::string(kContainmentLocks) + "/" + std::to_string(sandbox_id) + ".lock";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) return SysError("open " + path);
+  const int64_t deadline = MonoMs() + wait_ms;
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) return SysError("lock " + path);
+    if (MonoMs() >= deadline) {
+      struct stat st;
+      std::string holder = ::fstat(fd.get(), &st) == 0 ? FlockHolder(st) : std::string();
+      return Error{"another contain or release of this sandbox is under way (" +
+                       (holder.empty() ? std::string("its lock ") + path + " is held" : holder + " holds " + path) +
+                       ")",
+                   EWOULDBLOCK};
+    }
+    ::usleep(20 * 1000);
+  }
+  return fd;
+}
+
 // The evidence copies what the workload's processes hold in plain text
 // (command lines, working directories, descriptor targets): a credential
 // cordon issued to the sandbox, or a token it inherited, passed on a command
@@ -311,6 +340,16 @@ std::vector<v1::AuditEvent> LastEventsOf(const std::string& path, uint64_t sandb
 ContainOutcome Contain(const ContainRequest& req) {
   ContainOutcome out;
   out.sandbox_id = req.sandbox_id;
+  auto lock = LockContainment(req.sandbox_id, req.lock_wait_ms);
+  if (!lock) {
+    if (req.lock_wait_ms == 0) return out.busy = true, out.error = lock.error().ToString(), out;
+    // Whatever holds the lock, the kernel refuses from now on.
+    auto set = ChangeSandboxState(req.sandbox_id, CORDON_STATE_F_CONTAINED, 0);
+    return out.error = (set ? "contained in the kernel (every operation refused), but not frozen and no evidence: "
+                            : "nothing contained: ") +
+                       lock.error().ToString() + "; try cordon contain again",
+           out;
+  }
   auto info = GetSandbox(req.sandbox_id);
   if (!info) return out.error = info.error().ToString() + "; nothing contained", out;
   out.name = NameOfSandbox(*info);
@@ -331,12 +370,13 @@ ContainOutcome Contain(const ContainRequest& req) {
                        "detach --id " +
                        std::to_string(info->id) + " removes it)",
            out;
-  // Contained by the kernel (onViolation: contain) and not yet completed:
-  // this containment freezes it and takes the evidence.
-  const bool by_kernel =
-      info->contained() && (info->state.flags & CORDON_STATE_F_AUTO) && !(info->state.flags & CORDON_STATE_F_EVIDENCE);
-  if (info->contained() && !by_kernel && req.kill) return KillContained(*info, req, named);
-  if (info->contained() && !by_kernel)
+  // Contained and not completed: by the kernel (onViolation: contain), or
+  // by a contain that did not finish (killed after its first step): this
+  // containment freezes it and takes the evidence.
+  const bool unfinished = info->contained() && !(info->state.flags & CORDON_STATE_F_EVIDENCE);
+  const bool by_kernel = unfinished && (info->state.flags & CORDON_STATE_F_AUTO);
+  if (info->contained() && !unfinished && req.kill) return KillContained(*info, req, named);
+  if (info->contained() && !unfinished)
     return out.error =
                named + " is already contained" +
                (info->state.flags & CORDON_STATE_F_AUTO ? " (by the kernel: spec.onViolation: contain, after a " +
@@ -348,14 +388,15 @@ ContainOutcome Contain(const ContainRequest& req) {
   auto cgroup = SandboxCgroup(*info);
   if (!cgroup) return out.error = cgroup.error().ToString() + "; nothing contained", out;
 
-  // 1. Every program of the sandbox refuses from here on. (EVIDENCE: this
-  // containment is being completed; the agent leaves it alone.)
-  auto before = ChangeSandboxState(info->id, CORDON_STATE_F_CONTAINED | CORDON_STATE_F_EVIDENCE, 0, nullptr,
-                                   /*with_files=*/false);
+  // 1. Every program of the sandbox refuses from here on. (EVIDENCE, once
+  // the last step is done: until then the agent, or the next contain,
+  // completes a containment whose contain was interrupted.)
+  auto before = ChangeSandboxState(info->id, CORDON_STATE_F_CONTAINED, 0, nullptr, /*with_files=*/false);
   if (!before) return out.error = before.error().ToString() + "; nothing contained", out;
-  if (before->flags & CORDON_STATE_F_EVIDENCE)  // contained meanwhile by another contain
-    return out.error = named + " is already contained; cordon release --id " + std::to_string(info->id) + " undoes it",
-           out;
+  if (unfinished && !by_kernel)
+    out.notes.push_back(
+        "completing a containment whose cordon contain did not finish (it was contained, not "
+        "frozen and without evidence)");
   v1::Containment c;
   if (by_kernel) c.set_trigger(KindName(info->state.trigger_kind));
   c.set_by(req.by);
@@ -521,6 +562,13 @@ ContainOutcome Contain(const ContainRequest& req) {
     out.notes.push_back("contained, but the evidence could not be written: " + written.error().ToString());
   }
 
+  // Completed (whatever step failed: the notes say which).
+  if (auto done = ChangeSandboxState(info->id, CORDON_STATE_F_EVIDENCE, 0); !done)
+    out.partial = true, out.notes.push_back(
+                            "contained, but not recorded as completed (the agent may complete it "
+                            "again): " +
+                            done.error().ToString());
+
   // 6. --kill, after the evidence.
   if (req.kill) {
     if (Status killed = KillCgroupProcesses(cgroup->path, kFreezeTimeoutMs); !killed.ok()) {
@@ -542,6 +590,8 @@ ContainOutcome Contain(const ContainRequest& req) {
 ReleaseContainmentOutcome ReleaseContainment(const ReleaseContainmentRequest& req) {
   ReleaseContainmentOutcome out;
   out.sandbox_id = req.sandbox_id;
+  auto lock = LockContainment(req.sandbox_id, 10000);
+  if (!lock) return out.error = lock.error().ToString() + "; still contained", out;
   auto info = GetSandbox(req.sandbox_id);
   if (!info) return out.error = info.error().ToString(), out;
   out.name = NameOfSandbox(*info);

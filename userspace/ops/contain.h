@@ -36,6 +36,10 @@ struct ContainRequest {
   // taken: the agent delivers what the sandbox's ring buffer holds, so that
   // the audit file has the sandbox's last events.
   std::function<void()> before_evidence;
+  // How long to wait for another contain or release of the sandbox (they
+  // hold its containment lock from start to end): 0 gives up at once with
+  // `busy` (the agent's main loop tries again later).
+  int lock_wait_ms = 10000;
 };
 
 struct ContainOutcome {
@@ -45,6 +49,7 @@ struct ContainOutcome {
   std::string evidence_path;
   std::vector<std::string> notes;
   bool partial = false;  // contained, but a step failed (a note says which: freeze, listing, evidence, kill)
+  bool busy = false;     // lock_wait_ms 0 and another contain or release holds the sandbox: nothing done
   // net.preexisting events of the connections destroyed, then sandbox.contained.
   std::vector<cordon::v1::AuditEvent> events;
 };

@@ -4,9 +4,13 @@
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "util/fd.h"
+#include "util/text.h"
 
 namespace cordon {
 
@@ -125,6 +129,30 @@ Status WriteFileAtomic(const std::string& dir, const std::string& name, const st
     return e;
   }
   return SyncDir(dir);
+}
+
+// Who holds the flock on `st`'s inode, from /proc/locks ("1: FLOCK ADVISORY
+// WRITE <pid> <major>:<minor>:<inode> 0 EOF"): "pid N (comm)", or "" if
+// not found. Only the pid and its comm: a command line may hold secrets.
+std::string FlockHolder(const struct stat& st) {
+  auto text = ReadFile("/proc/locks", 1 << 20);
+  if (!text) return "";
+  char id[64];
+  std::snprintf(id, sizeof id, " %02x:%02x:%llu ", major(st.st_dev), minor(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino));
+  size_t at = text->find(id);
+  if (at == std::string::npos) return "";
+  size_t start = text->rfind('\n', at);
+  start = start == std::string::npos ? 0 : start + 1;
+  std::string line = text->substr(start, at - start);
+  if (line.find("->") != std::string::npos || line.find("FLOCK") == std::string::npos) return "";
+  size_t pid_at = line.find_last_of(' ');
+  if (pid_at == std::string::npos) return "";
+  std::string pid = line.substr(pid_at + 1);
+  auto comm = ReadFile("/proc/" + pid + "/comm", 64);
+  std::string name = comm ? *comm : std::string();
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return "pid " + pid + (name.empty() ? "" : " (" + DisplayText(EscapeWorkloadBytes(name)) + ")");
 }
 
 }  // namespace cordon

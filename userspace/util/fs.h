@@ -1,6 +1,7 @@
 // Small filesystem helpers returning Result values with context.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -17,6 +18,9 @@ Status MakeDirs(const std::string& path, unsigned mode = 0755);       // mkdir -
 Result<std::vector<std::string>> ListDir(const std::string& path);    // names, without . and ..
 std::string JoinPath(const std::string& a, const std::string& b);
 bool IsRoot();
+// Who holds the flock on `st`'s inode, from /proc/locks: "pid N (comm)", or
+// "" if not found. Only the pid and its comm: a command line may hold secrets.
+std::string FlockHolder(const struct stat& st);
 
 // Writes all of `data` to `fd` (retrying short writes); errors name `path`.
 Status WriteAll(int fd, const unsigned char* data, size_t size, const std::string& path);
