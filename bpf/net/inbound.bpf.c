@@ -79,6 +79,54 @@ int cordon_bind6(struct bpf_sock_addr *ctx)
 	return cordon_bind_decide(ctx, (const __u8 *)addr, AF_INET6);
 }
 
+#define CORDON_ETH_P_IP 0x0800
+#define CORDON_ETH_P_IPV6 0x86DD
+#define CORDON_TCP_RST 0x04
+
+/* Whether `skb` (cgroup_skb: its data starts at the IP header) is a TCP
+ * segment with RST set. IPv6 extension headers are not followed: a segment
+ * behind one is not a reset here. */
+static __always_inline int cordon_is_tcp_reset(struct __sk_buff *skb)
+{
+	__u32 off;
+	if (skb->protocol == bpf_htons(CORDON_ETH_P_IP)) {
+		__u8 vihl = 0, proto = 0;
+		if (bpf_skb_load_bytes(skb, 0, &vihl, 1) || bpf_skb_load_bytes(skb, 9, &proto, 1) ||
+		    proto != IPPROTO_TCP)
+			return 0;
+		off = (vihl & 0xf) * 4;
+	} else if (skb->protocol == bpf_htons(CORDON_ETH_P_IPV6)) {
+		__u8 next = 0;
+		if (bpf_skb_load_bytes(skb, 6, &next, 1) || next != IPPROTO_TCP)
+			return 0;
+		off = 40;
+	} else {
+		return 0;
+	}
+	__u8 flags = 0;
+	if (bpf_skb_load_bytes(skb, off + 13, &flags, 1))
+		return 0;
+	return (flags & CORDON_TCP_RST) != 0;
+}
+
+/* cgroup_skb/egress: a contained sandbox sends nothing, in the kernel and
+ * at once. New connections and datagrams are refused by the sock_addr hooks;
+ * this cuts what was open before: an established TCP connection's segments
+ * and a connected UDP socket's datagrams (neither passes cgroup/sendmsg).
+ * A dropped datagram fails its send() with EPERM; TCP segments are dropped
+ * and its sends queue up unsent. Only resets leave: those the destruction
+ * of its connections sends (a containment's step 3), so that their peers
+ * learn of it (the workload cannot write a TCP header: raw sockets are
+ * refused). No event: every packet would be one. Judged by the socket's
+ * cgroup, so a socket of the sandbox handed to a process outside is cut too. */
+SEC("cgroup_skb/egress")
+int cordon_egress(struct __sk_buff *skb)
+{
+	if (!cordon_contained())
+		return 1;
+	return cordon_is_tcp_reset(skb);
+}
+
 SEC("cgroup_skb/ingress")
 int cordon_ingress(struct __sk_buff *skb)
 {

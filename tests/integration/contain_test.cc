@@ -60,6 +60,21 @@ class Listener {
     ::close(fd_);
   }
   uint16_t port() const { return port_; }
+  // The accepted end of `client`'s connection (the others queued before it
+  // are accepted and kept).
+  int AcceptFrom(int client) {
+    sockaddr_storage local = {};
+    socklen_t len = sizeof local;
+    if (::getsockname(client, reinterpret_cast<sockaddr*>(&local), &len) != 0) return -1;
+    for (int fd; (fd = Accept()) >= 0;) {
+      sockaddr_storage peer = {};
+      len = sizeof peer;
+      if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 &&
+          reinterpret_cast<sockaddr_in*>(&peer)->sin_port == reinterpret_cast<sockaddr_in*>(&local)->sin_port)
+        return fd;
+    }
+    return -1;
+  }
   int Accept() {
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, 5000) <= 0) return -1;
@@ -78,13 +93,13 @@ class Listener {
 // test over SCM_RIGHTS: the cgroup hooks judge it as the sandbox's (by the
 // cgroup that created it), while the test process, which is never frozen,
 // makes the calls.
-int SocketMadeIn(const std::string& cgroup) {
+int SocketMadeIn(const std::string& cgroup, int type = SOCK_STREAM) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return -1;
   pid_t pid = ::fork();
   if (pid == 0) {
     std::ofstream(cgroup + "/cgroup.procs") << ::getpid();
-    int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    int s = ::socket(AF_INET, type, 0);
     char byte = 's';
     iovec iov{&byte, 1};
     char control[CMSG_SPACE(sizeof(int))] = {};
@@ -622,11 +637,39 @@ TEST_F(Contain, OnViolationTheKernelContainsWithoutTheAgent) {
   EXPECT_EQ(allowed(), 0);
   EXPECT_EQ(Cordon({"status", "--json"}).out.find("\"contained\":true"), std::string::npos);
   const int probe = SocketMadeIn(cg.path());  // made before: its connect is judged after
+  // Open before: a connected UDP socket and an established TCP connection of
+  // the sandbox (made in it, used by the test, which is never frozen).
+  UniqueFd receiver(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_storage to = V4("127.0.0.1", listener.port());
+  ASSERT_EQ(::bind(receiver.get(), reinterpret_cast<sockaddr*>(&to), Len(to)), 0) << std::strerror(errno);
+  UniqueFd udp(SocketMadeIn(cg.path(), SOCK_DGRAM));
+  ASSERT_EQ(::connect(udp.get(), reinterpret_cast<sockaddr*>(&to), Len(to)), 0) << std::strerror(errno);
+  UniqueFd tcp(SocketMadeIn(cg.path()));
+  ASSERT_EQ(::connect(tcp.get(), reinterpret_cast<sockaddr*>(&to), Len(to)), 0) << std::strerror(errno);
+  const int server = listener.AcceptFrom(tcp.get());  // the allowed() connections above queue first
+  ASSERT_GE(server, 0);
+  auto arrives = [](int fd) {
+    pollfd p{fd, POLLIN, 0};
+    char buf[16];
+    return ::poll(&p, 1, 1000) == 1 && ::recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0;
+  };
+  // The controls: both carry data before.
+  EXPECT_EQ(::send(udp.get(), "u", 1, 0), 1);
+  EXPECT_TRUE(arrives(receiver.get()));
+  EXPECT_EQ(::send(tcp.get(), "t", 1, 0), 1);
+  EXPECT_TRUE(arrives(server));
   // The first violation ...
   EXPECT_EQ(violation(), EPERM);
   // ... and the connect the policy allows is refused, at once; so is a new socket.
   EXPECT_EQ(ConnectWith(probe, listener.port()), EPERM);
   EXPECT_EQ(allowed(), EPERM);
+  // What was open sends nothing more (cgroup_skb/egress): the datagram's
+  // send fails, the segment is queued but never arrives.
+  EXPECT_EQ(::send(udp.get(), "u", 1, 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_FALSE(arrives(receiver.get()));
+  EXPECT_EQ(::send(tcp.get(), "t", 1, 0), 1);
+  EXPECT_FALSE(arrives(server));
   EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "0");  // no agent: nobody froze it
   auto events = TakeEvents(cg.path());
   ASSERT_EQ(events.size(), 3u);

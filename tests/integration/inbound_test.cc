@@ -595,7 +595,8 @@ TEST_F(Inbound, ProgramsAttachedReplacedAndDetachedWithTheSandbox) {
   ASSERT_TRUE(info) << info.error().ToString();
   EXPECT_TRUE(info->problem.empty()) << info->problem;
   const std::string pins = info->pin_dir;
-  for (const char* link : {"link_bind4", "link_bind6", "link_ingress", "link_setsockopt", "link_dev", "link_sysctl"}) {
+  for (const char* link :
+       {"link_bind4", "link_bind6", "link_ingress", "link_egress", "link_setsockopt", "link_dev", "link_sysctl"}) {
     struct stat sb;
     EXPECT_EQ(::stat((pins + "/" + link).c_str(), &sb), 0) << link;
   }

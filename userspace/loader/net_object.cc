@@ -25,6 +25,7 @@ const Hook kAllHooks[] = {
     {"link_bind4", [](cordon_net* s) { return s->progs.cordon_bind4; }, false, true},
     {"link_bind6", [](cordon_net* s) { return s->progs.cordon_bind6; }, false, true},
     {"link_ingress", [](cordon_net* s) { return s->progs.cordon_ingress; }, false, true},
+    {"link_egress", [](cordon_net* s) { return s->progs.cordon_egress; }, false, true},
     {"link_setsockopt", [](cordon_net* s) { return s->progs.cordon_setsockopt; }, false, true},
     {"link_dev", [](cordon_net* s) { return s->progs.cordon_dev; }, false, true},
     {"link_sysctl", [](cordon_net* s) { return s->progs.cordon_sysctl; }, false, true},
