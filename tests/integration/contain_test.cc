@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +29,7 @@
 #include "loader/sandbox.h"
 #include "tests/integration/harness.h"
 #include "util/fd.h"
+#include "util/fs.h"
 
 namespace cordon::test {
 namespace {
@@ -481,6 +484,64 @@ TEST_F(Contain, AContainThatDidNotFinishIsCompletedByTheNextAndReleaseWaitsForOn
   release.join();
   EXPECT_EQ(released.status, 0) << released.err;
   EXPECT_TRUE(WaitFor([&] { return CgroupEvent(cg.path(), "frozen") == "0"; }, 5000));
+}
+
+// A process whose main thread exited (pthread_exit) runs on in its other
+// threads, holding its descriptors, while /proc/<pid> of its leader (a
+// zombie) shows none: it is in the evidence with them, and its connection
+// is destroyed. The control: the leader is a zombie and the thread lives.
+TEST_F(Contain, AProcessWhoseMainThreadExitedIsInTheEvidenceAndItsConnectionDestroyed) {
+  Scratch scratch;
+  TestCgroup cg("contain-thread");
+  Listener listener;
+  ASSERT_EQ(Attach(cg, LoopbackPolicy("contain-thread", listener.port())).status, 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::ofstream(cg.path() + "/cgroup.procs") << ::getpid();
+    if (ConnectTo(V4("127.0.0.1", listener.port())) < 0) _exit(1);
+    pthread_t thread;
+    if (pthread_create(
+            &thread, nullptr,
+            [](void*) -> void* {
+              for (;;) ::pause();
+            },
+            nullptr) != 0)
+      _exit(2);
+    // The main thread alone ends (exit, not exit_group), as pthread_exit
+    // does, without unwinding through the test's frames.
+    ::syscall(SYS_exit, 0);
+  }
+  ASSERT_GT(child, 0);
+  const int server = listener.Accept();
+  ASSERT_GE(server, 0) << "the child did not connect";
+  const std::string proc = "/proc/" + std::to_string(child);
+  ASSERT_TRUE(WaitFor([&] { return Slurp(proc + "/status").find("\nState:\tZ") != std::string::npos; }, 10000))
+      << "the main thread did not exit";
+  {
+    int st = 0;
+    ASSERT_EQ(::waitpid(child, &st, WNOHANG), 0) << "the child ended (wait status " << std::hex << st << ")";
+  }
+  auto leader_fds = ListDir(proc + "/fd");
+  EXPECT_TRUE(leader_fds && leader_fds->empty());  // what /proc/<pid> shows of it
+  auto tasks = ListDir(proc + "/task");
+  ASSERT_TRUE(tasks);
+  EXPECT_EQ(tasks->size(), 2u);  // the zombie leader and the live thread
+
+  CommandResult r = Cordon({"contain", "--cgroup", cg.path(), "--config", scratch.config()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(ReadOne(server), ECONNRESET) << r.err;
+  cordon::v1::ContainmentEvidence evidence;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(Slurp(EvidencePath(r.err)), &evidence).ok()) << r.err;
+  bool listed = false, socket = false;
+  for (const auto& p : evidence.processes()) {
+    if (p.pid() != static_cast<uint32_t>(child)) continue;
+    listed = true;
+    for (const auto& fd : p.fds()) socket |= fd.type() == "socket";
+  }
+  EXPECT_TRUE(listed) << r.err;
+  EXPECT_TRUE(socket);
+  ::kill(child, SIGKILL);  // our own child
+  ::waitpid(child, nullptr, 0);
 }
 
 TEST_F(Contain, KillOfAContainedSandboxKillsWhatItFroze) {

@@ -107,24 +107,43 @@ uint64_t StartTime(const std::string& proc) {
   return 0;
 }
 
+// Where to read a process in /proc: /proc/<pid>, or, when its main thread
+// has exited (pthread_exit) and others run on, /proc/<pid>/task/<tid> of a
+// live one: the leader, a zombie, shows no descriptors, namespaces, exe or
+// working directory, yet the process still holds and uses them all.
+std::string LiveThreadView(int pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  auto zombie = [](const std::string& dir) {
+    auto status = ReadFile(dir + "/status", 1 << 16);
+    return status && status->find("\nState:\tZ") != std::string::npos;
+  };
+  if (!zombie(proc)) return proc;
+  auto tasks = ListDir(proc + "/task");
+  if (!tasks) return proc;
+  for (const auto& tid : *tasks)
+    if (tid != std::to_string(pid) && !zombie(proc + "/task/" + tid)) return proc + "/task/" + tid;
+  return proc;
+}
+
 // Fills p (and `sockets`: the inodes of the sockets it holds) from
 // /proc/<pid>; false if the process is gone, or is not the process that was
 // listed (the pid was reused by one outside the sandbox). A pidfd pins the
 // identity: taken first, checked for membership, polled for exit at the end.
 bool ScanProcess(Process* p, const std::string& sandbox_relative, std::vector<uint32_t>* sockets) {
-  const std::string proc = "/proc/" + std::to_string(p->pid);
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, p->pid, 0)));
-  if (!pidfd.valid() || !InSubtree(proc, sandbox_relative)) return false;
+  if (!pidfd.valid()) return false;
+  const std::string leader = "/proc/" + std::to_string(p->pid), proc = LiveThreadView(p->pid);
+  if (!InSubtree(proc, sandbox_relative)) return false;
   struct stat st;
   if (::stat((proc + "/ns/net").c_str(), &st) != 0) return false;
   p->netns = st.st_ino;
-  p->start_time = StartTime(proc);
-  if (auto comm = ReadFile(proc + "/comm", 4096)) {
+  p->start_time = StartTime(leader);
+  if (auto comm = ReadFile(leader + "/comm", 4096)) {
     std::string c = *comm;
     while (!c.empty() && c.back() == '\n') c.pop_back();
     p->comm = EscapeWorkloadBytes(c);
   }
-  if (auto status = ReadFile(proc + "/status", 1 << 16)) {
+  if (auto status = ReadFile(leader + "/status", 1 << 16)) {
     auto field = [&](const char* name) -> uint32_t {
       std::string key = std::string("\n") + name + ":";
       size_t at = status->find(key);
@@ -347,10 +366,11 @@ void ExposedEnvironments(const std::vector<Process>& processes, const std::strin
         if (errno != ESRCH) unread(p, std::string("pidfd_open: ") + std::strerror(errno));
         continue;  // ESRCH: exited, skipped
       }
-      if (StartTime(proc) != p.start_time || !InSubtree(proc, sandbox_relative)) continue;  // another process now
+      const std::string view = LiveThreadView(p.pid);
+      if (StartTime(proc) != p.start_time || !InSubtree(view, sandbox_relative)) continue;  // another process now
       batch.push_back(&p);
       pidfds.push_back(std::move(pidfd));
-      paths.push_back(proc + "/environ");
+      paths.push_back(view + "/environ");
     }
     std::vector<EnvironRead> reads = ReadEnvironments(paths, options.environ, deadline_ms);
     for (size_t i = 0; i < batch.size(); ++i) {
