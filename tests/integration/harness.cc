@@ -16,11 +16,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
-#include <memory>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -89,14 +90,38 @@ CommandResult Run(const std::vector<std::string>& argv, const std::string& stdin
   int status = 0;
   ::waitpid(pid, &status, 0);
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // A sanitized build reports on stderr and exits 1 (UBSan: halt_on_error),
+  // which a test expecting a refusal would take for one: fail it here.
+  for (const char* report : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", ": runtime error: "})
+    if (result.err.find(report) != std::string::npos)
+      ADD_FAILURE() << "sanitizer report from " << argv[0] << ":\n" << result.err;
   return result;
 }
 
+const char* CordonBinary() {
+#ifdef CORDON_BUILT_BINARY
+  static const char* const built = CORDON_BUILT_BINARY;
+#else
+  static const char* const built = CORDON_BINARY;
+#endif
+  static const std::string binary = [] {
+    const char* other = std::getenv("CORDON_TEST_CORDON");
+    return std::string(other && *other ? other : built);
+  }();
+  return binary.c_str();
+}
+
+bool CordonIsSanitized() {
+  static const bool sanitized = [] {
+    std::ifstream in(CordonBinary(), std::ios::binary);
+    const std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return image.find("libasan.so.") != std::string::npos;
+  }();
+  return sanitized;
+}
+
 CommandResult Cordon(const std::vector<std::string>& args, const std::string& stdin_data) {
-  // CORDON_TEST_CORDON: another build of cordon (e.g. with a BPF change
-  // reverted, to show that a test fails without it).
-  const char* other = std::getenv("CORDON_TEST_CORDON");
-  std::vector<std::string> argv = {other && *other ? other : CORDON_BINARY};
+  std::vector<std::string> argv = {CordonBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
   return Run(argv, stdin_data);
 }

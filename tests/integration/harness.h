@@ -23,9 +23,25 @@ struct CommandResult {
   std::string err;
 };
 
+// The cordon binary under test: $CORDON_TEST_CORDON when set (another build of
+// the same sources: tests/run.sh runs this suite against the sanitized cordon
+// of build-san/, or one with a change reverted, to show that a test fails
+// without it), otherwise the one built beside this test binary.
+const char* CordonBinary();
+// Whether that binary is built with AddressSanitizer (it links libasan):
+// its quarantine holds freed memory, so resident-memory bounds do not apply.
+bool CordonIsSanitized();
+// Every use of CORDON_BINARY names the binary under test (integration_tests
+// is compiled with CORDON_BUILT_BINARY only; lsm_tests keeps the literal).
+#ifndef CORDON_BINARY
+#define CORDON_BINARY (::cordon::test::CordonBinary())
+#endif
+
 // Runs the cordon binary under test with `args`.
 CommandResult Cordon(const std::vector<std::string>& args, const std::string& stdin_data = "");
-// Runs any command.
+// Runs any command. A sanitizer report on its stderr (the sanitized cordon's:
+// AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer) fails the
+// current test even when the test expects the command to fail.
 CommandResult Run(const std::vector<std::string>& argv, const std::string& stdin_data = "");
 
 // The sandbox a killed cordon run left pinned (id: its cgroup's inode):

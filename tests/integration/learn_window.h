@@ -34,9 +34,7 @@ class LearnInBackground {
   explicit LearnInBackground(const std::vector<std::string>& args) {
     int err[2];
     if (::pipe2(err, O_CLOEXEC) != 0) return;
-    // As Cordon(): CORDON_TEST_CORDON names another build to test.
-    const char* other = std::getenv("CORDON_TEST_CORDON");
-    const std::string binary = other && *other ? other : CORDON_BINARY;
+    const std::string binary = CORDON_BINARY;  // as Cordon(): the binary under test
     std::vector<char*> argv = {const_cast<char*>(binary.c_str())};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
