@@ -23,6 +23,7 @@ PACKAGES=(
   python3-jwt python3-cryptography      # an independent verifier of the built-in issuer's tokens
   mmdebstrap                            # the package test's fresh Debian root (tests/package)
   python3-pip                           # cordon learn's test: pip installing from a local index
+  chromium                              # cordon report's HTML page, rendered by a real browser (headless)
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -497,6 +497,44 @@ int DetachCommand(const Args& args) {
   return 0;
 }
 
+bool ParseTimeWindow(const ParsedArgs& parsed, int64_t* since_ns, int64_t* until_ns, const char* help) {
+  // A duration ago, or a time as events carry it (RFC 3339, UTC).
+  auto time_bound = [](const std::string& text, int64_t* ns) {
+    int64_t ago = 0;
+    if (ParseDuration(text, &ago) && ago > 0) {
+      *ns = std::max<int64_t>(1, RealNs() - ago);
+      return true;
+    }
+    google::protobuf::Timestamp t;
+    if (text.size() < 20 || !google::protobuf::util::TimeUtil::FromString(text, &t)) return false;
+    *ns = std::max<int64_t>(1, google::protobuf::util::TimeUtil::TimestampToNanoseconds(t));
+    return true;
+  };
+  for (const char* option : {"--since", "--until"}) {
+    auto value = parsed.Get(option);
+    if (!value) continue;
+    if (!time_bound(*value, std::string(option) == "--since" ? since_ns : until_ns))
+      return Usage(std::string(option) + " takes a duration such as 90s, 10m, 2h or 1d, or a UTC time such as " +
+                       "2026-12-04T21:30:00Z, not " + Quoted(*value),
+                   help);
+  }
+  if (*until_ns && *since_ns > *until_ns) return Usage("--since is after --until: no event is between them", help);
+  return true;
+}
+
+std::vector<std::string> AgentAuditFiles() {
+  agent::AgentConfig config;
+  policy::Diagnostics diags;
+  std::string audit = agent::LoadAgentConfig("", false, &config, &diags) ? config.AuditPath() : "";
+  std::vector<std::string> files;
+  if (audit.empty()) return files;
+  for (int k = 1000; k >= 1; --k)
+    if (::access((audit + "." + std::to_string(k)).c_str(), R_OK) == 0)
+      files.push_back(audit + "." + std::to_string(k));
+  files.push_back(audit);
+  return files;
+}
+
 namespace {
 std::atomic<bool> g_tail_stop{false};
 void OnTailSignal(int) { g_tail_stop = true; }
@@ -529,31 +567,9 @@ int TailCommand(const Args& args) {
   options.colour = !options.json && ColourWanted(stdout);
   options.sandbox_name = parsed.Get("--sandbox").value_or("");
   options.kind_prefix = parsed.Get("--kind").value_or("");
-  // A duration ago, or a time as events carry it (RFC 3339, UTC).
-  auto time_bound = [](const std::string& text, int64_t* ns) {
-    int64_t ago = 0;
-    if (ParseDuration(text, &ago) && ago > 0) {
-      *ns = std::max<int64_t>(1, RealNs() - ago);
-      return true;
-    }
-    google::protobuf::Timestamp t;
-    if (text.size() < 20 || !google::protobuf::util::TimeUtil::FromString(text, &t)) return false;
-    *ns = std::max<int64_t>(1, google::protobuf::util::TimeUtil::TimestampToNanoseconds(t));
-    return true;
-  };
-  for (const char* option : {"--since", "--until"}) {
-    auto value = parsed.Get(option);
-    if (!value) continue;
-    if (!time_bound(*value, std::string(option) == "--since" ? &options.since_unix_ns : &options.until_unix_ns))
-      return Usage(std::string(option) + " takes a duration such as 90s, 10m, 2h or 1d, or a UTC time such as " +
-                       "2026-12-04T21:30:00Z, not " + Quoted(*value),
-                   kTailHelp),
-             2;
-  }
+  if (!ParseTimeWindow(parsed, &options.since_unix_ns, &options.until_unix_ns, kTailHelp)) return 2;
   if (options.until_unix_ns && options.follow)
     return Usage("--until ends the events shown, -f follows new ones: give one of them", kTailHelp), 2;
-  if (options.until_unix_ns && options.since_unix_ns > options.until_unix_ns)
-    return Usage("--since is after --until: no event is between them", kTailHelp), 2;
   if (parsed.options.count("--verdict")) options.verdicts = parsed.options.at("--verdict");
   if (auto pid = parsed.Get("--pid")) {
     char* end = nullptr;
@@ -604,16 +620,10 @@ int TailCommand(const Args& args) {
   if (!options.sandbox_ids.empty() && chosen.empty()) return PrintError("no sandbox is attached to that cgroup"), 1;
   if (options.since_unix_ns > 0) {
     // The agent's audit file (and its rotations), from its configuration.
-    agent::AgentConfig config;
-    policy::Diagnostics diags;
-    std::string audit = agent::LoadAgentConfig("", false, &config, &diags) ? config.AuditPath() : "";
-    if (audit.empty()) {
+    std::vector<std::string> files = AgentAuditFiles();
+    if (files.empty()) {
       PrintNote("--since: no audit file is configured; nothing to replay");
     } else {
-      std::vector<std::string> files;
-      for (int k = 1000; k >= 1; --k)
-        if (::access((audit + "." + std::to_string(k)).c_str(), R_OK) == 0) files.push_back(audit + "." + std::to_string(k));
-      files.push_back(audit);
       for (const auto& file : files) {
         UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
         if (fd.valid() && !ReplayAuditFile(fd.get(), 0, options)) return 1;
@@ -694,6 +704,7 @@ const char* kMainHelp =
     "  audit verify FILE...                                 check the audit files' hash chain\n"
     "  explain EVENT | --address A:P | --path P --access R  which rule allows it, or why none does\n"
     "  learn [--policy BASE] [--out FILE] -- CMD ARGS...   a least-privilege policy from a run or a cgroup\n"
+    "  report [--sandbox NAME] [--audit FILE...] [-o FMT]   the impact of a sandbox, from its audit trail\n"
     "  oidc show|rotate|publish                             the built-in credential issuer's keys\n"
     "\n"
     "Enforcement is pinned in the kernel and never depends on a cordon process, the agent\n"
@@ -710,6 +721,7 @@ int Main(int argc, char** argv) {
       {"status", StatusCommand},   {"ls", LsCommand},           {"tail", TailCommand},       {"agent", AgentCommand},
       {"policy", PolicyCommand},   {"doctor", DoctorCommand},   {"audit", AuditCommand},     {"oidc", OidcCommand},
       {"explain", ExplainCommand}, {"contain", ContainCommand}, {"release", ReleaseCommand}, {"learn", LearnCommand},
+      {"report", ReportCommand},
   };
   auto find = [](const std::string& name) -> Command {
     for (const auto& [n, fn] : kCommands)

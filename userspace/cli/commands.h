@@ -28,6 +28,7 @@ int ExplainCommand(const Args& args);  // explain.cc
 int LearnCommand(const Args& args);    // learn.cc
 int ContainCommand(const Args& args);  // contain.cc
 int ReleaseCommand(const Args& args);  // contain.cc
+int ReportCommand(const Args& args);   // report.cc
 
 int Main(int argc, char** argv);
 
@@ -37,5 +38,13 @@ int Main(int argc, char** argv);
 bool WantsHelp(const Args& args);
 bool Usage(const std::string& error, const char* help);
 std::string ModeName(uint32_t mode);
+
+struct ParsedArgs;
+// --since and --until (a duration ago, or an RFC 3339 UTC time) into unix ns
+// (0 when not given); false after a usage error.
+bool ParseTimeWindow(const ParsedArgs& parsed, int64_t* since_ns, int64_t* until_ns, const char* help);
+// The agent's audit file (its configuration's jsonl sink) and its rotations
+// that exist, oldest first; none when no audit file is configured.
+std::vector<std::string> AgentAuditFiles();
 
 }  // namespace cordon::cli

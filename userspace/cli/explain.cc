@@ -5,8 +5,6 @@
 // every rule whose (device, inode) is the target or a directory above it.
 #include <sys/stat.h>
 
-#include <google/protobuf/util/json_util.h>
-
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "event.pb.h"
+#include "events/audit_file.h"
 #include "policy/cidr.h"
 #include "policy/parser.h"
 #include "util/text.h"
@@ -268,9 +267,7 @@ int ExplainCommand(const Args& args) {
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
   }
   cordon::v1::AuditEvent event;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
-  if (!google::protobuf::util::JsonStringToMessage(line, &event, options).ok())
+  if (!ParseAuditLine(line, &event))
     return Usage("the event is not an audit log line (one JSON object, as `cordon tail` prints it)");
   if (event.kind() == "net.connect" || event.kind() == "net.sendmsg") {
     if (event.net().protocol() != "tcp" && event.net().protocol() != "udp")

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "events/audit_file.h"
 #include "events/decoder.h"
 #include "events/json_line.h"
 #include "events/sink.h"
@@ -25,12 +26,10 @@ bool ReplayAuditFile(int fd, uint64_t end_offset, const TailOptions& options) {
   uint64_t offset = 0;
   char buf[65536];
   size_t unparseable = 0;
-  google::protobuf::util::JsonParseOptions parse;
-  parse.ignore_unknown_fields = true;
   auto line_done = [&](const std::string& line) {
     if (line.empty()) return;
     cordon::v1::AuditEvent event;
-    if (!google::protobuf::util::JsonStringToMessage(line, &event, parse).ok()) {
+    if (!ParseAuditLine(line, &event)) {
       unparseable++;
       return;
     }

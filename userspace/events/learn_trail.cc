@@ -1,8 +1,7 @@
 #include "events/learn_trail.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include "abi/cordon_file.h"
+#include "events/audit_file.h"
 #include "util/text.h"
 
 namespace cordon {
@@ -101,8 +100,6 @@ void LearnTrail::Add(const cordon::v1::AuditEvent& event) {
 
 LearnTrail ReadLearnTrail(const std::string& text) {
   LearnTrail trail;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;  // a later cordon's fields
   size_t start = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
@@ -111,7 +108,7 @@ LearnTrail ReadLearnTrail(const std::string& text) {
     start = end + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     cordon::v1::AuditEvent event;
-    if (!google::protobuf::util::JsonStringToMessage(line, &event, options).ok()) {
+    if (!ParseAuditLine(line, &event)) {
       ++trail.unreadable;
       continue;
     }

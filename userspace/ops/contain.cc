@@ -18,6 +18,7 @@
 
 #include "abi/cordon_common.h"
 #include "abi/cordon_event.h"
+#include "events/audit_file.h"
 #include "events/decoder.h"
 #include "inspect/environ.h"
 #include "inspect/retro.h"
@@ -316,8 +317,6 @@ std::vector<v1::AuditEvent> LastEventsOf(const std::string& path, uint64_t sandb
   size_t pos = 0;
   if (start > 0) pos = text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1;  // a whole line
   std::deque<v1::AuditEvent> last;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
   const std::string id = "\"sandboxCgroupId\":\"" + std::to_string(sandbox_id) + "\"";
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -326,7 +325,7 @@ std::vector<v1::AuditEvent> LastEventsOf(const std::string& path, uint64_t sandb
     pos = end + 1;
     if (line.find(id) == std::string_view::npos) continue;
     v1::AuditEvent e;
-    if (!google::protobuf::util::JsonStringToMessage(std::string(line), &e, options).ok()) continue;
+    if (!ParseAuditLine(line, &e)) continue;
     if (e.sandbox_cgroup_id() != sandbox_id || e.kind() == "chain.start") continue;
     e.clear_chain();
     last.push_back(std::move(e));
