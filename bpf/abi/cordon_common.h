@@ -21,7 +21,7 @@
  * version instead of misreading it. Maps that belong to one policy instance
  * and are never read back (sandbox_cfg, the rule tries) are replaced whole by
  * every attach, so their layout may change within a version. */
-#define CORDON_LAYOUT_VERSION 4
+#define CORDON_LAYOUT_VERSION 5
 
 /* Every ABI struct's size (and the offsets a reader depends on) is asserted
  * where it is defined, so that both compilers check it: clang -target bpf
@@ -116,7 +116,11 @@ enum cordon_counter {
 	 * the DENIED_* slots: those count refusals only. */
 	CORDON_CNT_DETECTED = 16,
 	CORDON_CNT_KILLED = 17,
-	CORDON_CNT_MAX = 18,
+	/* Occurrences counted in the repeats map instead of written one record
+	 * each (bpf/abi/cordon_event.h): they reach the trail as the `repeats`
+	 * of a later record. Also counted under their verdict's slot above. */
+	CORDON_CNT_REPEATS = 18,
+	CORDON_CNT_MAX = 19,
 };
 
 #endif

@@ -132,8 +132,15 @@ struct cordon_event_header {
 	__u32 gid;
 	__u32 _pad2;
 	char comm[16];
+	/* Repeats of this record's (kind, target, process) aggregated by the
+	 * kernel in the window before this one (struct cordon_repeat_value),
+	 * written with this record: how many, the first and the last (boot
+	 * clock). 0: none. */
+	__u64 repeats;
+	__u64 repeats_first_ns;
+	__u64 repeats_last_ns;
 };
-CORDON_ABI_SIZE(struct cordon_event_header, 80);
+CORDON_ABI_SIZE(struct cordon_event_header, 104);
 CORDON_ABI_OFFSET(struct cordon_event_header, layout, 8);
 CORDON_ABI_OFFSET(struct cordon_event_header, layer, 9);
 CORDON_ABI_OFFSET(struct cordon_event_header, boot_ns, 16);
@@ -150,9 +157,9 @@ struct cordon_net_event {
 	__u16 sock_type;     /* SOCK_STREAM, SOCK_DGRAM, SOCK_RAW ... */
 	__u16 protocol;      /* IPPROTO_* */
 };
-CORDON_ABI_SIZE(struct cordon_net_event, 104);
-CORDON_ABI_OFFSET(struct cordon_net_event, addr, 80);
-CORDON_ABI_OFFSET(struct cordon_net_event, port, 96);
+CORDON_ABI_SIZE(struct cordon_net_event, 128);
+CORDON_ABI_OFFSET(struct cordon_net_event, addr, 104);
+CORDON_ABI_OFFSET(struct cordon_net_event, port, 120);
 
 /* Every other kind (file.*, tamper.*, proc.*, net.unix, net.sockopt, net.bind
  * of an abstract unix name): layout CORDON_EVL_OBJECT, the path of the object
@@ -177,8 +184,47 @@ struct cordon_object_event {
 	__u32 arg2;        /* seccomp: the argument refused; net.sockopt: the option */
 	/* followed by path_len bytes of path */
 };
-CORDON_ABI_SIZE(struct cordon_object_event, 120);
-CORDON_ABI_OFFSET(struct cordon_object_event, access, 80);
-CORDON_ABI_OFFSET(struct cordon_object_event, arg, 112);
+CORDON_ABI_SIZE(struct cordon_object_event, 144);
+CORDON_ABI_OFFSET(struct cordon_object_event, access, 104);
+CORDON_ABI_OFFSET(struct cordon_object_event, arg, 136);
+
+/*
+ * Repeats (README "Repeats"): the sandbox's network programs write the first
+ * record of each (kind, verdict, reason, process, target) in a window of
+ * CORDON_REPEAT_WINDOW_NS; the same again within the window is counted in the
+ * `repeats` hash map (pinned in the sandbox's directory) instead of written.
+ * The count reaches the audit trail either with the next record of that key
+ * after the window (the header's repeats fields), or through the reader of
+ * the ring buffer, which takes the entries idle for a window (and all of
+ * them when the sandbox ends) with an atomic lookup-and-delete and writes a
+ * record of the stored first one carrying the count. A record that does not
+ * fit in the full ring buffer is counted there too, not lost; only when the
+ * map is full as well is it lost (CORDON_CNT_EVENTS_DROPPED). So a flood of
+ * one violation costs one record a window, and another violation of the
+ * same sandbox still finds room.
+ */
+#define CORDON_REPEAT_WINDOW_NS 1000000000ULL
+#define CORDON_REPEATS_MAX 1024
+#define CORDON_REPEAT_RECORD_MAX 256
+
+struct cordon_repeat_key {
+	__u64 target; /* hash of the target: address, port, family, socket kind, rule */
+	__u32 pid;    /* the process (tgid) */
+	__u16 kind;
+	__u8 verdict;
+	__u8 reason;
+};
+CORDON_ABI_SIZE(struct cordon_repeat_key, 16);
+
+struct cordon_repeat_value {
+	__u64 window_ns; /* boot clock: when the window began (the key's last record written) */
+	__u64 count;     /* occurrences counted here, not yet in a record (atomic add) */
+	__u64 first_ns;  /* boot clock: the first of them */
+	__u64 last_ns;   /* ... and the last */
+	__u32 size;      /* bytes of record */
+	__u32 _pad;
+	__u8 record[CORDON_REPEAT_RECORD_MAX]; /* the record that opened the entry (repeats fields 0) */
+};
+CORDON_ABI_SIZE(struct cordon_repeat_value, 296);
 
 #endif

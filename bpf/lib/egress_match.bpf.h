@@ -97,8 +97,9 @@ static __always_inline int cordon_sock_addr_decide(struct bpf_sock_addr *ctx, co
 	cordon_count(audit ? audited_counter : denied_counter);
 	if (!audit)
 		cordon_violation(cfg, kind);
+	struct cordon_net_event ev;
 	struct cordon_net_event *e = cordon_event_begin(
-		cfg, kind, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason);
+		&ev, cfg, kind, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason);
 	if (e) {
 		__builtin_memcpy(e->addr, addr, 16);
 		e->port = port;

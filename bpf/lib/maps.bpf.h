@@ -101,6 +101,18 @@
 		__type(value, struct cordon_sandbox_state);                    \
 	} sandbox_state SEC(".maps");                                          \
 	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, CORDON_REPEATS_MAX);                       \
+		__type(key, struct cordon_repeat_key);                         \
+		__type(value, struct cordon_repeat_value);                     \
+	} repeats SEC(".maps");                                                \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                       \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_repeat_value);                     \
+	} repeat_scratch SEC(".maps");                                         \
+	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_RINGBUF);                            \
 		__uint(max_entries, 256 * 1024); /* resized by the loader */   \
 	} events SEC(".maps")

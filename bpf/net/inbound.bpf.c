@@ -48,7 +48,8 @@ static __always_inline int cordon_bind_decide(struct bpf_sock_addr *ctx, const _
 	cordon_count(audit ? CORDON_CNT_AUDITED_LSM_NET : CORDON_CNT_DENIED_LSM_NET);
 	if (!audit)
 		cordon_violation(cfg, CORDON_EV_NET_BIND);
-	struct cordon_net_event *e = cordon_event_begin(cfg, CORDON_EV_NET_BIND,
+	struct cordon_net_event ev;
+	struct cordon_net_event *e = cordon_event_begin(&ev, cfg, CORDON_EV_NET_BIND,
 						    audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
 						    CORDON_REASON_NO_LISTEN_RULE);
 	if (e) {

@@ -72,8 +72,9 @@ int cordon_sock_create(struct bpf_sock *ctx)
 	cordon_count(audit ? CORDON_CNT_AUDITED_SOCKET : CORDON_CNT_DENIED_SOCKET);
 	if (!audit)
 		cordon_violation(cfg, CORDON_EV_NET_SOCKET);
+	struct cordon_net_event ev;
 	struct cordon_net_event *e = cordon_event_begin(
-		cfg, CORDON_EV_NET_SOCKET, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason);
+		&ev, cfg, CORDON_EV_NET_SOCKET, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason);
 	if (e) {
 		e->family = family;
 		e->sock_type = type;

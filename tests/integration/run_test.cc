@@ -22,6 +22,7 @@
 #include <thread>
 #include <tuple>
 
+#include "events/decoder.h"
 #include "tests/common/jwt_verify.h"
 #include "tests/integration/harness.h"
 
@@ -63,6 +64,69 @@ std::string PythonConnect(uint16_t port) {
          "except OSError as e:\n"
          "  print('errno', e.errno); sys.exit(e.errno)\n"
          "print('connected')\n";
+}
+
+// Issue 16, finding 3, through `cordon run --audit`: the command floods
+// 1,000,000 identical denied sendto() from one process; midway another of
+// its processes makes one denied connect() elsewhere. That violation is in
+// the audit file in each of 20 runs, and the flood adds up: what its records
+// stand for (1 + the kernel's repeats, or a pending count taken at the end)
+// + what was lost = the 1,000,000 refusals the flood itself saw (EPERM).
+TEST_F(RunCommand, ADistinctViolationSurvivesAFloodOfIdenticalDenials) {
+  constexpr int kRuns = 20;
+  constexpr int kFlood = 1000000;
+  for (int run = 0; run < kRuns; ++run) {
+    const uint16_t port = static_cast<uint16_t>(21000 + run);
+    const std::string script =
+        "import os,socket\n"
+        "r,w=os.pipe()\n"
+        "pid=os.fork()\n"
+        "if pid==0:\n"
+        "  s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+        "  n=0\n"
+        "  for i in range(" +
+        std::to_string(kFlood) +
+        "):\n"
+        "    try: s.sendto(b'x',('127.0.0.1',9))\n"
+        "    except PermissionError: n+=1\n"
+        "    if i==" +
+        std::to_string(kFlood / 10) +
+        ": os.write(w,b'x')\n"
+        "  os._exit(0 if n==" +
+        std::to_string(kFlood) +
+        " else 1)\n"
+        "os.read(r,1)\n"
+        "c=socket.socket()\n"
+        "try:\n"
+        "  c.connect(('127.0.0.1'," +
+        std::to_string(port) +
+        ")); print('connected')\n"
+        "except OSError as e: print('errno',e.errno)\n"
+        "print('violation pid',os.getpid())\n"
+        "print('flood',os.waitstatus_to_exitcode(os.waitpid(pid,0)[1]))\n";
+    ::unlink(audit_.c_str());
+    CommandResult r = Cordon({"run", "--audit", audit_, "--", "/usr/bin/python3", "-c", script});
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    ASSERT_NE(r.out.find("errno 1\n"), std::string::npos) << "the violation was refused: " << r.out;
+    ASSERT_NE(r.out.find("flood 0\n"), std::string::npos) << "every datagram of the flood was refused: " << r.out;
+    const size_t at = r.out.find("violation pid ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const uint32_t violation_pid = static_cast<uint32_t>(std::stoul(r.out.substr(at + 14)));
+    uint64_t flood = 0, lost = 0, records = 0;
+    int violations = 0;
+    for (const auto& e : AuditEvents()) {
+      if (e.kind() == "net.sendmsg" && e.net().port() == 9) flood += Occurrences(e), records++;
+      if (e.kind() == "loss") lost += e.loss().dropped();
+      violations +=
+          e.kind() == "net.connect" && e.net().port() == port && e.pid() == violation_pid && e.verdict() == "denied";
+    }
+    EXPECT_EQ(violations, 1) << "run " << run << ": the violation is in the audit file";
+    EXPECT_EQ(flood + lost, static_cast<uint64_t>(kFlood)) << "run " << run << ": " << records << " records";
+    EXPECT_LT(records, static_cast<uint64_t>(kFlood) / 100) << "counted, not written record by record";
+    // The summary counts what the records stand for, under their verdict.
+    EXPECT_NE(r.err.find("net.sendmsg x" + std::to_string(flood)), std::string::npos) << r.err;
+    if (HasFailure()) break;
+  }
 }
 
 TEST_F(RunCommand, DefaultPolicyDeniesLoopbackConnectAndLogsEvent) {

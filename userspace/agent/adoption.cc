@@ -75,13 +75,13 @@ Status Agent::AdoptNow(uint64_t id) {
   return Adopt(id, *pinned);
 }
 
-uint64_t Agent::Finish(uint64_t id) {
+uint64_t Agent::Finish(uint64_t id, bool ended) {
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) return 0;
   Sandbox& sb = *it->second;
   uint64_t before = sb.reader->consumed();
   DrainAll(sb);
-  sb.reader->CheckLosses();
+  sb.reader->CheckLosses(ended);
   if (sb.suppression.suppressing()) EmitSuppressed(sb, true, MonoNs());
   Commit(sb);
   uint64_t drained = sb.reader->consumed() - before;
@@ -136,7 +136,7 @@ void Agent::Rescan() {
       if (sb.info_map_id != pinned->map_id) {
         // Detached and attached again between two scans: finish the old
         // instance (its maps live while we hold them), adopt the new one.
-        Finish(id);
+        Finish(id, /*ended=*/true);
       } else {
         Refresh(sb, *pinned);
         continue;
@@ -154,7 +154,7 @@ void Agent::Rescan() {
   std::vector<uint64_t> gone;
   for (const auto& [id, sb] : sandboxes_)
     if (!present.count(id)) gone.push_back(id);
-  for (uint64_t id : gone) Finish(id);
+  for (uint64_t id : gone) Finish(id, /*ended=*/true);
   for (auto& [id, sb] : sandboxes_) CheckContainment(*sb);
   for (auto it = released_.begin(); it != released_.end();)
     it = present.count(*it) ? std::next(it) : released_.erase(it);
@@ -209,8 +209,9 @@ void Agent::Commit(Sandbox& sb) {
 
 bool Agent::Admit(Sandbox& sb, const v1::AuditEvent& event) {
   consumed_++;
-  if (sb.suppression.Admit(MonoNs(), event.quiet())) return true;
-  suppressed_++;
+  const uint64_t occurrences = Occurrences(event);
+  if (sb.suppression.Admit(MonoNs(), event.quiet(), occurrences)) return true;
+  suppressed_ += occurrences;
   return false;
 }
 
@@ -219,9 +220,12 @@ void Agent::OnEvent(Sandbox& sb, const v1::AuditEvent& event) {
     sb.lost += event.loss().dropped();
     lost_ += event.loss().dropped();
   } else {
-    sb.delivered++;
-    delivered_++;
-    if (event.quiet()) sb.quiet++, quiet_++;
+    // Counted as the occurrences the record stands for (the kernel's
+    // repeats too): delivered + suppressed + lost = the kernel's counters.
+    const uint64_t occurrences = Occurrences(event);
+    sb.delivered += occurrences;
+    delivered_ += occurrences;
+    if (event.quiet()) sb.quiet += occurrences, quiet_ += occurrences;
   }
   Deliver(event);
 }

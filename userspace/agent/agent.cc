@@ -466,7 +466,7 @@ void Agent::Shutdown() {
   std::vector<uint64_t> ids;
   for (const auto& [id, sb] : sandboxes_) ids.push_back(id);
   uint64_t drained = 0;
-  for (uint64_t id : ids) drained += Finish(id);
+  for (uint64_t id : ids) drained += Finish(id, /*ended=*/false);
   // Credentials stay with their sandboxes (files, state): the next agent
   // takes them over; until one does, a sweep ends them at their ttl.
   if (cred_worker_) ReleaseCredentials();

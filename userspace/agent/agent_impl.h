@@ -94,7 +94,10 @@ class Agent {
   void Rescan();
   Status Adopt(uint64_t id, const PinnedInfo& pinned);
   Status AdoptNow(uint64_t id);
-  uint64_t Finish(uint64_t id);  // final drain; stops reading; returns records drained
+  // Final drain; stops reading; returns records drained. `ended`: the
+  // sandbox is detached (or detaching): every count of repeats is taken too
+  // (else the next reader takes them).
+  uint64_t Finish(uint64_t id, bool ended);
   void DrainSandbox(Sandbox& sb, int budget);  // one batch, written out and committed
   void DrainAll(Sandbox& sb);
   void Commit(Sandbox& sb);

@@ -273,7 +273,7 @@ void Agent::HandleDrain(Client& c, uint64_t id, bool detach, bool release) {
   v1::Response r;
   auto* d = r.mutable_drain();
   d->set_sandbox_id(id);
-  d->set_drained(Finish(id));
+  d->set_drained(Finish(id, /*ended=*/detach));
   if (release && !detach) released_.insert(id);
   if (detach) {
     // Its credentials: let go of, so that the detach removes and revokes

@@ -47,10 +47,10 @@ uint64_t Suppression::Resume(uint64_t* slot, int64_t now_ns) {
   return *pending_;
 }
 
-bool Suppression::Admit(int64_t now_ns, bool quiet) {
+bool Suppression::Admit(int64_t now_ns, bool quiet, uint64_t occurrences) {
   if (!limited_ || (quiet ? quiet_bucket_ : bucket_).Take(now_ns)) return true;
-  suppressed_++;
-  (*pending_)++;
+  suppressed_ += occurrences;
+  *pending_ += occurrences;
   last_suppressed_ns_ = now_ns;
   if (!suppressing_) last_record_ns_ = now_ns;  // the first record comes a second into suppression
   suppressing_ = true;

@@ -54,8 +54,11 @@ class Suppression {
   // events (spec.quiet: expected denials) take their tokens from a bucket of
   // their own, with the same rate and burst: a flood of expected denials
   // cannot use up the budget of the violations (nor the other way round).
-  // Both are counted alike (suppressed, pending, the records).
-  bool Admit(int64_t now_ns, bool quiet = false);
+  // Both are counted alike (suppressed, pending, the records). A record
+  // takes one token whatever it stands for; refused, it counts as the
+  // `occurrences` it stands for (events/decoder.h Occurrences: the kernel's
+  // repeats), so the suppressed count and the kernel's agree.
+  bool Admit(int64_t now_ns, bool quiet = false, uint64_t occurrences = 1);
   // Whether a "suppressed" record is due; *final: suppression has ended
   // (the record then may count 0, if the last periodic one took them all).
   bool Due(int64_t now_ns, bool* final) const;

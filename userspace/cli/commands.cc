@@ -655,6 +655,8 @@ int TailCommand(const Args& args) {
   reader.CheckLosses();
   auto drained = reader.Drain();
   if (!drained) return PrintError(drained.error().ToString()), 1;
+  // Once: what is there now, the counts of repeats the kernel holds too.
+  if (!options.follow) reader.CheckLosses(/*final=*/true);
   while (options.follow && !g_tail_stop && !write_failed) {
     struct pollfd ready = {reader.epoll_fd(), POLLIN, 0};
     if (::poll(&ready, 1, 200) < 0 && errno != EINTR) return PrintError(SysError("poll").ToString()), 1;

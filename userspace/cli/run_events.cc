@@ -24,14 +24,16 @@ void RunEvents::OnEvent(const cordon::v1::AuditEvent& event) {
   } else if (event.verdict() == "noted") {
     summary.noted++;  // credential.*: records of what cordon did, not violations
   } else if (event.quiet()) {
-    summary.quiet_by_kind[event.kind()]++;  // expected (spec.quiet): recorded, not a violation
+    summary.quiet_by_kind[event.kind()] += Occurrences(event);  // expected (spec.quiet): recorded, not a violation
   } else {
-    summary.by_kind[event.kind()]++;
+    // A record with repeats counts what it stands for, under its verdict.
+    const uint64_t n = Occurrences(event);
+    summary.by_kind[event.kind()] += n;
     const std::string& v = event.verdict();
     (v == "denied"    ? summary.denied
      : v == "audited" ? summary.audited
      : v == "killed"  ? summary.killed
-                      : summary.detected)++;
+                      : summary.detected) += n;
   }
   Status s = sink_->Write(event);
   if (!s.ok() && sink_status.ok()) sink_status = s;
@@ -100,9 +102,9 @@ bool RunEvents::ReadAgent(int timeout_ms) {
   }
 }
 
-void RunEvents::Drain() {
+void RunEvents::Drain(bool final) {
   (void)reader_.Drain();
-  reader_.CheckLosses();
+  reader_.CheckLosses(final);
 }
 
 // The sandbox removed once the command ended: leftovers killed first, then
@@ -117,7 +119,7 @@ bool CleanupSandbox(ops::EphemeralSandbox* sandbox) {
 bool FinishSandbox(ops::EphemeralSandbox* sandbox, RunEvents* events) {
   if (!events->agent_link) {
     bool cleaned = CleanupSandbox(sandbox);  // kills leftovers first, then detaches
-    events->Drain();
+    events->Drain(/*final=*/true);
     return cleaned;
   }
   // Leftovers killed first; then the agent delivers what the ring buffer
@@ -135,7 +137,7 @@ bool FinishSandbox(ops::EphemeralSandbox* sandbox, RunEvents* events) {
     // The agent is gone or refused: finish here (if it still reads the
     // ring buffer, what is left stays with it).
     (void)events->ReadDirectly();
-    events->Drain();
+    events->Drain(/*final=*/true);
     Status detached = sandbox->Detach();
     if (!detached.ok()) PrintError("cleanup: " + detached.error().ToString());
     cleaned = removed.ok() && detached.ok();

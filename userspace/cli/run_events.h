@@ -76,7 +76,8 @@ class RunEvents {
   // reads the ring buffer itself from that point on).
   bool ReadAgent(int timeout_ms);
   // What the ring buffer holds, when this run reads it.
-  void Drain();
+  // final: the command ended; every count of repeats the kernel holds is taken.
+  void Drain(bool final = false);
   int reader_fd() const { return reader_.epoll_fd(); }
 
   RunSummary summary;

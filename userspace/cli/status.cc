@@ -308,15 +308,16 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
       out << "{\"id\":" << s.id << ",\"name\":" << JsonString(EscapeWorkloadBytes(s.name))
           << ",\"cgroup\":" << JsonString(EscapeWorkloadBytes(s.cgroup_path))
           << ",\"cgroupAlive\":" << (s.cgroup_alive ? "true" : "false") << ",\"policy\":" << JsonString(s.policy)
-          << ",\"policyDigest\":" << JsonString(EscapeWorkloadBytes(s.policy_digest)) << ",\"mode\":" << JsonString(ModeName(s.mode))
-          << ",\"generation\":" << s.generation << ",\"ephemeral\":" << (s.ephemeral ? "true" : "false")
-          << ",\"ownerPid\":" << s.owner_pid << ",\"orphaned\":" << (s.orphaned ? "true" : "false")
-          << ",\"attachedAtNs\":" << s.attached_at_ns << ",\"ageSeconds\":" << AgeSeconds(s.attached_at_ns)
-          << ",\"enforcementLevel\":" << JsonString(s.Level()) << ",\"denied\":" << Denied(s).Json()
-          << ",\"audited\":" << Audited(s).Json() << ",\"detected\":" << c[CORDON_CNT_DETECTED]
-          << ",\"killed\":" << c[CORDON_CNT_KILLED] << ",\"allowed\":{\"connect\":" << c[CORDON_CNT_ALLOWED_CONNECT]
+          << ",\"policyDigest\":" << JsonString(EscapeWorkloadBytes(s.policy_digest))
+          << ",\"mode\":" << JsonString(ModeName(s.mode)) << ",\"generation\":" << s.generation
+          << ",\"ephemeral\":" << (s.ephemeral ? "true" : "false") << ",\"ownerPid\":" << s.owner_pid
+          << ",\"orphaned\":" << (s.orphaned ? "true" : "false") << ",\"attachedAtNs\":" << s.attached_at_ns
+          << ",\"ageSeconds\":" << AgeSeconds(s.attached_at_ns) << ",\"enforcementLevel\":" << JsonString(s.Level())
+          << ",\"denied\":" << Denied(s).Json() << ",\"audited\":" << Audited(s).Json()
+          << ",\"detected\":" << c[CORDON_CNT_DETECTED] << ",\"killed\":" << c[CORDON_CNT_KILLED]
+          << ",\"allowed\":{\"connect\":" << c[CORDON_CNT_ALLOWED_CONNECT]
           << ",\"sendmsg\":" << c[CORDON_CNT_ALLOWED_SENDMSG] << "},\"eventsDropped\":" << c[CORDON_CNT_EVENTS_DROPPED]
-          << ",\"contained\":" << (s.contained() ? "true" : "false")
+          << ",\"repeats\":" << c[CORDON_CNT_REPEATS] << ",\"contained\":" << (s.contained() ? "true" : "false")
           << ",\"containedByKernel\":" << ((s.state.flags & CORDON_STATE_F_AUTO) ? "true" : "false")
           << ",\"killedAtContainment\":" << ((s.state.flags & CORDON_STATE_F_KILLED) ? "true" : "false")
           << ",\"problem\":" << JsonString(s.problem) << ",\"resources\":"

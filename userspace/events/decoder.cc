@@ -238,6 +238,13 @@ const char* EnforcementName(const cordon_event_header& h) {
 
 }  // namespace
 
+int64_t EventDecoder::BootToRealNs(uint64_t boot_ns) const {
+  // Wrapping (unsigned) sum: boot_ns comes from the record, so it is not trusted
+  // to keep a signed sum in range (found by the UBSan build of the tests).
+  const uint64_t offset = static_cast<uint64_t>(batch_ ? batch_offset_ns_ : RealtimeMinusBoottime());
+  return static_cast<int64_t>(boot_ns + offset);
+}
+
 void EventDecoder::BeginBatch() {
   batch_ = true;
   batch_offset_ns_ = RealtimeMinusBoottime();
@@ -326,10 +333,14 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   out.clear_loss();
   out.clear_open_files();
   out.clear_suppressed();
-  // Wrapping (unsigned) sum: boot_ns comes from the record, so it is not trusted
-  // to keep a signed sum in range (found by the UBSan build of the tests).
-  const uint64_t offset = static_cast<uint64_t>(batch_ ? batch_offset_ns_ : RealtimeMinusBoottime());
-  const auto at_ns = static_cast<int64_t>(static_cast<uint64_t>(h.boot_ns) + offset);
+  out.clear_repeats();
+  if (h.repeats) {
+    auto* r = out.mutable_repeats();
+    r->set_count(h.repeats);
+    SetTimestamp(BootToRealNs(h.repeats_first_ns), r->mutable_first());
+    SetTimestamp(BootToRealNs(h.repeats_last_ns), r->mutable_last());
+  }
+  const int64_t at_ns = BootToRealNs(h.boot_ns);
   SetTimestamp(at_ns, out.mutable_time());
   out.set_sandbox(sandbox.name);
   out.set_cgroup_path(CgroupPath(h.cgroup_id, sandbox));

@@ -39,6 +39,15 @@ struct SandboxContext {
   }
 };
 
+// How many occurrences an event stands for: 1, plus the repeats the kernel
+// counted instead of recording them; only those when the record is a pending
+// count taken by the reader (Repeats.pending). Status, metrics, summaries
+// and the rate limit count with this.
+inline uint64_t Occurrences(const cordon::v1::AuditEvent& e) {
+  if (!e.has_repeats()) return 1;
+  return e.repeats().pending() ? e.repeats().count() : 1 + e.repeats().count();
+}
+
 class EventDecoder {
  public:
   explicit EventDecoder(std::string cgroup_mount) : cgroup_mount_(std::move(cgroup_mount)) {}
@@ -58,6 +67,10 @@ class EventDecoder {
   // A record stating that `dropped` events of this sandbox were lost (the
   // kernel could not reserve ring-buffer space for them).
   cordon::v1::AuditEvent LossRecord(const SandboxContext& sandbox, uint64_t dropped) const;
+
+  // A boot-clock time of a record (bpf_ktime_get_boot_ns) as wall-clock ns,
+  // with the batch's offset inside a batch.
+  int64_t BootToRealNs(uint64_t boot_ns) const;
 
  private:
   const std::string& CgroupPath(uint64_t cgroup_id, const SandboxContext& sandbox);

@@ -66,8 +66,8 @@ class JsonWriter {
 
  private:
   bool Body(const cordon::v1::AuditEvent& e) {
-    if (e.has_resource() || e.has_credential() || e.has_containment())
-      return false;  // rare (resource.*, credential.*, sandbox.*): protobuf prints those
+    if (e.has_resource() || e.has_credential() || e.has_containment() || e.has_repeats())
+      return false;  // rare (resource.*, credential.*, sandbox.*, repeats): protobuf prints those
     Open();
     if (e.has_time() && !Time(e.time())) return false;
     if (!Str("sandbox", e.sandbox()) || !Str("cgroupPath", e.cgroup_path())) return false;
@@ -317,6 +317,13 @@ std::string ToCompactLine(const cordon::v1::AuditEvent& event, bool colour) {
     line += " socket(" + d(n.family()) + ", " + d(n.sock_type()) + ", " + d(n.protocol()) + ")";
   else if (event.has_file())
     line += " " + d(event.file().path());
+  if (event.has_repeats()) {
+    const auto& r = event.repeats();
+    line += (r.pending() ? " x" + std::to_string(r.count()) + " (counted in the kernel, "
+                         : " (and " + std::to_string(r.count()) + " more before, ") +
+            google::protobuf::util::TimeUtil::ToString(r.first()) + " to " +
+            google::protobuf::util::TimeUtil::ToString(r.last()) + ")";
+  }
   return line + ": " + d(event.reason());
 }
 

@@ -16,6 +16,8 @@
 #include <optional>
 
 #include "abi/cordon_common.h"
+#include "abi/cordon_event.h"
+#include "abi/cordon_pins.h"
 #include "sys/bpffs.h"
 #include "sys/counters.h"
 #include "util/clock.h"
@@ -98,12 +100,62 @@ void EventReader::OnRecord(Source& source, const void* data, size_t size) {
     malformed_++;
     std::fprintf(stderr, "cordon: sandbox %s: %s (record skipped)\n", source.sandbox.name.c_str(),
                  s.error().ToString().c_str());
-  } else if (admit_ && !admit_(event_)) {
+  } else {
+    Offer();
+  }
+}
+
+void EventReader::Offer() {
+  if (admit_ && !admit_(event_)) {
     refused_++;
   } else {
     delivered_++;
     callback_(event_);
   }
+}
+
+void EventReader::SweepRepeats(Source& source, bool all) {
+  if (!source.repeats_fd.valid()) return;
+  const int fd = source.repeats_fd.get();
+  std::vector<cordon_repeat_key> keys;
+  cordon_repeat_key key = {}, next = {};
+  const void* prev = nullptr;
+  while (keys.size() < 2 * CORDON_REPEATS_MAX && bpf_map_get_next_key(fd, prev, &next) == 0) {
+    keys.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  if (keys.empty()) return;
+  const uint64_t now = static_cast<uint64_t>(NowNs(CLOCK_BOOTTIME));
+  decoder_.BeginBatch();
+  for (const auto& k : keys) {
+    cordon_repeat_value v;
+    if (bpf_map_lookup_elem(fd, &k, &v)) continue;
+    // Idle: no record and nothing counted for a window. The kernel's next
+    // occurrence opens a new window with a record of its own, so an entry
+    // taken now is not also carried by a record (barring one racing with
+    // the delete itself, within nanoseconds after a window of silence).
+    const uint64_t seen = std::max(v.window_ns, v.last_ns);
+    const bool idle = now >= seen && now - seen >= CORDON_REPEAT_WINDOW_NS;
+    if (!all && !idle) continue;
+    // Taken whole, atomically: entries without a count are only forgotten.
+    if (bpf_map_lookup_and_delete_elem(fd, &k, &v) || v.count == 0) continue;
+    if (v.size > sizeof v.record) v.size = sizeof v.record;
+    if (Status st = decoder_.DecodeInto(v.record, v.size, source.sandbox, &event_); !st.ok()) {
+      malformed_++;
+      std::fprintf(stderr, "cordon: sandbox %s: %s (%llu repeats not recorded)\n", source.sandbox.name.c_str(),
+                   st.error().ToString().c_str(), static_cast<unsigned long long>(v.count));
+      continue;
+    }
+    auto* r = event_.mutable_repeats();
+    r->set_count(v.count);
+    SetTimestamp(decoder_.BootToRealNs(v.first_ns ? v.first_ns : v.window_ns), r->mutable_first());
+    SetTimestamp(decoder_.BootToRealNs(v.last_ns), r->mutable_last());
+    r->set_pending(true);
+    *event_.mutable_time() = r->last();
+    Offer();
+  }
+  decoder_.EndBatch();
 }
 
 // As libbpf's ringbuf_process_ring, with a budget and an optional deferred
@@ -180,6 +232,11 @@ Status EventReader::Add(const SandboxContext& sandbox, UniqueFd events_fd, Uniqu
   auto lock = LockSandboxEvents(sandbox);
   if (!lock) return lock.error();
   source->lock_fd = std::move(*lock);
+  if (auto root = SandboxPinRoot()) {
+    const std::string pin = SandboxPinDir(*root, sandbox.id) + "/" + CORDON_REPEATS_PIN;
+    source->repeats_fd = UniqueFd(bpf_obj_get(pin.c_str()));
+    if (!source->repeats_fd.valid() && errno != ENOENT) return SysError("open " + pin);
+  }
   if (counters_fd.valid()) {
     auto sums = ReadCounters(counters_fd.get());
     if (sums) {
@@ -249,8 +306,9 @@ Result<int> EventReader::Drain(int max_records) {
   return Consume(max_records <= 0 ? 0 : max_records);
 }
 
-void EventReader::CheckLosses() {
+void EventReader::CheckLosses(bool final) {
   for (auto& source : sources_) {
+    SweepRepeats(*source, final);
     if (!source->counters_fd.valid()) continue;
     auto counted = ReadCounter(source->counters_fd.get(), CORDON_CNT_EVENTS_DROPPED);
     if (!counted) continue;

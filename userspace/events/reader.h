@@ -59,8 +59,13 @@ class EventReader {
   Result<int> Drain();
   // Consumes at most max_records (> 0) without waiting; returns how many.
   Result<int> Drain(int max_records);
-  // Emits a loss record for every sandbox whose drop counter grew.
-  void CheckLosses();
+  // Emits a loss record for every sandbox whose drop counter grew, and the
+  // counts of repeats (bpf/abi/cordon_event.h) the kernel holds for keys idle
+  // for a window: taken from its map (atomically: lookup and delete) and
+  // written as records of the key's first occurrence with Repeats.pending.
+  // `final`: the sandboxes ended (no process left to add to them) or this
+  // reader stops: every count is taken.
+  void CheckLosses(bool final = false);
   // A ring buffer is mapped (its 2 x 256 KiB of data pages count in this
   // process's RSS from the mmap on) only while it has records: unmaps those
   // with nothing consumed for `idle_ns` and nothing left to commit.
@@ -88,6 +93,7 @@ class EventReader {
     UniqueFd lock_fd;  // the sandbox's pin directory, flock()ed: one reader at a time
     UniqueFd events_fd;
     UniqueFd counters_fd;
+    UniqueFd repeats_fd;  // the sandbox's repeats map (invalid: none pinned)
     uint64_t drops_reported = 0;
     uint64_t* consumer_pos = nullptr;
     const uint64_t* producer_pos = nullptr;
@@ -107,6 +113,9 @@ class EventReader {
   // when the ring is empty. Returns the records consumed.
   int ConsumeRing(Source& source, int budget);
   void OnRecord(Source& source, const void* data, size_t size);
+  // Delivers a decoded event_ (unless Admit refuses it).
+  void Offer();
+  void SweepRepeats(Source& source, bool all);
   Result<int> Consume(int max_records);
 
   EventDecoder decoder_;

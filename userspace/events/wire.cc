@@ -117,6 +117,7 @@ void AppendWireEvent(const cordon::v1::AuditEvent& e, std::string* out) {
   if (e.has_credential()) PutMessage(out, 27, e.credential().SerializeAsString());
   PutUint(out, 28, e.quiet());
   if (e.has_containment()) PutMessage(out, 29, e.containment().SerializeAsString());
+  if (e.has_repeats()) PutMessage(out, 30, e.repeats().SerializeAsString());
   if (sub.capacity() > (1u << 16)) std::string().swap(sub);
 }
 

@@ -1,6 +1,6 @@
 // The host-wide BPF LSM object: file, exec, socket-family, unix-socket and
 // tamper enforcement for every sandbox. Loaded on first use, pinned in
-// <bpffs>/cordon/v4/lsm, unloaded when the last sandbox leaves.
+// <bpffs>/cordon/v5/lsm, unloaded when the last sandbox leaves.
 //
 // Usable only when BOTH hold: "bpf" is in the active LSM list (otherwise the
 // programs load and attach but the kernel never calls them — the silent

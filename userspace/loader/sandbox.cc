@@ -32,6 +32,9 @@ constexpr const char* kQuietPin = CORDON_QUIET_PIN;
 // by its instances. A sandbox attached by a cordon without it gets one at its
 // next replacement (its absence reads as "not contained").
 constexpr const char* kStatePin = "state";
+// The repeats map (bpf/abi/cordon_event.h): counts the sandbox's reader
+// delivers, shared by its instances like the counters.
+constexpr const char* kRepeatsPin = CORDON_REPEATS_PIN;
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -141,6 +144,7 @@ Status PinAll(cordon_net* skel, int info_fd, const std::vector<Link>& links, con
   if (bpf_map__pin(skel->maps.counters, (dir + "/" + kCountersPin).c_str())) return SysError("pin counters");
   if (bpf_map__pin(skel->maps.events, (dir + "/" + kEventsPin).c_str())) return SysError("pin events");
   if (bpf_map__pin(skel->maps.sandbox_state, (dir + "/" + kStatePin).c_str())) return SysError("pin state");
+  if (bpf_map__pin(skel->maps.repeats, (dir + "/" + kRepeatsPin).c_str())) return SysError("pin repeats");
   if (bpf_obj_pin(info_fd, (dir + "/" + kInfoPin).c_str())) return SysError("pin info");
   for (size_t i = 0; i < links.size(); ++i)
     if (bpf_link__pin(links[i].get(), (dir + "/" + Hooks()[i].pin).c_str()))
@@ -304,10 +308,12 @@ Result<std::unique_ptr<NetworkReplacement>> NetworkReplacement::Prepare(const st
   UniqueFd state(bpf_obj_get((dir + "/" + kStatePin).c_str()));
   if (!state.valid() && errno != ENOENT) return SysError("open " + dir + "/" + kStatePin);
   p->add_state_ = !state.valid();  // attached by a cordon without it: this instance's is pinned by Finish()
+  UniqueFd repeats(bpf_obj_get((dir + "/" + kRepeatsPin).c_str()));
+  if (!repeats.valid()) return SysError("open " + dir + "/" + kRepeatsPin);
   auto unix_entries = UnixRuleEntries(policy);
   auto skel =
       OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(), ListenEntries(policy),
-                   einfo.max_entries, counters.get(), events.get(), state.valid() ? state.get() : -1);
+                   einfo.max_entries, counters.get(), events.get(), state.valid() ? state.get() : -1, repeats.get());
   if (!skel) return skel.error();
   p->skel_ = std::move(*skel);
   CORDON_TRY(FillPolicyMaps(p->skel_.get(), policy, cgroup.id, unix_entries, unix_flags, options.allowed_devices));
