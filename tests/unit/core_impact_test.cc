@@ -84,6 +84,35 @@ TEST(Impact, DestinationsAreCountedWithTheirFirstAndLastTime) {
   EXPECT_EQ(in_timeline, 4u);
 }
 
+// The kernel's repeats (issue 16): a record standing for 1 + N occurrences
+// over [first, last], and a pending count taken by the reader (N, not one
+// more) are counted as what they stand for.
+TEST(Impact, RepeatsCountAsTheOccurrencesTheyStandFor) {
+  ImpactBuilder b({});
+  AuditEvent first = Connect(1, "203.0.113.9", 443);
+  AuditEvent repeated = Connect(3, "203.0.113.9", 443);
+  repeated.mutable_repeats()->set_count(40);
+  repeated.mutable_repeats()->mutable_first()->set_seconds(1700000002);
+  repeated.mutable_repeats()->mutable_last()->set_seconds(1700000009);
+  AuditEvent pending = Connect(1, "203.0.113.9", 443);
+  pending.mutable_repeats()->set_count(7);
+  pending.mutable_repeats()->set_pending(true);
+  pending.mutable_repeats()->mutable_first()->set_seconds(1700000010);
+  pending.mutable_repeats()->mutable_last()->set_seconds(1700000012);
+  b.Add(first);
+  b.Add(repeated);
+  b.Add(pending);
+  auto r = b.Finish();
+  ASSERT_EQ(r.sandboxes_size(), 1);
+  const auto& s = r.sandboxes(0);
+  EXPECT_EQ(s.events().count(), 1u + 41u + 7u);
+  ASSERT_EQ(s.network_size(), 1);
+  EXPECT_EQ(s.network(0).seen().count(), 49u);
+  EXPECT_EQ(s.network(0).seen().first().seconds(), 1700000001);
+  EXPECT_EQ(s.network(0).seen().last().seconds(), 1700000012);
+  EXPECT_EQ(s.by_verdict().at("denied"), 49u);
+}
+
 TEST(Impact, FilesAreCollapsedByDirectoryAccessAndVerdict) {
   ImpactBuilder b({});
   b.Add(File(1, "/etc/shadow", "read"));

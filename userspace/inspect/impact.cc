@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "events/decoder.h"
+
 namespace cordon::inspect {
 namespace {
 
@@ -133,8 +135,17 @@ void ImpactBuilder::Add(const v1::AuditEvent& e) {
   }
   Sandbox& s = SandboxOf(e);
   const Timestamp& t = e.time();
-  const uint64_t n = 1;  // repeats of one event (none recorded apart today)
-  Count(s.out.mutable_events(), t, n);
+  // The occurrences a record stands for (the kernel's repeats), over the
+  // span they were seen in.
+  const uint64_t n = Occurrences(e);
+  auto count = [&](v1::Occurrences* o) {
+    Count(o, t, n);
+    if (e.has_repeats()) {
+      if (e.repeats().has_first()) Count(o, e.repeats().first(), 0);
+      if (e.repeats().has_last()) Count(o, e.repeats().last(), 0);
+    }
+  };
+  count(s.out.mutable_events());
   (*s.out.mutable_by_kind())[e.kind()] += n;
   (*s.out.mutable_by_verdict())[e.verdict()] += n;
   if (!e.cgroup_path().empty()) s.cgroups.insert(e.cgroup_path());
@@ -146,7 +157,7 @@ void ImpactBuilder::Add(const v1::AuditEvent& e) {
     p.out.set_exe(e.exe());
     if (!e.comm().empty()) p.comms.insert(e.comm());
     p.pids.insert(e.pid());
-    Count(p.out.mutable_events(), t, n);
+    count(p.out.mutable_events());
   }
 
   const std::string& kind = e.kind();
@@ -157,7 +168,7 @@ void ImpactBuilder::Add(const v1::AuditEvent& e) {
   } else if (kind.rfind("net.", 0) == 0 && (e.has_net() || kind == "net.unix")) {
     std::string address = e.net().address();
     if (address.empty() && e.has_file()) address = e.file().path();  // unix sockets: the path
-    Count(s.Destination(kind, address, e.net().port(), e.net().protocol(), e.verdict(), "audit")->mutable_seen(), t, n);
+    count(s.Destination(kind, address, e.net().port(), e.net().protocol(), e.verdict(), "audit")->mutable_seen());
   } else if (kind == "file.preexisting") {
     for (const auto& path : e.open_files()) {
       auto [dir, name] = SplitPath(path);
@@ -170,7 +181,7 @@ void ImpactBuilder::Add(const v1::AuditEvent& e) {
     auto& ts = s.tamper[kind + '\0' + e.verdict()];
     ts.set_kind(kind);
     ts.set_verdict(e.verdict());
-    Count(ts.mutable_seen(), t, n);
+    count(ts.mutable_seen());
     std::string example;
     if (e.has_file() && !e.file().path().empty())
       example = e.file().path();
