@@ -58,6 +58,13 @@ enum cordon_event_kind {
 	 * BPF LSM reports its own refusals as file.*; in `cordon run` Landlock
 	 * refuses first and reports nothing, so this is the record. */
 	CORDON_EV_PROC_COREDUMP = 60,
+	/* A sandbox's credential file (spec.credentials, deliver: file) opened
+	 * by a task outside that sandbox: one of another sandbox, or an
+	 * unconfined task that is not root (BPF LSM lsm/file_open; reason
+	 * CORDON_REASON_OUTSIDE_SANDBOX, path = the file, arg/arg2 = low/high
+	 * 32 bits of the owning sandbox's id). Written to the caller's sandbox's
+	 * ring buffer, or the owner's for an unconfined caller. */
+	CORDON_EV_CREDENTIAL_READ = 61,
 };
 
 enum cordon_verdict {

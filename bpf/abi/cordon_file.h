@@ -80,6 +80,17 @@ struct cordon_lsm_net_key {
 };
 CORDON_ABI_SIZE(struct cordon_lsm_net_key, 16);
 
+/* Value of cred_owners (BPF LSM object only): an inode storage map whose
+ * entry marks a credential file (spec.credentials, deliver: file) with the
+ * sandbox it belongs to. Userspace sets it through a descriptor of the file
+ * (inode storage maps take an fd as key) before the file is renamed into
+ * place; it dies with the inode. lsm/file_open refuses every task outside
+ * that sandbox but unconfined root. */
+struct cordon_cred_owner {
+	__u64 sandbox_id; /* cgroup id of the owning sandbox's root */
+};
+CORDON_ABI_SIZE(struct cordon_cred_owner, 8);
+
 struct cordon_inode_key {
 	__u64 sandbox_id;
 	__u64 ino;

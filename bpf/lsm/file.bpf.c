@@ -15,9 +15,75 @@
 #define RENAME_EXCHANGE (1 << 1)
 #define O_ACCMODE 3
 
+/* Credential files (spec.credentials, deliver: file), each marked with the
+ * sandbox it belongs to (struct cordon_cred_owner; set by userspace through
+ * a descriptor of the file before it is renamed into place, gone with the
+ * inode). An open of any other inode finds no storage: one pointer check. */
+struct {
+	__uint(type, BPF_MAP_TYPE_INODE_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct cordon_cred_owner);
+} cred_owners SEC(".maps");
+
+/* Whether the calling task is in the cgroup subtree rooted at `id`. By the
+ * task's cgroup ancestry, not by lsm_sandboxes: a credential's own sandbox
+ * reads it whatever else its policy says (its file rules decide next). */
+static __always_inline int cordon_current_under(__u64 id)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	int level = BPF_CORE_READ(task, cgroups, dfl_cgrp, level);
+	for (int l = 0; l < MAX_CGROUP_LEVELS; l++) {
+		if (l > level)
+			break;
+		if (bpf_get_current_ancestor_cgroup_id(l) == id)
+			return 1;
+	}
+	return 0;
+}
+
+/* An open of a sandbox's credential file: only its own tasks, and host root
+ * outside every sandbox (cordon itself, the agent: the host's root is
+ * trusted), may open it; a task of another sandbox (root or not) or an
+ * unconfined task of any other uid is refused with EPERM (not EACCES: file
+ * ownership would allow it, and the errno tells the two apart) and reported
+ * as credential.read. The owner's mode decides (audit: reported, allowed).
+ * The event goes to the caller's sandbox, else to the owner's, so the owner's
+ * trail shows who tried. */
+static __always_inline int cordon_credential_open(struct file *file, __u64 owner_id, __u32 want)
+{
+	if (cordon_current_under(owner_id))
+		return 0;
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb) {
+		struct task_struct *task = bpf_get_current_task_btf();
+		if (BPF_CORE_READ(task, cred, fsuid.val) == 0)
+			return 0;
+	}
+	const struct cordon_lsm_sandbox *owner = bpf_map_lookup_elem(&lsm_sandboxes, &owner_id);
+	__u8 verdict = owner ? cordon_lsm_verdict(owner) : CORDON_VERDICT_DENIED;
+	struct cordon_lsm_sandbox unregistered = { .sandbox_id = owner_id };
+	const struct cordon_lsm_sandbox *to = sb ? sb : (owner ? owner : &unregistered);
+	return cordon_lsm_emit(to, verdict, CORDON_EV_CREDENTIAL_READ, CORDON_REASON_OUTSIDE_SANDBOX, want, 0, 0,
+			       BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt), 0,
+			       (__u32)owner_id, (__u32)(owner_id >> 32), CORDON_CNT_DENIED_FILE,
+			       CORDON_CNT_AUDITED_FILE);
+}
+
 SEC("lsm/file_open")
 int BPF_PROG(cordon_file_open, struct file *file)
 {
+	/* Before the return for tasks outside every sandbox: a credential is
+	 * guarded from them too. */
+	struct cordon_cred_owner *cred = bpf_inode_storage_get(&cred_owners, file->f_inode, 0, 0);
+	if (cred) {
+		__u64 owner_id = cred->sandbox_id;
+		__u32 fmode = BPF_CORE_READ(file, f_mode);
+		__u32 want = (fmode & FMODE_WRITE) ? CORDON_FILE_READ | CORDON_FILE_WRITE : CORDON_FILE_READ;
+		int refused = cordon_credential_open(file, owner_id, want);
+		if (refused)
+			return refused;
+	}
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
 	if (!sb)
 		return 0;

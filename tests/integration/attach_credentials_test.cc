@@ -133,8 +133,13 @@ TEST_F(AttachCredentials, FileIsTheOwnersAndDetachRevokesIt) {
   ASSERT_EQ(a.status, 0) << a.out << a.err;
   EXPECT_NE(a.err.find("credential TOKEN issued: " + path + " (mode 0400, owner 4242:4242"), std::string::npos)
       << a.err;
-  EXPECT_NE(a.err.find("only file ownership guards them on the host: any process running as '4242:4242' can read"),
-            std::string::npos)
+  // Where BPF LSM enforces, it guards the file (tests/lsm: CredentialGuard.*);
+  // elsewhere attach states the weaker guarantee.
+  const bool lsm = LsmUsableHere();
+  EXPECT_NE(
+      a.err.find(lsm ? "credentials: guarded by BPF LSM: only this sandbox's processes"
+                     : "only file ownership guards them on the host: any process running as '4242:4242' can read"),
+      std::string::npos)
       << a.err;
   EXPECT_NE(a.err.find("issued once: refresh needs the agent"), std::string::npos) << a.err;
   // Attach prints the retroactive check's events too (what the test process
@@ -168,7 +173,14 @@ TEST_F(AttachCredentials, FileIsTheOwnersAndDetachRevokesIt) {
     CommandResult list = as(kOwner, {"ls", d});
     EXPECT_NE(list.status, 0) << d << " is listable: " << list.out;
   }
-  EXPECT_EQ(as(kOwner, {"cat", path}).out, secret_) << "the owner on the host reads it too, as attach says";
+  CommandResult owner_outside = as(kOwner, {"cat", path});
+  if (lsm) {
+    ExpectNoValue("the owner's read outside the sandbox", owner_outside.out);
+    EXPECT_NE(owner_outside.err.find("Operation not permitted"), std::string::npos)
+        << "BPF LSM lets the owner outside the sandbox read it: " << owner_outside.err;
+  } else {
+    EXPECT_EQ(owner_outside.out, secret_) << "the owner on the host reads it too, as attach says";
+  }
   // A cordon run command, root with no spec.files to stop it, does not see
   // it: its mount namespace covers the host's views (control: root outside
   // reads it, above).

@@ -1405,9 +1405,13 @@ TEST(Doctor, TellsTheTruthAboutThisKernel) {
   };
   if (LsmUsable()) {
     EXPECT_TRUE(Has(j, "\"bpfLsm\":{\"enforcing\":true,\"cause\":\"\",\"remedy\":\"\"}")) << j;
-    for (const char* name : {"files", "tamper", "identity", "network.families"})
+    for (const char* name : {"files", "tamper", "identity", "network.families", "credentials"})
       EXPECT_TRUE(Has(control_of(name), "\"run\":\"enforced\",\"attach\":\"enforced\"")) << control_of(name);
   } else {
+    // Credential files: file ownership (and cordon run's mount namespace) only.
+    EXPECT_TRUE(Has(control_of("credentials"), "\"status\":\"degraded\"")) << control_of("credentials");
+    EXPECT_TRUE(Has(control_of("credentials"), "\"run\":\"degraded\",\"attach\":\"degraded\""))
+        << control_of("credentials");
     EXPECT_TRUE(Has(control_of("tamper"), "\"run\":\"degraded\",\"attach\":\"unavailable\"")) << control_of("tamper");
     EXPECT_TRUE(Has(control_of("identity"), "\"run\":\"enforced\",\"attach\":\"unavailable\""))
         << control_of("identity");

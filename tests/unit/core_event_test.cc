@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "abi/cordon_event.h"
+#include "abi/cordon_file.h"
 #include "cli/args.h"
 #include "events/decoder.h"
 #include "events/json_line.h"
@@ -164,6 +165,45 @@ TEST(EventDecoder, CoreDumpIsAnObservationWithTheWorkingDirectory) {
   EXPECT_FALSE(event->has_net());
   EXPECT_NE(event->reason().find("core dump"), std::string::npos) << event->reason();
   EXPECT_NE(event->reason().find("working directory /work/out"), std::string::npos) << event->reason();
+}
+
+// BPF LSM's credential.read: which credential (name and sandbox from its
+// path, the sandbox's id from the kernel's mark), no value, fingerprint or
+// times; a record decoded after it (the message is reused) has none of it.
+TEST(EventDecoder, CredentialReadNamesTheCredentialAndItsSandbox) {
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  const std::string path = "/run/cordon/credentials/build-7/GITHUB_TOKEN";
+  auto record = MakeObjectRecord(CORDON_EV_CREDENTIAL_READ, CORDON_REASON_OUTSIDE_SANDBOX, path);
+  const uint64_t owner = (uint64_t{7} << 32) | 12345;
+  record.fe.arg = static_cast<uint32_t>(owner);
+  record.fe.arg2 = static_cast<uint32_t>(owner >> 32);
+  record.fe.access = CORDON_FILE_READ;
+  cordon::v1::AuditEvent event;
+  ASSERT_TRUE(decoder.DecodeInto(record.data(), record.size(), kSandbox, &event).ok());
+  EXPECT_EQ(event.kind(), "credential.read");
+  EXPECT_EQ(event.verdict(), "denied");
+  EXPECT_EQ(event.enforcement(), "kernel-lsm");
+  EXPECT_EQ(event.file().path(), path);
+  EXPECT_EQ(event.credential().name(), "GITHUB_TOKEN");
+  EXPECT_EQ(event.credential().sandbox(), "build-7");
+  EXPECT_EQ(event.credential().sandbox_cgroup_id(), owner);
+  EXPECT_EQ(event.credential().path(), path);
+  EXPECT_EQ(event.credential().deliver(), "file");
+  EXPECT_TRUE(event.credential().fingerprint().empty());
+  EXPECT_EQ(event.credential().issued_at(), 0);
+  EXPECT_EQ(event.reason(),
+            "credential GITHUB_TOKEN of sandbox build-7: only that sandbox's processes (and root outside every "
+            "sandbox) may open it (read on " +
+                path + ")");
+  // Not a path of the layout cordon writes: the name still, no sandbox.
+  auto bare = MakeObjectRecord(CORDON_EV_CREDENTIAL_READ, CORDON_REASON_OUTSIDE_SANDBOX, "/TOKEN");
+  ASSERT_TRUE(decoder.DecodeInto(bare.data(), bare.size(), kSandbox, &event).ok());
+  EXPECT_EQ(event.credential().name(), "TOKEN");
+  EXPECT_EQ(event.credential().sandbox(), "");
+  EXPECT_NE(event.reason().find("of sandbox cgroup id 0"), std::string::npos) << event.reason();
+  auto other = MakeObjectRecord(CORDON_EV_FILE_OPEN, CORDON_REASON_FILE_RULE, path);
+  ASSERT_TRUE(decoder.DecodeInto(other.data(), other.size(), kSandbox, &event).ok());
+  EXPECT_FALSE(event.has_credential());
 }
 
 TEST(EventDecoder, JsonIsCanonicalProtobufJson) {

@@ -354,6 +354,22 @@ int DoctorCommand(const Args& args) {
        "host directories the workload may read (need BPF LSM)",
        "degraded");
 
+  // spec.credentials' files: cordon run's are in the command's own mount
+  // namespace; an attached sandbox's are on the host, where without BPF LSM
+  // only file ownership guards them.
+  const std::string cred_run = "cordon run: files on a tmpfs of its own, visible only in the command's mount namespace";
+  if (lsm_enforcing && LsmGuardsCredentials())
+    controls.push_back({"credentials", "enforced",
+                        cred_run + "; both: BPF LSM file_open lets only the sandbox's own processes (and root outside "
+                                   "every sandbox) open them, others are refused (EPERM, credential.read)",
+                        ""});
+  else
+    controls.push_back({"credentials", "degraded",
+                        cred_run + " (root workloads of attached sandboxes can read them in the store); cordon "
+                                   "attach: file ownership only (any process running as the file's owner, and root "
+                                   "workloads of other sandboxes, can read them)",
+                        lsm_remedy, "degraded", "degraded"});
+
   bool full = true;
   for (const auto& c : controls) full &= c.status == "enforced";
 

@@ -27,6 +27,7 @@
 #include "cli/sandboxes.h"
 #include "cli/table.h"
 #include "loader/kernel_features.h"
+#include "loader/lsm.h"
 #include "loader/sandbox.h"
 #include "ops/resource_watch.h"
 #include "sys/cgroup.h"
@@ -170,6 +171,8 @@ KernelControls Controls(const LsmAvailability& lsm) {
   for (const char* lsm_hook : {"network.families", "files", "exec", "tamper", "identity", "terminal", "inherited",
                                "hostObjects"})
     k.controls.emplace_back(lsm_hook, lsm.usable());
+  // Credential files of attached sandboxes: only their own tasks open them.
+  k.controls.emplace_back("credentials", lsm.usable() && LsmGuardsCredentials());
   return k;
 }
 
@@ -260,6 +263,10 @@ std::string CredentialsJson(const std::vector<ops::CredentialStatus>& creds) {
            ",\"fingerprint\":" + JsonString(c.fingerprint) + ",\"deliver\":" + JsonString(c.deliver) +
            ",\"path\":" + JsonString(c.path) + ",\"issuedAt\":" + std::to_string(c.issued_at) +
            ",\"expiresAt\":" + std::to_string(c.expires_at) + ",\"revokePending\":" + (c.pending ? "true" : "false") +
+           ",\"guard\":" +
+           (c.guarded             ? "\"bpf-lsm\""
+            : c.deliver == "file" ? "\"file-ownership\""
+                                  : "\"none\"") +
            "}";
   return out + "]";
 }
@@ -269,6 +276,8 @@ std::string CredentialsText(const std::vector<ops::CredentialStatus>& creds) {
   std::string out;
   for (const auto& c : creds) {
     out += (out.empty() ? "" : ", ") + c.name + " " + c.fingerprint;
+    // Read back from the kernel's mark on the file, not assumed.
+    if (c.guarded) out += " (guarded by BPF LSM: only this sandbox opens it)";
     if (c.pending)
       out += " (revoke pending)";
     else if (c.expires_at > now)

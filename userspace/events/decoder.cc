@@ -424,6 +424,25 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
     }
   }
   out.set_reason(ReasonText(ne, target));
+  if (h.kind == CORDON_EV_CREDENTIAL_READ && uses_file) {
+    // Whose credential: the file is <view or store>/<sandbox>/<name>.
+    const std::string& shown = out.file().path();
+    const size_t slash = shown.rfind('/');
+    const size_t dir = slash == std::string::npos || slash == 0 ? std::string::npos : shown.rfind('/', slash - 1);
+    auto* cred = out.mutable_credential();
+    cred->Clear();
+    cred->set_name(slash == std::string::npos ? shown : shown.substr(slash + 1));
+    cred->set_path(shown);
+    cred->set_deliver("file");
+    if (dir != std::string::npos) cred->set_sandbox(shown.substr(dir + 1, slash - dir - 1));
+    const uint64_t owner = static_cast<uint64_t>(fe.arg2) << 32 | fe.arg;
+    cred->set_sandbox_cgroup_id(owner);
+    out.set_reason("credential " + cred->name() + " of sandbox " +
+                   (cred->sandbox().empty() ? "cgroup id " + std::to_string(owner) : cred->sandbox()) +
+                   ": only that sandbox's processes (and root outside every sandbox) may open it (" + target + ")");
+  } else {
+    out.clear_credential();
+  }
   // An expected event (spec.quiet): still what its verdict says, marked
   // apart; judged by the patterns of the policy in force when it happened.
   const SandboxContext::QuietPatterns& quiet =

@@ -99,6 +99,9 @@ const char* const kMapPins[] = {"lsm_sandboxes", "cgroup_cache", "lsm_state", "f
                                 "sandbox_counters"};
 // ... and those of the BPF LSM object only (bpf/lsm/socket.bpf.c).
 const char* const kLsmOnlyMapPins[] = {"sandbox_egress_addr", "sandbox_egress_port"};
+// ... and the credential guard's inode storage (bpf/lsm/file.bpf.c): pinned by
+// the objects of cordons that have it, judged by its presence like the above.
+constexpr const char* kCredOwnersPin = "cred_owners";
 
 std::string ReadLsmList() {
   auto list = ReadFile(std::string(kSecurityfs) + "/lsm");
@@ -256,7 +259,10 @@ Status LoadAndPin(const std::string& dir, Backend backend) {
     if (bpf_link__pin(link, pin.c_str())) return fail(SysError("pin " + pin));
   }
   std::vector<const char*> pins(std::begin(kMapPins), std::end(kMapPins));
-  if (backend == Backend::kLsm) pins.insert(pins.end(), std::begin(kLsmOnlyMapPins), std::end(kLsmOnlyMapPins));
+  if (backend == Backend::kLsm) {
+    pins.insert(pins.end(), std::begin(kLsmOnlyMapPins), std::end(kLsmOnlyMapPins));
+    pins.push_back(kCredOwnersPin);
+  }
   for (const char* name : pins) {
     bpf_map* map = bpf_object__find_map_by_name(loaded->obj, name);
     std::string pin = staging + "/" + name;
@@ -632,6 +638,34 @@ Status LsmSetContained(uint64_t sandbox_id, bool contained) {
   if (bpf_map_update_elem(sandboxes->get(), &sandbox_id, &value, BPF_EXIST) != 0 && errno != ENOENT)
     return SysError(std::string(contained ? "contain" : "release") + " the sandbox in the BPF LSM object");
   return {};
+}
+
+bool LsmGuardsCredentials() {
+  if (!ProbeLsm().usable()) return false;
+  auto dir = LsmPinDir();
+  if (!dir) return true;  // nothing pinned: the object this cordon loads has it
+  return !Exists(*dir + "/lsm_sandboxes") || Exists(*dir + "/" + kCredOwnersPin);
+}
+
+Result<bool> LsmGuardCredential(int fd, uint64_t sandbox_id) {
+  auto dir = LsmPinDir();
+  if (!dir || !Exists(*dir + "/" + kCredOwnersPin)) return false;
+  auto owners = OpenPinned(*dir, kCredOwnersPin);
+  if (!owners) return owners.error();
+  cordon_cred_owner value = {};
+  value.sandbox_id = sandbox_id;
+  if (bpf_map_update_elem(owners->get(), &fd, &value, BPF_ANY) != 0)
+    return SysError("mark the credential file for BPF LSM (cred_owners)");
+  return true;
+}
+
+uint64_t LsmCredentialOwner(int fd) {
+  auto dir = LsmPinDir();
+  if (!dir || !Exists(*dir + "/" + kCredOwnersPin)) return 0;
+  auto owners = OpenPinned(*dir, kCredOwnersPin);
+  cordon_cred_owner value = {};
+  if (!owners || bpf_map_lookup_elem(owners->get(), &fd, &value) != 0) return 0;
+  return value.sandbox_id;
 }
 
 bool LsmHasSandbox(uint64_t sandbox_id) {

@@ -112,6 +112,22 @@ Status LsmRemoveSandbox(uint64_t sandbox_id);
 // lock, so no replacement of the entry races with it.)
 Status LsmSetContained(uint64_t sandbox_id, bool contained);
 
+// Credential files (spec.credentials, deliver: file), guarded by BPF LSM
+// (credential.read): each file's inode is marked with its sandbox in the LSM
+// object's cred_owners (an inode storage map: the mark dies with the inode),
+// and lsm/file_open refuses every task outside that sandbox but unconfined
+// root (EPERM).
+// Whether credential files are guarded here: BPF LSM usable, and the object
+// in force (or the one this cordon would load) has the guard.
+bool LsmGuardsCredentials();
+// Marks the file open at `fd` (an O_PATH descriptor will do) as a credential
+// of `sandbox_id`. false: no BPF LSM object with the guard is in force
+// (nothing done; not an error).
+Result<bool> LsmGuardCredential(int fd, uint64_t sandbox_id);
+// The sandbox the file open at `fd` is marked for, 0 when none (or no object
+// with the guard is in force).
+uint64_t LsmCredentialOwner(int fd);
+
 // Whether the sandbox is registered with the (loaded) LSM object.
 bool LsmHasSandbox(uint64_t sandbox_id);
 

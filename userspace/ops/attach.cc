@@ -75,8 +75,10 @@ std::string Seconds(int64_t s) { return std::to_string(s) + " s"; }
 
 // What the attach says of each credential it issued, and how far the file
 // is guarded.
+// guard: GuardFiles()'s outcome (true: every file is marked for BPF LSM).
 std::vector<std::string> CredentialNotes(const SandboxCredentials& creds,
-                                         const std::vector<policy::CredentialSpec>& specs, bool held) {
+                                         const std::vector<policy::CredentialSpec>& specs, bool held,
+                                         const Result<bool>& guard) {
   std::vector<std::string> notes;
   const int64_t now = static_cast<int64_t>(::time(nullptr));
   std::string owners;
@@ -89,9 +91,19 @@ std::vector<std::string> CredentialNotes(const SandboxCredentials& creds,
                     c.fingerprint + ", expires in " + Seconds(c.expires_at - now) + ")");
     if (owners.find("'" + owner + "'") == std::string::npos) owners += (owners.empty() ? "'" : ", '") + owner + "'";
   }
-  notes.push_back("credentials: only file ownership guards them on the host: any process running as " + owners +
-                  " can read them there, inside the sandbox or not (an attached sandbox has no mount namespace of "
-                  "its own; BPF LSM credential.read denials are not built yet)");
+  if (guard && guard.value())
+    notes.push_back(
+        "credentials: guarded by BPF LSM: only this sandbox's processes (and root outside every "
+        "sandbox) can open them; any other process, root in another sandbox or a process running as " +
+        owners + " outside it, is refused (EPERM) and reported as credential.read");
+  else
+    notes.push_back("credentials: only file ownership guards them on the host: any process running as " + owners +
+                    " can read them there, inside the sandbox or not, and so can a root workload of another "
+                    "sandbox (an attached sandbox has no mount namespace of its own; " +
+                    (guard ? std::string("BPF LSM is not in use on this kernel, or the BPF LSM object in force was "
+                                         "loaded by an earlier cordon without the credential guard")
+                           : "marking them for BPF LSM failed: " + guard.error().ToString()) +
+                    ")");
   if (held)
     notes.push_back(
         "credentials: the agent refreshes them (refreshBefore), and removes and revokes them at their "
@@ -210,7 +222,10 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   out.attach_ns = t_attached - t_attach;
   if (req.after_attach) out.notes = req.after_attach(*result, *cgroup);
   if (creds) {
-    for (auto& note : CredentialNotes(*creds, compiled.credentials, req.hold_credentials))
+    // Written before the attach (for the host's first sandbox, before the
+    // BPF LSM object existed): marked for its guard now.
+    const Result<bool> guard = creds->GuardFiles();
+    for (auto& note : CredentialNotes(*creds, compiled.credentials, req.hold_credentials, guard))
       out.notes.push_back(std::move(note));
     if (req.hold_credentials)
       out.credentials = std::move(creds);

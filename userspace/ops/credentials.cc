@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "events/sink.h"
+#include "loader/lsm.h"
 #include "loader/sandbox.h"
 #include "util/clock.h"
 #include "util/fs.h"
@@ -95,6 +96,13 @@ bool ArgvFromHex(const std::string& hex, std::vector<std::string>* argv) {
 
 std::string StorePath(const std::string& sandbox, const char* suffix) {
   return std::string(kCredentialStore) + "/" + sandbox + suffix;
+}
+
+// Whether the file at `path` is marked for BPF LSM's guard as `sandbox_id`'s
+// (asked of the kernel, not assumed).
+bool GuardedFile(const std::string& path, uint64_t sandbox_id) {
+  UniqueFd fd(::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  return fd.valid() && sandbox_id && LsmCredentialOwner(fd.get()) == sandbox_id;
 }
 
 // All of `data` to `fd`; false with errno set (ENOSPC for a short write).
@@ -711,10 +719,11 @@ std::string SandboxCredentials::Gone() const { return attached_ ? AttachedGone(c
 std::vector<CredentialStatus> SandboxCredentials::Summary() const {
   std::vector<CredentialStatus> out;
   for (const Live& c : creds_)
-    if (c.live)
-      out.push_back({c.spec.name, c.fingerprint,
-                     c.spec.deliver == policy::CredentialSpec::Deliver::kFile ? "file" : "env", FilePath(c),
-                     c.issued_at, c.expires_at, false});
+    if (c.live) {
+      const bool file = c.spec.deliver == policy::CredentialSpec::Deliver::kFile;
+      out.push_back({c.spec.name, c.fingerprint, file ? "file" : "env", FilePath(c), c.issued_at, c.expires_at, false,
+                     file && GuardedFile(store_dir_ + "/" + c.spec.name, cgroup_id_)});
+    }
   for (const Pending& p : pending_)
     out.push_back({p.name, CredentialFingerprint(p.value), p.file ? "file" : "env",
                    p.file ? view_dir() + "/" + p.name : "", p.issued_at, p.expires_at, true});
@@ -856,6 +865,12 @@ Status SandboxCredentials::Deliver(const Live& c) const {
   (void)::unlink(tmp.c_str());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400));
   if (!fd.valid()) return SysError("credential " + Quoted(c.spec.name) + ": create " + tmp);
+  // Marked for BPF LSM before the value is written, so before it is visible
+  // under its name (a refresh's new inode is guarded before the rename).
+  if (auto guarded = LsmGuardCredential(fd.get(), cgroup_id_); !guarded) {
+    (void)::unlink(tmp.c_str());
+    return Error{"credential " + Quoted(c.spec.name) + ": " + guarded.error().ToString()};
+  }
   if (!WriteAll(fd.get(), c.value)) {
     Error e = SysError("credential " + Quoted(c.spec.name) + ": write " + tmp);
     (void)::unlink(tmp.c_str());
@@ -977,6 +992,20 @@ Status SandboxCredentials::Issue(uint64_t cgroup_id, const std::string& cgroup_d
     emit(Event(c, "credential.issued", ""));
   }
   return {};
+}
+
+Result<bool> SandboxCredentials::GuardFiles() const {
+  bool all = true;
+  for (const Live& c : creds_) {
+    if (!c.live || c.spec.deliver != policy::CredentialSpec::Deliver::kFile) continue;
+    const std::string path = store_dir_ + "/" + c.spec.name;
+    UniqueFd fd(::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd.valid()) return SysError("credential " + Quoted(c.spec.name) + ": open " + path);
+    auto guarded = LsmGuardCredential(fd.get(), cgroup_id_);
+    if (!guarded) return Error{"credential " + Quoted(c.spec.name) + ": " + guarded.error().ToString()};
+    all = all && *guarded;
+  }
+  return all;
 }
 
 std::vector<std::string> SandboxCredentials::Environment() const {
@@ -1261,7 +1290,8 @@ std::vector<CredentialState> ListCredentialStates() {
     const std::string view = std::string(kCredentialView) + "/" + stem + "/";
     for (const auto& c : state.creds)
       cs.credentials.push_back({c.name, CredentialFingerprint(c.value), c.file ? "file" : "env",
-                                c.file ? view + c.name : "", c.issued_at, c.expires_at, false});
+                                c.file ? view + c.name : "", c.issued_at, c.expires_at, false,
+                                c.file && GuardedFile(StorePath(stem, "/") + c.name, state.cgroup_id)});
     for (const auto& p : state.pending)
       cs.credentials.push_back({p.name, CredentialFingerprint(p.value), p.file ? "file" : "env",
                                 p.file ? view + p.name : "", p.issued_at, p.expires_at, true});

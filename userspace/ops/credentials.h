@@ -100,6 +100,9 @@ struct CredentialStatus {
   std::string name, fingerprint, deliver, path;
   int64_t issued_at = 0, expires_at = 0;
   bool pending = false;  // a revoke still to run (superseded, or failed before)
+  // deliver file: the file is marked for BPF LSM's guard (read back from the
+  // kernel): only the sandbox's own tasks and host root may open it.
+  bool guarded = false;
 };
 
 // "UID[:GID]" or a user name (GID: the user's primary group, else UID).
@@ -161,6 +164,14 @@ class SandboxCredentials {
   // ones already issued are revoked and removed, a credential.issue_failed
   // event is emitted, and the error names the credential.
   cordon::Status Issue(uint64_t cgroup_id, const std::string& cgroup_dir, const CredentialEvents& emit);
+  // Marks every delivered file as this sandbox's for BPF LSM's guard
+  // (credential.read; LsmGuardCredential). For an attach, whose files are
+  // written before its sandbox is attached (for the first sandbox of the
+  // host, before the BPF LSM object is loaded): called right after. Files
+  // written while the object is in force (cordon run's, every refresh) are
+  // marked before they are renamed into place. true: every file is marked;
+  // false: no BPF LSM object with the guard is in force.
+  Result<bool> GuardFiles() const;
   // What the command's environment gets: NAME=value (deliver env) and
   // NAME_FILE=path (deliver file).
   std::vector<std::string> Environment() const;
