@@ -11,11 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "events/audit_chain.h"
+#include "events/decoder.h"
 #include "events/json_line.h"
 #include "report.pb.h"
 #include "tests/integration/harness.h"
@@ -117,8 +120,24 @@ TEST_F(Report, JsonSaysExactlyWhatTheWorkloadDid) {
   std::vector<cordon::v1::AuditEvent> connects;
   for (const auto& e : OfKind(events, "net.connect"))
     if (e.net().port() == denied_->port()) connects.push_back(e);
-  ASSERT_EQ(connects.size(), 3u) << Slurp(audit_);
+  // Three connects: records, or fewer records and the kernel's repeats
+  // (issue 16: the same denial within a second is counted, not recorded).
+  uint64_t occurrences = 0;
+  int64_t first_ns = INT64_MAX, last_ns = 0;
+  auto ns = [](const google::protobuf::Timestamp& t) { return TimeUtil::TimestampToNanoseconds(t); };
+  auto seen = [&](const google::protobuf::Timestamp& t) {
+    first_ns = std::min(first_ns, ns(t));
+    last_ns = std::max(last_ns, ns(t));
+  };
+  for (const auto& e : connects) {
+    occurrences += Occurrences(e);
+    seen(e.time());
+    if (e.has_repeats()) seen(e.repeats().first()), seen(e.repeats().last());
+  }
+  ASSERT_EQ(occurrences, 3u) << Slurp(audit_);
   const std::string sandbox = connects[0].sandbox();
+  uint64_t all_occurrences = 0;
+  for (const auto& e : events) all_occurrences += Occurrences(e);
 
   CommandResult r = Cordon({"report", "--audit", audit_, "-o", "json"});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -127,7 +146,7 @@ TEST_F(Report, JsonSaysExactlyWhatTheWorkloadDid) {
   ASSERT_EQ(report.sandboxes_size(), 1) << r.out;
   const auto& s = report.sandboxes(0);
   EXPECT_EQ(s.name(), sandbox);
-  EXPECT_EQ(s.events().count(), events.size());
+  EXPECT_EQ(s.events().count(), all_occurrences);
 
   // Network: the denied destination, three times, from the first to the
   // last of those connects; the allowed one is not an event, so not here.
@@ -140,8 +159,8 @@ TEST_F(Report, JsonSaysExactlyWhatTheWorkloadDid) {
   EXPECT_EQ(d.verdict(), "denied");
   EXPECT_EQ(d.source(), "audit");
   EXPECT_EQ(d.seen().count(), 3u);
-  EXPECT_EQ(TimeUtil::ToString(d.seen().first()), TimeUtil::ToString(connects[0].time()));
-  EXPECT_EQ(TimeUtil::ToString(d.seen().last()), TimeUtil::ToString(connects[2].time()));
+  EXPECT_EQ(ns(d.seen().first()), first_ns);
+  EXPECT_EQ(ns(d.seen().last()), last_ns);
   EXPECT_EQ(allowed_->AcceptCount(1), 1) << "the allowed connect reached its listener";
   EXPECT_EQ(denied_->AcceptPending(), 0) << "no denied connect reached its listener";
 
