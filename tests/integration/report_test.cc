@@ -179,7 +179,8 @@ TEST_F(Report, JsonSaysExactlyWhatTheWorkloadDid) {
   EXPECT_EQ(refused_writes, 1) << r.out;
 
   bool python = false;
-  for (const auto& p : s.processes()) python |= p.exe().rfind("/usr/bin/python3", 0) == 0;
+  // (In the test VMs the host tree is seen below /host.)
+  for (const auto& p : s.processes()) python |= p.exe().find("/usr/bin/python3") != std::string::npos;
   EXPECT_TRUE(python) << r.out;
   // Controls: nothing the workload did not do.
   EXPECT_TRUE(s.credentials().empty()) << r.out;
