@@ -166,7 +166,7 @@ Result<UniqueFd> LockContainment(uint64_t sandbox_id, int wait_ms) {
 // line would be written to disk with it. Issued values become
 // "(credential NAME)"; an argument holding a known token format is replaced
 // whole (the value's kind is kept: "(redacted: a GitHub token)").
-void RedactEvidence(uint64_t sandbox_id, v1::ContainmentEvidence* evidence) {
+void RedactEvidence(const CredentialRedaction& credentials, v1::ContainmentEvidence* evidence) {
   std::vector<std::string*> texts;
   for (auto& p : *evidence->mutable_processes()) {
     for (auto& arg : *p.mutable_cmdline()) texts.push_back(&arg);
@@ -174,7 +174,7 @@ void RedactEvidence(uint64_t sandbox_id, v1::ContainmentEvidence* evidence) {
     texts.push_back(p.mutable_exe());
     for (auto& fd : *p.mutable_fds()) texts.push_back(fd.mutable_target());
   }
-  RedactCredentialValues(sandbox_id, texts);
+  credentials.Apply(texts);
   for (auto& p : *evidence->mutable_processes())
     for (auto& arg : *p.mutable_cmdline())
       if (std::string kind = CredentialValueKind(arg); !kind.empty()) arg = "(redacted: " + kind + ")";
@@ -387,6 +387,10 @@ ContainOutcome Contain(const ContainRequest& req) {
   auto cgroup = SandboxCgroup(*info);
   if (!cgroup) return out.error = cgroup.error().ToString() + "; nothing contained", out;
 
+  // The values of its credentials, for the evidence: read before step 1 (a
+  // cordon run revokes them, state included, as soon as it sees it contained).
+  const CredentialRedaction redaction = CredentialRedaction::Of(info->id);
+
   // 1. Every program of the sandbox refuses from here on. (EVIDENCE, once
   // the last step is done: until then the agent, or the next contain,
   // completes a containment whose contain was interrupted.)
@@ -458,7 +462,7 @@ ContainOutcome Contain(const ContainRequest& req) {
           ef->set_socket_inode(static_cast<uint32_t>(std::strtoul(target.c_str() + 8, nullptr, 10)));
       }
     }
-    RedactEvidence(info->id, &evidence);
+    RedactEvidence(redaction, &evidence);
     for (const auto& s : snap->sockets) {
       auto* es = evidence.add_sockets();
       es->set_inode(s.inode);

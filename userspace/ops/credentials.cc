@@ -1306,11 +1306,25 @@ std::optional<CredentialState> CredentialStateOf(uint64_t cgroup_id) {
   return std::nullopt;
 }
 
-size_t RedactCredentialValues(uint64_t cgroup_id, const std::vector<std::string*>& texts) {
+CredentialRedaction CredentialRedaction::Of(uint64_t cgroup_id) {
+  CredentialRedaction out;
+  EachState([&](const std::string&, SavedState& state) {
+    if (state.cgroup_id != cgroup_id) return;
+    for (const auto& c : state.creds) out.values_.emplace_back(c.name, c.value);
+    for (const auto& p : state.pending) out.values_.emplace_back(p.name, p.value);
+  });
+  return out;
+}
+
+CredentialRedaction::~CredentialRedaction() {
+  for (auto& [name, value] : values_) Wipe(&value);
+}
+
+size_t CredentialRedaction::Apply(const std::vector<std::string*>& texts) const {
   size_t replaced = 0;
-  auto redact = [&](const std::string& name, const std::string& value) {
+  for (const auto& [name, value] : values_) {
     // A value this short would match by chance (and no issuer prints one).
-    if (value.size() < 6) return;
+    if (value.size() < 6) continue;
     const std::string with = "(credential " + name + ")";
     std::string escaped = EscapeWorkloadBytes(value);
     for (const std::string* form : std::initializer_list<const std::string*>{&value, &escaped})
@@ -1320,12 +1334,7 @@ size_t RedactCredentialValues(uint64_t cgroup_id, const std::vector<std::string*
           ++replaced;
         }
     Wipe(&escaped);
-  };
-  EachState([&](const std::string&, SavedState& state) {
-    if (state.cgroup_id != cgroup_id) return;
-    for (const auto& c : state.creds) redact(c.name, c.value);
-    for (const auto& p : state.pending) redact(p.name, p.value);
-  });
+  }
   return replaced;
 }
 

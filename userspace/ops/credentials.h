@@ -275,12 +275,29 @@ std::vector<CredentialState> ListCredentialStates();
 std::optional<CredentialState> CredentialStateOf(uint64_t cgroup_id);
 
 // Every issued (and superseded, not yet revoked) value of the sandbox whose
-// cgroup id is `cgroup_id`, as its state file holds it, replaced in `texts`
-// by "(credential NAME)" (also in the escaped form events carry): for what
-// cordon copies out of a sandbox's processes (containment evidence: command
-// lines, working directories), where a workload may have put a value it
-// was given. The values never leave this function. The number replaced.
-size_t RedactCredentialValues(uint64_t cgroup_id, const std::vector<std::string*>& texts);
+// cgroup id is `cgroup_id`, as its state file holds it when Of() is called,
+// to be replaced in texts by "(credential NAME)" (also in the escaped form
+// events carry): for what cordon copies out of a sandbox's processes
+// (containment evidence: command lines, working directories), where a
+// workload may have put a value it was given. Taken before anything can end
+// them (a cordon run revokes its credentials, state included, as soon as it
+// sees its sandbox contained). The values never leave this object; they are
+// wiped when it goes.
+class CredentialRedaction {
+ public:
+  static CredentialRedaction Of(uint64_t cgroup_id);
+  CredentialRedaction() = default;
+  CredentialRedaction(CredentialRedaction&&) = default;
+  CredentialRedaction& operator=(CredentialRedaction&&) = default;
+  CredentialRedaction(const CredentialRedaction&) = delete;
+  CredentialRedaction& operator=(const CredentialRedaction&) = delete;
+  ~CredentialRedaction();
+  // The number of values replaced.
+  size_t Apply(const std::vector<std::string*>& texts) const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> values_;  // name, value
+};
 
 // `cordon detach` without an agent: the attached sandbox's credentials
 // removed and revoked (credential.revoked, `why`). Nothing when it has none;
