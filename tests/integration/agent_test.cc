@@ -1257,6 +1257,20 @@ TEST_F(Agent, EndsTheCredentialOfARemovedCgroupAndAFailedIssueAttachesNothing) {
 
 // Foreign pinned state: the agent refuses to start, says why, and touches
 // nothing.
+// Key and publish directories of the test's own for the agent's built-in
+// OIDC issuer (never the host's keys), removed at the end.
+struct OidcKeyDir {
+  std::string dir;
+  OidcKeyDir() {
+    char tmpl[] = "/tmp/cordon-agent-oidc-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+  }
+  ~OidcKeyDir() { cordon::test::Run({"rm", "-rf", "--", dir}); }
+  std::string Config(const std::string& issuer) const {
+    return "oidc:\n  issuer: " + issuer + "\n  keyDir: " + dir + "/k\n  publishDir: " + dir + "/pub\n";
+  }
+};
+
 // The built-in OIDC issuer on the agent's metrics listener: the discovery
 // document and the JWKS under the issuer's path (what a verifier fetches),
 // a 404 elsewhere, the same files published; a token of `cordon run`
@@ -1266,15 +1280,10 @@ TEST_F(Agent, EndsTheCredentialOfARemovedCgroupAndAFailedIssueAttachesNothing) {
 TEST_F(Agent, ServesTheOidcIssuersDocumentsAndFollowsARotation) {
   const std::string python = cordon::test::PythonWithJwt();
   ASSERT_FALSE(python.empty()) << "python3-jwt is needed to verify tokens independently (setup.sh installs it)";
-  char tmpl[] = "/tmp/cordon-agent-oidc-XXXXXX";
-  const std::string keys = ::mkdtemp(tmpl);
-  struct Remove {
-    std::string dir;
-    ~Remove() { cordon::test::Run({"rm", "-rf", "--", dir}); }
-  } remove{keys};
+  const OidcKeyDir key_dir;
+  const std::string& keys = key_dir.dir;
   const std::string issuer = "http://cordon.test/ci";
-  TestAgent agent("oidc:\n  issuer: " + issuer + "\n  keyDir: " + keys + "/k\n  publishDir: " + keys + "/pub\n",
-                  /*metrics=*/true);
+  TestAgent agent(key_dir.Config(issuer), /*metrics=*/true);
   ASSERT_TRUE(agent.Start()) << agent.Log(0);
   const uint16_t port = MetricsPort(agent);
   ASSERT_NE(port, 0);
@@ -1339,15 +1348,9 @@ TEST_F(Agent, ServesTheOidcIssuersDocumentsAndFollowsARotation) {
 TEST_F(Agent, AnAttachedSandboxsOidcTokenVerifiesWithTheKeysTheAgentServes) {
   const std::string python = cordon::test::PythonWithJwt();
   ASSERT_FALSE(python.empty()) << "python3-jwt is needed to verify tokens independently (setup.sh installs it)";
-  char tmpl[] = "/tmp/cordon-agent-oidc-attach-XXXXXX";
-  const std::string keys = ::mkdtemp(tmpl);
-  struct Remove {
-    std::string dir;
-    ~Remove() { cordon::test::Run({"rm", "-rf", "--", dir}); }
-  } remove{keys};
+  const OidcKeyDir key_dir;
   const std::string issuer = "http://cordon.test/attach";
-  TestAgent agent("oidc:\n  issuer: " + issuer + "\n  keyDir: " + keys + "/k\n  publishDir: " + keys + "/pub\n",
-                  /*metrics=*/true);
+  TestAgent agent(key_dir.Config(issuer), /*metrics=*/true);
   ASSERT_TRUE(agent.Start()) << agent.Log(0);
   const uint16_t port = MetricsPort(agent);
   ASSERT_NE(port, 0);
