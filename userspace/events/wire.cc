@@ -118,6 +118,8 @@ void AppendWireEvent(const cordon::v1::AuditEvent& e, std::string* out) {
   PutUint(out, 28, e.quiet());
   if (e.has_containment()) PutMessage(out, 29, e.containment().SerializeAsString());
   if (e.has_repeats()) PutMessage(out, 30, e.repeats().SerializeAsString());
+  PutBytes(out, 31, e.id());
+  PutUint(out, 32, e.seq());
   if (sub.capacity() > (1u << 16)) std::string().swap(sub);
 }
 
