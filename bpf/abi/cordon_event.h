@@ -13,7 +13,7 @@ enum cordon_event_kind {
 	CORDON_EV_NET_CONNECT = 1,
 	CORDON_EV_NET_SENDMSG = 2,
 	CORDON_EV_NET_SOCKET = 3,
-	CORDON_EV_NET_UNIX = 4,       /* connect/send to a unix socket */
+	CORDON_EV_NET_UNIX = 4, /* connect/send to a unix socket */
 	/* bind() refused: cgroup bind4/bind6 write a cordon_net_event (address, port);
 	 * BPF LSM (abstract unix names) a cordon_object_event with the name as path. */
 	CORDON_EV_NET_BIND = 5,
@@ -21,15 +21,15 @@ enum cordon_event_kind {
 	 * path, arg = level, arg2 = optname. */
 	CORDON_EV_NET_SOCKOPT = 6,
 	CORDON_EV_FILE_OPEN = 10,
-	CORDON_EV_FILE_CREATE = 11,   /* create, mkdir, mknod, symlink */
-	CORDON_EV_FILE_UNLINK = 12,   /* unlink, rmdir */
+	CORDON_EV_FILE_CREATE = 11, /* create, mkdir, mknod, symlink */
+	CORDON_EV_FILE_UNLINK = 12, /* unlink, rmdir */
 	CORDON_EV_FILE_RENAME = 13,
 	CORDON_EV_FILE_LINK = 14,
 	CORDON_EV_FILE_EXEC = 15,
 	CORDON_EV_FILE_MMAP_EXEC = 16,
-	CORDON_EV_FILE_SETATTR = 17,  /* truncate, chmod, chown, setxattr, removexattr */
-	CORDON_EV_FILE_IOCTL = 18,    /* ioctl refused: inode flags, or a command outside the safe set (arg = cmd) */
-	CORDON_EV_FILE_MEMFD = 19,    /* memfd_create refused (spec.files.allowMemfdExec is false) */
+	CORDON_EV_FILE_SETATTR = 17, /* truncate, chmod, chown, setxattr, removexattr */
+	CORDON_EV_FILE_IOCTL = 18,   /* ioctl refused: inode flags, or a command outside the safe set (arg = cmd) */
+	CORDON_EV_FILE_MEMFD = 19,   /* memfd_create refused (spec.files.allowMemfdExec is false) */
 	CORDON_EV_TAMPER_BPF = 30,
 	CORDON_EV_TAMPER_SIGNAL = 31,
 	CORDON_EV_TAMPER_PTRACE = 32,
@@ -41,17 +41,22 @@ enum cordon_event_kind {
 	CORDON_EV_TAMPER_CGROUP = 38,
 	CORDON_EV_TAMPER_CAPABILITY = 39,
 	CORDON_EV_TAMPER_IO_URING = 40,
-	CORDON_EV_TAMPER_TERMINAL = 41,    /* terminal injection or hangup: TIOCSTI, TIOCLINUX, vhangup ... (arg = cmd or nr) */
-	CORDON_EV_TAMPER_SCHED = 42,       /* scheduling class or priority of another process */
-	CORDON_EV_TAMPER_RLIMIT = 43,      /* resource limits of another process */
-	CORDON_EV_TAMPER_SYSLOG = 44,      /* the kernel log through syslog(2) */
-	CORDON_EV_TAMPER_NOTIFY = 45,      /* fanotify, or inotify/dnotify marks outside the allowed files */
-	CORDON_EV_TAMPER_KEYRING = 46,     /* keyrings: add_key, request_key, keyctl, or a key from outside */
-	CORDON_EV_TAMPER_IPC = 47,         /* System V IPC or POSIX message queue objects from outside */
-	CORDON_EV_TAMPER_ACCT = 48,        /* process accounting: acct() */
+	CORDON_EV_TAMPER_TERMINAL =
+		41, /* terminal injection or hangup: TIOCSTI, TIOCLINUX, vhangup ... (arg = cmd or nr) */
+	CORDON_EV_TAMPER_SCHED = 42,	   /* scheduling class or priority of another process */
+	CORDON_EV_TAMPER_RLIMIT = 43,	   /* resource limits of another process */
+	CORDON_EV_TAMPER_SYSLOG = 44,	   /* the kernel log through syslog(2) */
+	CORDON_EV_TAMPER_NOTIFY = 45,	   /* fanotify, or inotify/dnotify marks outside the allowed files */
+	CORDON_EV_TAMPER_KEYRING = 46,	   /* keyrings: add_key, request_key, keyctl, or a key from outside */
+	CORDON_EV_TAMPER_IPC = 47,	   /* System V IPC or POSIX message queue objects from outside */
+	CORDON_EV_TAMPER_ACCT = 48,	   /* process accounting: acct() */
 	CORDON_EV_TAMPER_PERSONALITY = 49, /* personality flags that weaken ASLR or W^X (arg = persona) */
-	CORDON_EV_TAMPER_DEVICE = 50,      /* device access outside the safe set (cgroup/dev: arg = major << 20 | minor, arg2 = access) */
-	CORDON_EV_TAMPER_SYSCTL = 51,      /* /proc/sys write, or read outside the safe set (cgroup/sysctl: path = name, arg = 1 write) */
+	CORDON_EV_TAMPER_DEVICE =
+		50, /* device access outside the safe set (cgroup/dev: arg = major << 20 | minor, arg2 = access) */
+	CORDON_EV_TAMPER_SYSCTL =
+		51, /* /proc/sys write, or read outside the safe set (cgroup/sysctl: path = name, arg = 1 write) */
+	CORDON_EV_TAMPER_ABI =
+		52, /* a system call of another ABI: x32 (cordon run's seccomp filter; arg = the number, bit 30 set) */
 	/* A sandboxed process began a core dump (BPF LSM cred_prepare of the dump
 	 * writer): verdict detected, path = its working directory (where a relative
 	 * core_pattern writes). Where the dump may go is judged by the file rules:

@@ -70,6 +70,8 @@ static __always_inline __u16 cordon_seccomp_kind(struct pt_regs *regs, long nr, 
 {
 	__u32 a0 = cordon_arg(regs, 0), a1 = cordon_arg(regs, 1), a2 = cordon_arg(regs, 2);
 	*shown = 0;
+	if (nr & 0x40000000) /* x32: the filter refuses every one (userspace/confine/seccomp.cc) */
+		return CORDON_EV_TAMPER_ABI;
 	switch (nr) {
 	case 41: case 53: return CORDON_EV_NET_SOCKET;                  /* socket, socketpair */
 	case 321: return CORDON_EV_TAMPER_BPF;

@@ -69,11 +69,15 @@ std::string PythonConnect(uint16_t port) {
 // Issue 16, finding 3, through `cordon run --audit`: the command floods
 // 1,000,000 identical denied sendto() from one process; midway another of
 // its processes makes one denied connect() elsewhere. That violation is in
-// the audit file in each of 20 runs, and the flood adds up: what its records
+// the audit file in each of 5 runs, and the flood adds up: what its records
 // stand for (1 + the kernel's repeats, or a pending count taken at the end)
 // + what was lost = the 1,000,000 refusals the flood itself saw (EPERM).
+// The issue's 20 runs out of 20 are Agent.ADistinctViolationSurvivesAFlood-
+// OfIdenticalDenials' (the same kernel aggregation, read by the agent); here
+// cordon run's own reader, 5 times (each run is ~11 s of the kernel refusing
+// a python flood, and the host suites are on CI's critical path).
 TEST_F(RunCommand, ADistinctViolationSurvivesAFloodOfIdenticalDenials) {
-  constexpr int kRuns = 20;
+  constexpr int kRuns = 5;
   constexpr int kFlood = 1000000;
   for (int run = 0; run < kRuns; ++run) {
     const uint16_t port = static_cast<uint16_t>(21000 + run);

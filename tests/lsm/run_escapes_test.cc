@@ -33,6 +33,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -43,11 +44,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "confine/seccomp.h"
 #include "tests/integration/harness.h"
 #include "tests/lsm/probes.h"
 
@@ -286,18 +291,115 @@ std::string ProbeRefusals(const Args& a) {
   return out;
 }
 
+// Every refusal of cordon run's seccomp filter, walked from the filter's own
+// table (SeccompRefusalTable) and the argument-dependent refusals, one line
+// each: <name>=<errno or 0>. Each call runs in a forked child in a session of
+// its own (vhangup finds no terminal there; personality and namespaces stay
+// the child's), with arguments the kernel itself rejects (-1: a bad
+// descriptor, pointer, flag or clock), so the unconfined control changes
+// nothing on the host and shows the call reached the kernel (not EPERM).
+std::string ProbeSeccompWalk(const Args&) {
+  std::string out;
+  auto line = [&out](const std::string& name, int r) { out += name + "=" + std::to_string(r) + "\n"; };
+  auto call = [](long nr, long a0, long a1, long a2, long a3 = -1, long a4 = -1, long a5 = -1) {
+    return InForkedChild([=] {
+      ::setsid();
+      long r = ::syscall(nr, a0, a1, a2, a3, a4, a5);
+      return r < 0 ? errno : 0;
+    });
+  };
+  const SeccompRefusals table = SeccompRefusalTable();
+  for (const auto& s : table.syscalls) {
+    // init_module: an empty image (ENOEXEC), not a huge length to allocate.
+    line("sys_" + s.name, s.nr == 175 ? call(175, 0, 0, 0) : call(s.nr, -1, -1, -1));
+  }
+  // On a process other than the caller: pid (or who) 1, the rest invalid.
+  for (const auto& s : table.on_other_processes) {
+    const bool arg1 = s.nr == 141 || s.nr == 251;  // setpriority, ioprio_set: (which, who, ...)
+    line("other_" + s.name, arg1 ? call(s.nr, -1, 1, -1) : call(s.nr, 1, -1, -1));
+  }
+  for (const auto& s : table.ioctls) line("ioctl_" + s.name, call(SYS_ioctl, -1, s.nr, 0));
+  line("fcntl_F_SETOWN", call(SYS_fcntl, -1, F_SETOWN, 1));
+  line("fcntl_F_SETOWN_EX", call(SYS_fcntl, -1, F_SETOWN_EX, 0));
+  line("fcntl_F_SETSIG", call(SYS_fcntl, -1, F_SETSIG, 1));
+  line("fcntl_F_SETFL_O_ASYNC", call(SYS_fcntl, -1, F_SETFL, O_ASYNC));
+  for (long persona : {0x0040000L, 0x0100000L, 0x0200000L, 0x0400000L})
+    line("personality_" + std::to_string(persona), call(SYS_personality, persona, 0, 0));
+  line("memfd_create", InForkedChild([] { return CloseOk(::syscall(SYS_memfd_create, "walk", 0)); }));
+  line("open_mode3", InForkedChild([] { return CloseOk(::syscall(SYS_open, "/dev/null", O_ACCMODE)); }));
+  line("openat_mode3", InForkedChild([] { return CloseOk(::syscall(SYS_openat, AT_FDCWD, "/dev/null", O_ACCMODE)); }));
+  line("open_by_handle_at_mode3", call(SYS_open_by_handle_at, -1, 0, O_ACCMODE));
+  const std::pair<const char*, long> namespaces[] = {
+      {"NEWNS", CLONE_NEWNS},   {"NEWUTS", CLONE_NEWUTS},       {"NEWIPC", CLONE_NEWIPC}, {"NEWNET", CLONE_NEWNET},
+      {"NEWPID", CLONE_NEWPID}, {"NEWCGROUP", CLONE_NEWCGROUP}, {"NEWTIME", 0x00000080L}, {"NEWUSER", CLONE_NEWUSER}};
+  for (const auto& [name, flag] : namespaces) line(std::string("unshare_") + name, call(SYS_unshare, flag, 0, 0));
+  line("clone_NEWUTS", InForkedChild([] {
+         long r = ::syscall(SYS_clone, CLONE_NEWUTS | SIGCHLD, 0, 0, 0, 0);
+         if (r == 0) _exit(0);  // the unconfined control's child
+         if (r > 0) ::waitpid(static_cast<pid_t>(r), nullptr, 0);
+         return r < 0 ? errno : 0;
+       }));
+  line("socket_netlink", InForkedChild([] { return CloseOk(::socket(AF_NETLINK, SOCK_RAW, 0)); }));
+  line("socket_packet", InForkedChild([] { return CloseOk(::socket(AF_PACKET, SOCK_DGRAM, 0)); }));
+  line("x32_getpid", call(0x40000000L | SYS_getpid, 0, 0, 0));
+  return out;
+}
+
+// Every file access right of cordon run's Landlock ruleset, refused once each
+// on the test's tree (args: in/ (read-only), secret/ (nothing), out/
+// (writable)): <right>=<errno or 0>. As root with no capability for DAC to
+// refuse first, an EACCES here is Landlock's.
+std::string ProbeLandlockWalk(const Args& a) {
+  const std::string in = a[0], secret = a[1], out_dir = a[2];
+  std::string out;
+  auto line = [&out](const char* name, int r) { out += Line(name, r); };
+  line("read_file", CloseOk(::open((secret + "/key").c_str(), O_RDONLY | O_CLOEXEC)));
+  line("read_dir", CloseOk(::open(secret.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)));
+  line("write_file", CloseOk(::open((in + "/input.txt").c_str(), O_WRONLY | O_CLOEXEC)));
+  line("execute", InForkedChild([&] {
+         const std::string tool = in + "/tool";
+         char* const argv[] = {const_cast<char*>(tool.c_str()), nullptr};
+         ::execve(tool.c_str(), argv, environ);
+         return errno;
+       }));
+  line("make_reg", CloseOk(::open((in + "/new").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600)));
+  line("make_dir", Errno(::mkdir((in + "/newdir").c_str(), 0700)));
+  line("make_sym", Errno(::symlink("x", (in + "/newlink").c_str())));
+  line("make_fifo", Errno(::mknod((in + "/fifo").c_str(), S_IFIFO | 0600, 0)));
+  line("make_char", Errno(::mknod((in + "/char").c_str(), S_IFCHR | 0600, makedev(1, 3))));
+  line("make_block", Errno(::mknod((in + "/block").c_str(), S_IFBLK | 0600, makedev(7, 0))));
+  {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s/sock", in.c_str());
+    line("make_sock", fd < 0 ? 1000 + errno : Errno(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr)));
+    if (fd >= 0) ::close(fd);
+  }
+  line("truncate", Errno(::truncate((in + "/input.txt").c_str(), 0)));
+  line("remove_file", Errno(::unlink((in + "/input.txt").c_str())));
+  line("remove_dir", Errno(::rmdir((in + "/sub").c_str())));
+  const std::string mine = out_dir + "/mine";
+  ::close(::open(mine.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  line("link_into", Errno(::link(mine.c_str(), (in + "/mine").c_str())));
+  line("rename_into", Errno(::rename(mine.c_str(), (secret + "/mine").c_str())));
+  return out;
+}
+
 __attribute__((constructor)) void ProbeMain(int argc, char** argv, char**) {
   if (argc < 3 || std::strcmp(argv[1], "--cordon-probe") != 0) return;
   std::string name = argv[2];
   Args args(argv + 3, argv + argc);
-  std::string out = name == "mounts"     ? ProbeMounts(args)
-                    : name == "detached" ? ProbeDetached(args)
-                    : name == "uring"    ? ProbeUring(args)
-                    : name == "coredump" ? ProbeCoreDump(args)
-                    : name == "ioctls"   ? ProbeIoctls(args)
-                    : name == "sigio"    ? ProbeSigio(args)
-                    : name == "refusals" ? ProbeRefusals(args)
-                                         : "unknown=" + name + "\n";
+  std::string out = name == "mounts"          ? ProbeMounts(args)
+                    : name == "detached"      ? ProbeDetached(args)
+                    : name == "uring"         ? ProbeUring(args)
+                    : name == "coredump"      ? ProbeCoreDump(args)
+                    : name == "ioctls"        ? ProbeIoctls(args)
+                    : name == "sigio"         ? ProbeSigio(args)
+                    : name == "refusals"      ? ProbeRefusals(args)
+                    : name == "seccomp_walk"  ? ProbeSeccompWalk(args)
+                    : name == "landlock_walk" ? ProbeLandlockWalk(args)
+                                              : "unknown=" + name + "\n";
   size_t off = 0;
   while (off < out.size()) {
     ssize_t n = ::write(1, out.data() + off, out.size() - off);
@@ -838,6 +940,167 @@ TEST_F(RunEscapes, SigioCannotSignalOutsideTheSandbox) {
       EXPECT_EQ(Count(events, "tamper.signal", "kernel-lsm", "denied", signal_to(v3, SIGKILL)), 1)
           << WhoName(who) << Dump(events);
     }
+  }
+}
+
+// Issue 16: every refusal of cordon run's Landlock ruleset produces exactly one
+// event: each file access right it handles, refused once on the test's tree
+// (in/ readable, secret/ nothing, out/ writable) as root, whom DAC would let
+// do all of it. The control: the same probe unconfined succeeds at each. The
+// ioctl right, mq_open and the scopes are RefusalsWithoutEventOfTheirOwnAre-
+// Reported's; a right the kernel's Landlock does not have (truncate before
+// ABI 3, refer before ABI 2) is not asserted.
+TEST_F(RunEscapes, EveryLandlockRefusalIsReportedOnce) {
+  if (!landlock_) GTEST_SKIP() << "no Landlock";
+  auto prepare = [&] {
+    WriteText(P("in/input.txt"), "input\n");
+    WriteText(P("in/tool"), "#!/bin/sh\nexit 0\n");
+    ::chmod(P("in/tool").c_str(), 0755);
+    ::mkdir(P("in/sub").c_str(), 0755);
+    for (const char* f : {"new", "newlink", "fifo", "char", "block", "sock", "mine"})
+      ::unlink(P(std::string("in/") + f).c_str());
+    ::rmdir(P("in/newdir").c_str());
+    ::unlink(P("secret/mine").c_str());
+  };
+  const std::vector<std::string> args = {P("in"), P("secret"), P("out")};
+  prepare();
+  auto control = Unconfined("landlock_walk", args);
+  ASSERT_EQ(control.size(), 16u);
+  for (const auto& [name, result] : control) EXPECT_EQ(result, "0") << name << " must work unconfined";
+  const int abi = LandlockAbi();
+  auto handled = [abi](const std::string& name) {
+    if (name == "truncate") return abi >= 3;
+    if (name == "link_into" || name == "rename_into") return abi >= 2;
+    return true;
+  };
+  // kind and the path the event names (its suffix), per probe line
+  const std::map<std::string, std::pair<std::string, std::string>> expected = {
+      {"read_file", {"file.open", "/secret/key"}},      {"read_dir", {"file.open", "/secret"}},
+      {"write_file", {"file.open", "/in/input.txt"}},   {"execute", {"file.exec", "/in/tool"}},
+      {"make_reg", {"file.open", "/in/new"}},           {"make_dir", {"file.create", "/in/newdir"}},
+      {"make_sym", {"file.create", "/in/newlink"}},     {"make_fifo", {"file.create", "/in/fifo"}},
+      {"make_char", {"file.create", "/in/char"}},       {"make_block", {"file.create", "/in/block"}},
+      {"make_sock", {"file.create", "/in/sock"}},       {"remove_file", {"file.unlink", "/in/input.txt"}},
+      {"remove_dir", {"file.unlink", "/in/sub"}},       {"link_into", {"file.link", "/in/mine"}},
+      {"rename_into", {"file.rename", "/secret/mine"}}, {"truncate", {"file.setattr", "/in/input.txt"}},
+  };
+  prepare();
+  KeptFds none;
+  std::vector<cordon::v1::AuditEvent> events;
+  auto f = Confined(Who::kRoot, "landlock_walk", args, none, &events);
+  ASSERT_EQ(f.size(), control.size());
+  int asserted = 0;
+  for (const auto& [name, want] : expected) {
+    if (!handled(name)) continue;
+    ++asserted;
+    // Landlock answers a link or rename that would gain rights with EXDEV
+    // where the destination's rights are a superset, else EACCES.
+    if (name == "link_into" || name == "rename_into") {
+      EXPECT_TRUE(f[name] == E(EACCES) || f[name] == E(EXDEV)) << name << ": " << f[name];
+    } else {
+      EXPECT_EQ(f[name], E(EACCES)) << name;
+    }
+    // A link or rename names its source as written (the detect tracepoint
+    // cannot tell which of the two directories Landlock refused).
+    const bool two_paths = name == "link_into" || name == "rename_into";
+    EXPECT_EQ(Count(events, want.first, "landlock", "denied",
+                    [&](const cordon::v1::AuditEvent& e) {
+                      return EndsWith(e.file().path(), want.second) ||
+                             (two_paths && EndsWith(e.file().path(), "/out/mine"));
+                    }),
+              1)
+        << name << ": one " << want.first << " event naming " << want.second << "\n"
+        << Dump(events);
+  }
+  // Nothing else: one event per refusal.
+  int landlock_events = 0;
+  for (const auto& e : events) landlock_events += e.enforcement() == "landlock";
+  EXPECT_EQ(landlock_events, asserted) << Dump(events);
+}
+
+// Issue 16: every refusal of cordon run's seccomp filter produces exactly one
+// event. The walk is the filter's own table (SeccompRefusalTable: a refusal
+// added there is walked here) and each argument-dependent refusal; each is
+// made with arguments the kernel rejects by itself, so that the control
+// (unconfined, as root) changes nothing and answers with the kernel's own
+// errno, never EPERM; under cordon run each must be EPERM with one event of
+// enforcement "seccomp" naming the call (target.arg) and its argument
+// (target.arg2) where the filter judged one. Not walked: clone3 and openat2,
+// which the filter answers with ENOSYS (a redirect to clone and openat, whose
+// arguments it can read and which are walked), and the socket families the
+// policy allows.
+TEST_F(RunEscapes, EverySeccompRefusalIsReportedOnce) {
+  auto control = Unconfined("seccomp_walk", {});
+  ASSERT_GT(control.size(), 60u) << "the walk ran";
+  // The host may refuse a call for root already (kexec or module loading
+  // disabled, io_uring_disabled, lockdown): then an EPERM proves nothing
+  // about cordon, and that call's event is not asserted (printed).
+  std::set<std::string> host_refuses;
+  // Calls whose arguments the filter judges succeed harmlessly in a child
+  // (a personality, a namespace, a socket, an anonymous file, /dev/null in
+  // access mode 3, vhangup without a terminal); every other call must be
+  // refused by the kernel for its invalid arguments.
+  auto may_succeed = [](const std::string& n) {
+    for (const char* prefix : {"personality_", "unshare_", "socket_", "open_mode3", "openat_mode3"})
+      if (n.rfind(prefix, 0) == 0) return true;
+    return n == "memfd_create" || n == "clone_NEWUTS" || n == "sys_vhangup";
+  };
+  for (const auto& [name, result] : control) {
+    if (result == E(EPERM)) host_refuses.insert(name);
+    if (!may_succeed(name)) {
+      EXPECT_NE(result, "0") << name << ": unconfined, the kernel refuses its invalid arguments";
+    }
+  }
+  for (const auto& name : host_refuses) std::fprintf(stderr, "the host refuses %s for root already\n", name.c_str());
+  EXPECT_LE(host_refuses.size(), 4u) << "too many calls the host refuses: the walk would prove little";
+  auto arg = [](uint32_t nr, std::optional<uint32_t> shown = std::nullopt) {
+    return [nr, shown](const cordon::v1::AuditEvent& e) {
+      return e.target().arg() == nr && (!shown || e.target().arg2() == *shown);
+    };
+  };
+  auto seccomp = [](const std::vector<cordon::v1::AuditEvent>& events,
+                    const std::function<bool(const cordon::v1::AuditEvent&)>& m) {
+    int n = 0;
+    for (const auto& e : events) n += e.enforcement() == "seccomp" && e.verdict() == "denied" && m(e);
+    return n;
+  };
+  const SeccompRefusals table = SeccompRefusalTable();
+  for (Who who : Variants(/*root_enforce=*/true)) {
+    if (who == Who::kRootAudit) continue;  // audit mode applies no seccomp filter
+    KeptFds none;
+    std::vector<cordon::v1::AuditEvent> events;
+    auto f = Confined(who, "seccomp_walk", {}, none, &events);
+    const std::string w = WhoName(who);
+    ASSERT_EQ(f.size(), control.size()) << w;
+    for (const auto& [name, result] : f) EXPECT_EQ(result, E(EPERM)) << w << ": " << name;
+    auto expect_one = [&](const std::string& name, const std::function<bool(const cordon::v1::AuditEvent&)>& m) {
+      if (host_refuses.count(name)) return;
+      EXPECT_EQ(seccomp(events, m), 1) << w << ": " << name << "\n" << Dump(events);
+    };
+    for (const auto& c : table.syscalls) expect_one("sys_" + c.name, arg(c.nr));
+    for (const auto& c : table.on_other_processes) expect_one("other_" + c.name, arg(c.nr, 1));
+    for (const auto& c : table.ioctls) expect_one("ioctl_" + c.name, arg(SYS_ioctl, c.nr));
+    expect_one("fcntl_F_SETOWN", arg(SYS_fcntl, 1));
+    expect_one("fcntl_F_SETOWN_EX", arg(SYS_fcntl, F_SETOWN_EX));
+    expect_one("fcntl_F_SETSIG", arg(SYS_fcntl, F_SETSIG));
+    expect_one("fcntl_F_SETFL_O_ASYNC", arg(SYS_fcntl, F_SETFL));
+    for (uint32_t persona : {0x0040000u, 0x0100000u, 0x0200000u, 0x0400000u})
+      expect_one("personality_" + std::to_string(persona), arg(SYS_personality, persona));
+    expect_one("memfd_create", arg(SYS_memfd_create, 0));
+    expect_one("open_mode3", arg(SYS_open, O_ACCMODE));
+    expect_one("openat_mode3", arg(SYS_openat, O_ACCMODE));
+    expect_one("open_by_handle_at_mode3", arg(SYS_open_by_handle_at, O_ACCMODE));
+    EXPECT_EQ(seccomp(events, arg(SYS_unshare)), 8) << w << ": one per namespace flag\n" << Dump(events);
+    expect_one("clone_NEWUTS", arg(SYS_clone));
+    EXPECT_EQ(seccomp(events, [](const cordon::v1::AuditEvent& e) { return e.kind() == "net.socket"; }), 2)
+        << w << ": netlink and packet\n"
+        << Dump(events);
+    expect_one("x32_getpid", arg(0x40000000u | SYS_getpid));
+    // Nothing else: one event per refusal (the calls the host refuses too:
+    // the filter refuses them first).
+    EXPECT_EQ(seccomp(events, [](const cordon::v1::AuditEvent&) { return true; }), static_cast<int>(f.size()))
+        << w << Dump(events);
+    for (const auto& e : events) EXPECT_NE(e.kind(), "") << w << Dump(events);
   }
 }
 

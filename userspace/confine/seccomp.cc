@@ -91,11 +91,11 @@ const std::vector<SyscallGroup>& RefusedGroups() {
 // bpf/detect/detect.bpf.c (cordon_seccomp_refused), which reports the refusals.
 constexpr uint32_t kNrIoctl = 16, kNrFcntl = 72, kNrPersonality = 135, kNrMemfdCreate = 319;
 constexpr uint32_t kNrOpen = 2, kNrOpenat = 257, kNrOpenat2 = 437, kNrOpenByHandleAt = 304;
-constexpr uint32_t kArg0NotSelf[] = {302 /* prlimit64 */, 142 /* sched_setparam */, 144 /* sched_setscheduler */,
-                                     314 /* sched_setattr */, 203 /* sched_setaffinity */,
-                                     256 /* migrate_pages */, 279 /* move_pages */};
-constexpr uint32_t kArg1NotSelf[] = {141 /* setpriority */, 251 /* ioprio_set */};
-constexpr uint32_t kKeyringCalls[] = {248 /* add_key */, 249 /* request_key */, 250 /* keyctl */};
+constexpr NamedSyscall kArg0NotSelf[] = {
+    {302, "prlimit64"},         {142, "sched_setparam"}, {144, "sched_setscheduler"}, {314, "sched_setattr"},
+    {203, "sched_setaffinity"}, {256, "migrate_pages"},  {279, "move_pages"}};
+constexpr NamedSyscall kArg1NotSelf[] = {{141, "setpriority"}, {251, "ioprio_set"}};
+constexpr NamedSyscall kKeyringCalls[] = {{248, "add_key"}, {249, "request_key"}, {250, "keyctl"}};
 
 // ioctl commands refused on any fd (seccomp cannot tell what the fd is).
 struct NamedIoctl {
@@ -214,6 +214,17 @@ std::string Join(const std::vector<std::string>& parts) {
 
 }  // namespace
 
+SeccompRefusals SeccompRefusalTable() {
+  SeccompRefusals out;
+  for (const auto& group : RefusedGroups())
+    for (const auto& call : group.calls) out.syscalls.push_back({call.nr, call.name});
+  for (const auto& call : kKeyringCalls) out.syscalls.push_back({call.nr, call.name});
+  for (const auto& call : kArg0NotSelf) out.on_other_processes.push_back({call.nr, call.name});
+  for (const auto& call : kArg1NotSelf) out.on_other_processes.push_back({call.nr, call.name});
+  for (const auto& ioctl : kRefusedIoctls) out.ioctls.push_back({ioctl.cmd, ioctl.name});
+  return out;
+}
+
 SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
   SeccompPlan plan;
   // inet and inet6 are left to the cgroup sock_create program, which refuses
@@ -250,9 +261,9 @@ SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {
   a.Jeq(kNrUnshare, l_unshare, Assembler::kNext);
   a.Jeq(kNrClone3, l_enosys, Assembler::kNext);
   if (!keyrings)
-    for (uint32_t nr : kKeyringCalls) a.Jeq(nr, l_eperm, Assembler::kNext);
-  for (uint32_t nr : kArg0NotSelf) a.Jeq(nr, l_arg0_self, Assembler::kNext);
-  for (uint32_t nr : kArg1NotSelf) a.Jeq(nr, l_arg1_self, Assembler::kNext);
+    for (const auto& call : kKeyringCalls) a.Jeq(call.nr, l_eperm, Assembler::kNext);
+  for (const auto& call : kArg0NotSelf) a.Jeq(call.nr, l_arg0_self, Assembler::kNext);
+  for (const auto& call : kArg1NotSelf) a.Jeq(call.nr, l_arg1_self, Assembler::kNext);
   a.Jeq(kNrIoctl, l_ioctl, Assembler::kNext);
   a.Jeq(kNrFcntl, l_fcntl, Assembler::kNext);
   a.Jeq(kNrPersonality, l_personality, Assembler::kNext);

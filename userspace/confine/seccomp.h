@@ -45,6 +45,8 @@
 
 #include <linux/filter.h>
 
+#include <cstdint>
+
 #include <string>
 #include <vector>
 
@@ -56,6 +58,23 @@ struct SeccompPlan {
   std::vector<sock_filter> program;
   std::vector<std::string> refused;  // human names of what it refuses, one entry per group
 };
+
+// The filter's refusals as data, from the tables PrepareSeccomp compiles, for
+// tests that walk every one of them (tests/lsm/run_escapes_test.cc,
+// RunEscapes.EverySeccompRefusalIsReportedOnce): the syscalls refused whatever
+// their arguments (keyrings included: refused unless spec.allowKeyrings), those
+// refused on a process other than the caller (pid or who not 0), and the ioctl
+// commands refused on any descriptor (nr = the command).
+struct SeccompRefusal {
+  uint32_t nr;
+  std::string name;
+};
+struct SeccompRefusals {
+  std::vector<SeccompRefusal> syscalls;
+  std::vector<SeccompRefusal> on_other_processes;
+  std::vector<SeccompRefusal> ioctls;
+};
+SeccompRefusals SeccompRefusalTable();
 
 // Pure: builds the filter for policy.families and policy.lsm_flags (USERNS).
 SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy);

@@ -53,6 +53,7 @@ constexpr KindEntry kKinds[] = {
     {CORDON_EV_TAMPER_PERSONALITY, "tamper.personality"},
     {CORDON_EV_TAMPER_DEVICE, "tamper.device"},
     {CORDON_EV_TAMPER_SYSCTL, "tamper.sysctl"},
+    {CORDON_EV_TAMPER_ABI, "tamper.abi"},
     {CORDON_EV_PROC_COREDUMP, "proc.coredump"},
     {CORDON_EV_CREDENTIAL_READ, "credential.read"},
 };
