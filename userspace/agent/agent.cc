@@ -8,6 +8,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -45,6 +46,7 @@ constexpr int64_t kUnmapIdleNs = 2000000000;  // a ring buffer with nothing for 
 
 Agent::~Agent() {
   if (preparer_.joinable()) preparer_.join();
+  if (compile_worker_) compile_worker_->Stop();  // its job touches compiled_ and compile_fd_
 }
 
 void Agent::Watch(int fd, uint64_t key, uint32_t events) {
@@ -120,6 +122,10 @@ Status Agent::Start() {
   if (!epoll_fd_.valid()) return SysError("epoll_create1");
   Watch(signal_fd_.get(), Key(kSignal, 0), EPOLLIN);
   Watch(timer_fd_.get(), Key(kTimer, 0), EPOLLIN);
+  compile_fd_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!compile_fd_.valid()) return SysError("eventfd");
+  Watch(compile_fd_.get(), Key(kCompiled, 0), EPOLLIN);
+  compile_worker_ = std::make_unique<CredentialWorker>();
   tails_ = std::make_unique<TailServer>(
       epoll_fd_.get(), [](uint64_t client) { return Key(kClient, client); },
       TailLimits{config_.tail_queue_events, config_.tail_disconnect_after_dropped,
@@ -462,6 +468,9 @@ std::string Agent::RenderMetrics() {
 }
 
 void Agent::Shutdown() {
+  // Requests whose policy is still compiling are not attached: their
+  // clients are closed below, unanswered, and nothing was attached for them.
+  if (compile_worker_) compile_worker_->Stop();
   // Everything the ring buffers hold goes out before we do.
   std::vector<uint64_t> ids;
   for (const auto& [id, sb] : sandboxes_) ids.push_back(id);
@@ -515,6 +524,7 @@ int Agent::Loop() {
         case kTimer:
           Tick();
           break;
+        case kCompiled: OnCompiled(); break;
         case kMetrics:
           if (metrics_) metrics_->Service([this] { return RenderMetrics(); }, [this](const std::string& path) { return Document(path); });
           break;

@@ -62,7 +62,7 @@ struct Sandbox {
 };
 
 // What an epoll event is for: the tag in the key's top byte, an id below.
-enum Tag : uint64_t { kSignal = 1, kListen, kTimer, kMetrics, kClient, kSandbox };
+enum Tag : uint64_t { kSignal = 1, kListen, kTimer, kMetrics, kClient, kSandbox, kCompiled };
 constexpr uint64_t kKeyIdMask = (1ull << 56) - 1;
 constexpr uint64_t Key(Tag tag, uint64_t id) { return (static_cast<uint64_t>(tag) << 56) | (id & kKeyIdMask); }
 
@@ -134,6 +134,11 @@ class Agent {
   void HandleStatus(Client& c);
   void HandleTail(Client& c, const cordon::v1::TailRequest& req);
   void HandleAttach(Client& c, ops::AttachRequest request, bool must_exist);  // ops::Attach or ops::Update
+  // Attach and update: the policy is parsed and compiled on compile_worker_
+  // (a large policy takes seconds: events keep being drained meanwhile, and
+  // the client's next requests wait), then attached here, in the loop.
+  void CompileThenAttach(Client& c, ops::AttachRequest request, bool must_exist);
+  void OnCompiled();  // compile_fd_ readable: the compiled requests are attached
   void HandleDrain(Client& c, uint64_t id, bool detach, bool release);
   // A sandbox the kernel contained (spec.onViolation: contain): frozen and
   // its evidence taken, once (handlers.cc).
@@ -163,6 +168,19 @@ class Agent {
   std::map<uint64_t, std::unique_ptr<Sandbox>> sandboxes_;
   std::map<uint64_t, std::shared_ptr<HeldCredentials>> held_;
   std::unique_ptr<CredentialWorker> cred_worker_;
+  // Policies of attach and update requests being compiled (CompileThenAttach):
+  // the worker runs one job at a time (the credential worker's class, its own
+  // thread), queues the result and wakes the loop through compile_fd_.
+  struct CompiledRequest {
+    uint64_t client = 0;  // TailServer key of the client that asked
+    ops::AttachRequest request;
+    bool must_exist = false;
+    std::string error;  // the policy did not compile
+  };
+  std::unique_ptr<CredentialWorker> compile_worker_;
+  UniqueFd compile_fd_;  // eventfd
+  std::mutex compiled_mu_;
+  std::vector<CompiledRequest> compiled_;
   std::shared_ptr<std::atomic<bool>> sweep_queued_ = std::make_shared<std::atomic<bool>>(false);
   std::set<uint64_t> released_;               // finished on request: not re-adopted while pinned
   std::map<uint64_t, std::string> problems_;  // pinned sandboxes this agent will not read

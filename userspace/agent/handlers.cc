@@ -51,7 +51,7 @@ void Agent::Handle(Client& c, const std::string& payload) {
       request.mode = a.mode();
       request.name = a.name();
       request.allow_degraded = a.allow_degraded();
-      return HandleAttach(c, std::move(request), false);
+      return CompileThenAttach(c, std::move(request), false);
     }
     case v1::Request::kUpdate: {
       const auto& u = req.update();
@@ -68,7 +68,7 @@ void Agent::Handle(Client& c, const std::string& payload) {
       request.policy_file = u.policy_file();
       request.mode = u.mode();
       request.allow_degraded = u.allow_degraded();
-      return HandleAttach(c, std::move(request), true);
+      return CompileThenAttach(c, std::move(request), true);
     }
     case v1::Request::kDetach:
       return HandleDrain(c, req.detach().sandbox_id(), true, false);
@@ -201,6 +201,54 @@ void Agent::HandleTail(Client& c, const v1::TailRequest& req) {
       Commit(*sb);
     }
     tails_->EndTail(c);
+  }
+}
+
+void Agent::CompileThenAttach(Client& c, ops::AttachRequest request, bool must_exist) {
+  tails_->SetBusy(c, true);
+  auto job = std::make_shared<CompiledRequest>();
+  job->client = c.key;
+  job->request = std::move(request);
+  job->must_exist = must_exist;
+  compile_worker_->Post([this, job](const ops::CredentialEvents&) {
+    policy::CompiledPolicy compiled;
+    ops::AttachRequest& req = job->request;
+    if (ops::CompilePolicyText(req.policy_text, req.policy_file, req.mode, &compiled, &job->error)) {
+      req.compiled = std::move(compiled);
+      std::string().swap(req.policy_text);  // compiled: the text goes (it may be megabytes)
+    }
+    {
+      std::lock_guard<std::mutex> lock(compiled_mu_);
+      compiled_.push_back(std::move(*job));
+    }
+    const uint64_t one = 1;
+    (void)!::write(compile_fd_.get(), &one, sizeof one);
+  });
+}
+
+void Agent::OnCompiled() {
+  uint64_t n = 0;
+  (void)!::read(compile_fd_.get(), &n, sizeof n);
+  std::vector<CompiledRequest> done;
+  {
+    std::lock_guard<std::mutex> lock(compiled_mu_);
+    done.swap(compiled_);
+  }
+  for (auto& job : done) {
+    // A client that hung up meanwhile: its request is carried out all the
+    // same (it was sent whole), unanswered.
+    Client gone;
+    gone.dead = true;
+    Client* c = tails_->Find(job.client);
+    Client& to = c ? *c : gone;
+    if (!job.error.empty()) {
+      v1::Response r;
+      r.set_error(job.error);
+      tails_->Reply(to, r);
+    } else {
+      HandleAttach(to, std::move(job.request), job.must_exist);
+    }
+    if (c) tails_->SetBusy(*c, false);  // its next requests
   }
 }
 

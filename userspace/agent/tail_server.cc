@@ -77,7 +77,14 @@ void TailServer::OnReady(uint64_t client_key, uint32_t events) {
   if (it == clients_.end() || it->second->dead) return;
   Client& c = *it->second;
   if (events & EPOLLOUT) Flush(c);
-  if (!c.dead && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) OnReadable(c);
+  if (c.dead) return;
+  // A busy client is not read; a hangup or error on it (reported whatever
+  // the interest) closes it: its request still completes, unanswered.
+  if (c.busy) {
+    if (events & (EPOLLHUP | EPOLLERR)) Kill(c);
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) OnReadable(c);
 }
 
 void TailServer::Kill(Client& c) {
@@ -137,10 +144,33 @@ void TailServer::Reap() {
 void TailServer::SetWantOut(Client& c, bool want) {
   if (c.want_out == want) return;
   c.want_out = want;
+  Watch(c);
+}
+
+void TailServer::Watch(Client& c) {
+  if (c.dead) return;
   struct epoll_event ev = {};
-  ev.events = EPOLLIN | EPOLLRDHUP | (want ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+  ev.events =
+      (c.busy ? 0u : static_cast<uint32_t>(EPOLLIN | EPOLLRDHUP)) | (c.want_out ? static_cast<uint32_t>(EPOLLOUT) : 0u);
   ev.data.u64 = epoll_key_(c.key);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd.get(), &ev);
+}
+
+Client* TailServer::Find(uint64_t key) {
+  auto it = clients_.find(key);
+  return it == clients_.end() || it->second->dead ? nullptr : it->second.get();
+}
+
+void TailServer::SetBusy(Client& c, bool busy) {
+  if (c.dead || c.busy == busy) return;
+  c.busy = busy;
+  Watch(c);
+  if (busy) return;
+  const int64_t now = MonoNs();
+  c.idle_since_ns = now;
+  c.frame_started_ns = c.in.empty() ? 0 : now;
+  Dispatch(c, now);
+  if (!c.dead) OnReadable(c);  // what arrived meanwhile (level-triggered epoll would say so too)
 }
 
 void TailServer::Flush(Client& c) {
@@ -359,11 +389,12 @@ void TailServer::ExpireClosing(int64_t now_ns) {
       continue;
     }
     // Total deadlines: the bytes of a trickled frame do not extend them.
+    if (c.busy) continue;  // its request is being prepared; what it sent next is not read yet
     if (c.frame_started_ns && now_ns - c.frame_started_ns >= limits_.request_timeout_ns) {
       timed_out_++;
       Refuse(c, "the request did not arrive whole within " + std::to_string(limits_.request_timeout_ns / 1000000) +
                     " ms of its first byte (control.requestTimeoutMs)");
-    } else if (!c.tail && !c.frame_started_ns && now_ns - c.idle_since_ns >= limits_.idle_timeout_ns) {
+    } else if (!c.tail && !c.busy && !c.frame_started_ns && now_ns - c.idle_since_ns >= limits_.idle_timeout_ns) {
       timed_out_++;
       Refuse(c, "idle for " + std::to_string(limits_.idle_timeout_ns / 1000000) +
                     " ms without a request (control.idleTimeoutMs)");
@@ -373,7 +404,7 @@ void TailServer::ExpireClosing(int64_t now_ns) {
 
 void TailServer::OnReadable(Client& c) {
   char buf[65536];
-  while (!c.dead) {
+  while (!c.dead && !c.busy) {
     ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -388,25 +419,29 @@ void TailServer::OnReadable(Client& c) {
     const int64_t now = MonoNs();
     if (c.in.empty()) c.frame_started_ns = now;
     c.in.append(buf, static_cast<size_t>(n));
-    std::string payload;
-    while (!c.dead && !c.closing) {
-      int got = TakeFrame(&c.in, &payload);
-      if (got < 0) {
-        Refuse(c, "request frame larger than " + std::to_string(kMaxFrameBytes >> 20) + " MiB");
-        return;
-      }
-      if (got == 0) break;
-      Release(c);
-      c.idle_since_ns = now;
-      c.frame_started_ns = c.in.empty() ? 0 : now;
-      handler_(c, payload);
-    }
-    if (c.dead || c.closing) continue;
+    Dispatch(c, now);
+    if (c.dead || c.closing || c.busy) continue;
     if (c.in.empty()) {
       if (c.in.capacity() > sizeof buf) std::string().swap(c.in);  // a large frame's buffer goes back
     } else if (c.in.size() >= 4 && !Reserve(c)) {
       return;
     }
+  }
+}
+
+void TailServer::Dispatch(Client& c, int64_t now) {
+  std::string payload;
+  while (!c.dead && !c.closing && !c.busy) {
+    int got = TakeFrame(&c.in, &payload);
+    if (got < 0) {
+      Refuse(c, "request frame larger than " + std::to_string(kMaxFrameBytes >> 20) + " MiB");
+      return;
+    }
+    if (got == 0) break;
+    Release(c);
+    c.idle_since_ns = now;
+    c.frame_started_ns = c.in.empty() ? 0 : now;
+    handler_(c, payload);
   }
 }
 

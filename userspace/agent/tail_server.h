@@ -69,6 +69,10 @@ struct Client {
   int64_t idle_since_ns = 0;     // the connect, or the end of the last whole request frame
   int64_t frame_started_ns = 0;  // first byte of the request frame now arriving; 0: none
   size_t reserved = 0;           // bytes of the partial frame counted against the budget
+  // A request of this client is being prepared off the loop (a policy
+  // compiling): its connection is not read meanwhile (later frames wait in
+  // the socket, in order), and it is not idle.
+  bool busy = false;
 };
 
 class TailServer {
@@ -103,6 +107,10 @@ class TailServer {
   void Shutdown();
 
   const std::map<uint64_t, std::unique_ptr<Client>>& clients() const { return clients_; }
+  Client* Find(uint64_t key);  // a live client, or null
+  // While busy the client's connection is not read; back to not busy, the
+  // frames it had sent before are handled, then it is read again.
+  void SetBusy(Client& c, bool busy);
   uint64_t drops() const { return drops_; }                // events dropped for slow tails, since start
   uint64_t disconnected() const { return disconnected_; }  // tails cut off for falling behind
   uint64_t partial_bytes() const { return partial_bytes_; }  // announced by request frames still arriving
@@ -114,6 +122,8 @@ class TailServer {
 
  private:
   void OnReadable(Client& c);
+  void Dispatch(Client& c, int64_t now);  // the whole frames in c.in, while not busy
+  void Watch(Client& c);                  // epoll interest: in unless busy, out when wanted
   void Flush(Client& c);
   void SetWantOut(Client& c, bool want);
   void Kill(Client& c);  // closes now; the entry goes at the next Reap()
