@@ -120,12 +120,18 @@ int Capture(const Args& args) {
   std::map<std::string, std::set<std::string>> evidence_digests;  // by policy name
   const std::vector<std::string> ids = parsed.Has("--id") ? parsed.options.at("--id") : std::vector<std::string>{};
   std::map<std::string, int> id_hits;
+  std::set<uint64_t> contained;  // sandboxes between sandbox.contained and sandbox.released
   AuditFileReader reader;
   for (const auto& file : files) {
     const bool ok = reader.ReadFile(file, [&](const v1::AuditEvent& e) {
       if (!sandbox.empty() && e.sandbox() != sandbox) return;
-      if (e.kind() == "sandbox.contained")
+      if (e.kind() == "sandbox.contained") {
         if (std::string d = EvidenceDigest(e); !d.empty()) evidence_digests[e.policy()].insert(d);
+        contained.insert(e.sandbox_cgroup_id());
+      }
+      if (e.kind() == "sandbox.released") contained.erase(e.sandbox_cgroup_id());
+      // While contained everything is refused: not the policy's refusals.
+      if (contained.count(e.sandbox_cgroup_id())) return;
       if (!ids.empty()) {
         bool hit = false;
         for (const auto& id : ids)
