@@ -709,6 +709,7 @@ const char* kMainHelp =
     "  explain EVENT | --address A:P | --path P --access R  which rule allows it, or why none does\n"
     "  learn [--policy BASE] [--out FILE] -- CMD ARGS...   a least-privilege policy from a run or a cgroup\n"
     "  report [--sandbox NAME] [--audit FILE...] [-o FMT]   the impact of a sandbox, from its audit trail\n"
+    "  regress capture|run                                  regression tests from violations (CI, JUnit)\n"
     "  oidc show|rotate|publish                             the built-in credential issuer's keys\n"
     "\n"
     "Enforcement is pinned in the kernel and never depends on a cordon process, the agent\n"
@@ -725,7 +726,7 @@ int Main(int argc, char** argv) {
       {"status", StatusCommand},   {"ls", LsCommand},           {"tail", TailCommand},       {"agent", AgentCommand},
       {"policy", PolicyCommand},   {"doctor", DoctorCommand},   {"audit", AuditCommand},     {"oidc", OidcCommand},
       {"explain", ExplainCommand}, {"contain", ContainCommand}, {"release", ReleaseCommand}, {"learn", LearnCommand},
-      {"report", ReportCommand},
+      {"report", ReportCommand},   {"regress", RegressCommand},
   };
   auto find = [](const std::string& name) -> Command {
     for (const auto& [n, fn] : kCommands)

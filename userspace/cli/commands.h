@@ -29,6 +29,7 @@ int LearnCommand(const Args& args);    // learn.cc
 int ContainCommand(const Args& args);  // contain.cc
 int ReleaseCommand(const Args& args);  // contain.cc
 int ReportCommand(const Args& args);   // report.cc
+int RegressCommand(const Args& args);  // regress.cc
 
 int Main(int argc, char** argv);
 
@@ -46,5 +47,9 @@ bool ParseTimeWindow(const ParsedArgs& parsed, int64_t* since_ns, int64_t* until
 // The agent's audit file (its configuration's jsonl sink) and its rotations
 // that exist, oldest first; none when no audit file is configured.
 std::vector<std::string> AgentAuditFiles();
+// The audit files `cordon report` and `cordon regress capture` read when none
+// is given: the agent's that exist, then cordon run's default logs
+// (/var/log/cordon/run-*.jsonl), each oldest first (report.cc).
+std::vector<std::string> DefaultAuditFiles();
 
 }  // namespace cordon::cli

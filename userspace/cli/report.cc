@@ -51,19 +51,23 @@ const char* kReportHelp =
     "that is not an audit event is an error naming FILE:LINE (exit 1). Names the workload chose\n"
     "are shown escaped (text) and HTML-escaped (html): treat them as data.\n";
 
-// cordon run's default logs (run-<time>-<pid>.jsonl), oldest first.
-std::vector<std::string> RunLogs() {
-  std::vector<std::string> out;
-  auto names = ListDir(agent::kDefaultRunLogDir);
-  if (!names) return out;
-  for (const auto& n : *names)
-    if (n.rfind("run-", 0) == 0 && n.size() > 10 && n.compare(n.size() - 6, 6, ".jsonl") == 0)
-      out.push_back(JoinPath(agent::kDefaultRunLogDir, n));
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
+
+std::vector<std::string> DefaultAuditFiles() {
+  std::vector<std::string> files = AgentAuditFiles();
+  files.erase(
+      std::remove_if(files.begin(), files.end(), [](const std::string& f) { return ::access(f.c_str(), R_OK) != 0; }),
+      files.end());
+  // cordon run's default logs (run-<time>-<pid>.jsonl), oldest first.
+  std::vector<std::string> runs;
+  if (auto names = ListDir(agent::kDefaultRunLogDir))
+    for (const auto& n : *names)
+      if (n.rfind("run-", 0) == 0 && n.size() > 10 && n.compare(n.size() - 6, 6, ".jsonl") == 0)
+        runs.push_back(JoinPath(agent::kDefaultRunLogDir, n));
+  std::sort(runs.begin(), runs.end());
+  files.insert(files.end(), runs.begin(), runs.end());
+  return files;
+}
 
 int ReportCommand(const Args& args) {
   if (WantsHelp(args)) return std::fputs(kReportHelp, stdout), 0;
@@ -102,11 +106,7 @@ int ReportCommand(const Args& args) {
   if (parsed.options.count("--audit")) {
     files = parsed.options.at("--audit");
   } else {
-    files = AgentAuditFiles();
-    files.erase(
-        std::remove_if(files.begin(), files.end(), [](const std::string& f) { return ::access(f.c_str(), R_OK) != 0; }),
-        files.end());
-    for (auto& f : RunLogs()) files.push_back(std::move(f));
+    files = DefaultAuditFiles();
     if (files.empty())
       return PrintError("no audit file found (neither the agent's configured one nor cordon run's logs in " +
                         std::string(agent::kDefaultRunLogDir) + "): give --audit FILE"),

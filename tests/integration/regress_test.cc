@@ -1,0 +1,329 @@
+// `cordon regress capture | run`: real violations recorded by a real `cordon
+// run` (a connect to a loopback port nothing allows, where a listener waits,
+// so a connect that got through would succeed; a file read the policy does
+// not grant), captured into cases, then run in fresh sandboxes: passes under
+// the recorded policy, fails (exit 1, naming each case) under a policy that
+// allows both operations (the negative control, with the probe itself shown
+// to work unconfined). Bad case files are usage errors naming file, line
+// and field. A case recorded at kernel-lsm runs only where BPF LSM does
+// (the 6.12 VM) and is reported skipped, never passed, elsewhere.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "ops/regress.h"
+#include "tests/integration/harness.h"
+#include "util/fs.h"
+
+namespace cordon::test {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Spit(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// The case files of a directory, sorted.
+std::vector<std::string> CaseFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  auto names = ListDir(dir);
+  if (!names) return out;
+  for (const auto& n : *names)
+    if (n.size() > 10 && n.compare(n.size() - 10, 10, ".case.yaml") == 0) out.push_back(dir + "/" + n);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+ops::RegressCase ReadCase(const std::string& path) {
+  std::string error;
+  auto c = ops::ParseCaseYaml(Slurp(path), path, &error);
+  EXPECT_TRUE(c) << error;
+  return c ? *c : ops::RegressCase{};
+}
+
+// python3's reading of a JUnit file: "tests failures skipped" and each
+// testcase's name and outcome ("name=pass|failure:<message>|skipped:<message>").
+std::string JunitSummary(const std::string& path) {
+  const std::string script =
+      "import sys, xml.etree.ElementTree as ET\n"
+      "r = ET.parse(sys.argv[1]).getroot()\n"
+      "s = r.find('testsuite')\n"
+      "print(s.get('tests'), s.get('failures'), s.get('skipped'))\n"
+      "for c in s.findall('testcase'):\n"
+      "    f, k = c.find('failure'), c.find('skipped')\n"
+      "    print(c.get('name') + '=' + ('failure:' + f.get('message') if f is not None else "
+      "'skipped:' + k.get('message') if k is not None else 'pass'))\n";
+  auto r = test::Run({"/usr/bin/python3", "-c", script, path});
+  EXPECT_EQ(r.status, 0) << r.err;
+  return r.out;
+}
+
+class Regress : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (::geteuid() != 0) return;
+    char tmpl[] = "/tmp/cordon-regress-test-XXXXXX";
+    dir_ = new std::string(::mkdtemp(tmpl));
+    ::chmod(dir_->c_str(), 0755);
+    out_ = *dir_ + "/out";
+    forbidden_ = *dir_ + "/forbidden";
+    ::mkdir(out_.c_str(), 0777);
+    ::chmod(out_.c_str(), 0777);  // the command's own uid writes here
+    ::mkdir(forbidden_.c_str(), 0755);
+    secret_ = forbidden_ + "/secret.txt";
+    Spit(secret_, "not for the sandbox\n");
+    ::chmod(secret_.c_str(), 0644);  // readable by anyone: only the policy refuses it
+    listener_ = new TcpListener;
+    // Naming a path below /tmp keeps the host's /tmp visible to the command.
+    policy_text_ =
+        "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: regress-test}\nspec:\n"
+        "  network:\n    egress: []\n"
+        "  files:\n    include: [runtime-minimal, python3]\n    write: [" +
+        out_ + "]\n";
+    policy_ = *dir_ + "/policy.yaml";
+    Spit(policy_, policy_text_);
+    allowing_ = *dir_ + "/allowing.yaml";
+    Spit(allowing_,
+         "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: regress-test}\nspec:\n"
+         "  network:\n    egress:\n      - {cidr: 127.0.0.1, ports: [" +
+             std::to_string(listener_->port()) +
+             "]}\n"
+             "  files:\n    include: [runtime-minimal, python3]\n    read: [" +
+             forbidden_ + "]\n    write: [" + out_ + "]\n");
+    audit_ = *dir_ + "/audit.jsonl";
+    const std::string script =
+        "import socket, sys\n"
+        "port, secret = int(sys.argv[1]), sys.argv[2]\n"
+        "res = []\n"
+        "for i in range(2):\n"
+        "    try:\n"
+        "        socket.create_connection(('127.0.0.1', port), timeout=2).close()\n"
+        "        res.append('connect=ok')\n"
+        "    except OSError as e:\n"
+        "        res.append('connect=%d' % e.errno)\n"
+        "    try:\n"
+        "        open(secret).read()\n"
+        "        res.append('read=ok')\n"
+        "    except OSError as e:\n"
+        "        res.append('read=%d' % e.errno)\n"
+        "print(' '.join(res))\n";
+    recorded_ =
+        new CommandResult(Cordon({"run", "-q", "--policy", policy_, "--audit", audit_, "--cwd", out_, "--",
+                                  "/usr/bin/python3", "-c", script, std::to_string(listener_->port()), secret_}));
+    cases_ = *dir_ + "/cases";
+    captured_ =
+        new CommandResult(Cordon({"regress", "capture", "--audit", audit_, "--policy", policy_, "--out", cases_}));
+  }
+  static void TearDownTestSuite() {
+    if (dir_) test::Run({"rm", "-rf", *dir_});
+    delete dir_;
+    delete listener_;
+    delete recorded_;
+    delete captured_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+    // What the workload saw: refused each time (EPERM from the cgroup hook,
+    // EACCES from Landlock or EPERM from BPF LSM), though a listener waited.
+    ASSERT_EQ(recorded_->status, 0) << recorded_->err;
+    const std::string& o = recorded_->out;
+    ASSERT_TRUE(o == "connect=1 read=13 connect=1 read=13\n" || o == "connect=1 read=1 connect=1 read=1\n")
+        << o << recorded_->err;
+    ASSERT_EQ(captured_->status, 0) << captured_->err;
+  }
+  // The case of each kind.
+  ops::RegressCase CaseOf(const std::string& kind) {
+    for (const auto& f : CaseFiles(cases_)) {
+      auto c = ReadCase(f);
+      if (c.probe.kind == kind) return c;
+    }
+    ADD_FAILURE() << "no " << kind << " case in " << cases_;
+    return {};
+  }
+  static inline std::string* dir_ = nullptr;
+  static inline std::string out_, forbidden_, secret_, policy_, policy_text_, allowing_, audit_, cases_;
+  static inline TcpListener* listener_ = nullptr;
+  static inline CommandResult *recorded_ = nullptr, *captured_ = nullptr;
+};
+
+TEST_F(Regress, CaptureWritesOneCasePerDistinctViolationWithThePolicyCopiedByDigest) {
+  // Two connects and two reads: two distinct violations, two cases.
+  auto files = CaseFiles(cases_);
+  ASSERT_EQ(files.size(), 2u) << captured_->out;
+  auto connect = CaseOf("net.connect");
+  EXPECT_EQ(connect.probe.address, "127.0.0.1");
+  EXPECT_EQ(connect.probe.port, listener_->port());
+  EXPECT_EQ(connect.probe.protocol, "tcp");
+  EXPECT_EQ(connect.probe.family, "inet");
+  EXPECT_EQ(connect.verdict, "denied");
+  EXPECT_EQ(connect.errno_name, "EPERM");
+  EXPECT_EQ(connect.occurrences, 2u);
+  auto read = CaseOf("file.open");
+  EXPECT_EQ(read.probe.path, secret_);
+  EXPECT_EQ(read.probe.access, "read");
+  EXPECT_EQ(read.verdict, "denied");
+  EXPECT_EQ(read.errno_name, read.enforcement == "landlock" ? "EACCES" : "EPERM") << read.enforcement;
+  EXPECT_EQ(read.occurrences, 2u);
+  // The policy, copied byte for byte, its digest computed independently.
+  EXPECT_EQ(read.policy_name, "regress-test");
+  ASSERT_EQ(read.policy_file, connect.policy_file);
+  EXPECT_EQ(Slurp(cases_ + "/" + read.policy_file), policy_text_);
+  auto sum = test::Run({"sha256sum", policy_});
+  ASSERT_EQ(sum.status, 0);
+  EXPECT_EQ(read.policy_digest, "sha256:" + sum.out.substr(0, 64));
+  // The header says where it came from.
+  const std::string text = Slurp(files[0]);
+  EXPECT_NE(text.find("# From " + audit_), std::string::npos) << text;
+  EXPECT_EQ(read.audit, audit_);
+  EXPECT_FALSE(read.chain.empty());
+}
+
+TEST_F(Regress, CaptureByIdTakesThatEventOnlyAndRefusesAPolicyThatIsNotTheOne) {
+  auto read = CaseOf("file.open");
+  const std::string by_id = *dir_ + "/by-id";
+  // The line's chain value, by a prefix (the records carry no id yet).
+  const std::string id = read.event_id.empty() ? read.chain.substr(0, 12) : read.event_id;
+  auto r = Cordon({"regress", "capture", "--audit", audit_, "--id", id, "--policy", policy_, "--out", by_id});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto files = CaseFiles(by_id);
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(ReadCase(files[0]).probe.kind, "file.open");
+  // An id nothing has.
+  r = Cordon(
+      {"regress", "capture", "--audit", audit_, "--id", "ffffffffffffffff0", "--policy", policy_, "--out", by_id});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("no event with id or chain"), std::string::npos) << r.err;
+  // Without the text: the trail names the policy only, so it is asked for.
+  r = Cordon({"regress", "capture", "--audit", audit_, "--out", *dir_ + "/none"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("give --policy FILE"), std::string::npos) << r.err;
+  // Another policy's text is refused, unless the operator says so.
+  const std::string other = *dir_ + "/other.yaml";
+  Spit(other, "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: something-else}\nspec: {}\n");
+  r = Cordon({"regress", "capture", "--audit", audit_, "--policy", other, "--out", *dir_ + "/other"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("something-else"), std::string::npos) << r.err;
+  r = Cordon(
+      {"regress", "capture", "--audit", audit_, "--policy", other, "--policy-mismatch-ok", "--out", *dir_ + "/other"});
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+TEST_F(Regress, RunPassesEveryCaseAndWritesJunit) {
+  const std::string junit = *dir_ + "/junit.xml";
+  auto r = Cordon({"regress", "run", cases_, "--junit", junit});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const std::string summary = JunitSummary(junit);
+  EXPECT_EQ(summary.substr(0, summary.find('\n')), "2 0 0") << summary;
+  EXPECT_EQ(std::count(summary.begin(), summary.end(), '\n'), 3) << summary;
+  EXPECT_NE(summary.find("=pass\n"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("failure:"), std::string::npos) << summary;
+  EXPECT_NE(r.err.find("2 denied as expected, 0 not, 0 skipped"), std::string::npos) << r.err;
+}
+
+TEST_F(Regress, RunUnderAPolicyThatAllowsItFailsNamingEachCase) {
+  // The negative control of the probe itself: unconfined, it really connects
+  // (a listener waits) and really reads.
+  auto probe = Cordon({"regress", "probe", "net.connect", "--family", "inet", "--protocol", "tcp", "--address",
+                       "127.0.0.1", "--port", std::to_string(listener_->port())});
+  EXPECT_EQ(probe.status, 0) << probe.err;
+  EXPECT_NE(probe.out.find("\"result\":\"ok\""), std::string::npos) << probe.out;
+  probe = Cordon({"regress", "probe", "file.open", "--path", secret_, "--access", "read"});
+  EXPECT_NE(probe.out.find("\"result\":\"ok\""), std::string::npos) << probe.out;
+
+  const std::string junit = *dir_ + "/junit-allowing.xml";
+  auto r = Cordon({"regress", "run", cases_, "--policy", allowing_, "--junit", junit});
+  EXPECT_EQ(r.status, 1) << r.err;
+  for (const auto& f : CaseFiles(cases_)) {
+    EXPECT_NE(r.err.find("FAIL " + f + ": not denied"), std::string::npos) << r.err;
+  }
+  const std::string summary = JunitSummary(junit);
+  EXPECT_EQ(summary.substr(0, summary.find('\n')), "2 2 0") << summary;
+  EXPECT_NE(
+      summary.find("failure:not denied: net.connect tcp 127.0.0.1:" + std::to_string(listener_->port()) + " succeeded"),
+      std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("failure:not denied: file.open read " + secret_ + " succeeded"), std::string::npos) << summary;
+}
+
+TEST_F(Regress, BadCaseFilesAreUsageErrorsNamingFileLineAndField) {
+  const std::string good = Slurp(CaseFiles(cases_)[0]);
+  const std::string bad = *dir_ + "/bad";
+  ::mkdir(bad.c_str(), 0755);
+  struct Bad {
+    std::string from, to, says;
+  } bads[] = {
+      {"version: 1", "version: 2", ":5:10: version: unsupported version"},
+      {"  verdict: denied", "  verdict: allowed", "expect.verdict: only denied is checked"},
+      {"expect:", "surprise: 1\nexpect:", "surprise: unknown field"},
+      {"  digest: \"sha256:", "  digest: \"md5:", "policy.digest: expected sha256"},
+      {"  file: \"policy-", "  file: \"../policy-", "policy.file: expected a file name next to the case"},
+      {"version: 1", "version: [1", "did not find expected"},
+  };
+  for (const auto& b : bads) {
+    size_t at = good.find(b.from);
+    ASSERT_NE(at, std::string::npos) << b.from;
+    std::string text = good;
+    text.replace(at, b.from.size(), b.to);
+    const std::string file = bad + "/x.case.yaml";
+    Spit(file, text);
+    auto r = Cordon({"regress", "run", file});
+    EXPECT_EQ(r.status, 2) << b.to << "\n" << r.err;
+    EXPECT_NE(r.err.find(file + ":"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(b.says), std::string::npos) << b.to << "\n" << r.err;
+  }
+  // A policy copy changed since capture: refused by digest.
+  const std::string changed = *dir_ + "/changed";
+  test::Run({"cp", "-r", cases_, changed});
+  auto c = ReadCase(CaseFiles(changed)[0]);
+  Spit(changed + "/" + c.policy_file, policy_text_ + "# edited\n");
+  auto r = Cordon({"regress", "run", changed});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("policy.digest:"), std::string::npos) << r.err;
+  // No case at all.
+  r = Cordon({"regress", "run", bad + "-none"});
+  EXPECT_EQ(r.status, 2);
+}
+
+// A case recorded where BPF LSM refused it (enforcement kernel-lsm) needs
+// BPF LSM to run: in the 6.12 VM it passes; on the host and 6.1 without BPF
+// LSM it is skipped with the reason, never passed.
+TEST_F(Regress, AKernelLsmCaseRunsWhereBpfLsmDoesAndIsSkippedElsewhere) {
+  const std::string lsm_dir = *dir_ + "/lsm";
+  test::Run({"cp", "-r", cases_, lsm_dir});
+  for (const auto& f : CaseFiles(lsm_dir)) {
+    auto c = ReadCase(f);
+    if (c.probe.kind != "file.open") {
+      ::unlink(f.c_str());
+      continue;
+    }
+    std::string text = Slurp(f);
+    const std::string from = "enforcement: \"" + c.enforcement + "\"";
+    text.replace(text.find(from), from.size(), "enforcement: \"kernel-lsm\"");
+    Spit(f, text);
+  }
+  const std::string junit = *dir_ + "/junit-lsm.xml";
+  auto r = Cordon({"regress", "run", lsm_dir, "--junit", junit});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const std::string summary = JunitSummary(junit);
+  const char* expect = std::getenv("CORDON_EXPECT_LSM");
+  if (expect && std::string(expect) == "1") {
+    EXPECT_EQ(summary.substr(0, summary.find('\n')), "1 0 0") << summary;
+    EXPECT_NE(summary.find("=pass"), std::string::npos) << summary;
+  } else {
+    EXPECT_EQ(summary.substr(0, summary.find('\n')), "1 0 1") << summary;
+    EXPECT_NE(summary.find("skipped:needs BPF LSM"), std::string::npos) << summary;
+    EXPECT_NE(r.err.find("skipped"), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace cordon::test

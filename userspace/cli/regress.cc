@@ -1,0 +1,527 @@
+// `cordon regress capture | run` (and the hidden `probe`): regression tests
+// from violations. The case model, its YAML and the judging are
+// ops/regress.h; the probe's syscalls ops/regress_probe.cc; the sandbox a
+// case runs in is cordon run's own (RunCommandWith). This file reads the
+// files and the options.
+#include <fcntl.h>
+#include <google/protobuf/util/json_util.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/run_events.h"
+#include "events/audit_file.h"
+#include "loader/lsm.h"
+#include "ops/regress.h"
+#include "policy/compiler.h"
+#include "policy/parser.h"
+#include "util/fd.h"
+#include "util/fs.h"
+#include "util/text.h"
+
+namespace cordon::cli {
+namespace {
+
+namespace v1 = cordon::v1;
+
+const char* kRegressHelp =
+    "usage: cordon regress capture (--audit FILE... [--id EVENT_ID...] | --sandbox NAME) --out DIR\n"
+    "                              [--policy FILE [--policy-mismatch-ok]]\n"
+    "       cordon regress run DIR... [--policy FILE] [--junit FILE]\n"
+    "\n"
+    "capture: one test case per distinct denied violation (kind and target: address and port,\n"
+    "path and access, operation) of an audit trail, in DIR: <kind>-<target>.case.yaml (plain\n"
+    "YAML to review and commit: where it came from, the probe, the verdict expected) and the\n"
+    "policy in force, copied as policy-<digest>.yaml with its sha256 digest in the case. Quiet\n"
+    "(expected) denials and detected or noted records are not violations to keep out.\n"
+    "  --audit FILE   an audit file to read (repeatable; default: the agent's and cordon run's)\n"
+    "  --id ID        only this event: its id (AuditEvent.id) or its line's chain value, or a\n"
+    "                 prefix of either of at least 8 characters (repeatable)\n"
+    "  --sandbox NAME only the events of this sandbox\n"
+    "  --out DIR      where the cases go (created; a case of the same name is replaced)\n"
+    "  --policy FILE  the policy text that was in force. The trail names a policy by name (and a\n"
+    "                 containment's evidence by digest); cordon keeps no copy of policy texts, so\n"
+    "                 this is needed unless the policy was the built-in default. A file whose\n"
+    "                 name or digest differs from what the trail names is refused, unless\n"
+    "  --policy-mismatch-ok  is given (then the case records both digests)\n"
+    "\n"
+    "run: each case (DIR's *.case.yaml, or a case file) in a fresh sandbox made as `cordon run`\n"
+    "makes one, with the case's policy (or --policy FILE, to test a changed policy) and the probe's\n"
+    "own executable allowed to run: cordon's built-in probe attempts exactly the recorded\n"
+    "operation once (connect or sendto, non-blocking, 2 s at most; open with the access; exec;\n"
+    "bpf()). A case passes when the operation failed with the errno of the layer that refused it\n"
+    "(EPERM: kernel-cgroup, kernel-lsm, seccomp; EACCES: landlock; EROFS: mount) AND the sandbox\n"
+    "reported a denied event of that kind on that target. A case recorded at kernel-lsm needs BPF\n"
+    "LSM: without it, it is skipped with the reason (never passed); so is a kind without a probe.\n"
+    "  --policy FILE  run every case under this policy instead of its own\n"
+    "  --junit FILE   JUnit XML of the results (failure and skipped messages say what happened)\n"
+    "\n"
+    "Exit status: 0 every case that ran was denied as expected (skipped ones are listed on stderr\n"
+    "and in the JUnit file); 1 a case was not denied or its event is missing (each named on\n"
+    "stderr), or capture found nothing; 2 usage errors and case files that do not read (FILE:LINE:\n"
+    "COLUMN: FIELD: what).\n";
+
+// The first `n` hex digits of a sha256:<hex> digest.
+std::string DigestStem(const std::string& digest) { return digest.substr(7, 12); }
+
+// What a --id selects: the id, the chain value, or a prefix of either (8+).
+bool IdMatches(const std::string& want, const v1::AuditEvent& e) {
+  if (want == e.id() || want == e.chain()) return true;
+  if (want.size() < 8) return false;
+  return e.id().rfind(want, 0) == 0 || e.chain().rfind(want, 0) == 0;
+}
+
+// The policy digest the containment evidence of a sandbox.contained event names ("" if none).
+std::string EvidenceDigest(const v1::AuditEvent& e) {
+  if (e.containment().evidence().empty()) return "";
+  auto text = ReadFile(e.containment().evidence(), 64u << 20);
+  if (!text) return "";
+  v1::ContainmentEvidence evidence;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(*text, &evidence, options).ok()) return "";
+  return evidence.policy().digest();
+}
+
+int Capture(const Args& args) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args,
+                 {{"--audit", "", true, true},
+                  {"--id", "", true, true},
+                  {"--sandbox", "", true},
+                  {"--out", "", true},
+                  {"--policy", "", true},
+                  {"--policy-mismatch-ok"}},
+                 &parsed, &error) ||
+      !parsed.positionals.empty())
+    return Usage(error.empty() ? "unexpected argument " + Quoted(parsed.positionals[0]) : error, kRegressHelp), 2;
+  if (!parsed.Has("--out")) return Usage("capture needs --out DIR", kRegressHelp), 2;
+  if (!parsed.Has("--audit") && !parsed.Has("--sandbox"))
+    return Usage("capture needs --audit FILE or --sandbox NAME", kRegressHelp), 2;
+  if (parsed.Has("--id") && !parsed.Has("--audit"))
+    return Usage("--id selects events of --audit FILE", kRegressHelp), 2;
+  const std::string sandbox = parsed.Get("--sandbox").value_or("");
+  std::vector<std::string> files = parsed.Has("--audit") ? parsed.options.at("--audit") : DefaultAuditFiles();
+  if (files.empty()) return PrintError("no audit file found: give --audit FILE"), 1;
+
+  // The trail: violations in scope, and the digests containment evidence names.
+  std::vector<std::pair<v1::AuditEvent, ops::CaptureSource>> selected;
+  std::map<std::string, std::set<std::string>> evidence_digests;  // by policy name
+  const std::vector<std::string> ids = parsed.Has("--id") ? parsed.options.at("--id") : std::vector<std::string>{};
+  std::map<std::string, int> id_hits;
+  std::set<uint64_t> contained;  // sandboxes between sandbox.contained and sandbox.released
+  AuditFileReader reader;
+  for (const auto& file : files) {
+    const bool ok = reader.ReadFile(file, [&](const v1::AuditEvent& e) {
+      if (!sandbox.empty() && e.sandbox() != sandbox) return;
+      if (e.kind() == "sandbox.contained") {
+        if (std::string d = EvidenceDigest(e); !d.empty()) evidence_digests[e.policy()].insert(d);
+        contained.insert(e.sandbox_cgroup_id());
+      }
+      if (e.kind() == "sandbox.released") contained.erase(e.sandbox_cgroup_id());
+      // While contained everything is refused: not the policy's refusals.
+      if (contained.count(e.sandbox_cgroup_id())) return;
+      if (!ids.empty()) {
+        bool hit = false;
+        for (const auto& id : ids)
+          if (IdMatches(id, e)) hit = true, ++id_hits[id];
+        if (!hit) return;
+        ops::RegressProbe probe;
+        if (!ops::RegressProbeOf(e, &probe)) {
+          PrintError("event " + Quoted(e.id().empty() ? e.chain() : e.id()) + " (" + e.kind() + ", " + e.verdict() +
+                     (e.quiet() ? ", quiet" : "") + ") is not a denied violation: no case is made of it");
+          return;
+        }
+      }
+      selected.push_back({e, ops::CaptureSource{file}});
+    });
+    if (!ok) return PrintError("regress capture: " + DisplayText(EscapeWorkloadBytes(reader.error()))), 1;
+  }
+  if (!reader.chain_error().empty())
+    PrintError("warning: the audit trail's hash chain does not verify: " +
+               DisplayText(EscapeWorkloadBytes(reader.chain_error())));
+  for (const auto& id : ids) {
+    if (id_hits[id] == 0) return PrintError("no event with id or chain " + Quoted(id) + " in the files given"), 1;
+    if (id_hits[id] > 1)
+      return PrintError("--id " + Quoted(id) + " matches " + std::to_string(id_hits[id]) + " events: give more of it"),
+             1;
+  }
+  std::vector<ops::RegressCase> cases = ops::DistinctCases(selected);
+  if (cases.empty())
+    return PrintError("no denied violation" + (sandbox.empty() ? std::string() : " of sandbox " + Quoted(sandbox)) +
+                      " in the files given: nothing captured"),
+           1;
+  std::set<std::string> names;
+  for (const auto& c : cases) names.insert(c.policy_name);
+  if (names.size() > 1)
+    return PrintError("the violations were under " + std::to_string(names.size()) + " policies (" +
+                      JoinStrings({names.begin(), names.end()}, ", ") +
+                      "): capture one sandbox at a time (--sandbox NAME, or --id)"),
+           1;
+  const std::string policy_name = *names.begin();
+  std::string in_force;
+  if (auto it = evidence_digests.find(policy_name); it != evidence_digests.end() && it->second.size() == 1)
+    in_force = *it->second.begin();
+
+  // The policy's text.
+  std::string text, from;
+  if (auto path = parsed.Get("--policy")) {
+    auto read = ReadFile(*path, 16u << 20);
+    if (!read) return PrintError("--policy: " + read.error().ToString()), 1;
+    text = std::move(*read);
+    from = *path;
+  } else if (policy_name == "default" && (in_force.empty() || in_force == "builtin:default")) {
+    text = policy::DefaultPolicyYaml();
+    from = "the built-in default policy";
+    in_force = "builtin:default";
+  } else {
+    return PrintError("the trail names policy " + Quoted(policy_name) +
+                      (in_force.empty() ? " (by name only: cordon run's and the agent's trails carry no digest)"
+                                        : " with digest " + in_force + " (its containment evidence)") +
+                      ", and cordon keeps no copy of policy texts: give --policy FILE, the file that was in force"),
+           1;
+  }
+  policy::ParsedPolicy parsed_policy;
+  policy::Diagnostics diags;
+  if (!policy::ParsePolicyText(text, from, &parsed_policy, &diags)) {
+    std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
+    return PrintError("the policy " + Quoted(from) + " does not read: nothing captured"), 1;
+  }
+  const std::string digest = parsed_policy.digest;
+  const bool mismatch_ok = parsed.Has("--policy-mismatch-ok");
+  if (!in_force.empty() && in_force != "builtin:default" && in_force != digest) {
+    if (!mismatch_ok)
+      return PrintError("--policy " + Quoted(from) + " has digest " + digest + ", but the policy in force had " +
+                        in_force + ": not the same text. Give the right file, or --policy-mismatch-ok to record it " +
+                        "anyway (the case then names both)"),
+             1;
+    PrintNote("the policy recorded (" + digest + ") is not the one in force (" + in_force + "): --policy-mismatch-ok");
+  }
+  if (parsed_policy.proto.metadata().name() != policy_name && !(policy_name == "default" && from[0] == 't')) {
+    if (!mismatch_ok)
+      return PrintError("--policy " + Quoted(from) + " is named " + Quoted(parsed_policy.proto.metadata().name()) +
+                        ", but the violations were under " + Quoted(policy_name) +
+                        ": give that policy's file, or --policy-mismatch-ok"),
+             1;
+  }
+
+  // The files: the policy once, then each case.
+  const std::string out = *parsed.Get("--out");
+  if (Status st = MakeDirs(out); !st.ok()) return PrintError("--out: " + st.error().ToString()), 1;
+  const std::string policy_file = "policy-" + DigestStem(digest) + ".yaml";
+  if (Status st = WriteFileAtomic(out, policy_file, text, 0644); !st.ok())
+    return PrintError(st.error().ToString() + "; nothing captured"), 1;
+  std::set<std::string> stems;
+  for (auto& c : cases) {
+    c.policy_file = policy_file;
+    c.policy_name = policy_name;
+    c.policy_digest = digest;
+    c.policy_in_force = in_force == digest ? "" : in_force;
+    std::string stem = ops::CaseFileStem(c);
+    for (int n = 2; stems.count(stem); ++n) stem = ops::CaseFileStem(c) + "-" + std::to_string(n);
+    stems.insert(stem);
+    const std::string name = stem + ".case.yaml";
+    if (Status st = WriteFileAtomic(out, name, ops::CaseYaml(c), 0644); !st.ok())
+      return PrintError(st.error().ToString()), 1;
+    std::printf("%s\t%s %s (%llu time%s)\n", DisplayText(EscapeWorkloadBytes(JoinPath(out, name))).c_str(),
+                c.probe.kind.c_str(), DisplayText(c.probe.Target()).c_str(),
+                static_cast<unsigned long long>(c.occurrences), c.occurrences == 1 ? "" : "s");
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+// A case and the policy it runs under.
+struct LoadedCase {
+  ops::RegressCase c;
+  std::string policy_path;
+};
+
+// The cases of the arguments (directories: their *.case.yaml, sorted), or
+// an error naming the file (exit 2).
+bool LoadCases(const std::vector<std::string>& paths, const std::string& policy_override,
+               std::vector<LoadedCase>* out) {
+  std::vector<std::string> files;
+  for (const auto& p : paths) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) return PrintError(p + ": " + std::strerror(errno)), false;
+    if (!S_ISDIR(st.st_mode)) {
+      files.push_back(p);
+      continue;
+    }
+    auto names = ListDir(p);
+    if (!names) return PrintError(p + ": " + names.error().ToString()), false;
+    std::vector<std::string> found;
+    for (const auto& n : *names)
+      if (n.size() > 10 && n.compare(n.size() - 10, 10, ".case.yaml") == 0) found.push_back(JoinPath(p, n));
+    if (found.empty()) return PrintError(p + ": no case file (*.case.yaml) in it"), false;
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  for (const auto& f : files) {
+    auto text = ReadFile(f, 1u << 20);
+    if (!text) return PrintError(text.error().ToString()), false;
+    std::string error;
+    auto c = ops::ParseCaseYaml(*text, f, &error);
+    if (!c) return PrintError(error), false;
+    LoadedCase lc{*c, ""};
+    if (!policy_override.empty()) {
+      lc.policy_path = policy_override;
+    } else {
+      const std::string dir = f.find('/') == std::string::npos ? "." : f.substr(0, f.rfind('/'));
+      lc.policy_path = JoinPath(dir, c->policy_file);
+      auto policy_text = ReadFile(lc.policy_path, 16u << 20);
+      if (!policy_text) return PrintError(f + ": policy.file: " + policy_text.error().ToString()), false;
+      policy::ParsedPolicy parsed;
+      policy::Diagnostics diags;
+      policy::ParsePolicyText(*policy_text, lc.policy_path, &parsed, &diags);
+      if (parsed.digest != c->policy_digest)
+        return PrintError(f + ": policy.digest: " + lc.policy_path + " has digest " + parsed.digest + ", not " +
+                          c->policy_digest +
+                          " (changed since it was captured? give --policy FILE to test a changed policy)"),
+               false;
+    }
+    out->push_back(std::move(lc));
+  }
+  return true;
+}
+
+// Descriptors 1 and 2 into files of the case's directory while its sandbox
+// runs (cordon run's notes and summary, the probe's result); restored after.
+// Regular files: cordon run gives the command a Landlock rule for its stdio,
+// which a memfd or a pipe cannot have.
+class OutputAside {
+ public:
+  explicit OutputAside(const std::string& dir) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    out_ = UniqueFd(::open((dir + "/out").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    err_ = UniqueFd(::open((dir + "/err").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    saved_out_ = UniqueFd(::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3));
+    saved_err_ = UniqueFd(::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3));
+    if (out_.valid() && err_.valid() && saved_out_.valid() && saved_err_.valid()) {
+      ::dup2(out_.get(), STDOUT_FILENO);
+      ::dup2(err_.get(), STDERR_FILENO);
+      active_ = true;
+    }
+  }
+  ~OutputAside() { Restore(); }
+  OutputAside(const OutputAside&) = delete;
+  OutputAside& operator=(const OutputAside&) = delete;
+  void Restore() {
+    if (!active_) return;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::dup2(saved_out_.get(), STDOUT_FILENO);
+    ::dup2(saved_err_.get(), STDERR_FILENO);
+    active_ = false;
+  }
+  std::string Out() const { return Read(out_.get()); }
+  std::string Err() const { return Read(err_.get()); }
+
+ private:
+  static std::string Read(int fd) {
+    std::string text;
+    char buf[4096];
+    for (off_t off = 0;;) {
+      ssize_t n = ::pread(fd, buf, sizeof buf, off);
+      if (n <= 0 || text.size() > (1u << 20)) break;
+      text.append(buf, static_cast<size_t>(n));
+      off += n;
+    }
+    return text;
+  }
+  UniqueFd out_, err_, saved_out_, saved_err_;
+  bool active_ = false;
+};
+
+// The probe's result: the last line of its output that is one.
+std::optional<ops::ProbeResult> ResultIn(const std::string& out) {
+  std::optional<ops::ProbeResult> found;
+  size_t start = 0;
+  while (start < out.size()) {
+    size_t nl = out.find('\n', start);
+    if (nl == std::string::npos) nl = out.size();
+    const std::string line = out.substr(start, nl - start);
+    if (!line.empty() && line[0] == '{')
+      if (auto r = ops::ParseProbeResult(line)) found = r;
+    start = nl + 1;
+  }
+  return found;
+}
+
+std::string LastLine(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+ops::CaseOutcome RunCase(const LoadedCase& lc, int index, const std::string& self) {
+  const ops::RegressCase& c = lc.c;
+  ops::CaseOutcome outcome;
+  char tmpl[] = "/tmp/cordon-regress-XXXXXX";
+  if (!::mkdtemp(tmpl)) {
+    outcome.message = std::string("a directory for the case's audit file: ") + std::strerror(errno);
+    return outcome;
+  }
+  const std::string dir = tmpl;
+  const std::string audit = dir + "/audit.jsonl";
+  Args run_args = {"--policy", lc.policy_path, "--audit", audit, "--name", "regress-" + std::to_string(index),
+                   "--quiet"};
+  // The probe is cordon itself: a policy that restricts files must let it run.
+  {
+    auto text = ReadFile(lc.policy_path, 16u << 20);
+    policy::ParsedPolicy parsed;
+    policy::Diagnostics diags;
+    if (text && policy::ParsePolicyText(*text, lc.policy_path, &parsed, &diags) && parsed.proto.spec().has_files())
+      run_args.insert(run_args.end(), {"--exec", self});
+  }
+  run_args.insert(run_args.end(), {"--", self, "regress", "probe"});
+  for (auto& a : ops::ProbeArgs(c.probe)) run_args.push_back(std::move(a));
+  RunHooks hooks;
+  hooks.events_directly = true;
+  bool ran = false;
+  hooks.ran = &ran;
+  std::string out, err;
+  {
+    OutputAside aside(dir);
+    (void)RunCommandWith(run_args, hooks);
+    aside.Restore();
+    out = aside.Out();
+    err = aside.Err();
+  }
+  std::vector<v1::AuditEvent> events;
+  struct stat st;
+  // cordon run removes (or leaves empty) a log no event was written to.
+  if (::stat(audit.c_str(), &st) == 0 && st.st_size > 0) {
+    AuditFileReader reader;
+    if (!reader.ReadFile(audit, [&](const v1::AuditEvent& e) { events.push_back(e); }))
+      outcome.message = "the case's audit file: " + reader.error();
+  }
+  ::unlink(audit.c_str());
+  ::unlink((dir + "/out").c_str());
+  ::unlink((dir + "/err").c_str());
+  ::rmdir(dir.c_str());
+  if (!outcome.message.empty()) return outcome;
+  if (!ran) {
+    outcome.message = "the probe's sandbox did not start: " + LastLine(err);
+    return outcome;
+  }
+  return ops::JudgeCase(c, ResultIn(out), events);
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+int RunCases(const Args& args) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {{"--policy", "", true}, {"--junit", "", true}}, &parsed, &error))
+    return Usage(error, kRegressHelp), 2;
+  if (parsed.positionals.empty()) return Usage("run needs a case directory (or case file)", kRegressHelp), 2;
+  const std::string policy_override = parsed.Get("--policy").value_or("");
+  if (!policy_override.empty() && ::access(policy_override.c_str(), R_OK) != 0)
+    return PrintError("--policy " + policy_override + ": " + std::strerror(errno)), 2;
+  std::vector<LoadedCase> cases;
+  if (!LoadCases(parsed.positionals, policy_override, &cases)) return 2;
+  if (!IsRoot()) return PrintError("regress run needs root (each case runs in a fresh sandbox, as cordon run)"), 1;
+  const std::string self = SelfExe();
+  if (self.empty()) return PrintError("cannot find cordon's own executable (/proc/self/exe) for the probe"), 1;
+  std::vector<ops::JunitCase> results;
+  int failed = 0, skipped = 0, index = 0;
+  for (const auto& lc : cases) {
+    const ops::RegressCase& c = lc.c;
+    ops::JunitCase j;
+    j.name = c.file.substr(c.file.rfind('/') == std::string::npos ? 0 : c.file.rfind('/') + 1);
+    j.classname = "cordon.regress." + c.probe.kind;
+    const auto start = std::chrono::steady_clock::now();
+    if (std::string why = ops::NoProbeReason(c.probe.kind); !why.empty()) {
+      j.outcome = {ops::CaseOutcome::Kind::kSkipped, why};
+    } else if (ops::NeedsBpfLsm(c) && !ProbeLsm().usable()) {
+      j.outcome = {ops::CaseOutcome::Kind::kSkipped,
+                   "needs BPF LSM (recorded at kernel-lsm), unusable here: " + ProbeLsm().detail};
+    } else {
+      j.outcome = RunCase(lc, ++index, self);
+    }
+    j.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const char* word = j.outcome.kind == ops::CaseOutcome::Kind::kPassed    ? "pass"
+                       : j.outcome.kind == ops::CaseOutcome::Kind::kSkipped ? "skipped"
+                                                                            : "FAIL";
+    failed += j.outcome.kind == ops::CaseOutcome::Kind::kFailed;
+    skipped += j.outcome.kind == ops::CaseOutcome::Kind::kSkipped;
+    std::fprintf(stderr, "cordon: regress: %s %s: %s\n", word, DisplayText(EscapeWorkloadBytes(c.file)).c_str(),
+                 DisplayText(j.outcome.message).c_str());
+    results.push_back(std::move(j));
+  }
+  if (auto junit = parsed.Get("--junit")) {
+    const std::string path = *junit;
+    const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+    if (Status st =
+            WriteFileAtomic(dir.empty() ? "/" : dir, path.substr(path.rfind('/') + 1), ops::JunitXml(results), 0644);
+        !st.ok())
+      return PrintError("--junit: " + st.error().ToString()), 1;
+  }
+  std::fprintf(stderr, "cordon: regress: %zu case(s): %zu denied as expected, %d not, %d skipped\n", results.size(),
+               results.size() - static_cast<size_t>(failed + skipped), failed, skipped);
+  return failed ? 1 : 0;
+}
+
+// The hidden probe mode: `cordon regress probe KIND [options]`, one JSON line.
+int Probe(const Args& args) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args,
+                 {{"--family", "", true},
+                  {"--protocol", "", true},
+                  {"--address", "", true},
+                  {"--port", "", true},
+                  {"--path", "", true},
+                  {"--access", "", true},
+                  {"--arg", "", true}},
+                 &parsed, &error) ||
+      parsed.positionals.size() != 1)
+    return PrintError(error.empty() ? "probe KIND [options]" : error), 2;
+  ops::RegressProbe p;
+  p.kind = parsed.positionals[0];
+  p.family = parsed.Get("--family").value_or("inet");
+  p.protocol = parsed.Get("--protocol").value_or("tcp");
+  p.address = parsed.Get("--address").value_or("");
+  p.port = static_cast<uint32_t>(std::strtoul(parsed.Get("--port").value_or("0").c_str(), nullptr, 10));
+  p.path = parsed.Get("--path").value_or("");
+  p.access = parsed.Get("--access").value_or("");
+  p.arg = static_cast<uint32_t>(std::strtoul(parsed.Get("--arg").value_or("0").c_str(), nullptr, 10));
+  auto r = ops::RunProbe(p);
+  if (!r) return PrintError(ops::NoProbeReason(p.kind)), 2;
+  std::printf("%s\n", ops::ProbeResultJson(*r).c_str());
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int RegressCommand(const Args& args) {
+  if (args.empty()) return Usage("regress needs capture or run", kRegressHelp), 2;
+  if (WantsHelp({args[0]})) return std::fputs(kRegressHelp, stdout), 0;
+  const Args rest(args.begin() + 1, args.end());
+  if (args[0] == "probe") return Probe(rest);
+  if (WantsHelp(rest)) return std::fputs(kRegressHelp, stdout), 0;
+  if (args[0] == "capture") return Capture(rest);
+  if (args[0] == "run") return RunCases(rest);
+  return Usage("unknown regress command " + Quoted(args[0]) + " (capture or run)", kRegressHelp), 2;
+}
+
+}  // namespace cordon::cli

@@ -1,0 +1,551 @@
+#include "ops/regress.h"
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <set>
+
+#include "events/decoder.h"
+#include "policy/diagnostic.h"
+#include "policy/yaml_reader.h"
+#include "util/text.h"
+
+namespace cordon::ops {
+namespace {
+
+namespace v1 = cordon::v1;
+using policy::YamlNode;
+
+bool IsNetProbe(const std::string& kind) { return kind == "net.connect" || kind == "net.sendmsg"; }
+
+// A YAML double-quoted scalar (JSON's escapes are YAML's).
+std::string Q(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// One line of a comment: no newline can end it early.
+std::string CommentText(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (c == '\n' || c == '\r') ? ' ' : c;
+  return DisplayText(out);
+}
+
+const struct {
+  int number;
+  const char* name;
+} kErrnos[] = {
+    {EPERM, "EPERM"},
+    {EACCES, "EACCES"},
+    {EROFS, "EROFS"},
+    {ENOENT, "ENOENT"},
+    {ECONNREFUSED, "ECONNREFUSED"},
+    {ETIMEDOUT, "ETIMEDOUT"},
+    {EINVAL, "EINVAL"},
+    {EAFNOSUPPORT, "EAFNOSUPPORT"},
+    {ENETUNREACH, "ENETUNREACH"},
+    {EHOSTUNREACH, "EHOSTUNREACH"},
+    {EADDRNOTAVAIL, "EADDRNOTAVAIL"},
+    {ENOTDIR, "ENOTDIR"},
+    {EISDIR, "EISDIR"},
+    {EEXIST, "EEXIST"},
+    {ENOEXEC, "ENOEXEC"},
+    {EPROTOTYPE, "EPROTOTYPE"},
+    {ENOSYS, "ENOSYS"},
+    {EFAULT, "EFAULT"},
+    {EBADF, "EBADF"},
+    {E2BIG, "E2BIG"},
+    {ENOMEM, "ENOMEM"},
+    {ESRCH, "ESRCH"},
+    {ENXIO, "ENXIO"},
+};
+
+// Why a case file is refused: "FILE:LINE:COL: FIELD: what".
+struct CaseReader {
+  std::string file;
+  std::string error;
+  bool Fail(const YamlNode* at, const std::string& field, const std::string& what) {
+    if (error.empty()) {
+      policy::Diagnostic d{file, at ? at->line : 0, at ? at->column : 0, field, what};
+      error = d.ToString();
+    }
+    return false;
+  }
+  // The mapping's entries by key; unknown keys and a missing required one are errors.
+  bool Fields(const YamlNode* node, const std::string& field, const std::set<std::string>& known,
+              const std::set<std::string>& required, std::map<std::string, const YamlNode*>* out) {
+    if (!node || node->kind != YamlNode::Kind::kMapping) return Fail(node, field, "expected a mapping");
+    for (const auto& [k, v] : node->entries) {
+      const std::string name = (field.empty() ? "" : field + ".") + k->scalar;
+      if (!known.count(k->scalar)) {
+        std::string list;
+        for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+        return Fail(k.get(), name, "unknown field (expected one of: " + list + ")");
+      }
+      (*out)[k->scalar] = v.get();
+    }
+    for (const auto& r : required)
+      if (!out->count(r)) return Fail(node, (field.empty() ? "" : field + ".") + r, "missing (required)");
+    return true;
+  }
+  bool String(const std::map<std::string, const YamlNode*>& m, const std::string& parent, const std::string& key,
+              std::string* out) {
+    auto it = m.find(key);
+    if (it == m.end()) return true;
+    const YamlNode* n = it->second;
+    if (n->kind != YamlNode::Kind::kScalar) return Fail(n, parent + "." + key, "expected a string");
+    if (n->scalar.size() > 8192) return Fail(n, parent + "." + key, "longer than 8192 bytes");
+    *out = n->scalar;
+    return true;
+  }
+  bool Number(const std::map<std::string, const YamlNode*>& m, const std::string& parent, const std::string& key,
+              uint64_t max, uint64_t* out) {
+    auto it = m.find(key);
+    if (it == m.end()) return true;
+    const YamlNode* n = it->second;
+    const std::string& s = n->scalar;
+    if (n->kind != YamlNode::Kind::kScalar || n->quoted || s.empty() || s.size() > 20 ||
+        s.find_first_not_of("0123456789") != std::string::npos)
+      return Fail(n, parent + "." + key, "expected a number");
+    errno = 0;
+    unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
+    if (errno || v > max) return Fail(n, parent + "." + key, "out of range (at most " + std::to_string(max) + ")");
+    *out = v;
+    return true;
+  }
+  bool OneOf(const YamlNode* at, const std::string& field, const std::string& value,
+             const std::vector<std::string>& allowed) {
+    for (const auto& a : allowed)
+      if (value == a) return true;
+    return Fail(at, field, "unknown value " + Quoted(value) + " (expected one of: " + JoinStrings(allowed, ", ") + ")");
+  }
+};
+
+const std::vector<std::string> kProbeKinds = {"net.connect", "net.sendmsg", "net.unix",
+                                              "file.open",   "file.exec",   "tamper.bpf"};
+
+bool SameTarget(const RegressCase& c, const v1::AuditEvent& e) {
+  RegressProbe seen;
+  if (!RegressProbeOf(e, &seen)) return false;
+  if (seen.kind != c.probe.kind) return false;
+  if (IsNetProbe(c.probe.kind))
+    return seen.address == c.probe.address && seen.port == c.probe.port && seen.protocol == c.probe.protocol;
+  if (c.probe.kind == "tamper.bpf") return true;  // the operation is the target
+  return seen.path == c.probe.path;
+}
+
+}  // namespace
+
+std::string RegressProbe::Target() const {
+  if (IsNetProbe(kind)) {
+    const std::string addr = family == "inet6" ? "[" + address + "]" : address;
+    return protocol + " " + addr + ":" + std::to_string(port);
+  }
+  if (kind == "file.open") return access + " " + path;
+  if (kind.rfind("tamper.", 0) == 0) return kind.substr(7) + (arg ? " " + std::to_string(arg) : "");
+  return path;
+}
+
+bool RegressProbe::operator==(const RegressProbe& o) const {
+  return kind == o.kind && family == o.family && protocol == o.protocol && address == o.address && port == o.port &&
+         path == o.path && access == o.access && arg == o.arg;
+}
+
+bool RegressProbeOf(const v1::AuditEvent& e, RegressProbe* probe) {
+  if (e.verdict() != "denied" || e.quiet()) return false;
+  RegressProbe p;
+  p.kind = e.kind();
+  if (IsNetProbe(e.kind())) {
+    p.family = e.net().family();
+    p.protocol = e.net().protocol();
+    p.address = e.net().address();
+    p.port = e.net().port();
+    if (p.address.empty()) return false;
+  } else if (e.kind() == "net.unix" || e.kind() == "file.exec") {
+    p.path = e.file().path();
+    if (p.path.empty() || e.file().truncated()) return false;
+  } else if (e.kind() == "file.open") {
+    p.path = e.file().path();
+    p.access = e.file().access();
+    if (p.path.empty() || e.file().truncated()) return false;
+    if (p.access.empty()) p.access = "read";
+  } else if (e.kind().rfind("tamper.", 0) == 0) {
+    p.arg = e.target().arg();
+  } else if (e.kind().rfind("net.", 0) != 0 && e.kind().rfind("file.", 0) != 0) {
+    return false;  // loss, suppressed, resource.*, credential.*, sandbox.*: not violations of a rule
+  }
+  *probe = std::move(p);
+  return true;
+}
+
+std::vector<RegressCase> DistinctCases(const std::vector<std::pair<v1::AuditEvent, CaptureSource>>& events) {
+  std::vector<RegressCase> out;
+  for (const auto& [e, source] : events) {
+    RegressProbe p;
+    if (!RegressProbeOf(e, &p)) continue;
+    RegressCase* found = nullptr;
+    for (auto& c : out)
+      if (c.probe == p) found = &c;
+    const uint64_t n = Occurrences(e);
+    if (found) {
+      found->occurrences += n;
+      continue;
+    }
+    RegressCase c;
+    c.probe = std::move(p);
+    c.enforcement = e.enforcement();
+    c.errno_name = ExpectedErrno(e.enforcement());
+    c.policy_name = e.policy();
+    c.audit = source.audit;
+    c.event_id = e.id();
+    c.chain = e.chain();
+    c.time = google::protobuf::util::TimeUtil::ToString(e.time());
+    c.sandbox = e.sandbox();
+    c.occurrences = n;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string ExpectedErrno(const std::string& enforcement) {
+  if (enforcement == "kernel-cgroup" || enforcement == "kernel-lsm" || enforcement == "seccomp") return "EPERM";
+  if (enforcement == "landlock") return "EACCES";
+  if (enforcement == "mount") return "EROFS";
+  return "";
+}
+
+bool NeedsBpfLsm(const RegressCase& c) { return c.enforcement == "kernel-lsm"; }
+
+std::string NoProbeReason(const std::string& kind) {
+  for (const auto& k : kProbeKinds)
+    if (k == kind) return "";
+  return "no probe for " + kind;
+}
+
+std::string CaseFileStem(const RegressCase& c) {
+  std::string stem = c.probe.kind + "-" + c.probe.Target();
+  std::string out;
+  for (char ch : stem) {
+    const bool keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+                      ch == '-' || ch == '_';
+    if (keep) {
+      out += ch;
+    } else if (!out.empty() && out.back() != '_') {
+      out += '_';
+    }
+  }
+  while (!out.empty() && (out.back() == '_' || out.back() == '.')) out.pop_back();
+  if (out.size() > 100) out.resize(100);
+  return out;
+}
+
+std::string CaseYaml(const RegressCase& c) {
+  std::string y;
+  y += "# cordon regression case (cordon regress capture): this violation must stay denied.\n";
+  y += "# From " + CommentText(c.audit.empty() ? "an audit trail" : c.audit) + ": event " +
+       CommentText(c.event_id.empty() ? "(no id) chain " + c.chain.substr(0, 16) : c.event_id) + " at " +
+       CommentText(c.time) + ", sandbox " + CommentText(c.sandbox) + ".\n";
+  y += "# Seen " + std::to_string(c.occurrences) + " time(s) (information only). Run with: cordon regress run DIR\n";
+  y += "# Review it, then commit it with the policy file it names.\n";
+  y += "version: 1\n";
+  y += "source:\n";
+  y += "  audit: " + Q(c.audit) + "\n";
+  y += "  event: " + Q(c.event_id) + "\n";
+  y += "  chain: " + Q(c.chain) + "\n";
+  y += "  time: " + Q(c.time) + "\n";
+  y += "  sandbox: " + Q(c.sandbox) + "\n";
+  y += "  occurrences: " + std::to_string(c.occurrences) + "\n";
+  y += "probe:\n";
+  y += "  kind: " + c.probe.kind + "\n";
+  if (IsNetProbe(c.probe.kind)) {
+    y += "  family: " + Q(c.probe.family) + "\n";
+    y += "  protocol: " + Q(c.probe.protocol) + "\n";
+    y += "  address: " + Q(c.probe.address) + "\n";
+    y += "  port: " + std::to_string(c.probe.port) + "\n";
+  }
+  if (!c.probe.path.empty()) y += "  path: " + Q(c.probe.path) + "\n";
+  if (!c.probe.access.empty()) y += "  access: " + Q(c.probe.access) + "\n";
+  if (c.probe.kind.rfind("tamper.", 0) == 0) y += "  arg: " + std::to_string(c.probe.arg) + "\n";
+  y += "expect:\n";
+  y += "  verdict: " + c.verdict + "\n";
+  y += "  kind: " + c.probe.kind + "\n";
+  y += "  enforcement: " + Q(c.enforcement) + "\n";
+  y += "  errno: " + Q(c.errno_name) + "\n";
+  y += "policy:\n";
+  y += "  file: " + Q(c.policy_file) + "\n";
+  y += "  name: " + Q(c.policy_name) + "\n";
+  y += "  digest: " + Q(c.policy_digest) + "\n";
+  if (!c.policy_in_force.empty()) y += "  inForce: " + Q(c.policy_in_force) + "\n";
+  return y;
+}
+
+std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::string& file, std::string* error) {
+  CaseReader r{file, ""};
+  auto fail = [&]() -> std::optional<RegressCase> {
+    *error = r.error;
+    return std::nullopt;
+  };
+  if (text.size() > (1u << 20)) return r.Fail(nullptr, "", "larger than 1 MiB: not a case file"), fail();
+  policy::Diagnostics diags;
+  auto root = policy::ReadYaml(text, file, &diags);
+  if (!root) {
+    *error = diags.empty() ? file + ": not YAML" : diags.front().ToString();
+    return std::nullopt;
+  }
+  RegressCase c;
+  c.file = file;
+  std::map<std::string, const YamlNode*> top, source, probe, expect, pol;
+  if (!r.Fields(root.get(), "", {"version", "source", "probe", "expect", "policy"},
+                {"version", "probe", "expect", "policy"}, &top))
+    return fail();
+  uint64_t version = 0;
+  if (!r.Number(top, "", "version", 1000, &version)) return fail();
+  if (version != 1) return r.Fail(top["version"], "version", "unsupported version (this cordon reads 1)"), fail();
+  if (top.count("source")) {
+    if (!r.Fields(top["source"], "source", {"audit", "event", "chain", "time", "sandbox", "occurrences"}, {},
+                  &source) ||
+        !r.String(source, "source", "audit", &c.audit) || !r.String(source, "source", "event", &c.event_id) ||
+        !r.String(source, "source", "chain", &c.chain) || !r.String(source, "source", "time", &c.time) ||
+        !r.String(source, "source", "sandbox", &c.sandbox) ||
+        !r.Number(source, "source", "occurrences", UINT64_MAX, &c.occurrences))
+      return fail();
+  }
+  if (!r.Fields(top["probe"], "probe", {"kind", "family", "protocol", "address", "port", "path", "access", "arg"},
+                {"kind"}, &probe) ||
+      !r.String(probe, "probe", "kind", &c.probe.kind))
+    return fail();
+  const std::string& kind = c.probe.kind;
+  const bool known_family = kind.rfind("net.", 0) == 0 || kind.rfind("file.", 0) == 0 || kind.rfind("tamper.", 0) == 0;
+  if (!known_family || kind.size() > 64)
+    return r.Fail(probe["kind"], "probe.kind", "not an event kind a case is made of (net.*, file.*, tamper.*)"), fail();
+  uint64_t port = 0, arg = 0;
+  if (!r.String(probe, "probe", "family", &c.probe.family) ||
+      !r.String(probe, "probe", "protocol", &c.probe.protocol) ||
+      !r.String(probe, "probe", "address", &c.probe.address) || !r.Number(probe, "probe", "port", 65535, &port) ||
+      !r.String(probe, "probe", "path", &c.probe.path) || !r.String(probe, "probe", "access", &c.probe.access) ||
+      !r.Number(probe, "probe", "arg", UINT32_MAX, &arg))
+    return fail();
+  c.probe.port = static_cast<uint32_t>(port);
+  c.probe.arg = static_cast<uint32_t>(arg);
+  // What each probe needs, and nothing another probe takes.
+  auto need = [&](const char* key) {
+    return probe.count(key) ? true
+                            : r.Fail(top["probe"], std::string("probe.") + key, "missing (required for " + kind + ")");
+  };
+  if (IsNetProbe(kind)) {
+    if (!need("family") || !need("protocol") || !need("address") || !need("port")) return fail();
+    if (!r.OneOf(probe["family"], "probe.family", c.probe.family, {"inet", "inet6"}) ||
+        !r.OneOf(probe["protocol"], "probe.protocol", c.probe.protocol, {"tcp", "udp"}))
+      return fail();
+    if (c.probe.address.empty() || c.probe.address.size() > 64)
+      return r.Fail(probe["address"], "probe.address", "expected an IP address"), fail();
+  } else if (kind == "net.unix" || kind == "file.exec" || kind == "file.open") {
+    if (!need("path")) return fail();
+    if (c.probe.path.empty() || !UnescapeWorkloadBytes(c.probe.path))
+      return r.Fail(probe["path"], "probe.path", "expected a path (in the escaped form of events)"), fail();
+    if (kind == "file.open") {
+      if (!need("access")) return fail();
+      for (const auto& a : [&] {
+             std::vector<std::string> parts;
+             size_t start = 0;
+             for (size_t comma; (comma = c.probe.access.find(',', start)) != std::string::npos; start = comma + 1)
+               parts.push_back(c.probe.access.substr(start, comma - start));
+             parts.push_back(c.probe.access.substr(start));
+             return parts;
+           }())
+        if (!r.OneOf(probe["access"], "probe.access", a, {"read", "write", "create"})) return fail();
+    }
+  }
+  for (const char* key : {"family", "protocol", "address", "port"})
+    if (!IsNetProbe(kind) && probe.count(key))
+      return r.Fail(probe[key], std::string("probe.") + key, "not a field of a " + kind + " probe"), fail();
+  for (const char* key : {"path"})
+    if (IsNetProbe(kind) && probe.count(key))
+      return r.Fail(probe[key], std::string("probe.") + key, "not a field of a " + kind + " probe"), fail();
+
+  std::string expect_kind;
+  if (!r.Fields(top["expect"], "expect", {"verdict", "kind", "enforcement", "errno"}, {"verdict", "kind"}, &expect) ||
+      !r.String(expect, "expect", "verdict", &c.verdict) || !r.String(expect, "expect", "kind", &expect_kind) ||
+      !r.String(expect, "expect", "enforcement", &c.enforcement) || !r.String(expect, "expect", "errno", &c.errno_name))
+    return fail();
+  if (c.verdict != "denied")
+    return r.Fail(expect["verdict"], "expect.verdict", "only denied is checked (a case says a violation stays denied)"),
+           fail();
+  if (expect_kind != kind)
+    return r.Fail(expect["kind"], "expect.kind", "differs from probe.kind " + Quoted(kind)), fail();
+  if (!c.errno_name.empty()) {
+    bool known = false;
+    for (const auto& e : kErrnos) known = known || c.errno_name == e.name;
+    if (!known) return r.Fail(expect["errno"], "expect.errno", "not an errno name cordon's layers return"), fail();
+  }
+  if (!r.Fields(top["policy"], "policy", {"file", "name", "digest", "inForce"}, {"file", "digest"}, &pol) ||
+      !r.String(pol, "policy", "file", &c.policy_file) || !r.String(pol, "policy", "name", &c.policy_name) ||
+      !r.String(pol, "policy", "digest", &c.policy_digest) || !r.String(pol, "policy", "inForce", &c.policy_in_force))
+    return fail();
+  if (c.policy_file.empty() || c.policy_file.find('/') != std::string::npos || c.policy_file[0] == '.')
+    return r.Fail(pol["file"], "policy.file", "expected a file name next to the case (no directory)"), fail();
+  if (c.policy_digest.rfind("sha256:", 0) != 0 || c.policy_digest.size() != 7 + 64 ||
+      c.policy_digest.find_first_not_of("0123456789abcdef", 7) != std::string::npos)
+    return r.Fail(pol["digest"], "policy.digest", "expected sha256:<64 hex digits>"), fail();
+  return c;
+}
+
+std::string ErrnoName(int error) {
+  for (const auto& e : kErrnos)
+    if (e.number == error) return e.name;
+  return std::to_string(error);
+}
+
+std::string ProbeResultJson(const ProbeResult& r) {
+  auto str = [](const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : EscapeWorkloadBytes(s)) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += static_cast<char>(c);
+    }
+    return out + "\"";
+  };
+  if (r.ok) return "{\"result\":\"ok\",\"detail\":" + str(r.detail) + "}";
+  return "{\"result\":\"error\",\"step\":" + str(r.step) + ",\"errno\":" + std::to_string(r.error) +
+         ",\"errnoName\":" + str(ErrnoName(r.error)) + ",\"detail\":" + str(r.detail) + "}";
+}
+
+std::optional<ProbeResult> ParseProbeResult(const std::string& line) {
+  google::protobuf::Struct s;
+  if (!google::protobuf::util::JsonStringToMessage(line, &s).ok()) return std::nullopt;
+  const auto& f = s.fields();
+  auto str = [&](const char* k) { return f.count(k) ? f.at(k).string_value() : std::string(); };
+  ProbeResult r;
+  const std::string result = str("result");
+  if (result == "ok") {
+    r.ok = true;
+  } else if (result == "error" && f.count("errno")) {
+    r.error = static_cast<int>(f.at("errno").number_value());
+    r.errno_name = str("errnoName");
+    r.step = str("step");
+  } else {
+    return std::nullopt;
+  }
+  r.detail = str("detail");
+  return r;
+}
+
+CaseOutcome JudgeCase(const RegressCase& c, const std::optional<ProbeResult>& result,
+                      const std::vector<v1::AuditEvent>& events) {
+  CaseOutcome out;
+  out.kind = CaseOutcome::Kind::kFailed;
+  const v1::AuditEvent* match = nullptr;
+  for (const auto& e : events)
+    if (SameTarget(c, e)) {
+      match = &e;
+      break;
+    }
+  if (!result) {
+    out.message = "the probe gave no result" + std::string(match ? "" : ", and no " + c.probe.kind + " event");
+    return out;
+  }
+  if (result->ok) {
+    out.message = "not denied: " + c.probe.kind + " " + c.probe.Target() + " succeeded" +
+                  (result->detail.empty() ? "" : " (" + result->detail + ")");
+    return out;
+  }
+  const std::string got = ErrnoName(result->error);
+  if (!match) {
+    out.message = "no denied " + c.probe.kind + " event on " + c.probe.Target() + " (the probe's " + result->step +
+                  " failed with " + got + (result->detail.empty() ? "" : ", " + result->detail) + ")";
+    return out;
+  }
+  // The layer that refused it now says which errno it returns (a kernel with
+  // BPF LSM refuses a file with EPERM where Landlock says EACCES).
+  std::string want = ExpectedErrno(match->enforcement());
+  if (want.empty()) want = c.errno_name;
+  if (!want.empty() && got != want) {
+    out.message = "the " + result->step + " failed with " + got + ", but the " + match->enforcement() +
+                  " refusal the event names returns " + want;
+    return out;
+  }
+  out.kind = CaseOutcome::Kind::kPassed;
+  out.message = "denied: " + result->step + " " + got + ", event " + match->kind() + " (" + match->enforcement() + ")";
+  if (!c.enforcement.empty() && match->enforcement() != c.enforcement)
+    out.message += "; recorded at " + c.enforcement + ", refused here by " + match->enforcement();
+  return out;
+}
+
+std::string JunitXml(const std::vector<JunitCase>& cases) {
+  auto esc = [](const std::string& s) {
+    std::string out;
+    for (unsigned char ch : DisplayText(s)) {
+      switch (ch) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&apos;"; break;
+        default: out += static_cast<char>(ch);
+      }
+    }
+    return out;
+  };
+  int failures = 0, skipped = 0;
+  double total = 0;
+  for (const auto& c : cases) {
+    failures += c.outcome.kind == CaseOutcome::Kind::kFailed;
+    skipped += c.outcome.kind == CaseOutcome::Kind::kSkipped;
+    total += c.seconds;
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.3f", total);
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  const std::string counts = " tests=\"" + std::to_string(cases.size()) + "\" failures=\"" + std::to_string(failures) +
+                             "\" errors=\"0\" skipped=\"" + std::to_string(skipped) + "\" time=\"" + seconds + "\"";
+  x += "<testsuites name=\"cordon-regress\"" + counts + ">\n";
+  x += "  <testsuite name=\"cordon-regress\"" + counts + ">\n";
+  for (const auto& c : cases) {
+    std::snprintf(seconds, sizeof seconds, "%.3f", c.seconds);
+    x += "    <testcase name=\"" + esc(c.name) + "\" classname=\"" + esc(c.classname) + "\" time=\"" + seconds + "\"";
+    switch (c.outcome.kind) {
+      case CaseOutcome::Kind::kPassed: x += "/>\n"; break;
+      case CaseOutcome::Kind::kSkipped:
+        x += ">\n      <skipped message=\"" + esc(c.outcome.message) + "\"/>\n    </testcase>\n";
+        break;
+      case CaseOutcome::Kind::kFailed:
+        x += ">\n      <failure message=\"" + esc(c.outcome.message) + "\" type=\"not-denied\">" +
+             esc(c.outcome.message) + "</failure>\n    </testcase>\n";
+        break;
+    }
+  }
+  x += "  </testsuite>\n</testsuites>\n";
+  return x;
+}
+
+std::vector<std::string> ProbeArgs(const RegressProbe& p) {
+  std::vector<std::string> a = {p.kind};
+  if (IsNetProbe(p.kind))
+    for (const auto& s :
+         {"--family", p.family.c_str(), "--protocol", p.protocol.c_str(), "--address", p.address.c_str()})
+      a.push_back(s);
+  if (IsNetProbe(p.kind)) a.insert(a.end(), {"--port", std::to_string(p.port)});
+  if (!p.path.empty()) a.insert(a.end(), {"--path", p.path});
+  if (!p.access.empty()) a.insert(a.end(), {"--access", p.access});
+  if (p.kind.rfind("tamper.", 0) == 0) a.insert(a.end(), {"--arg", std::to_string(p.arg)});
+  return a;
+}
+
+}  // namespace cordon::ops

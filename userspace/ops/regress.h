@@ -1,0 +1,135 @@
+// Regression tests from violations (`cordon regress`, README "Regression
+// tests from violations"): a denied violation of an audit trail becomes a
+// case (the policy in force, a probe that attempts exactly that operation,
+// the verdict expected), written as plain YAML for review; a case is checked
+// by running its probe in a fresh sandbox and matching what it saw (errno)
+// and what the sandbox reported (the event).
+//
+// This file is pure: events in, cases out; case text in, a case or errors
+// naming file:line:field out; probe results and events in, a verdict out.
+// The probe's syscalls are in regress_probe.cc, the sandbox is cordon run's.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "event.pb.h"
+
+namespace cordon::ops {
+
+// What the probe attempts: the operation of one event kind on one target.
+struct RegressProbe {
+  std::string kind;      // the event kind: net.connect, net.sendmsg, net.unix, file.open, file.exec, tamper.bpf
+  std::string family;    // net.connect / net.sendmsg: inet | inet6
+  std::string protocol;  // net.connect / net.sendmsg: tcp | udp
+  std::string address;   // net.connect / net.sendmsg: the destination address
+  uint32_t port = 0;     // net.connect / net.sendmsg
+  std::string path;      // net.unix, file.*: the path (raw bytes, not the escaped form)
+  std::string access;    // file.open: read, write, create (comma-separated)
+  uint32_t arg = 0;      // tamper.*: TaskTarget.arg (tamper.bpf: the bpf command)
+
+  // The target for matching and naming: "tcp 127.0.0.1:9", "read /etc/x", ...
+  std::string Target() const;
+  bool operator==(const RegressProbe& o) const;
+};
+
+struct RegressCase {
+  std::string file;  // where it was read from (or will be written)
+  RegressProbe probe;
+  // expect:
+  std::string verdict = "denied";
+  std::string enforcement;  // the layer that refused it when recorded
+  std::string errno_name;   // what that layer returns (ExpectedErrno)
+  // policy:
+  std::string policy_file;  // next to the case file
+  std::string policy_name;
+  std::string policy_digest;    // sha256:<hex> of that file's text
+  std::string policy_in_force;  // the digest the trail named ("" when it named none)
+  // source: (provenance, for the reviewer; not checked)
+  std::string audit, event_id, chain, time, sandbox;
+  uint64_t occurrences = 0;
+};
+
+// Whether an event is a violation a case is made of: verdict denied, not
+// quiet (an expected denial of spec.quiet), of a kind a probe describes
+// (RegressProbeOf gives a probe). Fills *probe.
+bool RegressProbeOf(const cordon::v1::AuditEvent& event, RegressProbe* probe);
+
+// One case per distinct (kind, target) among `events` (RegressProbeOf),
+// in order of first occurrence; occurrences counted (the kernel's repeats
+// included). Source fields from the first event.
+struct CaptureSource {
+  std::string audit;  // the file the event came from
+};
+std::vector<RegressCase> DistinctCases(const std::vector<std::pair<cordon::v1::AuditEvent, CaptureSource>>& events);
+
+// The errno a layer returns when it refuses: EPERM for kernel-cgroup,
+// kernel-lsm and seccomp, EACCES for landlock, EROFS for mount; "" unknown.
+std::string ExpectedErrno(const std::string& enforcement);
+
+// Whether the case needs BPF LSM: recorded at enforcement kernel-lsm.
+bool NeedsBpfLsm(const RegressCase& c);
+// Why there is no probe for this kind ("" when there is one).
+std::string NoProbeReason(const std::string& kind);
+
+// A file name for the case: <kind>-<target>, letters, digits, '.', '-', '_' only.
+std::string CaseFileStem(const RegressCase& c);
+
+// The case as YAML: a comment header saying where it came from, then
+// version, source, probe, expect, policy.
+std::string CaseYaml(const RegressCase& c);
+
+// Strict reading of a case file (untrusted input): unknown or missing
+// fields, wrong types, values out of range are errors "FILE:LINE:COL: FIELD:
+// what". Returns nullopt with *error set.
+std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::string& file, std::string* error);
+
+// The probe's result line (one JSON object) and its reading.
+struct ProbeResult {
+  bool ok = false;         // the operation succeeded (not denied)
+  int error = 0;           // errno when it failed
+  std::string errno_name;  // EPERM, ...
+  std::string step;        // which call failed: socket, connect, sendto, open, execve, bpf
+  std::string detail;      // anything else said (a connect that timed out, ...)
+};
+std::string ProbeResultJson(const ProbeResult& r);
+std::optional<ProbeResult> ParseProbeResult(const std::string& line);
+std::string ErrnoName(int error);  // "EPERM", or the number
+
+// How a case ended when run.
+struct CaseOutcome {
+  enum class Kind { kPassed, kFailed, kSkipped } kind = Kind::kFailed;
+  std::string message;  // what happened (failed: why; skipped: the reason)
+};
+
+// Judges a run of the case's probe: the probe's result, and the events of
+// its sandbox. Passed when the probe failed with the errno of the layer
+// the matching event names (or the case's errno when the event names none)
+// and an event of the case's kind, verdict denied, on the same target is
+// among `events`.
+CaseOutcome JudgeCase(const RegressCase& c, const std::optional<ProbeResult>& result,
+                      const std::vector<cordon::v1::AuditEvent>& events);
+
+// JUnit XML for the cases (testsuite "cordon-regress"): name, outcome.
+struct JunitCase {
+  std::string name, classname;
+  CaseOutcome outcome;
+  double seconds = 0;
+};
+std::string JunitXml(const std::vector<JunitCase>& cases);
+
+// Attempts the probe's operation once, here (regress_probe.cc): a net
+// probe non-blocking with a 2 s limit (a connect that is neither refused nor
+// completed counts as not denied: ETIMEDOUT in detail), a file.open with
+// the recorded access (a file it created is removed), a file.exec in a child
+// that is killed at once if the exec succeeds, tamper.bpf as bpf(arg) with an
+// empty attribute. Unknown kinds: nullopt.
+std::optional<ProbeResult> RunProbe(const RegressProbe& probe);
+
+// The probe's options on a command line (`cordon regress probe ...`) and back.
+std::vector<std::string> ProbeArgs(const RegressProbe& p);
+
+}  // namespace cordon::ops

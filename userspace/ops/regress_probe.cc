@@ -1,0 +1,182 @@
+// The probe of `cordon regress run` (hidden mode `cordon regress probe`): it
+// runs inside the case's fresh sandbox and attempts exactly one operation.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ops/regress.h"
+#include "util/fd.h"
+#include "util/text.h"
+
+namespace cordon::ops {
+namespace {
+
+ProbeResult Failed(const char* step, int error, std::string detail = "") {
+  ProbeResult r;
+  r.error = error;
+  r.errno_name = ErrnoName(error);
+  r.step = step;
+  r.detail = std::move(detail);
+  return r;
+}
+ProbeResult Succeeded(std::string detail = "") {
+  ProbeResult r;
+  r.ok = true;
+  r.detail = std::move(detail);
+  return r;
+}
+
+ProbeResult NetProbe(const RegressProbe& p) {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  const int family = p.family == "inet6" ? AF_INET6 : AF_INET;
+  if (family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(static_cast<uint16_t>(p.port));
+    if (inet_pton(AF_INET, p.address.c_str(), &in->sin_addr) != 1)
+      return Failed("address", EINVAL, "not an IPv4 address");
+    len = sizeof *in;
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(static_cast<uint16_t>(p.port));
+    std::string addr = p.address;
+    if (addr.find(':') == std::string::npos) addr = "::ffff:" + addr;  // a v4-mapped destination, as events show it
+    if (inet_pton(AF_INET6, addr.c_str(), &in6->sin6_addr) != 1)
+      return Failed("address", EINVAL, "not an IPv6 address");
+    len = sizeof *in6;
+  }
+  const bool tcp = p.protocol == "tcp";
+  UniqueFd fd(::socket(family, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Failed("socket", errno);
+  if (p.kind == "net.sendmsg") {
+    const char byte = 0;
+    if (::sendto(fd.get(), &byte, 1, 0, reinterpret_cast<sockaddr*>(&ss), len) < 0) return Failed("sendto", errno);
+    return Succeeded("datagram sent");
+  }
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) == 0) return Succeeded("connected");
+  if (errno != EINPROGRESS) return Failed("connect", errno);
+  pollfd pfd{fd.get(), POLLOUT, 0};
+  int n;
+  do n = ::poll(&pfd, 1, 2000);
+  while (n < 0 && errno == EINTR);
+  if (n == 0) return Succeeded("connect neither refused nor completed within 2 s (not denied)");
+  int error = 0;
+  socklen_t elen = sizeof error;
+  ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &elen);
+  // Refused by the destination (ECONNREFUSED) is not a denial by the sandbox.
+  if (error) return Failed("connect", error);
+  return Succeeded("connected");
+}
+
+ProbeResult UnixProbe(const std::string& path) {
+  sockaddr_un sun{};
+  sun.sun_family = AF_UNIX;
+  std::string name = path;
+  if (!name.empty() && name[0] == '@') name[0] = '\0';  // abstract, as events write it
+  if (name.size() >= sizeof sun.sun_path) return Failed("address", ENAMETOOLONG);
+  std::memcpy(sun.sun_path, name.data(), name.size());
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size() + (name[0] ? 1 : 0));
+  for (int type : {SOCK_STREAM, SOCK_DGRAM}) {
+    UniqueFd fd(::socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return Failed("socket", errno);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sun), len) == 0) return Succeeded("connected");
+    if (errno == EPROTOTYPE && type == SOCK_STREAM) continue;  // a datagram socket: try that
+    if (errno == EINPROGRESS || errno == EAGAIN) return Succeeded("connect in progress");
+    return Failed("connect", errno);
+  }
+  return Failed("connect", EPROTOTYPE);
+}
+
+ProbeResult OpenProbe(const std::string& path, const std::string& access) {
+  const bool read = access.find("read") != std::string::npos;
+  const bool write = access.find("write") != std::string::npos;
+  const bool create = access.find("create") != std::string::npos;
+  int flags = O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  flags |= (read && (write || create)) ? O_RDWR : (write || create) ? O_WRONLY : O_RDONLY;
+  struct stat st;
+  const bool existed = ::lstat(path.c_str(), &st) == 0;
+  if (create) flags |= O_CREAT | O_EXCL;  // never truncates, never changes what exists
+  UniqueFd fd(::open(path.c_str(), flags, 0600));
+  if (!fd.valid()) {
+    if (create && errno == EEXIST) return Failed("open", EEXIST, "the file exists: a create cannot be probed");
+    return Failed("open", errno);
+  }
+  if (create && !existed) ::unlink(path.c_str());  // the probe leaves nothing
+  return Succeeded("opened");
+}
+
+ProbeResult ExecProbe(const std::string& path) {
+  // The child reports exec's errno over a pipe closed on a successful exec.
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return Failed("pipe", errno);
+  pid_t pid = ::fork();
+  if (pid < 0) return Failed("fork", errno);
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+    }
+    char* argv[] = {const_cast<char*>(path.c_str()), nullptr};
+    char* envp[] = {nullptr};
+    ::execve(path.c_str(), argv, envp);
+    int error = errno;
+    (void)!::write(pipefd[1], &error, sizeof error);
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  int error = 0;
+  ssize_t n;
+  do n = ::read(pipefd[0], &error, sizeof error);
+  while (n < 0 && errno == EINTR);
+  ::close(pipefd[0]);
+  ::kill(pid, SIGKILL);  // our own child: what it exec'ed never runs on
+  ::waitpid(pid, nullptr, 0);
+  if (n == static_cast<ssize_t>(sizeof error)) return Failed("execve", error);
+  return Succeeded("executed (killed at once)");
+}
+
+ProbeResult BpfProbe(uint32_t cmd) {
+  union bpf_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  long fd = ::syscall(SYS_bpf, static_cast<int>(cmd), &attr, sizeof attr);
+  if (fd >= 0) {
+    ::close(static_cast<int>(fd));
+    return Succeeded("bpf() returned a descriptor");
+  }
+  // An empty attribute is refused by bpf() itself (EINVAL, ...) when cordon
+  // lets the call through: only the sandbox's refusal is EPERM.
+  if (errno != EPERM) return Succeeded(std::string("bpf() reached the kernel: ") + ErrnoName(errno));
+  return Failed("bpf", errno);
+}
+
+}  // namespace
+
+std::optional<ProbeResult> RunProbe(const RegressProbe& p) {
+  if (p.kind == "net.connect" || p.kind == "net.sendmsg") return NetProbe(p);
+  if (p.kind == "tamper.bpf") return BpfProbe(p.arg);
+  if (p.kind != "net.unix" && p.kind != "file.open" && p.kind != "file.exec") return std::nullopt;
+  auto raw = UnescapeWorkloadBytes(p.path);
+  if (!raw) return Failed("path", EINVAL, "not in the escaped form of events");
+  if (p.kind == "net.unix") return UnixProbe(*raw);
+  if (p.kind == "file.open") return OpenProbe(*raw, p.access);
+  return ExecProbe(*raw);
+}
+
+}  // namespace cordon::ops
