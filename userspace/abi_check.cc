@@ -12,3 +12,11 @@
 static_assert(CORDON_CNT_MAX >= 9);
 static_assert(CORDON_REASON_MAX < 256, "reasons are a __u8 in the event header");
 static_assert(sizeof(struct cordon_object_event) % 8 == 0, "the path starts 8-byte aligned");
+
+// cordon and the programs change the containment state's flags with 64-bit
+// atomic operations on its first word (CORDON_STATE_FLAGS_WORD): flags and
+// violations make up that word, and the element is 8-byte aligned.
+static_assert(__builtin_offsetof(struct cordon_sandbox_state, flags) == 0);
+static_assert(sizeof(((struct cordon_sandbox_state*)nullptr)->flags) == 4);
+static_assert(sizeof(((struct cordon_sandbox_state*)nullptr)->violations) == 4);
+static_assert(alignof(struct cordon_sandbox_state) == 8);

@@ -78,6 +78,20 @@ struct cordon_sandbox_state {
 	__u16 _pad[3];
 };
 CORDON_ABI_SIZE(struct cordon_sandbox_state, 24);
+CORDON_ABI_OFFSET(struct cordon_sandbox_state, violations, 4);
+CORDON_ABI_OFFSET(struct cordon_sandbox_state, contained_boot_ns, 8);
+/* The map is mmapable: the programs and userspace change flags with atomic
+ * operations on the same memory, so neither loses the other's bits (a map
+ * update writes the whole value over what a program wrote meanwhile). BPF
+ * has 32-bit atomic OR/AND only from -mcpu=v3: both sides use 64-bit ones on
+ * the word of flags and violations, with these bits at flags' place. */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define CORDON_STATE_FLAGS_WORD(bits) ((__u64)(bits) << 32)
+#define CORDON_STATE_VIOLATIONS_WORD 0x00000000ffffffffULL
+#else
+#define CORDON_STATE_FLAGS_WORD(bits) ((__u64)(bits))
+#define CORDON_STATE_VIOLATIONS_WORD 0xffffffff00000000ULL
+#endif
 #define CORDON_STATE_F_CONTAINED 1u /* every operation refused */
 #define CORDON_STATE_F_AUTO 2u      /* set by a program (onViolation: contain), not by `cordon contain` */
 #define CORDON_STATE_F_KILLED 4u    /* `cordon contain --kill` killed its processes: nothing to release */

@@ -178,8 +178,10 @@ static __always_inline void cordon_violation(const struct cordon_sandbox_cfg *cf
 		return;
 	st->trigger_kind = kind;
 	st->contained_boot_ns = bpf_ktime_get_boot_ns();
-	/* Only ever sets bits: a racing writer sets the same ones. */
-	st->flags |= CORDON_STATE_F_CONTAINED | CORDON_STATE_F_AUTO;
+	/* One atomic OR, after the trigger: userspace changes other bits of
+	 * this word with atomic operations of its own (the map is mmapable),
+	 * so neither write loses the other's bits. */
+	__sync_fetch_and_or((__u64 *)st, CORDON_STATE_FLAGS_WORD(CORDON_STATE_F_CONTAINED | CORDON_STATE_F_AUTO));
 }
 
 /* The refusal of a contained sandbox's operation that has an address (or

@@ -79,12 +79,62 @@ static __always_inline const struct cordon_lsm_sandbox *cordon_current_sandbox(v
 		__type(key, __u64);                                            \
 		__type(value, __u64);                                          \
 	} fown_sandbox SEC(".maps")
+/* Each sandbox's containment state (bpf/abi/cordon_common.h), the map its
+ * network programs read and set (onViolation: contain), referenced by
+ * sandbox id from attach until detach: a sandbox its own cgroup programs
+ * contained is contained here too, with no round trip to userspace. The
+ * inner template is the network object's sandbox_state (an array's type,
+ * sizes, flags and max_entries must match). The detect object has none: it
+ * reports after the fact and containment changes nothing there. */
+#define CORDON_LSM_STATE_MAPS(storage)                                         \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_ARRAY);                      \
+			__uint(max_entries, 1);                                \
+			__uint(map_flags, BPF_F_MMAPABLE);                     \
+			__type(key, __u32);                                    \
+			__type(value, struct cordon_sandbox_state);            \
+		});                                                            \
+	} sandbox_states SEC(".maps")
+/* clang 14 emits only a forward declaration for a struct named this deep in
+ * a map definition (see CORDON_LSM_EGRESS_MAPS), in the definition and in
+ * every extern declaration alike (libbpf cannot size it): this makes it
+ * whole in each object file. */
+static const volatile struct cordon_sandbox_state cordon_state_btf_type __attribute__((used));
 #ifdef CORDON_OWNER_MAPS_DEFINE
 CORDON_LSM_OWNER_MAPS();
+CORDON_LSM_STATE_MAPS();
 #else
 CORDON_LSM_OWNER_MAPS(extern);
+CORDON_LSM_STATE_MAPS(extern);
 #endif
 #endif
+
+/* Whether the sandbox is contained: by userspace (`cordon contain` sets its
+ * entry's CORDON_LSM_F_CONTAINED once its processes are frozen, so that none
+ * sees a file access refused half-way) or by its own cgroup programs
+ * (onViolation: contain sets CONTAINED|AUTO in its state, which this object
+ * reads in place: refused from the next check on, with no round trip). */
+static __always_inline int cordon_lsm_contained(const struct cordon_lsm_sandbox *sb)
+{
+	if (sb->flags & CORDON_LSM_F_CONTAINED)
+		return 1;
+#ifdef CORDON_DETECT
+	return 0;
+#else
+	__u64 sandbox_id = sb->sandbox_id;
+	void *states = bpf_map_lookup_elem(&sandbox_states, &sandbox_id);
+	if (!states)
+		return 0;
+	__u32 zero = 0;
+	struct cordon_sandbox_state *st = bpf_map_lookup_elem(states, &zero);
+	const __u32 by_kernel = CORDON_STATE_F_CONTAINED | CORDON_STATE_F_AUTO;
+	return st && (*(volatile __u32 *)&st->flags & by_kernel) == by_kernel;
+#endif
+}
 
 /* Whether a check made with credentials `cred` on behalf of the calling
  * (sandboxed) task is the sandbox's to judge. Every check is, whatever the
@@ -121,7 +171,7 @@ static __always_inline int cordon_cred_judged(const struct cred *cred)
 static __always_inline const struct cordon_lsm_sandbox *cordon_file_sandbox(void)
 {
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
-	if (!sb || !(sb->flags & (CORDON_LSM_F_FILES | CORDON_LSM_F_CONTAINED)))
+	if (!sb || !((sb->flags & CORDON_LSM_F_FILES) || cordon_lsm_contained(sb)))
 		return NULL;
 	struct task_struct *task = bpf_get_current_task_btf();
 	if (!cordon_cred_judged(BPF_CORE_READ(task, cred)))
@@ -410,7 +460,7 @@ static __always_inline void cordon_walk(struct cordon_walk *w, const struct cord
 	w->sandbox_id = sb->sandbox_id;
 	w->version = sb->version;
 	w->want = want;
-	if (sb->flags & CORDON_LSM_F_CONTAINED) {
+	if (cordon_lsm_contained(sb)) {
 		w->contained = 1;
 		w->complete = 1;
 		return;
@@ -595,7 +645,7 @@ static __always_inline int cordon_lsm_emit_net(const struct cordon_lsm_sandbox *
 /* The verdict of this layer on something its policy does not allow. */
 static __always_inline __u8 cordon_lsm_verdict(const struct cordon_lsm_sandbox *sb)
 {
-	int audit = sb->mode == CORDON_MODE_AUDIT && !(sb->flags & CORDON_LSM_F_CONTAINED);
+	int audit = sb->mode == CORDON_MODE_AUDIT && !cordon_lsm_contained(sb);
 #ifdef CORDON_DETECT
 	/* Detect mode: the operation already happened; report it, and kill
 	 * the process before it returns to user space if the policy says so. */

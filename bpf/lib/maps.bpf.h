@@ -97,6 +97,7 @@
 	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
 		__uint(max_entries, 1);                                        \
+		__uint(map_flags, BPF_F_MMAPABLE); /* userspace: atomics */    \
 		__type(key, __u32);                                            \
 		__type(value, struct cordon_sandbox_state);                    \
 	} sandbox_state SEC(".maps");                                          \

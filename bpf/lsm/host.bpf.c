@@ -427,7 +427,7 @@ static __always_inline int cordon_check_file(struct file *file, __u32 want, __u1
 	struct dentry *dentry = BPF_CORE_READ(file, f_path.dentry);
 	/* Contained: refused, and nothing cached (the verdicts are keyed by the
 	 * policy version, which containment does not change). */
-	if (sb->flags & CORDON_LSM_F_CONTAINED)
+	if (cordon_lsm_contained(sb))
 		return cordon_lsm_report(sb, kind, CORDON_REASON_CONTAINED, want, 0, 0, dentry, mnt, 0, 0, 0,
 					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 	__u64 key = (__u64)file;

@@ -17,16 +17,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 
 #include "event.pb.h"
+#include "events/sink.h"
 #include "loader/sandbox.h"
+#include "report.pb.h"
 #include "tests/integration/harness.h"
 #include "util/fd.h"
 #include "util/fs.h"
@@ -481,10 +486,22 @@ TEST_F(Contain, AContainThatDidNotFinishIsCompletedByTheNextAndReleaseWaitsForOn
   std::thread release([&] { released = Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()}); });
   ::usleep(500 * 1000);
   EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "1");  // it waits while the lock is held
+  // What a release that ends and a locker after it do: the file goes while
+  // held, the next locker makes and locks another. The waiting release, once
+  // it holds the removed file's lock, sees that and waits for the new one.
+  ASSERT_EQ(::unlink(lock_path.c_str()), 0);
+  UniqueFd next(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  ASSERT_TRUE(next.valid()) << lock_path;
+  ASSERT_EQ(::flock(next.get(), LOCK_EX), 0);
   lock.Reset();
+  ::usleep(500 * 1000);
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "1") << "the release went on holding the lock of a removed file";
+  next.Reset();
   release.join();
   EXPECT_EQ(released.status, 0) << released.err;
   EXPECT_TRUE(WaitFor([&] { return CgroupEvent(cg.path(), "frozen") == "0"; }, 5000));
+  struct stat st;
+  EXPECT_NE(::lstat(lock_path.c_str(), &st), 0) << lock_path << " stays after the release";
 }
 
 // A process whose main thread exited (pthread_exit) runs on in its other
@@ -775,6 +792,195 @@ TEST_F(Contain, OnViolationTheKernelContainsWithoutTheAgent) {
   EXPECT_EQ(allowed(), 0);
 }
 
+// onViolation: contain where BPF LSM enforces: one refused connect contains
+// the sandbox's file and exec checks too, in the kernel alone (no agent, no
+// cordon process between the violation and the refusals): BPF LSM reads the
+// state the network program set. The same read and exec before it and after
+// release are the controls.
+TEST_F(Contain, OnViolationTheKernelContainsBpfLsmChecksToo) {
+  if (!LsmUsableHere())
+    GTEST_SKIP() << "BPF LSM does not enforce here: a kernel containment refuses network operations only";
+  Scratch scratch;  // CORDON_AGENT_SOCKET: nobody listens there
+  TestCgroup cg("contain-lsm-kernel");
+  Listener listener;
+  const std::string file = scratch.dir() + "/readable";
+  std::ofstream(file) << "data";
+  CommandResult attached = Attach(
+      cg, OnViolationPolicy("contain-lsm-kernel", listener.port()) + "  files:\n    read: [/]\n    exec: [/usr]\n");
+  ASSERT_EQ(attached.status, 0) << attached.err;
+  OpenProber prober(cg.path(), file);
+  // 0 when /usr/bin/true ran, 100 + errno when its execve failed.
+  auto exec_true = [&] {
+    return RunInCgroup(cg.path(), [] {
+      pid_t child = ::fork();
+      if (child == 0) {
+        ::execl("/usr/bin/true", "true", nullptr);
+        _exit(100 + errno);
+      }
+      int status = 0;
+      ::waitpid(child, &status, 0);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    });
+  };
+  // The controls: the policy lets it read the file and run the binary.
+  EXPECT_EQ(prober.Probe(), 0);
+  EXPECT_EQ(exec_true(), 0);
+  for (const auto& e : TakeEvents(cg.path())) ADD_FAILURE() << "an event before the violation: " << e.kind();
+  // The violation: the network program contains the sandbox ...
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", 1)); }), EPERM);
+  // ... and BPF LSM refuses the same read and exec at once.
+  EXPECT_EQ(prober.Probe(), EPERM);
+  EXPECT_EQ(exec_true(), 100 + EPERM);
+  EXPECT_EQ(CgroupEvent(cg.path(), "frozen"), "0");  // no agent: nobody froze it
+  int opens = 0, execs = 0;
+  for (const auto& e : TakeEvents(cg.path())) {
+    const bool contained = e.reason().find("the sandbox is contained") != std::string::npos;
+    if (e.kind() == "net.connect") {
+      EXPECT_FALSE(contained) << "the violation itself: " << e.reason();
+      continue;
+    }
+    EXPECT_EQ(e.verdict(), "denied") << e.kind();
+    EXPECT_TRUE(contained) << e.kind() << ": " << e.reason();
+    opens += e.kind() == "file.open" && e.file().path() == file;
+    execs += e.kind() == "file.exec" && e.file().path() == "/usr/bin/true";
+  }
+  EXPECT_EQ(opens, 1);
+  EXPECT_EQ(execs, 1);
+  // Released without the agent: its policy again.
+  CommandResult released = Cordon({"release", "--cgroup", cg.path(), "--config", scratch.config()});
+  ASSERT_EQ(released.status, 0) << released.err;
+  EXPECT_EQ(prober.Probe(), 0);
+  EXPECT_EQ(exec_true(), 0);
+}
+
+// The kernel counts onViolation's refusals in the same state that userspace
+// changes (contain's and release's steps). A storm of refused connects while
+// userspace sets and clears a flag over and over loses none of the kernel's
+// counts: userspace changes its bits in place, with atomic operations,
+// instead of writing back a whole value read a moment earlier. The control:
+// the same storm alone counts every refusal. Far below contain.after: never
+// contained.
+TEST_F(Contain, UserspaceStateChangesLoseNoneOfTheKernelsCounts) {
+  TestCgroup cg("contain-race");
+  ASSERT_EQ(
+      Attach(cg, OnViolationPolicy("contain-race", 9, "  contain:\n    after: 1000000\n    kinds: [net.connect]\n"))
+          .status,
+      0);
+  constexpr int kConnects = 20000;
+  // Each refused (EPERM) and counted; returns how many were refused.
+  auto storm = [] {
+    UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_storage to = V4("127.0.0.1", 2);
+    int refused = 0;
+    for (int i = 0; i < kConnects; ++i)
+      refused += ::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), Len(to)) != 0 && errno == EPERM;
+    return refused;
+  };
+  auto violations = [&] {
+    auto info = GetSandbox(cg.id());
+    return info && info->has_state ? static_cast<int64_t>(info->state.violations) : -1;
+  };
+  const int alone = RunInCgroup(cg.path(), storm);
+  ASSERT_EQ(alone, kConnects);
+  EXPECT_EQ(violations(), alone);  // the control: every refusal counted
+  // Four storms, each raced by a thread setting and clearing a flag: a
+  // whole-value write loses a count in about half of such storms here.
+  int raced = 0, changes = 0;
+  for (int round = 0; round < 4; ++round) {
+    WaitingChild child(cg.path(), storm);
+    std::atomic<bool> done{false};
+    std::thread changer([&] {
+      while (!done.load()) {
+        ASSERT_TRUE(ChangeSandboxState(cg.id(), CORDON_STATE_F_EVIDENCE, 0).ok());
+        ASSERT_TRUE(ChangeSandboxState(cg.id(), 0, CORDON_STATE_F_EVIDENCE).ok());
+        changes += 2;
+      }
+    });
+    const int refused = child.Go();
+    done = true;
+    changer.join();
+    ASSERT_EQ(refused, kConnects);
+    raced += refused;
+    EXPECT_EQ(violations(), alone + raced) << "userspace's " << changes << " changes undid some of the kernel's counts";
+  }
+  EXPECT_GT(changes, 400);
+  auto info = GetSandbox(cg.id());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state.flags, 0u);
+  TakeEvents(cg.path());
+}
+
+// An incident end to end (README's walk-through): a live workload (a process
+// holding a loopback TCP connection, a file writer), `cordon contain
+// --reason`, then `cordon report -o json` of the trail names the containment
+// (who, why, its evidence), the processes the evidence found and the
+// connection it destroyed; then release, which the report adds. The control:
+// the report before containment has none of it.
+TEST_F(Contain, TheReportOfAContainmentNamesWhoWhyItsProcessesAndTheDestroyedConnection) {
+  Scratch scratch;
+  TestCgroup cg("contain-report");
+  Listener listener;
+  ASSERT_EQ(Attach(cg, LoopbackPolicy("contain-report", listener.port())).status, 0);
+  int fd = -1;
+  WaitingChild holder(
+      cg.path(), [&] { return ReadOne(fd); }, [&] { fd = ConnectTo(V4("127.0.0.1", listener.port())); });
+  ASSERT_GE(listener.Accept(), 0) << "the holder did not connect";
+  const std::string counter = scratch.dir() + "/counter";
+  Writer writer(cg.path(), counter, "not-a-secret");
+  ASSERT_TRUE(WaitFor([&] { return Counter(counter) > 0; }, 10000)) << "the writer never wrote";
+  // A refused connect, so that the trail has the sandbox before containment.
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 1)); }), EPERM);
+  {  // ... written to the audit file as an agent writes it (chained)
+    JsonlOptions options;
+    options.fsync = JsonlOptions::Fsync::kNever;
+    auto sink = JsonlFileSink::Open(scratch.audit(), options);
+    ASSERT_TRUE(sink);
+    for (const auto& e : TakeEvents(cg.path())) ASSERT_TRUE((*sink)->Write(e).ok());
+  }
+  auto report = [&] {
+    CommandResult r = Cordon({"report", "--audit", scratch.audit(), "-o", "json"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    cordon::v1::ImpactReport out;
+    google::protobuf::util::JsonParseOptions options;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &out, options).ok()) << r.out;
+    return out;
+  };
+  cordon::v1::ImpactReport before = report();
+  ASSERT_EQ(before.sandboxes_size(), 1) << before.DebugString();
+  EXPECT_EQ(before.sandboxes(0).containment_size(), 0);  // the control
+
+  CommandResult contained =
+      Cordon({"contain", "--cgroup", cg.path(), "--reason", "ticket 4711", "--config", scratch.config()});
+  ASSERT_EQ(contained.status, 0) << contained.err;
+  const std::string evidence = EvidencePath(contained.err);
+  ASSERT_FALSE(evidence.empty()) << contained.err;
+  cordon::v1::ImpactReport after = report();
+  ASSERT_EQ(after.sandboxes_size(), 1) << after.DebugString();
+  const auto& sb = after.sandboxes(0);
+  ASSERT_EQ(sb.containment_size(), 1) << sb.DebugString();
+  const auto& c = sb.containment(0);
+  EXPECT_EQ(c.kind(), "sandbox.contained");
+  EXPECT_NE(c.containment().by().find("uid 0 (root)"), std::string::npos) << c.containment().by();
+  EXPECT_EQ(c.containment().reason(), "ticket 4711");
+  EXPECT_EQ(c.containment().evidence(), evidence);
+  EXPECT_EQ(c.evidence_error(), "");
+  std::set<uint32_t> pids;
+  for (const auto& p : c.processes()) pids.insert(p.pid());
+  EXPECT_EQ(pids, (std::set<uint32_t>{static_cast<uint32_t>(holder.pid()), static_cast<uint32_t>(writer.pid())}));
+  bool destroyed = false;
+  for (const auto& d : sb.network())
+    destroyed |= d.verdict() == "destroyed" && d.port() == listener.port() && d.address() == "127.0.0.1";
+  EXPECT_TRUE(destroyed) << sb.DebugString();
+  CommandResult released =
+      Cordon({"release", "--cgroup", cg.path(), "--reason", "false alarm", "--config", scratch.config()});
+  ASSERT_EQ(released.status, 0) << released.err;
+  cordon::v1::ImpactReport last = report();
+  ASSERT_EQ(last.sandboxes_size(), 1);
+  ASSERT_EQ(last.sandboxes(0).containment_size(), 2);
+  EXPECT_EQ(last.sandboxes(0).containment(1).kind(), "sandbox.released");
+  EXPECT_EQ(last.sandboxes(0).containment(1).containment().reason(), "false alarm");
+}
+
 TEST_F(Contain, PolicyCheckNamesTheContainmentSettings) {
   PolicyFile good(OnViolationPolicy("contain-check", 80, "  contain: {after: 3, kinds: [net.]}\n"));
   CommandResult ok = Cordon({"policy", "check", good.path()});
@@ -991,6 +1197,88 @@ TEST(ContainAgent, TheAgentCompletesTheKernelsContainmentAndServesContainAndRele
       << all_contained[1].containment().by();
   ASSERT_EQ(Cordon({"release", "--cgroup", cg.path()}).status, 0);
   EXPECT_EQ(bystander.Go(), 0);  // it runs again
+}
+
+// The agent completes a kernel containment off its event loop: while it
+// completes sandbox A's (hundreds of processes, each holding descriptors the
+// evidence lists one by one), the refusals of sandbox B keep reaching the
+// audit file. Read from the file itself: B's events made after A was frozen
+// and well before A's sandbox.contained record (written when the
+// containment ends) are written before that record, not after it. The
+// control: there are such events (B was busy all along, and the
+// containment took long enough to tell).
+TEST(ContainAgent, OtherSandboxesEventsFlowWhileAKernelContainmentIsCompleted) {
+  if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+  Scratch scratch;
+  TestCgroup a("contain-slow"), b("contain-busy");
+  Listener listener;
+  ScratchAgent agent(scratch);
+  ASSERT_TRUE(agent.up()) << agent.Log();
+  PolicyFile slow(OnViolationPolicy("contain-slow", listener.port()));
+  PolicyFile busy(LoopbackPolicy("contain-busy", listener.port()));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", a.path(), "--policy", slow.path(), "--allow-degraded", "-q"}).status, 0);
+  ASSERT_EQ(Cordon({"attach", "--cgroup", b.path(), "--policy", busy.path(), "--allow-degraded", "-q"}).status, 0);
+  constexpr int kProcesses = 500, kFds = 200;
+  WaitingChild crowd(
+      a.path(), [] { return 0; },
+      [] {
+        for (int i = 0; i < kFds; ++i) (void)!::open("/dev/null", O_RDONLY);
+        for (int i = 1; i < kProcesses; ++i)
+          if (::fork() == 0)
+            for (;;) ::pause();
+      });
+  auto processes = [&] {
+    std::istringstream in(Slurp(a.path() + "/cgroup.procs"));
+    int n = 0;
+    for (std::string line; std::getline(in, line);) n += !line.empty();
+    return n;
+  };
+  ASSERT_TRUE(WaitFor([&] { return processes() == kProcesses; }, 60000)) << processes();
+  // B: a refused connect every 10 ms, each to another port (a repeat within a
+  // second would be counted, not written).
+  const pid_t refuser = ::fork();
+  if (refuser == 0) {
+    std::ofstream(b.path() + "/cgroup.procs") << ::getpid();
+    for (int i = 0;; ++i) {
+      (void)UdpConnect(V4("127.0.0.1", static_cast<uint16_t>(20000 + i % 20000)));
+      ::usleep(10 * 1000);
+    }
+  }
+  ASSERT_GT(refuser, 0);
+  EXPECT_EQ(RunInCgroup(a.path(), [] { return TcpConnect(V4("127.0.0.1", 1)); }), EPERM);
+  ASSERT_TRUE(WaitFor([&] { return CgroupEvent(a.path(), "frozen") == "1"; }, 30000)) << agent.Log();
+  const auto frozen_at = std::chrono::system_clock::now();
+  std::vector<cordon::v1::AuditEvent> trail;
+  size_t contained = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        trail = AuditFileEvents(scratch.audit());
+        for (contained = 0; contained < trail.size(); ++contained)
+          if (trail[contained].kind() == "sandbox.contained" && trail[contained].sandbox_cgroup_id() == a.id())
+            return true;
+        return false;
+      },
+      120000))
+      << agent.Log();
+  ::kill(refuser, SIGKILL);  // our own child
+  ::waitpid(refuser, nullptr, 0);
+  auto ns = [](const google::protobuf::Timestamp& t) { return t.seconds() * 1000000000 + t.nanos(); };
+  const int64_t start = std::chrono::duration_cast<std::chrono::nanoseconds>(frozen_at.time_since_epoch()).count();
+  const int64_t end = ns(trail[contained].time());
+  ASSERT_GT(end - start, 800 * 1000000LL) << "the containment took " << (end - start) / 1000000
+                                          << " ms after the freeze: too fast to tell (more processes)";
+  int before = 0, after = 0;
+  for (size_t i = 0; i < trail.size(); ++i) {
+    const auto& e = trail[i];
+    const int64_t t = ns(e.time());
+    if (e.sandbox_cgroup_id() != b.id() || e.kind() != "net.connect" || t <= start || t >= end - 500 * 1000000LL)
+      continue;
+    (i < contained ? before : after)++;
+  }
+  EXPECT_GT(before, 10) << "B's events made during the containment";
+  EXPECT_EQ(after, 0) << "B's events made during the containment, written only after it ended ("
+                      << (end - start) / 1000000 << " ms)";
+  ASSERT_EQ(Cordon({"release", "--cgroup", a.path()}).status, 0);
 }
 
 }  // namespace

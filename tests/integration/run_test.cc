@@ -1703,6 +1703,33 @@ TEST_F(RunOidc, OidcCommandNamesBadArguments) {
   EXPECT_NE(r.out.find("key directory: " + keys_ + "\n"), std::string::npos) << r.out;
 }
 
+// Files of two writers given together (a run's log, then another's, as an
+// agent's file next to run logs): each starts a chain of its own, which is
+// not a break, for `cordon audit verify` and `cordon report` alike (one rule,
+// ChainVerifier's); verify says where the second chain starts. (The control,
+// a file naming a value the one before does not end with, is
+// AuditChain.AFileStartingAChainOfItsOwnIsNotABreak.)
+TEST_F(RunCommand, AuditFilesOfTwoWritersAreTwoChainsNotABreak) {
+  TcpListener listener;
+  const std::string other = audit_ + ".other";
+  struct Remove {
+    std::string path;
+    ~Remove() { ::unlink(path.c_str()); }
+  } remove{other};
+  for (const auto& file : {audit_, other}) {
+    CommandResult r = Cordon({"run", "--audit", file, "--", "/usr/bin/python3", "-c", PythonConnect(listener.port())});
+    ASSERT_EQ(r.status, EPERM) << r.out << r.err;
+  }
+  CommandResult verified = Cordon({"audit", "verify", audit_, other});
+  EXPECT_EQ(verified.status, 0) << verified.err;
+  EXPECT_NE(verified.out.find("lines verified in 2 files"), std::string::npos) << verified.out;
+  EXPECT_NE(verified.out.find("a chain of its own starts at " + other), std::string::npos) << verified.out;
+  CommandResult report = Cordon({"report", "--audit", audit_, "--audit", other});
+  EXPECT_EQ(report.status, 0) << report.err;
+  EXPECT_NE(report.out.find("hash chain verified"), std::string::npos) << report.out;
+  EXPECT_EQ(report.err.find("does not verify"), std::string::npos) << report.err;
+}
+
 }  // namespace
 }  // namespace cordon::test
 

@@ -204,5 +204,45 @@ TEST(AuditChain, RotatedFilesChainAcrossAndAMissingOneIsFound) {
   EXPECT_NE(Verify(reordered), "");
 }
 
+// Files of two writers given together (a cordon run's log, then an agent's
+// file): the second starts a chain of its own (its chain.start names no
+// previous value), which is not a break, and the verifier says where it
+// starts. The control: a file that names a value the file before it does not
+// end with is still a break, wherever it comes.
+TEST(AuditChain, AFileStartingAChainOfItsOwnIsNotABreak) {
+  Dir dir;
+  JsonlOptions options;
+  options.fsync = JsonlOptions::Fsync::kNever;
+  const std::string run = dir / "run.jsonl", agent = dir / "agent.jsonl";
+  for (const auto& path : {run, agent}) {
+    auto sink = JsonlFileSink::Open(path, options);
+    ASSERT_TRUE(sink);
+    for (uint32_t pid = 1; pid <= 3; ++pid) ASSERT_TRUE((*sink)->Write(Event(pid)).ok());
+  }
+  ChainVerifier v;
+  for (const auto& path : {run, agent}) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    ASSERT_TRUE(v.File(path, ss.str())) << v.error();
+  }
+  EXPECT_EQ(v.new_chains(), std::vector<std::string>{agent});
+  EXPECT_EQ(Verify({agent, run}), "");
+
+  // The control: a rotated file after another writer's file names a value
+  // that file does not end with.
+  const std::string rotated = dir / "rotated.jsonl";
+  options.max_bytes = 1200;
+  options.keep = 3;
+  {
+    auto sink = JsonlFileSink::Open(rotated, options);
+    ASSERT_TRUE(sink);
+    for (uint32_t pid = 1; pid <= 12; ++pid) ASSERT_TRUE((*sink)->Write(Event(pid)).ok());
+  }
+  ASSERT_TRUE(std::filesystem::exists(rotated + ".1"));
+  EXPECT_EQ(Verify({rotated + ".1", rotated}), "");
+  EXPECT_NE(Verify({run, rotated}).find("a file is missing"), std::string::npos) << Verify({run, rotated});
+}
+
 }  // namespace
 }  // namespace cordon

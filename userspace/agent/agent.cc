@@ -160,6 +160,7 @@ Status Agent::Start() {
   // Adopt everything pinned: enforcement never stopped; what the ring
   // buffers held while no agent ran is drained now, and what they could not
   // hold is reported as loss records.
+  contain_worker_ = std::make_unique<CredentialWorker>();  // before Rescan: it completes containments
   Rescan();
   cred_worker_ = std::make_unique<CredentialWorker>();
   ServiceCredentials(true);
@@ -246,6 +247,7 @@ void Agent::Tick() {
     if (bool ended = false; sb->suppression.Due(now, &ended)) EmitSuppressed(*sb, ended, now);
   }
   if (rescan) Rescan();
+  ServiceContainments();
   ServiceCredentials(ticks_ % kCredentialSweepEveryTicks == 0);
   sinks_.FlushSinks();
   sinks_.Retry(now);
@@ -471,6 +473,16 @@ void Agent::Shutdown() {
   // Requests whose policy is still compiling are not attached: their
   // clients are closed below, unanswered, and nothing was attached for them.
   if (compile_worker_) compile_worker_->Stop();
+  // A containment under way ends first (its drain answered here), its events delivered.
+  if (contain_worker_) {
+    std::thread stopping([worker = contain_worker_.get()] { worker->Stop(); });
+    while (contain_worker_->Pending()) {
+      ServiceContainments();
+      ::usleep(10 * 1000);
+    }
+    stopping.join();
+    ServiceContainments();
+  }
   // Everything the ring buffers hold goes out before we do.
   std::vector<uint64_t> ids;
   for (const auto& [id, sb] : sandboxes_) ids.push_back(id);

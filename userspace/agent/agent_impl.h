@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,21 @@ struct Sandbox {
   Suppression suppression;
   UniqueFd state_fd;               // the containment state map (opened on first use)
   bool containment_tried = false;  // the kernel's containment was completed (or tried) by this agent
+  bool containment_queued = false;  // ... is being completed on the containment worker
+};
+
+// Between the loop and the worker completing kernel containments: the
+// worker asks the loop to drain a sandbox's ring buffer to the audit file
+// before its evidence reads it, and hands back what each containment did.
+struct ContainmentHandoff {
+  struct Done {
+    uint64_t id = 0;
+    bool by_kernel = false;  // CORDON_STATE_F_AUTO was set
+    ops::ContainOutcome out;
+  };
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, std::shared_ptr<std::promise<void>>>> drains;
+  std::vector<Done> done;
 };
 
 // What an epoll event is for: the tag in the key's top byte, an id below.
@@ -141,9 +157,17 @@ class Agent {
   void OnCompiled();  // compile_fd_ readable: the compiled requests are attached
   void HandleDrain(Client& c, uint64_t id, bool detach, bool release);
   // A sandbox the kernel contained (spec.onViolation: contain): frozen and
-  // its evidence taken, once (handlers.cc).
+  // its evidence taken, once, on contain_worker_ (handlers.cc): freezing,
+  // destroying sockets and the evidence take seconds, while every ring
+  // buffer keeps being drained.
   void CheckContainment(Sandbox& sb);
-  // ops::Contain with the agent's audit file, its events delivered.
+  // Each loop turn: the drains the worker asks for, and the containments it
+  // completed (their events delivered, logged).
+  void ServiceContainments();
+  // A contain request of this agent: its audit file, the sandbox's held
+  // credentials let go of (the containment revokes them).
+  ops::ContainRequest AgentContainRequest(uint64_t sandbox_id, std::string by);
+  // ops::Contain with the agent's audit file, here, its events delivered.
   ops::ContainOutcome ContainHere(ops::ContainRequest request);
   void HandleContain(Client& c, const cordon::v1::ContainRequest& req);  // ops::Contain
   void HandleReleaseContainment(Client& c,
@@ -181,6 +205,10 @@ class Agent {
   UniqueFd compile_fd_;  // eventfd
   std::mutex compiled_mu_;
   std::vector<CompiledRequest> compiled_;
+  // The same kind of worker (one job at a time, in order), for containments:
+  // never queued behind a credential program.
+  std::unique_ptr<CredentialWorker> contain_worker_;
+  std::shared_ptr<ContainmentHandoff> handoff_ = std::make_shared<ContainmentHandoff>();
   std::shared_ptr<std::atomic<bool>> sweep_queued_ = std::make_shared<std::atomic<bool>>(false);
   std::set<uint64_t> released_;               // finished on request: not re-adopted while pinned
   std::map<uint64_t, std::string> problems_;  // pinned sandboxes this agent will not read

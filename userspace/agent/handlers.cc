@@ -368,13 +368,20 @@ void Agent::LetGoOfCredentials(uint64_t id) {
   held_.erase(it);
 }
 
-ops::ContainOutcome Agent::ContainHere(ops::ContainRequest request) {
+ops::ContainRequest Agent::AgentContainRequest(uint64_t sandbox_id, std::string by) {
+  ops::ContainRequest request;
+  request.sandbox_id = sandbox_id;
+  request.by = std::move(by);
   request.via = "agent";
   // The sandbox's credentials (cordon attach's): let go of, so that the
   // containment revokes them from their state (if it is refused, they are
   // taken over again at the next check).
-  LetGoOfCredentials(request.sandbox_id);
+  LetGoOfCredentials(sandbox_id);
   request.audit_path = config_.AuditPath();
+  return request;
+}
+
+ops::ContainOutcome Agent::ContainHere(ops::ContainRequest request) {
   // What the ring buffer holds goes to the audit file before the evidence reads its tail.
   request.before_evidence = [this, id = request.sandbox_id] {
     if (auto it = sandboxes_.find(id); it != sandboxes_.end()) {
@@ -405,31 +412,75 @@ void Agent::CheckContainment(Sandbox& sb) {
     sb.containment_tried = false;
     return;
   }
-  if (sb.containment_tried) return;  // tried and failed: the operator's `cordon contain` completes it
-  ops::ContainRequest request;
-  request.sandbox_id = sb.id;
-  request.by = "the agent (pid " + std::to_string(::getpid()) + ")";
+  // Tried and failed: the operator's `cordon contain` completes it. Queued: under way.
+  if (sb.containment_tried || sb.containment_queued) return;
+  ops::ContainRequest request = AgentContainRequest(sb.id, "the agent (pid " + std::to_string(::getpid()) + ")");
   request.lock_wait_ms = 0;  // a cordon contain under way completes it: never wait for it here
-  ops::ContainOutcome out = ContainHere(std::move(request));
-  if (out.busy) return;  // tried again at the next check
-  sb.containment_tried = true;
-  const std::string what =
-      "sandbox " + sb.ctx.name + " (cgroup id " + std::to_string(sb.id) + ") was contained " +
-      (state.flags & CORDON_STATE_F_AUTO ? "by the kernel" : "by a cordon contain that did not finish");
-  if (!out.error.empty())
-    Log(what + ", but completing it failed: " + out.error);
-  else
-    Log(what + ": frozen and its evidence taken (" + (out.evidence_path.empty() ? "not written" : out.evidence_path) +
-        ")");
-  for (const auto& note : out.notes) Log("  " + note);
+  // The loop drains the ring buffer to the audit file (ServiceContainments);
+  // the evidence goes on without it if the loop does not answer (stopping).
+  request.before_evidence = [handoff = handoff_, id = sb.id] {
+    auto drained = std::make_shared<std::promise<void>>();
+    std::future<void> done = drained->get_future();
+    {
+      std::lock_guard<std::mutex> lock(handoff->mu);
+      handoff->drains.emplace_back(id, drained);
+    }
+    done.wait_for(std::chrono::seconds(2));
+  };
+  sb.containment_queued = true;
+  contain_worker_->Post([handoff = handoff_, request = std::move(request), id = sb.id,
+                         by_kernel = (state.flags & CORDON_STATE_F_AUTO) != 0](const ops::CredentialEvents&) {
+    ContainmentHandoff::Done done;
+    done.id = id;
+    done.by_kernel = by_kernel;
+    done.out = ops::Contain(request);
+    std::lock_guard<std::mutex> lock(handoff->mu);
+    handoff->done.push_back(std::move(done));
+  });
+}
+
+void Agent::ServiceContainments() {
+  decltype(handoff_->drains) drains;
+  decltype(handoff_->done) done;
+  {
+    std::lock_guard<std::mutex> lock(handoff_->mu);
+    drains.swap(handoff_->drains);
+    done.swap(handoff_->done);
+  }
+  for (auto& [id, drained] : drains) {
+    if (auto it = sandboxes_.find(id); it != sandboxes_.end()) {
+      DrainAll(*it->second);
+      it->second->reader->CheckLosses();
+      Commit(*it->second);
+    }
+    sinks_.FlushBatches();
+    drained->set_value();
+  }
+  for (auto& d : done) {
+    for (const auto& event : d.out.events) Deliver(event);
+    sinks_.FlushBatches();
+    auto it = sandboxes_.find(d.id);
+    Sandbox* sb = it == sandboxes_.end() ? nullptr : it->second.get();
+    if (sb) sb->containment_queued = false;
+    if (d.out.busy) continue;  // tried again at the next check
+    if (sb) sb->containment_tried = true;
+    const std::string what = "sandbox " + (sb ? sb->ctx.name : d.out.name) + " (cgroup id " + std::to_string(d.id) +
+                             ") was contained " +
+                             (d.by_kernel ? "by the kernel" : "by a cordon contain that did not finish");
+    if (!d.out.error.empty())
+      Log(what + ", but completing it failed: " + d.out.error);
+    else
+      Log(what + ": frozen and its evidence taken (" +
+          (d.out.evidence_path.empty() ? "not written" : d.out.evidence_path) + ")");
+    for (const auto& note : d.out.notes) Log("  " + note);
+  }
 }
 
 void Agent::HandleContain(Client& c, const v1::ContainRequest& req) {
-  ops::ContainRequest request;
-  request.sandbox_id = req.sandbox_id();
+  // SO_PEERCRED: root's, or refused
+  ops::ContainRequest request = AgentContainRequest(req.sandbox_id(), ops::Requester(static_cast<pid_t>(c.pid), 0));
   request.kill = req.kill();
   request.reason = req.reason();
-  request.by = ops::Requester(static_cast<pid_t>(c.pid), 0);  // SO_PEERCRED: root's, or refused
   ops::ContainOutcome out = ContainHere(std::move(request));
   if (out.error.empty())
     Log("contained sandbox " + out.name + " (cgroup id " + std::to_string(out.sandbox_id) + ") for pid " +

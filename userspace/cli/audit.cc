@@ -67,6 +67,11 @@ int AuditCommand(const Args& args) {
   std::printf("%llu lines verified in %zu file%s; last chain value %s\n",
               static_cast<unsigned long long>(verifier.lines()), args.size() - 1, args.size() == 2 ? "" : "s",
               verifier.head().c_str());
+  // Not a break, but the files are not one chain: whoever keeps the last
+  // value of each chain elsewhere compares them.
+  for (const auto& file : verifier.new_chains())
+    std::printf("a chain of its own starts at %s (it names no previous file)\n",
+                DisplayText(EscapeWorkloadBytes(file)).c_str());
   return 0;
 }
 

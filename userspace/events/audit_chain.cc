@@ -125,7 +125,10 @@ bool ChainVerifier::Line(std::string_view line) {
     // A file's first record. Elsewhere only a writer that found a file
     // ending in an unchained line writes one (and that line fails before).
     if (started_ && line_ > 1) return Fail("the chain restarts in the middle of the file");
-    if (started_ && named != previous_)
+    // Naming no previous value, a file starts a chain of its own (another
+    // writer's: a cordon run log next to the agent's files): not a break.
+    if (started_ && named.empty()) new_chains_.push_back(file_);
+    if (started_ && !named.empty() && named != previous_)
       return Fail("the file starts after chain value " + (named.empty() ? std::string("\"\"") : named) +
                   ", but the file before it ends with " + previous_ +
                   " (a file is missing, or the files are out of order)");

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cordon {
 
@@ -38,7 +39,11 @@ std::string ChainStartBody(std::string_view previous, int64_t unix_seconds);
 // The chain value a chained line ends with ("" if it is not chained).
 std::string ChainOf(std::string_view line);
 
-// Checks chained lines one by one, across files given oldest first.
+// Checks chained lines one by one, across files given oldest first. A file
+// continues the chain of the file before it, except one whose chain.start
+// names no previous value: it starts a chain of its own (new_chains()). A
+// break across files is a chain.start naming a value that is not the last
+// one of the file before it (a file missing, or out of order).
 class ChainVerifier {
  public:
   // Starts the next file.
@@ -55,6 +60,8 @@ class ChainVerifier {
   const std::string& error() const { return error_; }
   uint64_t lines() const { return total_; }
   const std::string& head() const { return previous_; }  // the last chain value verified
+  // The files (after the first) where a chain of its own starts.
+  const std::vector<std::string>& new_chains() const { return new_chains_; }
 
  private:
   bool Fail(const std::string& what);
@@ -65,6 +72,7 @@ class ChainVerifier {
   std::string previous_;
   bool started_ = false;  // a chain value is known (from a line verified before)
   std::string error_;
+  std::vector<std::string> new_chains_;
 };
 
 }  // namespace cordon

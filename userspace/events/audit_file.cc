@@ -21,9 +21,8 @@ bool ParseAuditLine(std::string_view line, cordon::v1::AuditEvent* event) {
 
 bool AuditFileReader::Line(const std::string& path, uint64_t number, std::string_view line, const OnEvent& on_event) {
   ++lines_;
-  // A chain of its own (its first record names no previous file): verified apart.
-  if (number == 1 && line.substr(0, kChainStartPrefix.size() + 1) == std::string(kChainStartPrefix) + "\"")
-    chain_.reset();
+  // One verifier across the files, as `cordon audit verify` (ChainVerifier
+  // says when a file starts a chain of its own).
   if (chain_error_.empty()) {
     if (!chain_) chain_ = std::make_unique<ChainVerifier>();
     if (number == 1) chain_->BeginFile(path);

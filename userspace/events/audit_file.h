@@ -22,9 +22,10 @@ bool ParseAuditLine(std::string_view line, cordon::v1::AuditEvent* event);
 
 // Reads audit files strictly: a file that cannot be read or a line that is
 // not an AuditEvent is an error naming FILE:LINE. The chain is verified on
-// the side (a break is recorded, reading goes on): a file starting a chain of
-// its own (chain.start naming no previous value) starts a new verification,
-// any other continues the file before it (rotated files, oldest first).
+// the side (a break is recorded, reading goes on), by ChainVerifier's rule: a
+// file starting a chain of its own (chain.start naming no previous value)
+// starts a new one, any other continues the file before it (rotated files,
+// oldest first).
 class AuditFileReader {
  public:
   using OnEvent = std::function<void(const cordon::v1::AuditEvent& event)>;

@@ -102,6 +102,9 @@ const char* const kLsmOnlyMapPins[] = {"sandbox_egress_addr", "sandbox_egress_po
 // ... and the credential guard's inode storage (bpf/lsm/file.bpf.c): pinned by
 // the objects of cordons that have it, judged by its presence like the above.
 constexpr const char* kCredOwnersPin = "cred_owners";
+// ... and the sandboxes' containment states (bpf/lib/lsm_common.bpf.h): an
+// object pinned by a cordon without it sees only `cordon contain`'s flag.
+constexpr const char* kStatesPin = "sandbox_states";
 
 std::string ReadLsmList() {
   auto list = ReadFile(std::string(kSecurityfs) + "/lsm");
@@ -262,6 +265,7 @@ Status LoadAndPin(const std::string& dir, Backend backend) {
   if (backend == Backend::kLsm) {
     pins.insert(pins.end(), std::begin(kLsmOnlyMapPins), std::end(kLsmOnlyMapPins));
     pins.push_back(kCredOwnersPin);
+    pins.push_back(kStatesPin);
   }
   for (const char* name : pins) {
     bpf_map* map = bpf_object__find_map_by_name(loaded->obj, name);
@@ -446,8 +450,8 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
 namespace {
 
 Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                  const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, uint32_t extra_flags,
-                  const EgressTries* egress, SwitchedLayer* with) {
+                  const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int state_fd,
+                  uint32_t extra_flags, const EgressTries* egress, SwitchedLayer* with) {
   auto dir = PinDir(backend);
   if (!dir) return dir.error();
   if (!Exists(*dir + "/lsm_sandboxes")) CORDON_TRY(LoadAndPin(*dir, backend));
@@ -513,6 +517,18 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
     return discard_new(SysError("register the sandbox's ring buffer with the LSM programs"));
   if (bpf_map_update_elem(counters->get(), &sandbox_id, &counters_fd, BPF_ANY))
     return discard_new(SysError("register the sandbox's counters with the LSM programs"));
+  // Its containment state (a sandbox attached by a cordon without one, or
+  // with one that is not mmapable, cannot be referenced: the inner maps must
+  // match. `cordon contain`'s flag still applies to it).
+  struct bpf_map_info state_info = {};
+  uint32_t state_info_len = sizeof state_info;
+  if (state_fd >= 0 && Exists(*dir + "/" + kStatesPin) &&
+      bpf_obj_get_info_by_fd(state_fd, &state_info, &state_info_len) == 0 && (state_info.map_flags & BPF_F_MMAPABLE)) {
+    auto states = OpenPinned(*dir, kStatesPin);
+    if (!states) return discard_new(states.error());
+    if (bpf_map_update_elem(states->get(), &sandbox_id, &state_fd, BPF_ANY))
+      return discard_new(SysError("register the sandbox's containment state with the LSM programs"));
+  }
   // The egress tries, under the new version too: the socket programs look
   // both up under the version they read from the sandbox's entry.
   if (egress && Exists(*dir + "/" + kLsmOnlyMapPins[0])) {
@@ -577,6 +593,8 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
   CORDON_TRY(DeleteEgress(*dir, sandbox_id, std::nullopt));
   if (auto events = OpenPinned(*dir, "sandbox_events")) bpf_map_delete_elem(events->get(), &sandbox_id);
   if (auto counters = OpenPinned(*dir, "sandbox_counters")) bpf_map_delete_elem(counters->get(), &sandbox_id);
+  if (Exists(*dir + "/" + kStatesPin))
+    if (auto states = OpenPinned(*dir, kStatesPin)) bpf_map_delete_elem(states->get(), &sandbox_id);
   if (CountSandboxes(*dir) == 0) return Unload(*dir);
   return {};
 }
@@ -584,9 +602,10 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
 }  // namespace
 
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int state_fd,
                      const EgressTries& egress, SwitchedLayer* with) {
-  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, 0, &egress, with);
+  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, state_fd, 0,
+                    &egress, with);
 }
 
 bool LsmJudgesForeignSockets() {
@@ -605,7 +624,7 @@ std::string ForeignSocketsNote() {
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                         const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
                         uint32_t extra_flags, SwitchedLayer* with) {
-  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, extra_flags,
+  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, -1, extra_flags,
                     nullptr, with);
 }
 

@@ -75,11 +75,12 @@ struct EgressTries {
   int port_fd = -1;
 };
 
-// Registers (or atomically replaces) a sandbox's LSM policy. events_fd and
-// counters_fd are the sandbox's ring buffer and counters, shared with its
-// network programs. `with`: see SwitchedLayer.
+// Registers (or atomically replaces) a sandbox's LSM policy. events_fd,
+// counters_fd and state_fd are the sandbox's ring buffer, counters and
+// containment state (-1: none), shared with its network programs: its LSM
+// checks refuse as soon as its state says contained. `with`: see SwitchedLayer.
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int state_fd,
                      const EgressTries& egress, SwitchedLayer* with = nullptr);
 
 // Whether the BPF LSM object (loaded, or the one this cordon would load)

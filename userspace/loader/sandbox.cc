@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -403,9 +404,14 @@ Status RegisterHostWide(const std::string& dir, const CgroupRef& cgroup, const p
   if (!events.valid() || !counters.valid()) return SysError("open the sandbox's events/counters");
   const uint32_t level = CgroupLevel(cgroup.relative);
   switch (role) {
-    case HostWide::kLsm:
-      CORDON_TRY(LsmAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), egress, with));
+    case HostWide::kLsm: {
+      // Its containment state: absent in a sandbox attached by a cordon
+      // without one (it gets one at this replacement's network step).
+      UniqueFd state(bpf_obj_get((dir + "/" + kStatePin).c_str()));
+      CORDON_TRY(
+          LsmAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), state.get(), egress, with));
       return SetHostWideInfo(dir, CORDON_INFO_F_LSM);
+    }
     case HostWide::kReportOnly:  // the info keeps saying BPF LSM enforces
       return DetectAddSandbox(cgroup.id, level, policy, {}, events.get(), counters.get(),
                               extra_flags | CORDON_LSM_F_REPORT_ONLY);
@@ -593,6 +599,59 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
   return out;
 }
 
+// Changes the state's flags with the programs' own atomic operations on the
+// mapped element (see CORDON_STATE_FLAGS_WORD), so that a program containing
+// the sandbox meanwhile (CONTAINED|AUTO, its trigger, its count) and this
+// change both hold. Clearing CONTAINED also restarts onViolation's count:
+// the trigger first, then flags and count in one operation (a program
+// counts only while the sandbox is not contained). Returns the state before.
+static Result<cordon_sandbox_state> ChangeStateWords(int fd, uint32_t set, uint32_t clear) {
+  struct bpf_map_info info = {};
+  uint32_t len = sizeof info;
+  if (bpf_obj_get_info_by_fd(fd, &info, &len)) return SysError("inspect");
+  const bool restart = clear & CORDON_STATE_F_CONTAINED;
+  uint32_t zero = 0;
+  cordon_sandbox_state before = {};
+  if (!(info.map_flags & BPF_F_MMAPABLE)) {
+    // Pinned by a cordon of this layout before the map was mmapable: one
+    // write of the whole element, which can undo a program's write made
+    // between this read and it (its next replacement keeps this map).
+    if (bpf_map_lookup_elem(fd, &zero, &before)) return SysError("read");
+    cordon_sandbox_state after = before;
+    after.flags = (before.flags & ~clear) | set;
+    if (restart) after.violations = 0, after.contained_boot_ns = 0, after.trigger_kind = 0;
+    if (bpf_map_update_elem(fd, &zero, &after, BPF_ANY)) return SysError("write");
+    return before;
+  }
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* mem = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mem == MAP_FAILED) return SysError("map");
+  auto* st = static_cast<cordon_sandbox_state*>(mem);
+  auto* word = static_cast<uint64_t*>(mem);  // flags and violations
+  uint64_t old_word = 0;
+  if (restart) {
+    before.contained_boot_ns = __atomic_exchange_n(&st->contained_boot_ns, 0, __ATOMIC_SEQ_CST);
+    before.trigger_kind = __atomic_exchange_n(&st->trigger_kind, 0, __ATOMIC_SEQ_CST);
+    old_word =
+        __atomic_fetch_and(word, ~(CORDON_STATE_FLAGS_WORD(clear) | CORDON_STATE_VIOLATIONS_WORD), __ATOMIC_SEQ_CST);
+  } else if (clear) {
+    old_word = __atomic_fetch_and(word, ~CORDON_STATE_FLAGS_WORD(clear), __ATOMIC_SEQ_CST);
+  }
+  if (set) {
+    const uint64_t was = __atomic_fetch_or(word, CORDON_STATE_FLAGS_WORD(set), __ATOMIC_SEQ_CST);
+    if (!clear) old_word = was;
+  } else if (!clear) {
+    old_word = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+  }
+  if (!restart) {  // a program writes them before its flags: read after
+    before.contained_boot_ns = __atomic_load_n(&st->contained_boot_ns, __ATOMIC_SEQ_CST);
+    before.trigger_kind = __atomic_load_n(&st->trigger_kind, __ATOMIC_SEQ_CST);
+  }
+  ::munmap(mem, page);
+  std::memcpy(&before, &old_word, sizeof old_word);  // flags and violations, as they were
+  return before;
+}
+
 Status SetSandboxFilesContained(uint64_t sandbox_id, bool contained) {
   auto root = SandboxPinRoot();
   if (!root) return root.error();
@@ -617,18 +676,11 @@ Result<cordon_sandbox_state> ChangeSandboxState(uint64_t sandbox_id, uint32_t se
                    "to add it"};
     return SysError("open " + dir + "/" + kStatePin);
   }
-  uint32_t zero = 0;
-  cordon_sandbox_state before = {};
-  if (bpf_map_lookup_elem(state.get(), &zero, &before)) return SysError("read " + dir + "/" + kStatePin);
+  auto changed = ChangeStateWords(state.get(), set, clear);
+  if (!changed) return changed.error().Wrap(dir + "/" + kStatePin);
+  const cordon_sandbox_state before = *changed;
   cordon_sandbox_state after = before;
   after.flags = (before.flags & ~clear) | set;
-  if (clear & CORDON_STATE_F_CONTAINED) {  // released: onViolation counts from zero again
-    after.violations = 0;
-    after.contained_boot_ns = 0;
-    after.trigger_kind = 0;
-  }
-  // One write of the whole element: the programs read the flag word whole.
-  if (bpf_map_update_elem(state.get(), &zero, &after, BPF_ANY)) return SysError("write " + dir + "/" + kStatePin);
   // The BPF LSM object's entry of the sandbox (file and exec checks), under
   // the same lock as every replacement of that entry.
   const bool was = before.flags & CORDON_STATE_F_CONTAINED, is = after.flags & CORDON_STATE_F_CONTAINED;

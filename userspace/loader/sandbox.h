@@ -144,8 +144,10 @@ Result<std::shared_ptr<const std::vector<policy::QuietPattern>>> ReadSandboxQuie
                                                                                   uint32_t generation);
 
 // Clears `clear`, then sets `set` (CORDON_STATE_F_*) in the sandbox's containment
-// state in one map write, under the pin root's lock; clearing CONTAINED also
-// resets the violation count. Returns the state before the change.
+// state, under the pin root's lock, with atomic operations that a program
+// containing the sandbox meanwhile does not undo (nor they its change);
+// clearing CONTAINED also resets the violation count and trigger. Returns
+// the state before the change.
 // Where BPF LSM enforces the sandbox's files, its LSM entry's CONTAINED flag
 // follows (a failure there, the network state changed, in *lsm_problem).
 // With `with_files` false the LSM entry is left as it is (see

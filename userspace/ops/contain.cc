@@ -139,25 +139,48 @@ constexpr const char* kContainmentLocks = "/run/cordon/containment";
 // and its freeze (a sandbox frozen while said to be released), nor two
 // completions of one containment at once. A file of root's own directory,
 // not the sandbox's cgroup (which its workload may open and lock).
-Result<UniqueFd> LockContainment(uint64_t sandbox_id, int wait_ms) {
+// A release removes the file while it holds the lock; so a locker checks,
+// once it holds the lock, that the path still names the file it locked, and
+// starts again if not (else two lockers could hold locks on two files).
+class ContainmentLock {
+ public:
+  ContainmentLock(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  // Removes the lock file (still held: anyone waiting on it starts again).
+  void Remove() {
+    if (fd_.valid()) ::unlink(path_.c_str());
+  }
+
+ private:
+  UniqueFd fd_;
+  std::string path_;
+};
+
+Result<ContainmentLock> LockContainment(uint64_t sandbox_id, int wait_ms) {
   if (Status made = MakeDirs(kContainmentLocks, 0700); !made.ok()) return made.error();
   const std::string path = std::string(kContainmentLocks) + "/" + std::to_string(sandbox_id) + ".lock";
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.valid()) return SysError("open " + path);
   const int64_t deadline = MonoMs() + wait_ms;
-  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK) return SysError("lock " + path);
-    if (MonoMs() >= deadline) {
-      struct stat st;
-      std::string holder = ::fstat(fd.get(), &st) == 0 ? FlockHolder(st) : std::string();
+  for (;;) {
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd.valid()) return SysError("open " + path);
+    bool locked = false;
+    while (!(locked = ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0)) {
+      if (errno != EWOULDBLOCK) return SysError("lock " + path);
+      if (MonoMs() >= deadline) break;
+      ::usleep(20 * 1000);
+    }
+    struct stat held, named;
+    if (::fstat(fd.get(), &held) != 0) return SysError("inspect " + path);
+    if (!locked) {
+      std::string holder = FlockHolder(held);
       return Error{"another contain or release of this sandbox is under way (" +
                        (holder.empty() ? std::string("its lock ") + path + " is held" : holder + " holds " + path) +
                        ")",
                    EWOULDBLOCK};
     }
-    ::usleep(20 * 1000);
+    if (::stat(path.c_str(), &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino)
+      return ContainmentLock(std::move(fd), path);
+    // Removed (a release ended) or replaced while this waited: lock the file the path names now.
   }
-  return fd;
 }
 
 // The evidence copies what the workload's processes hold in plain text
@@ -595,6 +618,11 @@ ReleaseContainmentOutcome ReleaseContainment(const ReleaseContainmentRequest& re
   out.sandbox_id = req.sandbox_id;
   auto lock = LockContainment(req.sandbox_id, 10000);
   if (!lock) return out.error = lock.error().ToString() + "; still contained", out;
+  // Released (or nothing to release): the lock file goes, as the lock ends.
+  struct RemoveAtEnd {
+    ContainmentLock* lock;
+    ~RemoveAtEnd() { lock->Remove(); }
+  } remove_at_end{&*lock};
   auto info = GetSandbox(req.sandbox_id);
   if (!info) return out.error = info.error().ToString(), out;
   out.name = NameOfSandbox(*info);
