@@ -95,8 +95,8 @@ struct LoadedObject {
 constexpr const char* kSecurityfs = "/sys/kernel/security";
 
 // The maps userspace writes, by pin name.
-const char* const kMapPins[] = {"lsm_sandboxes", "cgroup_cache", "lsm_state", "file_rules", "sandbox_events",
-                                "sandbox_counters"};
+const char* const kMapPins[] = {"lsm_sandboxes",  "cgroup_cache",     "lsm_state",   "file_rules",
+                                "sandbox_events", "sandbox_counters", "sandbox_seqs"};
 // ... and those of the BPF LSM object only (bpf/lsm/socket.bpf.c).
 const char* const kLsmOnlyMapPins[] = {"sandbox_egress_addr", "sandbox_egress_port"};
 // ... and the credential guard's inode storage (bpf/lsm/file.bpf.c): pinned by
@@ -446,8 +446,8 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
 namespace {
 
 Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                  const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, uint32_t extra_flags,
-                  const EgressTries* egress, SwitchedLayer* with) {
+                  const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd,
+                  uint32_t extra_flags, const EgressTries* egress, SwitchedLayer* with) {
   auto dir = PinDir(backend);
   if (!dir) return dir.error();
   if (!Exists(*dir + "/lsm_sandboxes")) CORDON_TRY(LoadAndPin(*dir, backend));
@@ -455,7 +455,9 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
   auto file_rules = OpenPinned(*dir, "file_rules");
   auto events = OpenPinned(*dir, "sandbox_events");
   auto counters = OpenPinned(*dir, "sandbox_counters");
+  auto seqs = OpenPinned(*dir, "sandbox_seqs");
   if (!sandboxes) return sandboxes.error();
+  if (!seqs) return seqs.error();
   if (!file_rules) return file_rules.error();
   if (!events) return events.error();
   if (!counters) return counters.error();
@@ -513,6 +515,8 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
     return discard_new(SysError("register the sandbox's ring buffer with the LSM programs"));
   if (bpf_map_update_elem(counters->get(), &sandbox_id, &counters_fd, BPF_ANY))
     return discard_new(SysError("register the sandbox's counters with the LSM programs"));
+  if (bpf_map_update_elem(seqs->get(), &sandbox_id, &seq_fd, BPF_ANY))
+    return discard_new(SysError("register the sandbox's record sequence with the LSM programs"));
   // The egress tries, under the new version too: the socket programs look
   // both up under the version they read from the sandbox's entry.
   if (egress && Exists(*dir + "/" + kLsmOnlyMapPins[0])) {
@@ -577,6 +581,7 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
   CORDON_TRY(DeleteEgress(*dir, sandbox_id, std::nullopt));
   if (auto events = OpenPinned(*dir, "sandbox_events")) bpf_map_delete_elem(events->get(), &sandbox_id);
   if (auto counters = OpenPinned(*dir, "sandbox_counters")) bpf_map_delete_elem(counters->get(), &sandbox_id);
+  if (auto seqs = OpenPinned(*dir, "sandbox_seqs")) bpf_map_delete_elem(seqs->get(), &sandbox_id);
   if (CountSandboxes(*dir) == 0) return Unload(*dir);
   return {};
 }
@@ -584,9 +589,10 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
 }  // namespace
 
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd,
                      const EgressTries& egress, SwitchedLayer* with) {
-  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, 0, &egress, with);
+  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, seq_fd, 0, &egress,
+                    with);
 }
 
 bool LsmJudgesForeignSockets() {
@@ -603,10 +609,10 @@ std::string ForeignSocketsNote() {
 }
 
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd,
                         uint32_t extra_flags, SwitchedLayer* with) {
-  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, extra_flags,
-                    nullptr, with);
+  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, seq_fd,
+                    extra_flags, nullptr, with);
 }
 
 Status LsmRemoveSandbox(uint64_t sandbox_id) {

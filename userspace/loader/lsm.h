@@ -1,6 +1,6 @@
 // The host-wide BPF LSM object: file, exec, socket-family, unix-socket and
 // tamper enforcement for every sandbox. Loaded on first use, pinned in
-// <bpffs>/cordon/v5/lsm, unloaded when the last sandbox leaves.
+// <bpffs>/cordon/v6/lsm, unloaded when the last sandbox leaves.
 //
 // Usable only when BOTH hold: "bpf" is in the active LSM list (otherwise the
 // programs load and attach but the kernel never calls them — the silent
@@ -75,11 +75,12 @@ struct EgressTries {
   int port_fd = -1;
 };
 
-// Registers (or atomically replaces) a sandbox's LSM policy. events_fd and
-// counters_fd are the sandbox's ring buffer and counters, shared with its
-// network programs. `with`: see SwitchedLayer.
+// Registers (or atomically replaces) a sandbox's LSM policy. events_fd,
+// counters_fd and seq_fd are the sandbox's ring buffer, counters and record
+// sequence counter, shared with its network programs. `with`: see
+// SwitchedLayer.
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd,
                      const EgressTries& egress, SwitchedLayer* with = nullptr);
 
 // Whether the BPF LSM object (loaded, or the one this cordon would load)
@@ -95,7 +96,7 @@ std::string ForeignSocketsNote();
 // "detected", and SIGKILL before the task returns with onViolation: kill.
 // extra_flags: CORDON_LSM_F_SECCOMP to report the refusals of `cordon run`'s seccomp filter.
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd,
                         uint32_t extra_flags = 0, SwitchedLayer* with = nullptr);
 
 // Whether the detect-mode program loads here (*detail says why not).
