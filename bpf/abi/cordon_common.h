@@ -21,7 +21,7 @@
  * version instead of misreading it. Maps that belong to one policy instance
  * and are never read back (sandbox_cfg, the rule tries) are replaced whole by
  * every attach, so their layout may change within a version. */
-#define CORDON_LAYOUT_VERSION 5
+#define CORDON_LAYOUT_VERSION 6
 
 /* Every ABI struct's size (and the offsets a reader depends on) is asserted
  * where it is defined, so that both compilers check it: clang -target bpf
@@ -115,9 +115,9 @@ enum cordon_counter {
 	CORDON_CNT_EVENTS_DROPPED = 6, /* ring buffer full: bpf_ringbuf_reserve failed */
 	CORDON_CNT_ALLOWED_CONNECT = 7,
 	CORDON_CNT_ALLOWED_SENDMSG = 8,
-	CORDON_CNT_DENIED_FILE = 9,     /* file.* refusals (BPF LSM, seccomp, Landlock) */
+	CORDON_CNT_DENIED_FILE = 9, /* file.* refusals (BPF LSM, seccomp, Landlock) */
 	CORDON_CNT_AUDITED_FILE = 10,
-	CORDON_CNT_DENIED_TAMPER = 11,  /* tamper.* denials (BPF LSM) */
+	CORDON_CNT_DENIED_TAMPER = 11, /* tamper.* denials (BPF LSM) */
 	CORDON_CNT_AUDITED_TAMPER = 12,
 	CORDON_CNT_DENIED_LSM_NET = 13, /* net.socket (non-inet) and net.unix denials (BPF LSM) */
 	CORDON_CNT_AUDITED_LSM_NET = 14,
@@ -134,7 +134,11 @@ enum cordon_counter {
 	 * each (bpf/abi/cordon_event.h): they reach the trail as the `repeats`
 	 * of a later record. Also counted under their verdict's slot above. */
 	CORDON_CNT_REPEATS = 18,
-	CORDON_CNT_MAX = 19,
+	/* Written by userspace only, like LOSS_REPORTED: the last record sequence
+	 * number (struct cordon_event_header.seq) a consumer of the ring buffer
+	 * committed (wrote out), so a restarted one neither repeats nor loses. */
+	CORDON_CNT_SEQ_COMMITTED = 19,
+	CORDON_CNT_MAX = 20,
 };
 
 #endif

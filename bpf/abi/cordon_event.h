@@ -151,8 +151,17 @@ struct cordon_event_header {
 	__u64 repeats;
 	__u64 repeats_first_ns;
 	__u64 repeats_last_ns;
+	/* The record's place in its sandbox's sequence (struct
+	 * cordon_sandbox_state.seq), 1 for the first: taken only for a record
+	 * the ring buffer accepted (after bpf_ringbuf_reserve succeeded), so a
+	 * number missing from what a reader saw is a record a reader lost, never
+	 * one the kernel dropped or counted as a repeat (those are counted in
+	 * CORDON_CNT_EVENTS_DROPPED and the repeats map). 0: a record that never
+	 * was in the ring (the stored first occurrence of a repeats entry). */
+	__u64 seq;
 };
-CORDON_ABI_SIZE(struct cordon_event_header, 104);
+CORDON_ABI_SIZE(struct cordon_event_header, 112);
+CORDON_ABI_OFFSET(struct cordon_event_header, seq, 104);
 CORDON_ABI_OFFSET(struct cordon_event_header, layout, 8);
 CORDON_ABI_OFFSET(struct cordon_event_header, layer, 9);
 CORDON_ABI_OFFSET(struct cordon_event_header, boot_ns, 16);
@@ -169,9 +178,9 @@ struct cordon_net_event {
 	__u16 sock_type;     /* SOCK_STREAM, SOCK_DGRAM, SOCK_RAW ... */
 	__u16 protocol;      /* IPPROTO_* */
 };
-CORDON_ABI_SIZE(struct cordon_net_event, 128);
-CORDON_ABI_OFFSET(struct cordon_net_event, addr, 104);
-CORDON_ABI_OFFSET(struct cordon_net_event, port, 120);
+CORDON_ABI_SIZE(struct cordon_net_event, 136);
+CORDON_ABI_OFFSET(struct cordon_net_event, addr, 112);
+CORDON_ABI_OFFSET(struct cordon_net_event, port, 128);
 
 /* Every other kind (file.*, tamper.*, proc.*, net.unix, net.sockopt, net.bind
  * of an abstract unix name): layout CORDON_EVL_OBJECT, the path of the object
@@ -196,9 +205,9 @@ struct cordon_object_event {
 	__u32 arg2;        /* seccomp: the argument refused; net.sockopt: the option */
 	/* followed by path_len bytes of path */
 };
-CORDON_ABI_SIZE(struct cordon_object_event, 144);
-CORDON_ABI_OFFSET(struct cordon_object_event, access, 104);
-CORDON_ABI_OFFSET(struct cordon_object_event, arg, 136);
+CORDON_ABI_SIZE(struct cordon_object_event, 152);
+CORDON_ABI_OFFSET(struct cordon_object_event, access, 112);
+CORDON_ABI_OFFSET(struct cordon_object_event, arg, 144);
 
 /*
  * Repeats (README "Repeats"): the sandbox's network programs write the first

@@ -2,7 +2,7 @@
 /*
  * Pinned state of an attached sandbox, under
  *   <bpffs>/cordon/v<CORDON_LAYOUT_VERSION>/sandboxes/<sandbox cgroup id>/
- * holding the maps (sandbox_cfg, addr_rules, port_rules, counters, events, repeats),
+ * holding the maps (sandbox_cfg, addr_rules, port_rules, counters, events, repeats, seq),
  * the links (link_connect4 ...), `info`: an array map with one
  * struct cordon_sandbox_info, written only by userspace, and `quiet` (below).
  * Enforcement lives in the links; it survives every cordon process exiting or
@@ -16,6 +16,10 @@
 /* The repeats map (struct cordon_repeat_key -> struct cordon_repeat_value,
  * bpf/abi/cordon_event.h), shared by the sandbox's instances. */
 #define CORDON_REPEATS_PIN "repeats"
+/* The sequence counter of the sandbox's records (one __u64: the last
+ * struct cordon_event_header.seq given), shared by its instances and, through
+ * their sandbox_seqs maps, the BPF LSM and detect objects. */
+#define CORDON_SEQ_PIN "seq"
 
 #define CORDON_NAME_MAX 64
 #define CORDON_CGROUP_PATH_MAX 3896

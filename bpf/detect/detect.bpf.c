@@ -286,8 +286,7 @@ static __always_inline void cordon_report_file_refusal(struct pt_regs *regs, lon
 	path_len &= CORDON_PATH_MAX - 1;
 	e->path_len = path_len;
 	e->hdr.size = sizeof(*e) + path_len;
-	if (bpf_ringbuf_output(ring, e, sizeof(*e) + path_len, 0))
-		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
+	cordon_lsm_output(sandbox_id, ring, &e->hdr, sizeof(*e) + path_len);
 }
 
 /* Landlock's scoping (ABI 6) refuses signals to, and abstract-socket

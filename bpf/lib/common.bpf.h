@@ -41,6 +41,27 @@ static __always_inline struct cordon_net_event *cordon_event_begin(struct cordon
 	return e;
 }
 
+/* The sandbox's sequence counter (cordon_next_seq). */
+static __always_inline __u64 *cordon_seq(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&seq, &zero);
+}
+
+/* Writes a net record into the ring buffer with its sequence number (taken
+ * once the ring has room: bpf/abi/cordon_event.h). e itself keeps seq 0.
+ * Returns 0 when written. */
+static __always_inline int cordon_net_output(const struct cordon_net_event *e)
+{
+	struct cordon_net_event *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r)
+		return -1;
+	__builtin_memcpy(r, e, sizeof(*r));
+	r->hdr.seq = cordon_next_seq(cordon_seq());
+	bpf_ringbuf_submit(r, 0);
+	return 0;
+}
+
 static __always_inline __u64 cordon_hash_mix(__u64 h, __u64 v)
 {
 	return (h ^ v) * 0x100000001b3ULL; /* FNV-1a, a word at a time */
@@ -122,7 +143,7 @@ static __always_inline void cordon_event_submit(struct cordon_net_event *e)
 		e->hdr.repeats_first_ns = v->first_ns;
 		e->hdr.repeats_last_ns = v->last_ns;
 	}
-	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0) == 0) {
+	if (cordon_net_output(e) == 0) {
 		if (v) {
 			v->window_ns = now;
 			if (taken) {

@@ -33,4 +33,18 @@ static __always_inline void cordon_event_header(struct cordon_event_header *e, _
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 }
 
+/* The sandbox's next sequence number (struct cordon_event_header.seq), from
+ * its `seq` map (the last number given), shared by every writer of its
+ * records: the network object's instances, the BPF LSM and detect objects
+ * (sandbox_seqs). A map of its own, not a field of the containment state,
+ * which userspace rewrites whole. Taken only once the ring buffer has room
+ * for the record (after a reserve): a gap in what a reader sees is then a
+ * record a reader lost, never one the kernel dropped (counted in
+ * CORDON_CNT_EVENTS_DROPPED) or folded into a repeats count. 0 without the
+ * map (never expected: the loader registers it with the ring buffer). */
+static __always_inline __u64 cordon_next_seq(__u64 *last)
+{
+	return last ? __sync_fetch_and_add(last, 1) + 1 : 0;
+}
+
 #endif

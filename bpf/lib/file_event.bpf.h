@@ -24,6 +24,7 @@ static __always_inline void cordon_object_event_emit(const struct cordon_sandbox
 	}
 	__builtin_memset(e, 0, sizeof(*e));
 	cordon_event_header(&e->hdr, CORDON_EVL_OBJECT, CORDON_LAYER_CGROUP, kind, verdict, reason, cfg->sandbox_id);
+	e->hdr.seq = cordon_next_seq(cordon_seq());
 	e->arg = arg;
 	e->path_flags = path_flags;
 	e->arg2 = arg2;

@@ -246,6 +246,25 @@ static __always_inline void cordon_lsm_count(__u64 sandbox_id, __u32 counter)
 		*value += 1;
 }
 
+/* Writes a record of `size` bytes (at most sizeof(*hdr)'s buffer allows)
+ * into the sandbox's ring buffer with the sandbox's next sequence number,
+ * taken once the ring has room (bpf/abi/cordon_event.h). A full ring counts
+ * a drop. */
+static __always_inline void cordon_lsm_output(__u64 sandbox_id, void *ring, struct cordon_event_header *hdr, __u32 size)
+{
+	struct bpf_dynptr out;
+	if (bpf_ringbuf_reserve_dynptr(ring, size, 0, &out)) {
+		bpf_ringbuf_discard_dynptr(&out, 0);
+		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
+		return;
+	}
+	__u32 zero = 0;
+	void *seqs = bpf_map_lookup_elem(&sandbox_seqs, &sandbox_id);
+	hdr->seq = cordon_next_seq(seqs ? bpf_map_lookup_elem(seqs, &zero) : NULL);
+	bpf_dynptr_write(&out, 0, hdr, size, 0);
+	bpf_ringbuf_submit_dynptr(&out, 0);
+}
+
 static __always_inline struct mount *cordon_real_mount(struct vfsmount *mnt)
 {
 	return (struct mount *)((void *)mnt - bpf_core_field_offset(struct mount, mnt));
@@ -610,8 +629,7 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 	path_len &= CORDON_PATH_MAX - 1;
 	e->path_len = path_len;
 	e->hdr.size = sizeof(*e) + path_len;
-	if (bpf_ringbuf_output(ring, e, sizeof(*e) + path_len, 0))
-		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
+	cordon_lsm_output(sandbox_id, ring, &e->hdr, sizeof(*e) + path_len);
 	return verdict == CORDON_VERDICT_DENIED ? -EPERM : 0;
 }
 
@@ -637,7 +655,9 @@ static __always_inline int cordon_lsm_emit_net(const struct cordon_lsm_sandbox *
 	e.sock_type = sock_type;
 	e.protocol = protocol;
 	void *ring = bpf_map_lookup_elem(&sandbox_events, &sandbox_id);
-	if (!ring || bpf_ringbuf_output(ring, &e, sizeof(e), 0))
+	if (ring)
+		cordon_lsm_output(sandbox_id, ring, &e.hdr, sizeof(e));
+	else
 		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
 	return verdict == CORDON_VERDICT_DENIED ? -EPERM : 0;
 }

@@ -71,6 +71,18 @@ struct cordon_lsm_scratch {
 			__type(value, __u64);                                  \
 		});                                                            \
 	} sandbox_counters SEC(".maps");                                       \
+	/* The sandboxes' record sequence counters (their `seq` maps). */     \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_ARRAY);                      \
+			__uint(max_entries, 1);                                \
+			__type(key, __u32);                                    \
+			__type(value, __u64);                                  \
+		});                                                            \
+	} sandbox_seqs SEC(".maps");                                           \
 	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                       \
 		__uint(max_entries, 1);                                        \

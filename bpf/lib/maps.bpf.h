@@ -102,6 +102,12 @@
 		__type(value, struct cordon_sandbox_state);                    \
 	} sandbox_state SEC(".maps");                                          \
 	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, __u64);                                          \
+	} seq SEC(".maps");                                                    \
+	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_HASH);                               \
 		__uint(max_entries, CORDON_REPEATS_MAX);                       \
 		__type(key, struct cordon_repeat_key);                         \

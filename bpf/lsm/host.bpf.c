@@ -335,8 +335,7 @@ static __always_inline int cordon_report_name(const struct cordon_lsm_sandbox *s
 	__u32 path_len = n + 1;
 	e->path_len = path_len;
 	e->hdr.size = sizeof(*e) + path_len;
-	if (bpf_ringbuf_output(ring, e, sizeof(*e) + path_len, 0))
-		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
+	cordon_lsm_output(sandbox_id, ring, &e->hdr, sizeof(*e) + path_len);
 	return audit ? 0 : -EPERM;
 }
 

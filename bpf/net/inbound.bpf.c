@@ -199,6 +199,7 @@ int cordon_ingress(struct __sk_buff *skb)
 	e->hdr.sandbox_id = cfg->sandbox_id;
 	e->hdr.cgroup_id = bpf_skb_cgroup_id(skb);
 	e->hdr.rule = rule;
+	e->hdr.seq = cordon_next_seq(cordon_seq());
 	__builtin_memcpy(e->addr, addr, 16);
 	e->port = port;
 	e->family = family;

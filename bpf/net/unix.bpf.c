@@ -122,6 +122,7 @@ static __always_inline int cordon_unix_decide(struct bpf_sock_addr *ctx, __u16 c
 	cordon_event_header(&e->hdr, CORDON_EVL_OBJECT, CORDON_LAYER_CGROUP, CORDON_EV_NET_UNIX,
 			    audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason, cfg->sandbox_id);
 	e->hdr.rule = rule;
+	e->hdr.seq = cordon_next_seq(cordon_seq());
 	e->access = CORDON_FILE_WRITE;
 	e->path_flags = CORDON_PATH_F_AS_WRITTEN;
 	__u32 len = a.len;

@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -696,6 +697,163 @@ TEST_F(Agent, KillNineDuringConnectStormKeepsEnforcementAndDrainsTheBacklog) {
   EXPECT_EQ(RunInCgroup(cg.path(), [port] { return TcpConnect(V4("127.0.0.1", port)); }), EPERM);
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpConnect(V4("127.0.0.1", allowed.port())); }), 0);
   EXPECT_EQ(agent.Stop(), 0);
+}
+
+// Issue 16, finding 6: kill -9 storms. The agent is killed with -9 several
+// times while the sandbox makes N distinct denied connects (each to another
+// port, so the kernel's repeats fold none of them), and restarted each time.
+// Afterwards every denial is in the audit file once by id, or again as an
+// identical record (same id, time, every field: a kill between writing and
+// committing), every sequence number is either read or inside a loss
+// record's range, and the kernel's denial count is what was delivered plus
+// what was lost. Before identity, the same denial was written again with
+// another time (6 connects counted as 9, ids empty).
+TEST_F(Agent, KillNineStormsDeliverEachDenialOnceByIdWithOneTime) {
+  TestAgent agent("rateLimit: {eventsPerSecond: 0}\n");
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("idstorm");
+  TcpListener allowed;
+  PolicyFile policy(LoopbackPolicy("idstorm", allowed.port()));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"}).status, 0);
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 5000)) << "adopted by the rescan";
+
+  constexpr int kConnects = 3000;
+  std::atomic<int> refused{-1};
+  const uint16_t allowed_port = allowed.port();
+  std::thread storm([&] {
+    refused = RunInCgroup(cg.path(), [allowed_port] {
+      int n = 0;
+      for (int i = 0; i < kConnects; ++i) {
+        uint16_t to = static_cast<uint16_t>(20000 + i);
+        if (to == allowed_port) to = 19999;
+        n += TcpConnect(V4("127.0.0.1", to)) == EPERM;
+        ::usleep(300);
+      }
+      return n == kConnects ? 0 : 1;
+    });
+  });
+  int kills = 0;
+  for (int round = 0; round < 5; ++round) {
+    ::usleep(static_cast<useconds_t>(150000 + 70000 * round));
+    agent.Kill9();  // only the agent this test started
+    kills++;
+    ::usleep(30000);
+    ASSERT_TRUE(agent.Start()) << agent.Log(static_cast<size_t>(kills));
+  }
+  storm.join();
+  ASSERT_EQ(refused, 0) << "every connect was refused";
+  const uint64_t denied = KernelCounter(cg.id(), CORDON_CNT_DENIED_CONNECT);
+  EXPECT_EQ(denied, static_cast<uint64_t>(kConnects));
+
+  std::map<std::string, AuditEvent> by_id;
+  std::set<uint64_t> seqs;
+  std::vector<std::pair<uint64_t, uint64_t>> lost_ranges;
+  uint64_t delivered = 0, lost = 0, copies = 0;
+  bool settled = WaitFor(
+      [&] {
+        by_id.clear();
+        seqs.clear();
+        lost_ranges.clear();
+        delivered = lost = copies = 0;
+        for (const auto& e : agent.Audit(cg.id())) {
+          if (e.kind() == "loss") {
+            lost += e.loss().dropped();
+            if (e.loss().first_seq()) lost_ranges.emplace_back(e.loss().first_seq(), e.loss().last_seq());
+            continue;
+          }
+          if (e.kind() != "net.connect") continue;
+          if (e.id().empty()) {
+            // The kernel's count of records that did not fit in a full ring
+            // (README "Repeats"): never in the ring, no number, read once.
+            EXPECT_TRUE(e.repeats().pending()) << e.DebugString();
+            delivered += Occurrences(e);
+            continue;
+          }
+          copies++;
+          auto [it, fresh] = by_id.emplace(e.id(), e);
+          if (!fresh) {
+            EXPECT_EQ(it->second.SerializeAsString(), e.SerializeAsString())
+                << "a record written twice is the same record:\n"
+                << it->second.DebugString() << e.DebugString();
+            continue;
+          }
+          delivered += Occurrences(e);
+          seqs.insert(e.seq());
+        }
+        return delivered + lost >= denied;
+      },
+      20000);
+  EXPECT_TRUE(settled) << delivered << " delivered + " << lost << " lost < " << denied << " denied";
+  EXPECT_EQ(delivered + lost, denied) << delivered << " delivered (by id) + " << lost << " lost";
+  ASSERT_FALSE(by_id.empty());
+  for (const auto& [id, e] : by_id) {
+    ASSERT_FALSE(id.empty()) << "every record has an id: " << e.DebugString();
+    EXPECT_EQ(id, std::to_string(cg.id()) + "-" + std::to_string(e.seq()));
+  }
+  // No number unaccounted for: read, or inside a loss record's range.
+  uint64_t in_ranges = 0;
+  for (const auto& [first, last] : lost_ranges) {
+    in_ranges += last - first + 1;
+    for (uint64_t n = first; n <= last; ++n) EXPECT_EQ(seqs.count(n), 0u) << n << " both lost and delivered";
+  }
+  const uint64_t highest = *seqs.rbegin();
+  for (uint64_t n = 1; n <= highest; ++n) {
+    bool in_range = false;
+    for (const auto& [first, last] : lost_ranges) in_range |= n >= first && n <= last;
+    if (!seqs.count(n) && !in_range) {
+      ADD_FAILURE() << "sequence number " << n << " neither delivered nor reported lost";
+      break;
+    }
+  }
+  EXPECT_EQ(in_ranges, lost) << "every loss here is a gap in the sequence (the ring never filled)";
+  std::fprintf(stderr, "id storm: %d kills, %llu denied, %llu delivered, %llu lost, %llu identical copies\n", kills,
+               static_cast<unsigned long long>(denied), static_cast<unsigned long long>(delivered),
+               static_cast<unsigned long long>(lost), static_cast<unsigned long long>(copies - by_id.size()));
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// Issue 16, finding 6: the same record carries the same id and time in the
+// agent's audit file and in a `cordon tail` through the agent; and a record
+// read by a direct tail (no agent) continues the sequence where the agent
+// left it, with a time from the same boot offset.
+TEST_F(Agent, TheSameRecordHasTheSameIdAndTimeInTheAuditFileAndATail) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("idtail");
+  PolicyFile policy(LoopbackPolicy("idtail", 1));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--name", NamePrefix() + "idtail",
+                    "--allow-degraded"})
+                .status,
+            0);
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 10000));
+  LineReader tail({CORDON_BINARY, "tail", "-f", "-o", "json", "--cgroup", cg.path()});
+  ::usleep(300000);  // subscribed
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 21)); }), EPERM);
+  ASSERT_TRUE(WaitFor([&] { return tail.Count() >= 1; }, 10000));
+  ASSERT_TRUE(WaitFor([&] { return Account(agent.Audit(cg.id()), "net.connect").records == 1; }, 10000));
+  EXPECT_EQ(tail.Stop(), 0);
+  auto tailed = ParseJsonLines(tail.Lines()[0].first);
+  ASSERT_EQ(tailed.size(), 1u);
+  AuditEvent written;
+  for (const auto& e : agent.Audit(cg.id()))
+    if (e.kind() == "net.connect") written = e;
+  ASSERT_FALSE(written.id().empty());
+  EXPECT_EQ(tailed[0].id(), written.id());
+  EXPECT_EQ(tailed[0].seq(), written.seq());
+  EXPECT_EQ(tailed[0].time().seconds(), written.time().seconds());
+  EXPECT_EQ(tailed[0].time().nanos(), written.time().nanos());
+  EXPECT_EQ(agent.Stop(), 0);
+
+  // Without the agent: a direct tail reads the next record, numbered next.
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 22)); }), EPERM);
+  CommandResult r = Cordon({"tail", "--cgroup", cg.path(), "-o", "json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto direct = ParseJsonLines(r.out);
+  ASSERT_EQ(direct.size(), 1u) << r.out << "no loss record: nothing was skipped";
+  EXPECT_EQ(direct[0].seq(), written.seq() + 1);
+  EXPECT_EQ(direct[0].id(), std::to_string(cg.id()) + "-" + std::to_string(written.seq() + 1));
+  EXPECT_GE(direct[0].time().seconds(), written.time().seconds());
+  EXPECT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
 }
 
 // Two tailers, one stalled: the other and the audit file get every event,

@@ -159,6 +159,34 @@ TEST_F(Lsm, ReadsOutsideThePolicyAreDenied) {
   EXPECT_EQ(w->file().granted(), "read");
 }
 
+// Issue 16, finding 6: one sequence per sandbox, whoever writes the record.
+// A denied connect (the network object's cgroup program) and a denied file
+// open (the host-wide BPF LSM object) of the same sandbox, one after the
+// other, have consecutive numbers; the control: an allowed open writes no
+// record and takes no number.
+TEST_F(Lsm, CgroupAndLsmRecordsShareTheSandboxsSequence) {
+  TestCgroup cg("seq");
+  Attach(cg, FilesPolicy(tree_, "", "  network:\n    egress:\n      - cidr: 127.0.0.1\n        ports: [1]\n"));
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "in/input.txt", O_RDONLY); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return OpenErrno(tree_ / "secret/key", O_RDONLY); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 10)); }), EPERM);
+  auto events = TakeEvents(cg.path());
+  const auto* connect = Find(events, "net.connect");
+  const auto* open = Find(events, "file.open", "/secret/key");
+  ASSERT_NE(connect, nullptr);
+  ASSERT_NE(open, nullptr);
+  EXPECT_EQ(connect->enforcement(), "kernel-cgroup");
+  EXPECT_EQ(open->enforcement(), "kernel-lsm");
+  EXPECT_GT(connect->seq(), 0u);
+  EXPECT_EQ(open->seq(), connect->seq() + 1) << "the LSM object numbers from the sandbox's counter";
+  EXPECT_EQ(open->id(), std::to_string(cg.id()) + "-" + std::to_string(connect->seq() + 1));
+  std::vector<uint64_t> seqs;
+  for (const auto& e : events) seqs.push_back(e.seq());
+  ASSERT_EQ(seqs.size(), 3u);
+  EXPECT_EQ(seqs[2], open->seq() + 1) << "and the cgroup program's next record follows it";
+}
+
 TEST_F(Lsm, WriteDirectoryAllowsEverythingInsideAndNothingOutside) {
   TestCgroup cg("write");
   Attach(cg, FilesPolicy(tree_));

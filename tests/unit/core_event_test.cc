@@ -69,6 +69,36 @@ TEST(EventDecoder, DecodesAllFields) {
   EXPECT_EQ(event->enforcement(), "kernel-cgroup");
 }
 
+// Issue 16 finding 6: the record's kernel identity. The id is the sandbox's
+// cgroup id and the record's sequence number; a record without a number (the
+// stored first occurrence of a repeats entry) has no id. The same record
+// decoded twice, by two decoders, has the same time.
+TEST(EventDecoder, FillsTheRecordsSequenceIdAndOneTime) {
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  cordon_net_event e = SampleEvent();
+  e.hdr.seq = 17;
+  auto event = decoder.Decode(&e, sizeof e, kSandbox);
+  ASSERT_TRUE(event.ok()) << event.error().ToString();
+  EXPECT_EQ(event->seq(), 17u);
+  EXPECT_EQ(event->id(), "42-17");
+  testing::ObjectRecord file = MakeObjectRecord(CORDON_EV_FILE_OPEN, CORDON_REASON_FILE_RULE, "/etc/shadow");
+  file.fe.hdr.seq = 18;
+  auto second = decoder.Decode(file.data(), file.size(), kSandbox);
+  ASSERT_TRUE(second.ok()) << second.error().ToString();
+  EXPECT_EQ(second->id(), "42-18");
+  e.hdr.seq = 0;
+  auto unnumbered = decoder.Decode(&e, sizeof e, kSandbox);
+  ASSERT_TRUE(unnumbered.ok());
+  EXPECT_EQ(unnumbered->seq(), 0u);
+  EXPECT_EQ(unnumbered->id(), "") << "a record that was never in the ring has no id";
+  EventDecoder other("/nonexistent-cgroup-mount");
+  e.hdr.seq = 17;
+  auto again = other.Decode(&e, sizeof e, kSandbox);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->time().seconds(), event->time().seconds());
+  EXPECT_EQ(again->time().nanos(), event->time().nanos()) << "one boot-to-wall offset for every read";
+}
+
 // spec.quiet: the decoder marks the events its sandbox's patterns match (and
 // only those: a message reused for the next record does not keep the mark);
 // the compact line says so and does not paint the verdict as an alarm.

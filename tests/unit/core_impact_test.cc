@@ -113,6 +113,28 @@ TEST(Impact, RepeatsCountAsTheOccurrencesTheyStandFor) {
   EXPECT_EQ(s.by_verdict().at("denied"), 49u);
 }
 
+// Issue 16, finding 6: a record an agent killed between writing and
+// committing wrote twice (same id) counts once; records without an id
+// (made in userspace) and records of other ids count each.
+TEST(Impact, ARecordWrittenTwiceCountsOnceById) {
+  ImpactBuilder b({});
+  AuditEvent first = Connect(1, "203.0.113.9", 443);
+  first.set_seq(7);
+  first.set_id("77-7");
+  AuditEvent second = Connect(2, "203.0.113.9", 443);
+  second.set_seq(8);
+  second.set_id("77-8");
+  b.Add(first);
+  b.Add(second);
+  b.Add(first);                           // the same record again
+  b.Add(Connect(3, "203.0.113.9", 443));  // no id: counted
+  auto r = b.Finish();
+  ASSERT_EQ(r.sandboxes_size(), 1);
+  EXPECT_EQ(r.sandboxes(0).events().count(), 3u);
+  ASSERT_EQ(r.sandboxes(0).network_size(), 1);
+  EXPECT_EQ(r.sandboxes(0).network(0).seen().count(), 3u);
+}
+
 TEST(Impact, FilesAreCollapsedByDirectoryAccessAndVerdict) {
   ImpactBuilder b({});
   b.Add(File(1, "/etc/shadow", "read"));

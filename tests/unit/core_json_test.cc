@@ -377,7 +377,11 @@ TEST(JsonLine, RandomEvents) {
       n->set_sock_type(str());
       n->set_rule(num32());
     }
-    if (pick(4) == 0) e.mutable_loss()->set_dropped(num64());
+    if (pick(4) == 0) {
+      e.mutable_loss()->set_dropped(num64());
+      e.mutable_loss()->set_first_seq(num64());
+      e.mutable_loss()->set_last_seq(num64());
+    }
     if (pick(3) == 0) {
       auto* f = e.mutable_file();
       f->set_path(str());
@@ -398,6 +402,10 @@ TEST(JsonLine, RandomEvents) {
       e.mutable_suppressed()->set_final(pick(2));
     }
     if (pick(3) == 0) e.set_quiet(true);
+    if (pick(2)) {
+      e.set_seq(num64());
+      e.set_id(str());
+    }
     ExpectSame(e);
     if (HasFailure()) break;
   }

@@ -63,6 +63,9 @@ Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
   raw->backlog = raw->reader->consumed() - before;
   raw->reader->CheckLosses();
   Commit(*raw);
+  if (uint64_t again = raw->reader->repeated())
+    Log("sandbox " + raw->ctx.name + ": " + std::to_string(again) +
+        " records read again were committed by an earlier reader: dropped by sequence number, not written twice");
   return {};
 }
 

@@ -121,6 +121,7 @@ void Agent::HandleStatus(Client& c) {
     a->set_suppressed(sb->suppression.suppressed());
     a->set_lost(sb->lost);
     a->set_malformed(sb->reader->malformed());
+    a->set_repeated(sb->reader->repeated());
     a->set_backlog(sb->backlog);
     a->set_suppressing(sb->suppression.suppressing());
   }

@@ -30,7 +30,7 @@ const char* kAgentHelp =
     "                  sandbox with bursts of 10000). Errors name file:line:column and field.\n"
     "  --check         validate the configuration and the pinned state, print the result, exit.\n"
     "\n"
-    "On start the agent adopts every sandbox pinned under /sys/fs/bpf/cordon/v5 (nothing is\n"
+    "On start the agent adopts every sandbox pinned under /sys/fs/bpf/cordon/v6 (nothing is\n"
     "re-attached: enforcement never paused), drains what the ring buffers held while no agent ran,\n"
     "and reports what they could not hold as `loss` records. It refuses to start, touching nothing,\n"
     "when pinned state has another layout version (written by another cordon release). Sandboxes\n"

@@ -17,6 +17,7 @@ RunEvents::RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std
       reader_(sandbox.cgroup().mount, [this](const cordon::v1::AuditEvent& event) { OnEvent(event); }) {}
 
 void RunEvents::OnEvent(const cordon::v1::AuditEvent& event) {
+  if (!event.id().empty() && !ids_.insert(event.id()).second) return;  // the same record again
   if (event.kind() == "loss") {
     summary.lost += event.loss().dropped();
   } else if (event.kind() == "suppressed") {

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_set>
 
 #include "agent/control.h"
 #include "cli/commands.h"
@@ -94,6 +95,9 @@ class RunEvents {
   std::string relative_;
   EventReader reader_;
   bool reading_ = false;
+  // Ids seen (AuditEvent.id): a record delivered twice (an agent killed
+  // between writing and committing it) is counted and written once.
+  std::unordered_set<std::string> ids_;
 };
 
 // `cordon run` for another command (cordon learn): the same run, its

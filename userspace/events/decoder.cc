@@ -12,6 +12,7 @@
 
 #include "abi/cordon_event.h"
 #include "abi/cordon_file.h"
+#include "events/identity.h"
 #include "policy/cidr.h"
 #include "sys/cgroup.h"
 #include "util/clock.h"
@@ -32,8 +33,6 @@ void SetTimestamp(int64_t ns, google::protobuf::Timestamp* ts) {
 }
 
 namespace {
-
-int64_t RealtimeMinusBoottime() { return NowNs(CLOCK_REALTIME) - NowNs(CLOCK_BOOTTIME); }
 
 // e: the record's header and, for net-layout records, its address and socket
 // kind (zero for the object layout).
@@ -241,13 +240,13 @@ const char* EnforcementName(const cordon_event_header& h) {
 int64_t EventDecoder::BootToRealNs(uint64_t boot_ns) const {
   // Wrapping (unsigned) sum: boot_ns comes from the record, so it is not trusted
   // to keep a signed sum in range (found by the UBSan build of the tests).
-  const uint64_t offset = static_cast<uint64_t>(batch_ ? batch_offset_ns_ : RealtimeMinusBoottime());
-  return static_cast<int64_t>(boot_ns + offset);
+  // One offset for the boot, shared by every reader (events/identity.h):
+  // the same record has the same time wherever and whenever it is read.
+  return static_cast<int64_t>(boot_ns + static_cast<uint64_t>(BootClockOffsetNs()));
 }
 
 void EventDecoder::BeginBatch() {
   batch_ = true;
-  batch_offset_ns_ = RealtimeMinusBoottime();
   exes_.clear();
 }
 
@@ -346,6 +345,13 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   out.set_cgroup_path(CgroupPath(h.cgroup_id, sandbox));
   out.set_cgroup_id(h.cgroup_id);
   out.set_sandbox_cgroup_id(h.sandbox_id);
+  // A record that was never in the ring (the stored first occurrence of a
+  // repeats entry) has no number: no id.
+  out.set_seq(h.seq);
+  if (h.seq)
+    out.set_id(EventId(h.sandbox_id, h.seq));
+  else
+    out.clear_id();
   out.set_pid(h.pid);
   out.set_tid(h.tid);
   out.set_ppid(h.ppid);

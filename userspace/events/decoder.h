@@ -58,9 +58,9 @@ class EventDecoder {
   Status DecodeInto(const void* data, size_t size, const SandboxContext& sandbox, cordon::v1::AuditEvent* out);
 
   // A batch: records consumed together (one ring-buffer drain). Within it,
-  // the boot-to-realtime clock offset is read once, and each process's exe
-  // (/proc/<pid>/exe) once per (pid, comm): as if the whole batch had been
-  // consumed at its start. Outside a batch every record reads both afresh.
+  // each process's exe (/proc/<pid>/exe) is read once per (pid, comm): as if
+  // the whole batch had been consumed at its start. Outside a batch every
+  // record reads it afresh.
   void BeginBatch();
   void EndBatch();
 
@@ -69,7 +69,7 @@ class EventDecoder {
   cordon::v1::AuditEvent LossRecord(const SandboxContext& sandbox, uint64_t dropped) const;
 
   // A boot-clock time of a record (bpf_ktime_get_boot_ns) as wall-clock ns,
-  // with the batch's offset inside a batch.
+  // with the boot's one offset (BootClockOffsetNs, events/identity.h).
   int64_t BootToRealNs(uint64_t boot_ns) const;
 
  private:
@@ -86,7 +86,6 @@ class EventDecoder {
   std::unordered_map<uint64_t, std::string> cgroup_paths_;
   std::string root_raw_, root_escaped_;  // the sandbox root's path, escaped once
   bool batch_ = false;
-  int64_t batch_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_BOOTTIME at the batch's start
   std::unordered_map<uint32_t, ExeEntry> exes_;  // this batch's, by pid (bounded)
   std::string exe_scratch_;
 };

@@ -45,7 +45,7 @@ class JsonWriter {
 
   bool Event(const cordon::v1::AuditEvent& e) {
     size_t chars = e.sandbox().size() + e.cgroup_path().size() + e.comm().size() + e.exe().size() + e.kind().size() +
-                   e.verdict().size() + e.policy().size() + e.reason().size() + e.enforcement().size();
+                   e.verdict().size() + e.policy().size() + e.reason().size() + e.enforcement().size() + e.id().size();
     if (e.has_net())
       chars += e.net().address().size() + e.net().protocol().size() + e.net().family().size() +
                e.net().sock_type().size();
@@ -95,6 +95,8 @@ class JsonWriter {
       Key("loss");
       Open();
       U64("dropped", e.loss().dropped());
+      U64("firstSeq", e.loss().first_seq());
+      U64("lastSeq", e.loss().last_seq());
       Close();
     }
     if (!Str("enforcement", e.enforcement())) return false;
@@ -134,6 +136,8 @@ class JsonWriter {
       Close();
     }
     Bool("quiet", e.quiet());  // 28: after resource and credential, which protobuf prints
+    if (!Str("id", e.id())) return false;  // 31, 32: after containment and repeats, which protobuf prints
+    U64("seq", e.seq());
     Close();
     return true;
   }

@@ -31,14 +31,18 @@ constexpr uint32_t kRingBusyBit = 1u << 31;     // BPF_RINGBUF_BUSY_BIT: reserve
 constexpr uint32_t kRingDiscardBit = 1u << 30;  // BPF_RINGBUF_DISCARD_BIT
 constexpr uint32_t kRingHeaderSize = 8;         // BPF_RINGBUF_HDR_SZ
 
-// The LOSS_REPORTED slot is written by userspace only: all of it on CPU 0.
-void WriteLossWatermark(int counters_fd, uint64_t value) {
+// The LOSS_REPORTED and SEQ_COMMITTED slots are written by userspace only:
+// all of each on CPU 0.
+void WriteUserSlot(int counters_fd, uint32_t key, uint64_t value) {
   int ncpu = libbpf_num_possible_cpus();
   if (ncpu <= 0) return;
   std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu), 0);
   per_cpu[0] = value;
-  uint32_t key = CORDON_CNT_LOSS_REPORTED;
   (void)bpf_map_update_elem(counters_fd, &key, per_cpu.data(), BPF_ANY);
+}
+
+void WriteLossWatermark(int counters_fd, uint64_t value) {
+  WriteUserSlot(counters_fd, CORDON_CNT_LOSS_REPORTED, value);
 }
 
 // One counter summed over CPUs (CheckLosses runs for every sandbox every
@@ -100,9 +104,31 @@ void EventReader::OnRecord(Source& source, const void* data, size_t size) {
     malformed_++;
     std::fprintf(stderr, "cordon: sandbox %s: %s (record skipped)\n", source.sandbox.name.c_str(),
                  s.error().ToString().c_str());
+  } else if (event_.seq() && !source.sequence.Observe(event_.seq())) {
+    repeated_++;  // committed by an earlier reader: written out already
   } else {
     Offer();
   }
+}
+
+void EventReader::ReportGaps(Source& source) {
+  for (const auto& [first, last] : source.sequence.TakeGaps()) {
+    const uint64_t count = last - first + 1;
+    gaps_ += count;
+    cordon::v1::AuditEvent loss = decoder_.LossRecord(source.sandbox, count);
+    loss.mutable_loss()->set_first_seq(first);
+    loss.mutable_loss()->set_last_seq(last);
+    loss.set_reason(std::to_string(count) + " events lost: sequence numbers " + std::to_string(first) + " to " +
+                    std::to_string(last) + " of the sandbox were never read here");
+    callback_(loss);
+  }
+}
+
+void EventReader::CommitSequence(Source& source) {
+  const uint64_t seq = source.sequence.contiguous();
+  if (seq == source.seq_committed || !source.counters_fd.valid()) return;
+  source.seq_committed = seq;
+  WriteUserSlot(source.counters_fd.get(), CORDON_CNT_SEQ_COMMITTED, seq);
 }
 
 void EventReader::Offer() {
@@ -191,11 +217,17 @@ int EventReader::ConsumeRing(Source& source, int budget) {
       if (budget > 0 && count >= budget) return count;
     }
   }
+  // Drained to empty: every record that took a number below the highest
+  // seen is read by now (events/identity.h), so what is missing is lost.
+  ReportGaps(source);
   return count;
 }
 
 void EventReader::Commit() {
   for (auto& source : sources_) {
+    // The sequence first: a reader killed before the consumer position moves
+    // reads these records again and drops them by number.
+    CommitSequence(*source);
     if (source->mapped() && __atomic_load_n(source->consumer_pos, __ATOMIC_RELAXED) != source->cons)
       __atomic_store_n(source->consumer_pos, source->cons, __ATOMIC_RELEASE);
     if (source->watermark_due) {
@@ -243,6 +275,7 @@ Status EventReader::Add(const SandboxContext& sandbox, UniqueFd events_fd, Uniqu
       uint64_t dropped = (*sums)[CORDON_CNT_EVENTS_DROPPED];
       uint64_t reported = (*sums)[CORDON_CNT_LOSS_REPORTED];
       source->drops_reported = report_existing_losses ? std::min(reported, dropped) : dropped;
+      source->seq_committed = (*sums)[CORDON_CNT_SEQ_COMMITTED];
     }
   }
   const int fd = events_fd.get();
@@ -252,6 +285,7 @@ Status EventReader::Add(const SandboxContext& sandbox, UniqueFd events_fd, Uniqu
   if (info.type != BPF_MAP_TYPE_RINGBUF || info.max_entries == 0 || (info.max_entries & (info.max_entries - 1)))
     return Error{"open ring buffer of sandbox " + sandbox.name + ": not a ring buffer"};
   source->ring_size = info.max_entries;
+  source->sequence.Start(source->seq_committed);
   if (!epoll_fd_.valid()) {
     epoll_fd_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
     if (!epoll_fd_.valid()) return SysError("epoll_create1");
@@ -284,6 +318,7 @@ Result<int> EventReader::Consume(int max_records) {
   for (auto& source : sources_) {
     int left = max_records > 0 ? max_records - total : 0;
     total += ConsumeRing(*source, left);
+    if (!defer_commit_) CommitSequence(*source);  // each record was committed as it was delivered
     if (source->last_active_ns < 0) source->last_active_ns = now ? now : (now = MonoNs());
     if (max_records > 0 && total >= max_records) break;
   }

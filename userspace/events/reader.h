@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "events/decoder.h"
+#include "events/identity.h"
 #include "util/fd.h"
 #include "util/result.h"
 
@@ -47,8 +48,12 @@ class EventReader {
   // Commit(), so records delivered to the callback but not yet committed are
   // read again by the next reader if this process dies. A caller that
   // buffers what the callback gets commits after writing it out: delivery is
-  // then at least once, never lost. Default: each record is committed as soon
-  // as its callback returns.
+  // then at least once, never lost, and a record delivered twice is the same
+  // record (same id and time). Commit() also remembers the sandbox's last
+  // committed sequence number (the counters' SEQ_COMMITTED slot, pinned): a
+  // later reader drops records at or below it and reports numbers it never
+  // sees as lost (README "Event identity"). Default: each record is
+  // committed as soon as its callback returns (the sequence once per drain).
   void SetDeferCommit(bool defer) { defer_commit_ = defer; }
   void Commit();
 
@@ -82,6 +87,11 @@ class EventReader {
   uint64_t delivered() const { return delivered_; }
   uint64_t consumed() const { return consumed_; }   // records taken from the ring buffers
   uint64_t refused() const { return refused_; }     // records Admit said no to
+  // Records read again whose number was committed already (a reader killed
+  // between writing them out and committing): consumed, never delivered.
+  uint64_t repeated() const { return repeated_; }
+  // Sequence numbers never seen (reported in loss records with their range).
+  uint64_t gaps() const { return gaps_; }
 
  private:
   // One sandbox's ring buffer, mapped as libbpf maps it: the consumer
@@ -95,6 +105,8 @@ class EventReader {
     UniqueFd counters_fd;
     UniqueFd repeats_fd;  // the sandbox's repeats map (invalid: none pinned)
     uint64_t drops_reported = 0;
+    SequenceTracker sequence;    // README "Event identity"
+    uint64_t seq_committed = 0;  // the counters' SEQ_COMMITTED slot as last written
     uint64_t* consumer_pos = nullptr;
     const uint64_t* producer_pos = nullptr;
     const uint8_t* data = nullptr;
@@ -116,6 +128,10 @@ class EventReader {
   // Delivers a decoded event_ (unless Admit refuses it).
   void Offer();
   void SweepRepeats(Source& source, bool all);
+  // Loss records for the numbers the source's reads skipped (after a drain).
+  void ReportGaps(Source& source);
+  // Remembers the source's committed sequence in its counters (pinned).
+  void CommitSequence(Source& source);
   Result<int> Consume(int max_records);
 
   EventDecoder decoder_;
@@ -129,6 +145,8 @@ class EventReader {
   uint64_t delivered_ = 0;
   uint64_t consumed_ = 0;
   uint64_t refused_ = 0;
+  uint64_t repeated_ = 0;
+  uint64_t gaps_ = 0;
 };
 
 }  // namespace cordon

@@ -76,6 +76,8 @@ void AppendWireEvent(const cordon::v1::AuditEvent& e, std::string* out) {
   if (e.has_loss()) {
     sub.clear();
     PutUint(&sub, 1, e.loss().dropped());
+    PutUint(&sub, 2, e.loss().first_seq());
+    PutUint(&sub, 3, e.loss().last_seq());
     PutMessage(out, 18, sub);
   }
   PutBytes(out, 19, e.enforcement());

@@ -133,6 +133,7 @@ void ImpactBuilder::Add(const v1::AuditEvent& e) {
     const std::string want = trim(scope_.cgroup), have = trim(e.cgroup_path());
     if (have != want && have.rfind(want + "/", 0) != 0) return;
   }
+  if (!e.id().empty() && !ids_.insert(e.id()).second) return;  // the same record again (README "Event identity")
   Sandbox& s = SandboxOf(e);
   const Timestamp& t = e.time();
   // The occurrences a record stands for (the kernel's repeats), over the

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,9 @@ class ImpactBuilder {
   ImpactScope scope_;
   EvidenceLoader evidence_;
   std::map<std::pair<uint64_t, std::string>, std::unique_ptr<Sandbox>> sandboxes_;
+  // Ids seen (AuditEvent.id): a record written twice (an agent killed
+  // between writing and committing it) counts once.
+  std::unordered_set<std::string> ids_;
 };
 
 // The family a kind belongs to in the timeline: net, file, tamper, resource,

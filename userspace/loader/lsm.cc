@@ -95,8 +95,8 @@ struct LoadedObject {
 constexpr const char* kSecurityfs = "/sys/kernel/security";
 
 // The maps userspace writes, by pin name.
-const char* const kMapPins[] = {"lsm_sandboxes", "cgroup_cache", "lsm_state", "file_rules", "sandbox_events",
-                                "sandbox_counters"};
+const char* const kMapPins[] = {"lsm_sandboxes",  "cgroup_cache",     "lsm_state",   "file_rules",
+                                "sandbox_events", "sandbox_counters", "sandbox_seqs"};
 // ... and those of the BPF LSM object only (bpf/lsm/socket.bpf.c).
 const char* const kLsmOnlyMapPins[] = {"sandbox_egress_addr", "sandbox_egress_port"};
 // ... and the credential guard's inode storage (bpf/lsm/file.bpf.c): pinned by
@@ -450,7 +450,7 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
 namespace {
 
 Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                  const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int state_fd,
+                  const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd, int state_fd,
                   uint32_t extra_flags, const EgressTries* egress, SwitchedLayer* with) {
   auto dir = PinDir(backend);
   if (!dir) return dir.error();
@@ -459,7 +459,9 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
   auto file_rules = OpenPinned(*dir, "file_rules");
   auto events = OpenPinned(*dir, "sandbox_events");
   auto counters = OpenPinned(*dir, "sandbox_counters");
+  auto seqs = OpenPinned(*dir, "sandbox_seqs");
   if (!sandboxes) return sandboxes.error();
+  if (!seqs) return seqs.error();
   if (!file_rules) return file_rules.error();
   if (!events) return events.error();
   if (!counters) return counters.error();
@@ -517,6 +519,8 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
     return discard_new(SysError("register the sandbox's ring buffer with the LSM programs"));
   if (bpf_map_update_elem(counters->get(), &sandbox_id, &counters_fd, BPF_ANY))
     return discard_new(SysError("register the sandbox's counters with the LSM programs"));
+  if (bpf_map_update_elem(seqs->get(), &sandbox_id, &seq_fd, BPF_ANY))
+    return discard_new(SysError("register the sandbox's record sequence with the LSM programs"));
   // Its containment state (a sandbox attached by a cordon without one, or
   // with one that is not mmapable, cannot be referenced: the inner maps must
   // match. `cordon contain`'s flag still applies to it).
@@ -593,6 +597,7 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
   CORDON_TRY(DeleteEgress(*dir, sandbox_id, std::nullopt));
   if (auto events = OpenPinned(*dir, "sandbox_events")) bpf_map_delete_elem(events->get(), &sandbox_id);
   if (auto counters = OpenPinned(*dir, "sandbox_counters")) bpf_map_delete_elem(counters->get(), &sandbox_id);
+  if (auto seqs = OpenPinned(*dir, "sandbox_seqs")) bpf_map_delete_elem(seqs->get(), &sandbox_id);
   if (Exists(*dir + "/" + kStatesPin))
     if (auto states = OpenPinned(*dir, kStatesPin)) bpf_map_delete_elem(states->get(), &sandbox_id);
   if (CountSandboxes(*dir) == 0) return Unload(*dir);
@@ -602,10 +607,10 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
 }  // namespace
 
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int state_fd,
-                     const EgressTries& egress, SwitchedLayer* with) {
-  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, state_fd, 0,
-                    &egress, with);
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd,
+                     int state_fd, const EgressTries& egress, SwitchedLayer* with) {
+  return AddSandbox(Backend::kLsm, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, seq_fd, state_fd,
+                    0, &egress, with);
 }
 
 bool LsmJudgesForeignSockets() {
@@ -622,10 +627,10 @@ std::string ForeignSocketsNote() {
 }
 
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd,
                         uint32_t extra_flags, SwitchedLayer* with) {
-  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, -1, extra_flags,
-                    nullptr, with);
+  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, seq_fd, -1,
+                    extra_flags, nullptr, with);
 }
 
 Status LsmRemoveSandbox(uint64_t sandbox_id) {

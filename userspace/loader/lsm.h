@@ -1,6 +1,6 @@
 // The host-wide BPF LSM object: file, exec, socket-family, unix-socket and
 // tamper enforcement for every sandbox. Loaded on first use, pinned in
-// <bpffs>/cordon/v5/lsm, unloaded when the last sandbox leaves.
+// <bpffs>/cordon/v6/lsm, unloaded when the last sandbox leaves.
 //
 // Usable only when BOTH hold: "bpf" is in the active LSM list (otherwise the
 // programs load and attach but the kernel never calls them — the silent
@@ -76,11 +76,13 @@ struct EgressTries {
 };
 
 // Registers (or atomically replaces) a sandbox's LSM policy. events_fd,
-// counters_fd and state_fd are the sandbox's ring buffer, counters and
-// containment state (-1: none), shared with its network programs: its LSM
-// checks refuse as soon as its state says contained. `with`: see SwitchedLayer.
+// counters_fd, seq_fd and state_fd are the sandbox's ring buffer, counters,
+// record sequence counter and containment state (-1: none), shared with its
+// network programs: its LSM checks refuse as soon as its state says
+// contained. `with`: see SwitchedLayer.
 Status LsmAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int state_fd,
+                     const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd,
+                     int state_fd,
                      const EgressTries& egress, SwitchedLayer* with = nullptr);
 
 // Whether the BPF LSM object (loaded, or the one this cordon would load)
@@ -96,7 +98,7 @@ std::string ForeignSocketsNote();
 // "detected", and SIGKILL before the task returns with onViolation: kill.
 // extra_flags: CORDON_LSM_F_SECCOMP to report the refusals of `cordon run`'s seccomp filter.
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
-                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd,
+                        const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd,
                         uint32_t extra_flags = 0, SwitchedLayer* with = nullptr);
 
 // Whether the detect-mode program loads here (*detail says why not).

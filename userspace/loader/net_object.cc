@@ -105,7 +105,8 @@ std::vector<UnixRuleEntry> UnixRuleEntries(const policy::CompiledPolicy& policy)
 }
 
 Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t unix_entries, size_t listen_entries,
-                             uint32_t ringbuf_bytes, int counters_fd, int events_fd, int state_fd, int repeats_fd) {
+                             uint32_t ringbuf_bytes, int counters_fd, int events_fd, int state_fd, int repeats_fd,
+                             int seq_fd) {
   LibbpfLogCapture log;
   NetSkel skel(cordon_net__open());
   if (!skel) return SysError("open BPF object" + log.Tail());
@@ -136,6 +137,7 @@ Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t un
     return SysError("reuse the sandbox's containment state");
   if (repeats_fd >= 0 && bpf_map__reuse_fd(skel->maps.repeats, repeats_fd))
     return SysError("reuse the sandbox's repeats map");
+  if (seq_fd >= 0 && bpf_map__reuse_fd(skel->maps.seq, seq_fd)) return SysError("reuse the sandbox's record sequence");
   if (int err = cordon_net__load(skel.get()))
     return Error{"load BPF programs into the kernel (is this a kernel with BTF and cgroup BPF?)" + log.Tail(), -err};
   // The readable sysctls are the same for every policy: written once here, so

@@ -59,10 +59,10 @@ using UnixRuleEntry = std::pair<cordon_unix_key, cordon_unix_value>;
 // Unix socket paths granted write (see net_object.cc).
 std::vector<UnixRuleEntry> UnixRuleEntries(const policy::CompiledPolicy& policy);
 
-// Opens the object and sizes its maps; reuses counters/events/state/repeats when given (fd >= 0).
+// Opens the object and sizes its maps; reuses counters/events/state/repeats/seq when given (fd >= 0).
 Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t unix_entries, size_t listen_entries,
                              uint32_t ringbuf_bytes, int counters_fd, int events_fd, int state_fd = -1,
-                             int repeats_fd = -1);
+                             int repeats_fd = -1, int seq_fd = -1);
 // An instance for `policy`: one of `pool`'s if it can hold the policy
 // (*prepared = true), else a new one sized for it.
 Result<NetSkel> FreshSkeleton(NetworkInstancePool* pool, const policy::CompiledPolicy& policy, size_t unix_entries,

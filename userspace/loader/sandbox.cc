@@ -36,6 +36,9 @@ constexpr const char* kStatePin = "state";
 // The repeats map (bpf/abi/cordon_event.h): counts the sandbox's reader
 // delivers, shared by its instances like the counters.
 constexpr const char* kRepeatsPin = CORDON_REPEATS_PIN;
+// The sequence counter of the sandbox's records (bpf/abi/cordon_event.h):
+// one __u64, shared by its instances and registered with the host-wide objects.
+constexpr const char* kSeqPin = CORDON_SEQ_PIN;
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -146,6 +149,7 @@ Status PinAll(cordon_net* skel, int info_fd, const std::vector<Link>& links, con
   if (bpf_map__pin(skel->maps.events, (dir + "/" + kEventsPin).c_str())) return SysError("pin events");
   if (bpf_map__pin(skel->maps.sandbox_state, (dir + "/" + kStatePin).c_str())) return SysError("pin state");
   if (bpf_map__pin(skel->maps.repeats, (dir + "/" + kRepeatsPin).c_str())) return SysError("pin repeats");
+  if (bpf_map__pin(skel->maps.seq, (dir + "/" + kSeqPin).c_str())) return SysError("pin seq");
   if (bpf_obj_pin(info_fd, (dir + "/" + kInfoPin).c_str())) return SysError("pin info");
   for (size_t i = 0; i < links.size(); ++i)
     if (bpf_link__pin(links[i].get(), (dir + "/" + Hooks()[i].pin).c_str()))
@@ -311,10 +315,12 @@ Result<std::unique_ptr<NetworkReplacement>> NetworkReplacement::Prepare(const st
   p->add_state_ = !state.valid();  // attached by a cordon without it: this instance's is pinned by Finish()
   UniqueFd repeats(bpf_obj_get((dir + "/" + kRepeatsPin).c_str()));
   if (!repeats.valid()) return SysError("open " + dir + "/" + kRepeatsPin);
+  UniqueFd seq(bpf_obj_get((dir + "/" + kSeqPin).c_str()));
+  if (!seq.valid()) return SysError("open " + dir + "/" + kSeqPin);
   auto unix_entries = UnixRuleEntries(policy);
-  auto skel =
-      OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(), ListenEntries(policy),
-                   einfo.max_entries, counters.get(), events.get(), state.valid() ? state.get() : -1, repeats.get());
+  auto skel = OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(),
+                           ListenEntries(policy), einfo.max_entries, counters.get(), events.get(),
+                           state.valid() ? state.get() : -1, repeats.get(), seq.get());
   if (!skel) return skel.error();
   p->skel_ = std::move(*skel);
   CORDON_TRY(FillPolicyMaps(p->skel_.get(), policy, cgroup.id, unix_entries, unix_flags, options.allowed_devices));
@@ -401,24 +407,26 @@ Status RegisterHostWide(const std::string& dir, const CgroupRef& cgroup, const p
                         SwitchedLayer* with = nullptr, const EgressTries& egress = {}) {
   UniqueFd events(bpf_obj_get((dir + "/" + kEventsPin).c_str()));
   UniqueFd counters(bpf_obj_get((dir + "/" + kCountersPin).c_str()));
-  if (!events.valid() || !counters.valid()) return SysError("open the sandbox's events/counters");
+  UniqueFd seq(bpf_obj_get((dir + "/" + kSeqPin).c_str()));
+  if (!events.valid() || !counters.valid() || !seq.valid()) return SysError("open the sandbox's events/counters/seq");
   const uint32_t level = CgroupLevel(cgroup.relative);
   switch (role) {
     case HostWide::kLsm: {
       // Its containment state: absent in a sandbox attached by a cordon
       // without one (it gets one at this replacement's network step).
       UniqueFd state(bpf_obj_get((dir + "/" + kStatePin).c_str()));
-      CORDON_TRY(
-          LsmAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), state.get(), egress, with));
+      CORDON_TRY(LsmAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), seq.get(), state.get(),
+                               egress, with));
       return SetHostWideInfo(dir, CORDON_INFO_F_LSM);
     }
     case HostWide::kReportOnly:  // the info keeps saying BPF LSM enforces
-      return DetectAddSandbox(cgroup.id, level, policy, {}, events.get(), counters.get(),
+      return DetectAddSandbox(cgroup.id, level, policy, {}, events.get(), counters.get(), seq.get(),
                               extra_flags | CORDON_LSM_F_REPORT_ONLY);
     case HostWide::kDetect:
       break;
   }
-  CORDON_TRY(DetectAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), extra_flags, with));
+  CORDON_TRY(
+      DetectAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), seq.get(), extra_flags, with));
   return SetHostWideInfo(dir, CORDON_INFO_F_DETECT |
                                   ((policy.lsm_flags & CORDON_LSM_F_KILL) ? CORDON_INFO_F_DETECT_KILL : 0));
 }

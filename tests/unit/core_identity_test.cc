@@ -1,0 +1,95 @@
+// Event identity (README "Event identity", issue 16 finding 6): the rule by
+// which a reader tells committed, new and lost sequence numbers apart, and
+// the boot's one clock offset. No kernel: the reader feeds SequenceTracker
+// the numbers of the records it reads.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "events/identity.h"
+
+namespace cordon {
+namespace {
+
+using Gaps = std::vector<std::pair<uint64_t, uint64_t>>;
+
+TEST(SequenceTracker, InOrderNumbersAreNewAndLeaveNoGap) {
+  SequenceTracker t;
+  t.Start(0);
+  for (uint64_t s = 1; s <= 5; ++s) EXPECT_TRUE(t.Observe(s)) << s;
+  EXPECT_EQ(t.TakeGaps(), Gaps{});
+  EXPECT_EQ(t.contiguous(), 5u);
+}
+
+// A restarted reader: what an earlier reader committed is read again (it was
+// killed between writing and committing) and dropped; the rest is new.
+TEST(SequenceTracker, NumbersAtOrBelowTheCommittedOneAreDropped) {
+  SequenceTracker t;
+  t.Start(3);
+  EXPECT_FALSE(t.Observe(2));
+  EXPECT_FALSE(t.Observe(3));
+  EXPECT_TRUE(t.Observe(4));
+  EXPECT_FALSE(t.Observe(4)) << "the same number twice";
+  EXPECT_EQ(t.TakeGaps(), Gaps{});
+  EXPECT_EQ(t.contiguous(), 4u);
+}
+
+// Two CPUs: the record that reserved its place first took the larger number.
+// A number missing below the highest one is no gap while the rest of the
+// ring may still hold it; the reader asks for gaps only once it drained the
+// ring, and by then the record is read.
+TEST(SequenceTracker, ReorderedNumbersFilledBeforeTheDrainAreNoGap) {
+  SequenceTracker t;
+  t.Start(0);
+  EXPECT_TRUE(t.Observe(1));
+  EXPECT_TRUE(t.Observe(3));
+  EXPECT_EQ(t.contiguous(), 1u) << "2 not seen yet: only 1 may be committed";
+  EXPECT_TRUE(t.Observe(2));
+  EXPECT_EQ(t.contiguous(), 3u);
+  EXPECT_EQ(t.TakeGaps(), Gaps{});
+}
+
+TEST(SequenceTracker, NumbersNeverSeenByTheDrainAreLostRanges) {
+  SequenceTracker t;
+  t.Start(10);  // committed by an earlier reader
+  EXPECT_TRUE(t.Observe(14));
+  EXPECT_TRUE(t.Observe(15));
+  EXPECT_TRUE(t.Observe(20));
+  EXPECT_EQ(t.TakeGaps(), (Gaps{{11, 13}, {16, 19}}));
+  EXPECT_EQ(t.contiguous(), 20u) << "the lost ones are reported once, then count as seen";
+  EXPECT_EQ(t.TakeGaps(), Gaps{});
+  EXPECT_FALSE(t.Observe(12)) << "a number reported lost is never delivered after its loss record";
+  EXPECT_TRUE(t.Observe(21));
+}
+
+TEST(EventId, IsTheSandboxAndTheSequenceInDecimal) {
+  EXPECT_EQ(EventId(4242, 7), "4242-7");
+  EXPECT_EQ(EventId(18446744073709551615ull, 18446744073709551615ull), "18446744073709551615-18446744073709551615");
+}
+
+// The offset is measured once per boot and stored: every later reader (and
+// a reader of a record read twice) uses the stored one. A file of another
+// boot is replaced.
+TEST(BootClockOffset, IsFixedOncePerBootAndSharedThroughItsFile) {
+  char dir[] = "/tmp/cordon-clock-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/clock";
+  const int64_t first = BootClockOffsetNs(file, "boot-a");
+  ::usleep(2000);
+  EXPECT_EQ(BootClockOffsetNs(file, "boot-a"), first);
+  std::ofstream(file, std::ios::trunc) << "boot-a 12345\n";
+  EXPECT_EQ(BootClockOffsetNs(file, "boot-a"), 12345) << "the stored value, not a new measurement";
+  const int64_t other = BootClockOffsetNs(file, "boot-b");
+  EXPECT_NE(other, 12345) << "a file of another boot is not used";
+  EXPECT_EQ(BootClockOffsetNs(file, "boot-b"), other);
+  ::unlink(file.c_str());
+  ::rmdir(dir);
+}
+
+}  // namespace
+}  // namespace cordon

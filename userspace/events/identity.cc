@@ -1,0 +1,96 @@
+#include "events/identity.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "util/clock.h"
+
+namespace cordon {
+namespace {
+
+constexpr const char* kClockDir = "/run/cordon";
+constexpr const char* kClockFile = "/run/cordon/clock";
+
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+// The offset stored in `file` for `boot_id`, if any.
+bool ReadStored(const std::string& file, const std::string& boot_id, int64_t* offset) {
+  std::ifstream in(file);
+  std::string id;
+  long long value = 0;
+  if (!(in >> id >> value) || id != boot_id) return false;
+  *offset = value;
+  return true;
+}
+
+}  // namespace
+
+int64_t BootClockOffsetNs(const std::string& file, const std::string& boot_id) {
+  int64_t offset = 0;
+  if (!boot_id.empty() && ReadStored(file, boot_id, &offset)) return offset;
+  const int64_t measured = NowNs(CLOCK_REALTIME) - NowNs(CLOCK_BOOTTIME);
+  if (boot_id.empty()) return measured;
+  // Written whole under another name, then linked into place: a reader sees
+  // no file or a whole one, and of two first readers the second uses the
+  // first's value. A file of an earlier boot (a /run that is not a tmpfs) is
+  // replaced.
+  const std::string tmp = file + "." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << boot_id << ' ' << measured << '\n';
+    if (!out.flush()) {
+      ::unlink(tmp.c_str());
+      return measured;
+    }
+  }
+  if (::link(tmp.c_str(), file.c_str()) != 0 && errno == EEXIST && !ReadStored(file, boot_id, &offset))
+    (void)::rename(tmp.c_str(), file.c_str());
+  ::unlink(tmp.c_str());
+  return ReadStored(file, boot_id, &offset) ? offset : measured;
+}
+
+int64_t BootClockOffsetNs() {
+  static const int64_t offset = [] {
+    (void)::mkdir(kClockDir, 0755);
+    return BootClockOffsetNs(kClockFile, BootId());
+  }();
+  return offset;
+}
+
+std::string EventId(uint64_t sandbox_id, uint64_t seq) {
+  return std::to_string(sandbox_id) + "-" + std::to_string(seq);
+}
+
+bool SequenceTracker::Observe(uint64_t seq) {
+  if (seq < next_) return false;
+  if (seq > next_) return ahead_.insert(seq).second;
+  next_++;
+  while (!ahead_.empty() && *ahead_.begin() == next_) {
+    ahead_.erase(ahead_.begin());
+    next_++;
+  }
+  return true;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> SequenceTracker::TakeGaps() {
+  std::vector<std::pair<uint64_t, uint64_t>> gaps;
+  for (uint64_t seen : ahead_) {
+    if (seen > next_) gaps.emplace_back(next_, seen - 1);
+    next_ = seen + 1;
+  }
+  ahead_.clear();
+  return gaps;
+}
+
+}  // namespace cordon
