@@ -254,6 +254,31 @@ TEST_F(Regress, RunUnderAPolicyThatAllowsItFailsNamingEachCase) {
   EXPECT_NE(summary.find("failure:not denied: file.open read " + secret_ + " succeeded"), std::string::npos) << summary;
 }
 
+// A case's policy is data a CI run reads: its spec.credentials would have
+// cordon run an issue program as root on the host. regress run never issues
+// them (a note says so) and the case still runs. The control: the same
+// policy under cordon run does run the program (the marker appears).
+TEST_F(Regress, RunNeverRunsTheCredentialProgramsOfACasesPolicy) {
+  const std::string marker = *dir_ + "/issued-marker";
+  const std::string mint = *dir_ + "/mint";
+  Spit(mint, "#!/bin/sh\ntouch " + marker + "\necho not-a-real-token\n");
+  ::chmod(mint.c_str(), 0700);
+  const std::string with_creds = *dir_ + "/with-credentials.yaml";
+  Spit(with_creds, policy_text_ + "  credentials:\n    - {name: TOKEN, issue: [" + mint + "], ttl: 10m}\n");
+  auto r = Cordon({"regress", "run", cases_, "--policy", with_creds});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("spec.credentials are not issued by regress run"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("2 denied as expected, 0 not, 0 skipped"), std::string::npos) << r.err;
+  struct stat st;
+  EXPECT_NE(::stat(marker.c_str(), &st), 0) << "regress run ran the issue program";
+  // Control: cordon run with that policy runs it.
+  auto control = Cordon({"run", "-q", "--policy", with_creds, "--audit", *dir_ + "/control-audit.jsonl", "--",
+                         "/usr/bin/python3", "-c", "pass"});
+  EXPECT_EQ(control.status, 0) << control.err;
+  EXPECT_EQ(::stat(marker.c_str(), &st), 0) << "the issue program works: " << control.err;
+  ::unlink(marker.c_str());
+}
+
 TEST_F(Regress, BadCaseFilesAreUsageErrorsNamingFileLineAndField) {
   const std::string good = Slurp(CaseFiles(cases_)[0]);
   const std::string bad = *dir_ + "/bad";

@@ -91,5 +91,38 @@ TEST(BootClockOffset, IsFixedOncePerBootAndSharedThroughItsFile) {
   ::rmdir(dir);
 }
 
+// The file is trusted only as a regular file of this user that nobody else
+// may write, read without following a symlink; a symlink planted at the
+// temporary name is not written through (the write is O_EXCL).
+TEST(BootClockOffset, AFileOthersMayWriteOrASymlinkIsNotTrusted) {
+  char dir[] = "/tmp/cordon-clock-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/clock";
+  std::ofstream(file, std::ios::trunc) << "boot-a 12345\n";
+  ASSERT_EQ(::chmod(file.c_str(), 0644), 0);
+  EXPECT_EQ(BootClockOffsetNs(file, "boot-a"), 12345) << "control: a file only its owner writes is used";
+  ASSERT_EQ(::chmod(file.c_str(), 0666), 0);
+  EXPECT_NE(BootClockOffsetNs(file, "boot-a"), 12345) << "a file anyone may write is not used";
+  ::unlink(file.c_str());
+  const std::string target = std::string(dir) + "/target";
+  std::ofstream(target, std::ios::trunc) << "boot-a 12345\n";
+  ::chmod(target.c_str(), 0644);
+  ASSERT_EQ(::symlink(target.c_str(), file.c_str()), 0);
+  EXPECT_NE(BootClockOffsetNs(file, "boot-a"), 12345) << "a symlink is not followed";
+  ::unlink(file.c_str());
+  // The temporary name taken by a symlink to a victim: the victim is untouched.
+  const std::string victim = std::string(dir) + "/victim";
+  std::ofstream(victim, std::ios::trunc) << "keep\n";
+  ASSERT_EQ(::symlink(victim.c_str(), (file + "." + std::to_string(::getpid())).c_str()), 0);
+  (void)BootClockOffsetNs(file, "boot-c");
+  std::ifstream in(victim);
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "keep");
+  ::unlink((file + "." + std::to_string(::getpid())).c_str());
+  for (const std::string& f : {file, target, victim}) ::unlink(f.c_str());
+  ::rmdir(dir);
+}
+
 }  // namespace
 }  // namespace cordon

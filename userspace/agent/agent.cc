@@ -285,6 +285,11 @@ void Agent::HoldCredentials(uint64_t id, std::shared_ptr<ops::SandboxCredentials
 void Agent::AdoptCredentials() {
   for (const auto& state : ops::ListCredentialStates()) {
     if (!state.attached || held_.count(state.cgroup_id) || !sandboxes_.count(state.cgroup_id)) continue;
+    // A sandbox whose kernel containment this agent is completing, or has
+    // completed: its credentials were let go of for the containment to
+    // revoke them; taken over again they would be refreshed for a contained
+    // workload (and the revoke would find them locked).
+    if (const Sandbox& sb = *sandboxes_.at(state.cgroup_id); sb.containment_queued || sb.containment_tried) continue;
     // Held by another process (a cordon attach in progress, the sweep): tried again in 2 s.
     auto adopted = ops::SandboxCredentials::Adopt(state.stem, CredentialOidc());
     if (!adopted) continue;

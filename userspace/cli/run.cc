@@ -1002,6 +1002,7 @@ int RunCommand(const Args& args) { return RunCommandWith(args, {}); }
 int RunCommandWith(const Args& args, const RunHooks& hooks) {
   RunPlan run;
   if (int rc = ParseRun(args, &run); rc != kGoOn) return rc;
+  if (hooks.without_credentials) run.compiled->credentials.clear();
   if (int rc = PrepareFiles(&run); rc != kGoOn) return rc;
   if (int rc = PrepareExec(&run); rc != kGoOn) return rc;
   if (int rc = PrepareConfinement(&run); rc != kGoOn) return rc;

@@ -107,6 +107,10 @@ struct RunHooks {
   bool events_directly = false;
   RunSummary* summary = nullptr;  // set at the end (when the command ran)
   bool* ran = nullptr;            // set true when the command ran (its status is the command's)
+  // cordon regress run: the policy's spec.credentials are dropped, so no
+  // issue or revoke program runs (they run as root on the host, and a case
+  // directory is data a CI run reads, not code it should execute).
+  bool without_credentials = false;
 };
 int RunCommandWith(const Args& args, const RunHooks& hooks);
 

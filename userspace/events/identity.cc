@@ -24,9 +24,19 @@ std::string BootId() {
   return id;
 }
 
-// The offset stored in `file` for `boot_id`, if any.
+// The offset stored in `file` for `boot_id`, if any: a regular file (not
+// through a symlink) of this process's user that nobody else may write.
 bool ReadStored(const std::string& file, const std::string& boot_id, int64_t* offset) {
-  std::ifstream in(file);
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  char buf[128] = {};
+  const bool trusted = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+                       (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+  const ssize_t n = trusted ? ::read(fd, buf, sizeof buf - 1) : -1;
+  ::close(fd);
+  if (n <= 0) return false;
+  std::istringstream in(std::string(buf, static_cast<size_t>(n)));
   std::string id;
   long long value = 0;
   if (!(in >> id >> value) || id != boot_id) return false;
@@ -45,11 +55,15 @@ int64_t BootClockOffsetNs(const std::string& file, const std::string& boot_id) {
   // no file or a whole one, and of two first readers the second uses the
   // first's value. A file of an earlier boot (a /run that is not a tmpfs) is
   // replaced.
+  // Created new (O_EXCL), never through a symlink planted at its name.
   const std::string tmp = file + "." + std::to_string(::getpid());
   {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << boot_id << ' ' << measured << '\n';
-    if (!out.flush()) {
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return measured;
+    const std::string line = boot_id + ' ' + std::to_string(measured) + '\n';
+    const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    ::close(fd);
+    if (!written) {
       ::unlink(tmp.c_str());
       return measured;
     }
@@ -62,7 +76,7 @@ int64_t BootClockOffsetNs(const std::string& file, const std::string& boot_id) {
 
 int64_t BootClockOffsetNs() {
   static const int64_t offset = [] {
-    (void)::mkdir(kClockDir, 0755);
+    (void)::mkdir(kClockDir, 0711);  // as the credential store wants it
     return BootClockOffsetNs(kClockFile, BootId());
   }();
   return offset;

@@ -611,8 +611,8 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
 // mapped element (see CORDON_STATE_FLAGS_WORD), so that a program containing
 // the sandbox meanwhile (CONTAINED|AUTO, its trigger, its count) and this
 // change both hold. Clearing CONTAINED also restarts onViolation's count:
-// the trigger first, then flags and count in one operation (a program
-// counts only while the sandbox is not contained). Returns the state before.
+// flags and count in one operation, then the trigger (a program counts only
+// while the sandbox is not contained). Returns the state before.
 static Result<cordon_sandbox_state> ChangeStateWords(int fd, uint32_t set, uint32_t clear) {
   struct bpf_map_info info = {};
   uint32_t len = sizeof info;
@@ -638,10 +638,18 @@ static Result<cordon_sandbox_state> ChangeStateWords(int fd, uint32_t set, uint3
   auto* word = static_cast<uint64_t*>(mem);  // flags and violations
   uint64_t old_word = 0;
   if (restart) {
-    before.contained_boot_ns = __atomic_exchange_n(&st->contained_boot_ns, 0, __ATOMIC_SEQ_CST);
-    before.trigger_kind = __atomic_exchange_n(&st->trigger_kind, 0, __ATOMIC_SEQ_CST);
+    // Flags and count first: a program that contains the sandbox again
+    // after this (its trigger, then its flags) keeps its containment; the
+    // trigger is cleared only while no program has contained it since (one
+    // racing in between may lose its trigger's record, never its flags).
     old_word =
         __atomic_fetch_and(word, ~(CORDON_STATE_FLAGS_WORD(clear) | CORDON_STATE_VIOLATIONS_WORD), __ATOMIC_SEQ_CST);
+    before.contained_boot_ns = __atomic_load_n(&st->contained_boot_ns, __ATOMIC_SEQ_CST);
+    before.trigger_kind = __atomic_load_n(&st->trigger_kind, __ATOMIC_SEQ_CST);
+    if (!(__atomic_load_n(word, __ATOMIC_SEQ_CST) & CORDON_STATE_FLAGS_WORD(CORDON_STATE_F_CONTAINED))) {
+      __atomic_store_n(&st->contained_boot_ns, 0, __ATOMIC_SEQ_CST);
+      __atomic_store_n(&st->trigger_kind, 0, __ATOMIC_SEQ_CST);
+    }
   } else if (clear) {
     old_word = __atomic_fetch_and(word, ~CORDON_STATE_FLAGS_WORD(clear), __ATOMIC_SEQ_CST);
   }
