@@ -827,7 +827,15 @@ TEST_F(Agent, TheSameRecordHasTheSameIdAndTimeInTheAuditFileAndATail) {
             0);
   ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 10000));
   LineReader tail({CORDON_BINARY, "tail", "-f", "-o", "json", "--cgroup", cg.path()});
-  ::usleep(300000);  // subscribed
+  // Subscribed (a tail gets what comes after it; a fixed wait was too short
+  // in a loaded full run).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto st = agent.Status();
+        return st && st->tailers_size() == 1;
+      },
+      10000))
+      << "the tail connects to the agent";
   EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 21)); }), EPERM);
   ASSERT_TRUE(WaitFor([&] { return tail.Count() >= 1; }, 10000));
   ASSERT_TRUE(WaitFor([&] { return Account(agent.Audit(cg.id()), "net.connect").records == 1; }, 10000));
