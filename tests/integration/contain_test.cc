@@ -1252,7 +1252,7 @@ TEST(ContainAgent, OtherSandboxesEventsFlowWhileAKernelContainmentIsCompleted) {
   size_t contained = 0;
   ASSERT_TRUE(WaitFor(
       [&] {
-        trail = AuditFileEvents(scratch.audit());
+        trail = AuditFileEvents(scratch.audit(), /*growing=*/true);  // the agent writes on
         for (contained = 0; contained < trail.size(); ++contained)
           if (trail[contained].kind() == "sandbox.contained" && trail[contained].sandbox_cgroup_id() == a.id())
             return true;

@@ -181,7 +181,8 @@ std::vector<cordon::v1::AuditEvent> OfKind(const std::vector<cordon::v1::AuditEv
 // The events of an audit file (`cordon run --audit`, an agent's file sink).
 // A file that cannot be read fails the calling test: cordon creates it before
 // the workload starts, so a missing file means collection broke.
-std::vector<cordon::v1::AuditEvent> AuditFileEvents(const std::string& path);
+// growing: a file a writer still appends to: its whole lines only.
+std::vector<cordon::v1::AuditEvent> AuditFileEvents(const std::string& path, bool growing = false);
 
 // A child of the test that only waits for signals (a stand-in for a process
 // outside the sandbox: the agent, a host service). Killed and reaped by the
