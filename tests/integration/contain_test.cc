@@ -1207,14 +1207,17 @@ TEST(ContainAgent, TheAgentCompletesTheKernelsContainmentAndServesContainAndRele
 // containment ends) are written before that record, not after it. The
 // control: there are such events (B was busy all along, and the
 // containment took long enough to tell).
-TEST(ContainAgent, OtherSandboxesEventsFlowWhileAKernelContainmentIsCompleted) {
-  if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+// The agent contains on its containment worker, whoever asked: the kernel
+// (spec.onViolation) or `cordon contain` through it. Meanwhile its loop
+// drains every other sandbox's events to the audit file.
+void OtherSandboxesEventsFlowWhileContaining(bool requested) {
   Scratch scratch;
   TestCgroup a("contain-slow"), b("contain-busy");
   Listener listener;
   ScratchAgent agent(scratch);
   ASSERT_TRUE(agent.up()) << agent.Log();
-  PolicyFile slow(OnViolationPolicy("contain-slow", listener.port()));
+  PolicyFile slow(requested ? LoopbackPolicy("contain-slow", listener.port())
+                            : OnViolationPolicy("contain-slow", listener.port()));
   PolicyFile busy(LoopbackPolicy("contain-busy", listener.port()));
   ASSERT_EQ(Cordon({"attach", "--cgroup", a.path(), "--policy", slow.path(), "--allow-degraded", "-q"}).status, 0);
   ASSERT_EQ(Cordon({"attach", "--cgroup", b.path(), "--policy", busy.path(), "--allow-degraded", "-q"}).status, 0);
@@ -1245,7 +1248,18 @@ TEST(ContainAgent, OtherSandboxesEventsFlowWhileAKernelContainmentIsCompleted) {
     }
   }
   ASSERT_GT(refuser, 0);
-  EXPECT_EQ(RunInCgroup(a.path(), [] { return TcpConnect(V4("127.0.0.1", 1)); }), EPERM);
+  CommandResult asked;
+  std::thread contain;
+  if (requested)  // the CLI, through the agent (it waits for the answer)
+    contain = std::thread([&] { asked = Cordon({"contain", "--cgroup", a.path(), "--reason", "flow test"}); });
+  else
+    EXPECT_EQ(RunInCgroup(a.path(), [] { return TcpConnect(V4("127.0.0.1", 1)); }), EPERM);
+  struct Joined {
+    std::thread& t;
+    ~Joined() {
+      if (t.joinable()) t.join();
+    }
+  } joined{contain};
   ASSERT_TRUE(WaitFor([&] { return CgroupEvent(a.path(), "frozen") == "1"; }, 30000)) << agent.Log();
   const auto frozen_at = std::chrono::system_clock::now();
   std::vector<cordon::v1::AuditEvent> trail;
@@ -1278,7 +1292,22 @@ TEST(ContainAgent, OtherSandboxesEventsFlowWhileAKernelContainmentIsCompleted) {
   EXPECT_GT(before, 10) << "B's events made during the containment";
   EXPECT_EQ(after, 0) << "B's events made during the containment, written only after it ended ("
                       << (end - start) / 1000000 << " ms)";
+  if (contain.joinable()) contain.join();
+  if (requested) {
+    EXPECT_EQ(asked.status, 0) << asked.err;
+    EXPECT_NE(agent.Log().find("for pid"), std::string::npos) << "contained by the agent: " << agent.Log();
+  }
   ASSERT_EQ(Cordon({"release", "--cgroup", a.path()}).status, 0);
+}
+
+TEST(ContainAgent, OtherSandboxesEventsFlowWhileAKernelContainmentIsCompleted) {
+  if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+  OtherSandboxesEventsFlowWhileContaining(/*requested=*/false);
+}
+
+TEST(ContainAgent, OtherSandboxesEventsFlowWhileARequestedContainmentIsCompleted) {
+  if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+  OtherSandboxesEventsFlowWhileContaining(/*requested=*/true);
 }
 
 }  // namespace

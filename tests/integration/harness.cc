@@ -30,6 +30,36 @@
 namespace cordon::test {
 namespace {
 
+// The policy texts every cordon these suites start keeps by digest (README
+// "Policy texts by digest") go to a directory of the suite's own, removed at
+// its end, not to the host's /var/lib/cordon/policies. A suite that wants to
+// look there reads $CORDON_POLICY_STORE.
+class PolicyStoreOfTheSuite : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (const char* set = std::getenv("CORDON_POLICY_STORE"); set && *set) return;  // the caller's
+    char tmpl[] = "/tmp/cordon-policy-store-XXXXXX";
+    if (!::mkdtemp(tmpl)) return;
+    dir_ = tmpl;
+    ::setenv("CORDON_POLICY_STORE", (dir_ + "/policies").c_str(), 1);
+  }
+  void TearDown() override {
+    if (dir_.empty()) return;
+    ::unsetenv("CORDON_POLICY_STORE");
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/rm", "rm", "-rf", "--", dir_.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    if (pid > 0) ::waitpid(pid, nullptr, 0);
+  }
+
+ private:
+  std::string dir_;
+};
+[[maybe_unused]] ::testing::Environment* const kPolicyStore =
+    ::testing::AddGlobalTestEnvironment(new PolicyStoreOfTheSuite);
+
 std::string ReadAll(int fd) {
   std::string out;
   char buf[8192];

@@ -119,8 +119,8 @@ class Regress : public ::testing::Test {
         new CommandResult(Cordon({"run", "-q", "--policy", policy_, "--audit", audit_, "--cwd", out_, "--",
                                   "/usr/bin/python3", "-c", script, std::to_string(listener_->port()), secret_}));
     cases_ = *dir_ + "/cases";
-    captured_ =
-        new CommandResult(Cordon({"regress", "capture", "--audit", audit_, "--policy", policy_, "--out", cases_}));
+    // No --policy: the text is found by the digest the events carry.
+    captured_ = new CommandResult(Cordon({"regress", "capture", "--audit", audit_, "--out", cases_}));
   }
   static void TearDownTestSuite() {
     if (dir_) test::Run({"rm", "-rf", *dir_});
@@ -202,10 +202,6 @@ TEST_F(Regress, CaptureByIdTakesThatEventOnlyAndRefusesAPolicyThatIsNotTheOne) {
       {"regress", "capture", "--audit", audit_, "--id", "ffffffffffffffff0", "--policy", policy_, "--out", by_id});
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("no event with id or chain"), std::string::npos) << r.err;
-  // Without the text: the trail names the policy only, so it is asked for.
-  r = Cordon({"regress", "capture", "--audit", audit_, "--out", *dir_ + "/none"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("give --policy FILE"), std::string::npos) << r.err;
   // Another policy's text is refused, unless the operator says so.
   const std::string other = *dir_ + "/other.yaml";
   Spit(other, "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: something-else}\nspec: {}\n");
@@ -215,6 +211,54 @@ TEST_F(Regress, CaptureByIdTakesThatEventOnlyAndRefusesAPolicyThatIsNotTheOne) {
   r = Cordon(
       {"regress", "capture", "--audit", audit_, "--policy", other, "--policy-mismatch-ok", "--out", *dir_ + "/other"});
   EXPECT_EQ(r.status, 0) << r.err;
+}
+
+// README "Policy texts by digest": every event names the digest of the
+// policy in force, and the text cordon kept under it is what capture copies.
+TEST_F(Regress, CaptureCopiesThePolicyKeptByTheDigestEveryEventNames) {
+  auto sum = test::Run({"sha256sum", policy_});
+  ASSERT_EQ(sum.status, 0);
+  const std::string digest = "sha256:" + sum.out.substr(0, 64);
+  int violations = 0;
+  for (const auto& e : test::AuditFileEvents(audit_)) {
+    if (e.kind() == "chain.start") continue;
+    EXPECT_EQ(e.policy_digest(), digest) << e.kind() << " " << e.id();
+    violations += e.verdict() == "denied";
+  }
+  EXPECT_GE(violations, 2) << "a connect and a read at least";
+  // Kept by cordon run, 0600, byte for byte.
+  const char* store = std::getenv("CORDON_POLICY_STORE");
+  ASSERT_TRUE(store && *store) << "the harness gives each suite a store of its own";
+  const std::string kept = std::string(store) + "/sha256-" + digest.substr(7) + ".yaml";
+  struct stat st;
+  ASSERT_EQ(::stat(kept.c_str(), &st), 0) << kept;
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(Slurp(kept), policy_text_);
+  auto files = CaseFiles(cases_);
+  ASSERT_FALSE(files.empty());
+  const auto c = ReadCase(files[0]);
+  EXPECT_EQ(c.policy_digest, digest);
+  EXPECT_EQ(c.policy_in_force, "") << "the text copied is the one in force";
+  EXPECT_EQ(Slurp(cases_ + "/" + c.policy_file), policy_text_);
+
+  // The control: an entry changed after it was kept is refused (the case
+  // would test another policy), and one that is gone is asked for.
+  const std::string aside = kept + ".aside";
+  ASSERT_EQ(::rename(kept.c_str(), aside.c_str()), 0);
+  Spit(kept, policy_text_ + "    read: [/]\n");
+  auto r = Cordon({"regress", "capture", "--audit", audit_, "--out", *dir_ + "/changed"});
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.err.find("changed after cordon kept it"), std::string::npos) << r.err;
+  EXPECT_TRUE(CaseFiles(*dir_ + "/changed").empty()) << "nothing captured";
+  ::unlink(kept.c_str());
+  r = Cordon({"regress", "capture", "--audit", audit_, "--out", *dir_ + "/gone"});
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.err.find("no policy text is kept for " + digest), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("give --policy FILE"), std::string::npos) << r.err;
+  // --policy with the right file still does without it.
+  r = Cordon({"regress", "capture", "--audit", audit_, "--policy", policy_, "--out", *dir_ + "/given"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(::rename(aside.c_str(), kept.c_str()), 0);
 }
 
 TEST_F(Regress, RunPassesEveryCaseAndWritesJunit) {

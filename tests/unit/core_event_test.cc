@@ -138,14 +138,22 @@ TEST(EventDecoder, MarksTheEventsOfTheSandboxsQuietPatterns) {
 
   // After a replacement the policy's patterns apply by the event's time: one
   // from before the replacement is judged by the previous policy's.
+  // So does the policy digest the event carries.
+  const std::string kOld = "sha256:" + std::string(64, 'a'), kNew = "sha256:" + std::string(64, 'b');
   SandboxContext replaced = kSandbox;
   replaced.quiet = quiet.quiet;
-  replaced.Replaced(nullptr, 1);  // replaced long before the event (boot + 0.12 s): the new (no) patterns
+  replaced.policy_digest = kOld;
+  ASSERT_TRUE(decoder.DecodeInto(&e, sizeof e, replaced, &out).ok());
+  EXPECT_EQ(out.policy_digest(), kOld);
+  EXPECT_NE(ToJsonLine(out).find("\"policyDigest\":\"" + kOld + "\""), std::string::npos) << ToJsonLine(out);
+  replaced.Replaced(nullptr, 1, kNew);  // replaced long before the event (boot + 0.12 s): the new (no) patterns
   ASSERT_TRUE(decoder.DecodeInto(&e, sizeof e, replaced, &out).ok());
   EXPECT_FALSE(out.quiet());
+  EXPECT_EQ(out.policy_digest(), kNew);
   replaced.quiet_since_ns = (out.time().seconds() + 1) * 1000000000;  // a second after it
   ASSERT_TRUE(decoder.DecodeInto(&e, sizeof e, replaced, &out).ok());
   EXPECT_TRUE(out.quiet()) << "the event happened under the previous policy";
+  EXPECT_EQ(out.policy_digest(), kOld) << "the event happened under the previous policy";
 }
 
 // lsm/socket_connect and socket_sendmsg on a socket created outside the

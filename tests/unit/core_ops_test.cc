@@ -1,11 +1,65 @@
 // The use-case layer's request validation (userspace/ops): no root needed.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include "abi/cordon_common.h"
 #include "ops/ops.h"
+#include "ops/policy_store.h"
+#include "policy/compiler.h"
+#include "policy/parser.h"
+#include "tests/unit/temp_dir.h"
+#include "util/fs.h"
 
 namespace cordon::ops {
 namespace {
+
+// README "Policy texts by digest": what an event's policyDigest names is
+// found again byte for byte, and a changed entry is never taken for it.
+TEST(PolicyStore, KeepsTheTextByItsDigestAndRefusesAChangedEntry) {
+  test::TempDir tmp("policy-store");
+  const std::string dir = tmp / "policies";
+  const std::string text = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: kept}\nspec: {}\n";
+  const std::string digest = policy::TextDigest(text);
+  ASSERT_EQ(digest.size(), 7u + 64u);
+  const std::string path = dir + "/sha256-" + digest.substr(7) + ".yaml";
+
+  EXPECT_FALSE(KeptPolicyText(digest, dir).ok()) << "nothing kept yet";
+  EXPECT_NE(KeptPolicyText(digest, dir).error().ToString().find("no policy text is kept for " + digest),
+            std::string::npos);
+  ASSERT_TRUE(KeepPolicyText(text, digest, dir).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  auto kept = KeptPolicyText(digest, dir);
+  ASSERT_TRUE(kept.ok()) << kept.error().ToString();
+  EXPECT_EQ(*kept, text);
+  ASSERT_TRUE(KeepPolicyText(text, digest, dir).ok()) << "kept again: left as it is";
+
+  // An entry changed after it was kept: an error naming it, never its text.
+  ASSERT_TRUE(WriteFile(path, text + "# added\n").ok());
+  auto changed = KeptPolicyText(digest, dir);
+  ASSERT_FALSE(changed.ok());
+  EXPECT_NE(changed.error().ToString().find(path), std::string::npos) << changed.error().ToString();
+  EXPECT_NE(changed.error().ToString().find("changed after cordon kept it"), std::string::npos);
+  ASSERT_TRUE(KeepPolicyText(text, digest, dir).ok()) << "the next keep mends it";
+  auto again = KeptPolicyText(digest, dir);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, text);
+
+  // Not a policy's digest, a text that is not the digest's, the built-in default.
+  EXPECT_FALSE(KeptPolicyText("sha256:../../etc/passwd", dir).ok());
+  EXPECT_FALSE(KeptPolicyText("sha256:" + std::string(64, 'A'), dir).ok());
+  EXPECT_FALSE(KeepPolicyText(text + " ", digest, dir).ok());
+  EXPECT_TRUE(KeepPolicyText(policy::DefaultPolicyYaml(), "builtin:default", dir).ok());
+  auto builtin = KeptPolicyText("builtin:default", dir);
+  ASSERT_TRUE(builtin.ok());
+  EXPECT_EQ(*builtin, policy::DefaultPolicyYaml());
+  EXPECT_EQ(PolicyStoreName(digest), "sha256-" + digest.substr(7) + ".yaml");
+  EXPECT_EQ(PolicyStoreName("builtin:default"), "");
+}
 
 TEST(OpsMode, ParsesEnforceAuditAndEmpty) {
   uint32_t mode = CORDON_MODE_ENFORCE;

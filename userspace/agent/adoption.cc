@@ -26,7 +26,8 @@ Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
   auto sb = std::make_unique<Sandbox>();
   Sandbox* raw = sb.get();
   sb->id = id;
-  sb->ctx = SandboxContext{id, pinned.info.name, pinned.info.policy, pinned.info.cgroup_path};
+  sb->ctx =
+      SandboxContext{id, pinned.info.name, pinned.info.policy, pinned.info.cgroup_path, pinned.info.policy_digest};
   sb->ctx.quiet = QuietOf(id, pinned.info.generation);
   sb->info_map_id = pinned.map_id;
   sb->generation = pinned.info.generation;
@@ -173,7 +174,8 @@ void Agent::Refresh(Sandbox& sb, const PinnedInfo& pinned) {
   if (sb.generation != pinned.info.generation) {
     // The new policy's spec.quiet patterns for what happened from its
     // replacement on; what waits from before is judged by the old ones.
-    sb.ctx.Replaced(QuietOf(sb.id, pinned.info.generation), static_cast<int64_t>(pinned.info.updated_at_ns));
+    sb.ctx.Replaced(QuietOf(sb.id, pinned.info.generation), static_cast<int64_t>(pinned.info.updated_at_ns),
+                    pinned.info.policy_digest);
     sb.reader->Update(sb.ctx);
   }
   DrainAll(sb);

@@ -70,6 +70,11 @@ struct ContainmentHandoff {
   struct Done {
     uint64_t id = 0;
     bool by_kernel = false;  // CORDON_STATE_F_AUTO was set
+    // Asked for by a client (`cordon contain` through the agent): its
+    // TailServer key and pid, answered when done; 0: the kernel's.
+    uint64_t client = 0;
+    uint32_t client_pid = 0;
+    bool kill = false;  // --kill was asked for
     ops::ContainOutcome out;
   };
   std::mutex mu;
@@ -167,8 +172,10 @@ class Agent {
   // A contain request of this agent: its audit file, the sandbox's held
   // credentials let go of (the containment revokes them).
   ops::ContainRequest AgentContainRequest(uint64_t sandbox_id, std::string by);
-  // ops::Contain with the agent's audit file, here, its events delivered.
-  ops::ContainOutcome ContainHere(ops::ContainRequest request);
+  // Runs the containment on the containment worker; the loop drains the
+  // sandbox's ring buffer to the audit file when the evidence asks
+  // (ServiceContainments) and delivers what it did when it is done.
+  void ContainOnWorker(ops::ContainRequest request, ContainmentHandoff::Done done);
   void HandleContain(Client& c, const cordon::v1::ContainRequest& req);  // ops::Contain
   void HandleReleaseContainment(Client& c,
                                 const cordon::v1::ReleaseContainmentRequest& req);  // ops::ReleaseContainment

@@ -15,6 +15,7 @@
 #include "loader/sandbox.h"
 #include "ops/contain.h"
 #include "ops/ops.h"
+#include "ops/policy_store.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
 #include "util/clock.h"
@@ -215,6 +216,11 @@ void Agent::CompileThenAttach(Client& c, ops::AttachRequest request, bool must_e
     policy::CompiledPolicy compiled;
     ops::AttachRequest& req = job->request;
     if (ops::CompilePolicyText(req.policy_text, req.policy_file, req.mode, &compiled, &job->error)) {
+      // Kept here, off the loop (the write is synced), before the attach:
+      // an entry is only a text by its digest, harmless if the attach fails.
+      if (cordon::Status kept = ops::KeepPolicyText(req.policy_text, compiled.digest); !kept.ok())
+        req.notes.push_back("the policy's text is not kept by its digest (" + ops::PolicyStoreDir() +
+                            "): " + kept.error().ToString());
       req.compiled = std::move(compiled);
       std::string().swap(req.policy_text);  // compiled: the text goes (it may be megabytes)
     }
@@ -382,22 +388,6 @@ ops::ContainRequest Agent::AgentContainRequest(uint64_t sandbox_id, std::string 
   return request;
 }
 
-ops::ContainOutcome Agent::ContainHere(ops::ContainRequest request) {
-  // What the ring buffer holds goes to the audit file before the evidence reads its tail.
-  request.before_evidence = [this, id = request.sandbox_id] {
-    if (auto it = sandboxes_.find(id); it != sandboxes_.end()) {
-      DrainAll(*it->second);
-      it->second->reader->CheckLosses();
-      Commit(*it->second);
-    }
-    sinks_.FlushBatches();
-  };
-  ops::ContainOutcome out = ops::Contain(request);
-  for (const auto& event : out.events) Deliver(event);
-  sinks_.FlushBatches();
-  return out;
-}
-
 void Agent::CheckContainment(Sandbox& sb) {
   if (!sb.state_fd.valid()) {
     auto fd = OpenSandboxMap(sb.id, "state");
@@ -417,27 +407,30 @@ void Agent::CheckContainment(Sandbox& sb) {
   if (sb.containment_tried || sb.containment_queued) return;
   ops::ContainRequest request = AgentContainRequest(sb.id, "the agent (pid " + std::to_string(::getpid()) + ")");
   request.lock_wait_ms = 0;  // a cordon contain under way completes it: never wait for it here
-  // The loop drains the ring buffer to the audit file (ServiceContainments);
-  // the evidence goes on without it if the loop does not answer (stopping).
-  request.before_evidence = [handoff = handoff_, id = sb.id] {
+  ContainmentHandoff::Done done;
+  done.id = sb.id;
+  done.by_kernel = (state.flags & CORDON_STATE_F_AUTO) != 0;
+  ContainOnWorker(std::move(request), std::move(done));
+}
+
+void Agent::ContainOnWorker(ops::ContainRequest request, ContainmentHandoff::Done done) {
+  // The evidence goes on without the drain if the loop does not answer (stopping).
+  request.before_evidence = [handoff = handoff_, id = request.sandbox_id] {
     auto drained = std::make_shared<std::promise<void>>();
-    std::future<void> done = drained->get_future();
+    std::future<void> drain_done = drained->get_future();
     {
       std::lock_guard<std::mutex> lock(handoff->mu);
       handoff->drains.emplace_back(id, drained);
     }
-    done.wait_for(std::chrono::seconds(2));
+    drain_done.wait_for(std::chrono::seconds(2));
   };
-  sb.containment_queued = true;
-  contain_worker_->Post([handoff = handoff_, request = std::move(request), id = sb.id,
-                         by_kernel = (state.flags & CORDON_STATE_F_AUTO) != 0](const ops::CredentialEvents&) {
-    ContainmentHandoff::Done done;
-    done.id = id;
-    done.by_kernel = by_kernel;
-    done.out = ops::Contain(request);
-    std::lock_guard<std::mutex> lock(handoff->mu);
-    handoff->done.push_back(std::move(done));
-  });
+  if (auto it = sandboxes_.find(request.sandbox_id); it != sandboxes_.end()) it->second->containment_queued = true;
+  contain_worker_->Post(
+      [handoff = handoff_, request = std::move(request), done = std::move(done)](const ops::CredentialEvents&) mutable {
+        done.out = ops::Contain(request);
+        std::lock_guard<std::mutex> lock(handoff->mu);
+        handoff->done.push_back(std::move(done));
+      });
 }
 
 void Agent::ServiceContainments() {
@@ -463,6 +456,17 @@ void Agent::ServiceContainments() {
     auto it = sandboxes_.find(d.id);
     Sandbox* sb = it == sandboxes_.end() ? nullptr : it->second.get();
     if (sb) sb->containment_queued = false;
+    if (d.client) {  // a client's `cordon contain`: answered now (it may have hung up)
+      if (d.out.error.empty())
+        Log("contained sandbox " + d.out.name + " (cgroup id " + std::to_string(d.out.sandbox_id) + ") for pid " +
+            std::to_string(d.client_pid) + (d.kill ? ", killed" : "") + "; evidence " +
+            (d.out.evidence_path.empty() ? "not written" : d.out.evidence_path));
+      if (Client* c = tails_->Find(d.client)) {
+        tails_->Reply(*c, ContainResponse(d.out, d.out.evidence_path));
+        tails_->SetBusy(*c, false);
+      }
+      continue;
+    }
     if (d.out.busy) continue;  // tried again at the next check
     if (sb) sb->containment_tried = true;
     const std::string what = "sandbox " + (sb ? sb->ctx.name : d.out.name) + " (cgroup id " + std::to_string(d.id) +
@@ -482,12 +486,17 @@ void Agent::HandleContain(Client& c, const v1::ContainRequest& req) {
   ops::ContainRequest request = AgentContainRequest(req.sandbox_id(), ops::Requester(static_cast<pid_t>(c.pid), 0));
   request.kill = req.kill();
   request.reason = req.reason();
-  ops::ContainOutcome out = ContainHere(std::move(request));
-  if (out.error.empty())
-    Log("contained sandbox " + out.name + " (cgroup id " + std::to_string(out.sandbox_id) + ") for pid " +
-        std::to_string(c.pid) + (req.kill() ? ", killed" : "") + "; evidence " +
-        (out.evidence_path.empty() ? "not written" : out.evidence_path));
-  tails_->Reply(c, ContainResponse(out, out.evidence_path));
+  // On the containment worker: freezing and the evidence of a large sandbox
+  // take seconds, while the loop drains every sandbox's events (this one's
+  // too, to the audit file, before its evidence reads the tail). The client
+  // is answered when it is done; its later requests wait behind it.
+  tails_->SetBusy(c, true);
+  ContainmentHandoff::Done done;
+  done.id = request.sandbox_id;
+  done.client = c.key;
+  done.client_pid = static_cast<uint32_t>(c.pid);
+  done.kill = req.kill();
+  ContainOnWorker(std::move(request), std::move(done));
 }
 
 void Agent::HandleReleaseContainment(Client& c, const v1::ReleaseContainmentRequest& req) {

@@ -79,6 +79,7 @@ cordon::v1::AuditEvent SuppressedRecord(const SandboxContext& sandbox, uint64_t 
   e.set_sandbox_cgroup_id(sandbox.id);
   e.set_kind("suppressed");
   e.set_policy(sandbox.policy);
+  e.set_policy_digest(sandbox.policy_digest);
   e.set_reason(std::to_string(count) + " events not delivered: over the agent's rate limit of " +
                std::to_string(rate_per_second) + "/s (burst " + std::to_string(burst) + ") for this sandbox" +
                (final ? "; suppression ended" : "; still suppressing"));

@@ -673,7 +673,7 @@ int TailCommand(const Args& args) {
       const SandboxContext next = DirectReaderContext(*s);
       ctx.name = next.name;
       ctx.policy = next.policy;
-      ctx.Replaced(next.quiet, static_cast<int64_t>(s->updated_at_ns));
+      ctx.Replaced(next.quiet, static_cast<int64_t>(s->updated_at_ns), next.policy_digest);
       reader.Update(ctx);
     }
     auto n = reader.Drain();

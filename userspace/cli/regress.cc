@@ -22,6 +22,7 @@
 #include "cli/run_events.h"
 #include "events/audit_file.h"
 #include "loader/lsm.h"
+#include "ops/policy_store.h"
 #include "ops/regress.h"
 #include "policy/compiler.h"
 #include "policy/parser.h"
@@ -49,11 +50,12 @@ const char* kRegressHelp =
     "                 prefix of either of at least 8 characters (repeatable)\n"
     "  --sandbox NAME only the events of this sandbox\n"
     "  --out DIR      where the cases go (created; a case of the same name is replaced)\n"
-    "  --policy FILE  the policy text that was in force. The trail names a policy by name (and a\n"
-    "                 containment's evidence by digest); cordon keeps no copy of policy texts, so\n"
-    "                 this is needed unless the policy was the built-in default. A file whose\n"
-    "                 name or digest differs from what the trail names is refused, unless\n"
-    "  --policy-mismatch-ok  is given (then the case records both digests)\n"
+    "  --policy FILE  the policy text that was in force, instead of the one kept by its digest.\n"
+    "                 Each event names the digest of its policy, and cordon keeps every policy\n"
+    "                 it puts in force under /var/lib/cordon/policies/ by that digest: this is\n"
+    "                 needed only for a trail of a cordon that kept none, or another host's.\n"
+    "                 A file whose name or digest differs from what the trail names is refused,\n"
+    "  --policy-mismatch-ok  unless this is given (then the case records both digests)\n"
     "\n"
     "run: each case (DIR's *.case.yaml, or a case file) in a fresh sandbox made as `cordon run`\n"
     "makes one, with the case's policy (or --policy FILE, to test a changed policy) and the probe's\n"
@@ -162,72 +164,80 @@ int Capture(const Args& args) {
     return PrintError("no denied violation" + (sandbox.empty() ? std::string() : " of sandbox " + Quoted(sandbox)) +
                       " in the files given: nothing captured"),
            1;
-  std::set<std::string> names;
-  for (const auto& c : cases) names.insert(c.policy_name);
-  if (names.size() > 1)
-    return PrintError("the violations were under " + std::to_string(names.size()) + " policies (" +
-                      JoinStrings({names.begin(), names.end()}, ", ") +
-                      "): capture one sandbox at a time (--sandbox NAME, or --id)"),
-           1;
-  const std::string policy_name = *names.begin();
-  std::string in_force;
-  if (auto it = evidence_digests.find(policy_name); it != evidence_digests.end() && it->second.size() == 1)
-    in_force = *it->second.begin();
-
-  // The policy's text.
-  std::string text, from;
-  if (auto path = parsed.Get("--policy")) {
-    auto read = ReadFile(*path, 16u << 20);
-    if (!read) return PrintError("--policy: " + read.error().ToString()), 1;
-    text = std::move(*read);
-    from = *path;
-  } else if (policy_name == "default" && (in_force.empty() || in_force == "builtin:default")) {
-    text = policy::DefaultPolicyYaml();
-    from = "the built-in default policy";
-    in_force = "builtin:default";
-  } else {
-    return PrintError("the trail names policy " + Quoted(policy_name) +
-                      (in_force.empty() ? " (by name only: cordon run's and the agent's trails carry no digest)"
-                                        : " with digest " + in_force + " (its containment evidence)") +
-                      ", and cordon keeps no copy of policy texts: give --policy FILE, the file that was in force"),
-           1;
-  }
-  policy::ParsedPolicy parsed_policy;
-  policy::Diagnostics diags;
-  if (!policy::ParsePolicyText(text, from, &parsed_policy, &diags)) {
-    std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
-    return PrintError("the policy " + Quoted(from) + " does not read: nothing captured"), 1;
-  }
-  const std::string digest = parsed_policy.digest;
+  // The policy of each case: the text kept under the digest its event
+  // names (README "Policy texts by digest"), or --policy FILE.
+  struct PolicyText {
+    std::string text, from, digest, file;
+  };
+  std::map<std::string, PolicyText> policies;  // by the digest in force ("" unknown)
+  const std::optional<std::string> given = parsed.Get("--policy");
   const bool mismatch_ok = parsed.Has("--policy-mismatch-ok");
-  if (!in_force.empty() && in_force != "builtin:default" && in_force != digest) {
-    if (!mismatch_ok)
-      return PrintError("--policy " + Quoted(from) + " has digest " + digest + ", but the policy in force had " +
-                        in_force + ": not the same text. Give the right file, or --policy-mismatch-ok to record it " +
-                        "anyway (the case then names both)"),
+  for (auto& c : cases) {
+    std::string& in_force = c.policy_in_force;
+    if (in_force.empty())  // a trail of an older cordon: the containment evidence's digest, if one
+      if (auto it = evidence_digests.find(c.policy_name); it != evidence_digests.end() && it->second.size() == 1)
+        in_force = *it->second.begin();
+    if (in_force.empty() && c.policy_name == "default" && !given) in_force = "builtin:default";
+    if (policies.count(in_force)) continue;
+    PolicyText p;
+    if (given) {
+      auto read = ReadFile(*given, 16u << 20);
+      if (!read) return PrintError("--policy: " + read.error().ToString()), 1;
+      p.text = std::move(*read);
+      p.from = *given;
+    } else if (!in_force.empty()) {
+      auto kept = ops::KeptPolicyText(in_force);
+      if (!kept)
+        return PrintError("the policy of " + c.probe.kind + " " + DisplayText(c.probe.Target()) + " (" +
+                          Quoted(c.policy_name) + "): " + kept.error().ToString() +
+                          ". Give --policy FILE, the file that was in force; nothing captured"),
+               1;
+      p.text = std::move(*kept);
+      p.from = in_force == "builtin:default" ? "the built-in default policy"
+                                             : JoinPath(ops::PolicyStoreDir(), ops::PolicyStoreName(in_force));
+    } else {
+      return PrintError("the trail names policy " + Quoted(c.policy_name) +
+                        " without its digest (written by a cordon that recorded none): give --policy FILE, the "
+                        "file that was in force; nothing captured"),
              1;
-    PrintNote("the policy recorded (" + digest + ") is not the one in force (" + in_force + "): --policy-mismatch-ok");
-  }
-  if (parsed_policy.proto.metadata().name() != policy_name && !(policy_name == "default" && from[0] == 't')) {
-    if (!mismatch_ok)
-      return PrintError("--policy " + Quoted(from) + " is named " + Quoted(parsed_policy.proto.metadata().name()) +
-                        ", but the violations were under " + Quoted(policy_name) +
+    }
+    policy::ParsedPolicy parsed_policy;
+    policy::Diagnostics diags;
+    if (!policy::ParsePolicyText(p.text, p.from, &parsed_policy, &diags)) {
+      std::fputs(policy::FormatDiagnostics(diags).c_str(), stderr);
+      return PrintError("the policy " + Quoted(p.from) + " does not read: nothing captured"), 1;
+    }
+    p.digest = parsed_policy.digest;
+    if (given && !in_force.empty() && in_force != "builtin:default" && in_force != p.digest) {
+      if (!mismatch_ok)
+        return PrintError("--policy " + Quoted(p.from) + " has digest " + p.digest + ", but the policy in force had " +
+                          in_force + ": not the same text. Give the right file, or --policy-mismatch-ok to record " +
+                          "it anyway (the case then names both)"),
+               1;
+      PrintNote("the policy recorded (" + p.digest + ") is not the one in force (" + in_force +
+                "): --policy-mismatch-ok");
+    }
+    if (given && parsed_policy.proto.metadata().name() != c.policy_name && !mismatch_ok)
+      return PrintError("--policy " + Quoted(p.from) + " is named " + Quoted(parsed_policy.proto.metadata().name()) +
+                        ", but the violations were under " + Quoted(c.policy_name) +
                         ": give that policy's file, or --policy-mismatch-ok"),
              1;
+    p.file = "policy-" + DigestStem(p.digest) + ".yaml";
+    policies[in_force] = std::move(p);
   }
 
-  // The files: the policy once, then each case.
+  // The files: each policy once, then each case.
   const std::string out = *parsed.Get("--out");
   if (Status st = MakeDirs(out); !st.ok()) return PrintError("--out: " + st.error().ToString()), 1;
-  const std::string policy_file = "policy-" + DigestStem(digest) + ".yaml";
-  if (Status st = WriteFileAtomic(out, policy_file, text, 0644); !st.ok())
-    return PrintError(st.error().ToString() + "; nothing captured"), 1;
+  for (const auto& [in_force, p] : policies)
+    if (Status st = WriteFileAtomic(out, p.file, p.text, 0644); !st.ok())
+      return PrintError(st.error().ToString() + "; nothing captured"), 1;
   std::set<std::string> stems;
   for (auto& c : cases) {
-    c.policy_file = policy_file;
-    c.policy_name = policy_name;
-    c.policy_digest = digest;
-    c.policy_in_force = in_force == digest ? "" : in_force;
+    const PolicyText& p = policies.at(c.policy_in_force);
+    c.policy_file = p.file;
+    c.policy_digest = p.digest;
+    if (c.policy_in_force == p.digest) c.policy_in_force.clear();
     std::string stem = ops::CaseFileStem(c);
     for (int n = 2; stems.count(stem); ++n) stem = ops::CaseFileStem(c) + "-" + std::to_string(n);
     stems.insert(stem);

@@ -43,7 +43,6 @@
 #include "cli/notes.h"
 #include "cli/run_events.h"
 #include "cli/run_sandbox.h"
-#include "ops/ephemeral.h"
 #include "confine/acl.h"
 #include "confine/child.h"
 #include "confine/landlock.h"
@@ -51,13 +50,15 @@
 #include "confine/seccomp.h"
 #include "events/decoder.h"
 #include "events/sink.h"
-#include "ops/credentials.h"
 #include "loader/kernel_features.h"
 #include "loader/sandbox.h"
+#include "ops/credentials.h"
+#include "ops/ephemeral.h"
 #include "ops/ops.h"
+#include "ops/policy_store.h"
+#include "ops/resource_watch.h"
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
-#include "ops/resource_watch.h"
 #include "util/clock.h"
 #include "util/colour.h"
 #include "util/fs.h"
@@ -338,6 +339,10 @@ int ParseRun(const Args& args, RunPlan* run) {
   }
   for (auto& line : host.warnings) run->early_notes.push_back(line);
   if (!IsRoot()) return PrintError("run needs root (it creates a cgroup and loads BPF programs)"), 1;
+  // The text by its digest, which every event of the run carries.
+  if (cordon::Status kept = ops::KeepPolicyText(policy_text, run->compiled->digest); !kept.ok())
+    run->early_notes.push_back("the policy's text is not kept by its digest (" + ops::PolicyStoreDir() +
+                               "): " + kept.error().ToString());
   run->quiet = parsed.Has("--quiet");
   run->verbose = parsed.Has("--verbose");
   run->fail_on_violation = parsed.Has("--fail-on-violation");
@@ -1008,8 +1013,7 @@ int RunCommandWith(const Args& args, const RunHooks& hooks) {
   if (int rc = PrepareConfinement(&run); rc != kGoOn) return rc;
   std::unique_ptr<ops::EphemeralSandbox> sandbox;  // from here on, removed on every way out
   if (int rc = CreateRunSandbox(&run, &sandbox); rc != kGoOn) return rc;
-  RunEvents events(*sandbox, run.sandbox_name,
-                   run.compiled->name, run.sink.get(), run.quiet);
+  RunEvents events(*sandbox, run.sandbox_name, run.compiled->name, run.compiled->digest, run.sink.get(), run.quiet);
   if (Status connected = events.Connect(!hooks.events_directly); !connected.ok()) {
     CleanupSandbox(sandbox.get());
     return PrintError(connected.error().ToString()), 1;

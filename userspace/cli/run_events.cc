@@ -7,12 +7,14 @@
 
 namespace cordon::cli {
 
-RunEvents::RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std::string policy_name, AuditSink* sink, bool quiet)
+RunEvents::RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std::string policy_name,
+                     std::string policy_digest, AuditSink* sink, bool quiet)
     : sink_(sink),
       quiet_(quiet),
       sandbox_id_(sandbox.id()),
       name_(std::move(name)),
       policy_name_(std::move(policy_name)),
+      policy_digest_(std::move(policy_digest)),
       relative_(sandbox.cgroup().relative),
       reader_(sandbox.cgroup().mount, [this](const cordon::v1::AuditEvent& event) { OnEvent(event); }) {}
 
@@ -43,6 +45,7 @@ void RunEvents::OnEvent(const cordon::v1::AuditEvent& event) {
 void RunEvents::OnOwnEvent(cordon::v1::AuditEvent event) {
   event.set_sandbox(name_);
   event.set_policy(policy_name_);
+  event.set_policy_digest(policy_digest_);
   event.set_cgroup_path(relative_);
   event.set_cgroup_id(sandbox_id_);
   event.set_sandbox_cgroup_id(sandbox_id_);
@@ -53,7 +56,7 @@ Status RunEvents::ReadDirectly() {
   if (reading_) return {};
   auto events = OpenSandboxMap(sandbox_id_, "events");
   auto counters = OpenSandboxMap(sandbox_id_, "counters");
-  SandboxContext ctx{sandbox_id_, name_, policy_name_, relative_};
+  SandboxContext ctx{sandbox_id_, name_, policy_name_, relative_, policy_digest_};
   // The pinned spec.quiet patterns, read as the agent and cordon tail read them.
   if (auto info = GetSandbox(sandbox_id_)) ctx.quiet = DirectReaderContext(*info).quiet;
   Status added = events && counters ? reader_.Add(ctx, std::move(*events), std::move(*counters))

@@ -56,7 +56,8 @@ std::string SummaryLine(const RunSummary& summary, bool colour = false);
 class RunEvents {
  public:
   // Events go to `sink` (not owned); `quiet`: no notes.
-  RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std::string policy_name, AuditSink* sink, bool quiet);
+  RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std::string policy_name, std::string policy_digest,
+            AuditSink* sink, bool quiet);
 
   void OnEvent(const cordon::v1::AuditEvent& event);
   // An event this run made itself (resource.*, credential.*): the sandbox's names and ids
@@ -92,6 +93,7 @@ class RunEvents {
   uint64_t sandbox_id_;
   std::string name_;
   std::string policy_name_;
+  std::string policy_digest_;
   std::string relative_;
   EventReader reader_;
   bool reading_ = false;

@@ -68,7 +68,7 @@ bool ReplayAuditFile(int fd, uint64_t end_offset, const TailOptions& options) {
 }
 
 SandboxContext DirectReaderContext(const SandboxInfo& sandbox) {
-  SandboxContext ctx{sandbox.id, sandbox.name, sandbox.policy, sandbox.cgroup_path};
+  SandboxContext ctx{sandbox.id, sandbox.name, sandbox.policy, sandbox.cgroup_path, sandbox.policy_digest};
   auto quiet = ReadSandboxQuiet(sandbox.pin_dir, sandbox.generation);
   if (quiet)
     ctx.quiet = *quiet;

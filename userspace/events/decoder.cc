@@ -451,8 +451,9 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   }
   // An expected event (spec.quiet): still what its verdict says, marked
   // apart; judged by the patterns of the policy in force when it happened.
-  const SandboxContext::QuietPatterns& quiet =
-      sandbox.quiet_since_ns && at_ns < sandbox.quiet_since_ns ? sandbox.previous_quiet : sandbox.quiet;
+  const bool before = sandbox.Before(at_ns);
+  out.set_policy_digest(before ? sandbox.previous_policy_digest : sandbox.policy_digest);
+  const SandboxContext::QuietPatterns& quiet = before ? sandbox.previous_quiet : sandbox.quiet;
   out.set_quiet(quiet && policy::MatchQuiet(*quiet, out) >= 0);
   return {};
 }
@@ -466,6 +467,7 @@ cordon::v1::AuditEvent EventDecoder::LossRecord(const SandboxContext& sandbox, u
   out.set_cgroup_id(sandbox.id);
   out.set_kind("loss");
   out.set_policy(sandbox.policy);
+  out.set_policy_digest(sandbox.policy_digest);
   out.set_reason(std::to_string(dropped) + " events lost: the sandbox's ring buffer was full");
   out.mutable_loss()->set_dropped(dropped);
   return out;

@@ -24,6 +24,11 @@ struct SandboxContext {
   std::string name;
   std::string policy;
   std::string cgroup_path;  // of the sandbox root, relative to the cgroup2 mount
+  // The digest of the policy in force (SandboxInfo::policy_digest), carried
+  // by every event; like the quiet patterns below, an event that happened
+  // before a replacement carries the digest of the policy before.
+  std::string policy_digest = {};
+  std::string previous_policy_digest = {};
   // The policy's spec.quiet patterns (null: none): a matching event is
   // decoded with quiet set. After a policy replacement at quiet_since_ns
   // (CLOCK_REALTIME; 0: none seen), an event that happened before it is
@@ -32,11 +37,14 @@ struct SandboxContext {
   QuietPatterns quiet = nullptr;
   QuietPatterns previous_quiet = nullptr;
   int64_t quiet_since_ns = 0;
-  void Replaced(QuietPatterns patterns, int64_t since_ns) {
+  void Replaced(QuietPatterns patterns, int64_t since_ns, std::string digest) {
     previous_quiet = std::move(quiet);
     quiet = std::move(patterns);
     quiet_since_ns = since_ns;
+    previous_policy_digest = std::move(policy_digest);
+    policy_digest = std::move(digest);
   }
+  bool Before(int64_t at_ns) const { return quiet_since_ns && at_ns < quiet_since_ns; }
 };
 
 // How many occurrences an event stands for: 1, plus the repeats the kernel

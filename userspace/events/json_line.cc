@@ -45,7 +45,8 @@ class JsonWriter {
 
   bool Event(const cordon::v1::AuditEvent& e) {
     size_t chars = e.sandbox().size() + e.cgroup_path().size() + e.comm().size() + e.exe().size() + e.kind().size() +
-                   e.verdict().size() + e.policy().size() + e.reason().size() + e.enforcement().size() + e.id().size();
+                   e.verdict().size() + e.policy().size() + e.reason().size() + e.enforcement().size() + e.id().size() +
+                   e.policy_digest().size();
     if (e.has_net())
       chars += e.net().address().size() + e.net().protocol().size() + e.net().family().size() +
                e.net().sock_type().size();
@@ -138,6 +139,7 @@ class JsonWriter {
     Bool("quiet", e.quiet());  // 28: after resource and credential, which protobuf prints
     if (!Str("id", e.id())) return false;  // 31, 32: after containment and repeats, which protobuf prints
     U64("seq", e.seq());
+    if (!Str("policyDigest", e.policy_digest())) return false;  // 33
     Close();
     return true;
   }

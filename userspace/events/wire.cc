@@ -122,6 +122,7 @@ void AppendWireEvent(const cordon::v1::AuditEvent& e, std::string* out) {
   if (e.has_repeats()) PutMessage(out, 30, e.repeats().SerializeAsString());
   PutBytes(out, 31, e.id());
   PutUint(out, 32, e.seq());
+  PutBytes(out, 33, e.policy_digest());
   if (sub.capacity() > (1u << 16)) std::string().swap(sub);
 }
 

@@ -337,6 +337,7 @@ cordon::v1::AuditEvent BaseEvent(const Process& p, const SandboxContext& sandbox
   e.set_comm(p.comm);
   e.set_exe(p.exe);
   e.set_policy(sandbox.policy.empty() ? policy_name : sandbox.policy);
+  e.set_policy_digest(sandbox.policy_digest);
   return e;
 }
 

@@ -10,6 +10,7 @@
 #include "inspect/retro.h"
 #include "loader/kernel_features.h"
 #include "ops/ops.h"
+#include "ops/policy_store.h"
 #include "util/clock.h"
 
 namespace cordon::ops {
@@ -172,6 +173,7 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   auto emit = [&](cordon::v1::AuditEvent e) {
     e.set_sandbox(name);
     e.set_policy(compiled.name);
+    e.set_policy_digest(compiled.digest);
     e.set_cgroup_path(cgroup->relative);
     e.set_cgroup_id(cgroup->id);
     e.set_sandbox_cgroup_id(cgroup->id);
@@ -220,7 +222,13 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   out.swap_ns = result->swap_ns;
   out.prepared_instance = result->prepared_instance;
   out.attach_ns = t_attached - t_attach;
-  if (req.after_attach) out.notes = req.after_attach(*result, *cgroup);
+  out.notes = req.notes;
+  if (req.after_attach)
+    for (auto& note : req.after_attach(*result, *cgroup)) out.notes.push_back(std::move(note));
+  if (!req.policy_text.empty())
+    if (cordon::Status kept = KeepPolicyText(req.policy_text, compiled.digest); !kept.ok())
+      out.notes.push_back("the policy's text is not kept by its digest (" + PolicyStoreDir() +
+                          "): " + kept.error().ToString());
   if (creds) {
     // Written before the attach (for the host's first sandbox, before the
     // BPF LSM object existed): marked for its guard now.

@@ -77,6 +77,7 @@ v1::AuditEvent SandboxEvent(const SandboxInfo& info, const std::string& kind) {
   e.set_verdict("noted");
   e.set_enforcement("cordon");
   e.set_policy(info.policy);
+  e.set_policy_digest(info.policy_digest);
   return e;
 }
 
@@ -454,7 +455,7 @@ ContainOutcome Contain(const ContainRequest& req) {
                                            " refusal; completed by " + req.by
                                      : "contained by " + req.by) +
                           (req.reason.empty() ? "" : ": " + req.reason);
-  SandboxContext ctx{info->id, info->name, info->policy, info->cgroup_path};
+  SandboxContext ctx{info->id, info->name, info->policy, info->cgroup_path, info->policy_digest};
   v1::ContainmentEvidence evidence;
   auto snap = SnapshotAndDisconnect(*cgroup, ctx, why);
   if (snap) {
@@ -516,12 +517,13 @@ ContainOutcome Contain(const ContainRequest& req) {
                             "agent or of the next cordon run");
   } else if (auto state = CredentialStateOf(info->id); state && state->attached) {
     // cordon attach's (spec.credentials): removed and revoked now. The
-    // agent lets go of those it holds first (Agent::ContainHere); release
+    // agent lets go of those it holds first (Agent::AgentContainRequest); release
     // does not issue them again.
     size_t ended_events = 0;
     cordon::Status ended = EndAttachedCredentials(info->id, "the sandbox was contained", [&](v1::AuditEvent e) {
       e.set_sandbox(info->name);
       e.set_policy(info->policy);
+      e.set_policy_digest(info->policy_digest);
       e.set_cgroup_path(info->cgroup_path);
       e.set_cgroup_id(info->id);
       e.set_sandbox_cgroup_id(info->id);

@@ -79,6 +79,7 @@ DetachOutcome Detach(const DetachRequest& request) {
         if (found) {
           e.set_sandbox(found->name);
           e.set_policy(found->policy);
+          e.set_policy_digest(found->policy_digest);
           e.set_cgroup_path(found->cgroup_path);
         }
         e.set_cgroup_id(request.sandbox_id);

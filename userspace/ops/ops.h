@@ -34,6 +34,8 @@ struct AttachRequest {
   // Already compiled by the caller (mode override applied): used instead of
   // policy_text and mode.
   std::optional<policy::CompiledPolicy> compiled;
+  // Said first among the outcome's notes (the agent's, from compiling it).
+  std::vector<std::string> notes;
   std::string mode;  // "", "enforce" or "audit": overrides the policy's mode
   std::string name;  // attach only; default: the cgroup's directory name
   bool allow_degraded = false;

@@ -213,6 +213,7 @@ std::vector<RegressCase> DistinctCases(const std::vector<std::pair<v1::AuditEven
     c.enforcement = e.enforcement();
     c.errno_name = ExpectedErrno(e.enforcement());
     c.policy_name = e.policy();
+    c.policy_in_force = e.policy_digest();
     c.audit = source.audit;
     c.event_id = e.id();
     c.chain = e.chain();

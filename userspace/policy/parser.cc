@@ -595,17 +595,21 @@ bool ParsePolicyText(std::string_view text, const std::string& file, ParsedPolic
   }
   Diagnostics& found = converter.diags();
   diags->insert(diags->end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
+  out->digest = TextDigest(text);
+  return diags->size() == diags_before;
+}
+
+std::string TextDigest(std::string_view text) {
   unsigned char sha[EVP_MAX_MD_SIZE];
   unsigned int sha_len = 0;
-  if (EVP_Digest(text.data(), text.size(), sha, &sha_len, EVP_sha256(), nullptr) == 1) {
-    static const char* const kHex = "0123456789abcdef";
-    out->digest = "sha256:";
-    for (unsigned int i = 0; i < sha_len; ++i) {
-      out->digest += kHex[sha[i] >> 4];
-      out->digest += kHex[sha[i] & 15];
-    }
+  if (EVP_Digest(text.data(), text.size(), sha, &sha_len, EVP_sha256(), nullptr) != 1) return "";
+  static const char* const kHex = "0123456789abcdef";
+  std::string digest = "sha256:";
+  for (unsigned int i = 0; i < sha_len; ++i) {
+    digest += kHex[sha[i] >> 4];
+    digest += kHex[sha[i] & 15];
   }
-  return diags->size() == diags_before;
+  return digest;
 }
 
 bool ParsePolicyFile(const std::string& path, ParsedPolicy* out, Diagnostics* diags, std::string* text_out) {

@@ -106,6 +106,10 @@ struct ParsedPolicy {
 // item is an error; a null map value is "".
 bool ParsePolicyText(std::string_view text, const std::string& file, ParsedPolicy* out, Diagnostics* diags);
 
+// "sha256:" and the SHA-256 of `text` in hex (ParsedPolicy::digest); "" if
+// OpenSSL fails.
+std::string TextDigest(std::string_view text);
+
 // Reads and parses a file ("-" is standard input). I/O errors become
 // diagnostics too. `text`: the file's text as read (what the digest is of).
 bool ParsePolicyFile(const std::string& path, ParsedPolicy* out, Diagnostics* diags, std::string* text = nullptr);
