@@ -318,6 +318,68 @@ TEST_F(Regress, BadCaseFilesAreUsageErrorsNamingFileLineAndField) {
   EXPECT_EQ(r.status, 2);
 }
 
+// The exec probe never runs the program it executes: an exec the policy now
+// allows dies at the new program's first system call (the probe's own
+// seccomp filter), so a program that would leave a marker leaves none. A
+// file.exec denial recorded by a real cordon run (Landlock refuses the exec
+// on the host, BPF LSM in the VM) is captured; its case passes under its own
+// policy and fails, naming the case, under a policy that allows the exec; the
+// marker never appears. The control: the same program run by cordon run
+// under that policy does write the marker.
+TEST_F(Regress, TheExecProbeNeverRunsTheProgramItExecutes) {
+  const std::string progs = *dir_ + "/progs";
+  ::mkdir(progs.c_str(), 0755);
+  const std::string marker = out_ + "/exec-marker";
+  const std::string prog = progs + "/leave-marker";
+  Spit(prog, "#!/bin/sh\necho ran > " + marker + "\n");
+  ::chmod(prog.c_str(), 0755);
+  const std::string audit = *dir_ + "/exec-audit.jsonl";
+  auto recorded =
+      Cordon({"run", "-q", "--policy", policy_, "--audit", audit, "--cwd", out_, "--", "/usr/bin/python3", "-c",
+              "import os, sys\ntry:\n    os.execv(sys.argv[1], [sys.argv[1]])\n"
+              "except OSError as e:\n    print('exec=%d' % e.errno)\n",
+              prog});
+  ASSERT_EQ(recorded.status, 0) << recorded.err;
+  ASSERT_TRUE(recorded.out == "exec=13\n" || recorded.out == "exec=1\n") << recorded.out << recorded.err;
+  const std::string cases = *dir_ + "/exec-cases";
+  auto captured = Cordon({"regress", "capture", "--audit", audit, "--policy", policy_, "--out", cases});
+  ASSERT_EQ(captured.status, 0) << captured.err;
+  auto files = CaseFiles(cases);
+  ASSERT_EQ(files.size(), 1u) << captured.out;
+  auto c = ReadCase(files[0]);
+  EXPECT_EQ(c.probe.kind, "file.exec");
+  EXPECT_EQ(c.probe.path, prog);
+
+  auto r = Cordon({"regress", "run", cases});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("pass " + files[0] + ": denied: execve"), std::string::npos) << r.err;
+
+  const std::string allowing = *dir_ + "/allowing-exec.yaml";
+  // The script's interpreter too (profile shell).
+  Spit(allowing,
+       "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: regress-test}\nspec:\n"
+       "  network:\n    egress: []\n"
+       "  files:\n    include: [runtime-minimal, python3, shell]\n    write: [" +
+           out_ + "]\n    exec: [" + progs + "]\n");
+  r = Cordon({"regress", "run", cases, "--policy", allowing});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("FAIL " + files[0] + ": not denied: file.exec " + prog + " succeeded"), std::string::npos)
+      << r.err;
+  struct stat st;
+  EXPECT_NE(::stat(marker.c_str(), &st), 0) << "the program the probe executed ran";
+  // The probe unconfined: the same (the filter is the probe's own).
+  auto probe = Cordon({"regress", "probe", "file.exec", "--path", prog});
+  EXPECT_NE(probe.out.find("\"result\":\"ok\""), std::string::npos) << probe.out << probe.err;
+  EXPECT_NE(probe.out.find("killed at the new program's first system call"), std::string::npos) << probe.out;
+  EXPECT_NE(::stat(marker.c_str(), &st), 0) << "the program the probe executed ran";
+
+  // Control: cordon run under the allowing policy runs it, and it writes.
+  auto control = Cordon({"run", "-q", "--policy", allowing, "--audit", *dir_ + "/exec-control.jsonl", "--", prog});
+  EXPECT_EQ(control.status, 0) << control.err;
+  EXPECT_EQ(::stat(marker.c_str(), &st), 0) << "the marker program works: " << control.err;
+  ::unlink(marker.c_str());
+}
+
 // A case recorded where BPF LSM refused it (enforcement kernel-lsm) needs
 // BPF LSM to run: in the 6.12 VM it passes; on the host and 6.1 without BPF
 // LSM it is skipped with the reason, never passed.

@@ -125,7 +125,8 @@ std::string JunitXml(const std::vector<JunitCase>& cases);
 // probe non-blocking with a 2 s limit (a connect that is neither refused nor
 // completed counts as not denied: ETIMEDOUT in detail), a file.open with
 // the recorded access (a file it created is removed), a file.exec in a child
-// that is killed at once if the exec succeeds, tamper.bpf as bpf(arg) with an
+// whose own seccomp filter kills it at the new program's first system call
+// (the target never makes one), tamper.bpf as bpf(arg) with an
 // empty attribute. Unknown kinds: nullopt.
 std::optional<ProbeResult> RunProbe(const RegressProbe& probe);
 
