@@ -399,16 +399,23 @@ TEST_F(Regress, AKernelLsmCaseRunsWhereBpfLsmDoesAndIsSkippedElsewhere) {
   }
   const std::string junit = *dir_ + "/junit-lsm.xml";
   auto r = Cordon({"regress", "run", lsm_dir, "--junit", junit});
-  EXPECT_EQ(r.status, 0) << r.err;
   const std::string summary = JunitSummary(junit);
   const char* expect = std::getenv("CORDON_EXPECT_LSM");
   if (expect && std::string(expect) == "1") {
+    EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(summary.substr(0, summary.find('\n')), "1 0 0") << summary;
     EXPECT_NE(summary.find("=pass"), std::string::npos) << summary;
   } else {
+    // Skipped is not passed: exit 3, the case and the reason named; exit 0
+    // only when the operator accepts skips (--allow-skipped).
+    EXPECT_EQ(r.status, 3) << r.err;
     EXPECT_EQ(summary.substr(0, summary.find('\n')), "1 0 1") << summary;
     EXPECT_NE(summary.find("skipped:needs BPF LSM"), std::string::npos) << summary;
-    EXPECT_NE(r.err.find("skipped"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("cordon: regress: skipped file.open-"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("1 case(s) skipped, not shown to be denied here (exit 3"), std::string::npos) << r.err;
+    r = Cordon({"regress", "run", lsm_dir, "--allow-skipped"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("cordon: regress: skipped file.open-"), std::string::npos) << r.err;
   }
 }
 

@@ -37,7 +37,7 @@ namespace v1 = cordon::v1;
 const char* kRegressHelp =
     "usage: cordon regress capture (--audit FILE... [--id EVENT_ID...] | --sandbox NAME) --out DIR\n"
     "                              [--policy FILE [--policy-mismatch-ok]]\n"
-    "       cordon regress run DIR... [--policy FILE] [--junit FILE]\n"
+    "       cordon regress run DIR... [--policy FILE] [--junit FILE] [--allow-skipped]\n"
     "\n"
     "capture: one test case per distinct denied violation (kind and target: address and port,\n"
     "path and access, operation) of an audit trail, in DIR: <kind>-<target>.case.yaml (plain\n"
@@ -65,11 +65,13 @@ const char* kRegressHelp =
     "LSM: without it, it is skipped with the reason (never passed); so is a kind without a probe.\n"
     "  --policy FILE  run every case under this policy instead of its own\n"
     "  --junit FILE   JUnit XML of the results (failure and skipped messages say what happened)\n"
+    "  --allow-skipped  exit 0 even when cases were skipped (a CI host that knowingly lacks BPF\n"
+    "                 LSM); they are still listed, with the reason\n"
     "\n"
-    "Exit status: 0 every case that ran was denied as expected (skipped ones are listed on stderr\n"
-    "and in the JUnit file); 1 a case was not denied or its event is missing (each named on\n"
-    "stderr), or capture found nothing; 2 usage errors and case files that do not read (FILE:LINE:\n"
-    "COLUMN: FIELD: what).\n";
+    "Exit status: 0 every case ran and was denied as expected; 1 a case was not denied or its\n"
+    "event is missing (each named on stderr), or capture found nothing; 2 usage errors and case\n"
+    "files that do not read (FILE:LINE:COLUMN: FIELD: what); 3 no case failed but some were\n"
+    "skipped (each named on stderr with the reason, and in the JUnit file; 0 with --allow-skipped).\n";
 
 // The first `n` hex digits of a sha256:<hex> digest.
 std::string DigestStem(const std::string& digest) { return digest.substr(7, 12); }
@@ -445,7 +447,8 @@ std::string SelfExe() {
 int RunCases(const Args& args) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {{"--policy", "", true}, {"--junit", "", true}}, &parsed, &error))
+  if (!ParseArgs(args, {{"--policy", "", true}, {"--junit", "", true}, {"--allow-skipped", "", false}}, &parsed,
+                 &error))
     return Usage(error, kRegressHelp), 2;
   if (parsed.positionals.empty()) return Usage("run needs a case directory (or case file)", kRegressHelp), 2;
   const std::string policy_override = parsed.Get("--policy").value_or("");
@@ -492,7 +495,20 @@ int RunCases(const Args& args) {
   }
   std::fprintf(stderr, "cordon: regress: %zu case(s): %zu denied as expected, %d not, %d skipped\n", results.size(),
                results.size() - static_cast<size_t>(failed + skipped), failed, skipped);
-  return failed ? 1 : 0;
+  if (failed) return 1;
+  if (!skipped) return 0;
+  // A skipped case was not shown to be denied: not a pass, unless the
+  // operator said this host knowingly skips them.
+  for (const auto& j : results)
+    if (j.outcome.kind == ops::CaseOutcome::Kind::kSkipped)
+      std::fprintf(stderr, "cordon: regress: skipped %s: %s\n", DisplayText(EscapeWorkloadBytes(j.name)).c_str(),
+                   DisplayText(j.outcome.message).c_str());
+  if (parsed.Has("--allow-skipped")) return 0;
+  std::fprintf(stderr,
+               "cordon: regress: %d case(s) skipped, not shown to be denied here (exit 3; --allow-skipped accepts "
+               "that)\n",
+               skipped);
+  return 3;
 }
 
 // The hidden probe mode: `cordon regress probe KIND [options]`, one JSON line.
