@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "ops/regress.h"
@@ -378,6 +379,78 @@ TEST_F(Regress, TheExecProbeNeverRunsTheProgramItExecutes) {
   EXPECT_EQ(control.status, 0) << control.err;
   EXPECT_EQ(::stat(marker.c_str(), &st), 0) << "the marker program works: " << control.err;
   ::unlink(marker.c_str());
+}
+
+// The probes of net.bind, net.socket and of refusals of cordon run's seccomp
+// filter (file.memfd, tamper.keyring): a real cordon run records a bind to a
+// port no listen rule allows, a netlink socket (a family the policy does not
+// name), memfd_create without MFD_NOEXEC_SEAL and keyctl(); each becomes a
+// case that passes under its policy and fails, naming the case, under a
+// policy that allows all four (listen rule, families, allowMemfdExec,
+// allowKeyrings), which shows each probe really makes its call.
+TEST_F(Regress, BindSocketAndSeccompProbesPassAndFailUnderAPolicyAllowingThem) {
+  int port = 0;
+  {
+    TcpListener free_port;  // a port nothing holds once it is closed
+    port = free_port.port();
+  }
+  const std::string audit = *dir_ + "/more-audit.jsonl";
+  const std::string script =
+      "import ctypes, os, socket, sys\n"
+      "res = []\n"
+      "def attempt(name, f):\n"
+      "    try:\n"
+      "        f()\n"
+      "        res.append(name + '=ok')\n"
+      "    except OSError as e:\n"
+      "        res.append('%s=%d' % (name, e.errno))\n"
+      "attempt('bind', lambda: socket.socket().bind(('127.0.0.1', int(sys.argv[1]))))\n"
+      "attempt('netlink', lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close())\n"
+      "attempt('memfd', lambda: os.close(os.memfd_create('x', os.MFD_CLOEXEC)))\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "r = libc.syscall(ctypes.c_long(250), ctypes.c_long(-1), ctypes.c_long(-1), ctypes.c_long(-1))\n"
+      "res.append('keyctl=%d' % (ctypes.get_errno() if r < 0 else 0))\n"
+      "print(' '.join(res))\n";
+  auto recorded = Cordon({"run", "-q", "--policy", policy_, "--audit", audit, "--cwd", out_, "--", "/usr/bin/python3",
+                          "-c", script, std::to_string(port)});
+  ASSERT_EQ(recorded.status, 0) << recorded.err;
+  ASSERT_EQ(recorded.out, "bind=1 netlink=1 memfd=1 keyctl=1\n") << recorded.err;
+  const std::string cases = *dir_ + "/more-cases";
+  auto captured = Cordon({"regress", "capture", "--audit", audit, "--policy", policy_, "--out", cases});
+  ASSERT_EQ(captured.status, 0) << captured.err;
+  std::map<std::string, ops::RegressCase> by_kind;
+  for (const auto& f : CaseFiles(cases)) {
+    auto c = ReadCase(f);
+    by_kind[c.probe.kind] = c;
+  }
+  ASSERT_EQ(by_kind.size(), 4u) << captured.out;
+  EXPECT_EQ(by_kind["net.bind"].probe.port, static_cast<uint32_t>(port));
+  EXPECT_EQ(by_kind["net.socket"].probe.family, "netlink");
+  EXPECT_EQ(by_kind["net.socket"].probe.type, "raw");
+  EXPECT_EQ(by_kind["file.memfd"].probe.syscall, 319u);
+  EXPECT_EQ(by_kind["file.memfd"].probe.argument, 1u);  // MFD_CLOEXEC, without MFD_NOEXEC_SEAL
+  EXPECT_EQ(by_kind["tamper.keyring"].probe.syscall, 250u);
+  EXPECT_EQ(by_kind["tamper.keyring"].enforcement, "seccomp");
+
+  auto r = Cordon({"regress", "run", cases});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("4 denied as expected, 0 not, 0 skipped"), std::string::npos) << r.err;
+
+  const std::string allowing = *dir_ + "/allowing-more.yaml";
+  Spit(allowing,
+       "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: regress-test}\nspec:\n"
+       "  allowKeyrings: true\n"
+       "  network:\n    egress: []\n    families: [unix, inet, inet6, netlink]\n"
+       "    listen:\n      - {address: 127.0.0.1, ports: [" +
+           std::to_string(port) +
+           "]}\n"
+           "  files:\n    include: [runtime-minimal, python3]\n    write: [" +
+           out_ + "]\n    allowMemfdExec: true\n");
+  r = Cordon({"regress", "run", cases, "--policy", allowing});
+  EXPECT_EQ(r.status, 1) << r.err;
+  for (const auto& f : CaseFiles(cases))
+    EXPECT_NE(r.err.find("FAIL " + f + ": not denied"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("0 denied as expected, 4 not"), std::string::npos) << r.err;
 }
 
 // A case recorded where BPF LSM refused it (enforcement kernel-lsm) needs

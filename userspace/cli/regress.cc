@@ -467,7 +467,7 @@ int RunCases(const Args& args) {
     j.name = c.file.substr(c.file.rfind('/') == std::string::npos ? 0 : c.file.rfind('/') + 1);
     j.classname = "cordon.regress." + c.probe.kind;
     const auto start = std::chrono::steady_clock::now();
-    if (std::string why = ops::NoProbeReason(c.probe.kind); !why.empty()) {
+    if (std::string why = ops::NoProbeReason(c.probe); !why.empty()) {
       j.outcome = {ops::CaseOutcome::Kind::kSkipped, why};
     } else if (ops::NeedsBpfLsm(c) && !ProbeLsm().usable()) {
       j.outcome = {ops::CaseOutcome::Kind::kSkipped,
@@ -522,7 +522,10 @@ int Probe(const Args& args) {
                   {"--port", "", true},
                   {"--path", "", true},
                   {"--access", "", true},
-                  {"--arg", "", true}},
+                  {"--arg", "", true},
+                  {"--type", "", true},
+                  {"--syscall", "", true},
+                  {"--argument", "", true}},
                  &parsed, &error) ||
       parsed.positionals.size() != 1)
     return PrintError(error.empty() ? "probe KIND [options]" : error), 2;
@@ -535,8 +538,11 @@ int Probe(const Args& args) {
   p.path = parsed.Get("--path").value_or("");
   p.access = parsed.Get("--access").value_or("");
   p.arg = static_cast<uint32_t>(std::strtoul(parsed.Get("--arg").value_or("0").c_str(), nullptr, 10));
+  p.type = parsed.Get("--type").value_or("");
+  p.syscall = static_cast<uint32_t>(std::strtoul(parsed.Get("--syscall").value_or("0").c_str(), nullptr, 10));
+  p.argument = static_cast<uint32_t>(std::strtoul(parsed.Get("--argument").value_or("0").c_str(), nullptr, 10));
   auto r = ops::RunProbe(p);
-  if (!r) return PrintError(ops::NoProbeReason(p.kind)), 2;
+  if (!r) return PrintError(ops::NoProbeReason(p)), 2;
   std::printf("%s\n", ops::ProbeResultJson(*r).c_str());
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

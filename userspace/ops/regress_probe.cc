@@ -20,8 +20,11 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 
+#include "confine/seccomp.h"
+#include "events/decoder.h"
 #include "ops/regress.h"
 #include "util/fd.h"
 #include "util/text.h"
@@ -68,6 +71,12 @@ ProbeResult NetProbe(const RegressProbe& p) {
   const bool tcp = p.protocol == "tcp";
   UniqueFd fd(::socket(family, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Failed("socket", errno);
+  if (p.kind == "net.bind") {
+    // Bound and closed at once: no listen(), nothing is received. A port
+    // another socket holds is EADDRINUSE: the kernel got that far, not denied.
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) return Failed("bind", errno);
+    return Succeeded("bound (closed at once)");
+  }
   if (p.kind == "net.sendmsg") {
     const char byte = 0;
     if (::sendto(fd.get(), &byte, 1, 0, reinterpret_cast<sockaddr*>(&ss), len) < 0) return Failed("sendto", errno);
@@ -216,6 +225,42 @@ ProbeResult ExecProbe(const std::string& path) {
                            : "executed (the new program ended before making a system call)");
 }
 
+ProbeResult SocketProbe(const RegressProbe& p) {
+  auto call = SocketOf(p);
+  if (!call) return Failed("socket", EINVAL, "family, type or protocol unknown");
+  UniqueFd fd(::socket(call->family, call->type | SOCK_CLOEXEC, call->protocol));
+  if (!fd.valid()) return Failed("socket", errno);
+  return Succeeded("socket created (closed at once)");
+}
+
+// A refusal of cordon run's seccomp filter, made as the walk of every refusal
+// makes it (SeccompCallFor): what the filter judges as recorded, the rest
+// arguments the kernel rejects, in a child of its own session (a persona or
+// terminal change stays the child's). EPERM is the filter's refusal; any
+// other result means the call reached the kernel.
+ProbeResult SeccompProbe(const RegressProbe& p) {
+  std::string why;
+  auto call = SeccompCallFor(p.syscall, p.argument, &why);
+  if (!call) return Failed("syscall", ENOSYS, why);
+  pid_t pid = ::fork();
+  if (pid < 0) return Failed("fork", errno);
+  if (pid == 0) {
+    ::setsid();
+    long r =
+        ::syscall(call->nr, call->args[0], call->args[1], call->args[2], call->args[3], call->args[4], call->args[5]);
+    ::_exit(r < 0 ? (errno & 0xff) : 0);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status)) return Failed("syscall", EINTR, "the probe's child did not exit");
+  const int error = WEXITSTATUS(status);
+  const std::string what = "syscall " + std::to_string(p.syscall);
+  if (error == 0) return Succeeded(what + " succeeded");
+  if (error != EPERM) return Succeeded(what + " reached the kernel: " + ErrnoName(error));
+  return Failed("syscall", EPERM);
+}
+
 ProbeResult BpfProbe(uint32_t cmd) {
   union bpf_attr attr;
   std::memset(&attr, 0, sizeof attr);
@@ -232,8 +277,30 @@ ProbeResult BpfProbe(uint32_t cmd) {
 
 }  // namespace
 
+std::optional<SocketCall> SocketOf(const RegressProbe& p) {
+  // The number whose name the decoder writes (or the number it writes).
+  auto number = [](const std::string& name, std::string (*name_of)(uint32_t), uint32_t max) -> std::optional<int> {
+    if (name.empty() || name.size() > 16) return std::nullopt;
+    if (name.find_first_not_of("0123456789") == std::string::npos) {
+      const unsigned long n = std::strtoul(name.c_str(), nullptr, 10);
+      return n <= max ? std::optional<int>(static_cast<int>(n)) : std::nullopt;
+    }
+    for (uint32_t n = 0; n <= max; ++n)
+      if (name_of(n) == name) return static_cast<int>(n);
+    return std::nullopt;
+  };
+  auto family = number(p.family, SocketFamilyName, 63);   // AF_MAX is below 64
+  auto type = number(p.type, SocketTypeName, 15);         // the type without its flags
+  auto protocol = number(p.protocol, ProtocolName, 511);  // IPPROTO_MPTCP is 262
+  if (!family || !type || !protocol) return std::nullopt;
+  return SocketCall{*family, *type, *protocol};
+}
+
 std::optional<ProbeResult> RunProbe(const RegressProbe& p) {
-  if (p.kind == "net.connect" || p.kind == "net.sendmsg") return NetProbe(p);
+  if (!NoProbeReason(p).empty()) return std::nullopt;
+  if (p.syscall) return SeccompProbe(p);
+  if (p.kind == "net.connect" || p.kind == "net.sendmsg" || p.kind == "net.bind") return NetProbe(p);
+  if (p.kind == "net.socket") return SocketProbe(p);
   if (p.kind == "tamper.bpf") return BpfProbe(p.arg);
   if (p.kind != "net.unix" && p.kind != "file.open" && p.kind != "file.exec") return std::nullopt;
   auto raw = UnescapeWorkloadBytes(p.path);
