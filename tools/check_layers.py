@@ -24,8 +24,8 @@ LAYERS = {
     "events": {"util", "sys", "policy"},
     "confine": {"util", "policy"},
     "inspect": {"util", "sys", "policy", "events"},
-    "ops": {"util", "sys", "policy", "loader", "events", "inspect"},
-    "agent": {"util", "sys", "policy", "loader", "events", "inspect", "ops"},
+    "ops": {"util", "sys", "policy", "loader", "events", "confine", "inspect"},
+    "agent": {"util", "sys", "policy", "loader", "events", "confine", "inspect", "ops"},
     "cli": {"util", "sys", "policy", "loader", "events", "confine", "inspect", "ops", "agent"},
 }
 LEAVES = {"abi", "cordon"}  # bpf/abi headers; generated cordon/v1/*.pb.h

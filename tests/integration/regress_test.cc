@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "ops/regress.h"
@@ -362,6 +363,140 @@ TEST_F(Regress, BadCaseFilesAreUsageErrorsNamingFileLineAndField) {
   EXPECT_EQ(r.status, 2);
 }
 
+// The exec probe never runs the program it executes: an exec the policy now
+// allows dies at the new program's first system call (the probe's own
+// seccomp filter), so a program that would leave a marker leaves none. A
+// file.exec denial recorded by a real cordon run (Landlock refuses the exec
+// on the host, BPF LSM in the VM) is captured; its case passes under its own
+// policy and fails, naming the case, under a policy that allows the exec; the
+// marker never appears. The control: the same program run by cordon run
+// under that policy does write the marker.
+TEST_F(Regress, TheExecProbeNeverRunsTheProgramItExecutes) {
+  const std::string progs = *dir_ + "/progs";
+  ::mkdir(progs.c_str(), 0755);
+  const std::string marker = out_ + "/exec-marker";
+  const std::string prog = progs + "/leave-marker";
+  Spit(prog, "#!/bin/sh\necho ran > " + marker + "\n");
+  ::chmod(prog.c_str(), 0755);
+  const std::string audit = *dir_ + "/exec-audit.jsonl";
+  auto recorded =
+      Cordon({"run", "-q", "--policy", policy_, "--audit", audit, "--cwd", out_, "--", "/usr/bin/python3", "-c",
+              "import os, sys\ntry:\n    os.execv(sys.argv[1], [sys.argv[1]])\n"
+              "except OSError as e:\n    print('exec=%d' % e.errno)\n",
+              prog});
+  ASSERT_EQ(recorded.status, 0) << recorded.err;
+  ASSERT_TRUE(recorded.out == "exec=13\n" || recorded.out == "exec=1\n") << recorded.out << recorded.err;
+  const std::string cases = *dir_ + "/exec-cases";
+  auto captured = Cordon({"regress", "capture", "--audit", audit, "--policy", policy_, "--out", cases});
+  ASSERT_EQ(captured.status, 0) << captured.err;
+  auto files = CaseFiles(cases);
+  ASSERT_EQ(files.size(), 1u) << captured.out;
+  auto c = ReadCase(files[0]);
+  EXPECT_EQ(c.probe.kind, "file.exec");
+  EXPECT_EQ(c.probe.path, prog);
+
+  auto r = Cordon({"regress", "run", cases});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("pass " + files[0] + ": denied: execve"), std::string::npos) << r.err;
+
+  const std::string allowing = *dir_ + "/allowing-exec.yaml";
+  // The script's interpreter too (profile shell).
+  Spit(allowing,
+       "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: regress-test}\nspec:\n"
+       "  network:\n    egress: []\n"
+       "  files:\n    include: [runtime-minimal, python3, shell]\n    write: [" +
+           out_ + "]\n    exec: [" + progs + "]\n");
+  r = Cordon({"regress", "run", cases, "--policy", allowing});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("FAIL " + files[0] + ": not denied: file.exec " + prog + " succeeded"), std::string::npos)
+      << r.err;
+  struct stat st;
+  EXPECT_NE(::stat(marker.c_str(), &st), 0) << "the program the probe executed ran";
+  // The probe unconfined: the same (the filter is the probe's own).
+  auto probe = Cordon({"regress", "probe", "file.exec", "--path", prog});
+  EXPECT_NE(probe.out.find("\"result\":\"ok\""), std::string::npos) << probe.out << probe.err;
+  EXPECT_NE(probe.out.find("killed at the new program's first system call"), std::string::npos) << probe.out;
+  EXPECT_NE(::stat(marker.c_str(), &st), 0) << "the program the probe executed ran";
+
+  // Control: cordon run under the allowing policy runs it, and it writes.
+  auto control = Cordon({"run", "-q", "--policy", allowing, "--audit", *dir_ + "/exec-control.jsonl", "--", prog});
+  EXPECT_EQ(control.status, 0) << control.err;
+  EXPECT_EQ(::stat(marker.c_str(), &st), 0) << "the marker program works: " << control.err;
+  ::unlink(marker.c_str());
+}
+
+// The probes of net.bind, net.socket and of refusals of cordon run's seccomp
+// filter (file.memfd, tamper.keyring): a real cordon run records a bind to a
+// port no listen rule allows, a netlink socket (a family the policy does not
+// name), memfd_create without MFD_NOEXEC_SEAL and keyctl(); each becomes a
+// case that passes under its policy and fails, naming the case, under a
+// policy that allows all four (listen rule, families, allowMemfdExec,
+// allowKeyrings), which shows each probe really makes its call.
+TEST_F(Regress, BindSocketAndSeccompProbesPassAndFailUnderAPolicyAllowingThem) {
+  int port = 0;
+  {
+    TcpListener free_port;  // a port nothing holds once it is closed
+    port = free_port.port();
+  }
+  const std::string audit = *dir_ + "/more-audit.jsonl";
+  const std::string script =
+      "import ctypes, os, socket, sys\n"
+      "res = []\n"
+      "def attempt(name, f):\n"
+      "    try:\n"
+      "        f()\n"
+      "        res.append(name + '=ok')\n"
+      "    except OSError as e:\n"
+      "        res.append('%s=%d' % (name, e.errno))\n"
+      "attempt('bind', lambda: socket.socket().bind(('127.0.0.1', int(sys.argv[1]))))\n"
+      "attempt('netlink', lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close())\n"
+      "attempt('memfd', lambda: os.close(os.memfd_create('x', os.MFD_CLOEXEC)))\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "r = libc.syscall(ctypes.c_long(250), ctypes.c_long(-1), ctypes.c_long(-1), ctypes.c_long(-1))\n"
+      "res.append('keyctl=%d' % (ctypes.get_errno() if r < 0 else 0))\n"
+      "print(' '.join(res))\n";
+  auto recorded = Cordon({"run", "-q", "--policy", policy_, "--audit", audit, "--cwd", out_, "--", "/usr/bin/python3",
+                          "-c", script, std::to_string(port)});
+  ASSERT_EQ(recorded.status, 0) << recorded.err;
+  ASSERT_EQ(recorded.out, "bind=1 netlink=1 memfd=1 keyctl=1\n") << recorded.err;
+  const std::string cases = *dir_ + "/more-cases";
+  auto captured = Cordon({"regress", "capture", "--audit", audit, "--policy", policy_, "--out", cases});
+  ASSERT_EQ(captured.status, 0) << captured.err;
+  std::map<std::string, ops::RegressCase> by_kind;
+  for (const auto& f : CaseFiles(cases)) {
+    auto c = ReadCase(f);
+    by_kind[c.probe.kind] = c;
+  }
+  ASSERT_EQ(by_kind.size(), 4u) << captured.out;
+  EXPECT_EQ(by_kind["net.bind"].probe.port, static_cast<uint32_t>(port));
+  EXPECT_EQ(by_kind["net.socket"].probe.family, "netlink");
+  EXPECT_EQ(by_kind["net.socket"].probe.type, "raw");
+  EXPECT_EQ(by_kind["file.memfd"].probe.syscall, 319u);
+  EXPECT_EQ(by_kind["file.memfd"].probe.argument, 1u);  // MFD_CLOEXEC, without MFD_NOEXEC_SEAL
+  EXPECT_EQ(by_kind["tamper.keyring"].probe.syscall, 250u);
+  EXPECT_EQ(by_kind["tamper.keyring"].enforcement, "seccomp");
+
+  auto r = Cordon({"regress", "run", cases});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("4 denied as expected, 0 not, 0 skipped"), std::string::npos) << r.err;
+
+  const std::string allowing = *dir_ + "/allowing-more.yaml";
+  Spit(allowing,
+       "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: regress-test}\nspec:\n"
+       "  allowKeyrings: true\n"
+       "  network:\n    egress: []\n    families: [unix, inet, inet6, netlink]\n"
+       "    listen:\n      - {address: 127.0.0.1, ports: [" +
+           std::to_string(port) +
+           "]}\n"
+           "  files:\n    include: [runtime-minimal, python3]\n    write: [" +
+           out_ + "]\n    allowMemfdExec: true\n");
+  r = Cordon({"regress", "run", cases, "--policy", allowing});
+  EXPECT_EQ(r.status, 1) << r.err;
+  for (const auto& f : CaseFiles(cases))
+    EXPECT_NE(r.err.find("FAIL " + f + ": not denied"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("0 denied as expected, 4 not"), std::string::npos) << r.err;
+}
+
 // A case recorded where BPF LSM refused it (enforcement kernel-lsm) needs
 // BPF LSM to run: in the 6.12 VM it passes; on the host and 6.1 without BPF
 // LSM it is skipped with the reason, never passed.
@@ -381,16 +516,23 @@ TEST_F(Regress, AKernelLsmCaseRunsWhereBpfLsmDoesAndIsSkippedElsewhere) {
   }
   const std::string junit = *dir_ + "/junit-lsm.xml";
   auto r = Cordon({"regress", "run", lsm_dir, "--junit", junit});
-  EXPECT_EQ(r.status, 0) << r.err;
   const std::string summary = JunitSummary(junit);
   const char* expect = std::getenv("CORDON_EXPECT_LSM");
   if (expect && std::string(expect) == "1") {
+    EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(summary.substr(0, summary.find('\n')), "1 0 0") << summary;
     EXPECT_NE(summary.find("=pass"), std::string::npos) << summary;
   } else {
+    // Skipped is not passed: exit 3, the case and the reason named; exit 0
+    // only when the operator accepts skips (--allow-skipped).
+    EXPECT_EQ(r.status, 3) << r.err;
     EXPECT_EQ(summary.substr(0, summary.find('\n')), "1 0 1") << summary;
     EXPECT_NE(summary.find("skipped:needs BPF LSM"), std::string::npos) << summary;
-    EXPECT_NE(r.err.find("skipped"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("cordon: regress: skipped file.open-"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("1 case(s) skipped, not shown to be denied here (exit 3"), std::string::npos) << r.err;
+    r = Cordon({"regress", "run", lsm_dir, "--allow-skipped"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("cordon: regress: skipped file.open-"), std::string::npos) << r.err;
   }
 }
 

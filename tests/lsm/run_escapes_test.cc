@@ -308,23 +308,24 @@ std::string ProbeSeccompWalk(const Args&) {
       return r < 0 ? errno : 0;
     });
   };
+  // The calls as SeccompCallFor makes them (cordon regress's probe makes the
+  // same): the arguments judged, the rest invalid, pid (or who) 1.
+  auto made = [&](uint32_t nr, uint32_t argument) {
+    std::string why;
+    auto c = SeccompCallFor(nr, argument, &why);
+    if (!c) return 2000;  // not makeable: the line shows it
+    return call(c->nr, c->args[0], c->args[1], c->args[2], c->args[3], c->args[4], c->args[5]);
+  };
   const SeccompRefusals table = SeccompRefusalTable();
-  for (const auto& s : table.syscalls) {
-    // init_module: an empty image (ENOEXEC), not a huge length to allocate.
-    line("sys_" + s.name, s.nr == 175 ? call(175, 0, 0, 0) : call(s.nr, -1, -1, -1));
-  }
-  // On a process other than the caller: pid (or who) 1, the rest invalid.
-  for (const auto& s : table.on_other_processes) {
-    const bool arg1 = s.nr == 141 || s.nr == 251;  // setpriority, ioprio_set: (which, who, ...)
-    line("other_" + s.name, arg1 ? call(s.nr, -1, 1, -1) : call(s.nr, 1, -1, -1));
-  }
-  for (const auto& s : table.ioctls) line("ioctl_" + s.name, call(SYS_ioctl, -1, s.nr, 0));
-  line("fcntl_F_SETOWN", call(SYS_fcntl, -1, F_SETOWN, 1));
-  line("fcntl_F_SETOWN_EX", call(SYS_fcntl, -1, F_SETOWN_EX, 0));
-  line("fcntl_F_SETSIG", call(SYS_fcntl, -1, F_SETSIG, 1));
-  line("fcntl_F_SETFL_O_ASYNC", call(SYS_fcntl, -1, F_SETFL, O_ASYNC));
+  for (const auto& s : table.syscalls) line("sys_" + s.name, made(s.nr, 0));
+  for (const auto& s : table.on_other_processes) line("other_" + s.name, made(s.nr, 0));
+  for (const auto& s : table.ioctls) line("ioctl_" + s.name, made(SYS_ioctl, s.nr));
+  line("fcntl_F_SETOWN", made(SYS_fcntl, 1));
+  line("fcntl_F_SETOWN_EX", made(SYS_fcntl, F_SETOWN_EX));
+  line("fcntl_F_SETSIG", made(SYS_fcntl, F_SETSIG));
+  line("fcntl_F_SETFL_O_ASYNC", made(SYS_fcntl, F_SETFL));
   for (long persona : {0x0040000L, 0x0100000L, 0x0200000L, 0x0400000L})
-    line("personality_" + std::to_string(persona), call(SYS_personality, persona, 0, 0));
+    line("personality_" + std::to_string(persona), made(SYS_personality, static_cast<uint32_t>(persona)));
   line("memfd_create", InForkedChild([] { return CloseOk(::syscall(SYS_memfd_create, "walk", 0)); }));
   line("open_mode3", InForkedChild([] { return CloseOk(::syscall(SYS_open, "/dev/null", O_ACCMODE)); }));
   line("openat_mode3", InForkedChild([] { return CloseOk(::syscall(SYS_openat, AT_FDCWD, "/dev/null", O_ACCMODE)); }));

@@ -50,6 +50,17 @@ RegressCase Captured() {
   return c;
 }
 
+// `text` with `from` replaced by `to` is refused, naming the file and `says`.
+void ExpectRefused(std::string text, const std::string& from, const std::string& to, const std::string& says) {
+  size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  std::string error;
+  EXPECT_FALSE(ParseCaseYaml(text, "c.case.yaml", &error)) << to;
+  EXPECT_EQ(error.rfind("c.case.yaml:", 0), 0u) << error;
+  EXPECT_NE(error.find(says), std::string::npos) << to << ": " << error;
+}
+
 TEST(RegressCase, OneCasePerDistinctDeniedViolationCounted) {
   v1::AuditEvent quiet = Connect("10.0.0.1", 80);
   quiet.set_quiet(true);
@@ -106,16 +117,7 @@ TEST(RegressCase, StrictErrorsNameFileLineAndField) {
       {"version: 1", "version: 1\nversion: 2", "duplicate"},
       {"  audit:", "  bogus: 1\n  audit:", "source.bogus: unknown field"},
   };
-  for (const auto& b : bads) {
-    std::string text = good;
-    size_t at = text.find(b.from);
-    ASSERT_NE(at, std::string::npos) << b.from;
-    text.replace(at, b.from.size(), b.to);
-    std::string error;
-    EXPECT_FALSE(ParseCaseYaml(text, "c.case.yaml", &error)) << b.to;
-    EXPECT_EQ(error.rfind("c.case.yaml:", 0), 0u) << error;
-    EXPECT_NE(error.find(b.says), std::string::npos) << b.to << ": " << error;
-  }
+  for (const auto& b : bads) ExpectRefused(good, b.from, b.to, b.says);
   std::string error;
   EXPECT_FALSE(ParseCaseYaml("", "e.yaml", &error));
   EXPECT_FALSE(ParseCaseYaml("- a\n- b\n", "e.yaml", &error));
@@ -150,6 +152,104 @@ TEST(RegressCase, JudgedByTheErrnoOfTheRefusingLayerAndTheEvent) {
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->error, EPERM);
   EXPECT_EQ(parsed->step, "connect");
+}
+
+v1::AuditEvent SeccompRefusal(const std::string& kind, uint32_t nr, uint32_t argument) {
+  v1::AuditEvent e;
+  e.set_kind(kind);
+  e.set_verdict("denied");
+  e.set_enforcement("seccomp");
+  e.mutable_target()->set_arg(nr);
+  e.mutable_target()->set_arg2(argument);
+  return e;
+}
+
+v1::AuditEvent Socket(const std::string& family, const std::string& type, const std::string& protocol) {
+  v1::AuditEvent e;
+  e.set_kind("net.socket");
+  e.set_verdict("denied");
+  e.set_enforcement("seccomp");
+  e.mutable_net()->set_family(family);
+  e.mutable_net()->set_sock_type(type);
+  e.mutable_net()->set_protocol(protocol);
+  return e;
+}
+
+RegressCase CaseOf(const v1::AuditEvent& e) {
+  auto cases = DistinctCases({{e, {"a.jsonl"}}});
+  EXPECT_EQ(cases.size(), 1u) << e.kind();
+  RegressCase c = cases.empty() ? RegressCase{} : cases[0];
+  c.policy_file = "policy-0123456789ab.yaml";
+  c.policy_digest = "sha256:" + std::string(64, 'f');
+  return c;
+}
+
+// The probes of net.bind, net.socket and a seccomp refusal: their fields
+// written and read back, what each takes and nothing else, and which kinds
+// have no probe (with the reason).
+TEST(RegressCase, NewProbeFieldsReadBackStrictly) {
+  v1::AuditEvent bind = Connect("0.0.0.0", 8080);
+  bind.set_kind("net.bind");
+  const RegressCase cases[] = {
+      CaseOf(bind), CaseOf(Socket("netlink", "raw", "0")), CaseOf(SeccompRefusal("tamper.keyring", 250, 0)),
+      CaseOf(SeccompRefusal("file.memfd", 319, 1)), CaseOf(SeccompRefusal("file.ioctl", 16, 0x5412))};
+  for (const auto& c : cases) {
+    std::string error;
+    auto back = ParseCaseYaml(CaseYaml(c), "x.case.yaml", &error);
+    ASSERT_TRUE(back) << error << "\n" << CaseYaml(c);
+    EXPECT_TRUE(back->probe == c.probe) << CaseYaml(c);
+    EXPECT_EQ(NoProbeReason(c.probe), "") << c.probe.kind;
+  }
+  EXPECT_EQ(cases[0].probe.Target(), "tcp 0.0.0.0:8080");
+  EXPECT_EQ(cases[1].probe.Target(), "netlink raw 0");
+  EXPECT_EQ(cases[2].probe.Target(), "syscall 250");
+  EXPECT_EQ(cases[2].probe.syscall, 250u);
+  EXPECT_EQ(cases[4].probe.Target(), "syscall 16 argument 0x5412");
+  const std::string socket = CaseYaml(cases[1]);
+  const std::string keyring = CaseYaml(cases[2]);
+  EXPECT_NE(keyring.find("  syscall: 250\n  argument: 0\n"), std::string::npos) << keyring;
+  struct Bad {
+    const std::string* text;
+    std::string from, to, says;
+  } bads[] = {
+      {&socket, "  type: \"raw\"\n", "", "probe.type: missing (required for net.socket)"},
+      {&socket, "  type: \"raw\"", "  type: \"r w\"", "probe.type: expected a name as events write it"},
+      {&socket, "  type: \"raw\"", "  type: \"raw\"\n  port: 1", "probe.port: not a field of a net.socket probe"},
+      {&keyring, "  syscall: 250", "  syscall: 0", "probe.syscall: expected a system call number"},
+      {&keyring, "  syscall: 250", "  syscall: -1", "probe.syscall: expected a number"},
+      {&keyring, "  syscall: 250", "  syscall: 4294967296", "probe.syscall: out of range"},
+      {&keyring, "  syscall: 250", "  syscall: 250\n  arg: 3", "probe.arg: not a field of a probe with a syscall"},
+      {&keyring, "  syscall: 250\n", "", "probe.argument: not a field of a tamper.keyring probe"},
+      {&keyring, "  syscall: 250", "  syscall: 250\n  type: \"raw\"", "probe.type: not a field"},
+      {&socket, "  type: \"raw\"", "  type: \"raw\"\n  syscall: 41", "probe.syscall: not a field of a net.socket"},
+  };
+  for (const auto& b : bads) ExpectRefused(*b.text, b.from, b.to, b.says);
+  // No probe, with the reason.
+  RegressProbe p;
+  p.kind = "file.unlink";
+  EXPECT_NE(NoProbeReason(p).find("would destroy a file"), std::string::npos) << NoProbeReason(p);
+  p.kind = "tamper.userns";
+  p.syscall = 272;
+  EXPECT_NE(NoProbeReason(p).find("namespace flags"), std::string::npos) << NoProbeReason(p);
+  p.kind = "tamper.signal";
+  p.syscall = 0;
+  EXPECT_NE(NoProbeReason(p).find("signal another process"), std::string::npos) << NoProbeReason(p);
+}
+
+// A seccomp case matches the event of the call as the probe makes it: the
+// ioctl command it judged must be the same; a pid it was made on need not.
+TEST(RegressCase, ASeccompCaseMatchesTheCallAsTheProbeMakesIt) {
+  ProbeResult refused;
+  refused.error = EPERM;
+  refused.step = "syscall";
+  const RegressCase ioctl = CaseOf(SeccompRefusal("tamper.terminal", 16, 0x5412));
+  EXPECT_EQ(JudgeCase(ioctl, refused, {SeccompRefusal("tamper.terminal", 16, 0x5412)}).kind,
+            CaseOutcome::Kind::kPassed);
+  EXPECT_EQ(JudgeCase(ioctl, refused, {SeccompRefusal("tamper.terminal", 16, 0x541C)}).kind,
+            CaseOutcome::Kind::kFailed);
+  const RegressCase prlimit = CaseOf(SeccompRefusal("tamper.rlimit", 302, 4242));
+  EXPECT_EQ(JudgeCase(prlimit, refused, {SeccompRefusal("tamper.rlimit", 302, 1)}).kind, CaseOutcome::Kind::kPassed);
+  EXPECT_EQ(JudgeCase(prlimit, refused, {SeccompRefusal("tamper.rlimit", 141, 1)}).kind, CaseOutcome::Kind::kFailed);
 }
 
 TEST(RegressCase, JunitSaysFailuresAndSkipsEscaped) {

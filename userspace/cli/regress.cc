@@ -38,7 +38,7 @@ namespace v1 = cordon::v1;
 const char* kRegressHelp =
     "usage: cordon regress capture (--audit FILE... [--id EVENT_ID...] | --sandbox NAME) --out DIR\n"
     "                              [--policy FILE [--policy-mismatch-ok]]\n"
-    "       cordon regress run DIR... [--policy FILE] [--junit FILE]\n"
+    "       cordon regress run DIR... [--policy FILE] [--junit FILE] [--allow-skipped]\n"
     "\n"
     "capture: one test case per distinct denied violation (kind and target: address and port,\n"
     "path and access, operation) of an audit trail, in DIR: <kind>-<target>.case.yaml (plain\n"
@@ -67,11 +67,13 @@ const char* kRegressHelp =
     "LSM: without it, it is skipped with the reason (never passed); so is a kind without a probe.\n"
     "  --policy FILE  run every case under this policy instead of its own\n"
     "  --junit FILE   JUnit XML of the results (failure and skipped messages say what happened)\n"
+    "  --allow-skipped  exit 0 even when cases were skipped (a CI host that knowingly lacks BPF\n"
+    "                 LSM); they are still listed, with the reason\n"
     "\n"
-    "Exit status: 0 every case that ran was denied as expected (skipped ones are listed on stderr\n"
-    "and in the JUnit file); 1 a case was not denied or its event is missing (each named on\n"
-    "stderr), or capture found nothing; 2 usage errors and case files that do not read (FILE:LINE:\n"
-    "COLUMN: FIELD: what).\n";
+    "Exit status: 0 every case ran and was denied as expected; 1 a case was not denied or its\n"
+    "event is missing (each named on stderr), or capture found nothing; 2 usage errors and case\n"
+    "files that do not read (FILE:LINE:COLUMN: FIELD: what); 3 no case failed but some were\n"
+    "skipped (each named on stderr with the reason, and in the JUnit file; 0 with --allow-skipped).\n";
 
 // The first `n` hex digits of a sha256:<hex> digest.
 std::string DigestStem(const std::string& digest) { return digest.substr(7, 12); }
@@ -455,7 +457,8 @@ std::string SelfExe() {
 int RunCases(const Args& args) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {{"--policy", "", true}, {"--junit", "", true}}, &parsed, &error))
+  if (!ParseArgs(args, {{"--policy", "", true}, {"--junit", "", true}, {"--allow-skipped", "", false}}, &parsed,
+                 &error))
     return Usage(error, kRegressHelp), 2;
   if (parsed.positionals.empty()) return Usage("run needs a case directory (or case file)", kRegressHelp), 2;
   const std::string policy_override = parsed.Get("--policy").value_or("");
@@ -474,7 +477,7 @@ int RunCases(const Args& args) {
     j.name = c.file.substr(c.file.rfind('/') == std::string::npos ? 0 : c.file.rfind('/') + 1);
     j.classname = "cordon.regress." + c.probe.kind;
     const auto start = std::chrono::steady_clock::now();
-    if (std::string why = ops::NoProbeReason(c.probe.kind); !why.empty()) {
+    if (std::string why = ops::NoProbeReason(c.probe); !why.empty()) {
       j.outcome = {ops::CaseOutcome::Kind::kSkipped, why};
     } else if (ops::NeedsBpfLsm(c) && !ProbeLsm().usable()) {
       j.outcome = {ops::CaseOutcome::Kind::kSkipped,
@@ -502,7 +505,20 @@ int RunCases(const Args& args) {
   }
   std::fprintf(stderr, "cordon: regress: %zu case(s): %zu denied as expected, %d not, %d skipped\n", results.size(),
                results.size() - static_cast<size_t>(failed + skipped), failed, skipped);
-  return failed ? 1 : 0;
+  if (failed) return 1;
+  if (!skipped) return 0;
+  // A skipped case was not shown to be denied: not a pass, unless the
+  // operator said this host knowingly skips them.
+  for (const auto& j : results)
+    if (j.outcome.kind == ops::CaseOutcome::Kind::kSkipped)
+      std::fprintf(stderr, "cordon: regress: skipped %s: %s\n", DisplayText(EscapeWorkloadBytes(j.name)).c_str(),
+                   DisplayText(j.outcome.message).c_str());
+  if (parsed.Has("--allow-skipped")) return 0;
+  std::fprintf(stderr,
+               "cordon: regress: %d case(s) skipped, not shown to be denied here (exit 3; --allow-skipped accepts "
+               "that)\n",
+               skipped);
+  return 3;
 }
 
 // The hidden probe mode: `cordon regress probe KIND [options]`, one JSON line.
@@ -516,7 +532,10 @@ int Probe(const Args& args) {
                   {"--port", "", true},
                   {"--path", "", true},
                   {"--access", "", true},
-                  {"--arg", "", true}},
+                  {"--arg", "", true},
+                  {"--type", "", true},
+                  {"--syscall", "", true},
+                  {"--argument", "", true}},
                  &parsed, &error) ||
       parsed.positionals.size() != 1)
     return PrintError(error.empty() ? "probe KIND [options]" : error), 2;
@@ -529,8 +548,11 @@ int Probe(const Args& args) {
   p.path = parsed.Get("--path").value_or("");
   p.access = parsed.Get("--access").value_or("");
   p.arg = static_cast<uint32_t>(std::strtoul(parsed.Get("--arg").value_or("0").c_str(), nullptr, 10));
+  p.type = parsed.Get("--type").value_or("");
+  p.syscall = static_cast<uint32_t>(std::strtoul(parsed.Get("--syscall").value_or("0").c_str(), nullptr, 10));
+  p.argument = static_cast<uint32_t>(std::strtoul(parsed.Get("--argument").value_or("0").c_str(), nullptr, 10));
   auto r = ops::RunProbe(p);
-  if (!r) return PrintError(ops::NoProbeReason(p.kind)), 2;
+  if (!r) return PrintError(ops::NoProbeReason(p)), 2;
   std::printf("%s\n", ops::ProbeResultJson(*r).c_str());
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

@@ -1,5 +1,6 @@
 #include "confine/seccomp.h"
 
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -223,6 +224,60 @@ SeccompRefusals SeccompRefusalTable() {
   for (const auto& call : kArg1NotSelf) out.on_other_processes.push_back({call.nr, call.name});
   for (const auto& ioctl : kRefusedIoctls) out.ioctls.push_back({ioctl.cmd, ioctl.name});
   return out;
+}
+
+std::optional<SeccompCall> SeccompCallFor(uint32_t nr, uint32_t argument, std::string* why) {
+  static const char kMemfdName[] = "cordon-probe";
+  SeccompCall call;
+  call.nr = nr;
+  for (const auto& group : RefusedGroups())
+    for (const auto& c : group.calls)
+      if (c.nr == nr) {
+        // init_module: an empty image (ENOEXEC), not a huge length to allocate.
+        if (nr == 175) call.args[0] = call.args[1] = call.args[2] = 0;
+        return call;
+      }
+  for (const auto& c : kKeyringCalls)
+    if (c.nr == nr) return call;
+  for (const auto& c : kArg0NotSelf)
+    if (c.nr == nr) return call.args[0] = 1, call;
+  for (const auto& c : kArg1NotSelf)
+    if (c.nr == nr) return call.args[1] = 1, call;
+  call.judged_argument = true;
+  switch (nr) {
+    case kNrIoctl:
+      call.args[1] = static_cast<long>(argument);
+      call.args[2] = 0;
+      return call;
+    case kNrFcntl:
+      // Events show F_SETOWN's owner, or the command of the others.
+      {
+        const long a = static_cast<long>(argument);
+        const bool command = a == F_SETOWN_EX || a == F_SETSIG || a == F_SETFL;
+        call.args[1] = command ? a : F_SETOWN;
+        call.args[2] = a == F_SETFL ? O_ASYNC : a == F_SETOWN_EX ? 0 : a == F_SETSIG ? 1 : a;
+        return call;
+      }
+    case kNrPersonality:
+      call.args[0] = static_cast<long>(argument);
+      call.args[1] = call.args[2] = 0;
+      return call;
+    case kNrMemfdCreate:
+      call.args[0] = reinterpret_cast<long>(kMemfdName);
+      call.args[1] = static_cast<long>(argument);
+      return call;
+  }
+  if (nr == 435 || nr == kNrOpenat2)
+    *why = "refused with ENOSYS (its arguments are in memory, out of seccomp's reach)";
+  else if (nr == 56 || nr == 272)
+    *why = "the event does not record which namespace flags were asked for";
+  else if (nr == 41 || nr == 53)
+    *why = "a socket family: probed as net.socket";
+  else if (nr == kNrOpen || nr == kNrOpenat || nr == kNrOpenByHandleAt)
+    *why = "an open with access mode 3: the event does not record the path";
+  else
+    *why = "not a call cordon run's seccomp filter refuses";
+  return std::nullopt;
 }
 
 SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy) {

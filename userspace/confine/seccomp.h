@@ -47,6 +47,7 @@
 
 #include <cstdint>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,28 @@ struct SeccompRefusals {
   std::vector<SeccompRefusal> ioctls;
 };
 SeccompRefusals SeccompRefusalTable();
+
+// One refused call made so that it changes nothing whether or not the filter
+// refuses it: the arguments the filter judges as given, every other argument
+// one the kernel itself rejects when the call is let through (-1: a bad
+// descriptor, pointer, flag or clock), on pid (or who) 1 where the filter
+// refuses a process other than the caller. The walk of every refusal
+// (tests/lsm/run_escapes_test.cc, run unconfined on the host as its control)
+// and `cordon regress`'s probe of a recorded refusal (ops/regress_probe.cc)
+// make these. `argument` is what an event of the refusal shows as target.arg2:
+// the ioctl command, fcntl's command (F_SETOWN: the owner), personality's
+// persona, memfd_create's flags; ignored for the others. nullopt, with *why,
+// for a call no such making exists for: clone3 and openat2 (refused with
+// ENOSYS, their arguments are in memory), unshare and clone (the namespace
+// flags asked for are not in the event), socket and socketpair (net.socket:
+// the family), open, openat and open_by_handle_at (file.open: the path), and
+// calls the filter does not refuse.
+struct SeccompCall {
+  long nr = 0;
+  long args[6] = {-1, -1, -1, -1, -1, -1};
+  bool judged_argument = false;  // args carry `argument` where the filter judges it (events show it again)
+};
+std::optional<SeccompCall> SeccompCallFor(uint32_t nr, uint32_t argument, std::string* why);
 
 // Pure: builds the filter for policy.families and policy.lsm_flags (USERNS).
 SeccompPlan PrepareSeccomp(const policy::CompiledPolicy& policy);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <set>
 
+#include "confine/seccomp.h"
 #include "events/decoder.h"
 #include "policy/diagnostic.h"
 #include "policy/yaml_reader.h"
@@ -21,7 +22,16 @@ namespace {
 namespace v1 = cordon::v1;
 using policy::YamlNode;
 
-bool IsNetProbe(const std::string& kind) { return kind == "net.connect" || kind == "net.sendmsg"; }
+// The probes that take family, protocol, address and port.
+bool IsNetProbe(const std::string& kind) {
+  return kind == "net.connect" || kind == "net.sendmsg" || kind == "net.bind";
+}
+bool IsSeccompProbe(const RegressProbe& p) { return p.syscall != 0; }
+// The kinds a refusal of cordon run's seccomp filter is reported as, besides
+// net.socket (its own probe) and file.open (the path is not in the event).
+bool SeccompKind(const std::string& kind) {
+  return kind.rfind("tamper.", 0) == 0 || kind == "file.memfd" || kind == "file.ioctl";
+}
 
 // A YAML double-quoted scalar (JSON's escapes are YAML's).
 std::string Q(const std::string& s) {
@@ -138,8 +148,31 @@ struct CaseReader {
   }
 };
 
-const std::vector<std::string> kProbeKinds = {"net.connect", "net.sendmsg", "net.unix",
-                                              "file.open",   "file.exec",   "tamper.bpf"};
+const std::vector<std::string> kProbeKinds = {"net.connect", "net.sendmsg", "net.bind",  "net.socket",
+                                              "net.unix",    "file.open",   "file.exec", "tamper.bpf"};
+
+// Why a kind has no probe: each would act outside the probe's sandbox where
+// the policy now allows it, or its event does not say what to repeat.
+const struct {
+  const char* kind;
+  const char* why;
+} kNoProbe[] = {
+    {"file.create", "creating the recorded path would leave a file outside the sandbox where the policy now allows it"},
+    {"file.unlink", "removing the recorded path would destroy a file where the policy now allows it"},
+    {"file.rename", "the event names one side of the rename; renaming it would move a file where the policy allows it"},
+    {"file.link", "the event names one side of the link; making it would add a name where the policy allows it"},
+    {"file.setattr", "the event does not say which attribute; changing one would alter the file where allowed"},
+    {"file.mmap_exec", "mapping executable needs a file opened for it: not written yet"},
+    {"file.ioctl", "an ioctl on the recorded device would act on it where the policy allows it"},
+    {"file.memfd", "recorded by a layer other than cordon run's seccomp filter: the event does not say what to repeat"},
+    {"net.sockopt", "the event does not record the option's value: setting another value is not the same operation"},
+    {"tamper.signal", "it would signal another process where the policy allows it"},
+    {"tamper.ptrace", "it would attach to another process where the policy allows it"},
+    {"tamper.cgroup", "it would move a process between cgroups where the policy allows it"},
+    {"tamper.device", "it would open the recorded device where the policy allows it"},
+    {"tamper.sysctl", "it would read or write a host sysctl where the policy allows it"},
+    {"tamper.capability", "using the capability would act on the host where the policy allows it"},
+};
 
 bool SameTarget(const RegressCase& c, const v1::AuditEvent& e) {
   RegressProbe seen;
@@ -147,6 +180,15 @@ bool SameTarget(const RegressCase& c, const v1::AuditEvent& e) {
   if (seen.kind != c.probe.kind) return false;
   if (IsNetProbe(c.probe.kind))
     return seen.address == c.probe.address && seen.port == c.probe.port && seen.protocol == c.probe.protocol;
+  if (c.probe.kind == "net.socket")
+    return seen.family == c.probe.family && seen.type == c.probe.type && seen.protocol == c.probe.protocol;
+  if (IsSeccompProbe(c.probe)) {
+    // The call as the probe made it: where the filter judged an argument the
+    // probe passed the recorded one; a pid was 1, not the recorded pid.
+    std::string why;
+    auto call = SeccompCallFor(c.probe.syscall, c.probe.argument, &why);
+    return seen.syscall == c.probe.syscall && (!call || !call->judged_argument || seen.argument == c.probe.argument);
+  }
   if (c.probe.kind == "tamper.bpf") return true;  // the operation is the target
   return seen.path == c.probe.path;
 }
@@ -158,21 +200,37 @@ std::string RegressProbe::Target() const {
     const std::string addr = family == "inet6" ? "[" + address + "]" : address;
     return protocol + " " + addr + ":" + std::to_string(port);
   }
+  if (kind == "net.socket") return family + " " + type + " " + protocol;
   if (kind == "file.open") return access + " " + path;
+  if (IsSeccompProbe(*this)) {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%x", argument);
+    return "syscall " + std::to_string(syscall) + (argument ? std::string(" argument ") + hex : "");
+  }
   if (kind.rfind("tamper.", 0) == 0) return kind.substr(7) + (arg ? " " + std::to_string(arg) : "");
   return path;
 }
 
 bool RegressProbe::operator==(const RegressProbe& o) const {
   return kind == o.kind && family == o.family && protocol == o.protocol && address == o.address && port == o.port &&
-         path == o.path && access == o.access && arg == o.arg;
+         type == o.type && path == o.path && access == o.access && arg == o.arg && syscall == o.syscall &&
+         argument == o.argument;
 }
 
 bool RegressProbeOf(const v1::AuditEvent& e, RegressProbe* probe) {
   if (e.verdict() != "denied" || e.quiet()) return false;
   RegressProbe p;
   p.kind = e.kind();
-  if (IsNetProbe(e.kind())) {
+  if (e.enforcement() == "seccomp" && SeccompKind(e.kind())) {
+    p.syscall = e.target().arg();
+    p.argument = e.target().arg2();
+    if (!p.syscall) return false;
+  } else if (e.kind() == "net.socket") {
+    p.family = e.net().family();
+    p.type = e.net().sock_type();
+    p.protocol = e.net().protocol();
+    if (p.family.empty()) return false;
+  } else if (IsNetProbe(e.kind())) {
     p.family = e.net().family();
     p.protocol = e.net().protocol();
     p.address = e.net().address();
@@ -234,9 +292,19 @@ std::string ExpectedErrno(const std::string& enforcement) {
 
 bool NeedsBpfLsm(const RegressCase& c) { return c.enforcement == "kernel-lsm"; }
 
-std::string NoProbeReason(const std::string& kind) {
+std::string NoProbeReason(const RegressProbe& probe) {
+  const std::string& kind = probe.kind;
+  if (IsSeccompProbe(probe)) {
+    std::string why;
+    if (SeccompCallFor(probe.syscall, probe.argument, &why)) return "";
+    return "no probe for " + kind + " (syscall " + std::to_string(probe.syscall) + "): " + why;
+  }
   for (const auto& k : kProbeKinds)
     if (k == kind) return "";
+  for (const auto& n : kNoProbe)
+    if (kind == n.kind) return "no probe for " + kind + ": " + n.why;
+  if (kind.rfind("tamper.", 0) == 0)
+    return "no probe for " + kind + " where cordon run's seccomp filter did not refuse it (recorded at another layer)";
   return "no probe for " + kind;
 }
 
@@ -281,9 +349,19 @@ std::string CaseYaml(const RegressCase& c) {
     y += "  address: " + Q(c.probe.address) + "\n";
     y += "  port: " + std::to_string(c.probe.port) + "\n";
   }
+  if (c.probe.kind == "net.socket") {
+    y += "  family: " + Q(c.probe.family) + "\n";
+    y += "  type: " + Q(c.probe.type) + "\n";
+    y += "  protocol: " + Q(c.probe.protocol) + "\n";
+  }
   if (!c.probe.path.empty()) y += "  path: " + Q(c.probe.path) + "\n";
   if (!c.probe.access.empty()) y += "  access: " + Q(c.probe.access) + "\n";
-  if (c.probe.kind.rfind("tamper.", 0) == 0) y += "  arg: " + std::to_string(c.probe.arg) + "\n";
+  if (IsSeccompProbe(c.probe)) {
+    y += "  syscall: " + std::to_string(c.probe.syscall) + "\n";
+    y += "  argument: " + std::to_string(c.probe.argument) + "\n";
+  } else if (c.probe.kind.rfind("tamper.", 0) == 0) {
+    y += "  arg: " + std::to_string(c.probe.arg) + "\n";
+  }
   y += "expect:\n";
   y += "  verdict: " + c.verdict + "\n";
   y += "  kind: " + c.probe.kind + "\n";
@@ -328,16 +406,20 @@ std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::str
         !r.Number(source, "source", "occurrences", UINT64_MAX, &c.occurrences))
       return fail();
   }
-  if (!r.Fields(top["probe"], "probe", {"kind", "family", "protocol", "address", "port", "path", "access", "arg"},
-                {"kind"}, &probe) ||
+  if (!r.Fields(
+          top["probe"], "probe",
+          {"kind", "family", "protocol", "address", "port", "type", "path", "access", "arg", "syscall", "argument"},
+          {"kind"}, &probe) ||
       !r.String(probe, "probe", "kind", &c.probe.kind))
     return fail();
   const std::string& kind = c.probe.kind;
   const bool known_family = kind.rfind("net.", 0) == 0 || kind.rfind("file.", 0) == 0 || kind.rfind("tamper.", 0) == 0;
   if (!known_family || kind.size() > 64)
     return r.Fail(probe["kind"], "probe.kind", "not an event kind a case is made of (net.*, file.*, tamper.*)"), fail();
-  uint64_t port = 0, arg = 0;
-  if (!r.String(probe, "probe", "family", &c.probe.family) ||
+  uint64_t port = 0, arg = 0, syscall = 0, argument = 0;
+  if (!r.String(probe, "probe", "type", &c.probe.type) || !r.Number(probe, "probe", "syscall", UINT32_MAX, &syscall) ||
+      !r.Number(probe, "probe", "argument", UINT32_MAX, &argument) ||
+      !r.String(probe, "probe", "family", &c.probe.family) ||
       !r.String(probe, "probe", "protocol", &c.probe.protocol) ||
       !r.String(probe, "probe", "address", &c.probe.address) || !r.Number(probe, "probe", "port", 65535, &port) ||
       !r.String(probe, "probe", "path", &c.probe.path) || !r.String(probe, "probe", "access", &c.probe.access) ||
@@ -345,6 +427,8 @@ std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::str
     return fail();
   c.probe.port = static_cast<uint32_t>(port);
   c.probe.arg = static_cast<uint32_t>(arg);
+  c.probe.syscall = static_cast<uint32_t>(syscall);
+  c.probe.argument = static_cast<uint32_t>(argument);
   // What each probe needs, and nothing another probe takes.
   auto need = [&](const char* key) {
     return probe.count(key) ? true
@@ -357,6 +441,18 @@ std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::str
       return fail();
     if (c.probe.address.empty() || c.probe.address.size() > 64)
       return r.Fail(probe["address"], "probe.address", "expected an IP address"), fail();
+  } else if (kind == "net.socket") {
+    if (!need("family") || !need("type") || !need("protocol")) return fail();
+    for (const char* key : {"family", "type", "protocol"}) {
+      const std::string& v = key[0] == 'f' ? c.probe.family : key[0] == 't' ? c.probe.type : c.probe.protocol;
+      if (v.empty() || v.size() > 16 ||
+          v.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789") != std::string::npos)
+        return r.Fail(probe[key], std::string("probe.") + key, "expected a name as events write it (or a number)"),
+               fail();
+    }
+  } else if (probe.count("syscall")) {
+    if (c.probe.syscall == 0) return r.Fail(probe["syscall"], "probe.syscall", "expected a system call number"), fail();
+    if (probe.count("arg")) return r.Fail(probe["arg"], "probe.arg", "not a field of a probe with a syscall"), fail();
   } else if (kind == "net.unix" || kind == "file.exec" || kind == "file.open") {
     if (!need("path")) return fail();
     if (c.probe.path.empty() || !UnescapeWorkloadBytes(c.probe.path))
@@ -374,12 +470,19 @@ std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::str
         if (!r.OneOf(probe["access"], "probe.access", a, {"read", "write", "create"})) return fail();
     }
   }
-  for (const char* key : {"family", "protocol", "address", "port"})
-    if (!IsNetProbe(kind) && probe.count(key))
-      return r.Fail(probe[key], std::string("probe.") + key, "not a field of a " + kind + " probe"), fail();
-  for (const char* key : {"path"})
-    if (IsNetProbe(kind) && probe.count(key))
-      return r.Fail(probe[key], std::string("probe.") + key, "not a field of a " + kind + " probe"), fail();
+  const bool socket = kind == "net.socket";
+  for (const char* key : {"family", "protocol", "address", "port", "type", "path", "syscall", "argument", "arg"}) {
+    const std::string k = key;
+    const bool takes = k == "path"                        ? !IsNetProbe(kind) && !socket
+                       : k == "arg"                       ? kind.rfind("tamper.", 0) == 0 && !probe.count("syscall")
+                       : k == "type"                      ? socket
+                       : k == "syscall"                   ? SeccompKind(kind)
+                       : k == "argument"                  ? probe.count("syscall") > 0
+                       : k == "family" || k == "protocol" ? IsNetProbe(kind) || socket
+                                                          : IsNetProbe(kind);
+    if (!takes && probe.count(key))
+      return r.Fail(probe[key], "probe." + k, "not a field of a " + kind + " probe"), fail();
+  }
 
   std::string expect_kind;
   if (!r.Fields(top["expect"], "expect", {"verdict", "kind", "enforcement", "errno"}, {"verdict", "kind"}, &expect) ||
@@ -545,7 +648,12 @@ std::vector<std::string> ProbeArgs(const RegressProbe& p) {
   if (IsNetProbe(p.kind)) a.insert(a.end(), {"--port", std::to_string(p.port)});
   if (!p.path.empty()) a.insert(a.end(), {"--path", p.path});
   if (!p.access.empty()) a.insert(a.end(), {"--access", p.access});
-  if (p.kind.rfind("tamper.", 0) == 0) a.insert(a.end(), {"--arg", std::to_string(p.arg)});
+  if (p.kind == "net.socket") a.insert(a.end(), {"--family", p.family, "--type", p.type, "--protocol", p.protocol});
+  if (IsSeccompProbe(p)) {
+    a.insert(a.end(), {"--syscall", std::to_string(p.syscall), "--argument", std::to_string(p.argument)});
+  } else if (p.kind.rfind("tamper.", 0) == 0) {
+    a.insert(a.end(), {"--arg", std::to_string(p.arg)});
+  }
   return a;
 }
 

@@ -22,14 +22,20 @@ namespace cordon::ops {
 
 // What the probe attempts: the operation of one event kind on one target.
 struct RegressProbe {
-  std::string kind;      // the event kind: net.connect, net.sendmsg, net.unix, file.open, file.exec, tamper.bpf
-  std::string family;    // net.connect / net.sendmsg: inet | inet6
-  std::string protocol;  // net.connect / net.sendmsg: tcp | udp
-  std::string address;   // net.connect / net.sendmsg: the destination address
-  uint32_t port = 0;     // net.connect / net.sendmsg
+  std::string kind;      // the event kind (NoProbeReason says which have a probe)
+  std::string family;    // net.connect / sendmsg / bind: inet | inet6; net.socket: the family (NetTarget.family)
+  std::string protocol;  // net.connect / sendmsg / bind: tcp | udp; net.socket: NetTarget.protocol
+  std::string address;   // net.connect / sendmsg: the destination address; net.bind: the local one
+  uint32_t port = 0;     // net.connect / sendmsg / bind
+  std::string type;      // net.socket: the socket type (NetTarget.sock_type: stream, dgram, raw, ...)
   std::string path;      // net.unix, file.*: the path (raw bytes, not the escaped form)
   std::string access;    // file.open: read, write, create (comma-separated)
-  uint32_t arg = 0;      // tamper.*: TaskTarget.arg (tamper.bpf: the bpf command)
+  uint32_t arg = 0;      // tamper.* (not refused by seccomp): TaskTarget.arg (tamper.bpf: the bpf command)
+  // A refusal of cordon run's seccomp filter (enforcement seccomp: tamper.*,
+  // file.memfd, file.ioctl): the system call (TaskTarget.arg) and the argument
+  // the filter judged (TaskTarget.arg2). syscall 0 (read) is never refused.
+  uint32_t syscall = 0;
+  uint32_t argument = 0;
 
   // The target for matching and naming: "tcp 127.0.0.1:9", "read /etc/x", ...
   std::string Target() const;
@@ -53,6 +59,13 @@ struct RegressCase {
   uint64_t occurrences = 0;
 };
 
+// The numbers of a net.socket probe's family, type and protocol (the names
+// events write, or numbers); nullopt when one is neither.
+struct SocketCall {
+  int family, type, protocol;
+};
+std::optional<SocketCall> SocketOf(const RegressProbe& probe);
+
 // Whether an event is a violation a case is made of: verdict denied, not
 // quiet (an expected denial of spec.quiet), of a kind a probe describes
 // (RegressProbeOf gives a probe). Fills *probe.
@@ -72,8 +85,11 @@ std::string ExpectedErrno(const std::string& enforcement);
 
 // Whether the case needs BPF LSM: recorded at enforcement kernel-lsm.
 bool NeedsBpfLsm(const RegressCase& c);
-// Why there is no probe for this kind ("" when there is one).
-std::string NoProbeReason(const std::string& kind);
+// Why there is no probe for this case's operation ("" when there is one):
+// a probe attempts exactly the recorded operation and changes nothing outside
+// its sandbox even where the policy now allows it; where no probe can, the
+// reason says why (README "Regression tests from violations").
+std::string NoProbeReason(const RegressProbe& probe);
 
 // A file name for the case: <kind>-<target>, letters, digits, '.', '-', '_' only.
 std::string CaseFileStem(const RegressCase& c);
@@ -123,10 +139,13 @@ std::string JunitXml(const std::vector<JunitCase>& cases);
 
 // Attempts the probe's operation once, here (regress_probe.cc): a net
 // probe non-blocking with a 2 s limit (a connect that is neither refused nor
-// completed counts as not denied: ETIMEDOUT in detail), a file.open with
-// the recorded access (a file it created is removed), a file.exec in a child
-// that is killed at once if the exec succeeds, tamper.bpf as bpf(arg) with an
-// empty attribute. Unknown kinds: nullopt.
+// completed counts as not denied: ETIMEDOUT in detail), a bind of the
+// recorded address and port (closed at once), a socket of the recorded
+// family, type and protocol (closed at once), a file.open with the recorded
+// access (a file it created is removed), a file.exec in a child whose own
+// seccomp filter kills it at the new program's first system call (the target
+// never makes one), tamper.bpf as bpf(arg) with an empty attribute, a seccomp
+// refusal as SeccompCallFor makes it in a child. No probe: nullopt.
 std::optional<ProbeResult> RunProbe(const RegressProbe& probe);
 
 // The probe's options on a command line (`cordon regress probe ...`) and back.

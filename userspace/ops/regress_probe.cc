@@ -2,10 +2,15 @@
 // runs inside the case's fresh sandbox and attempts exactly one operation.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/audit.h>
 #include <linux/bpf.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -14,8 +19,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
 
+#include "confine/seccomp.h"
+#include "events/decoder.h"
 #include "ops/regress.h"
 #include "util/fd.h"
 #include "util/text.h"
@@ -62,6 +71,12 @@ ProbeResult NetProbe(const RegressProbe& p) {
   const bool tcp = p.protocol == "tcp";
   UniqueFd fd(::socket(family, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Failed("socket", errno);
+  if (p.kind == "net.bind") {
+    // Bound and closed at once: no listen(), nothing is received. A port
+    // another socket holds is EADDRINUSE: the kernel got that far, not denied.
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) return Failed("bind", errno);
+    return Succeeded("bound (closed at once)");
+  }
   if (p.kind == "net.sendmsg") {
     const char byte = 0;
     if (::sendto(fd.get(), &byte, 1, 0, reinterpret_cast<sockaddr*>(&ss), len) < 0) return Failed("sendto", errno);
@@ -119,10 +134,54 @@ ProbeResult OpenProbe(const std::string& path, const std::string& access) {
   return Succeeded("opened");
 }
 
+// The filter of the exec probe's child, installed just before its execve:
+// execve and execveat pass (the operation probed), exit and exit_group pass
+// (a failed exec ends), write passes on the report descriptor only (a failed
+// exec says its errno; the descriptor is O_CLOEXEC, so a new image cannot
+// have it), and every other system call, and any other ABI (x32, int 0x80),
+// kills the process. A filter survives execve: an exec that succeeds dies at
+// the new image's first system call (the dynamic loader's first brk or mmap,
+// a static program's first call), so no code of the target ever makes one.
+struct ExecProbeFilter {
+  sock_filter insns[17];
+  sock_fprog prog;
+};
+void BuildExecProbeFilter(int report_fd, ExecProbeFilter* f) {
+  const auto nr = offsetof(seccomp_data, nr), arch = offsetof(seccomp_data, arch), arg0 = offsetof(seccomp_data, args);
+  const sock_filter insns[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arch),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, nr),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_execve, 5, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_execveat, 4, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_exit, 3, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_exit_group, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_write, 2, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      // write: only on the report descriptor (the low 32 bits of arg0; the
+      // high ones must be 0 too, else it is another descriptor to the kernel).
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(report_fd), 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg0 + 4),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+  };
+  static_assert(sizeof insns == sizeof f->insns);
+  std::memcpy(f->insns, insns, sizeof insns);
+  f->prog = {static_cast<unsigned short>(sizeof insns / sizeof insns[0]), f->insns};
+}
+
 ProbeResult ExecProbe(const std::string& path) {
   // The child reports exec's errno over a pipe closed on a successful exec.
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return Failed("pipe", errno);
+  ExecProbeFilter filter;
+  BuildExecProbeFilter(pipefd[1], &filter);
+  char* argv[] = {const_cast<char*>(path.c_str()), nullptr};
+  char* envp[] = {nullptr};
   pid_t pid = ::fork();
   if (pid < 0) return Failed("fork", errno);
   if (pid == 0) {
@@ -132,11 +191,21 @@ ProbeResult ExecProbe(const std::string& path) {
       ::dup2(null, 0);
       ::dup2(null, 1);
       ::dup2(null, 2);
+      if (null > 2) ::close(null);
     }
-    char* argv[] = {const_cast<char*>(path.c_str()), nullptr};
-    char* envp[] = {nullptr};
-    ::execve(path.c_str(), argv, envp);
-    int error = errno;
+    // The filter's kill is a SIGSYS, whose default action dumps core: no
+    // core file of the target (core_pattern "core" writes in the cwd).
+    const rlimit no_core = {0, 0};
+    int error = ::setrlimit(RLIMIT_CORE, &no_core) != 0 ? errno : 0;
+    if (!error && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) error = errno;
+    if (!error && ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &filter.prog) != 0) error = errno;
+    if (error) {
+      // Not probed: the parent reports the step (a negative errno).
+      error = -error;
+    } else {
+      ::execve(path.c_str(), argv, envp);
+      error = errno;
+    }
     (void)!::write(pipefd[1], &error, sizeof error);
     ::_exit(127);
   }
@@ -146,10 +215,50 @@ ProbeResult ExecProbe(const std::string& path) {
   do n = ::read(pipefd[0], &error, sizeof error);
   while (n < 0 && errno == EINTR);
   ::close(pipefd[0]);
-  ::kill(pid, SIGKILL);  // our own child: what it exec'ed never runs on
-  ::waitpid(pid, nullptr, 0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);  // the filter ends it: an exec that succeeded dies at its first system call
+  if (n == static_cast<ssize_t>(sizeof error) && error < 0)
+    return Failed("seccomp", -error, "the probe could not install its own filter: the exec was not attempted");
   if (n == static_cast<ssize_t>(sizeof error)) return Failed("execve", error);
-  return Succeeded("executed (killed at once)");
+  const bool stopped = WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS;
+  return Succeeded(stopped ? "executed (killed at the new program's first system call)"
+                           : "executed (the new program ended before making a system call)");
+}
+
+ProbeResult SocketProbe(const RegressProbe& p) {
+  auto call = SocketOf(p);
+  if (!call) return Failed("socket", EINVAL, "family, type or protocol unknown");
+  UniqueFd fd(::socket(call->family, call->type | SOCK_CLOEXEC, call->protocol));
+  if (!fd.valid()) return Failed("socket", errno);
+  return Succeeded("socket created (closed at once)");
+}
+
+// A refusal of cordon run's seccomp filter, made as the walk of every refusal
+// makes it (SeccompCallFor): what the filter judges as recorded, the rest
+// arguments the kernel rejects, in a child of its own session (a persona or
+// terminal change stays the child's). EPERM is the filter's refusal; any
+// other result means the call reached the kernel.
+ProbeResult SeccompProbe(const RegressProbe& p) {
+  std::string why;
+  auto call = SeccompCallFor(p.syscall, p.argument, &why);
+  if (!call) return Failed("syscall", ENOSYS, why);
+  pid_t pid = ::fork();
+  if (pid < 0) return Failed("fork", errno);
+  if (pid == 0) {
+    ::setsid();
+    long r =
+        ::syscall(call->nr, call->args[0], call->args[1], call->args[2], call->args[3], call->args[4], call->args[5]);
+    ::_exit(r < 0 ? (errno & 0xff) : 0);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status)) return Failed("syscall", EINTR, "the probe's child did not exit");
+  const int error = WEXITSTATUS(status);
+  const std::string what = "syscall " + std::to_string(p.syscall);
+  if (error == 0) return Succeeded(what + " succeeded");
+  if (error != EPERM) return Succeeded(what + " reached the kernel: " + ErrnoName(error));
+  return Failed("syscall", EPERM);
 }
 
 ProbeResult BpfProbe(uint32_t cmd) {
@@ -168,8 +277,30 @@ ProbeResult BpfProbe(uint32_t cmd) {
 
 }  // namespace
 
+std::optional<SocketCall> SocketOf(const RegressProbe& p) {
+  // The number whose name the decoder writes (or the number it writes).
+  auto number = [](const std::string& name, std::string (*name_of)(uint32_t), uint32_t max) -> std::optional<int> {
+    if (name.empty() || name.size() > 16) return std::nullopt;
+    if (name.find_first_not_of("0123456789") == std::string::npos) {
+      const unsigned long n = std::strtoul(name.c_str(), nullptr, 10);
+      return n <= max ? std::optional<int>(static_cast<int>(n)) : std::nullopt;
+    }
+    for (uint32_t n = 0; n <= max; ++n)
+      if (name_of(n) == name) return static_cast<int>(n);
+    return std::nullopt;
+  };
+  auto family = number(p.family, SocketFamilyName, 63);   // AF_MAX is below 64
+  auto type = number(p.type, SocketTypeName, 15);         // the type without its flags
+  auto protocol = number(p.protocol, ProtocolName, 511);  // IPPROTO_MPTCP is 262
+  if (!family || !type || !protocol) return std::nullopt;
+  return SocketCall{*family, *type, *protocol};
+}
+
 std::optional<ProbeResult> RunProbe(const RegressProbe& p) {
-  if (p.kind == "net.connect" || p.kind == "net.sendmsg") return NetProbe(p);
+  if (!NoProbeReason(p).empty()) return std::nullopt;
+  if (p.syscall) return SeccompProbe(p);
+  if (p.kind == "net.connect" || p.kind == "net.sendmsg" || p.kind == "net.bind") return NetProbe(p);
+  if (p.kind == "net.socket") return SocketProbe(p);
   if (p.kind == "tamper.bpf") return BpfProbe(p.arg);
   if (p.kind != "net.unix" && p.kind != "file.open" && p.kind != "file.exec") return std::nullopt;
   auto raw = UnescapeWorkloadBytes(p.path);
