@@ -154,6 +154,29 @@ static __always_inline void cordon_report_seccomp(struct pt_regs *regs, long nr,
 				CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
 }
 
+#define TS_COMPAT 0x0002 /* arch/x86/include/asm/thread_info.h: a 32-bit syscall is active */
+#define AUDIT_ARCH_I386 0x40000003
+
+/* An i386 system call (int 0x80 from a 64-bit process, or a 32-bit one): its
+ * numbers are not x86_64's, so nothing else here may read them as such.
+ * cordon run's seccomp filter refuses every one with EPERM: reported as
+ * tamper.abi, target.arg the i386 number, target.arg2 AUDIT_ARCH_I386. */
+static __always_inline int cordon_in_i386_syscall(void)
+{
+	return BPF_CORE_READ(bpf_get_current_task_btf(), thread_info.status) & TS_COMPAT;
+}
+
+static __always_inline void cordon_report_i386(long nr, long ret)
+{
+	if (ret != -EPERM)
+		return;
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb || !(sb->flags & CORDON_LSM_F_SECCOMP))
+		return;
+	cordon_lsm_emit(sb, CORDON_VERDICT_DENIED, CORDON_EV_TAMPER_ABI, CORDON_REASON_SECCOMP, 0, 0, 0, NULL, NULL, 0,
+			nr, AUDIT_ARCH_I386, CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
+}
+
 #define EACCES 13
 #define EROFS 30
 #define O_ACCMODE 3
@@ -357,6 +380,10 @@ SEC("raw_tp/sys_exit")
 int BPF_PROG(cordon_sys_exit, struct pt_regs *regs, long ret)
 {
 	long nr = BPF_CORE_READ(regs, orig_ax);
+	if (cordon_in_i386_syscall()) {
+		cordon_report_i386(nr, ret);
+		return 0;
+	}
 	if (ret < 0) {
 		cordon_report_seccomp(regs, nr, ret);
 		cordon_report_file_refusal(regs, nr, ret);

@@ -19,6 +19,7 @@
 #include "abi/cordon_pins.h"
 #include "events/decoder.h"
 #include "loader/kernel_features.h"
+#include "sys/bpffs.h"
 #include "tests/integration/harness.h"
 
 namespace cordon::test {
@@ -561,6 +562,58 @@ TEST(DetectMode, ReportsAndKillsFileViolationsAfterTheFact) {
   EXPECT_EQ(RunInCgroup(cg.path(), open_file(secret)), 0) << "the replaced policy's file rules still apply";
   status = Cordon({"status", "--json"});
   EXPECT_NE(status.out.find("\"enforcementLevel\":\"kernel-cgroup\""), std::string::npos) << status.out;
+}
+
+}  // namespace
+}  // namespace cordon::test
+
+namespace cordon::test {
+namespace {
+
+// Whether the host-wide object in `dir` (the LSM or the detect object) has
+// `sandbox_id`'s record sequence registered.
+bool SequenceRegistered(const std::string& dir, uint64_t sandbox_id) {
+  const int fd = bpf_obj_get((dir + "/sandbox_seqs").c_str());
+  if (fd < 0) return false;
+  uint32_t inner_id = 0;
+  const bool found = bpf_map_lookup_elem(fd, &sandbox_id, &inner_id) == 0;
+  ::close(fd);
+  return found;
+}
+
+// Issue 16: a record of the BPF LSM or detect object written by a program
+// that looked its sandbox up just before the sandbox was detached took no
+// sequence number (seq 0, no id): the sandbox's sequence was unregistered
+// right after its ring buffer, while the program still held the ring. It
+// now stays registered until the next removal of a sandbox of that object
+// (or the object's unload with the last one). Three sandboxes with file
+// rules (the detect object on the host, the LSM object in the VMs):
+// detaching the first keeps its sequence; detaching the second unregisters
+// the first's and keeps its own.
+TEST(HostWideSequences, ADetachedSandboxKeepsItsSequenceUntilTheNextDetach) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto fs = EnsureBpffs();
+  ASSERT_TRUE(fs.ok()) << fs.error().ToString();
+  TestCgroup a("seqs-a"), b("seqs-b"), c("seqs-c");
+  PolicyFile policy(
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: seqs}\nspec:\n  files:\n    read: [/usr]\n");
+  for (const TestCgroup* cg : {&a, &b, &c}) {
+    CommandResult r = Cordon({"attach", "--cgroup", cg->path(), "--policy", policy.path(), "--allow-degraded"});
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  const std::string root = *fs + "/cordon/v" + std::to_string(CORDON_LAYOUT_VERSION);
+  std::string dir;
+  for (const char* object : {"/lsm", "/detect"})
+    if (SequenceRegistered(root + object, a.id())) dir = root + object;
+  ASSERT_FALSE(dir.empty()) << "no host-wide object has the sandbox's sequence";
+  EXPECT_EQ(Cordon({"detach", "--cgroup", a.path()}).status, 0);
+  EXPECT_TRUE(SequenceRegistered(dir, a.id())) << "kept until the next detach";
+  EXPECT_TRUE(SequenceRegistered(dir, b.id()));
+  EXPECT_EQ(Cordon({"detach", "--cgroup", b.path()}).status, 0);
+  EXPECT_FALSE(SequenceRegistered(dir, a.id())) << "unregistered at the next detach";
+  EXPECT_TRUE(SequenceRegistered(dir, b.id()));
+  EXPECT_TRUE(SequenceRegistered(dir, c.id()));
+  EXPECT_EQ(Cordon({"detach", "--cgroup", c.path()}).status, 0);
 }
 
 }  // namespace

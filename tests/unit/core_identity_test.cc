@@ -17,12 +17,14 @@ namespace cordon {
 namespace {
 
 using Gaps = std::vector<std::pair<uint64_t, uint64_t>>;
+// A ring read to empty: the consumer at the producer position.
+constexpr uint64_t kDrained = 4096;
 
 TEST(SequenceTracker, InOrderNumbersAreNewAndLeaveNoGap) {
   SequenceTracker t;
   t.Start(0);
   for (uint64_t s = 1; s <= 5; ++s) EXPECT_TRUE(t.Observe(s)) << s;
-  EXPECT_EQ(t.TakeGaps(), Gaps{});
+  EXPECT_EQ(t.TakeGaps(kDrained, kDrained), Gaps{});
   EXPECT_EQ(t.contiguous(), 5u);
 }
 
@@ -35,7 +37,7 @@ TEST(SequenceTracker, NumbersAtOrBelowTheCommittedOneAreDropped) {
   EXPECT_FALSE(t.Observe(3));
   EXPECT_TRUE(t.Observe(4));
   EXPECT_FALSE(t.Observe(4)) << "the same number twice";
-  EXPECT_EQ(t.TakeGaps(), Gaps{});
+  EXPECT_EQ(t.TakeGaps(kDrained, kDrained), Gaps{});
   EXPECT_EQ(t.contiguous(), 4u);
 }
 
@@ -51,7 +53,7 @@ TEST(SequenceTracker, ReorderedNumbersFilledBeforeTheDrainAreNoGap) {
   EXPECT_EQ(t.contiguous(), 1u) << "2 not seen yet: only 1 may be committed";
   EXPECT_TRUE(t.Observe(2));
   EXPECT_EQ(t.contiguous(), 3u);
-  EXPECT_EQ(t.TakeGaps(), Gaps{});
+  EXPECT_EQ(t.TakeGaps(kDrained, kDrained), Gaps{});
 }
 
 TEST(SequenceTracker, NumbersNeverSeenByTheDrainAreLostRanges) {
@@ -60,11 +62,67 @@ TEST(SequenceTracker, NumbersNeverSeenByTheDrainAreLostRanges) {
   EXPECT_TRUE(t.Observe(14));
   EXPECT_TRUE(t.Observe(15));
   EXPECT_TRUE(t.Observe(20));
-  EXPECT_EQ(t.TakeGaps(), (Gaps{{11, 13}, {16, 19}}));
+  EXPECT_EQ(t.TakeGaps(kDrained, kDrained), (Gaps{{11, 13}, {16, 19}}));
   EXPECT_EQ(t.contiguous(), 20u) << "the lost ones are reported once, then count as seen";
-  EXPECT_EQ(t.TakeGaps(), Gaps{});
+  EXPECT_EQ(t.TakeGaps(kDrained, kDrained), Gaps{});
   EXPECT_FALSE(t.Observe(12)) << "a number reported lost is never delivered after its loss record";
   EXPECT_TRUE(t.Observe(21));
+}
+
+// Issue 16: a flood that never lets the ring be read to empty. Gaps used to
+// settle only at empty, so the numbers seen ahead of one lost record piled
+// up without bound and the committed sequence stayed behind it. A number
+// missing below h is lost once the consumer has passed the producer position
+// loaded after h was read: every smaller number's record lies below it.
+TEST(SequenceTracker, GapsSettleOnceTheConsumerPassesTheProducerPositionSeenAfterThem) {
+  SequenceTracker t;
+  t.Start(0);
+  EXPECT_TRUE(t.Observe(1));
+  EXPECT_TRUE(t.Observe(3));  // 2 not read (yet)
+  EXPECT_EQ(t.TakeGaps(1000, 5000), Gaps{}) << "2 may still be in the ring, up to position 5000";
+  for (uint64_t s = 4; s <= 50; ++s) EXPECT_TRUE(t.Observe(s));
+  EXPECT_EQ(t.TakeGaps(4999, 9000), Gaps{}) << "not yet at 5000";
+  EXPECT_EQ(t.contiguous(), 1u);
+  for (uint64_t s = 52; s <= 80; ++s) EXPECT_TRUE(t.Observe(s));  // 51 not read either
+  EXPECT_EQ(t.TakeGaps(5000, 13000), (Gaps{{2, 2}})) << "passed 5000: 2 is lost, 51 not yet (seen after 5000)";
+  EXPECT_EQ(t.contiguous(), 50u) << "the committed sequence moves on while the ring is never empty";
+  EXPECT_FALSE(t.Observe(2)) << "reported lost: never delivered after its loss record";
+  EXPECT_EQ(t.TakeGaps(12999, 20000), Gaps{});
+  EXPECT_EQ(t.TakeGaps(13000, 20000), (Gaps{{51, 51}}));
+  EXPECT_EQ(t.contiguous(), 80u);
+  EXPECT_EQ(t.ahead(), 0u);
+}
+
+// A reordered number that arrives before the checkpoint is passed is no gap.
+TEST(SequenceTracker, ReorderedNumberReadBeforeTheCheckpointIsNoGap) {
+  SequenceTracker t;
+  t.Start(0);
+  EXPECT_TRUE(t.Observe(2));
+  EXPECT_EQ(t.TakeGaps(100, 200), Gaps{});
+  EXPECT_TRUE(t.Observe(1));  // the other CPU's record, below position 200
+  EXPECT_TRUE(t.Observe(3));
+  EXPECT_EQ(t.TakeGaps(200, 300), Gaps{});
+  EXPECT_EQ(t.contiguous(), 3u);
+}
+
+// The numbers held ahead of a gap are bounded: beyond the cap the oldest gap
+// is reported lost at once (never silently dropped), and the rest goes on.
+TEST(SequenceTracker, NumbersHeldAheadOfAGapAreCapped) {
+  SequenceTracker t(/*max_ahead=*/4);
+  t.Start(0);
+  for (uint64_t s = 2; s <= 5; ++s) EXPECT_TRUE(t.Observe(s));
+  EXPECT_EQ(t.ahead(), 4u);
+  EXPECT_TRUE(t.Observe(7));  // the fifth held: over the cap
+  EXPECT_LE(t.ahead(), 4u);
+  EXPECT_EQ(t.contiguous(), 5u);
+  EXPECT_EQ(t.TakeGaps(0, 1000), (Gaps{{1, 1}})) << "reported with the next gaps taken, before any commit";
+  EXPECT_FALSE(t.Observe(1));
+  EXPECT_EQ(t.TakeGaps(1000, 1000), (Gaps{{6, 6}}));
+  EXPECT_EQ(t.contiguous(), 7u);
+  SequenceTracker big;
+  big.Start(0);
+  for (uint64_t s = 2; s < 2 + 3 * SequenceTracker::kMaxAhead; ++s) big.Observe(s);
+  EXPECT_LE(big.ahead(), SequenceTracker::kMaxAhead);
 }
 
 TEST(EventId, IsTheSandboxAndTheSequenceInDecimal) {

@@ -202,11 +202,18 @@ class Agent {
   // Policies of attach and update requests being compiled (CompileThenAttach):
   // the worker runs one job at a time (the credential worker's class, its own
   // thread), queues the result and wakes the loop through compile_fd_.
+  // Each queued request's bytes count against control.partialFramesMaxBytes
+  // until OnCompiled (TailServer::Hold); one whose client is gone before its
+  // compilation starts is dropped there (nobody to answer; not carried out).
   struct CompiledRequest {
     uint64_t client = 0;  // TailServer key of the client that asked
+    uint32_t pid = 0;     // of the client, for the log
+    std::shared_ptr<std::atomic<bool>> client_gone;
     ops::AttachRequest request;
     bool must_exist = false;
-    std::string error;  // the policy did not compile
+    uint64_t held = 0;     // bytes held in the budget
+    bool dropped = false;  // the client was gone before compiling started
+    std::string error;     // the policy did not compile
   };
   std::unique_ptr<CredentialWorker> compile_worker_;
   UniqueFd compile_fd_;  // eventfd

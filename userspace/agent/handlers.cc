@@ -210,12 +210,21 @@ void Agent::CompileThenAttach(Client& c, ops::AttachRequest request, bool must_e
   tails_->SetBusy(c, true);
   auto job = std::make_shared<CompiledRequest>();
   job->client = c.key;
+  job->pid = c.pid;
+  job->client_gone = c.gone;
+  job->held = request.policy_text.size() + request.policy_file.size() + request.cgroup.size() + request.name.size();
   job->request = std::move(request);
   job->must_exist = must_exist;
+  tails_->Hold(job->held);
   compile_worker_->Post([this, job](const ops::CredentialEvents&) {
     policy::CompiledPolicy compiled;
     ops::AttachRequest& req = job->request;
-    if (ops::CompilePolicyText(req.policy_text, req.policy_file, req.mode, &compiled, &job->error)) {
+    if (job->client_gone->load()) {
+      // Hung up while its request waited: nobody asks for it any more (a
+      // client hanging up once its compilation started is still served).
+      job->dropped = true;
+      std::string().swap(req.policy_text);
+    } else if (ops::CompilePolicyText(req.policy_text, req.policy_file, req.mode, &compiled, &job->error)) {
       // Kept here, off the loop (the write is synced), before the attach:
       // an entry is only a text by its digest, harmless if the attach fails.
       if (cordon::Status kept = ops::KeepPolicyText(req.policy_text, compiled.digest); !kept.ok())
@@ -242,8 +251,15 @@ void Agent::OnCompiled() {
     done.swap(compiled_);
   }
   for (auto& job : done) {
-    // A client that hung up meanwhile: its request is carried out all the
-    // same (it was sent whole), unanswered.
+    tails_->Unhold(job.held);
+    if (job.dropped) {
+      static LogLimiter dropped;
+      dropped.Log(std::string(job.must_exist ? "update" : "attach") + " request of pid " + std::to_string(job.pid) +
+                  " dropped: its client hung up before its policy was compiled");
+      continue;
+    }
+    // A client that hung up once its policy was being compiled: its request
+    // is carried out all the same (it was sent whole), unanswered.
     Client gone;
     gone.dead = true;
     Client* c = tails_->Find(job.client);

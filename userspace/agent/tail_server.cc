@@ -90,6 +90,7 @@ void TailServer::OnReady(uint64_t client_key, uint32_t events) {
 void TailServer::Kill(Client& c) {
   if (c.dead) return;
   c.dead = true;
+  c.gone->store(true);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd.get(), nullptr);
   c.fd.Reset();
   c.out.clear();
@@ -110,7 +111,7 @@ bool TailServer::Reserve(Client& c) {
   const size_t announced = 4 + static_cast<size_t>(n);
   if (partial_bytes_ + announced > limits_.partial_frames_max_bytes) {
     over_budget_++;
-    Refuse(c, "agent busy: request frames still arriving on other connections would exceed the agent's budget (" +
+    Refuse(c, "agent busy: request frames still arriving or waiting to be compiled would exceed the agent's budget (" +
                   std::to_string(partial_bytes_ >> 20) + " of " +
                   std::to_string(limits_.partial_frames_max_bytes >> 20) + " MiB in use; this frame announces " +
                   std::to_string(announced >> 10) + " KiB; control.partialFramesMaxBytes); try again");

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -73,6 +74,9 @@ struct Client {
   // compiling): its connection is not read meanwhile (later frames wait in
   // the socket, in order), and it is not idle.
   bool busy = false;
+  // Set when the connection closes, read off the loop: a request of it still
+  // queued there (not started) is dropped.
+  std::shared_ptr<std::atomic<bool>> gone = std::make_shared<std::atomic<bool>>(false);
 };
 
 class TailServer {
@@ -113,7 +117,15 @@ class TailServer {
   void SetBusy(Client& c, bool busy);
   uint64_t drops() const { return drops_; }                // events dropped for slow tails, since start
   uint64_t disconnected() const { return disconnected_; }  // tails cut off for falling behind
-  uint64_t partial_bytes() const { return partial_bytes_; }  // announced by request frames still arriving
+  // Request bytes in the agent's memory, counted against
+  // control.partialFramesMaxBytes: announced by request frames still
+  // arriving, and held by requests queued off the loop (Hold, until Unhold).
+  uint64_t partial_bytes() const { return partial_bytes_; }
+  // A whole request taken off the loop (a policy to compile) keeps its bytes
+  // counted until it is done, whether or not its client is still there: a
+  // client hanging up does not free the budget while its request waits.
+  void Hold(uint64_t bytes) { partial_bytes_ += bytes; }
+  void Unhold(uint64_t bytes) { partial_bytes_ -= bytes; }
   uint64_t timed_out() const { return timed_out_; }          // clients closed for an idle or request deadline
   uint64_t over_budget() const { return over_budget_; }      // frames refused for the partial-frame budget
   uint64_t unread() const { return unread_; }                // clients closed for replies they never read

@@ -19,8 +19,9 @@
 //  - reboot;
 //  - io_uring_setup, io_uring_enter, io_uring_register (io_uring submissions
 //    would bypass every syscall-level check);
-//  - x32 syscalls (nr with bit 0x40000000); any other syscall ABI (i386 via
-//    int 0x80) kills the process, so no filter can be bypassed through it;
+//  - x32 syscalls (nr with bit 0x40000000) and i386 syscalls (int 0x80 from a
+//    64-bit process, arch AUDIT_ARCH_I386), so no check can be bypassed
+//    through another ABI's numbers (any other arch, impossible on x86_64, kills);
 //  - what a sandboxed workload has no business doing to the host, where BPF
 //    LSM may not be there to refuse it: pidfd_getfd, process_madvise, kcmp;
 //    vhangup; fanotify_init; syslog; acct; keyrings (add_key, request_key,

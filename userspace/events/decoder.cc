@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
+#include <linux/audit.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -426,6 +427,8 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
           std::snprintf(cmd, sizeof cmd, "0x%x", fe.arg2);
           target += std::string(", argument ") + cmd;
         }
+        if (h.kind == CORDON_EV_TAMPER_ABI && fe.arg2 == AUDIT_ARCH_I386)
+          target = "i386 syscall " + std::to_string(fe.arg) + " (int 0x80)";
       }
     }
   }

@@ -88,7 +88,12 @@ std::string EventId(uint64_t sandbox_id, uint64_t seq) {
 
 bool SequenceTracker::Observe(uint64_t seq) {
   if (seq < next_) return false;
-  if (seq > next_) return ahead_.insert(seq).second;
+  if (seq > next_) {
+    if (!ahead_.insert(seq).second) return false;
+    // Over the cap: the lowest gap is taken as lost now rather than held.
+    if (ahead_.size() > max_ahead_) SettleBelow(*ahead_.begin(), &forced_);
+    return true;
+  }
   next_++;
   while (!ahead_.empty() && *ahead_.begin() == next_) {
     ahead_.erase(ahead_.begin());
@@ -97,13 +102,35 @@ bool SequenceTracker::Observe(uint64_t seq) {
   return true;
 }
 
-std::vector<std::pair<uint64_t, uint64_t>> SequenceTracker::TakeGaps() {
-  std::vector<std::pair<uint64_t, uint64_t>> gaps;
-  for (uint64_t seen : ahead_) {
-    if (seen > next_) gaps.emplace_back(next_, seen - 1);
+void SequenceTracker::SettleBelow(uint64_t limit, std::vector<std::pair<uint64_t, uint64_t>>* gaps) {
+  while (!ahead_.empty() && *ahead_.begin() <= limit) {
+    const uint64_t seen = *ahead_.begin();
+    ahead_.erase(ahead_.begin());
+    if (seen > next_) gaps->emplace_back(next_, seen - 1);
     next_ = seen + 1;
   }
-  ahead_.clear();
+  while (!ahead_.empty() && *ahead_.begin() == next_) {
+    ahead_.erase(ahead_.begin());
+    next_++;
+  }
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> SequenceTracker::TakeGaps(uint64_t consumed, uint64_t produced) {
+  std::vector<std::pair<uint64_t, uint64_t>> gaps = std::move(forced_);
+  forced_.clear();
+  // The pending checkpoint, once the consumer reached it; then a new one
+  // (numbers seen so far, this producer position), settled at once when the
+  // ring is empty.
+  for (int round = 0; round < 2; ++round) {
+    if (checkpoint_ && consumed >= checkpoint_pos_) {
+      SettleBelow(checkpoint_, &gaps);
+      checkpoint_ = 0;
+    }
+    if (!checkpoint_ && !ahead_.empty()) {
+      checkpoint_ = *ahead_.rbegin();
+      checkpoint_pos_ = produced;
+    }
+  }
   return gaps;
 }
 

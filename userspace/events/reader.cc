@@ -112,7 +112,10 @@ void EventReader::OnRecord(Source& source, const void* data, size_t size) {
 }
 
 void EventReader::ReportGaps(Source& source) {
-  for (const auto& [first, last] : source.sequence.TakeGaps()) {
+  // The producer position loaded after every record read so far
+  // (events/identity.h: what was read before it settles gaps below it).
+  const uint64_t produced = __atomic_load_n(source.producer_pos, __ATOMIC_ACQUIRE);
+  for (const auto& [first, last] : source.sequence.TakeGaps(source.cons, produced)) {
     const uint64_t count = last - first + 1;
     gaps_ += count;
     cordon::v1::AuditEvent loss = decoder_.LossRecord(source.sandbox, count);
@@ -187,6 +190,14 @@ void EventReader::SweepRepeats(Source& source, bool all) {
 // As libbpf's ringbuf_process_ring, with a budget and an optional deferred
 // commit of the consumer position.
 int EventReader::ConsumeRing(Source& source, int budget) {
+  const int count = ReadRing(source, budget);
+  // After every batch, drained or not: a flood that never lets the ring
+  // empty still has its gaps settled (events/identity.h).
+  if (source.mapped()) ReportGaps(source);
+  return count;
+}
+
+int EventReader::ReadRing(Source& source, int budget) {
   if (!source.mapped()) {
     // Unmapped: look first (the ring's poll says whether it holds data).
     struct pollfd pfd = {source.events_fd.get(), POLLIN, 0};
@@ -217,9 +228,6 @@ int EventReader::ConsumeRing(Source& source, int budget) {
       if (budget > 0 && count >= budget) return count;
     }
   }
-  // Drained to empty: every record that took a number below the highest
-  // seen is read by now (events/identity.h), so what is missing is lost.
-  ReportGaps(source);
   return count;
 }
 

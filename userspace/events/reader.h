@@ -124,11 +124,12 @@ class EventReader {
   // Consumes records of one source; stops after `budget` (> 0) records or
   // when the ring is empty. Returns the records consumed.
   int ConsumeRing(Source& source, int budget);
+  int ReadRing(Source& source, int budget);  // ConsumeRing's reads, before the gaps are settled
   void OnRecord(Source& source, const void* data, size_t size);
   // Delivers a decoded event_ (unless Admit refuses it).
   void Offer();
   void SweepRepeats(Source& source, bool all);
-  // Loss records for the numbers the source's reads skipped (after a drain).
+  // Loss records for the numbers the source's reads skipped (after each batch).
   void ReportGaps(Source& source);
   // Remembers the source's committed sequence in its counters (pinned).
   void CommitSequence(Source& source);

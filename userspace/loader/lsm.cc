@@ -585,6 +585,27 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
   return {};
 }
 
+// Unregisters the record sequences of sandboxes removed earlier (all but
+// `kept`): those whose ring buffer is no longer registered. A registration
+// registers its ring buffer before its sequence, so one in progress keeps its
+// sequence.
+void SweepSequences(const std::string& dir, uint64_t kept) {
+  auto seqs = OpenPinned(dir, "sandbox_seqs");
+  auto events = OpenPinned(dir, "sandbox_events");
+  if (!seqs || !events) return;
+  std::vector<uint64_t> stale;
+  uint64_t key = 0, next = 0;
+  void* prev = nullptr;
+  while (bpf_map_get_next_key(seqs->get(), prev, &next) == 0) {
+    uint32_t ring_id = 0;
+    if (next != kept && bpf_map_lookup_elem(events->get(), &next, &ring_id) != 0 && errno == ENOENT)
+      stale.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  for (uint64_t id : stale) bpf_map_delete_elem(seqs->get(), &id);
+}
+
 Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
   auto dir = PinDir(backend);
   if (!dir) return dir.error();
@@ -597,7 +618,12 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
   CORDON_TRY(DeleteEgress(*dir, sandbox_id, std::nullopt));
   if (auto events = OpenPinned(*dir, "sandbox_events")) bpf_map_delete_elem(events->get(), &sandbox_id);
   if (auto counters = OpenPinned(*dir, "sandbox_counters")) bpf_map_delete_elem(counters->get(), &sandbox_id);
-  if (auto seqs = OpenPinned(*dir, "sandbox_seqs")) bpf_map_delete_elem(seqs->get(), &sandbox_id);
+  // Its record sequence stays registered until the next removal: a program
+  // that looked the sandbox up just before it went may still be writing a
+  // record into the ring buffer it holds, and takes the record's number
+  // after reserving its place; with the sequence gone it got none (seq 0, no
+  // id). The sequences of sandboxes removed before go now.
+  SweepSequences(*dir, sandbox_id);
   if (Exists(*dir + "/" + kStatesPin))
     if (auto states = OpenPinned(*dir, kStatesPin)) bpf_map_delete_elem(states->get(), &sandbox_id);
   if (CountSandboxes(*dir) == 0) return Unload(*dir);
