@@ -87,34 +87,32 @@ static __always_inline const struct cordon_lsm_sandbox *cordon_current_sandbox(v
  * inner template is the network object's sandbox_state (an array's type,
  * sizes, flags and max_entries must match). The detect object has none: it
  * reports after the fact and containment changes nothing there. */
-#define CORDON_LSM_STATE_MAPS(storage)                                                                                 \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                                                               \
-		__uint(max_entries, 16384);                                                                            \
-		__type(key, __u64);                                                                                    \
-		__array(                                                                                               \
-			values, struct {                                                                               \
-				__uint(type, BPF_MAP_TYPE_ARRAY);                                                      \
-				__uint(max_entries, 1);                                                                \
-				__uint(map_flags, BPF_F_MMAPABLE);                                                     \
-				__type(key, __u32);                                                                    \
-				__type(value, struct cordon_sandbox_state);                                            \
-			});                                                                                            \
-	} sandbox_states SEC(".maps");                                                                                 \
-	/* Each sandbox's network object's sandbox_cfg (its contain_after and                                          \
-	 * contain_kinds), by policy version like the egress tries: this                                               \
-	 * object's refusals count towards the same onViolation: contain. */                                           \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                                                               \
-		__uint(max_entries, 16384);                                                                            \
-		__type(key, struct cordon_lsm_net_key);                                                                \
-		__array(                                                                                               \
-			values, struct {                                                                               \
-				__uint(type, BPF_MAP_TYPE_ARRAY);                                                      \
-				__uint(max_entries, 1);                                                                \
-				__type(key, __u32);                                                                    \
-				__type(value, struct cordon_sandbox_cfg);                                              \
-			});                                                                                            \
+#define CORDON_LSM_STATE_MAPS(storage)                                         \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_ARRAY);                      \
+			__uint(max_entries, 1);                                \
+			__uint(map_flags, BPF_F_MMAPABLE);                     \
+			__type(key, __u32);                                    \
+			__type(value, struct cordon_sandbox_state);            \
+		});                                                            \
+	} sandbox_states SEC(".maps");                                         \
+	/* Each sandbox's network sandbox_cfg (contain_after and               \
+	 * contain_kinds), by policy version like the egress tries:            \
+	 * this object's refusals count towards onViolation: contain. */       \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, struct cordon_lsm_net_key);                        \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_ARRAY);                      \
+			__uint(max_entries, 1);                                \
+			__type(key, __u32);                                    \
+			__type(value, struct cordon_sandbox_cfg);              \
+		});                                                            \
 	} sandbox_cfgs SEC(".maps")
 /* clang 14 emits only a forward declaration for a struct named this deep in
  * a map definition (see CORDON_LSM_EGRESS_MAPS), in the definition and in
