@@ -5,6 +5,7 @@
 
 #include "lib/maps.bpf.h"
 #include "lib/event_header.bpf.h"
+#include "lib/violation.bpf.h"
 #include <bpf/bpf_core_read.h>
 
 CORDON_MAPS_DECLARE(extern);
@@ -182,27 +183,11 @@ static __always_inline int cordon_contained(void)
 	return st && (*(volatile __u32 *)&st->flags & CORDON_STATE_F_CONTAINED);
 }
 
-/* A refusal in enforce mode: counted towards spec.onViolation: contain when
- * its kind is one of cfg->contain_kinds; at cfg->contain_after refusals this
- * program contains the sandbox itself, so the next operation of any of its
- * processes is refused without a round trip to userspace. */
+/* A refusal in enforce mode: counted towards spec.onViolation: contain
+ * (bpf/lib/violation.bpf.h) in the sandbox's state. */
 static __always_inline void cordon_violation(const struct cordon_sandbox_cfg *cfg, __u16 kind)
 {
-	__u32 after = cfg->contain_after;
-	if (!after || kind >= 64 || !(cfg->contain_kinds & (1ULL << kind)))
-		return;
-	struct cordon_sandbox_state *st = cordon_state();
-	if (!st)
-		return;
-	__sync_fetch_and_add(&st->violations, 1);
-	if (*(volatile __u32 *)&st->violations < after || (*(volatile __u32 *)&st->flags & CORDON_STATE_F_CONTAINED))
-		return;
-	st->trigger_kind = kind;
-	st->contained_boot_ns = bpf_ktime_get_boot_ns();
-	/* One atomic OR, after the trigger: userspace changes other bits of
-	 * this word with atomic operations of its own (the map is mmapable),
-	 * so neither write loses the other's bits. */
-	__sync_fetch_and_or((__u64 *)st, CORDON_STATE_FLAGS_WORD(CORDON_STATE_F_CONTAINED | CORDON_STATE_F_AUTO));
+	cordon_count_violation(cfg, cordon_state(), kind);
 }
 
 /* The refusal of a contained sandbox's operation that has an address (or

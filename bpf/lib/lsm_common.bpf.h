@@ -9,6 +9,7 @@
 
 #include "lib/lsm_maps.bpf.h"
 #include "lib/event_header.bpf.h"
+#include "lib/violation.bpf.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #ifndef CORDON_DETECT
@@ -98,12 +99,27 @@ static __always_inline const struct cordon_lsm_sandbox *cordon_current_sandbox(v
 			__type(key, __u32);                                    \
 			__type(value, struct cordon_sandbox_state);            \
 		});                                                            \
-	} sandbox_states SEC(".maps")
+	} sandbox_states SEC(".maps");                                         \
+	/* Each sandbox's network sandbox_cfg (contain_after and               \
+	 * contain_kinds), by policy version like the egress tries:            \
+	 * this object's refusals count towards onViolation: contain. */       \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, struct cordon_lsm_net_key);                        \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_ARRAY);                      \
+			__uint(max_entries, 1);                                \
+			__type(key, __u32);                                    \
+			__type(value, struct cordon_sandbox_cfg);              \
+		});                                                            \
+	} sandbox_cfgs SEC(".maps")
 /* clang 14 emits only a forward declaration for a struct named this deep in
  * a map definition (see CORDON_LSM_EGRESS_MAPS), in the definition and in
  * every extern declaration alike (libbpf cannot size it): this makes it
  * whole in each object file. */
 static const volatile struct cordon_sandbox_state cordon_state_btf_type __attribute__((used));
+static const volatile struct cordon_sandbox_cfg cordon_cfg_btf_type __attribute__((used));
 #ifdef CORDON_OWNER_MAPS_DEFINE
 CORDON_LSM_OWNER_MAPS();
 CORDON_LSM_STATE_MAPS();
@@ -244,6 +260,51 @@ static __always_inline void cordon_lsm_count(__u64 sandbox_id, __u32 counter)
 	__u64 *value = bpf_map_lookup_elem(counters, &counter);
 	if (value)
 		*value += 1;
+}
+
+/* The hook's return for `verdict`: -EPERM when denied, else 0. Kept a
+ * choice between two values the verifier knows: clang makes `denied ?
+ * -EPERM : 0` a negation of the comparison, which verifiers before 6.13
+ * track as an unknown value, and then refuse the program's return. */
+static __always_inline int cordon_hook_return(__u8 verdict)
+{
+	int refused = -EPERM;
+	asm volatile("" : "+r"(refused));
+	return verdict == CORDON_VERDICT_DENIED ? refused : 0;
+}
+
+/* spec.onViolation: contain: a refusal of this layer (denied, not because
+ * the sandbox is already contained) counts like one of the sandbox's cgroup
+ * programs, in the same state with the same cfg (bpf/lib/violation.bpf.h),
+ * and contains the sandbox at contain.after. Not in the detect object: it
+ * reports after the fact (cordon run's Landlock and seccomp refusals do not
+ * count). */
+static __always_inline void cordon_lsm_violation(const struct cordon_lsm_sandbox *sb, __u8 verdict, __u16 kind,
+						 __u8 reason)
+{
+#ifndef CORDON_DETECT
+	if (verdict != CORDON_VERDICT_DENIED || reason == CORDON_REASON_CONTAINED)
+		return;
+	struct cordon_lsm_net_key key = {.sandbox_id = sb->sandbox_id, .version = sb->version};
+	void *cfgs = bpf_map_lookup_elem(&sandbox_cfgs, &key);
+	__u64 sandbox_id = key.sandbox_id;
+	void *states = bpf_map_lookup_elem(&sandbox_states, &sandbox_id);
+	if (!cfgs || !states)
+		return;
+	__u32 zero = 0;
+	const struct cordon_sandbox_cfg *cfg = bpf_map_lookup_elem(cfgs, &zero);
+	if (cfg)
+		cordon_count_violation(cfg, bpf_map_lookup_elem(states, &zero), kind);
+#endif
+}
+
+/* Counts a decision of this layer: in its verdict's slot, and towards
+ * onViolation: contain. */
+static __always_inline void cordon_lsm_tally(const struct cordon_lsm_sandbox *sb, __u8 verdict, __u16 kind, __u8 reason,
+					     __u32 denied_counter, __u32 audited_counter)
+{
+	cordon_lsm_count(sb->sandbox_id, cordon_verdict_counter(verdict, denied_counter, audited_counter));
+	cordon_lsm_violation(sb, verdict, kind, reason);
 }
 
 /* Writes a record of `size` bytes (at most sizeof(*hdr)'s buffer allows)
@@ -569,14 +630,14 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 					   __u32 denied_counter, __u32 audited_counter)
 {
 	__u64 sandbox_id = sb->sandbox_id;
-	cordon_lsm_count(sandbox_id, cordon_verdict_counter(verdict, denied_counter, audited_counter));
+	cordon_lsm_tally(sb, verdict, kind, reason, denied_counter, audited_counter);
 
 	__u32 zero = 0;
 	struct cordon_lsm_scratch *s = bpf_map_lookup_elem(&lsm_scratch, &zero);
 	void *ring = bpf_map_lookup_elem(&sandbox_events, &sandbox_id);
 	if (!s || !ring) {
 		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
-		return verdict == CORDON_VERDICT_DENIED ? -EPERM : 0;
+		return cordon_hook_return(verdict);
 	}
 	struct cordon_object_event *e = &s->ev;
 	__builtin_memset(e, 0, sizeof(*e));
@@ -630,7 +691,7 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 	e->path_len = path_len;
 	e->hdr.size = sizeof(*e) + path_len;
 	cordon_lsm_output(sandbox_id, ring, &e->hdr, sizeof(*e) + path_len);
-	return verdict == CORDON_VERDICT_DENIED ? -EPERM : 0;
+	return cordon_hook_return(verdict);
 }
 
 /* Emits a net-layout record (net.socket; connects and datagrams of sockets
@@ -642,7 +703,7 @@ static __always_inline int cordon_lsm_emit_net(const struct cordon_lsm_sandbox *
 					       __u32 denied_counter, __u32 audited_counter)
 {
 	__u64 sandbox_id = sb->sandbox_id;
-	cordon_lsm_count(sandbox_id, cordon_verdict_counter(verdict, denied_counter, audited_counter));
+	cordon_lsm_tally(sb, verdict, kind, reason, denied_counter, audited_counter);
 	struct cordon_net_event e;
 	__builtin_memset(&e, 0, sizeof(e));
 	e.hdr.size = sizeof(e);
@@ -659,7 +720,7 @@ static __always_inline int cordon_lsm_emit_net(const struct cordon_lsm_sandbox *
 		cordon_lsm_output(sandbox_id, ring, &e.hdr, sizeof(e));
 	else
 		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
-	return verdict == CORDON_VERDICT_DENIED ? -EPERM : 0;
+	return cordon_hook_return(verdict);
 }
 
 /* The verdict of this layer on something its policy does not allow. */

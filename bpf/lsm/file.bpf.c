@@ -70,6 +70,53 @@ static __always_inline int cordon_credential_open(struct file *file, __u64 owner
 			       CORDON_CNT_AUDITED_FILE);
 }
 
+/* cordon's state directory (/run/cordon: the boot clock offset, the
+ * containment locks, the agent's socket, ...), set by the loader from the
+ * directory it found at load (0: none). */
+const volatile __u32 cordon_state_dir_dev = 0;
+const volatile __u64 cordon_state_dir_ino = 0;
+#define CORDON_STATE_DIR_DEPTH 16
+
+/* Whether `d` is the state directory or below it: by the dentry tree of its
+ * superblock, so a bind mount of it (or of a directory in it) elsewhere is
+ * below it too. A file cannot be linked or moved out of it (its directory
+ * cannot be written), so every name of its files is found. Deeper than
+ * CORDON_STATE_DIR_DEPTH is not below it: cordon makes no such tree there,
+ * and a sandbox cannot make one. */
+static __always_inline int cordon_in_state_dir(struct dentry *d)
+{
+	__u64 ino = cordon_state_dir_ino;
+	if (!ino || !d || BPF_CORE_READ(d, d_sb, s_dev) != cordon_state_dir_dev)
+		return 0;
+	for (int i = 0; i < CORDON_STATE_DIR_DEPTH; i++) {
+		if (BPF_CORE_READ(d, d_inode, i_ino) == ino) /* 0 for a new name's negative dentry */
+			return 1;
+		struct dentry *parent = BPF_CORE_READ(d, d_parent);
+		if (!parent || parent == d)
+			return 0;
+		d = parent;
+	}
+	return 0;
+}
+
+/* A write, create, removal, rename or link of (or into) cordon's state
+ * directory by a sandboxed task: refused for every sandbox whatever its
+ * policy allows (spec.files or none), like its cgroup's limits and cordon's
+ * pins: tamper.bpf, reason forbidden. `other` is a second name to check
+ * (rename, link), or NULL. Returns the hook's verdict. */
+static __always_inline int cordon_state_dir_write(struct dentry *dentry, struct dentry *other, struct vfsmount *mnt,
+						  __u32 access)
+{
+	struct dentry *hit = cordon_in_state_dir(dentry) ? dentry : (cordon_in_state_dir(other) ? other : NULL);
+	if (!hit)
+		return 0;
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb)
+		return 0;
+	return cordon_lsm_report(sb, CORDON_EV_TAMPER_BPF, CORDON_REASON_FORBIDDEN, access, 0, 0, hit, mnt, 0, 0, 0,
+				 CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
+}
+
 SEC("lsm/file_open")
 int BPF_PROG(cordon_file_open, struct file *file)
 {
@@ -84,6 +131,17 @@ int BPF_PROG(cordon_file_open, struct file *file)
 		if (refused)
 			return refused;
 	}
+	__u32 fmode = BPF_CORE_READ(file, f_mode);
+	__u32 fflags = BPF_CORE_READ(file, f_flags);
+	/* Access mode 3 (neither O_RDONLY, O_WRONLY nor O_RDWR): the kernel
+	 * sets neither FMODE_READ nor FMODE_WRITE, yet the fd takes ioctls
+	 * (TIOCSTI, FS_IOC_SETFLAGS, ...): it counts as read and write. */
+	if ((fmode & FMODE_WRITE) || (fflags & O_ACCMODE) == O_ACCMODE) {
+		int refused = cordon_state_dir_write(BPF_CORE_READ(file, f_path.dentry), NULL,
+						     BPF_CORE_READ(file, f_path.mnt), CORDON_FILE_WRITE);
+		if (refused)
+			return refused;
+	}
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
 	if (!sb)
 		return 0;
@@ -92,16 +150,11 @@ int BPF_PROG(cordon_file_open, struct file *file)
 	 * of any tree a rule can name; exec of memfds is judged at exec/mmap. */
 	if (cordon_is_anonymous(mnt))
 		return 0;
-	__u32 fmode = BPF_CORE_READ(file, f_mode);
 	__u32 want = 0;
 	if (fmode & FMODE_READ)
 		want |= CORDON_FILE_READ;
 	if (fmode & FMODE_WRITE)
 		want |= CORDON_FILE_WRITE;
-	/* Access mode 3 (neither O_RDONLY, O_WRONLY nor O_RDWR): the kernel
-	 * sets neither FMODE_READ nor FMODE_WRITE, yet the fd takes ioctls
-	 * (TIOCSTI, FS_IOC_SETFLAGS, ...): it counts as read and write. */
-	__u32 fflags = BPF_CORE_READ(file, f_flags);
 	if ((fflags & O_ACCMODE) == O_ACCMODE)
 		want |= CORDON_FILE_READ | CORDON_FILE_WRITE;
 	if (!want)
@@ -118,10 +171,13 @@ int BPF_PROG(cordon_file_open, struct file *file)
  * reported. */
 static __always_inline int cordon_dir_op(const struct path *dir, struct dentry *dentry, __u16 kind)
 {
+	struct vfsmount *mnt = BPF_CORE_READ(dir, mnt);
+	int refused = cordon_state_dir_write(dentry, NULL, mnt, CORDON_FILE_CREATE);
+	if (refused)
+		return refused;
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
 	if (!sb)
 		return 0;
-	struct vfsmount *mnt = BPF_CORE_READ(dir, mnt);
 	struct cordon_walk w;
 	cordon_walk(&w, sb, BPF_CORE_READ(dir, dentry), mnt, CORDON_FILE_CREATE);
 	if (w.granted & CORDON_FILE_CREATE)
@@ -135,6 +191,9 @@ int BPF_PROG(cordon_path_mknod, const struct path *dir, struct dentry *dentry, u
 {
 	__u32 type = mode & S_IFMT;
 	if (type == S_IFCHR || type == S_IFBLK) {
+		int refused = cordon_state_dir_write(dentry, NULL, BPF_CORE_READ(dir, mnt), CORDON_FILE_CREATE);
+		if (refused)
+			return refused;
 		/* A device node would reach raw devices behind every rule. */
 		const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
 		if (!sb)
@@ -194,6 +253,9 @@ static __always_inline int cordon_no_gain(struct cordon_walk *w, const struct co
 SEC("lsm/path_link")
 int BPF_PROG(cordon_path_link, struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry)
 {
+	int refused = cordon_state_dir_write(new_dentry, old_dentry, BPF_CORE_READ(new_dir, mnt), CORDON_FILE_CREATE);
+	if (refused)
+		return refused;
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
 	if (!sb)
 		return 0;
@@ -206,6 +268,9 @@ SEC("lsm/path_rename")
 int BPF_PROG(cordon_path_rename, const struct path *old_dir, struct dentry *old_dentry, const struct path *new_dir,
 	     struct dentry *new_dentry, unsigned int flags)
 {
+	int refused = cordon_state_dir_write(old_dentry, new_dentry, BPF_CORE_READ(new_dir, mnt), CORDON_FILE_CREATE);
+	if (refused)
+		return refused;
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
 	if (!sb)
 		return 0;
@@ -225,6 +290,10 @@ int BPF_PROG(cordon_path_rename, const struct path *old_dir, struct dentry *old_
 
 static __always_inline int cordon_setattr(const struct path *path)
 {
+	int refused =
+		cordon_state_dir_write(BPF_CORE_READ(path, dentry), NULL, BPF_CORE_READ(path, mnt), CORDON_FILE_WRITE);
+	if (refused)
+		return refused;
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
 	if (!sb)
 		return 0;

@@ -36,17 +36,19 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "abi/cordon_common.h"
 #include "events/decoder.h"
+#include "events/identity.h"
 #include "tests/integration/harness.h"
 #include "tests/lsm/probes.h"
 
@@ -2204,6 +2206,82 @@ bool WaitForText(const std::string& path, const std::string& needle, const std::
 // cordon_root_file_writable), each written for an observable effect; the
 // refused ones: SandboxCannotLiftItsOwnCgroupLimits. No files section: only
 // the tamper rules judge.
+// cordon's state directory (/run/cordon: the boot clock offset, the
+// containment locks) is refused to every sandbox's writes, whatever its
+// policy allows: a root workload whose policy may write everywhere cannot
+// open the clock for writing, create a lock, remove, rename or link a file
+// there, nor move the directory itself away (EPERM, tamper.bpf naming the
+// path); a sandbox without spec.files neither. The control: unconfined root
+// makes the same changes to files of the test's own there.
+TEST_F(Lsm, CordonsStateDirectoryIsRefusedToEverySandbox) {
+  const std::string dir = "/run/cordon";
+  (void)BootClockOffsetNs();  // makes /run/cordon/clock, as every event reader does
+  ::mkdir((dir + "/containment").c_str(), 0700);
+  ASSERT_EQ(::access((dir + "/clock").c_str(), F_OK), 0) << std::strerror(errno);
+  const std::string tag = std::to_string(::getpid());
+  const std::string mine = dir + "/test-" + tag;  // the test's own file there
+  const std::string lock = dir + "/containment/test-" + tag + ".lock";
+  const std::string moved = dir + "/test-moved-" + tag;
+  const std::string linked = "/run/test-link-" + tag;  // outside, on the same filesystem
+  const std::string away = "/run/cordon-moved-" + tag;
+  ASSERT_EQ(OpenErrno(mine, O_WRONLY | O_CREAT | O_EXCL), 0);
+  struct Probe {
+    const char* what;
+    std::function<int()> body;
+  };
+  const std::vector<Probe> probes = {
+      {"open the clock for writing", [&] { return OpenErrno(dir + "/clock", O_WRONLY | O_APPEND); }},
+      {"create a lock", [&] { return OpenErrno(lock, O_WRONLY | O_CREAT | O_EXCL); }},
+      {"write a file there", [&] { return OpenErrno(mine, O_WRONLY | O_APPEND); }},
+      {"truncate it", [&] { return ::truncate(mine.c_str(), 0) ? errno : 0; }},
+      {"rename it", [&] { return ::rename(mine.c_str(), moved.c_str()) ? errno : 0; }},
+      {"link it out", [&] { return ::link(mine.c_str(), linked.c_str()) ? errno : 0; }},
+      {"remove it", [&] { return ::unlink(mine.c_str()) ? errno : 0; }},
+      {"move the directory away", [&] { return ::rename(dir.c_str(), away.c_str()) ? errno : 0; }},
+  };
+  auto undo_escapes = [&] {  // what a probe that wrongly succeeded changed
+    if (::access(away.c_str(), F_OK) == 0) ::rename(away.c_str(), dir.c_str());
+    ::unlink(lock.c_str());
+    ::unlink(linked.c_str());
+    if (::access(moved.c_str(), F_OK) == 0) ::rename(moved.c_str(), mine.c_str());
+    if (::access(mine.c_str(), F_OK) != 0) (void)OpenErrno(mine, O_WRONLY | O_CREAT);
+  };
+  // Root, its policy: everything writable (write and exec of /); and none.
+  const std::string everything =
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: statedir-files}\nspec:\n  files:\n"
+      "    write: [/]\n    exec: [/]\n";
+  for (const auto& [name, policy] : {std::pair<std::string, std::string>{"statedir-files", everything},
+                                     {"statedir-nofiles", LoopbackPolicy("statedir-nofiles", 9)}}) {
+    TestCgroup cg(name);
+    Attach(cg, policy);
+    for (const auto& p : probes) {
+      EXPECT_EQ(RunInCgroup(cg.path(), p.body), EPERM) << name << ": " << p.what;
+      undo_escapes();
+    }
+    EXPECT_EQ(::access(lock.c_str(), F_OK), -1) << name;
+    EXPECT_EQ(::access(mine.c_str(), F_OK), 0) << name;
+    auto events = TakeEvents(cg.path());
+    int refused = 0;
+    for (const auto& e : events) {
+      EXPECT_EQ(e.kind(), "tamper.bpf") << Dump(events);
+      EXPECT_EQ(e.verdict(), "denied") << Dump(events);
+      refused += e.kind() == "tamper.bpf" && e.file().path().rfind("/run/cordon", 0) == 0;
+    }
+    EXPECT_EQ(refused, static_cast<int>(probes.size())) << name << Dump(events);
+    ASSERT_NE(Find(events, "tamper.bpf", "/run/cordon/clock"), nullptr) << Dump(events);
+  }
+  // The control: unconfined root may (on the test's own files; the directory
+  // itself and the clock are left alone).
+  EXPECT_EQ(OpenErrno(lock, O_WRONLY | O_CREAT | O_EXCL), 0);
+  EXPECT_EQ(OpenErrno(mine, O_WRONLY | O_APPEND), 0);
+  EXPECT_EQ(::truncate(mine.c_str(), 0) ? errno : 0, 0);
+  EXPECT_EQ(::rename(mine.c_str(), moved.c_str()) ? errno : 0, 0);
+  EXPECT_EQ(::link(moved.c_str(), linked.c_str()) ? errno : 0, 0);
+  EXPECT_EQ(::unlink(linked.c_str()) ? errno : 0, 0);
+  EXPECT_EQ(::unlink(moved.c_str()) ? errno : 0, 0);
+  EXPECT_EQ(::unlink(lock.c_str()) ? errno : 0, 0);
+}
+
 TEST_F(Lsm, SandboxRootKeepsItsOwnControlFilesWritable) {
   TestCgroup cg("rootfiles");
   ASSERT_NE(ReadText(cg.path() + "/cgroup.controllers").find("pids"), std::string::npos)

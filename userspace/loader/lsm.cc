@@ -105,6 +105,21 @@ constexpr const char* kCredOwnersPin = "cred_owners";
 // ... and the sandboxes' containment states (bpf/lib/lsm_common.bpf.h): an
 // object pinned by a cordon without it sees only `cordon contain`'s flag.
 constexpr const char* kStatesPin = "sandbox_states";
+// ... and their network objects' sandbox_cfg (contain_after, contain_kinds),
+// keyed like the egress tries: without it, BPF LSM's refusals do not count
+// towards onViolation: contain.
+constexpr const char* kCfgsPin = "sandbox_cfgs";
+// cordon's state directory: BPF LSM refuses every sandbox's writes there.
+constexpr const char* kStateDir = "/run/cordon";
+
+// A path's object as the BPF programs key it: the superblock's device
+// (major << 20 | minor) and the inode.
+struct ObjectId {
+  uint32_t dev = 0;
+  uint64_t ino = 0;
+};
+std::map<uint64_t, uint32_t> MountDevices();
+Result<ObjectId> ResolveObject(const std::string& path, const std::map<uint64_t, uint32_t>& mount_devices);
 
 std::string ReadLsmList() {
   auto list = ReadFile(std::string(kSecurityfs) + "/lsm");
@@ -197,6 +212,13 @@ Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
       bpf_program__set_autoload(prog, false);
   }
   if (!probe_only) {
+    // cordon's state directory, made if need be (0711, as the credential
+    // store and the clock want it): refused to every sandbox's writes.
+    (void)::mkdir(kStateDir, 0711);
+    if (auto dir = ResolveObject(kStateDir, MountDevices())) {
+      skel->rodata->cordon_state_dir_dev = dir->dev;
+      skel->rodata->cordon_state_dir_ino = dir->ino;
+    }
     btf* vmlinux = btf__load_vmlinux_btf();
     const std::pair<bpf_program*, const char*> optional[] = {
         {skel->progs.cordon_inode_set_acl, "inode_set_acl"},
@@ -266,6 +288,7 @@ Status LoadAndPin(const std::string& dir, Backend backend) {
     pins.insert(pins.end(), std::begin(kLsmOnlyMapPins), std::end(kLsmOnlyMapPins));
     pins.push_back(kCredOwnersPin);
     pins.push_back(kStatesPin);
+    pins.push_back(kCfgsPin);
   }
   for (const char* name : pins) {
     bpf_map* map = bpf_object__find_map_by_name(loaded->obj, name);
@@ -319,10 +342,11 @@ Status DeleteRules(const std::string& dir, uint64_t sandbox_id, std::optional<ui
   return {};
 }
 
-// Deletes the sandbox's egress tries, all of them or all but `keep_version`
-// (nothing to do in an object without them: see LsmJudgesForeignSockets).
+// Deletes the sandbox's egress tries and cfg references, all of them or all
+// but `keep_version` (nothing to do in an object without them: see
+// LsmJudgesForeignSockets).
 Status DeleteEgress(const std::string& dir, uint64_t sandbox_id, std::optional<uint32_t> keep_version) {
-  for (const char* name : kLsmOnlyMapPins) {
+  for (const char* name : {kLsmOnlyMapPins[0], kLsmOnlyMapPins[1], kCfgsPin}) {
     if (!Exists(dir + "/" + name)) continue;
     auto map = OpenPinned(dir, name);
     if (!map) return map.error();
@@ -420,6 +444,14 @@ std::map<uint64_t, uint32_t> MountDevices() {
   return out;
 }
 
+Result<ObjectId> ResolveObject(const std::string& path, const std::map<uint64_t, uint32_t>& mount_devices) {
+  struct statx stx;
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_INO | STATX_MNT_ID, &stx) != 0) return SysError(path);
+  auto dev = (stx.stx_mask & STATX_MNT_ID) ? mount_devices.find(stx.stx_mnt_id) : mount_devices.end();
+  return ObjectId{dev != mount_devices.end() ? dev->second : (stx.stx_dev_major << 20) | stx.stx_dev_minor,
+                  stx.stx_ino};
+}
+
 }  // namespace
 
 Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPolicy& policy,
@@ -427,18 +459,17 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
   std::vector<ResolvedFileRule> out;
   const std::map<uint64_t, uint32_t> mount_devices = MountDevices();
   for (const auto& rule : policy.file_rules) {
-    struct statx stx;
-    if (::statx(AT_FDCWD, rule.path.c_str(), 0, STATX_INO | STATX_MNT_ID, &stx) != 0) {
+    auto object = ResolveObject(rule.path, mount_devices);
+    if (!object) {
       if (!rule.required) {
         if (skipped) skipped->push_back(rule.path);
         continue;
       }
-      return SysError(rule.origin + ": " + rule.path);
+      return Error{rule.origin + ": " + object.error().message, object.error().err};
     }
     ResolvedFileRule r;
-    auto dev = (stx.stx_mask & STATX_MNT_ID) ? mount_devices.find(stx.stx_mnt_id) : mount_devices.end();
-    r.dev = dev != mount_devices.end() ? dev->second : (stx.stx_dev_major << 20) | stx.stx_dev_minor;
-    r.ino = stx.stx_ino;
+    r.dev = object->dev;
+    r.ino = object->ino;
     r.rights = rule.rights;
     r.rule = rule.rule;
     r.path = rule.path;
@@ -532,6 +563,17 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
     if (!states) return discard_new(states.error());
     if (bpf_map_update_elem(states->get(), &sandbox_id, &state_fd, BPF_ANY))
       return discard_new(SysError("register the sandbox's containment state with the LSM programs"));
+  }
+  // Its network object's cfg, under the new version too, so that this
+  // object's refusals count towards its onViolation: contain.
+  if (egress && egress->cfg_fd >= 0 && Exists(*dir + "/" + kCfgsPin)) {
+    auto cfgs = OpenPinned(*dir, kCfgsPin);
+    if (!cfgs) return discard_new(cfgs.error());
+    cordon_lsm_net_key key = {};
+    key.sandbox_id = sandbox_id;
+    key.version = version;
+    if (bpf_map_update_elem(cfgs->get(), &key, &egress->cfg_fd, BPF_ANY))
+      return discard_new(SysError("register the sandbox's onViolation settings with the LSM programs"));
   }
   // The egress tries, under the new version too: the socket programs look
   // both up under the version they read from the sandbox's entry.

@@ -70,9 +70,12 @@ class SwitchedLayer {
 // The LSM programs reference them (map-in-map, under the policy version) to
 // judge inet sockets created outside the sandbox (lsm/socket_connect,
 // lsm/socket_sendmsg), with the same rules as the cgroup programs.
+// cfg_fd: the same object's sandbox_cfg, so that BPF LSM's refusals count
+// towards its spec.onViolation: contain like the cgroup programs' (-1: not).
 struct EgressTries {
   int addr_fd = -1;
   int port_fd = -1;
+  int cfg_fd = -1;
 };
 
 // Registers (or atomically replaces) a sandbox's LSM policy. events_fd,

@@ -258,7 +258,8 @@ class NetworkReplacement final : public SwitchedLayer {
 
   // The new instance's egress tries (BPF LSM judges foreign sockets by them).
   EgressTries egress() const {
-    return {bpf_map__fd(skel_->maps.addr_rules), bpf_map__fd(skel_->maps.port_rules)};
+    return {bpf_map__fd(skel_->maps.addr_rules), bpf_map__fd(skel_->maps.port_rules),
+            bpf_map__fd(skel_->maps.sandbox_cfg)};
   }
 
  private:
@@ -496,17 +497,19 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
   if (lsm.usable()) {
     // The egress tries BPF LSM judges sockets from outside the sandbox by:
     // the new instance's (a replacement), or those a fresh attach pinned.
-    UniqueFd pinned_addr, pinned_port;
+    UniqueFd pinned_addr, pinned_port, pinned_cfg;
     EgressTries egress;
     if (replacement) {
       egress = replacement->egress();
     } else {
       pinned_addr = UniqueFd(bpf_obj_get((dir + "/addr_rules").c_str()));
       pinned_port = UniqueFd(bpf_obj_get((dir + "/port_rules").c_str()));
-      if (!pinned_addr.valid() || !pinned_port.valid())
+      pinned_cfg = UniqueFd(bpf_obj_get((dir + "/sandbox_cfg").c_str()));
+      if (!pinned_addr.valid() || !pinned_port.valid() || !pinned_cfg.valid())
         return undo(SysError("open the sandbox's egress rules in " + dir), "register with BPF LSM");
       egress.addr_fd = pinned_addr.get();
       egress.port_fd = pinned_port.get();
+      egress.cfg_fd = pinned_cfg.get();
     }
     Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kLsm, 0, replacement.get(), egress);
     if (!added.ok()) return undo(added.error(), "register with BPF LSM");

@@ -401,15 +401,55 @@ void Validator::Rule(const cordon::v1::EgressRule& rule, const FieldName& field,
 }
 
 // "c 10:200 rw", "b 7:* r", "c 1:11" (access rw).
-// The kinds the sandbox's own programs refuse (bpf/net/): what
-// onViolation: contain can count. File and exec refusals (BPF LSM) and
-// detected violations do not count yet.
+// The kinds whose refusals onViolation: contain can count: those of the
+// sandbox's own programs (bpf/net/), then those BPF LSM refuses (counted
+// where BPF LSM enforces: bpf/lib/lsm_common.bpf.h cordon_lsm_violation).
+// Not counted: cordon run's Landlock and seccomp refusals (the detect object
+// reports them after the fact), detected violations, credential.read (an
+// outsider's read, reported to the owner).
+constexpr size_t kContainKindsOfCgroupPrograms = 8;
 constexpr std::pair<const char*, uint32_t> kContainKinds[] = {
-    {"net.connect", CORDON_EV_NET_CONNECT},     {"net.sendmsg", CORDON_EV_NET_SENDMSG},
-    {"net.socket", CORDON_EV_NET_SOCKET},       {"net.unix", CORDON_EV_NET_UNIX},
-    {"net.bind", CORDON_EV_NET_BIND},           {"net.sockopt", CORDON_EV_NET_SOCKOPT},
-    {"tamper.device", CORDON_EV_TAMPER_DEVICE}, {"tamper.sysctl", CORDON_EV_TAMPER_SYSCTL},
+    {"net.connect", CORDON_EV_NET_CONNECT},
+    {"net.sendmsg", CORDON_EV_NET_SENDMSG},
+    {"net.socket", CORDON_EV_NET_SOCKET},
+    {"net.unix", CORDON_EV_NET_UNIX},
+    {"net.bind", CORDON_EV_NET_BIND},
+    {"net.sockopt", CORDON_EV_NET_SOCKOPT},
+    {"tamper.device", CORDON_EV_TAMPER_DEVICE},
+    {"tamper.sysctl", CORDON_EV_TAMPER_SYSCTL},
+    {"file.open", CORDON_EV_FILE_OPEN},
+    {"file.create", CORDON_EV_FILE_CREATE},
+    {"file.unlink", CORDON_EV_FILE_UNLINK},
+    {"file.rename", CORDON_EV_FILE_RENAME},
+    {"file.link", CORDON_EV_FILE_LINK},
+    {"file.exec", CORDON_EV_FILE_EXEC},
+    {"file.mmap_exec", CORDON_EV_FILE_MMAP_EXEC},
+    {"file.setattr", CORDON_EV_FILE_SETATTR},
+    {"file.ioctl", CORDON_EV_FILE_IOCTL},
+    {"tamper.bpf", CORDON_EV_TAMPER_BPF},
+    {"tamper.signal", CORDON_EV_TAMPER_SIGNAL},
+    {"tamper.ptrace", CORDON_EV_TAMPER_PTRACE},
+    {"tamper.mount", CORDON_EV_TAMPER_MOUNT},
+    {"tamper.module", CORDON_EV_TAMPER_MODULE},
+    {"tamper.userns", CORDON_EV_TAMPER_USERNS},
+    {"tamper.clock", CORDON_EV_TAMPER_CLOCK},
+    {"tamper.reboot", CORDON_EV_TAMPER_REBOOT},
+    {"tamper.cgroup", CORDON_EV_TAMPER_CGROUP},
+    {"tamper.capability", CORDON_EV_TAMPER_CAPABILITY},
+    {"tamper.io_uring", CORDON_EV_TAMPER_IO_URING},
+    {"tamper.terminal", CORDON_EV_TAMPER_TERMINAL},
+    {"tamper.sched", CORDON_EV_TAMPER_SCHED},
+    {"tamper.rlimit", CORDON_EV_TAMPER_RLIMIT},
+    {"tamper.syslog", CORDON_EV_TAMPER_SYSLOG},
+    {"tamper.notify", CORDON_EV_TAMPER_NOTIFY},
+    {"tamper.keyring", CORDON_EV_TAMPER_KEYRING},
+    {"tamper.ipc", CORDON_EV_TAMPER_IPC},
+    {"tamper.acct", CORDON_EV_TAMPER_ACCT},
 };
+static_assert(kContainKinds[kContainKindsOfCgroupPrograms - 1].second == CORDON_EV_TAMPER_SYSCTL,
+              "the cgroup programs' kinds come first");
+// Kinds only cordon run's seccomp filter refuses: never counted.
+constexpr const char* kSeccompOnlyKinds[] = {"file.memfd", "tamper.personality", "tamper.abi"};
 
 void Validator::ContainOn(const cordon::v1::ContainOn& contain, CompiledPolicy* out) {
   constexpr uint32_t kMaxAfter = 1000000;
@@ -430,11 +470,16 @@ void Validator::ContainOn(const cordon::v1::ContainOn& contain, CompiledPolicy* 
     for (const auto& [name, kind] : kContainKinds)
       if (want == name || (!want.empty() && want.back() == '.' && std::string(name).rfind(want, 0) == 0))
         bits |= 1ULL << kind;
-    if (!bits) {
+    if (!bits &&
+        std::find(std::begin(kSeccompOnlyKinds), std::end(kSeccompOnlyKinds), want) != std::end(kSeccompOnlyKinds)) {
+      Error(field, Quote(want) +
+                       " is refused only by cordon run's seccomp filter, whose refusals do not count "
+                       "towards onViolation: contain");
+    } else if (!bits) {
       std::string list;
       for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
       Error(field, "no refusal of kind " + Quote(want) + " can contain the sandbox (kinds: " + list +
-                       ", or a family such as \"net.\"; file and exec refusals do not count yet)");
+                       ", or a family such as \"net.\")");
     } else if ((out->contain_kinds & bits) == bits) {
       Error(field, "repeats " + Quote(want));
     }
@@ -1104,6 +1149,12 @@ std::string ContainKindsText(uint64_t kinds) {
   for (const auto& [name, kind] : kContainKinds)
     if (kinds & (1ULL << kind)) out += (out.empty() ? "" : ", ") + std::string(name);
   return out.empty() ? "none" : out;
+}
+
+bool ContainKindsNeedBpfLsm(uint64_t kinds) {
+  for (size_t i = kContainKindsOfCgroupPrograms; i < std::size(kContainKinds); ++i)
+    if (kinds & (1ULL << kContainKinds[i].second)) return true;
+  return false;
 }
 
 bool Compile(const ParsedPolicy& parsed, CompiledPolicy* out, Diagnostics* diags) {

@@ -115,7 +115,11 @@ std::string Describe(const CompiledPolicy& policy) {
   if (policy.contain_after)
     out += "on violation: contain the sandbox in the kernel after " + std::to_string(policy.contain_after) +
            " refusal" + (policy.contain_after == 1 ? "" : "s") + " (" + ContainKindsText(policy.contain_kinds) +
-           "; released by `cordon release`)\n";
+           "; released by `cordon release`)\n" +
+           (ContainKindsNeedBpfLsm(policy.contain_kinds)
+                ? "  note: file and tamper refusals count where BPF LSM enforces them; without BPF LSM, cordon run's "
+                  "Landlock and seccomp refusals do not count (network, device and sysctl refusals always do)\n"
+                : "");
   out += DescribeResources(policy.resources);
   out += DescribeCredentials(policy.credentials);
   out += DescribeQuiet(policy.quiet);
