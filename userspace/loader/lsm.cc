@@ -105,6 +105,9 @@ constexpr const char* kCredOwnersPin = "cred_owners";
 // ... and the sandboxes' containment states (bpf/lib/lsm_common.bpf.h): an
 // object pinned by a cordon without it sees only `cordon contain`'s flag.
 constexpr const char* kStatesPin = "sandbox_states";
+// ... and the sandboxes' repeats maps (bpf/lib/repeats.bpf.h): an object
+// pinned by a cordon without it writes every record of a flood.
+constexpr const char* kRepeatsMapsPin = "sandbox_repeats";
 
 std::string ReadLsmList() {
   auto list = ReadFile(std::string(kSecurityfs) + "/lsm");
@@ -267,6 +270,7 @@ Status LoadAndPin(const std::string& dir, Backend backend) {
     pins.push_back(kCredOwnersPin);
     pins.push_back(kStatesPin);
   }
+  pins.push_back(kRepeatsMapsPin);
   for (const char* name : pins) {
     bpf_map* map = bpf_object__find_map_by_name(loaded->obj, name);
     std::string pin = staging + "/" + name;
@@ -521,6 +525,21 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
     return discard_new(SysError("register the sandbox's counters with the LSM programs"));
   if (bpf_map_update_elem(seqs->get(), &sandbox_id, &seq_fd, BPF_ANY))
     return discard_new(SysError("register the sandbox's record sequence with the LSM programs"));
+  // Its repeats map (pinned in its directory; absent in a sandbox attached by
+  // a cordon without one): the LSM's records of a flood are counted there,
+  // as its network programs' are, and the reader delivers the counts.
+  if (Exists(*dir + "/" + kRepeatsMapsPin)) {
+    auto root = SandboxPinRoot();
+    if (!root) return discard_new(root.error());
+    const std::string pin = SandboxPinDir(*root, sandbox_id) + "/" + CORDON_REPEATS_PIN;
+    UniqueFd repeats(bpf_obj_get(pin.c_str()));
+    if (!repeats.valid() && errno != ENOENT) return discard_new(SysError("open " + pin));
+    auto maps = OpenPinned(*dir, kRepeatsMapsPin);
+    if (!maps) return discard_new(maps.error());
+    const int fd = repeats.get();
+    if (repeats.valid() && bpf_map_update_elem(maps->get(), &sandbox_id, &fd, BPF_ANY))
+      return discard_new(SysError("register the sandbox's repeats map with the LSM programs"));
+  }
   // Its containment state (a sandbox attached by a cordon without one, or
   // with one that is not mmapable, cannot be referenced: the inner maps must
   // match. `cordon contain`'s flag still applies to it).
@@ -598,6 +617,8 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
   if (auto events = OpenPinned(*dir, "sandbox_events")) bpf_map_delete_elem(events->get(), &sandbox_id);
   if (auto counters = OpenPinned(*dir, "sandbox_counters")) bpf_map_delete_elem(counters->get(), &sandbox_id);
   if (auto seqs = OpenPinned(*dir, "sandbox_seqs")) bpf_map_delete_elem(seqs->get(), &sandbox_id);
+  if (Exists(*dir + "/" + kRepeatsMapsPin))
+    if (auto maps = OpenPinned(*dir, kRepeatsMapsPin)) bpf_map_delete_elem(maps->get(), &sandbox_id);
   if (Exists(*dir + "/" + kStatesPin))
     if (auto states = OpenPinned(*dir, kStatesPin)) bpf_map_delete_elem(states->get(), &sandbox_id);
   if (CountSandboxes(*dir) == 0) return Unload(*dir);
