@@ -78,26 +78,26 @@ struct cordon_audited_open {
  * value: the sandbox's id), until lsm/file_free_security; and files whose
  * open was audited (struct cordon_audited_open). Defined in
  * bpf/lsm/creds.bpf.c. */
-#define CORDON_LSM_OWNER_MAPS(storage)                                                                                 \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                                                                       \
-		__uint(max_entries, 1 << 20);                                                                          \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                                                                  \
-		__type(key, __u64);                                                                                    \
-		__type(value, __u64);                                                                                  \
-	} sandbox_creds SEC(".maps");                                                                                  \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                                                                       \
-		__uint(max_entries, 65536);                                                                            \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                                                                  \
-		__type(key, __u64);                                                                                    \
-		__type(value, __u64);                                                                                  \
-	} fown_sandbox SEC(".maps");                                                                                   \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_LRU_HASH);                                                                   \
-		__uint(max_entries, 65536);                                                                            \
-		__type(key, __u64);                                                                                    \
-		__type(value, struct cordon_audited_open);                                                             \
+#define CORDON_LSM_OWNER_MAPS(storage)                                         \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, 1 << 20);                                  \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, __u64);                                            \
+		__type(value, __u64);                                          \
+	} sandbox_creds SEC(".maps");                                          \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, 65536);                                    \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, __u64);                                            \
+		__type(value, __u64);                                          \
+	} fown_sandbox SEC(".maps");                                           \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                           \
+		__uint(max_entries, 65536);                                    \
+		__type(key, __u64);                                            \
+		__type(value, struct cordon_audited_open);                     \
 	} audited_opens SEC(".maps")
 /* Each sandbox's containment state (bpf/abi/cordon_common.h), the map its
  * network programs read and set (onViolation: contain), referenced by

@@ -27,87 +27,83 @@ struct cordon_lsm_scratch {
 	struct cordon_repeat_value repeat; /* to open a repeats entry (lib/repeats.bpf.h) */
 };
 
-#define CORDON_LSM_MAPS_DECLARE(storage)                                                                               \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                                                                       \
-		__uint(max_entries, 16384);                                                                            \
-		__type(key, __u64);                                                                                    \
-		__type(value, struct cordon_lsm_sandbox);                                                              \
-	} lsm_sandboxes SEC(".maps");                                                                                  \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_LRU_HASH);                                                                   \
-		__uint(max_entries, 65536);                                                                            \
-		__type(key, __u64);                                                                                    \
-		__type(value, struct cordon_cgroup_cache);                                                             \
-	} cgroup_cache SEC(".maps");                                                                                   \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_ARRAY);                                                                      \
-		__uint(max_entries, 1);                                                                                \
-		__type(key, __u32);                                                                                    \
-		__type(value, struct cordon_lsm_state);                                                                \
-	} lsm_state SEC(".maps");                                                                                      \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                                                                       \
-		__uint(max_entries, 1 << 20);                                                                          \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                                                                  \
-		__type(key, struct cordon_inode_key);                                                                  \
-		__type(value, struct cordon_inode_rule);                                                               \
-	} file_rules SEC(".maps");                                                                                     \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                                                               \
-		__uint(max_entries, 16384);                                                                            \
-		__type(key, __u64);                                                                                    \
-		__array(                                                                                               \
-			values, struct {                                                                               \
-				__uint(type, BPF_MAP_TYPE_RINGBUF);                                                    \
-				__uint(max_entries, 256 * 1024);                                                       \
-			});                                                                                            \
-	} sandbox_events SEC(".maps");                                                                                 \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                                                               \
-		__uint(max_entries, 16384);                                                                            \
-		__type(key, __u64);                                                                                    \
-		__array(                                                                                               \
-			values, struct {                                                                               \
-				__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                               \
-				__uint(max_entries, CORDON_CNT_MAX);                                                   \
-				__type(key, __u32);                                                                    \
-				__type(value, __u64);                                                                  \
-			});                                                                                            \
-	} sandbox_counters SEC(".maps");                                                                               \
-	/* The sandboxes' record sequence counters (their `seq` maps). */                                              \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                                                               \
-		__uint(max_entries, 16384);                                                                            \
-		__type(key, __u64);                                                                                    \
-		__array(                                                                                               \
-			values, struct {                                                                               \
-				__uint(type, BPF_MAP_TYPE_ARRAY);                                                      \
-				__uint(max_entries, 1);                                                                \
-				__type(key, __u32);                                                                    \
-				__type(value, __u64);                                                                  \
-			});                                                                                            \
-	} sandbox_seqs SEC(".maps");                                                                                   \
-	/* The sandboxes' repeats maps (lib/repeats.bpf.h); pinned as                                                  \
-	 * sandbox_repeats: an object pinned by a cordon without it writes                                             \
-	 * every record. The inner template is the network object's map. */                                            \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                                                               \
-		__uint(max_entries, 16384);                                                                            \
-		__type(key, __u64);                                                                                    \
-		__array(                                                                                               \
-			values, struct {                                                                               \
-				__uint(type, BPF_MAP_TYPE_HASH);                                                       \
-				__uint(max_entries, CORDON_REPEATS_MAX);                                               \
-				__type(key, struct cordon_repeat_key);                                                 \
-				__type(value, struct cordon_repeat_value);                                             \
-			});                                                                                            \
-	} sandbox_repeats SEC(".maps");                                                                                \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                                               \
-		__uint(max_entries, 1);                                                                                \
-		__type(key, __u32);                                                                                    \
-		__type(value, struct cordon_lsm_scratch);                                                              \
+#define CORDON_LSM_MAPS_DECLARE(storage)                                       \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__type(value, struct cordon_lsm_sandbox);                      \
+	} lsm_sandboxes SEC(".maps");                                          \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                           \
+		__uint(max_entries, 65536);                                    \
+		__type(key, __u64);                                            \
+		__type(value, struct cordon_cgroup_cache);                     \
+	} cgroup_cache SEC(".maps");                                           \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_lsm_state);                        \
+	} lsm_state SEC(".maps");                                              \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, 1 << 20);                                  \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_inode_key);                          \
+		__type(value, struct cordon_inode_rule);                       \
+	} file_rules SEC(".maps");                                             \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_RINGBUF);                    \
+			__uint(max_entries, 256 * 1024);                       \
+		});                                                            \
+	} sandbox_events SEC(".maps");                                         \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);               \
+			__uint(max_entries, CORDON_CNT_MAX);                   \
+			__type(key, __u32);                                    \
+			__type(value, __u64);                                  \
+		});                                                            \
+	} sandbox_counters SEC(".maps");                                       \
+	/* The sandboxes' record sequence counters (their `seq` maps). */     \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_ARRAY);                      \
+			__uint(max_entries, 1);                                \
+			__type(key, __u32);                                    \
+			__type(value, __u64);                                  \
+		});                                                            \
+	} sandbox_seqs SEC(".maps");                                           \
+	/* The sandboxes' repeats maps (lib/repeats.bpf.h); an object         \
+	 * pinned by a cordon without it writes every record. The inner       \
+	 * template is the network object's `repeats` map. */                 \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_HASH);                       \
+			__uint(max_entries, CORDON_REPEATS_MAX);               \
+			__type(key, struct cordon_repeat_key);                 \
+			__type(value, struct cordon_repeat_value);             \
+		});                                                            \
+	} sandbox_repeats SEC(".maps");                                        \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                       \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_lsm_scratch);                      \
 	} lsm_scratch SEC(".maps")
 
 /* clang 14 emits only a forward declaration for a struct named this deep in
