@@ -10,6 +10,7 @@
 #include "lib/lsm_maps.bpf.h"
 #include "lib/event_header.bpf.h"
 #include "lib/violation.bpf.h"
+#include "lib/repeats.bpf.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #ifndef CORDON_DETECT
@@ -60,10 +61,23 @@ static __always_inline const struct cordon_lsm_sandbox *cordon_current_sandbox(v
 }
 
 #ifndef CORDON_DETECT
+/* A file whose open was audited (audit mode: reported, and let through),
+ * until lsm/file_free_security (key: struct file *): what its open asked
+ * for, under which policy version. Its reads and writes within that are
+ * that one refusal's consequences, not refusals of their own: they are not
+ * reported again (one event per would-be refusal, README "Audit mode"). A
+ * new policy version (a switch to enforce) judges them afresh. */
+struct cordon_audited_open {
+	__u64 sandbox_id;
+	__u32 version;
+	__u32 rights;
+};
+
 /* Credentials prepared by a task inside a sandbox (key: struct cred *,
  * value: that sandbox's id), from lsm/cred_prepare until lsm/cred_free; and
  * files whose owner (F_SETOWN) a sandboxed task set (key: struct file *,
- * value: the sandbox's id), until lsm/file_free_security. Defined in
+ * value: the sandbox's id), until lsm/file_free_security; and files whose
+ * open was audited (struct cordon_audited_open). Defined in
  * bpf/lsm/creds.bpf.c. */
 #define CORDON_LSM_OWNER_MAPS(storage)                                         \
 	storage struct {                                                       \
@@ -79,7 +93,13 @@ static __always_inline const struct cordon_lsm_sandbox *cordon_current_sandbox(v
 		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
 		__type(key, __u64);                                            \
 		__type(value, __u64);                                          \
-	} fown_sandbox SEC(".maps")
+	} fown_sandbox SEC(".maps");                                           \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                           \
+		__uint(max_entries, 65536);                                    \
+		__type(key, __u64);                                            \
+		__type(value, struct cordon_audited_open);                     \
+	} audited_opens SEC(".maps")
 /* Each sandbox's containment state (bpf/abi/cordon_common.h), the map its
  * network programs read and set (onViolation: contain), referenced by
  * sandbox id from attach until detach: a sandbox its own cgroup programs
@@ -308,27 +328,72 @@ static __always_inline void cordon_lsm_tally(const struct cordon_lsm_sandbox *sb
 }
 
 /* Writes a record of `size` bytes (at most sizeof(*hdr)'s buffer allows)
- * into the sandbox's ring buffer with the sandbox's next sequence number,
- * taken once the ring has room (bpf/abi/cordon_event.h). A full ring counts
- * a drop. */
+ * into the sandbox's ring buffer with the sandbox's next sequence number
+ * (lib/repeats.bpf.h, cordon_sink_output). A full ring counts a drop. */
 static __always_inline void cordon_lsm_output(__u64 sandbox_id, void *ring, struct cordon_event_header *hdr, __u32 size)
 {
-	struct bpf_dynptr out;
-	if (bpf_ringbuf_reserve_dynptr(ring, size, 0, &out)) {
-		bpf_ringbuf_discard_dynptr(&out, 0);
-		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
-		return;
-	}
 	__u32 zero = 0;
 	void *seqs = bpf_map_lookup_elem(&sandbox_seqs, &sandbox_id);
-	hdr->seq = cordon_next_seq(seqs ? bpf_map_lookup_elem(seqs, &zero) : NULL);
-	bpf_dynptr_write(&out, 0, hdr, size, 0);
-	bpf_ringbuf_submit_dynptr(&out, 0);
+	struct cordon_sink k = {.ring = ring, .seq = seqs ? bpf_map_lookup_elem(seqs, &zero) : NULL};
+	if (cordon_sink_output(&k, hdr, size))
+		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
+}
+
+/* The sandbox's sink for records that repeats may count (lib/repeats.bpf.h),
+ * its ring buffer being `ring`. 0 when it has one: a sandbox registered by a
+ * cordon without repeats for this object (no counters or repeats map here)
+ * has every record written (cordon_lsm_output). */
+static __always_inline int cordon_lsm_sink(__u64 sandbox_id, void *ring, struct cordon_lsm_scratch *s,
+					   struct cordon_sink *k)
+{
+	__u32 zero = 0;
+	void *counters = bpf_map_lookup_elem(&sandbox_counters, &sandbox_id);
+	void *repeats = bpf_map_lookup_elem(&sandbox_repeats, &sandbox_id);
+	if (!counters || !repeats)
+		return -1;
+	void *seqs = bpf_map_lookup_elem(&sandbox_seqs, &sandbox_id);
+	k->ring = ring;
+	k->counters = counters;
+	k->seq = seqs ? bpf_map_lookup_elem(seqs, &zero) : NULL;
+	k->repeats = repeats;
+	k->scratch = &s->repeat;
+	return 0;
 }
 
 static __always_inline struct mount *cordon_real_mount(struct vfsmount *mnt)
 {
 	return (struct mount *)((void *)mnt - bpf_core_field_offset(struct mount, mnt));
+}
+
+/* The repeats key of an object record (lib/repeats.bpf.h): its (kind,
+ * verdict, reason, process) and a hash of what it names: the fields of the
+ * record, and for a path what the path is built from: the object (inode,
+ * device), its name in its parent directory (the name's hash and length,
+ * the parent's inode) and the mount (its id). Two paths of one file (hard links,
+ * bind mounts) are two targets; a file created and denied has no inode yet
+ * and is told apart by its name. Taken before the path is built, so that a
+ * repeat costs no path walk. */
+static __always_inline void cordon_lsm_repeat_key(const struct cordon_object_event *e, struct dentry *dentry,
+						  struct vfsmount *mnt, struct cordon_repeat_key *key)
+{
+	__builtin_memset(key, 0, sizeof(*key));
+	key->kind = e->hdr.kind;
+	key->verdict = e->hdr.verdict;
+	key->reason = e->hdr.reason;
+	key->pid = e->hdr.pid;
+	__u64 h = CORDON_HASH_INIT;
+	h = cordon_hash_mix(h, (__u64)e->access << 32 | e->granted);
+	h = cordon_hash_mix(h, (__u64)e->hdr.rule << 32 | e->target_pid);
+	h = cordon_hash_mix(h, (__u64)e->arg << 32 | e->arg2);
+	if (dentry) {
+		h = cordon_hash_mix(h, e->ino);
+		h = cordon_hash_mix(h, e->dev);
+		h = cordon_hash_mix(h, BPF_CORE_READ(dentry, d_name.hash_len));
+		h = cordon_hash_mix(h, BPF_CORE_READ(dentry, d_parent, d_inode, i_ino));
+		if (mnt)
+			h = cordon_hash_mix(h, BPF_CORE_READ(cordon_real_mount(mnt), mnt_id));
+	}
+	key->target = h;
 }
 
 /* ---- the ancestry walk ------------------------------------------------- */
@@ -649,14 +714,25 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 	e->target_pid = target_pid;
 	e->arg = arg;
 	e->arg2 = arg2;
-
-	__u32 path_len = 0;
 	if (dentry) {
 		struct inode *inode = BPF_CORE_READ(dentry, d_inode);
 		if (inode) {
 			e->ino = BPF_CORE_READ(inode, i_ino);
 			e->dev = BPF_CORE_READ(dentry, d_sb, s_dev);
 		}
+	}
+	/* A repeat of its window is counted, not written (lib/repeats.bpf.h). */
+	struct cordon_repeat_key key;
+	struct cordon_sink k;
+	const int repeats = cordon_lsm_sink(sandbox_id, ring, s, &k) == 0;
+	if (repeats) {
+		cordon_lsm_repeat_key(e, dentry, mnt, &key);
+		if (cordon_repeat_counted(&k, &key, e->hdr.boot_ns))
+			return cordon_hook_return(verdict);
+	}
+
+	__u32 path_len = 0;
+	if (dentry) {
 		struct cordon_path_build p = {
 			.dentry = dentry, .mnt = mnt, .s = s,
 		};
@@ -690,7 +766,10 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 	path_len &= CORDON_PATH_MAX - 1;
 	e->path_len = path_len;
 	e->hdr.size = sizeof(*e) + path_len;
-	cordon_lsm_output(sandbox_id, ring, &e->hdr, sizeof(*e) + path_len);
+	if (repeats)
+		cordon_repeat_submit(&k, &key, &e->hdr, sizeof(*e) + path_len);
+	else
+		cordon_lsm_output(sandbox_id, ring, &e->hdr, sizeof(*e) + path_len);
 	return cordon_hook_return(verdict);
 }
 
@@ -715,11 +794,19 @@ static __always_inline int cordon_lsm_emit_net(const struct cordon_lsm_sandbox *
 	e.family = family;
 	e.sock_type = sock_type;
 	e.protocol = protocol;
+	__u32 zero = 0;
+	struct cordon_lsm_scratch *s = bpf_map_lookup_elem(&lsm_scratch, &zero);
 	void *ring = bpf_map_lookup_elem(&sandbox_events, &sandbox_id);
-	if (ring)
-		cordon_lsm_output(sandbox_id, ring, &e.hdr, sizeof(e));
-	else
+	struct cordon_sink k;
+	if (!s || !ring) {
 		cordon_lsm_count(sandbox_id, CORDON_CNT_EVENTS_DROPPED);
+	} else if (cordon_lsm_sink(sandbox_id, ring, s, &k) == 0) {
+		struct cordon_repeat_key key;
+		cordon_net_repeat_key(&e, &key);
+		cordon_repeat_submit(&k, &key, &e.hdr, sizeof(e));
+	} else {
+		cordon_lsm_output(sandbox_id, ring, &e.hdr, sizeof(e));
+	}
 	return cordon_hook_return(verdict);
 }
 

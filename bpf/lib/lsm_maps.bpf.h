@@ -23,6 +23,8 @@ struct cordon_lsm_scratch {
 	char path[CORDON_PATH_MAX];      /* directly after ev: what is sent */
 	char build[CORDON_PATH_MAX + 256]; /* assembled right to left */
 	__u32 build_pos;                   /* where the assembled path starts in build */
+	__u32 _pad;
+	struct cordon_repeat_value repeat; /* to open a repeats entry (lib/repeats.bpf.h) */
 };
 
 #define CORDON_LSM_MAPS_DECLARE(storage)                                       \
@@ -83,12 +85,31 @@ struct cordon_lsm_scratch {
 			__type(value, __u64);                                  \
 		});                                                            \
 	} sandbox_seqs SEC(".maps");                                           \
+	/* The sandboxes' repeats maps (lib/repeats.bpf.h); an object         \
+	 * pinned by a cordon without it writes every record. The inner       \
+	 * template is the network object's `repeats` map. */                 \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
+		__uint(max_entries, 16384);                                    \
+		__type(key, __u64);                                            \
+		__array(values, struct {                                       \
+			__uint(type, BPF_MAP_TYPE_HASH);                       \
+			__uint(max_entries, CORDON_REPEATS_MAX);               \
+			__type(key, struct cordon_repeat_key);                 \
+			__type(value, struct cordon_repeat_value);             \
+		});                                                            \
+	} sandbox_repeats SEC(".maps");                                        \
 	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                       \
 		__uint(max_entries, 1);                                        \
 		__type(key, __u32);                                            \
 		__type(value, struct cordon_lsm_scratch);                      \
 	} lsm_scratch SEC(".maps")
+
+/* clang 14 emits only a forward declaration for a struct named this deep in
+ * a map definition (see CORDON_LSM_EGRESS_MAPS): this makes sandbox_repeats'
+ * key whole in each object file (its value is, as a field of the scratch). */
+static const volatile struct cordon_repeat_key cordon_repeat_key_btf_type __attribute__((used));
 
 /* The sandboxes' egress tries (see struct cordon_lsm_net_key). Defined by
  * bpf/lsm/socket.bpf.c only: the detect object has no socket programs. The

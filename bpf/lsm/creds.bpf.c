@@ -86,4 +86,6 @@ void BPF_PROG(cordon_file_free_security, struct file *file)
 	__u64 key = (__u64)file;
 	if (bpf_map_lookup_elem(&fown_sandbox, &key))
 		bpf_map_delete_elem(&fown_sandbox, &key);
+	if (bpf_map_lookup_elem(&audited_opens, &key))
+		bpf_map_delete_elem(&audited_opens, &key);
 }

@@ -164,7 +164,20 @@ int BPF_PROG(cordon_file_open, struct file *file)
 	 * by bprm_check_security and mappings by mmap_file. */
 	/* 6.8+ set FMODE_EXEC; older kernels leave only __FMODE_EXEC in f_flags. */
 	__u16 kind = ((fmode & FMODE_EXEC) || (fflags & FMODE_EXEC)) ? CORDON_EV_FILE_EXEC : CORDON_EV_FILE_OPEN;
-	return cordon_check_path(sb, kind, BPF_CORE_READ(file, f_path.dentry), mnt, want);
+	struct dentry *dentry = BPF_CORE_READ(file, f_path.dentry);
+	struct cordon_walk w;
+	cordon_walk(&w, sb, dentry, mnt, want);
+	if ((w.granted & want) == want)
+		return 0;
+	int verdict = cordon_lsm_report(sb, kind, cordon_walk_reason(&w), want, w.granted, w.rule, dentry, mnt, 0, 0, 0,
+					CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
+	if (verdict == 0) {
+		/* Audited: the file's reads and writes are this refusal's. */
+		struct cordon_audited_open a = {.sandbox_id = sb->sandbox_id, .version = sb->version, .rights = want};
+		__u64 key = (__u64)file;
+		bpf_map_update_elem(&audited_opens, &key, &a, BPF_ANY);
+	}
+	return verdict;
 }
 
 /* Create-type operations need CREATE on the directory; the new name is

@@ -465,6 +465,13 @@ static __always_inline int cordon_check_file(struct file *file, __u32 want, __u1
 	if ((v.granted & want) == want)
 		return 0;
 deny:
+	/* Audit mode: reads and writes of a file whose open was audited were
+	 * reported with the open (struct cordon_audited_open). */
+	if (cordon_lsm_verdict(sb) == CORDON_VERDICT_AUDITED) {
+		struct cordon_audited_open *a = bpf_map_lookup_elem(&audited_opens, &key);
+		if (a && a->sandbox_id == sb->sandbox_id && a->version == sb->version && (a->rights & want) == want)
+			return 0;
+	}
 	/* One event per refused operation (reads are not reported when allowed). */
 	return cordon_lsm_report(sb, kind, v.complete ? CORDON_REASON_FILE_RULE : CORDON_REASON_PATH_TOO_DEEP, want,
 				 v.granted, v.rule, dentry, mnt, 0, 0, 0, CORDON_CNT_DENIED_FILE,

@@ -7,6 +7,9 @@
 #include <google/protobuf/util/time_util.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <string>
+
 #include "abi/cordon_event.h"
 #include "events/decoder.h"
 #include "tests/unit/event_records.h"
@@ -43,6 +46,42 @@ TEST(Repeats, CountAndTimesAreCarriedOnTheRecordsClock) {
   ASSERT_TRUE(next.ok()) << next.error().ToString();
   EXPECT_FALSE(next->has_repeats());
   EXPECT_EQ(Occurrences(*next), 1u);
+}
+
+// BPF LSM's records are counted too (bpf/lib/repeats.bpf.h): a file record
+// carries its count like a net record; the copy of a first record kept in the
+// kernel's table (a full ring buffer) holds the tail of a long path, marked
+// truncated, and its header's size says so (the decoder checks size against
+// the path length).
+TEST(Repeats, FileRecordsCarryTheirCountAndAKeptOneTheTailOfItsPath) {
+  using testing::MakeObjectRecord;
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  auto r = MakeObjectRecord(CORDON_EV_FILE_OPEN, CORDON_REASON_FILE_RULE, "/srv/data/flooded");
+  r.fe.hdr.boot_ns = 5'000'000'000;
+  r.fe.hdr.repeats = 41;
+  r.fe.hdr.repeats_first_ns = 4'000'000'000;
+  r.fe.hdr.repeats_last_ns = 4'900'000'000;
+  auto event = decoder.Decode(r.data(), r.size(), kSandbox);
+  ASSERT_TRUE(event.ok()) << event.error().ToString();
+  EXPECT_EQ(event->file().path(), "/srv/data/flooded");
+  EXPECT_EQ(Occurrences(*event), 42u);
+
+  // As cordon_repeat_open keeps a record over CORDON_REPEAT_RECORD_MAX bytes.
+  struct {
+    cordon_object_event fe;
+    char path[CORDON_REPEAT_RECORD_MAX - sizeof(cordon_object_event)];
+  } kept = {};
+  static_assert(sizeof kept == CORDON_REPEAT_RECORD_MAX);
+  kept.fe = MakeObjectRecord(CORDON_EV_FILE_OPEN, CORDON_REASON_FILE_RULE).fe;
+  const std::string tail(sizeof kept.path, 'x');
+  std::memcpy(kept.path, tail.data(), tail.size());
+  kept.fe.path_len = sizeof kept.path;
+  kept.fe.path_flags = CORDON_PATH_F_TRUNCATED;
+  kept.fe.hdr.size = CORDON_REPEAT_RECORD_MAX;
+  auto stored = decoder.Decode(&kept, sizeof kept, kSandbox);
+  ASSERT_TRUE(stored.ok()) << stored.error().ToString();
+  EXPECT_EQ(stored->file().path(), tail);
+  EXPECT_TRUE(stored->file().truncated());
 }
 
 }  // namespace

@@ -120,6 +120,9 @@ struct ObjectId {
 };
 std::map<uint64_t, uint32_t> MountDevices();
 Result<ObjectId> ResolveObject(const std::string& path, const std::map<uint64_t, uint32_t>& mount_devices);
+// ... and the sandboxes' repeats maps (bpf/lib/repeats.bpf.h): an object
+// pinned by a cordon without it writes every record of a flood.
+constexpr const char* kRepeatsMapsPin = "sandbox_repeats";
 
 std::string ReadLsmList() {
   auto list = ReadFile(std::string(kSecurityfs) + "/lsm");
@@ -290,6 +293,7 @@ Status LoadAndPin(const std::string& dir, Backend backend) {
     pins.push_back(kStatesPin);
     pins.push_back(kCfgsPin);
   }
+  pins.push_back(kRepeatsMapsPin);
   for (const char* name : pins) {
     bpf_map* map = bpf_object__find_map_by_name(loaded->obj, name);
     std::string pin = staging + "/" + name;
@@ -552,6 +556,21 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
     return discard_new(SysError("register the sandbox's counters with the LSM programs"));
   if (bpf_map_update_elem(seqs->get(), &sandbox_id, &seq_fd, BPF_ANY))
     return discard_new(SysError("register the sandbox's record sequence with the LSM programs"));
+  // Its repeats map (pinned in its directory; absent in a sandbox attached by
+  // a cordon without one): the LSM's records of a flood are counted there,
+  // as its network programs' are, and the reader delivers the counts.
+  if (Exists(*dir + "/" + kRepeatsMapsPin)) {
+    auto root = SandboxPinRoot();
+    if (!root) return discard_new(root.error());
+    const std::string pin = SandboxPinDir(*root, sandbox_id) + "/" + CORDON_REPEATS_PIN;
+    UniqueFd repeats(bpf_obj_get(pin.c_str()));
+    if (!repeats.valid() && errno != ENOENT) return discard_new(SysError("open " + pin));
+    auto maps = OpenPinned(*dir, kRepeatsMapsPin);
+    if (!maps) return discard_new(maps.error());
+    const int fd = repeats.get();
+    if (repeats.valid() && bpf_map_update_elem(maps->get(), &sandbox_id, &fd, BPF_ANY))
+      return discard_new(SysError("register the sandbox's repeats map with the LSM programs"));
+  }
   // Its containment state (a sandbox attached by a cordon without one, or
   // with one that is not mmapable, cannot be referenced: the inner maps must
   // match. `cordon contain`'s flag still applies to it).
@@ -666,6 +685,8 @@ Status RemoveSandbox(Backend backend, uint64_t sandbox_id) {
   // after reserving its place; with the sequence gone it got none (seq 0, no
   // id). The sequences of sandboxes removed before go now.
   SweepSequences(*dir, sandbox_id);
+  if (Exists(*dir + "/" + kRepeatsMapsPin))
+    if (auto maps = OpenPinned(*dir, kRepeatsMapsPin)) bpf_map_delete_elem(maps->get(), &sandbox_id);
   if (Exists(*dir + "/" + kStatesPin))
     if (auto states = OpenPinned(*dir, kStatesPin)) bpf_map_delete_elem(states->get(), &sandbox_id);
   if (CountSandboxes(*dir) == 0) return Unload(*dir);
