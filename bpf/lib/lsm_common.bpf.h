@@ -305,13 +305,17 @@ static __always_inline void cordon_lsm_violation(const struct cordon_lsm_sandbox
 #ifndef CORDON_DETECT
 	if (verdict != CORDON_VERDICT_DENIED || reason == CORDON_REASON_CONTAINED)
 		return;
-	struct cordon_lsm_net_key key = {.sandbox_id = sb->sandbox_id, .version = sb->version};
-	void *cfgs = bpf_map_lookup_elem(&sandbox_cfgs, &key);
-	__u64 sandbox_id = key.sandbox_id;
-	void *states = bpf_map_lookup_elem(&sandbox_states, &sandbox_id);
+	__u32 zero = 0;
+	struct cordon_lsm_scratch *s = bpf_map_lookup_elem(&lsm_scratch, &zero);
+	if (!s)
+		return;
+	s->cfg_key.sandbox_id = sb->sandbox_id;
+	s->cfg_key.version = sb->version;
+	s->cfg_key.pad = 0;
+	void *cfgs = bpf_map_lookup_elem(&sandbox_cfgs, &s->cfg_key);
+	void *states = bpf_map_lookup_elem(&sandbox_states, &s->cfg_key.sandbox_id);
 	if (!cfgs || !states)
 		return;
-	__u32 zero = 0;
 	const struct cordon_sandbox_cfg *cfg = bpf_map_lookup_elem(cfgs, &zero);
 	if (cfg)
 		cordon_count_violation(cfg, bpf_map_lookup_elem(states, &zero), kind);
@@ -376,6 +380,17 @@ static __always_inline struct mount *cordon_real_mount(struct vfsmount *mnt)
 static __always_inline void cordon_lsm_repeat_key(const struct cordon_object_event *e, struct dentry *dentry,
 						  struct vfsmount *mnt, struct cordon_repeat_key *key)
 {
+	/* The kernel's fields first: read before the record's, so that the
+	 * record's are not held in stack slots across the reads (a hook's frame
+	 * and the walk's bpf_loop callback share 512 bytes). */
+	__u64 name = 0, parent = 0, mount = 0;
+	if (dentry) {
+		name = BPF_CORE_READ(dentry, d_name.hash_len);
+		parent = BPF_CORE_READ(dentry, d_parent, d_inode, i_ino);
+		if (mnt)
+			mount = BPF_CORE_READ(cordon_real_mount(mnt), mnt_id);
+	}
+	asm volatile("" ::: "memory");
 	__builtin_memset(key, 0, sizeof(*key));
 	key->kind = e->hdr.kind;
 	key->verdict = e->hdr.verdict;
@@ -388,10 +403,10 @@ static __always_inline void cordon_lsm_repeat_key(const struct cordon_object_eve
 	if (dentry) {
 		h = cordon_hash_mix(h, e->ino);
 		h = cordon_hash_mix(h, e->dev);
-		h = cordon_hash_mix(h, BPF_CORE_READ(dentry, d_name.hash_len));
-		h = cordon_hash_mix(h, BPF_CORE_READ(dentry, d_parent, d_inode, i_ino));
+		h = cordon_hash_mix(h, name);
+		h = cordon_hash_mix(h, parent);
 		if (mnt)
-			h = cordon_hash_mix(h, BPF_CORE_READ(cordon_real_mount(mnt), mnt_id));
+			h = cordon_hash_mix(h, mount);
 	}
 	key->target = h;
 }
@@ -722,12 +737,12 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 		}
 	}
 	/* A repeat of its window is counted, not written (lib/repeats.bpf.h). */
-	struct cordon_repeat_key key;
+	struct cordon_repeat_key *key = &s->repeat_key;
 	struct cordon_sink k;
 	const int repeats = cordon_lsm_sink(sandbox_id, ring, s, &k) == 0;
 	if (repeats) {
-		cordon_lsm_repeat_key(e, dentry, mnt, &key);
-		if (cordon_repeat_counted(&k, &key, e->hdr.boot_ns))
+		cordon_lsm_repeat_key(e, dentry, mnt, key);
+		if (cordon_repeat_counted(&k, key, e->hdr.boot_ns))
 			return cordon_hook_return(verdict);
 	}
 
@@ -767,7 +782,7 @@ static __always_inline int cordon_lsm_emit(const struct cordon_lsm_sandbox *sb, 
 	e->path_len = path_len;
 	e->hdr.size = sizeof(*e) + path_len;
 	if (repeats)
-		cordon_repeat_submit(&k, &key, &e->hdr, sizeof(*e) + path_len);
+		cordon_repeat_submit(&k, key, &e->hdr, sizeof(*e) + path_len);
 	else
 		cordon_lsm_output(sandbox_id, ring, &e->hdr, sizeof(*e) + path_len);
 	return cordon_hook_return(verdict);

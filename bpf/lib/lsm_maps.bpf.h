@@ -25,6 +25,10 @@ struct cordon_lsm_scratch {
 	__u32 build_pos;                   /* where the assembled path starts in build */
 	__u32 _pad;
 	struct cordon_repeat_value repeat; /* to open a repeats entry (lib/repeats.bpf.h) */
+	/* Map keys kept here, not on the stack: a hook's frame and the path
+	 * walk's bpf_loop callback share 512 bytes. */
+	struct cordon_repeat_key repeat_key;
+	struct cordon_lsm_net_key cfg_key;
 };
 
 #define CORDON_LSM_MAPS_DECLARE(storage)                                       \
