@@ -252,6 +252,38 @@ TEST(RegressCase, ASeccompCaseMatchesTheCallAsTheProbeMakesIt) {
   EXPECT_EQ(JudgeCase(prlimit, refused, {SeccompRefusal("tamper.rlimit", 141, 1)}).kind, CaseOutcome::Kind::kFailed);
 }
 
+// BPF LSM reports a write below /run/cordon as tamper.bpf naming the file: a
+// case of it must not be probed (and so passed) with a bpf() call.
+TEST(RegressCase, ATamperRefusalOnAFileIsNotProbedAsItsKindsCall) {
+  v1::AuditEvent e;
+  e.set_kind("tamper.bpf");
+  e.set_verdict("denied");
+  e.set_enforcement("kernel-lsm");
+  e.mutable_file()->set_path("/run/cordon/clock");
+  const RegressCase c = CaseOf(e);
+  EXPECT_EQ(c.probe.path, "/run/cordon/clock");
+  EXPECT_NE(NoProbeReason(c.probe).find("on a file (/run/cordon/clock)"), std::string::npos) << NoProbeReason(c.probe);
+  // The control: the bpf() call's refusal has its probe, and is not the file's.
+  v1::AuditEvent call = e;  // BPF LSM refusing bpf(BPF_MAP_CREATE)
+  call.clear_file();
+  call.mutable_target()->set_arg(0);
+  const RegressCase bpf = CaseOf(call);
+  EXPECT_EQ(NoProbeReason(bpf.probe), "");
+  ProbeResult refused;
+  refused.error = EPERM;
+  refused.step = "bpf";
+  EXPECT_EQ(JudgeCase(bpf, refused, {call}).kind, CaseOutcome::Kind::kPassed);
+  EXPECT_EQ(JudgeCase(c, refused, {call}).kind, CaseOutcome::Kind::kFailed) << "another target";
+  // Written and read back with its path.
+  std::string error;
+  RegressCase named = c;
+  named.policy_file = "policy-x.yaml";
+  named.policy_digest = "sha256:" + std::string(64, 'a');
+  auto back = ParseCaseYaml(CaseYaml(named), "c.case.yaml", &error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(back->probe.path, "/run/cordon/clock");
+}
+
 TEST(RegressCase, JunitSaysFailuresAndSkipsEscaped) {
   std::vector<JunitCase> cases = {{"a<b>.case.yaml", "k", {CaseOutcome::Kind::kPassed, ""}, 0.1},
                                   {"b", "k", {CaseOutcome::Kind::kFailed, "not denied: \"x\" & y"}, 0.2},

@@ -189,7 +189,7 @@ bool SameTarget(const RegressCase& c, const v1::AuditEvent& e) {
     auto call = SeccompCallFor(c.probe.syscall, c.probe.argument, &why);
     return seen.syscall == c.probe.syscall && (!call || !call->judged_argument || seen.argument == c.probe.argument);
   }
-  if (c.probe.kind == "tamper.bpf") return true;  // the operation is the target
+  if (c.probe.kind == "tamper.bpf") return seen.path == c.probe.path;  // the bpf() call, or a file's protection
   return seen.path == c.probe.path;
 }
 
@@ -246,6 +246,10 @@ bool RegressProbeOf(const v1::AuditEvent& e, RegressProbe* probe) {
     if (p.access.empty()) p.access = "read";
   } else if (e.kind().rfind("tamper.", 0) == 0) {
     p.arg = e.target().arg();
+    // A tamper refusal on a file (BPF LSM's protection of cordon's state
+    // directory, the sandbox's cgroup files): a write of that path, not the
+    // call the kind otherwise names (no probe makes it: NoProbeReason).
+    p.path = e.file().path();
   } else if (e.kind().rfind("net.", 0) != 0 && e.kind().rfind("file.", 0) != 0) {
     return false;  // loss, suppressed, resource.*, credential.*, sandbox.*: not violations of a rule
   }
@@ -299,6 +303,9 @@ std::string NoProbeReason(const RegressProbe& probe) {
     if (SeccompCallFor(probe.syscall, probe.argument, &why)) return "";
     return "no probe for " + kind + " (syscall " + std::to_string(probe.syscall) + "): " + why;
   }
+  if (kind.rfind("tamper.", 0) == 0 && !probe.path.empty())
+    return "no probe for " + kind + " on a file (" + probe.path +
+           "): writing cordon's own state or the sandbox's cgroup files is not probed";
   for (const auto& k : kProbeKinds)
     if (k == kind) return "";
   for (const auto& n : kNoProbe)
