@@ -49,6 +49,33 @@ TEST(PolicyStore, KeepsTheTextByItsDigestAndRefusesAChangedEntry) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, text);
 
+  // What a workload that may write there could plant: a fifo (reading it
+  // would block the agent's compile worker), a symlink to a host file, a
+  // store that others may write or that is a symlink: refused, never waited on.
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  auto fifo = KeptPolicyText(digest, dir);
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_NE(fifo.error().ToString().find("not a regular file"), std::string::npos) << fifo.error().ToString();
+  ASSERT_TRUE(KeepPolicyText(text, digest, dir).ok()) << "renamed over the fifo";
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  const std::string host_file = tmp / "host-file";
+  ASSERT_TRUE(WriteFileAtomic(tmp.path(), "host-file", text, 0600).ok());
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::symlink(host_file.c_str(), path.c_str()), 0);
+  EXPECT_FALSE(KeptPolicyText(digest, dir).ok()) << "a symlink is not followed";
+  ASSERT_TRUE(KeepPolicyText(text, digest, dir).ok());
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "the symlink replaced, the host file untouched";
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  EXPECT_NE(KeptPolicyText(digest, dir).error().ToString().find("not trusted"), std::string::npos);
+  EXPECT_FALSE(KeepPolicyText(text, digest, dir).ok());
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  const std::string linked = tmp / "linked";
+  ASSERT_EQ(::symlink(dir.c_str(), linked.c_str()), 0);
+  EXPECT_FALSE(KeptPolicyText(digest, linked).ok()) << "a symlinked store is not used";
+
   // Not a policy's digest, a text that is not the digest's, the built-in default.
   EXPECT_FALSE(KeptPolicyText("sha256:../../etc/passwd", dir).ok());
   EXPECT_FALSE(KeptPolicyText("sha256:" + std::string(64, 'A'), dir).ok());

@@ -284,6 +284,26 @@ TEST(RegressCase, ATamperRefusalOnAFileIsNotProbedAsItsKindsCall) {
   EXPECT_EQ(back->probe.path, "/run/cordon/clock");
 }
 
+// socket() of a family or protocol not built into the kernel loads a module
+// on the host: such a case is skipped, never probed.
+TEST(RegressCase, ASocketThatCouldLoadAModuleIsNotProbed) {
+  RegressProbe p;
+  p.kind = "net.socket";
+  p.type = "stream";
+  for (const auto& [family, protocol] : std::vector<std::pair<std::string, std::string>>{
+           {"inet", "tcp"}, {"inet6", "udp"}, {"unix", "ip"}, {"netlink", "ip"}}) {
+    p.family = family;
+    p.protocol = protocol;
+    EXPECT_EQ(NoProbeReason(p), "") << family << " " << protocol;
+  }
+  for (const auto& [family, protocol] : std::vector<std::pair<std::string, std::string>>{
+           {"inet", "sctp"}, {"vsock", "ip"}, {"38", "ip"}, {"netlink", "9"}, {"packet", "ip"}}) {
+    p.family = family;
+    p.protocol = protocol;
+    EXPECT_NE(NoProbeReason(p).find("load a module"), std::string::npos) << family << " " << protocol;
+  }
+}
+
 TEST(RegressCase, JunitSaysFailuresAndSkipsEscaped) {
   std::vector<JunitCase> cases = {{"a<b>.case.yaml", "k", {CaseOutcome::Kind::kPassed, ""}, 0.1},
                                   {"b", "k", {CaseOutcome::Kind::kFailed, "not denied: \"x\" & y"}, 0.2},

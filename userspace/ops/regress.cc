@@ -303,6 +303,20 @@ std::string NoProbeReason(const RegressProbe& probe) {
     if (SeccompCallFor(probe.syscall, probe.argument, &why)) return "";
     return "no probe for " + kind + " (syscall " + std::to_string(probe.syscall) + "): " + why;
   }
+  if (kind == "net.socket") {
+    // socket() of a family or protocol the kernel has not registered makes it
+    // load a module on the host (net-pf-N, net-pf-N-proto-P): only those
+    // built into every kernel cordon runs on are made.
+    const std::string& f = probe.family;
+    const std::string proto = probe.protocol == "0" ? "ip" : probe.protocol;  // named, or its number
+    const bool inet = f == "inet" || f == "inet6";
+    const bool built_in = f == "unix" || (f == "netlink" && proto == "ip") ||
+                          (inet && (proto == "ip" || proto == "icmp" || proto == "tcp" || proto == "udp" ||
+                                    proto == "icmpv6" || proto == "raw" || proto == "udplite"));
+    if (!built_in)
+      return "no probe for net.socket of family " + f + ", protocol " + proto +
+             ": socket() could make the kernel load a module on this host";
+  }
   if (kind.rfind("tamper.", 0) == 0 && !probe.path.empty())
     return "no probe for " + kind + " on a file (" + probe.path +
            "): writing cordon's own state or the sandbox's cgroup files is not probed";

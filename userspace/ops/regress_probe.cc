@@ -197,6 +197,10 @@ ProbeResult ExecProbe(const std::string& path) {
     // core file of the target (core_pattern "core" writes in the cwd).
     const rlimit no_core = {0, 0};
     int error = ::setrlimit(RLIMIT_CORE, &no_core) != 0 ? errno : 0;
+    // A target that loops before its first system call (or execs itself on
+    // and on) is ended by the kernel: one second of CPU, then SIGKILL.
+    const rlimit one_second = {1, 1};
+    if (!error && ::setrlimit(RLIMIT_CPU, &one_second) != 0) error = errno;
     if (!error && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) error = errno;
     if (!error && ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &filter.prog) != 0) error = errno;
     if (error) {
