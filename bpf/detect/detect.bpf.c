@@ -160,7 +160,8 @@ static __always_inline void cordon_report_seccomp(struct pt_regs *regs, long nr,
 /* An i386 system call (int 0x80 from a 64-bit process, or a 32-bit one): its
  * numbers are not x86_64's, so nothing else here may read them as such.
  * cordon run's seccomp filter refuses every one with EPERM: reported as
- * tamper.abi, target.arg the i386 number, target.arg2 AUDIT_ARCH_I386. */
+ * tamper.abi, target.arg the i386 number, target.arg2 AUDIT_ARCH_I386.
+ * Detect mode checks i386 opens and execs by their own numbers. */
 static __always_inline int cordon_in_i386_syscall(void)
 {
 	return BPF_CORE_READ(bpf_get_current_task_btf(), thread_info.status) & TS_COMPAT;
@@ -380,20 +381,33 @@ SEC("raw_tp/sys_exit")
 int BPF_PROG(cordon_sys_exit, struct pt_regs *regs, long ret)
 {
 	long nr = BPF_CORE_READ(regs, orig_ax);
-	if (cordon_in_i386_syscall()) {
+	const int i386 = cordon_in_i386_syscall();
+	if (i386) {
 		cordon_report_i386(nr, ret);
-		return 0;
-	}
-	if (ret < 0) {
+		if (ret < 0)
+			return 0;
+	} else if (ret < 0) {
 		cordon_report_seccomp(regs, nr, ret);
 		cordon_report_file_refusal(regs, nr, ret);
 		cordon_report_scope(regs, nr, ret);
 		return 0;
 	}
-	int is_open = nr == __NR_openat || nr == __NR_open || nr == __NR_openat2 || nr == __NR_creat ||
-		      nr == __NR_open_by_handle_at;
-	int is_exec = nr == __NR_execve || nr == __NR_execveat;
-	int is_connect = nr == __NR_connect;
+	/* What detect mode checks after the fact, by each ABI's numbers: an
+	 * i386 call (int 0x80, a 32-bit program) opens and executes as well.
+	 * i386: open 5, creat 8, openat 295, open_by_handle_at 342, openat2
+	 * 437, execve 11, execveat 358, connect 362 (its fd in bx; socketcall's
+	 * connect, whose arguments are in user memory, is not checked). */
+	int is_open, is_exec, is_connect;
+	if (i386) {
+		is_open = nr == 5 || nr == 8 || nr == 295 || nr == 342 || nr == 437;
+		is_exec = nr == 11 || nr == 358;
+		is_connect = nr == 362;
+	} else {
+		is_open = nr == __NR_openat || nr == __NR_open || nr == __NR_openat2 || nr == __NR_creat ||
+			  nr == __NR_open_by_handle_at;
+		is_exec = nr == __NR_execve || nr == __NR_execveat;
+		is_connect = nr == __NR_connect;
+	}
 	if (!is_open && !is_exec && !is_connect)
 		return 0;
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
@@ -403,7 +417,8 @@ int BPF_PROG(cordon_sys_exit, struct pt_regs *regs, long ret)
 	if (is_connect) {
 		/* A connected unix socket: the peer's path needs write access,
 		 * as the LSM programs require (host daemons' sockets). */
-		struct file *sock_file = cordon_fd_file(task, BPF_CORE_READ(regs, di));
+		struct file *sock_file =
+			cordon_fd_file(task, i386 ? (__u32)BPF_CORE_READ(regs, bx) : BPF_CORE_READ(regs, di));
 		if (!sock_file)
 			return 0;
 		struct socket *sock = BPF_CORE_READ(sock_file, private_data);

@@ -1,13 +1,14 @@
 // attach / replace / detach / status / tail and bad input, on the host kernel.
+#include <bpf/bpf.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <bpf/bpf.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -429,6 +430,58 @@ TEST_F(Lifecycle, HostileEventPayloadNamesAreSanitized) {
 
 namespace cordon::test {
 namespace {
+
+// Detect mode checks an i386 open (int $0x80 from this 64-bit process, as a
+// 32-bit program's would be) by its i386 number too: before, every i386
+// call was skipped, so opens made that way were never detected.
+TEST(DetectMode, AnI386OpenIsDetectedToo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  if (LsmUsableHere()) GTEST_SKIP() << "BPF LSM prevents instead of detecting here (tests/lsm covers it)";
+  char tmpl[] = "/tmp/cordon-detect-i386-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() { cordon::test::Run({"rm", "-rf", dir}); }
+  } remove_dir{dir};
+  const std::string secret = dir + "/secret";
+  std::ofstream(secret) << "secret\n";
+  ::chmod(dir.c_str(), 0755);
+  // int 0x80 takes 32-bit pointers: the path in the low 4 GiB.
+  void* low = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+  ASSERT_NE(low, MAP_FAILED);
+  std::memcpy(low, secret.c_str(), secret.size() + 1);
+  auto i386_open = [low] {
+    long r;
+    asm volatile("int $0x80" : "=a"(r) : "a"(5L), "b"(low), "c"(static_cast<long>(O_RDONLY)), "d"(0L) : "memory");
+    const int ret = static_cast<int>(r);  // the i386 ABI returns an int in eax
+    if (ret < 0) return -ret;
+    ::close(ret);
+    return 0;
+  };
+  // The control, unconfined: the i386 open opens it (where the kernel has
+  // IA32 emulation at all).
+  TestCgroup plain("detect-i386-plain");
+  ChildOutcome control = RunInCgroupStatus(plain.path(), i386_open);
+  if (control.KilledBy(SIGSEGV)) GTEST_SKIP() << "this kernel has no IA32 emulation (int $0x80 faults)";
+  ASSERT_TRUE(control.answered);
+  ASSERT_EQ(control.result, 0) << "the unconfined i386 open";
+  TestCgroup cg("detect-i386");
+  PolicyFile policy(
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: detect-i386}\nspec:\n"
+      "  files:\n    include: [runtime-minimal]\n");
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_NE(r.err.find("only DETECTED"), std::string::npos) << r.err;
+  EXPECT_EQ(RunInCgroup(cg.path(), i386_open), 0) << "detect mode does not prevent";
+  int detected = 0;
+  for (const auto& e : TakeEvents(cg.path()))
+    if (e.kind() == "file.open" && e.file().path() == secret) {
+      EXPECT_EQ(e.verdict(), "detected");
+      ++detected;
+    }
+  EXPECT_EQ(detected, 1) << "the i386 open of " << secret;
+  ::munmap(low, 4096);
+}
 
 // Detect mode: `cordon attach` where BPF LSM is unusable. File rules are
 // checked after the fact; with onViolation: kill the offender dies before it
