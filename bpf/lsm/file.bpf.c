@@ -332,24 +332,32 @@ int BPF_PROG(cordon_path_chown, const struct path *path)
 	return cordon_setattr(path);
 }
 
-/* xattr hooks carry no mount: the walk stays inside the filesystem, so only
- * a write rule on the same filesystem allows it (fails closed otherwise). */
-SEC("lsm/inode_setxattr")
-int BPF_PROG(cordon_inode_setxattr, void *idmap, struct dentry *dentry)
+/* A metadata write the inode hooks see (xattrs, ACLs, timestamps): refused
+ * below cordon's state directory for every sandbox, else judged by the
+ * sandbox's write rules. These hooks carry no mount: the walk stays inside
+ * the filesystem, so only a write rule on the same filesystem allows it
+ * (fails closed otherwise). */
+static __always_inline int cordon_inode_metadata_write(struct dentry *dentry)
 {
+	int refused = cordon_state_dir_write(dentry, NULL, NULL, CORDON_FILE_WRITE);
+	if (refused)
+		return refused;
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
 	if (!sb)
 		return 0;
 	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, dentry, NULL, CORDON_FILE_WRITE);
 }
 
+SEC("lsm/inode_setxattr")
+int BPF_PROG(cordon_inode_setxattr, void *idmap, struct dentry *dentry)
+{
+	return cordon_inode_metadata_write(dentry);
+}
+
 SEC("lsm/inode_removexattr")
 int BPF_PROG(cordon_inode_removexattr, void *idmap, struct dentry *dentry)
 {
-	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
-	if (!sb)
-		return 0;
-	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, dentry, NULL, CORDON_FILE_WRITE);
+	return cordon_inode_metadata_write(dentry);
 }
 
 #define TIOCSTI 0x5412
@@ -375,6 +383,10 @@ static __always_inline int cordon_ioctl(struct file *file, unsigned int cmd)
 	}
 	if (cmd != FS_IOC_SETFLAGS && cmd != FS_IOC32_SETFLAGS && cmd != FS_IOC_FSSETXATTR)
 		return 0;
+	int refused = cordon_state_dir_write(BPF_CORE_READ(file, f_path.dentry), NULL, BPF_CORE_READ(file, f_path.mnt),
+					     CORDON_FILE_WRITE);
+	if (refused)
+		return refused;
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
 	if (!sb)
 		return 0;
@@ -408,19 +420,13 @@ int BPF_PROG(cordon_file_ioctl_compat, struct file *file, unsigned int cmd, unsi
 SEC("lsm/inode_set_acl")
 int BPF_PROG(cordon_inode_set_acl, void *idmap, struct dentry *dentry)
 {
-	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
-	if (!sb)
-		return 0;
-	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, dentry, NULL, CORDON_FILE_WRITE);
+	return cordon_inode_metadata_write(dentry);
 }
 
 SEC("lsm/inode_remove_acl")
 int BPF_PROG(cordon_inode_remove_acl, void *idmap, struct dentry *dentry)
 {
-	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
-	if (!sb)
-		return 0;
-	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, dentry, NULL, CORDON_FILE_WRITE);
+	return cordon_inode_metadata_write(dentry);
 }
 
 #define ATTR_MODE (1 << 0)
@@ -446,10 +452,7 @@ static __always_inline int cordon_setattr_times(struct dentry *dentry, struct ia
 	if (!(valid & (ATTR_ATIME | ATTR_MTIME)) ||
 	    (valid & (ATTR_MODE | ATTR_UID | ATTR_GID | ATTR_SIZE | ATTR_KILL_SUID | ATTR_KILL_SGID | ATTR_KILL_PRIV)))
 		return 0;
-	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
-	if (!sb)
-		return 0;
-	return cordon_check_path(sb, CORDON_EV_FILE_SETATTR, dentry, NULL, CORDON_FILE_WRITE);
+	return cordon_inode_metadata_write(dentry);
 }
 
 SEC("lsm/inode_setattr")
