@@ -122,7 +122,7 @@ san_unit_pid=$!
 # resources, AtomicSwap's storms): their cordon code is the attach and run
 # every other suite drives, and the policy compiler's part is the sanitized
 # unit suites' and the fuzzers'. A new suite is in unless listed here. Nor the
-# two tests that bound the agent's resident memory (ASan holds freed memory
+# three tests that bound the agent's resident memory (ASan holds freed memory
 # in its quarantine; the plain build checks those bounds), nor the floods of
 # a million denials each (cordon run's and the agent's: minutes of the
 # kernel refusing; the reading of repeats they drive is the sanitized unit
@@ -131,7 +131,7 @@ kernel_suites='NetEnforcement|Inbound|RetroAttach|UnixHooksTest|DetectMode|Confi
 (cd build &&
   CORDON_TEST_CORDON="$san_cordon" \
   ctest --output-on-failure --timeout 600 -L integration \
-    -E "^($kernel_suites)[.]|AgentHostileClients[.](PartialThirtyTwoMibFramesStayWithinTheMemoryBudget|PipelinedRequestsWhoseRepliesAreNeverReadAreBounded)|(RunCommand|Agent)[.]ADistinctViolationSurvivesAFloodOfIdenticalDenials" \
+    -E "^($kernel_suites)[.]|AgentHostileClients[.](PartialThirtyTwoMibFramesStayWithinTheMemoryBudget|PipelinedRequestsWhoseRepliesAreNeverReadAreBounded|QueuedAttachesOfClientsThatHangUpStayWithinTheMemoryBudget)|(RunCommand|Agent)[.]ADistinctViolationSurvivesAFloodOfIdenticalDenials" \
     "$@") || status=1
 show_background "sanitized unit suites" "$san_unit_pid" "$san_unit_log"
 san_unit_pid=
