@@ -431,18 +431,21 @@ TEST_F(Lifecycle, HostileEventPayloadNamesAreSanitized) {
 namespace cordon::test {
 namespace {
 
+// A directory of the test's own under /tmp, removed with what it holds.
+struct DetectDir {
+  explicit DetectDir(std::string tmpl) : path(::mkdtemp(tmpl.data())) {}
+  ~DetectDir() { cordon::test::Run({"rm", "-rf", path}); }
+  std::string path;
+};
+
 // Detect mode checks an i386 open (int $0x80 from this 64-bit process, as a
 // 32-bit program's would be) by its i386 number too: before, every i386
 // call was skipped, so opens made that way were never detected.
 TEST(DetectMode, AnI386OpenIsDetectedToo) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
   if (LsmUsableHere()) GTEST_SKIP() << "BPF LSM prevents instead of detecting here (tests/lsm covers it)";
-  char tmpl[] = "/tmp/cordon-detect-i386-XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
-  struct RemoveDir {
-    std::string dir;
-    ~RemoveDir() { cordon::test::Run({"rm", "-rf", dir}); }
-  } remove_dir{dir};
+  DetectDir scratch("/tmp/cordon-detect-i386-XXXXXX");
+  const std::string& dir = scratch.path;
   const std::string secret = dir + "/secret";
   std::ofstream(secret) << "secret\n";
   ::chmod(dir.c_str(), 0755);
@@ -489,12 +492,8 @@ TEST(DetectMode, AnI386OpenIsDetectedToo) {
 TEST(DetectMode, ReportsAndKillsFileViolationsAfterTheFact) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
   if (LsmUsableHere()) GTEST_SKIP() << "BPF LSM prevents instead of detecting here (tests/lsm covers it)";
-  char tmpl[] = "/tmp/cordon-detect-XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
-  struct RemoveDir {
-    std::string dir;
-    ~RemoveDir() { cordon::test::Run({"rm", "-rf", dir}); }
-  } remove_dir{dir};
+  DetectDir scratch("/tmp/cordon-detect-XXXXXX");
+  const std::string& dir = scratch.path;
   std::string allowed = dir + "/allowed", secret = dir + "/secret";
   ::mkdir(allowed.c_str(), 0755);
   ::mkdir((dir + "/sockets").c_str(), 0755);
