@@ -396,17 +396,11 @@ static __always_inline void cordon_lsm_repeat_key(const struct cordon_object_eve
 	key->verdict = e->hdr.verdict;
 	key->reason = e->hdr.reason;
 	key->pid = e->hdr.pid;
-	__u64 h = CORDON_HASH_INIT;
-	h = cordon_hash_mix(h, (__u64)e->access << 32 | e->granted);
-	h = cordon_hash_mix(h, (__u64)e->hdr.rule << 32 | e->target_pid);
-	h = cordon_hash_mix(h, (__u64)e->arg << 32 | e->arg2);
+	__u64 h = cordon_target_hash((__u64)e->access << 32 | e->granted, (__u64)e->hdr.rule << 32 | e->target_pid,
+				     (__u64)e->arg << 32 | e->arg2, 0, 0);
 	if (dentry) {
-		h = cordon_hash_mix(h, e->ino);
-		h = cordon_hash_mix(h, e->dev);
-		h = cordon_hash_mix(h, name);
-		h = cordon_hash_mix(h, parent);
-		if (mnt)
-			h = cordon_hash_mix(h, mount);
+		h = cordon_target_hash(h, e->ino, e->dev, name, parent);
+		h = cordon_target_hash(h, mount, 0, 0, 0);
 	}
 	key->target = h;
 }

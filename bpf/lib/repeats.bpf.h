@@ -26,12 +26,62 @@ struct cordon_sink {
 	struct cordon_repeat_value *scratch; /* per-CPU room to open a repeats entry */
 };
 
-static __always_inline __u64 cordon_hash_mix(__u64 h, __u64 v)
-{
-	return (h ^ v) * 0x100000001b3ULL; /* FNV-1a, a word at a time */
-}
+/* The key of the repeats map's target hash: random for each loaded object,
+ * set by the loader before the load (rodata: the workload cannot read it,
+ * bpf() is refused to it). The hash is keyed SipHash-1-3 (as the kernel's
+ * hsiphash on 64-bit): an unkeyed hash let the workload choose two targets
+ * of one key (e.g. two IPv6 addresses that differ in the top bits of both
+ * halves collided in FNV-1a), so that a violation it cared about was counted
+ * as a repeat of a decoy and never named in the trail. */
+extern const volatile __u64 cordon_repeat_seed[2];
 
-#define CORDON_HASH_INIT 0xcbf29ce484222325ULL
+#define CORDON_ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define CORDON_SIPROUND                                                                                                \
+	do {                                                                                                           \
+		v0 += v1;                                                                                              \
+		v1 = CORDON_ROTL(v1, 13);                                                                              \
+		v1 ^= v0;                                                                                              \
+		v0 = CORDON_ROTL(v0, 32);                                                                              \
+		v2 += v3;                                                                                              \
+		v3 = CORDON_ROTL(v3, 16);                                                                              \
+		v3 ^= v2;                                                                                              \
+		v0 += v3;                                                                                              \
+		v3 = CORDON_ROTL(v3, 21);                                                                              \
+		v3 ^= v0;                                                                                              \
+		v2 += v1;                                                                                              \
+		v1 = CORDON_ROTL(v1, 17);                                                                              \
+		v1 ^= v2;                                                                                              \
+		v2 = CORDON_ROTL(v2, 32);                                                                              \
+	} while (0)
+#define CORDON_SIPWORD(m)                                                                                              \
+	do {                                                                                                           \
+		v3 ^= (m);                                                                                             \
+		CORDON_SIPROUND;                                                                                       \
+		v0 ^= (m);                                                                                             \
+	} while (0)
+
+/* The keyed hash of five words (a target of more chains: the hash of the
+ * first five is the first word of the next). A subprogram, not inlined: its
+ * state lives in its own frame, not in the hooks' (the BPF LSM hooks share
+ * 512 bytes of stack with the path walk). */
+static __noinline __u64 cordon_target_hash(__u64 a, __u64 b, __u64 c, __u64 d, __u64 e)
+{
+	const __u64 k0 = cordon_repeat_seed[0], k1 = cordon_repeat_seed[1];
+	__u64 v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
+	__u64 v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
+	CORDON_SIPWORD(a);
+	CORDON_SIPWORD(b);
+	CORDON_SIPWORD(c);
+	CORDON_SIPWORD(d);
+	CORDON_SIPWORD(e);
+	const __u64 last = (__u64)(5 * 8) << 56;
+	CORDON_SIPWORD(last);
+	v2 ^= 0xff;
+	CORDON_SIPROUND;
+	CORDON_SIPROUND;
+	CORDON_SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
 
 static __always_inline void cordon_sink_count(const struct cordon_sink *k, __u32 counter)
 {
@@ -132,7 +182,7 @@ static __always_inline int cordon_repeat_counted(const struct cordon_sink *k, co
 }
 
 /* The repeats key of a net record: its (kind, verdict, reason, process) and
- * a hash of its target (address, port, family, socket kind, rule). */
+ * the keyed hash of its target (address, port, family, socket kind, rule). */
 static __always_inline void cordon_net_repeat_key(const struct cordon_net_event *e, struct cordon_repeat_key *key)
 {
 	__builtin_memset(key, 0, sizeof(*key));
@@ -143,12 +193,9 @@ static __always_inline void cordon_net_repeat_key(const struct cordon_net_event 
 	__u64 a0, a1;
 	__builtin_memcpy(&a0, e->addr, 8);
 	__builtin_memcpy(&a1, e->addr + 8, 8);
-	__u64 h = CORDON_HASH_INIT;
-	h = cordon_hash_mix(h, a0);
-	h = cordon_hash_mix(h, a1);
-	h = cordon_hash_mix(h, (__u64)e->port << 48 | (__u64)e->family << 32 | (__u64)e->sock_type << 16 | e->protocol);
-	h = cordon_hash_mix(h, e->hdr.rule);
-	key->target = h;
+	key->target = cordon_target_hash(
+		a0, a1, (__u64)e->port << 48 | (__u64)e->family << 32 | (__u64)e->sock_type << 16 | e->protocol,
+		e->hdr.rule, 0);
 }
 
 /* Writes a record of `key` (size bytes at hdr), unless it repeats one of its

@@ -133,6 +133,36 @@ TEST_F(RunCommand, ADistinctViolationSurvivesAFloodOfIdenticalDenials) {
   }
 }
 
+// Repeats are keyed by a hash of the target (README "Repeats"). With an
+// unkeyed hash the workload could choose a decoy whose key is its real
+// target's: these two IPv6 addresses differ in the top bit of each 8-byte
+// half, which FNV-1a (the hash before) cancelled, so the second connect was
+// counted as a repeat of the first and its address never reached the trail.
+// The hash is keyed with a secret of each loaded object now. Control: the
+// same two connects as two different ports of one address, never collided.
+TEST_F(RunCommand, ATargetCraftedToCollideWithADecoyIsStillNamed) {
+  const std::string decoy = "fd00::1", target = "fd00:0:0:80::81";
+  const std::string script =
+      "import socket\n"
+      "for a,p in (('" +
+      decoy + "',443),('" + target + "',443),('" + decoy + "',444),('" + decoy +
+      "',445)):\n"
+      "  s=socket.socket(socket.AF_INET6)\n"
+      "  try: s.connect((a,p)); print('connected',a,p)\n"
+      "  except OSError as e: print('errno',e.errno,a,p)\n";
+  CommandResult r = Cordon({"run", "--audit", audit_, "--", "/usr/bin/python3", "-c", script});
+  ASSERT_EQ(r.out.find("connected"), std::string::npos) << r.out << r.err;
+  ASSERT_NE(r.out.find("errno 1 " + target + " 443"), std::string::npos) << "refused: " << r.out << r.err;
+  std::map<std::pair<std::string, uint32_t>, uint64_t> named;
+  for (const auto& e : AuditEvents())
+    if (e.kind() == "net.connect" && e.verdict() == "denied")
+      named[{e.net().address(), e.net().port()}] += Occurrences(e);
+  EXPECT_EQ((named[{decoy, 443}]), 1u) << "the decoy, once";
+  EXPECT_EQ((named[{target, 443}]), 1u) << "the crafted target is named in the trail, not counted as the decoy";
+  EXPECT_EQ((named[{decoy, 444}]), 1u) << "control";
+  EXPECT_EQ((named[{decoy, 445}]), 1u) << "control";
+}
+
 TEST_F(RunCommand, DefaultPolicyDeniesLoopbackConnectAndLogsEvent) {
   TcpListener listener;
   int before = LeftoverRunCgroups();

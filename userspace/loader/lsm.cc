@@ -193,6 +193,7 @@ Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
   LibbpfLogCapture log;
   LsmSkel skel(cordon_lsm__open());
   if (!skel) return SysError("open the BPF LSM object" + log.Tail());
+  CORDON_TRY(RandomBytes(skel->rodata->cordon_repeat_seed, sizeof skel->rodata->cordon_repeat_seed));
   if (probe_only) {
     bpf_program* prog;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, prog == skel->progs.cordon_file_open);
@@ -256,6 +257,7 @@ Result<LoadedObject> LoadBackend(Backend backend) {
   cordon_detect* raw = cordon_detect__open();
   if (!raw) return SysError("open the detect-mode BPF object" + log.Tail());
   std::shared_ptr<void> owner(raw, [](void* p) { cordon_detect__destroy(static_cast<cordon_detect*>(p)); });
+  CORDON_TRY(RandomBytes(raw->rodata->cordon_repeat_seed, sizeof raw->rodata->cordon_repeat_seed));
   if (int err = cordon_detect__load(raw)) return Error{"load the detect-mode BPF program" + log.Tail(), -err};
   return LoadedObject{owner, raw->obj};
 }

@@ -10,6 +10,7 @@
 #include "loader/kernel_features.h"
 #include "sys/libbpf_log.h"
 #include "sys/map_batch.h"
+#include "util/fs.h"
 
 namespace cordon {
 
@@ -110,6 +111,7 @@ Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t un
   LibbpfLogCapture log;
   NetSkel skel(cordon_net__open());
   if (!skel) return SysError("open BPF object" + log.Tail());
+  CORDON_TRY(RandomBytes(skel->rodata->cordon_repeat_seed, sizeof skel->rodata->cordon_repeat_seed));
   auto entries = [](size_t n) { return static_cast<uint32_t>(std::max<size_t>(1, n)); };
   if (bpf_map__set_max_entries(skel->maps.addr_rules, entries(addr_entries)) ||
       bpf_map__set_max_entries(skel->maps.port_rules, entries(port_entries)) ||

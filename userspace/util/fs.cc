@@ -95,10 +95,16 @@ Status SyncDir(const std::string& dir) {
   return {};
 }
 
+Status RandomBytes(void* out, size_t size) {
+  // At most 256 bytes: getrandom() then returns them whole once the pool is ready.
+  if (size > 256 || ::getrandom(out, size, 0) != static_cast<ssize_t>(size)) return SysError("getrandom");
+  return {};
+}
+
 Result<std::string> WriteTemp(const std::string& dir, const std::string& name, const unsigned char* data, size_t size,
                               mode_t mode) {
   unsigned char random[8];
-  if (::getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) return SysError("getrandom");
+  CORDON_TRY(RandomBytes(random, sizeof random));
   static constexpr char kHex[] = "0123456789abcdef";
   std::string suffix;
   for (unsigned char b : random) {

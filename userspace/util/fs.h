@@ -22,6 +22,9 @@ bool IsRoot();
 // "" if not found. Only the pid and its comm: a command line may hold secrets.
 std::string FlockHolder(const struct stat& st);
 
+// `size` (<= 256) bytes from the kernel's random pool (getrandom).
+Status RandomBytes(void* out, size_t size);
+
 // Writes all of `data` to `fd` (retrying short writes); errors name `path`.
 Status WriteAll(int fd, const unsigned char* data, size_t size, const std::string& path);
 // Makes a rename or link in `dir` durable.
