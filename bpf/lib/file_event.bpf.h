@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cordon_object_event records written by the network object's cgroup programs
- * (net.sockopt, tamper.device, tamper.sysctl) into the sandbox's ring buffer.
+ * (net.unix, net.sockopt, tamper.device, tamper.sysctl) into the sandbox's
+ * ring buffer, with repeats counted (lib/repeats.bpf.h).
  */
 #ifndef CORDON_BPF_FILE_EVENT_H
 #define CORDON_BPF_FILE_EVENT_H
@@ -9,37 +10,65 @@
 #include "lib/common.bpf.h"
 #include "abi/cordon_file.h"
 
-/* Writes one record: the task header, arg/arg2, and (when path_cap > 0) up to
- * path_cap bytes of `path` (path_len of them meaningful; more is marked
- * truncated; path_flags: CORDON_PATH_F_*). path_cap must be a compile-time constant. A full ring buffer
- * counts a drop: a lost event is never silent. */
+/* Writes one record: the task header, access/arg/arg2, and (when path_cap >
+ * 0) path_len bytes of `path` (more than path_cap: cut there and marked
+ * truncated; path_flags: CORDON_PATH_F_*). path_cap must be a compile-time
+ * constant, at most CORDON_OBJECT_PATH_MAX. A net.unix path starting with a
+ * NUL (abstract) is shown as "@name", as ss(8) does. The record is built in
+ * the per-CPU room of obj_scratch and written unless it repeats one of its
+ * key's window (lib/repeats.bpf.h: the kind, verdict, reason, process and the
+ * keyed hash of access, arg, arg2 and the path): a flood of one refused
+ * unix connect, sockopt, device or sysctl costs a count, not the ring. */
 static __always_inline void cordon_object_event_emit(const struct cordon_sandbox_cfg *cfg, __u16 kind, __u8 verdict,
-						   __u8 reason, __u32 arg, __u32 arg2, const char *path,
-						   __u32 path_len, const __u32 path_cap, __u32 path_flags)
+						     __u8 reason, __u32 access, __u32 arg, __u32 arg2, const char *path,
+						     __u32 path_len, const __u32 path_cap, __u32 path_flags)
 {
-	struct cordon_object_event *e = bpf_ringbuf_reserve(&events, sizeof(struct cordon_object_event) + path_cap, 0);
-	if (!e) {
+	__u32 zero = 0;
+	struct cordon_object_record *r = bpf_map_lookup_elem(&obj_scratch, &zero);
+	struct cordon_sink k;
+	if (!r || cordon_net_sink(&k)) {
 		cordon_count(CORDON_CNT_EVENTS_DROPPED);
 		return;
 	}
-	__builtin_memset(e, 0, sizeof(*e));
+	struct cordon_object_event *e = &r->e;
+	__builtin_memset(r, 0, sizeof(*r));
 	cordon_event_header(&e->hdr, CORDON_EVL_OBJECT, CORDON_LAYER_CGROUP, kind, verdict, reason, cfg->sandbox_id);
-	e->hdr.seq = cordon_next_seq(cordon_seq());
+	e->access = access;
 	e->arg = arg;
-	e->path_flags = path_flags;
 	e->arg2 = arg2;
+	e->path_flags = path_flags;
 	__u32 len = 0;
 	if (path_cap > 0 && path) {
-		len = path_len;
-		if (len > path_cap) {
-			len = path_cap;
+		__u64 n = path_len;
+		if (n > path_cap) {
+			n = path_cap;
 			e->path_flags |= CORDON_PATH_F_TRUNCATED;
 		}
-		bpf_probe_read_kernel((char *)(e + 1), path_cap, path);
+		/* The bound is checked on n itself (clang would fold it into
+		 * the one above, which the verifier does not carry over). */
+		asm volatile("" : "+r"(n));
+		if (n > CORDON_OBJECT_PATH_MAX)
+			n = CORDON_OBJECT_PATH_MAX;
+		bpf_probe_read_kernel(r->path, n, path);
+		len = n;
+		if (kind == CORDON_EV_NET_UNIX && len && r->path[0] == 0)
+			r->path[0] = '@';
 	}
 	e->path_len = len;
 	e->hdr.size = sizeof(*e) + len;
-	bpf_ringbuf_submit(e, 0);
+	/* The path's words, zero past its end (the memset): one path, one key. */
+	const __u64 *w = (const __u64 *)r->path;
+	struct cordon_repeat_key key = {
+		.kind = kind,
+		.verdict = verdict,
+		.reason = reason,
+		.pid = e->hdr.pid,
+	};
+	__u64 h = cordon_target_hash((__u64)access << 32 | len, (__u64)arg << 32 | arg2, w[0], w[1], w[2]);
+	h = cordon_target_hash(h, w[3], w[4], w[5], w[6]);
+	h = cordon_target_hash(h, w[7], w[8], w[9], w[10]);
+	key.target = cordon_target_hash(h, w[11], w[12], w[13], 0);
+	cordon_repeat_submit(&k, &key, &e->hdr, sizeof(*e) + len);
 }
 
 #endif

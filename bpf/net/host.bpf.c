@@ -129,7 +129,8 @@ static __always_inline int cordon_refuse_contained_object(const struct cordon_sa
 							  __u32 arg2)
 {
 	cordon_count(CORDON_CNT_DENIED_TAMPER);
-	cordon_object_event_emit(cfg, kind, CORDON_VERDICT_DENIED, CORDON_REASON_CONTAINED, arg, arg2, NULL, 0, 0, 0);
+	cordon_object_event_emit(cfg, kind, CORDON_VERDICT_DENIED, CORDON_REASON_CONTAINED, 0, arg, arg2, NULL, 0, 0,
+				 0);
 	return 0;
 }
 
@@ -153,7 +154,7 @@ int cordon_setsockopt(struct bpf_sockopt *ctx)
 	if (!audit)
 		cordon_violation(cfg, CORDON_EV_NET_SOCKOPT);
 	cordon_object_event_emit(cfg, CORDON_EV_NET_SOCKOPT, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
-			       CORDON_REASON_NOT_SAFE, (__u32)ctx->level, (__u32)ctx->optname, NULL, 0, 0, 0);
+				 CORDON_REASON_NOT_SAFE, 0, (__u32)ctx->level, (__u32)ctx->optname, NULL, 0, 0, 0);
 	return audit;
 }
 
@@ -193,7 +194,7 @@ int cordon_dev(struct bpf_cgroup_dev_ctx *ctx)
 	if (!audit)
 		cordon_violation(cfg, CORDON_EV_TAMPER_DEVICE);
 	cordon_object_event_emit(cfg, CORDON_EV_TAMPER_DEVICE, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
-			       CORDON_REASON_NOT_SAFE, major << 20 | (minor & 0xfffff), access, NULL, 0, 0, 0);
+				 CORDON_REASON_NOT_SAFE, 0, major << 20 | (minor & 0xfffff), access, NULL, 0, 0, 0);
 	return audit;
 }
 
@@ -215,7 +216,7 @@ int cordon_sysctl(struct bpf_sysctl *ctx)
 		cordon_violation(cfg, CORDON_EV_TAMPER_SYSCTL);
 	__u32 len = n >= 0 ? (__u32)n : CORDON_SYSCTL_NAME_MAX - 1;
 	cordon_object_event_emit(cfg, CORDON_EV_TAMPER_SYSCTL, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
-				 contained ? CORDON_REASON_CONTAINED : CORDON_REASON_NOT_SAFE, write ? 1 : 0, 0,
+				 contained ? CORDON_REASON_CONTAINED : CORDON_REASON_NOT_SAFE, 0, write ? 1 : 0, 0,
 				 key.name, len, CORDON_SYSCTL_NAME_MAX, n >= 0 ? 0 : CORDON_PATH_F_TRUNCATED);
 	return audit;
 }

@@ -14,8 +14,7 @@
  * detect layer (syscall exit, inode rules) reports such a connect, and kills
  * with onViolation: kill. Abstract sockets need network.abstractUnix.
  */
-#include "lib/common.bpf.h"
-#include "abi/cordon_file.h"
+#include "lib/file_event.bpf.h"
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym __weak;
 
@@ -88,7 +87,6 @@ static __always_inline int cordon_unix_decide(struct bpf_sock_addr *ctx, __u16 c
 	struct cordon_unix_addr a = {};
 	cordon_unix_read(ctx, &a);
 	__u8 reason;
-	__u32 rule = 0;
 	if (contained) {
 		reason = CORDON_REASON_CONTAINED;
 	} else if (a.len == 0 || a.key.path[0] == 0) {
@@ -112,29 +110,9 @@ static __always_inline int cordon_unix_decide(struct bpf_sock_addr *ctx, __u16 c
 	cordon_count(audit ? counter_audited : counter_denied);
 	if (!audit && !contained)
 		cordon_violation(cfg, CORDON_EV_NET_UNIX);
-	struct cordon_object_event *e =
-		bpf_ringbuf_reserve(&events, sizeof(struct cordon_object_event) + CORDON_UNIX_PATH_MAX, 0);
-	if (!e) {
-		cordon_count(CORDON_CNT_EVENTS_DROPPED);
-		return audit;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
-	cordon_event_header(&e->hdr, CORDON_EVL_OBJECT, CORDON_LAYER_CGROUP, CORDON_EV_NET_UNIX,
-			    audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason, cfg->sandbox_id);
-	e->hdr.rule = rule;
-	e->hdr.seq = cordon_next_seq(cordon_seq());
-	e->access = CORDON_FILE_WRITE;
-	e->path_flags = CORDON_PATH_F_AS_WRITTEN;
-	__u32 len = a.len;
-	if (len > CORDON_UNIX_PATH_MAX)
-		len = CORDON_UNIX_PATH_MAX;
-	char *path = (char *)(e + 1);
-	bpf_probe_read_kernel(path, CORDON_UNIX_PATH_MAX, a.key.path);
-	if (path[0] == 0)
-		path[0] = '@'; /* abstract: shown as "@name", as ss(8) does */
-	e->path_len = len;
-	e->hdr.size = sizeof(*e) + len;
-	bpf_ringbuf_submit(e, 0);
+	cordon_object_event_emit(cfg, CORDON_EV_NET_UNIX, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
+				 reason, CORDON_FILE_WRITE, 0, 0, (const char *)a.key.path, a.len, CORDON_UNIX_PATH_MAX,
+				 CORDON_PATH_F_AS_WRITTEN);
 	return audit;
 }
 
