@@ -20,6 +20,10 @@ struct ResourceUsage {
   std::optional<uint64_t> memory_current, memory_peak, memory_max;  // bytes; memory_max unset when "max"
   std::optional<uint64_t> pids_current, pids_peak, pids_max;        // pids.peak (6.12+); pids_max unset when "max"
   std::optional<uint64_t> cpu_usec, cpu_throttled_usec;             // cpu.stat usage_usec, throttled_usec
+  // spec.resources.egressBytes: the sandbox's pinned egress accounting (not
+  // a cgroup file; set by the agent's scrape, not by ReadResourceUsage):
+  // bytes sent, bytes dropped over the limit, the limit (unset: none).
+  std::optional<uint64_t> egress_bytes, egress_dropped_bytes, egress_limit;
   // "peak 212 MiB of 512 MiB, 14 of 128 pids, 3.1 s CPU" (the parts known);
   // "" when nothing is.
   std::string Describe() const;
