@@ -243,5 +243,52 @@ TEST_F(EgressBudget, FloodStopsAtTheBudgetWithOneWarnAndOneMaxEvent) {
   EXPECT_TRUE(OfKind(TakeEvents(free.path()), "resource.egress").empty());
 }
 
+// The workload of cordon run: sends 8 MiB to 127.0.0.1:argv[1] over TCP and
+// prints "sent" or the errno of the send that failed ("timeout" after 20 s
+// without progress).
+const char* kPythonFlood =
+    "import socket, sys\n"
+    "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+    "s.settimeout(20)\n"
+    "try:\n"
+    "  s.sendall(bytes(8 << 20))\n"
+    "  print('sent')\n"
+    "except socket.timeout:\n"
+    "  print('timeout')\n"
+    "except OSError as e:\n"
+    "  print('errno', e.errno)\n";
+
+// cordon run reads the max record and destroys the sandbox's connections
+// (sock_diag, as containment does): the command's blocked send fails at once
+// (ECONNABORTED) instead of stalling, the server sees the reset, and the
+// audit file has the net.preexisting record of it. Negative control: the
+// budget's drop alone (an attached sandbox, no reader) stalls the flood
+// (FloodStopsAtTheBudgetWithOneWarnAndOneMaxEvent).
+TEST_F(EgressBudget, CordonRunCutsTheConnectionsAtTheBudget) {
+  char tmpl[] = "/tmp/cordon-egress-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string audit = dir + "/audit.jsonl";
+  PolicyFile policy(BudgetPolicy("egress-run", "    egressBytes: 1Mi\n"));
+  TcpSink sink;
+  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit, "--", "/usr/bin/python3", "-c",
+                            kPythonFlood, std::to_string(sink.port())});
+  const uint64_t received = sink.Stop();
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "errno " + std::to_string(ECONNABORTED) + "\n") << r.err;
+  EXPECT_LE(received, kBudget);
+  EXPECT_TRUE(sink.reset()) << "the server saw no reset";
+  auto events = AuditFileEvents(audit);
+  auto max = OfKind(events, "resource.egress");
+  ASSERT_EQ(max.size(), 1u) << r.err;
+  EXPECT_EQ(max[0].resource().event(), "max");
+  auto cut = OfKind(events, "net.preexisting");
+  ASSERT_EQ(cut.size(), 1u) << r.err;
+  EXPECT_EQ(cut[0].verdict(), "destroyed");
+  EXPECT_EQ(cut[0].net().port(), sink.port());
+  EXPECT_NE(cut[0].reason().find("egress budget"), std::string::npos) << cut[0].reason();
+  ::unlink(audit.c_str());
+  ::rmdir(dir.c_str());
+}
+
 }  // namespace
 }  // namespace cordon::test
