@@ -151,7 +151,6 @@ std::vector<std::string> LimitNotes(const policy::ResourceLimits& limits,
 // "droppedPackets","limit" (0: none),"destinations":[{"destination":
 // "127.0.0.1:80/tcp","bytes"}] (the `top` most, most first)} or null.
 std::string EgressText(const SandboxInfo& s);
-std::string EgressDestText(const cordon_egress_dest_key& key);  // "127.0.0.1:80/tcp", "[::1]:53/udp"
 std::string EgressJson(const SandboxInfo& s, size_t top);
 
 // Attach applies spec.resources before the BPF programs (the stricter of the

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "abi/cordon_net.h"
 #include "event.pb.h"
 #include "util/fd.h"
 
@@ -35,6 +36,10 @@ struct ResourceUsage {
   std::string Json() const;
 };
 ResourceUsage ReadResourceUsage(const std::string& cgroup_dir);
+
+// A destination of the sandbox's egress accounting (bpf/abi/cordon_net.h):
+// "127.0.0.1:80/tcp", "[::1]:53/udp", "10.0.0.1/1" (ICMP). In ops/resources.cc.
+std::string EgressDestText(const cordon_egress_dest_key& key);
 
 // One counter of an events file, e.g. memory.events "oom_kill".
 struct ResourceCounter {

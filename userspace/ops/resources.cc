@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "ops/ops.h"
+#include "ops/resource_watch.h"
 #include "policy/cidr.h"
 
 namespace cordon::ops {
