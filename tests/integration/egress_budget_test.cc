@@ -175,7 +175,7 @@ class EgressBudget : public ::testing::Test {
 TEST_F(EgressBudget, FloodStopsAtTheBudgetWithOneWarnAndOneMaxEvent) {
   TestCgroup cg("egress");
   PolicyFile policy(BudgetPolicy("egress-budget", "    egressBytes: 1Mi\n    warnAt: 50%\n"));
-  CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path()});
+  CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"});
   ASSERT_EQ(a.status, 0) << a.err;
   UdpReceiver udp;
   const int datagrams = 256 * 1024 / kDatagram;  // about 256 KiB: under the warn share
@@ -223,7 +223,7 @@ TEST_F(EgressBudget, FloodStopsAtTheBudgetWithOneWarnAndOneMaxEvent) {
 
   // A replacement with a larger budget applies it to the running total.
   PolicyFile larger(BudgetPolicy("egress-budget", "    egressBytes: 4Mi\n"));
-  CommandResult u = Cordon({"update", "--cgroup", cg.path(), "--policy", larger.path()});
+  CommandResult u = Cordon({"update", "--cgroup", cg.path(), "--policy", larger.path(), "--allow-degraded"});
   ASSERT_EQ(u.status, 0) << u.err;
   TcpSink again;
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpFlood(again.port(), 1u << 20); }), 0);
@@ -236,7 +236,7 @@ TEST_F(EgressBudget, FloodStopsAtTheBudgetWithOneWarnAndOneMaxEvent) {
   // Negative control: without egressBytes the same flood delivers everything.
   TestCgroup free("egress-free");
   PolicyFile unlimited(BudgetPolicy("egress-free", ""));
-  ASSERT_EQ(Cordon({"attach", "--cgroup", free.path(), "--policy", unlimited.path()}).status, 0);
+  ASSERT_EQ(Cordon({"attach", "--cgroup", free.path(), "--policy", unlimited.path(), "--allow-degraded"}).status, 0);
   TcpSink all;
   EXPECT_EQ(RunInCgroup(free.path(), [&] { return TcpFlood(all.port(), kFlood); }), 0);
   EXPECT_EQ(all.Stop(/*until_eof=*/true), kFlood);
