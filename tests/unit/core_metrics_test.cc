@@ -148,7 +148,16 @@ TEST(MetricsRender, AgentFamiliesGolden) {
             "# TYPE cordon_sandbox_cpu_seconds_total counter\n"
             "# HELP cordon_sandbox_cpu_throttled_seconds_total Time the sandbox cgroup was throttled at its cpu.max "
             "(cpu.stat throttled_usec).\n"
-            "# TYPE cordon_sandbox_cpu_throttled_seconds_total counter\n");
+            "# TYPE cordon_sandbox_cpu_throttled_seconds_total counter\n"
+            "# HELP cordon_sandbox_egress_bytes_total Bytes the sandbox sent (every packet's IP length; "
+            "spec.resources.egressBytes counts these).\n"
+            "# TYPE cordon_sandbox_egress_bytes_total counter\n"
+            "# HELP cordon_sandbox_egress_dropped_bytes_total Bytes of the sandbox's packets dropped over its "
+            "spec.resources.egressBytes.\n"
+            "# TYPE cordon_sandbox_egress_dropped_bytes_total counter\n"
+            "# HELP cordon_sandbox_egress_limit_bytes The sandbox's spec.resources.egressBytes (absent when "
+            "unlimited).\n"
+            "# TYPE cordon_sandbox_egress_limit_bytes gauge\n");
 }
 
 TEST(MetricsRender, SandboxCounterSlots) {
