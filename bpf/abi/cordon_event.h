@@ -70,6 +70,12 @@ enum cordon_event_kind {
 	 * 32 bits of the owning sandbox's id). Written to the caller's sandbox's
 	 * ring buffer, or the owner's for an unconfined caller. */
 	CORDON_EV_CREDENTIAL_READ = 61,
+	/* spec.resources.egressBytes (cgroup_skb/egress, bpf/net/inbound.bpf.c):
+	 * the sandbox's bytes sent crossed warnAt of the budget (verdict
+	 * detected) or the budget itself (verdict denied: from then on its
+	 * packets are dropped). Layout CORDON_EVL_RESOURCE, one record per
+	 * crossing of each threshold, never one per packet. */
+	CORDON_EV_RESOURCE_EGRESS = 62,
 };
 
 enum cordon_verdict {
@@ -104,7 +110,8 @@ enum cordon_reason {
 	CORDON_REASON_COREDUMP = 22,         /* a core dump began (observed, not a denial) */
 	CORDON_REASON_READ_ONLY_MOUNT = 23,  /* a write on a read-only mount (cordon run's /sys, /proc/sysrq-trigger ...), seen as EROFS at syscall exit */
 	CORDON_REASON_CONTAINED = 24,        /* the sandbox is contained: every operation is refused (cordon contain, onViolation: contain) */
-	CORDON_REASON_MAX = 24,
+	CORDON_REASON_EGRESS_BUDGET = 25,    /* spec.resources.egressBytes: the warn share or the budget was reached */
+	CORDON_REASON_MAX = 25,
 };
 
 
@@ -114,6 +121,7 @@ enum cordon_reason {
 enum cordon_event_layout {
 	CORDON_EVL_NET = 1,    /* struct cordon_net_event: an address, port, socket kind */
 	CORDON_EVL_OBJECT = 2, /* struct cordon_object_event: an object (path), a target, arguments */
+	CORDON_EVL_RESOURCE = 3, /* struct cordon_resource_event: a counter, its limit, the packet that crossed */
 };
 
 /* Which program wrote the record: the layer that decided, unless the reason
@@ -181,6 +189,29 @@ struct cordon_net_event {
 CORDON_ABI_SIZE(struct cordon_net_event, 136);
 CORDON_ABI_OFFSET(struct cordon_net_event, addr, 112);
 CORDON_ABI_OFFSET(struct cordon_net_event, port, 128);
+
+/* resource.egress: layout CORDON_EVL_RESOURCE, hdr.size == sizeof(struct
+ * cordon_resource_event). Written in the network stack (softirq or the
+ * sender's context): no task is described (pid, uid, comm zero); cgroup_id
+ * is the sending socket's cgroup. addr/port/family/protocol: the destination
+ * of the packet that crossed the threshold. */
+enum cordon_resource_threshold {
+	CORDON_RES_WARN = 1, /* warnAt of the limit */
+	CORDON_RES_MAX = 2,  /* the limit */
+};
+struct cordon_resource_event {
+	struct cordon_event_header hdr;
+	__u64 limit;     /* the budget (bytes) */
+	__u64 value;     /* bytes sent when the threshold was crossed */
+	__u8 addr[16];   /* IPv6 or ::ffff:a.b.c.d */
+	__u16 port;      /* host order; 0 for protocols without ports */
+	__u16 family;    /* AF_INET / AF_INET6 */
+	__u16 protocol;  /* IPPROTO_* */
+	__u16 threshold; /* enum cordon_resource_threshold */
+};
+CORDON_ABI_SIZE(struct cordon_resource_event, 152);
+CORDON_ABI_OFFSET(struct cordon_resource_event, limit, 112);
+CORDON_ABI_OFFSET(struct cordon_resource_event, addr, 128);
 
 /* Every other kind (file.*, tamper.*, proc.*, net.unix, net.sockopt, net.bind
  * of an abstract unix name): layout CORDON_EVL_OBJECT, the path of the object

@@ -126,4 +126,43 @@ CORDON_ABI_SIZE(struct cordon_sysctl_key, 64);
 #define CORDON_SYN_REPORTED_MAX 1024
 #define CORDON_SYN_REPORT_INTERVAL_NS 1000000000ull
 
+/* spec.resources.egressBytes (cgroup_skb/egress, bpf/net/inbound.bpf.c).
+ * egress_budget: a policy map (one element, replaced with every policy, so a
+ * replacement applies its budget to the running total). */
+struct cordon_egress_budget {
+	__u64 limit; /* bytes; 0: no budget (bytes are still counted) */
+	__u64 warn;  /* bytes at which the warn record is written (warnAt); 0: none */
+};
+CORDON_ABI_SIZE(struct cordon_egress_budget, 16);
+
+/* egress_usage: the sandbox's, pinned as CORDON_EGRESS_PIN and shared by
+ * every instance of the object it has (like the counters): a policy
+ * replacement and an agent restart keep the total. Updated with atomics. */
+struct cordon_egress_usage {
+	__u64 bytes; /* skb->len of every packet that left (IPv4, IPv6, any protocol) */
+	__u64 packets;
+	__u64 dropped_bytes; /* refused for the budget */
+	__u64 dropped_packets;
+	/* The thresholds already reported, changed by compare-and-swap so that
+	 * exactly one record is written per threshold (a new budget brings new
+	 * thresholds and so new records). While max_reported equals the limit
+	 * in force, every packet but a TCP reset is dropped. */
+	__u64 warn_reported;
+	__u64 max_reported;
+};
+CORDON_ABI_SIZE(struct cordon_egress_usage, 48);
+
+/* egress_dests: bytes sent per destination (an LRU hash: the busiest stay),
+ * pinned as CORDON_EGRESS_DESTS_PIN, for the impact report and status. */
+#define CORDON_EGRESS_DESTS_MAX 1024
+struct cordon_egress_dest_key {
+	__u8 addr[16]; /* IPv6 or ::ffff:a.b.c.d */
+	__u16 port;    /* host order; 0 for protocols without ports */
+	__u8 family;   /* AF_INET / AF_INET6 */
+	__u8 protocol; /* IPPROTO_* */
+	__u32 _pad;
+};
+CORDON_ABI_SIZE(struct cordon_egress_dest_key, 24);
+/* value: __u64 bytes (atomic add) */
+
 #endif

@@ -20,6 +20,12 @@
  * struct cordon_event_header.seq given), shared by its instances and, through
  * their sandbox_seqs maps, the BPF LSM and detect objects. */
 #define CORDON_SEQ_PIN "seq"
+/* spec.resources.egressBytes: the sandbox's bytes sent (struct
+ * cordon_egress_usage) and bytes per destination (bpf/abi/cordon_net.h),
+ * shared by its instances. A sandbox attached by a cordon without them gets
+ * them at its next replacement (counting from then). */
+#define CORDON_EGRESS_PIN "egress"
+#define CORDON_EGRESS_DESTS_PIN "egress_dests"
 
 #define CORDON_NAME_MAX 64
 #define CORDON_CGROUP_PATH_MAX 3896

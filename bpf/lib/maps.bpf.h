@@ -31,112 +31,130 @@ struct cordon_object_record {
 	char path[CORDON_OBJECT_PATH_MAX];
 };
 
-#define CORDON_MAPS_DECLARE(storage)                                                                                   \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_ARRAY);                                                                      \
-		__uint(max_entries, 1);                                                                                \
-		__type(key, __u32);                                                                                    \
-		__type(value, struct cordon_sandbox_cfg);                                                              \
-	} sandbox_cfg SEC(".maps");                                                                                    \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                                                                   \
-		__uint(max_entries, 1); /* resized by the loader */                                                    \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                                                                  \
-		__type(key, struct cordon_addr_key);                                                                   \
-		__type(value, struct cordon_addr_value);                                                               \
-	} addr_rules SEC(".maps");                                                                                     \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                                                                   \
-		__uint(max_entries, 1); /* resized by the loader */                                                    \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                                                                  \
-		__type(key, struct cordon_port_key);                                                                   \
-		__type(value, struct cordon_port_value);                                                               \
-	} port_rules SEC(".maps");                                                                                     \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                                                                   \
-		__uint(max_entries, 1); /* resized by the loader */                                                    \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                                                                  \
-		__type(key, struct cordon_unix_key);                                                                   \
-		__type(value, struct cordon_unix_value);                                                               \
-	} unix_rules SEC(".maps");                                                                                     \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                                                                   \
-		__uint(max_entries, 1); /* resized by the loader */                                                    \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                                                                  \
-		__type(key, struct cordon_addr_key);                                                                   \
-		__type(value, struct cordon_addr_value);                                                               \
-	} listen_addr_rules SEC(".maps");                                                                              \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                                                                   \
-		__uint(max_entries, 1); /* resized by the loader */                                                    \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                                                                  \
-		__type(key, struct cordon_port_key);                                                                   \
-		__type(value, struct cordon_port_value);                                                               \
-	} listen_port_rules SEC(".maps");                                                                              \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                                                                       \
-		__uint(max_entries, CORDON_DEV_RULES_MAX);                                                             \
-		__type(key, struct cordon_dev_key);                                                                    \
-		__type(value, __u32);                                                                                  \
-	} dev_rules SEC(".maps");                                                                                      \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                                                                       \
-		__uint(max_entries, CORDON_SYSCTL_SAFE_MAX);                                                           \
-		__type(key, struct cordon_sysctl_key);                                                                 \
-		__type(value, __u32);                                                                                  \
-	} sysctl_safe SEC(".maps");                                                                                    \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_LRU_HASH);                                                                   \
-		__uint(max_entries, CORDON_SYN_REPORTED_MAX);                                                          \
-		__type(key, __u32);                                                                                    \
-		__type(value, __u64);                                                                                  \
-	} syn_reported SEC(".maps");                                                                                   \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_ARRAY);                                                                      \
-		__uint(max_entries, CORDON_ALLOW_CACHE_SLOTS);                                                         \
-		__type(key, __u32);                                                                                    \
-		__type(value, __u64);                                                                                  \
-	} allow_cache SEC(".maps");                                                                                    \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                                               \
-		__uint(max_entries, CORDON_CNT_MAX);                                                                   \
-		__type(key, __u32);                                                                                    \
-		__type(value, __u64);                                                                                  \
-	} counters SEC(".maps");                                                                                       \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_ARRAY);                                                                      \
-		__uint(max_entries, 1);                                                                                \
-		__uint(map_flags, BPF_F_MMAPABLE); /* userspace: atomics */                                            \
-		__type(key, __u32);                                                                                    \
-		__type(value, struct cordon_sandbox_state);                                                            \
-	} sandbox_state SEC(".maps");                                                                                  \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_ARRAY);                                                                      \
-		__uint(max_entries, 1);                                                                                \
-		__type(key, __u32);                                                                                    \
-		__type(value, __u64);                                                                                  \
-	} seq SEC(".maps");                                                                                            \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                                                                       \
-		__uint(max_entries, CORDON_REPEATS_MAX);                                                               \
-		__type(key, struct cordon_repeat_key);                                                                 \
-		__type(value, struct cordon_repeat_value);                                                             \
-	} repeats SEC(".maps");                                                                                        \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                                               \
-		__uint(max_entries, 1);                                                                                \
-		__type(key, __u32);                                                                                    \
-		__type(value, struct cordon_repeat_value);                                                             \
-	} repeat_scratch SEC(".maps");                                                                                 \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                                               \
-		__uint(max_entries, 1);                                                                                \
-		__type(key, __u32);                                                                                    \
-		__type(value, struct cordon_object_record);                                                            \
-	} obj_scratch SEC(".maps");                                                                                    \
-	storage struct {                                                                                               \
-		__uint(type, BPF_MAP_TYPE_RINGBUF);                                                                    \
-		__uint(max_entries, 256 * 1024); /* resized by the loader */                                           \
+#define CORDON_MAPS_DECLARE(storage)                                           \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_sandbox_cfg);                      \
+	} sandbox_cfg SEC(".maps");                                            \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                           \
+		__uint(max_entries, 1); /* resized by the loader */            \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_addr_key);                           \
+		__type(value, struct cordon_addr_value);                       \
+	} addr_rules SEC(".maps");                                             \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                           \
+		__uint(max_entries, 1); /* resized by the loader */            \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_port_key);                           \
+		__type(value, struct cordon_port_value);                       \
+	} port_rules SEC(".maps");                                             \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                           \
+		__uint(max_entries, 1); /* resized by the loader */            \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_unix_key);                           \
+		__type(value, struct cordon_unix_value);                       \
+	} unix_rules SEC(".maps");                                             \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                           \
+		__uint(max_entries, 1); /* resized by the loader */            \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_addr_key);                           \
+		__type(value, struct cordon_addr_value);                       \
+	} listen_addr_rules SEC(".maps");                                      \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                           \
+		__uint(max_entries, 1); /* resized by the loader */            \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_port_key);                           \
+		__type(value, struct cordon_port_value);                       \
+	} listen_port_rules SEC(".maps");                                      \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, CORDON_DEV_RULES_MAX);                     \
+		__type(key, struct cordon_dev_key);                            \
+		__type(value, __u32);                                          \
+	} dev_rules SEC(".maps");                                              \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, CORDON_SYSCTL_SAFE_MAX);                   \
+		__type(key, struct cordon_sysctl_key);                         \
+		__type(value, __u32);                                          \
+	} sysctl_safe SEC(".maps");                                            \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                           \
+		__uint(max_entries, CORDON_SYN_REPORTED_MAX);                  \
+		__type(key, __u32);                                            \
+		__type(value, __u64);                                          \
+	} syn_reported SEC(".maps");                                           \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, CORDON_ALLOW_CACHE_SLOTS);                 \
+		__type(key, __u32);                                            \
+		__type(value, __u64);                                          \
+	} allow_cache SEC(".maps");                                            \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                       \
+		__uint(max_entries, CORDON_CNT_MAX);                           \
+		__type(key, __u32);                                            \
+		__type(value, __u64);                                          \
+	} counters SEC(".maps");                                               \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, 1);                                        \
+		__uint(map_flags, BPF_F_MMAPABLE); /* userspace: atomics */    \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_sandbox_state);                    \
+	} sandbox_state SEC(".maps");                                          \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, __u64);                                          \
+	} seq SEC(".maps");                                                    \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, CORDON_REPEATS_MAX);                       \
+		__type(key, struct cordon_repeat_key);                         \
+		__type(value, struct cordon_repeat_value);                     \
+	} repeats SEC(".maps");                                                \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                       \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_repeat_value);                     \
+	} repeat_scratch SEC(".maps");                                         \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                       \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_object_record);                    \
+	} obj_scratch SEC(".maps");                                            \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_egress_budget);                    \
+	} egress_budget SEC(".maps");                                          \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_egress_usage);                     \
+	} egress_usage SEC(".maps");                                           \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                           \
+		__uint(max_entries, CORDON_EGRESS_DESTS_MAX);                  \
+		__type(key, struct cordon_egress_dest_key);                    \
+		__type(value, __u64);                                          \
+	} egress_dests SEC(".maps");                                           \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_RINGBUF);                            \
+		__uint(max_entries, 256 * 1024); /* resized by the loader */   \
 	} events SEC(".maps")
 
 #endif

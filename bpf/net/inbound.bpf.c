@@ -110,6 +110,128 @@ static __always_inline int cordon_is_tcp_reset(struct __sk_buff *skb)
 	return (flags & CORDON_TCP_RST) != 0;
 }
 
+/* The destination of an egress packet (cgroup_skb: its data starts at the IP
+ * header): address as IPv6 (IPv4 as ::ffff:a.b.c.d), port of TCP/UDP/UDP-Lite
+ * (0 for others; IPv6 extension headers are not followed). 0 when parsed. */
+static __always_inline int cordon_skb_dest(struct __sk_buff *skb, struct cordon_egress_dest_key *k)
+{
+	__u32 off;
+	__u8 proto = 0;
+	if (skb->protocol == bpf_htons(CORDON_ETH_P_IP)) {
+		__u8 vihl = 0;
+		if (bpf_skb_load_bytes(skb, 0, &vihl, 1) || bpf_skb_load_bytes(skb, 9, &proto, 1) ||
+		    bpf_skb_load_bytes(skb, 16, k->addr + 12, 4))
+			return -1;
+		k->addr[10] = 0xff;
+		k->addr[11] = 0xff;
+		k->family = AF_INET;
+		off = (vihl & 0xf) * 4;
+	} else if (skb->protocol == bpf_htons(CORDON_ETH_P_IPV6)) {
+		if (bpf_skb_load_bytes(skb, 6, &proto, 1) || bpf_skb_load_bytes(skb, 24, k->addr, 16))
+			return -1;
+		k->family = AF_INET6;
+		off = 40;
+	} else {
+		return -1;
+	}
+	k->protocol = proto;
+	__u16 port = 0;
+	if ((proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE) &&
+	    bpf_skb_load_bytes(skb, off + 2, &port, 2) == 0)
+		k->port = bpf_ntohs(port);
+	return 0;
+}
+
+/* The one resource.egress record of a threshold (the caller won its
+ * compare-and-swap). No task: see struct cordon_resource_event. */
+static __always_inline void cordon_egress_report(struct __sk_buff *skb, const struct cordon_egress_dest_key *dest,
+						 __u16 threshold, __u64 limit, __u64 value)
+{
+	const struct cordon_sandbox_cfg *cfg = cordon_cfg();
+	struct cordon_resource_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		cordon_count(CORDON_CNT_EVENTS_DROPPED);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->hdr.size = sizeof(*e);
+	e->hdr.layout = CORDON_EVL_RESOURCE;
+	e->hdr.layer = CORDON_LAYER_CGROUP;
+	e->hdr.kind = CORDON_EV_RESOURCE_EGRESS;
+	e->hdr.verdict = threshold == CORDON_RES_MAX ? CORDON_VERDICT_DENIED : CORDON_VERDICT_DETECTED;
+	e->hdr.reason = CORDON_REASON_EGRESS_BUDGET;
+	e->hdr.boot_ns = bpf_ktime_get_boot_ns();
+	e->hdr.sandbox_id = cfg ? cfg->sandbox_id : 0;
+	e->hdr.cgroup_id = bpf_skb_cgroup_id(skb);
+	e->hdr.seq = cordon_next_seq(cordon_seq());
+	e->limit = limit;
+	e->value = value;
+	__builtin_memcpy(e->addr, dest->addr, 16);
+	e->port = dest->port;
+	e->family = dest->family;
+	e->protocol = dest->protocol;
+	e->threshold = threshold;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* Sets *reported from what it was to `to`, once: 1 for the one caller that
+ * did (it writes the record), 0 for everyone else. */
+static __always_inline int cordon_report_once(__u64 *reported, __u64 to)
+{
+	__u64 was = *(volatile __u64 *)reported;
+	return was != to && __sync_val_compare_and_swap(reported, was, to) == was;
+}
+
+/* spec.resources.egressBytes: counts every packet that leaves (skb->len:
+ * IP header and payload, every protocol; a TCP segment offload skb counts
+ * whole) in the sandbox's egress_usage and, per destination, egress_dests.
+ * A packet that would take the total over the budget is dropped, and from
+ * then on every packet but a TCP reset (like containment): the total never
+ * exceeds the budget but for those resets. A datagram dropped fails its
+ * send() with EPERM; TCP segments are dropped and the connection stalls
+ * (the reader of the max record destroys its sockets, README). The budget
+ * is the policy's (egress_budget): a replacement applies its own to the
+ * running total, and a larger one lets traffic flow again. */
+static __always_inline int cordon_egress_account(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct cordon_egress_usage *u = bpf_map_lookup_elem(&egress_usage, &zero);
+	const struct cordon_egress_budget *b = bpf_map_lookup_elem(&egress_budget, &zero);
+	if (!u || !b)
+		return 1;
+	struct cordon_egress_dest_key dest = {};
+	int parsed = cordon_skb_dest(skb, &dest) == 0;
+	__u64 len = skb->len;
+	__u64 limit = b->limit, warn = b->warn;
+	if (limit && (*(volatile __u64 *)&u->max_reported == limit || *(volatile __u64 *)&u->bytes + len > limit)) {
+		if (cordon_is_tcp_reset(skb)) {
+			__sync_fetch_and_add(&u->bytes, len);
+			__sync_fetch_and_add(&u->packets, 1);
+			return 1;
+		}
+		__sync_fetch_and_add(&u->dropped_bytes, len);
+		__sync_fetch_and_add(&u->dropped_packets, 1);
+		if (cordon_report_once(&u->max_reported, limit))
+			cordon_egress_report(skb, &dest, CORDON_RES_MAX, limit, *(volatile __u64 *)&u->bytes);
+		return 0;
+	}
+	__u64 total = __sync_fetch_and_add(&u->bytes, len) + len;
+	__sync_fetch_and_add(&u->packets, 1);
+	if (parsed) {
+		__u64 *per = bpf_map_lookup_elem(&egress_dests, &dest);
+		if (per)
+			__sync_fetch_and_add(per, len);
+		else if (bpf_map_update_elem(&egress_dests, &dest, &len, BPF_NOEXIST)) {
+			per = bpf_map_lookup_elem(&egress_dests, &dest); /* another CPU added it */
+			if (per)
+				__sync_fetch_and_add(per, len);
+		}
+	}
+	if (warn && total >= warn && cordon_report_once(&u->warn_reported, warn))
+		cordon_egress_report(skb, &dest, CORDON_RES_WARN, limit, total);
+	return 1;
+}
+
 /* cgroup_skb/egress: a contained sandbox sends nothing, in the kernel and
  * at once. New connections and datagrams are refused by the sock_addr hooks;
  * this cuts what was open before: an established TCP connection's segments
@@ -119,13 +241,14 @@ static __always_inline int cordon_is_tcp_reset(struct __sk_buff *skb)
  * of its connections sends (a containment's step 3), so that their peers
  * learn of it (the workload cannot write a TCP header: raw sockets are
  * refused). No event: every packet would be one. Judged by the socket's
- * cgroup, so a socket of the sandbox handed to a process outside is cut too. */
+ * cgroup, so a socket of the sandbox handed to a process outside is cut too.
+ * Otherwise the packet is counted against spec.resources.egressBytes. */
 SEC("cgroup_skb/egress")
 int cordon_egress(struct __sk_buff *skb)
 {
-	if (!cordon_contained())
-		return 1;
-	return cordon_is_tcp_reset(skb);
+	if (cordon_contained())
+		return cordon_is_tcp_reset(skb);
+	return cordon_egress_account(skb);
 }
 
 SEC("cgroup_skb/ingress")

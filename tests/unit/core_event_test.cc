@@ -187,6 +187,63 @@ TEST(EventDecoder, ForeignSocketDenialsSayWhereTheSocketCameFrom) {
   EXPECT_FALSE(decoder.Decode(&e, sizeof e, kSandbox).ok());
 }
 
+// resource.egress (cgroup_skb/egress): the resource layout, Resource{egress,
+// warn|max, limit, value}, the packet's destination, enforcement kernel-cgroup
+// for both verdicts; a layout of another size or an unknown threshold is refused.
+TEST(EventDecoder, EgressBudgetRecordsCarryTheLimitAndTheValue) {
+  EventDecoder decoder("/nonexistent-cgroup-mount");
+  cordon_resource_event r = {};
+  r.hdr.size = sizeof r;
+  r.hdr.kind = CORDON_EV_RESOURCE_EGRESS;
+  r.hdr.verdict = CORDON_VERDICT_DETECTED;
+  r.hdr.reason = CORDON_REASON_EGRESS_BUDGET;
+  r.hdr.layout = CORDON_EVL_RESOURCE;
+  r.hdr.layer = CORDON_LAYER_CGROUP;
+  r.hdr.sandbox_id = 42;
+  r.hdr.seq = 7;
+  r.limit = 1 << 20;
+  r.value = 600000;
+  const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+  std::memcpy(r.addr, v4, 16);
+  r.port = 8080;
+  r.family = 2;
+  r.protocol = 6;
+  r.threshold = CORDON_RES_WARN;
+  auto warn = decoder.Decode(&r, sizeof r, kSandbox);
+  ASSERT_TRUE(warn.ok()) << warn.error().ToString();
+  EXPECT_EQ(warn->kind(), "resource.egress");
+  EXPECT_EQ(warn->verdict(), "detected");
+  EXPECT_EQ(warn->enforcement(), "kernel-cgroup");
+  EXPECT_EQ(warn->resource().name(), "egress");
+  EXPECT_EQ(warn->resource().event(), "warn");
+  EXPECT_EQ(warn->resource().limit(), 1u << 20);
+  EXPECT_EQ(warn->resource().value(), 600000u);
+  EXPECT_EQ(warn->net().address(), "127.0.0.1");
+  EXPECT_EQ(warn->net().port(), 8080u);
+  EXPECT_EQ(warn->id(), "42-7");
+  r.hdr.verdict = CORDON_VERDICT_DENIED;
+  r.threshold = CORDON_RES_MAX;
+  auto max = decoder.Decode(&r, sizeof r, kSandbox);
+  ASSERT_TRUE(max.ok()) << max.error().ToString();
+  EXPECT_EQ(max->resource().event(), "max");
+  EXPECT_EQ(max->verdict(), "denied");
+  EXPECT_EQ(max->enforcement(), "kernel-cgroup");
+  EXPECT_NE(max->reason().find("budget is 1048576"), std::string::npos) << max->reason();
+  // The next record of another kind carries no resource.
+  cordon_net_event n = SampleEvent();
+  auto net = decoder.Decode(&n, sizeof n, kSandbox);
+  ASSERT_TRUE(net.ok());
+  EXPECT_FALSE(net->has_resource());
+  r.threshold = 3;
+  EXPECT_FALSE(decoder.Decode(&r, sizeof r, kSandbox).ok());
+  r.threshold = CORDON_RES_MAX;
+  r.hdr.size = sizeof r - 8;
+  EXPECT_FALSE(decoder.Decode(&r, sizeof r, kSandbox).ok());
+  r.hdr.size = sizeof r;
+  r.hdr.layout = CORDON_EVL_NET;
+  EXPECT_FALSE(decoder.Decode(&r, sizeof r, kSandbox).ok());
+}
+
 // BPF LSM's proc.coredump: an observation (detected, by the LSM object),
 // the working directory as its file path.
 TEST(EventDecoder, CoreDumpIsAnObservationWithTheWorkingDirectory) {

@@ -148,7 +148,16 @@ TEST(MetricsRender, AgentFamiliesGolden) {
             "# TYPE cordon_sandbox_cpu_seconds_total counter\n"
             "# HELP cordon_sandbox_cpu_throttled_seconds_total Time the sandbox cgroup was throttled at its cpu.max "
             "(cpu.stat throttled_usec).\n"
-            "# TYPE cordon_sandbox_cpu_throttled_seconds_total counter\n");
+            "# TYPE cordon_sandbox_cpu_throttled_seconds_total counter\n"
+            "# HELP cordon_sandbox_egress_bytes_total Bytes the sandbox sent (every packet's IP length; "
+            "spec.resources.egressBytes counts these).\n"
+            "# TYPE cordon_sandbox_egress_bytes_total counter\n"
+            "# HELP cordon_sandbox_egress_dropped_bytes_total Bytes of the sandbox's packets dropped over its "
+            "spec.resources.egressBytes.\n"
+            "# TYPE cordon_sandbox_egress_dropped_bytes_total counter\n"
+            "# HELP cordon_sandbox_egress_limit_bytes The sandbox's spec.resources.egressBytes (absent when "
+            "unlimited).\n"
+            "# TYPE cordon_sandbox_egress_limit_bytes gauge\n");
 }
 
 TEST(MetricsRender, SandboxCounterSlots) {
@@ -206,6 +215,16 @@ TEST(MetricsRender, SandboxCounterSlots) {
   EXPECT_TRUE(HasLine(text, "cordon_sandbox_pids_limit" + l + "} 128"));
   EXPECT_TRUE(HasLine(text, "cordon_sandbox_cpu_seconds_total" + l + "} 2.5"));
   EXPECT_EQ(text.find("cordon_sandbox_memory_limit_bytes{"), std::string::npos) << "unlimited: no sample";
+  // spec.resources.egressBytes: bytes sent and the limit, from the pinned map.
+  EXPECT_EQ(text.find("cordon_sandbox_egress_bytes_total{"), std::string::npos);
+  m.sandboxes[0].resources.egress_bytes = 1048000;
+  m.sandboxes[0].resources.egress_dropped_bytes = 65483;
+  m.sandboxes[0].resources.egress_limit = 1u << 20;
+  text = RenderPrometheus(m);
+  EXPECT_TRUE(HasLine(text, "# TYPE cordon_sandbox_egress_bytes_total counter")) << text;
+  EXPECT_TRUE(HasLine(text, "cordon_sandbox_egress_bytes_total" + l + "} 1048000")) << text;
+  EXPECT_TRUE(HasLine(text, "cordon_sandbox_egress_dropped_bytes_total" + l + "} 65483")) << text;
+  EXPECT_TRUE(HasLine(text, "cordon_sandbox_egress_limit_bytes" + l + "} 1048576")) << text;
 }
 
 TEST(ResourceUsage, DescribedForTheSummaryStatusAndJson) {

@@ -144,9 +144,13 @@ TEST(Resources, TheIssueExampleCompiles) {
   EXPECT_EQ(r.disk, 2ull << 30);
   EXPECT_EQ(r.warn_at_percent, 80u);
   const std::string text = Describe(out.compiled);
-  for (const char* line : {"  memory: 512Mi  (memory.max)\n", "  swap: 0  (memory.swap.max)\n",
-                           "  pids: 128  (pids.max)\n", "  cpu: 1.5 cores  (cpu.max)\n",
-                           "  wallTime: 30m  (cordon run: SIGTERM, then SIGKILL; attach: not enforced yet)\n", "  warnAt: 80%  (not enforced yet)\n"})
+  for (const char* line :
+       {"  memory: 512Mi  (memory.max)\n", "  swap: 0  (memory.swap.max)\n", "  pids: 128  (pids.max)\n",
+        "  cpu: 1.5 cores  (cpu.max)\n",
+        "  wallTime: 30m  (cordon run: SIGTERM, then SIGKILL; attach: not enforced yet)\n",
+        "  warnAt: 80%  (one resource.egress event at this share of egressBytes; other counters: not yet)\n",
+        "  egressBytes: 1Gi  (cgroup_skb/egress: bytes sent counted in the kernel, every packet dropped "
+        "once over; one resource.egress event at the limit)\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
 }
 

@@ -4,6 +4,7 @@
 
 #include <google/protobuf/stubs/logging.h>
 
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include <mutex>
 #include <system_error>
 
+#include "abi/cordon_pins.h"
 #include "agent/agent_impl.h"
 #include "agent/control_socket.h"
 #include "agent/log.h"
@@ -469,6 +471,17 @@ std::string Agent::RenderMetrics() {
     s.events_suppressed = sb->suppression.suppressed();
     s.ringbuf_lost = sb->lost;
     if (!sb->ctx.cgroup_path.empty()) s.resources = ops::ReadResourceUsage(JoinPath(cgroup_mount_, sb->ctx.cgroup_path));
+    uint32_t zero = 0;
+    cordon_egress_usage egress = {};
+    if (auto usage = OpenSandboxMap(id, CORDON_EGRESS_PIN);
+        usage && !bpf_map_lookup_elem(usage->get(), &zero, &egress)) {
+      s.resources.egress_bytes = egress.bytes;
+      s.resources.egress_dropped_bytes = egress.dropped_bytes;
+    }
+    cordon_egress_budget budget = {};
+    if (auto map = OpenSandboxMap(id, "egress_budget");
+        map && !bpf_map_lookup_elem(map->get(), &zero, &budget) && budget.limit)
+      s.resources.egress_limit = budget.limit;
     m.sandboxes.push_back(std::move(s));
   }
   return RenderPrometheus(m);

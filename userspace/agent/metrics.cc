@@ -311,6 +311,14 @@ std::string RenderPrometheus(const AgentMetrics& m) {
   resource("cordon_sandbox_cpu_throttled_seconds_total", "counter",
            "Time the sandbox cgroup was throttled at its cpu.max (cpu.stat throttled_usec).",
            &ops::ResourceUsage::cpu_throttled_usec, 1e-6);
+  resource("cordon_sandbox_egress_bytes_total", "counter",
+           "Bytes the sandbox sent (every packet's IP length; spec.resources.egressBytes counts these).",
+           &ops::ResourceUsage::egress_bytes, 1);
+  resource("cordon_sandbox_egress_dropped_bytes_total", "counter",
+           "Bytes of the sandbox's packets dropped over its spec.resources.egressBytes.",
+           &ops::ResourceUsage::egress_dropped_bytes, 1);
+  resource("cordon_sandbox_egress_limit_bytes", "gauge",
+           "The sandbox's spec.resources.egressBytes (absent when unlimited).", &ops::ResourceUsage::egress_limit, 1);
   return w.Take();
 }
 

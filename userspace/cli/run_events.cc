@@ -2,6 +2,7 @@
 
 #include "cli/common.h"
 #include "cli/tail.h"
+#include "inspect/retro.h"
 #include "sys/bpffs.h"
 #include "util/colour.h"
 
@@ -9,7 +10,8 @@ namespace cordon::cli {
 
 RunEvents::RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std::string policy_name,
                      std::string policy_digest, AuditSink* sink, bool quiet)
-    : sink_(sink),
+    : sandbox_(&sandbox),
+      sink_(sink),
       quiet_(quiet),
       sandbox_id_(sandbox.id()),
       name_(std::move(name)),
@@ -40,6 +42,27 @@ void RunEvents::OnEvent(const cordon::v1::AuditEvent& event) {
   }
   Status s = sink_->Write(event);
   if (!s.ok() && sink_status.ok()) sink_status = s;
+  if (!egress_cut_ && event.kind() == "resource.egress" && event.resource().event() == "max") {
+    egress_cut_ = true;
+    CutConnections();
+  }
+}
+
+// spec.resources.egressBytes reached: the kernel drops every packet but TCP
+// resets from now on; destroying the connections (their resets leave) tells
+// the peers and the command at once, instead of at their timeouts.
+void RunEvents::CutConnections() {
+  SandboxContext ctx{sandbox_id_, name_, policy_name_, relative_, policy_digest_};
+  auto snap = SnapshotAndDisconnect(sandbox_->cgroup(), ctx, "spec.resources.egressBytes reached",
+                                    "connection of a sandbox over its egress budget");
+  if (!snap) {
+    if (!quiet_) PrintNote("egress budget reached; its connections were not destroyed: " + snap.error().ToString());
+    return;
+  }
+  for (const auto& e : snap->events) {
+    Status s = sink_->Write(e);
+    if (!s.ok() && sink_status.ok()) sink_status = s;
+  }
 }
 
 void RunEvents::OnOwnEvent(cordon::v1::AuditEvent event) {

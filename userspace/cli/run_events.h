@@ -59,6 +59,9 @@ class RunEvents {
   RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std::string policy_name, std::string policy_digest,
             AuditSink* sink, bool quiet);
 
+  // Also: at the resource.egress max record (spec.resources.egressBytes
+  // reached), the sandbox's connections are destroyed (sock_diag, as
+  // containment does; their net.preexisting records go to the sink), once.
   void OnEvent(const cordon::v1::AuditEvent& event);
   // An event this run made itself (resource.*, credential.*): the sandbox's names and ids
   // added, then as OnEvent.
@@ -88,6 +91,9 @@ class RunEvents {
   bool release_answered = false, agent_detached = false;
 
  private:
+  void CutConnections();  // see OnEvent
+  const ops::EphemeralSandbox* sandbox_;
+  bool egress_cut_ = false;
   AuditSink* sink_;
   bool quiet_;
   uint64_t sandbox_id_;

@@ -331,7 +331,7 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
           << ",\"killedAtContainment\":" << ((s.state.flags & CORDON_STATE_F_KILLED) ? "true" : "false")
           << ",\"problem\":" << JsonString(s.problem) << ",\"resources\":"
           << (s.cgroup_alive && cgroup2 ? ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).Json() : "{}")
-          << ",\"credentials\":"
+          << ",\"egress\":" << ops::EgressJson(s, 10) << ",\"credentials\":"
           << (status.credentials.count(s.id) ? CredentialsJson(status.credentials.at(s.id)) : std::string("[]")) << "}";
     }
     out << "],\"agent\":" << (agent_status ? AgentStatusJson(*agent_status) : "null");
@@ -377,6 +377,8 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
       if (s.cgroup_alive && cgroup2)
         if (std::string use = ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).DescribeCurrent(); !use.empty())
           details.push_back("resources: " + use);
+      if (std::string egress = ops::EgressText(s); !egress.empty() && (s.egress.bytes || s.egress_limit))
+        details.push_back("egress: " + egress);
       table.Add({Shown(s.name), ModeName(s.mode), Layers(s), count(denied.Total(), Colour::kRed),
                  count(audited.Total(), Colour::kYellow), count(c[CORDON_CNT_DETECTED], Colour::kYellow),
                  count(c[CORDON_CNT_KILLED], Colour::kRed), count(c[CORDON_CNT_EVENTS_DROPPED], Colour::kRed),

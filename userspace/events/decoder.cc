@@ -3,6 +3,8 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 #include <linux/audit.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,6 +104,8 @@ std::string ReasonText(const cordon_net_event& e, const std::string& target) {
     case CORDON_REASON_CONTAINED:
       return "the sandbox is contained: every operation is refused until `cordon release`" +
              (target.empty() ? std::string() : " (" + target + ")");
+    case CORDON_REASON_EGRESS_BUDGET:
+      return "spec.resources.egressBytes" + (target.empty() ? std::string() : " (" + target + ")");
   }
   return "unknown";
 }
@@ -214,6 +218,7 @@ bool KindHasLayout(uint16_t kind, uint8_t layout) {
       return layout == CORDON_EVL_NET;
     case CORDON_EV_NET_BIND:
       return layout == CORDON_EVL_NET || layout == CORDON_EVL_OBJECT;
+    case CORDON_EV_RESOURCE_EGRESS: return layout == CORDON_EVL_RESOURCE;
     default:
       return layout == CORDON_EVL_OBJECT;
   }
@@ -225,7 +230,9 @@ bool KindHasLayout(uint16_t kind, uint8_t layout) {
 const char* EnforcementName(const cordon_event_header& h) {
   if (h.verdict == CORDON_VERDICT_KILLED) return "detect+kill";
   // BPF LSM's observations (proc.coredump) are "detected" too.
-  if (h.verdict == CORDON_VERDICT_DETECTED) return h.layer == CORDON_LAYER_LSM ? "kernel-lsm" : "detect";
+  // ... and the cgroup programs' (resource.egress at warnAt).
+  if (h.verdict == CORDON_VERDICT_DETECTED)
+    return h.layer == CORDON_LAYER_LSM ? "kernel-lsm" : h.layer == CORDON_LAYER_CGROUP ? "kernel-cgroup" : "detect";
   if (h.reason == CORDON_REASON_SECCOMP) return "seccomp";
   if (h.reason == CORDON_REASON_LANDLOCK) return "landlock";
   if (h.reason == CORDON_REASON_READ_ONLY_MOUNT) return "mount";
@@ -298,15 +305,30 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
     return Error{"malformed event: unknown reason " + std::to_string(h.reason)};
   if (h.layer < CORDON_LAYER_CGROUP || h.layer > CORDON_LAYER_DETECT)
     return Error{"malformed event: unknown layer " + std::to_string(h.layer)};
-  if (h.layout != CORDON_EVL_NET && h.layout != CORDON_EVL_OBJECT)
+  if (h.layout != CORDON_EVL_NET && h.layout != CORDON_EVL_OBJECT && h.layout != CORDON_EVL_RESOURCE)
     return Error{"malformed event: unknown layout " + std::to_string(h.layout)};
   if (!KindHasLayout(h.kind, h.layout))
     return Error{"malformed event: " + kind + " record in layout " + std::to_string(h.layout)};
 
-  const bool net_layout = h.layout == CORDON_EVL_NET;
+  // A resource record's destination is shown as a net record's.
+  const bool resource_layout = h.layout == CORDON_EVL_RESOURCE;
+  const bool net_layout = h.layout == CORDON_EVL_NET || resource_layout;
   cordon_object_event fe = {};
+  cordon_resource_event re = {};
   std::string path;
-  if (net_layout) {
+  if (resource_layout) {
+    if (h.size != sizeof re || size < sizeof re)
+      return Error{"malformed event: " + kind + " record declares " + std::to_string(h.size) + " bytes, got " +
+                   std::to_string(size) + ", expected " + std::to_string(sizeof re)};
+    std::memcpy(&re, data, sizeof re);
+    if (re.threshold != CORDON_RES_WARN && re.threshold != CORDON_RES_MAX)
+      return Error{"malformed event: " + kind + " record with threshold " + std::to_string(re.threshold)};
+    std::memcpy(ne.addr, re.addr, sizeof ne.addr);
+    ne.port = re.port;
+    ne.family = re.family;
+    ne.protocol = re.protocol;
+    ne.sock_type = re.protocol == IPPROTO_TCP ? SOCK_STREAM : re.protocol == IPPROTO_UDP ? SOCK_DGRAM : 0;
+  } else if (net_layout) {
     if (h.size != sizeof ne || size < sizeof ne)
       return Error{"malformed event: " + kind + " record declares " + std::to_string(h.size) + " bytes, got " +
                    std::to_string(size) + ", expected " + std::to_string(sizeof ne)};
@@ -334,6 +356,7 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
   out.clear_open_files();
   out.clear_suppressed();
   out.clear_repeats();
+  if (!resource_layout) out.clear_resource();
   if (h.repeats) {
     auto* r = out.mutable_repeats();
     r->set_count(h.repeats);
@@ -433,6 +456,19 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
     }
   }
   out.set_reason(ReasonText(ne, target));
+  if (resource_layout) {
+    const bool max = re.threshold == CORDON_RES_MAX;
+    auto* r = out.mutable_resource();
+    r->set_name("egress");
+    r->set_event(max ? "max" : "warn");
+    r->set_count(1);
+    r->set_limit(re.limit);
+    r->set_value(re.value);
+    out.set_reason(max ? "spec.resources.egressBytes: " + std::to_string(re.value) + " bytes sent, the budget is " +
+                             std::to_string(re.limit) + ": every further packet is dropped (last: to " + target + ")"
+                       : "spec.resources.egressBytes: " + std::to_string(re.value) + " bytes sent of " +
+                             std::to_string(re.limit) + ", past the warnAt share (to " + target + ")");
+  }
   if (h.kind == CORDON_EV_CREDENTIAL_READ && uses_file) {
     // Whose credential: the file is <view or store>/<sandbox>/<name>.
     const std::string& shown = out.file().path();

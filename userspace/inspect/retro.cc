@@ -556,7 +556,7 @@ const char* TcpStateName(uint8_t state) {
 }  // namespace
 
 Result<ContainmentSnapshot> SnapshotAndDisconnect(const CgroupRef& cgroup, const SandboxContext& sandbox,
-                                                  const std::string& reason) {
+                                                  const std::string& reason, const std::string& what) {
   ContainmentSnapshot snap;
   std::vector<Process> candidates;
   std::set<int> pids;
@@ -635,7 +635,7 @@ Result<ContainmentSnapshot> SnapshotAndDisconnect(const CgroupRef& cgroup, const
         net->set_protocol(out.protocol);
         net->set_family(out.family);
         net->set_sock_type(s.protocol == kTcp ? "stream" : "dgram");
-        e.set_reason("connection of a contained sandbox (" + reason + ")" +
+        e.set_reason(what + " (" + reason + ")" +
                      (err == 0 ? std::string() : "; SOCK_DESTROY failed: " + out.action.substr(16)));
         snap.events.push_back(std::move(e));
       }

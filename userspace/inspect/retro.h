@@ -98,9 +98,11 @@ struct ContainmentSnapshot {
   // net.preexisting events (verdict destroyed / destroy-failed), one per connection acted on.
   std::vector<cordon::v1::AuditEvent> events;
 };
-// `reason` ends each event's reason ("contained by ...").
+// `reason` ends each event's reason ("contained by ..."), which begins with
+// `what` (the spec.resources.egressBytes cut of cordon run names itself).
 Result<ContainmentSnapshot> SnapshotAndDisconnect(const CgroupRef& cgroup, const SandboxContext& sandbox,
-                                                  const std::string& reason);
+                                                  const std::string& reason,
+                                                  const std::string& what = "connection of a contained sandbox");
 
 // One line for the operator: what the retroactive check found and did.
 std::string RetroSummaryLine(const RetroReport& report);

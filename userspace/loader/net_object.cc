@@ -46,6 +46,7 @@ const PolicyMap kPolicyMapList[] = {
     {"listen_addr_rules", [](cordon_net* s) { return s->maps.listen_addr_rules; }},
     {"listen_port_rules", [](cordon_net* s) { return s->maps.listen_port_rules; }},
     {"dev_rules", [](cordon_net* s) { return s->maps.dev_rules; }},
+    {"egress_budget", [](cordon_net* s) { return s->maps.egress_budget; }},
 };
 
 // Sysctls a sandbox may read (cgroup/sysctl; writes are always refused): what
@@ -107,7 +108,7 @@ std::vector<UnixRuleEntry> UnixRuleEntries(const policy::CompiledPolicy& policy)
 
 Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t unix_entries, size_t listen_entries,
                              uint32_t ringbuf_bytes, int counters_fd, int events_fd, int state_fd, int repeats_fd,
-                             int seq_fd) {
+                             int seq_fd, const EgressMaps& egress) {
   LibbpfLogCapture log;
   NetSkel skel(cordon_net__open());
   if (!skel) return SysError("open BPF object" + log.Tail());
@@ -140,6 +141,10 @@ Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t un
   if (repeats_fd >= 0 && bpf_map__reuse_fd(skel->maps.repeats, repeats_fd))
     return SysError("reuse the sandbox's repeats map");
   if (seq_fd >= 0 && bpf_map__reuse_fd(skel->maps.seq, seq_fd)) return SysError("reuse the sandbox's record sequence");
+  if (egress.usage_fd >= 0 && bpf_map__reuse_fd(skel->maps.egress_usage, egress.usage_fd))
+    return SysError("reuse the sandbox's egress bytes");
+  if (egress.dests_fd >= 0 && bpf_map__reuse_fd(skel->maps.egress_dests, egress.dests_fd))
+    return SysError("reuse the sandbox's egress destinations");
   if (int err = cordon_net__load(skel.get()))
     return Error{"load BPF programs into the kernel (is this a kernel with BTF and cgroup BPF?)" + log.Tail(), -err};
   // The readable sysctls are the same for every policy: written once here, so
@@ -221,6 +226,9 @@ Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, ui
   uint32_t zero = 0;
   if (bpf_map_update_elem(bpf_map__fd(skel->maps.sandbox_cfg), &zero, &cfg, BPF_ANY))
     return SysError("write sandbox_cfg");
+  const cordon_egress_budget budget = EgressBudgetOf(policy.resources);
+  if (bpf_map_update_elem(bpf_map__fd(skel->maps.egress_budget), &zero, &budget, BPF_ANY))
+    return SysError("write egress_budget");
   // The compiler's images hold each key once; the maps are new and empty.
   CORDON_TRY(UpdateMapEntries(bpf_map__fd(skel->maps.addr_rules), policy.addr_entries, "addr_rules"));
   CORDON_TRY(UpdateMapEntries(bpf_map__fd(skel->maps.port_rules), policy.port_entries, "port_rules"));
@@ -243,6 +251,17 @@ Status FillPolicyMaps(cordon_net* skel, const policy::CompiledPolicy& policy, ui
       return SysError("write dev_rules");
   }
   return {};
+}
+
+cordon_egress_budget EgressBudgetOf(const policy::ResourceLimits& limits) {
+  cordon_egress_budget budget = {};
+  if (!limits.egress_bytes) return budget;
+  budget.limit = *limits.egress_bytes;
+  // warnAt of the limit, at least one byte (0 means "no warn record").
+  if (limits.warn_at_percent)
+    budget.warn = std::max<uint64_t>(
+        1, static_cast<uint64_t>(static_cast<unsigned __int128>(budget.limit) * *limits.warn_at_percent / 100));
+  return budget;
 }
 
 Result<UniqueFd> ProgramOfLink(int link_fd) {

@@ -59,10 +59,20 @@ using UnixRuleEntry = std::pair<cordon_unix_key, cordon_unix_value>;
 // Unix socket paths granted write (see net_object.cc).
 std::vector<UnixRuleEntry> UnixRuleEntries(const policy::CompiledPolicy& policy);
 
-// Opens the object and sizes its maps; reuses counters/events/state/repeats/seq when given (fd >= 0).
+// The sandbox's egress accounting (bpf/abi/cordon_net.h), pinned beside its
+// counters and shared by its instances; -1: this instance's own.
+struct EgressMaps {
+  int usage_fd = -1;
+  int dests_fd = -1;
+};
+
+// Opens the object and sizes its maps; reuses counters/events/state/repeats/seq/egress when given (fd >= 0).
 Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t unix_entries, size_t listen_entries,
                              uint32_t ringbuf_bytes, int counters_fd, int events_fd, int state_fd = -1,
-                             int repeats_fd = -1, int seq_fd = -1);
+                             int repeats_fd = -1, int seq_fd = -1, const EgressMaps& egress = {});
+
+// spec.resources.egressBytes and warnAt as the egress_budget map holds them.
+cordon_egress_budget EgressBudgetOf(const policy::ResourceLimits& limits);
 // An instance for `policy`: one of `pool`'s if it can hold the policy
 // (*prepared = true), else a new one sized for it.
 Result<NetSkel> FreshSkeleton(NetworkInstancePool* pool, const policy::CompiledPolicy& policy, size_t unix_entries,

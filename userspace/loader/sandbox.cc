@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstring>
 #include <memory>
@@ -39,6 +40,8 @@ constexpr const char* kRepeatsPin = CORDON_REPEATS_PIN;
 // The sequence counter of the sandbox's records (bpf/abi/cordon_event.h):
 // one __u64, shared by its instances and registered with the host-wide objects.
 constexpr const char* kSeqPin = CORDON_SEQ_PIN;
+constexpr const char* kEgressPin = CORDON_EGRESS_PIN;
+constexpr const char* kEgressDestsPin = CORDON_EGRESS_DESTS_PIN;
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -150,6 +153,8 @@ Status PinAll(cordon_net* skel, int info_fd, const std::vector<Link>& links, con
   if (bpf_map__pin(skel->maps.sandbox_state, (dir + "/" + kStatePin).c_str())) return SysError("pin state");
   if (bpf_map__pin(skel->maps.repeats, (dir + "/" + kRepeatsPin).c_str())) return SysError("pin repeats");
   if (bpf_map__pin(skel->maps.seq, (dir + "/" + kSeqPin).c_str())) return SysError("pin seq");
+  if (bpf_map__pin(skel->maps.egress_usage, (dir + "/" + kEgressPin).c_str())) return SysError("pin egress");
+  if (bpf_map__pin(skel->maps.egress_dests, (dir + "/" + kEgressDestsPin).c_str())) return SysError("pin egress_dests");
   if (bpf_obj_pin(info_fd, (dir + "/" + kInfoPin).c_str())) return SysError("pin info");
   for (size_t i = 0; i < links.size(); ++i)
     if (bpf_link__pin(links[i].get(), (dir + "/" + Hooks()[i].pin).c_str()))
@@ -280,6 +285,7 @@ class NetworkReplacement final : public SwitchedLayer {
   uint64_t file_switched_ns_ = 0;                     // 0: no file layer switched with it
   bool switched_ = false, finished_ = false;
   bool add_state_ = false;  // the sandbox has no pinned state map yet
+  bool add_egress_ = false;  // ... no pinned egress maps yet
 };
 
 Result<std::unique_ptr<NetworkReplacement>> NetworkReplacement::Prepare(const std::string& dir,
@@ -318,10 +324,19 @@ Result<std::unique_ptr<NetworkReplacement>> NetworkReplacement::Prepare(const st
   if (!repeats.valid()) return SysError("open " + dir + "/" + kRepeatsPin);
   UniqueFd seq(bpf_obj_get((dir + "/" + kSeqPin).c_str()));
   if (!seq.valid()) return SysError("open " + dir + "/" + kSeqPin);
+  // The egress accounting: absent in a sandbox attached by a cordon without
+  // it (this instance's is pinned by Finish(), counting from then).
+  UniqueFd egress_usage(bpf_obj_get((dir + "/" + kEgressPin).c_str()));
+  if (!egress_usage.valid() && errno != ENOENT) return SysError("open " + dir + "/" + kEgressPin);
+  UniqueFd egress_dests(bpf_obj_get((dir + "/" + kEgressDestsPin).c_str()));
+  if (!egress_dests.valid() && errno != ENOENT) return SysError("open " + dir + "/" + kEgressDestsPin);
+  p->add_egress_ = !egress_usage.valid() || !egress_dests.valid();
+  EgressMaps egress;
+  if (!p->add_egress_) egress = {egress_usage.get(), egress_dests.get()};
   auto unix_entries = UnixRuleEntries(policy);
   auto skel = OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(),
                            ListenEntries(policy), einfo.max_entries, counters.get(), events.get(),
-                           state.valid() ? state.get() : -1, repeats.get(), seq.get());
+                           state.valid() ? state.get() : -1, repeats.get(), seq.get(), egress);
   if (!skel) return skel.error();
   p->skel_ = std::move(*skel);
   CORDON_TRY(FillPolicyMaps(p->skel_.get(), policy, cgroup.id, unix_entries, unix_flags, options.allowed_devices));
@@ -345,6 +360,16 @@ Result<AttachResult> NetworkReplacement::Finish(const CgroupRef& cgroup, const p
   }
   if (add_state_ && bpf_map__pin(skel_->maps.sandbox_state, (dir + "/" + kStatePin).c_str()) && errno != EEXIST)
     return SysError("pin " + dir + "/" + kStatePin + " (the new policy is in force)");
+  if (add_egress_) {
+    // Both anew (an earlier cordon had neither): replaced over whatever half is there.
+    for (const auto& [pin, map] :
+         {std::pair{kEgressPin, skel_->maps.egress_usage}, std::pair{kEgressDestsPin, skel_->maps.egress_dests}}) {
+      const std::string final_path = dir + "/" + pin, tmp = dir + "/new_" + pin;
+      ::unlink(tmp.c_str());
+      if (bpf_obj_pin(bpf_map__fd(map), tmp.c_str()) || ::rename(tmp.c_str(), final_path.c_str()))
+        return SysError("pin " + final_path + " (the new policy is in force)");
+    }
+  }
   // Re-pin the new policy maps over the old ones (rename is atomic in bpffs).
   for (const auto& m : PolicyMaps()) {
     std::string final_path = dir + "/" + m.pin;
@@ -607,6 +632,27 @@ Result<SandboxInfo> GetSandbox(uint64_t sandbox_id) {
     out.has_state = true;
     out.state = st;
   }
+  UniqueFd egress(bpf_obj_get((dir + "/" + kEgressPin).c_str()));
+  if (egress.valid() && bpf_map_lookup_elem(egress.get(), &zero, &out.egress) == 0) out.has_egress = true;
+  UniqueFd budget(bpf_obj_get((dir + "/egress_budget").c_str()));
+  cordon_egress_budget b = {};
+  if (budget.valid() && bpf_map_lookup_elem(budget.get(), &zero, &b) == 0) out.egress_limit = b.limit;
+  return out;
+}
+
+Result<std::vector<EgressDest>> ReadEgressDests(const std::string& pin_dir) {
+  UniqueFd dests(bpf_obj_get((pin_dir + "/" + kEgressDestsPin).c_str()));
+  if (!dests.valid()) return SysError("open " + pin_dir + "/" + kEgressDestsPin);
+  std::vector<EgressDest> out;
+  cordon_egress_dest_key key = {}, next = {};
+  const void* prev = nullptr;
+  while (bpf_map_get_next_key(dests.get(), prev, &next) == 0 && out.size() < CORDON_EGRESS_DESTS_MAX) {
+    uint64_t bytes = 0;
+    if (bpf_map_lookup_elem(dests.get(), &next, &bytes) == 0) out.push_back({next, bytes});
+    key = next;
+    prev = &key;
+  }
+  std::sort(out.begin(), out.end(), [](const EgressDest& a, const EgressDest& b) { return a.bytes > b.bytes; });
   return out;
 }
 

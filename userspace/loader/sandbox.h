@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "abi/cordon_common.h"
+#include "abi/cordon_net.h"
 #include "policy/compiler.h"
 #include "sys/cgroup.h"
 #include "util/fd.h"
@@ -81,6 +82,12 @@ struct SandboxInfo {
   bool has_state = false;
   cordon_sandbox_state state{};
   bool contained() const { return state.flags & CORDON_STATE_F_CONTAINED; }
+  // spec.resources.egressBytes: the sandbox's bytes sent (has_egress false for
+  // a sandbox attached by a cordon without the accounting) and the budget of
+  // the policy in force (0: none).
+  bool has_egress = false;
+  cordon_egress_usage egress{};
+  uint64_t egress_limit = 0;
   std::string problem;            // non-empty: pinned state is incomplete or foreign
 };
 
@@ -128,6 +135,14 @@ class NetworkInstancePool {
  private:
   std::unique_ptr<Instances> instances_;
 };
+
+// Bytes sent per destination (bpf/abi/cordon_net.h egress_dests) of the
+// sandbox pinned at `pin_dir`, most first.
+struct EgressDest {
+  cordon_egress_dest_key key;
+  uint64_t bytes = 0;
+};
+Result<std::vector<EgressDest>> ReadEgressDests(const std::string& pin_dir);
 
 // Detaches and unpins everything of the sandbox. NotFound is an error.
 Status DetachSandbox(uint64_t sandbox_id);

@@ -557,7 +557,8 @@ ContainOutcome Contain(const ContainRequest& req) {
   pol->set_level(info->Level());
   pol->set_attached_at_unix_ns(static_cast<int64_t>(info->attached_at_ns));
   pol->set_updated_at_unix_ns(static_cast<int64_t>(info->updated_at_ns));
-  if (auto now = GetSandbox(info->id)) info->counters = now->counters;
+  auto now = GetSandbox(info->id);
+  if (now) info->counters = now->counters;
   for (const auto& [index, name] : kCounterNames) (*evidence.mutable_counters())[name] = info->counters[index];
   const ResourceUsage use = ReadResourceUsage(cgroup->path);
   auto* res = evidence.mutable_resources();
@@ -566,6 +567,16 @@ ContainOutcome Contain(const ContainRequest& req) {
   res->set_pids_current(use.pids_current.value_or(0));
   res->set_cpu_usage_usec(use.cpu_usec.value_or(0));
   res->set_text(use.DescribeCurrent());
+  if (now && now->has_egress) {
+    res->set_egress_bytes(now->egress.bytes);
+    res->set_egress_limit(now->egress_limit);
+    if (auto dests = ReadEgressDests(now->pin_dir))
+      for (size_t i = 0; i < dests->size() && i < 10; ++i) {
+        auto* d = res->add_egress_destinations();
+        d->set_destination(EgressDestText((*dests)[i].key));
+        d->set_bytes((*dests)[i].bytes);
+      }
+  }
   std::string source;
   for (auto& e : LastEventsOf(req.audit_path, info->id, req.last_events, &source))
     *evidence.add_last_events() = std::move(e);

@@ -137,7 +137,7 @@ std::string DegradedError(const std::vector<std::string>& missing, const std::st
 
 // spec.resources (ops/resources.cc). The cgroup v2 limit values of a policy;
 // the limits set but not enforced ("resource limit pids.max (<reason>)", also
-// the ones not implemented yet: io, egressBytes, disk, warnAt, and wallTime
+// the ones not implemented yet: io, disk, warnAt without egressBytes, and wallTime
 // but for `cordon run`, whose own clock enforces it: `for_run`), as
 // DegradedError lists them; and one note line per limit saying what applies.
 std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& limits);
@@ -145,6 +145,13 @@ std::vector<std::string> UnenforcedLimits(const policy::ResourceLimits& limits,
                                           const std::vector<CgroupLimitOutcome>& outcomes, bool for_run = false);
 std::vector<std::string> LimitNotes(const policy::ResourceLimits& limits,
                                     const std::vector<CgroupLimitOutcome>& outcomes);
+// spec.resources.egressBytes of a sandbox, as `cordon status` shows it: "N
+// bytes sent (P packets) of 1Mi ..." ("" for a sandbox without the
+// accounting), and as JSON {"bytes","packets","droppedBytes",
+// "droppedPackets","limit" (0: none),"destinations":[{"destination":
+// "127.0.0.1:80/tcp","bytes"}] (the `top` most, most first)} or null.
+std::string EgressText(const SandboxInfo& s);
+std::string EgressJson(const SandboxInfo& s, size_t top);
 
 // Attach applies spec.resources before the BPF programs (the stricter of the
 // cgroup's own value and the policy's; Update: the new policy's), counts a

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "abi/cordon_net.h"
 #include "event.pb.h"
 #include "util/fd.h"
 
@@ -20,6 +21,10 @@ struct ResourceUsage {
   std::optional<uint64_t> memory_current, memory_peak, memory_max;  // bytes; memory_max unset when "max"
   std::optional<uint64_t> pids_current, pids_peak, pids_max;        // pids.peak (6.12+); pids_max unset when "max"
   std::optional<uint64_t> cpu_usec, cpu_throttled_usec;             // cpu.stat usage_usec, throttled_usec
+  // spec.resources.egressBytes: the sandbox's pinned egress accounting (not
+  // a cgroup file; set by the agent's scrape, not by ReadResourceUsage):
+  // bytes sent, bytes dropped over the limit, the limit (unset: none).
+  std::optional<uint64_t> egress_bytes, egress_dropped_bytes, egress_limit;
   // "peak 212 MiB of 512 MiB, 14 of 128 pids, 3.1 s CPU" (the parts known);
   // "" when nothing is.
   std::string Describe() const;
@@ -31,6 +36,10 @@ struct ResourceUsage {
   std::string Json() const;
 };
 ResourceUsage ReadResourceUsage(const std::string& cgroup_dir);
+
+// A destination of the sandbox's egress accounting (bpf/abi/cordon_net.h):
+// "127.0.0.1:80/tcp", "[::1]:53/udp", "10.0.0.1/1" (ICMP). In ops/resources.cc.
+std::string EgressDestText(const cordon_egress_dest_key& key);
 
 // One counter of an events file, e.g. memory.events "oom_kill".
 struct ResourceCounter {

@@ -1,6 +1,14 @@
 // spec.resources on a sandbox cgroup: the policy's limits as cgroup v2 file
 // values, and the lines that say what applies.
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <cstring>
+
 #include "ops/ops.h"
+#include "ops/resource_watch.h"
+#include "policy/cidr.h"
 
 namespace cordon::ops {
 
@@ -26,9 +34,9 @@ std::vector<std::string> UnimplementedLimits(const policy::ResourceLimits& r, bo
   };
   add("ioWriteBytesPerSecond", r.io_write_bytes_per_second.has_value());
   add("wallTime", r.wall_time_seconds.has_value() && !for_run);
-  add("egressBytes", r.egress_bytes.has_value());
   add("disk", r.disk.has_value());
-  add("warnAt", r.warn_at_percent.has_value());
+  // warnAt is implemented for egressBytes (the only counter it applies to yet).
+  add("warnAt", r.warn_at_percent.has_value() && !r.egress_bytes.has_value());
   return out;
 }
 
@@ -48,6 +56,44 @@ std::vector<std::string> LimitNotes(const policy::ResourceLimits& limits,
   for (const CgroupLimitOutcome& o : outcomes) out.push_back("resources: " + o.Describe());
   for (const auto& line : UnimplementedLimits(limits)) out.push_back("resources: NOT enforced: " + line);
   return out;
+}
+
+std::string EgressDestText(const cordon_egress_dest_key& key) {
+  std::array<uint8_t, 16> addr;
+  std::memcpy(addr.data(), key.addr, addr.size());
+  const std::string a = policy::AddressToString(addr);
+  const char* proto = key.protocol == IPPROTO_TCP ? "tcp" : key.protocol == IPPROTO_UDP ? "udp" : nullptr;
+  std::string out = key.family == AF_INET6 ? "[" + a + "]" : a;
+  if (key.port) out += ":" + std::to_string(key.port);
+  out += "/" + (proto ? std::string(proto) : std::to_string(key.protocol));
+  return out;
+}
+
+std::string EgressText(const SandboxInfo& s) {
+  if (!s.has_egress) return "";
+  const cordon_egress_usage& e = s.egress;
+  std::string out = std::to_string(e.bytes) + " bytes sent (" + std::to_string(e.packets) + " packets)";
+  out +=
+      s.egress_limit ? " of " + policy::ByteSizeText(s.egress_limit) + " (spec.resources.egressBytes)" : ", no limit";
+  if (e.dropped_packets)
+    out += "; " + std::to_string(e.dropped_packets) + " packets (" + std::to_string(e.dropped_bytes) +
+           " bytes) dropped over the limit";
+  return out;
+}
+
+std::string EgressJson(const SandboxInfo& s, size_t top) {
+  if (!s.has_egress) return "null";
+  const cordon_egress_usage& e = s.egress;
+  std::string out = "{\"bytes\":" + std::to_string(e.bytes) + ",\"packets\":" + std::to_string(e.packets) +
+                    ",\"droppedBytes\":" + std::to_string(e.dropped_bytes) +
+                    ",\"droppedPackets\":" + std::to_string(e.dropped_packets) +
+                    ",\"limit\":" + std::to_string(s.egress_limit) + ",\"destinations\":[";
+  if (auto dests = ReadEgressDests(s.pin_dir)) {
+    for (size_t i = 0; i < dests->size() && i < top; ++i)
+      out += std::string(i ? "," : "") + "{\"destination\":\"" + EgressDestText((*dests)[i].key) +
+             "\",\"bytes\":" + std::to_string((*dests)[i].bytes) + "}";
+  }
+  return out + "]}";
 }
 
 }  // namespace cordon::ops

@@ -56,6 +56,7 @@ constexpr KindEntry kKinds[] = {
     {CORDON_EV_TAMPER_ABI, "tamper.abi"},
     {CORDON_EV_PROC_COREDUMP, "proc.coredump"},
     {CORDON_EV_CREDENTIAL_READ, "credential.read"},
+    {CORDON_EV_RESOURCE_EGRESS, "resource.egress"},
 };
 
 constexpr const char* kFamilies[] = {"file", "net", "tamper", "proc"};

@@ -276,9 +276,13 @@ std::string DescribeResources(const ResourceLimits& l) {
   line("cpuWeight", l.cpu_weight, plain, "cpu.weight");
   line("ioWriteBytesPerSecond", l.io_write_bytes_per_second, ByteSizeText, "not enforced yet");
   line("wallTime", l.wall_time_seconds, DurationText, "cordon run: SIGTERM, then SIGKILL; attach: not enforced yet");
-  line("egressBytes", l.egress_bytes, ByteSizeText, "not enforced yet");
+  line("egressBytes", l.egress_bytes, ByteSizeText,
+       "cgroup_skb/egress: bytes sent counted in the kernel, every packet dropped once over; "
+       "one resource.egress event at the limit");
   line("disk", l.disk, ByteSizeText, "not enforced yet");
-  line("warnAt", l.warn_at_percent, percent, "not enforced yet");
+  line("warnAt", l.warn_at_percent, percent,
+       l.egress_bytes ? "one resource.egress event at this share of egressBytes; other counters: not yet"
+                      : "not enforced yet (applies to egressBytes only)");
   return out;
 }
 
