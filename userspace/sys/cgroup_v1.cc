@@ -231,15 +231,19 @@ Status CgroupV1Placement::Remove(int timeout_ms) {
   std::string failed;
   for (const Dir& d : dirs_) {
     bool gone = false;
+    int err = 0;
     for (int waited = 0; !gone; waited += 10) {
       // Only the run's own processes are in it (the run placed them; its
       // command cannot write cgroupfs): what is left is killed.
       for (pid_t pid : Procs(d.path)) (void)::kill(pid, SIGKILL);
-      gone = ::rmdir(d.path.c_str()) == 0 || errno == ENOENT;
+      gone = ::rmdir(d.path.c_str()) == 0 || (err = errno) == ENOENT;
       if (gone || waited >= timeout_ms) break;
       SleepMs(10);
     }
-    if (!gone) failed += (failed.empty() ? "" : "; ") + SysError("remove cgroup v1 " + d.path).ToString();
+    if (!gone) {
+      errno = err;
+      failed += (failed.empty() ? "" : "; ") + SysError("remove cgroup v1 " + d.path).ToString();
+    }
     // The shared parent goes with the last run (EBUSY/ENOTEMPTY otherwise).
     (void)::rmdir(d.path.substr(0, d.path.rfind('/')).c_str());
   }
