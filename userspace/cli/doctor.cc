@@ -408,8 +408,8 @@ int DoctorCommand(const Args& args) {
   if (limits.back().status == "enforced")
     limits.back() = {"io", "unavailable", "ioWriteBytesPerSecond (io.max) is not implemented yet", "unavailable",
                      "unavailable"};
-  else
-    limits.back().how += "; cgroup v1 blkio throttling is not used";
+  else if (mount)
+    limits.back().how = "no io controller in cgroup2 at " + *mount + "; cgroup v1 blkio throttling is not used";
   limits.push_back({"disk", "degraded",
                     "cordon run: the size of its scratch tmpfs (/tmp, /dev/shm; ENOSPC beyond); spec.files write "
                     "paths and cordon attach: NOT enforced (that needs file-system quotas)",
