@@ -4,7 +4,9 @@
 // cgroup v1) says and that it stops nowhere half-way.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -249,17 +251,270 @@ class ResourcesHybrid : public AuditDir {
   }
 };
 
-TEST_F(ResourcesHybrid, RunWarnsPerLimitAndRunsTheCommand) {
-  PolicyFile limited(Policy("limits", "    memory: 32Mi\n    pids: 16\n    disk: 1Gi\n"));
+// The mount point of the cgroup v1 hierarchy of `controller` (from
+// /proc/self/mountinfo), "" if none has it.
+std::string V1Mount(const std::string& controller) {
+  std::istringstream mounts(ReadTrimmed("/proc/self/mountinfo"));
+  for (std::string line; std::getline(mounts, line);) {
+    std::istringstream head(line.substr(0, line.find(" - "))), tail(line.substr(line.find(" - ") + 3));
+    std::string id, parent, dev, root, mountpoint, fstype, source, options;
+    head >> id >> parent >> dev >> root >> mountpoint;
+    tail >> fstype >> source >> options;
+    if (fstype == "cgroup" && root == "/" && Has("," + options + ",", "," + controller + ",")) return mountpoint;
+  }
+  return "";
+}
+
+// This process's cgroup directory in the cgroup v1 hierarchy of
+// `controller` (/proc/self/cgroup), "" if no v1 hierarchy has it. cordon run
+// makes its v1 cgroups below it: <dir>/cordon/run-<pid>-<suffix>.
+std::string OwnV1Dir(const std::string& controller) {
+  std::string path;
+  std::istringstream cgroups(ReadTrimmed("/proc/self/cgroup"));
+  for (std::string line; std::getline(cgroups, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    std::istringstream list(line.substr(a + 1, b - a - 1));
+    for (std::string c; std::getline(list, c, ',');)
+      if (c == controller) path = line.substr(b + 1);
+  }
+  const std::string mount = V1Mount(controller);
+  if (path.empty() || mount.empty()) return "";
+  return path == "/" ? mount : mount + path;
+}
+
+// The run cgroups cordon left in the v1 hierarchies of memory, pids and cpu
+// (none after every run, whichever way it ended).
+std::vector<std::string> LeftV1Cgroups() {
+  std::vector<std::string> left;
+  for (const char* controller : {"memory", "pids", "cpu"}) {
+    const std::string parent = OwnV1Dir(controller) + "/cordon";
+    if (DIR* d = ::opendir(parent.c_str())) {
+      while (dirent* e = ::readdir(d))
+        if (std::string(e->d_name).rfind("run-", 0) == 0) left.push_back(parent + "/" + e->d_name);
+      ::closedir(d);
+    }
+  }
+  return left;
+}
+
+std::string Joined(const std::vector<std::string>& list) {
+  std::string out;
+  for (const auto& s : list) out += s + " ";
+  return out;
+}
+
+// Spins in two processes for about 2 s of wall time each; prints the CPU
+// they used per second of wall time ("ratio 1.93": about two cores).
+const char* kSpin =
+    "import os, time\n"
+    "t0 = time.monotonic()\n"
+    "kids = []\n"
+    "for i in range(2):\n"
+    "  pid = os.fork()\n"
+    "  if pid == 0:\n"
+    "    end = time.monotonic() + 2\n"
+    "    while time.monotonic() < end: pass\n"
+    "    os._exit(0)\n"
+    "  kids.append(pid)\n"
+    "for k in kids: os.waitpid(k, 0)\n"
+    "t = os.times()\n"
+    "print('ratio %.3f' % ((t.children_user + t.children_system) / (time.monotonic() - t0)))\n";
+
+TEST_F(ResourcesHybrid, ForkBombStopsAtV1PidsMaxWithEagain) {
+  if (OwnV1Dir("pids").empty()) GTEST_SKIP() << "no cgroup v1 pids hierarchy";
+  ASSERT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
+  PolicyFile limited(Policy("pids16", "    pids: 16\n"));
+  CommandResult r = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kForks});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Has(r.err, "pids.max 16 enforced (cgroup v1 pids.max 16)")) << r.err;
+  EXPECT_FALSE(Has(r.err, "NOT enforced")) << r.err;
+  int forks = -1, err = -1;
+  ASSERT_EQ(std::sscanf(r.out.c_str(), "forks %d errno %d", &forks, &err), 2) << r.out;
+  EXPECT_EQ(err, EAGAIN) << r.out;
+  EXPECT_GE(forks, 1) << r.out;
+  EXPECT_LT(forks, 16) << "python itself is one of the 16\n" << r.out;
+  EXPECT_TRUE(Has(r.err, " of 16 pids")) << "the summary's peak line\n" << r.err;
+  EXPECT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
+
+  // Negative control: the same forks without the limit all succeed.
+  PolicyFile unlimited(Policy("nolimit", ""));
+  CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kForks});
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_TRUE(Has(c.out, "forks 40 errno 0")) << c.out;
+  EXPECT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
+}
+
+TEST_F(ResourcesHybrid, AllocationBeyondV1MemoryLimitIsOomKilled) {
+  if (OwnV1Dir("memory").empty()) GTEST_SKIP() << "no cgroup v1 memory hierarchy";
+  PolicyFile limited(Policy("mem32", "    memory: 32Mi\n    swap: 0\n"));
+  CommandResult r = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kAllocate});
+  EXPECT_EQ(r.status, 125) << "killed by the memory limit (README)\n" << r.out << r.err;
+  EXPECT_FALSE(Has(r.out, "touched")) << r.out;
+  EXPECT_TRUE(Has(r.err, "memory.max 33554432 enforced (cgroup v1 memory.limit_in_bytes 33554432)")) << r.err;
+  EXPECT_TRUE(Has(r.err, " MiB of 32 MiB")) << "the summary's peak line\n" << r.err;
+  EXPECT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
+
+  // Negative control: the same allocation without the limit succeeds.
+  PolicyFile unlimited(Policy("nolimit", ""));
+  CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kAllocate});
+  EXPECT_EQ(c.status, 0) << c.err;
+  EXPECT_TRUE(Has(c.out, "touched 67108864")) << c.out;
+}
+
+// The CPU used per second of wall time, measured by the command itself: a
+// ratio with a wide margin, not a timing.
+TEST_F(ResourcesHybrid, CpuSpinnersAreHeldNearTheV1Quota) {
+  if (OwnV1Dir("cpu").empty()) GTEST_SKIP() << "no cgroup v1 cpu hierarchy";
+  PolicyFile limited(Policy("cpu02", "    cpu: \"0.2\"\n"));
+  CommandResult r = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kSpin});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Has(r.err, "cpu.max 20000 100000 enforced (cgroup v1 cpu.cfs_quota_us 20000)")) << r.err;
+  double limited_ratio = -1, free_ratio = -1;
+  ASSERT_EQ(std::sscanf(r.out.c_str(), "ratio %lf", &limited_ratio), 1) << r.out;
+  EXPECT_LE(limited_ratio, 0.3) << "0.2 of a core at most (the quota), with a wide margin";
+  EXPECT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
+
+  // Negative control: unlimited, the two spinners use well above the quota.
+  PolicyFile unlimited(Policy("nolimit", ""));
+  CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kSpin});
+  ASSERT_EQ(c.status, 0) << c.err;
+  ASSERT_EQ(std::sscanf(c.out.c_str(), "ratio %lf", &free_ratio), 1) << c.out;
+  EXPECT_GE(free_ratio, 0.4) << "two spinners on two cores, unlimited";
+}
+
+// A root command (no capability, but uid 0 owns the v1 cgroup files) could
+// write "max" to its v1 pids.max or move itself to the v1 root cgroup:
+// cordon run's read-only /sys covers the v1 mounts too (EROFS).
+TEST_F(ResourcesHybrid, ARootCommandCannotRaiseItsV1Limits) {
+  const std::string pids = OwnV1Dir("pids"), memory = OwnV1Dir("memory");
+  if (pids.empty() || memory.empty()) GTEST_SKIP() << "no cgroup v1 pids and memory hierarchies";
+  // Negative control: root outside any sandbox writes a v1 cgroup's pids.max.
+  const std::string probe = pids + "/cordon-test-raise-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(probe.c_str(), 0755), 0) << probe;
+  { std::ofstream(probe + "/pids.max") << "16"; }
+  EXPECT_EQ(ReadTrimmed(probe + "/pids.max"), "16");
+  { std::ofstream(probe + "/pids.max") << "max"; }
+  EXPECT_EQ(ReadTrimmed(probe + "/pids.max"), "max") << "negative control: root writes pids.max unconfined";
+  ::rmdir(probe.c_str());
+
+  // Each write: "<what> <errno>" (0: it went through).
+  const std::string raise =
+      "import os\n"
+      "def own(c):\n"
+      "  for l in open('/proc/self/cgroup').read().splitlines():\n"
+      "    i, cs, p = l.split(':', 2)\n"
+      "    if c in cs.split(','): return p\n"
+      "def write(what, path, data):\n"
+      "  try:\n"
+      "    open(path, 'w').write(data)\n"
+      "    print(what, 0)\n"
+      "  except OSError as e:\n"
+      "    print(what, e.errno)\n"
+      "write('pids.max', '" +
+      V1Mount("pids") +
+      "' + own('pids') + '/pids.max', 'max')\n"
+      "write('memory', '" +
+      V1Mount("memory") +
+      "' + own('memory') + '/memory.limit_in_bytes', '-1')\n"
+      "write('procs', '" +
+      V1Mount("pids") + "/cgroup.procs', str(os.getpid()))\n" + kForks;
+  PolicyFile as_root(Policy("root", "    pids: 16\n    memory: 64Mi\n") + "  runAs: root\n");
+  CommandResult r = RunCmd(as_root.path(), {"/usr/bin/python3", "-c", raise}, true);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(Has(r.out, "pids.max " + std::to_string(EROFS))) << r.out;
+  EXPECT_TRUE(Has(r.out, "memory " + std::to_string(EROFS))) << r.out;
+  EXPECT_TRUE(Has(r.out, "procs " + std::to_string(EROFS))) << r.out;
+  int forks = -1, err = -1;
+  const size_t at = r.out.find("forks ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "forks %d errno %d", &forks, &err), 2) << r.out;
+  EXPECT_EQ(err, EAGAIN) << "the limit holds\n" << r.out;
+  EXPECT_LT(forks, 16) << r.out;
+  EXPECT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
+}
+
+// A run whose command never starts (its program cannot be executed in its
+// mount namespace: it is below the host's /tmp, which the scratch covers)
+// fails after its v1 cgroups were made and the child placed: none is left.
+TEST_F(ResourcesHybrid, AFailedRunLeavesNoV1Cgroup) {
+  if (OwnV1Dir("pids").empty()) GTEST_SKIP() << "no cgroup v1 pids hierarchy";
+  const std::string program = dir_ + "/hidden";
+  { std::ofstream(program) << "#!/bin/sh\necho ran\n"; }
+  ASSERT_EQ(::chmod(program.c_str(), 0755), 0);
+  PolicyFile limited(Policy("pids16", "    pids: 16\n    memory: 64Mi\n    cpu: 1\n"));
+  CommandResult r = RunCmd(limited.path(), {program});
+  ::unlink(program.c_str());
+  EXPECT_EQ(r.status, 127) << r.err;
+  EXPECT_FALSE(Has(r.out, "ran")) << r.out;
+  EXPECT_TRUE(Has(r.err, "enforced (cgroup v1 pids.max 16)")) << "the v1 cgroups were made\n" << r.err;
+  EXPECT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
+}
+
+TEST_F(ResourcesHybrid, RunWarnsPerLimitItCannotEnforceAndRunsTheCommand) {
+  PolicyFile limited(Policy("limits", "    memory: 32Mi\n    memoryHigh: 16Mi\n    pids: 16\n    disk: 1Gi\n"));
   CommandResult r = RunCmd(limited.path(), {"/bin/echo", "ran"}, true);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "ran\n");
-  const std::string why = ": no pids controller in cgroup2 at " + Cgroup2Mount();
-  EXPECT_TRUE(Has(r.err, "warning: NOT enforced: resource limit pids.max" + why)) << r.err;
-  EXPECT_TRUE(Has(r.err, "warning: NOT enforced: resource limit memory.max: no memory controller")) << r.err;
-  EXPECT_TRUE(Has(r.err, "warning: NOT enforced: resource limit spec.resources.disk: not implemented yet"))
+  if (!OwnV1Dir("memory").empty()) {
+    EXPECT_TRUE(Has(r.err,
+                    "warning: NOT enforced: resource limit memory.high: cgroup v1 (where the memory "
+                    "controller is here) has no memory.high"))
+        << r.err;
+  }
+  if (OwnV1Dir("pids").empty()) {
+    EXPECT_TRUE(Has(
+        r.err, "warning: NOT enforced: resource limit pids.max: no pids controller in cgroup2 at " + Cgroup2Mount()))
+        << r.err;
+  } else {
+    EXPECT_FALSE(Has(r.err, "resource limit pids.max")) << "enforced on v1\n" << r.err;
+  }
+  EXPECT_TRUE(Has(r.err,
+                  "warning: disk 1Gi: enforced for the scratch (tmpfs size of /tmp and /dev/shm) only; NOT "
+                  "enforced for spec.files write paths"))
       << r.err;
   EXPECT_FALSE(Has(r.err, " enforced (cgroup v2")) << r.err;
+  EXPECT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
+}
+
+// spec.resources.disk sizes cordon run's scratch tmpfs (/tmp, /dev/shm):
+// writes beyond it fail with ENOSPC (host and VMs).
+class ScratchDisk : public AuditDir {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+    AuditDir::SetUp();
+  }
+};
+
+TEST_F(ScratchDisk, WritesBeyondDiskFailWithEnospc) {
+  // Writes 2 MiB in 64 KiB pieces to /tmp; prints what got written and the errno.
+  const char* write2m =
+      "import os\n"
+      "n, err = 0, 0\n"
+      "with open('/tmp/fill', 'wb', buffering=0) as f:\n"
+      "  try:\n"
+      "    while n < (2 << 20):\n"
+      "      n += f.write(b'x' * 65536)\n"
+      "      os.fsync(f.fileno())\n"
+      "  except OSError as e:\n"
+      "    err = e.errno\n"
+      "print('wrote', n, 'errno', err)\n";
+  PolicyFile limited(Policy("disk1m", "    disk: 1Mi\n"));
+  CommandResult r = RunCmd(limited.path(), {"/usr/bin/python3", "-c", write2m});
+  ASSERT_EQ(r.status, 0) << r.err;
+  long wrote = -1;
+  int err = -1;
+  ASSERT_EQ(std::sscanf(r.out.c_str(), "wrote %ld errno %d", &wrote, &err), 2) << r.out;
+  EXPECT_EQ(err, ENOSPC) << r.out;
+  EXPECT_GE(wrote, 512 << 10) << r.out;
+  EXPECT_LE(wrote, 1 << 20) << r.out;
+  EXPECT_TRUE(Has(r.err, "disk 1Mi: enforced for the scratch")) << r.err;
+
+  // Negative control: without disk the same 2 MiB are written.
+  PolicyFile unlimited(Policy("nolimit", ""));
+  CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", write2m});
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_TRUE(Has(c.out, "wrote 2097152 errno 0")) << c.out;
 }
 
 // wallTime is cordon run's own clock: it needs no controller (host and VMs).
@@ -366,13 +621,35 @@ TEST_F(ResourceUse, StatusShowsTheSandboxsUseAndLimits) {
   }
 }
 
-TEST_F(ResourcesHybrid, DoctorShowsTheLimitsUnavailableWithTheReason) {
+TEST_F(ResourcesHybrid, DoctorShowsPerLimitWhereItIsEnforced) {
   CommandResult d = Cordon({"doctor", "--json"});
   ASSERT_TRUE(d.status == 0 || d.status == 1) << d.err;
-  EXPECT_TRUE(Has(d.out, "{\"name\":\"pids\",\"status\":\"unavailable\",\"how\":\"no pids controller in cgroup2 at " +
-                             Cgroup2Mount()))
+  for (const char* kind : {"memory", "pids", "cpu"}) {
+    const std::string mount = V1Mount(kind);
+    if (mount.empty()) {
+      EXPECT_TRUE(Has(d.out, std::string("{\"name\":\"") + kind + "\",\"status\":\"unavailable\",\"how\":\"no " + kind +
+                                 " controller in cgroup2 at " + Cgroup2Mount()))
+          << kind << ": " << d.out;
+    } else {
+      EXPECT_TRUE(Has(d.out, std::string("{\"name\":\"") + kind +
+                                 "\",\"status\":\"enforced for run\",\"how\":\"cgroup v1 at " + mount + ": "))
+          << kind << ": " << d.out;
+    }
+  }
+  if (!V1Mount("pids").empty()) {
+    EXPECT_TRUE(Has(d.out, "cordon attach: no pids controller in cgroup2 at " + Cgroup2Mount() +
+                               " (on a hybrid host it is on cgroup v1, where only cordon run places its command)\","
+                               "\"run\":\"enforced\",\"attach\":\"unavailable\"}"))
+        << d.out;
+  }
+  EXPECT_TRUE(Has(d.out, "{\"name\":\"io\",\"status\":\"unavailable\",\"how\":\"no io controller in cgroup2")) << d.out;
+  EXPECT_TRUE(Has(d.out, "{\"name\":\"disk\",\"status\":\"degraded\",\"how\":\"cordon run: the size of its scratch"))
       << d.out;
   EXPECT_FALSE(Has(d.out, "\"status\":\"enforced\",\"how\":\"cgroup v2")) << d.out;
+  CommandResult text = Cordon({"doctor"});
+  if (!V1Mount("pids").empty()) {
+    EXPECT_TRUE(Has(text.out, "  pids                     enforced for run cgroup v1 at ")) << text.out;
+  }
 }
 
 TEST_F(ResourcesHybrid, AttachRefusesUnlessDegradedAllowedAndSaysWhichLimits) {

@@ -31,6 +31,7 @@
 #include "sys/bpffs.h"
 #include "sys/cgroup.h"
 #include "sys/cgroup_limits.h"
+#include "sys/cgroup_v1.h"
 #include "util/fs.h"
 
 namespace cordon::cli {
@@ -373,25 +374,46 @@ int DoctorCommand(const Args& args) {
   bool full = true;
   for (const auto& c : controls) full &= c.status == "enforced";
 
-  // spec.resources, per limit kind: the cgroup2 root's controllers (not part
-  // of fullEnforcement, which is about the security controls).
+  // spec.resources, per limit kind: the cgroup2 root's controllers, else
+  // (hybrid hosts) a v1 hierarchy, which only cordon run uses (not part of
+  // fullEnforcement, which is about the security controls).
   struct Limit {
-    std::string name, status, how;
+    std::string name, status, how, run, attach;
   };
   std::vector<Limit> limits;
   auto limit = [&](const std::string& name, const std::string& controller, const std::string& files,
-                   const std::string& missing_part) {
+                   const std::string& v1_files, const std::string& v1_needs = "") {
     std::string reason = mount ? "" : mount.error().ToString();
-    if (mount && Cgroup2HasController(*mount, controller, &reason) && missing_part.empty())
-      limits.push_back({name, "enforced", "cgroup v2: " + files});
+    if (mount && Cgroup2HasController(*mount, controller, &reason)) {
+      limits.push_back({name, "enforced", "cgroup v2: " + files, "enforced", "enforced"});
+      return;
+    }
+    auto v1 = FindCgroupV1Controller(controller);
+    struct stat st;
+    if (v1 && !v1_files.empty() && (v1_needs.empty() || ::stat(JoinPath(v1->mountpoint, v1_needs).c_str(), &st) == 0))
+      limits.push_back({name, "enforced for run",
+                        "cgroup v1 at " + v1->mountpoint + ": " + v1_files +
+                            " (cordon run places its command in a v1 cgroup of its own); cordon attach: " + reason,
+                        "enforced", "unavailable"});
     else
-      limits.push_back({name, "unavailable", reason.empty() ? missing_part : reason});
+      limits.push_back({name, "unavailable", reason, "unavailable", "unavailable"});
   };
-  limit("memory", "memory", "memory.max, memory.high", "");
-  limit("swap", "memory", "memory.swap.max (where the kernel accounts swap)", "");
-  limit("pids", "pids", "pids.max", "");
-  limit("cpu", "cpu", "cpu.max, cpu.weight", "");
-  limit("io", "io", "", "ioWriteBytesPerSecond (io.max) is not implemented yet");
+  limit("memory", "memory", "memory.max, memory.high",
+        "memory.limit_in_bytes (memoryHigh unavailable: v1 has no throttle)");
+  limit("swap", "memory", "memory.swap.max (where the kernel accounts swap)",
+        "memory.memsw.limit_in_bytes = memory + swap (needs memory)", "memory.memsw.limit_in_bytes");
+  limit("pids", "pids", "pids.max", "pids.max");
+  limit("cpu", "cpu", "cpu.max, cpu.weight", "cpu.cfs_quota_us, cpu.shares");
+  limit("io", "io", "", "");
+  if (limits.back().status == "enforced")
+    limits.back() = {"io", "unavailable", "ioWriteBytesPerSecond (io.max) is not implemented yet", "unavailable",
+                     "unavailable"};
+  else if (mount)
+    limits.back().how = "no io controller in cgroup2 at " + *mount + "; cgroup v1 blkio throttling is not used";
+  limits.push_back({"disk", "degraded",
+                    "cordon run: the size of its scratch tmpfs (/tmp, /dev/shm; ENOSPC beyond); spec.files write "
+                    "paths and cordon attach: NOT enforced (that needs file-system quotas)",
+                    "degraded", "unavailable"});
 
   if (parsed.Has("--json")) {
     std::ostringstream out;
@@ -411,7 +433,8 @@ int DoctorCommand(const Args& args) {
     out << ",\"resources\":[";
     for (size_t i = 0; i < limits.size(); ++i)
       out << (i ? "," : "") << "{\"name\":" << Escape(limits[i].name) << ",\"status\":" << Escape(limits[i].status)
-          << ",\"how\":" << Escape(limits[i].how) << "}";
+          << ",\"how\":" << Escape(limits[i].how) << ",\"run\":" << Escape(limits[i].run)
+          << ",\"attach\":" << Escape(limits[i].attach) << "}";
     out << "]}\n";
     std::fputs(out.str().c_str(), stdout);
   } else {
@@ -431,7 +454,7 @@ int DoctorCommand(const Args& args) {
       std::printf("\nBPF LSM, which the degraded controls above need:\n  cause:  %s\n  remedy: %s\n", lsm_cause.c_str(),
                   lsm_remedy.c_str());
     std::printf("\nresource limits (spec.resources):\n");
-    for (const auto& l : limits) std::printf("  %-24s %-11s %s\n", l.name.c_str(), l.status.c_str(), l.how.c_str());
+    for (const auto& l : limits) std::printf("  %-24s %-16s %s\n", l.name.c_str(), l.status.c_str(), l.how.c_str());
     std::printf("\n%s\n", full ? "full enforcement available" : "full enforcement NOT available on this kernel");
   }
   return full ? 0 : 1;

@@ -255,6 +255,7 @@ struct RunPlan {
   std::string run_name;      // of its cgroup and its files: run-<pid>-<random>
   std::string sandbox_name;  // in events, status and tokens: --name, else run-<pid>
   std::unique_ptr<ops::Scratch> scratch;  // until the sandbox owns it
+  bool has_scratch = false;               // a scratch was made (sized by spec.resources.disk)
   std::vector<std::pair<std::string, std::string>> binds;
   std::vector<ReadOnlyPath> read_only;
   AclGrants grants;
@@ -394,9 +395,10 @@ int PrepareFiles(RunPlan* run) {
   {
     bool tmp = !PolicyNames(*compiled, "/tmp"), shm = !PolicyNames(*compiled, "/dev/shm");
     if (tmp || shm) {
-      auto made = ops::Scratch::Create(run->run_name, identity.uid, identity.gid);
+      auto made = ops::Scratch::Create(run->run_name, identity.uid, identity.gid, compiled->resources.disk.value_or(0));
       if (!made) return PrintError("private /tmp for the command: " + made.error().ToString()), 1;
       run->scratch = std::move(*made);
+      run->has_scratch = true;
       if (tmp) run->binds.emplace_back(run->scratch->tmp(), "/tmp");
       if (shm) run->binds.emplace_back(run->scratch->shm(), "/dev/shm");
       if (compiled->has_files) {
@@ -741,6 +743,15 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<ops::EphemeralSandbox>* out) 
       std::fprintf(stderr, "cordon: warning: NOT enforced: %s\n", line.c_str());
     for (const CgroupLimitOutcome& outcome : (*sandbox)->limits())
       if (outcome.enforced) run->notes.push_back("resources: " + outcome.Describe());
+    if (resources.disk)
+      std::fprintf(stderr, "cordon: warning: %s\n",
+                   run->has_scratch
+                       ? ("disk " + policy::ByteSizeText(*resources.disk) +
+                          ": enforced for the scratch (tmpfs size of /tmp and /dev/shm) only; NOT enforced "
+                          "for spec.files write paths (that needs file-system quotas)")
+                             .c_str()
+                       : "NOT enforced: disk: the command has no scratch (the policy names /tmp and "
+                         "/dev/shm), and spec.files write paths would need file-system quotas");
     if (resources.wall_time_seconds)
       run->notes.push_back("resources: wallTime " + std::to_string(*resources.wall_time_seconds) +
                            " s enforced by cordon run (SIGTERM, then SIGKILL " + std::to_string(kWallTimeGraceSeconds) +
@@ -787,7 +798,7 @@ int StartChild(RunPlan* run, ops::EphemeralSandbox* sandbox, ChildPlan* plan, st
     run->signals->Restore();
     return PrintError(child.error().ToString()), 1;
   }
-  (*child)->Enter(sandbox->cgroup(), run->pty.get(), run->quiet);
+  (*child)->Enter([sandbox](pid_t pid) { return sandbox->Place(pid); }, run->pty.get(), run->quiet);
   *out = std::move(*child);
   return kGoOn;
 }
@@ -834,9 +845,11 @@ class RunLimits {
   }
   // The run's exit status: kExitWallTime when wallTime ended the command,
   // kExitMemoryLimit when the OOM killer killed it, else the command's own.
-  int ExitStatus(int command_status) const {
+  // `v1_oom_kills`: memory.oom_control's oom_kill of the run's v1 memory cgroup.
+  int ExitStatus(int command_status, uint64_t v1_oom_kills) const {
     if (expired_) return kExitWallTime;
-    if (command_status == 128 + SIGKILL && watch && watch->oom_kills() > 0) return kExitMemoryLimit;
+    if (command_status == 128 + SIGKILL && ((watch && watch->oom_kills() > 0) || v1_oom_kills > 0))
+      return kExitMemoryLimit;
     return command_status;
   }
 
@@ -1075,9 +1088,19 @@ int RunCommandWith(const Args& args, const RunHooks& hooks) {
 
   RunLimits limits(run.compiled->resources, sandbox->cgroup().path, run.quiet);
   int exit_status = EventLoop(&run, &events, child.get(), &limits, sandbox->id());
-  // Read before the cgroup goes: the summary's peak use.
-  const std::string usage = ops::ReadResourceUsage(sandbox->cgroup().path).Describe();
-  exit_status = limits.ExitStatus(exit_status);
+  // Read before the cgroup goes: the summary's peak use (on a hybrid host
+  // memory and pids from the run's v1 cgroups).
+  ops::ResourceUsage used = ops::ReadResourceUsage(sandbox->cgroup().path);
+  const CgroupV1Usage v1_used = sandbox->V1Usage();
+  for (auto [v2, v1] : {std::pair{&used.memory_current, &v1_used.memory_current},
+                        {&used.memory_peak, &v1_used.memory_peak},
+                        {&used.memory_max, &v1_used.memory_max},
+                        {&used.pids_current, &v1_used.pids_current},
+                        {&used.pids_peak, &v1_used.pids_peak},
+                        {&used.pids_max, &v1_used.pids_max}})
+    if (!*v2) *v2 = *v1;
+  const std::string usage = used.Describe();
+  exit_status = limits.ExitStatus(exit_status, v1_used.oom_kills);
   bool cleaned = FinishSandbox(sandbox.get(), &events);
   // Revoked once the leftovers are dead: nothing of the workload's can
   // then make revoke fail (a fork bomb, memory) or kill it.

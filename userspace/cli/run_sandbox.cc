@@ -118,13 +118,13 @@ Result<std::unique_ptr<ConfinedChild>> ConfinedChild::Start(const ChildPlan& pla
   return self;
 }
 
-void ConfinedChild::Enter(const CgroupRef& cgroup, PtyRelay* pty, bool quiet) {
+void ConfinedChild::Enter(const std::function<Status(pid_t)>& move_in, PtyRelay* pty, bool quiet) {
   got_ = ::read(report_.get(), report_data_, sizeof report_data_);
   if (got_ == sizeof report_data_ && report_data_[0] == kStageReady) {
     if (report_data_[1] && !quiet)
       PrintNote("the command starts in " + plan_->fallback_cwd + ": uid " + std::to_string(plan_->identity.uid) +
                 " cannot enter the working directory " + plan_->cwd);
-    Status moved = MoveToCgroup(cgroup, pid_);
+    Status moved = move_in(pid_);
     if (moved.ok()) {
       char go = 'g';
       (void)!::write(go_.get(), &go, 1);

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -74,11 +75,12 @@ class ConfinedChild {
   ConfinedChild(const ConfinedChild&) = delete;
   ConfinedChild& operator=(const ConfinedChild&) = delete;
 
-  // Waits for the child to be ready, moves it into `cgroup` and lets it go
-  // on (or, if it cannot be moved, prints why and lets it exit 127); then
-  // hands the pty to it; then waits for its exec (or its failure report).
-  // A note when it started in plan.fallback_cwd, unless quiet.
-  void Enter(const CgroupRef& cgroup, PtyRelay* pty, bool quiet);
+  // Waits for the child to be ready, moves it into its sandbox with
+  // `move_in` (the sandbox cgroup, and on hybrid hosts the run's v1 cgroups)
+  // and lets it go on (or, if it cannot be moved, prints why and lets it
+  // exit 127); then hands the pty to it; then waits for its exec (or its
+  // failure report). A note when it started in plan.fallback_cwd, unless quiet.
+  void Enter(const std::function<Status(pid_t)>& move_in, PtyRelay* pty, bool quiet);
 
   int pidfd() const { return pidfd_.get(); }
   pid_t pid() const { return pid_; }

@@ -62,14 +62,14 @@ Result<std::string> RunLocksDir() {
 
 // ---- Scratch
 
-Result<std::unique_ptr<Scratch>> Scratch::Create(const std::string& name, uid_t uid, gid_t gid) {
+Result<std::unique_ptr<Scratch>> Scratch::Create(const std::string& name, uid_t uid, gid_t gid, uint64_t size) {
   CORDON_TRY(MakeDirs(kScratchRoot, 0700));
   RemoveStale();
   std::unique_ptr<Scratch> s(new Scratch());
   s->path_ = std::string(kScratchRoot) + "/" + name;
   if (::mkdir(s->path_.c_str(), 0700) != 0) return SysError("create " + s->path_);
   s->made_ = true;
-  std::string options = std::string(kScratchSize) + ",mode=0700";
+  std::string options = (size ? "size=" + std::to_string(size) : std::string(kScratchSize)) + ",mode=0700";
   if (::mount("cordon-scratch", s->path_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
     return SysError("mount the scratch tmpfs on " + s->path_);
   s->mounted_ = true;
@@ -119,22 +119,34 @@ Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request) {
     auto limits = ApplyCgroupLimits(sandbox->cgroup_, CgroupLimitsOf(resources), LimitMerge::kPolicy, true);
     if (!limits) return Error{"resource limits: " + limits.error().ToString() + "; command not started"};
     sandbox->limits_ = std::move(*limits);
+    // A hybrid host: what cgroup2 lacks, in v1 cgroups of the run's own.
+    auto v1 = CgroupV1Placement::Create(request.cgroup.substr(request.cgroup.rfind('/') + 1), &sandbox->limits_);
+    if (!v1) return Error{"resource limits: " + v1.error().ToString() + "; command not started"};
+    sandbox->v1_ = std::move(*v1);
   }
   request.options.ephemeral = true;
   auto attached = AttachSandbox(sandbox->cgroup_, *request.policy, request.options);
   if (!attached) {
-    sandbox->removed_ = true;
-    (void)KillAndRemoveCgroup(sandbox->cgroup_);  // the attach left nothing attached
+    (void)sandbox->KillAndRemove();  // the attach left nothing attached
     return Error{attached.error().ToString() + "; command not started"};
   }
   sandbox->attached_ = true;
   return sandbox;
 }
 
+cordon::Status EphemeralSandbox::Place(pid_t pid) const {
+  if (v1_) CORDON_TRY(v1_->Place(pid));
+  return MoveToCgroup(cgroup_, pid);
+}
+
 cordon::Status EphemeralSandbox::KillAndRemove() {
   if (removed_) return {};
   removed_ = true;
-  return KillAndRemoveCgroup(cgroup_);
+  cordon::Status removed = KillAndRemoveCgroup(cgroup_);
+  // The v1 cgroups after: the processes are gone from both by now.
+  if (v1_)
+    if (cordon::Status s = v1_->Remove(); !s.ok() && removed.ok()) return s;
+  return removed;
 }
 
 cordon::Status EphemeralSandbox::Detach() {

@@ -14,19 +14,21 @@
 #include "policy/compiler.h"
 #include "sys/cgroup.h"
 #include "sys/cgroup_limits.h"
+#include "sys/cgroup_v1.h"
 #include "util/fd.h"
 #include "util/result.h"
 
 namespace cordon::ops {
 
-// The private /tmp and /dev/shm of one run: a size-limited tmpfs mounted by
+// The private /tmp and /dev/shm of one run: a size-limited tmpfs (2 GiB, or
+// spec.resources.disk: writes beyond it fail with ENOSPC) mounted by
 // cordon under /run/cordon/scratch/<run> (root-only), with tmp/ and shm/
 // owned by the command's identity, bind-mounted over /tmp and /dev/shm in
 // the command's own mount namespace. Unmounted and removed when destroyed;
 // a run killed before that leaves it for the next run to remove.
 class Scratch {
  public:
-  static Result<std::unique_ptr<Scratch>> Create(const std::string& name, uid_t uid, gid_t gid);
+  static Result<std::unique_ptr<Scratch>> Create(const std::string& name, uid_t uid, gid_t gid, uint64_t size = 0);
   ~Scratch();
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
@@ -78,6 +80,14 @@ class EphemeralSandbox {
   uint64_t id() const { return cgroup_.id; }
   // spec.resources as applied to the cgroup (empty: the policy sets none).
   const std::vector<CgroupLimitOutcome>& limits() const { return limits_; }
+  // Moves the command (not yet exec'ed) into the run's cgroup v1 cgroups
+  // (hybrid hosts: the limits cgroup2 cannot have), then into the sandbox
+  // cgroup.
+  cordon::Status Place(pid_t pid) const;
+  // What the run's v1 cgroups used (empty without any); read before Cleanup.
+  CgroupV1Usage V1Usage() const { return v1_ ? v1_->ReadUsage() : CgroupV1Usage{}; }
+  // The run's v1 cgroup directories (none: no limit needed v1).
+  std::vector<std::string> V1Paths() const { return v1_ ? v1_->paths() : std::vector<std::string>{}; }
 
   // Kills leftovers, then detaches, then removes the shared parent of run
   // cgroups if it is empty. True when all of it succeeded; else *errors has
@@ -100,6 +110,7 @@ class EphemeralSandbox {
   CgroupRef cgroup_;
   std::unique_ptr<Scratch> scratch_;
   std::vector<CgroupLimitOutcome> limits_;
+  std::unique_ptr<CgroupV1Placement> v1_;  // removed with the sandbox cgroup (KillAndRemove)
   bool removed_ = false;   // cgroup killed and removed (or tried)
   bool attached_ = false;  // policy attached, not yet detached
   std::string lock_path_;  // RunLockPath(): held while this run lives
@@ -113,8 +124,9 @@ struct RunRequest {
   AttachOptions options;  // ephemeral is set here
 };
 
-// Creates the cgroup, sets the policy's spec.resources on it (a limit this
-// host cannot enforce is an outcome, not an error: limits()), and attaches
+// Creates the cgroup, sets the policy's spec.resources on it (on a hybrid
+// host the limits cgroup2 cannot have in v1 cgroups of the run's own; a
+// limit this host cannot enforce is an outcome, not an error: limits()), and attaches
 // the policy. On failure nothing is left: the cgroup is killed and removed,
 // the scratch too. Errors: "create sandbox cgroup: ...", "resource limits:
 // ...; command not started" or the attach's error then "; command not started".

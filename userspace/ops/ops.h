@@ -137,8 +137,8 @@ std::string DegradedError(const std::vector<std::string>& missing, const std::st
 
 // spec.resources (ops/resources.cc). The cgroup v2 limit values of a policy;
 // the limits set but not enforced ("resource limit pids.max (<reason>)", also
-// the ones not implemented yet: io, disk, warnAt without egressBytes, and wallTime
-// but for `cordon run`, whose own clock enforces it: `for_run`), as
+// the ones not implemented yet: io, disk for attach, warnAt without egressBytes,
+// and wallTime but for `cordon run`, whose own clock enforces it: `for_run`), as
 // DegradedError lists them; and one note line per limit saying what applies.
 std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& limits);
 std::vector<std::string> UnenforcedLimits(const policy::ResourceLimits& limits,

@@ -34,7 +34,11 @@ std::vector<std::string> UnimplementedLimits(const policy::ResourceLimits& r, bo
   };
   add("ioWriteBytesPerSecond", r.io_write_bytes_per_second.has_value());
   add("wallTime", r.wall_time_seconds.has_value() && !for_run);
-  add("disk", r.disk.has_value());
+  // cordon run sizes its scratch tmpfs with disk and says what that covers (cli/run.cc).
+  if (r.disk && !for_run)
+    out.push_back(
+        "resource limit spec.resources.disk: not enforced by cordon attach (only cordon run's scratch tmpfs has a "
+        "size; spec.files write paths would need file-system quotas)");
   // warnAt is implemented for egressBytes (the only counter it applies to yet).
   add("warnAt", r.warn_at_percent.has_value() && !r.egress_bytes.has_value());
   return out;

@@ -70,7 +70,8 @@ Result<std::vector<MountEntry>> ReadMountTable() {
     if (sep == std::string::npos) continue;
     std::istringstream tail(line.substr(sep + 3));
     MountEntry m;
-    tail >> m.fstype;
+    std::string source;
+    tail >> m.fstype >> source >> m.superopts;
     std::istringstream head(line.substr(0, sep));
     std::string id, parent, dev;
     head >> id >> parent >> dev >> m.root >> m.mountpoint;

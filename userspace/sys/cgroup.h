@@ -19,6 +19,7 @@ struct MountEntry {
   std::string root;        // the mounted subtree of the file system
   std::string mountpoint;
   std::string fstype;
+  std::string superopts;  // the file system's options ("rw,cpu,cpuacct" for a cgroup v1 hierarchy)
 };
 // This process's mount table, in mountinfo order.
 Result<std::vector<MountEntry>> ReadMountTable();

@@ -134,6 +134,7 @@ std::string CgroupLimitOutcome::Describe() const {
   const std::string file = CgroupLimitFile(requested.limit);
   const std::string wanted = CgroupLimitText(requested);
   if (!enforced) return file + " " + wanted + " NOT enforced: " + reason;
+  if (!v1_file.empty()) return file + " " + wanted + " enforced (cgroup v1 " + v1_file + ")";
   if (platform_kept) return file + ": the platform's stricter '" + previous + "' applies (policy: '" + wanted + "')";
   return file + " " + wanted + " enforced (cgroup v2, policy)";
 }
@@ -146,7 +147,7 @@ bool Cgroup2HasController(const std::string& mount, const std::string& controlle
   }
   if (HasWord(*offered, controller)) return true;
   *reason = "no " + controller + " controller in cgroup2 at " + mount +
-            ": on a hybrid host it is on cgroup v1, and placing the sandbox in a v1 hierarchy is not implemented yet";
+            " (on a hybrid host it is on cgroup v1, where only cordon run places its command)";
   return false;
 }
 

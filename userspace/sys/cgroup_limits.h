@@ -4,8 +4,8 @@
 // cpu.weight. Returns per-limit outcomes as data; prints nothing.
 //
 // Where a controller is not in the cgroup2 root's cgroup.controllers (hybrid
-// hosts keep memory, pids and cpu on cgroup v1) the limit is unavailable; the
-// v1 placement is not implemented.
+// hosts keep memory, pids and cpu on cgroup v1) the limit is unavailable
+// here; `cordon run` then uses sys/cgroup_v1.h.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +44,9 @@ struct CgroupLimitOutcome {
   bool written = false;        // cordon wrote the file (restored by RestoreCgroupLimits)
   std::string previous;        // the file's content before, trimmed ("max", "max 100000")
   std::string reason;          // not enforced: why ("no memory controller in cgroup2 at /sys/fs/cgroup/unified")
+  std::string v1_file;         // enforced on cgroup v1 (cordon run, sys/cgroup_v1.h): "pids.max 16" as written
   // One line: "memory.max 512Mi enforced (cgroup v2)", "pids.max: the platform's 64 applies (policy: 128)",
-  // "memory.max NOT enforced: <reason>".
+  // "memory.max NOT enforced: <reason>", "memory.max 33554432 enforced (cgroup v1 memory.limit_in_bytes 33554432)".
   std::string Describe() const;
 };
 
