@@ -2426,9 +2426,6 @@ TEST_F(Agent, LearnSaysWhatTheAgentsRateLimitHeldBack) {
   EXPECT_EQ(listener.AcceptCount(20), 20);
 }
 
-}  // namespace
-}  // namespace cordon::test
-
 // The agent's resource detection (README "Resource limits"): the counters of
 // every sandbox it reads, watched in its loop. AgentResources runs in the test
 // VMs (cgroup2 with every controller); what needs a controller skips on a
@@ -2491,9 +2488,11 @@ class AgentResources : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
   }
-  void NeedControllers() {
+  // "" when cgroup2 offers pids, memory and cpu; else why the test skips.
+  static std::string MissingController() {
     for (const char* c : {"pids", "memory", "cpu"})
-      if (!Cgroup2Has(c)) GTEST_SKIP() << "no " << c << " controller in cgroup2 at " << Cgroup2Mount() << " (hybrid host)";
+      if (!Cgroup2Has(c)) return std::string("no ") + c + " controller in cgroup2 at " + Cgroup2Mount() + " (hybrid host)";
+    return "";
   }
   // `cordon attach` through the agent (CORDON_AGENT_SOCKET is the test agent's).
   void Attach(const TestCgroup& cg, const PolicyFile& policy, const std::string& name) {
@@ -2514,7 +2513,7 @@ class AgentResources : public ::testing::Test {
 // burst are one rise, reported once). Control: the same forks without the
 // limit all succeed and give none.
 TEST_F(AgentResources, AForkBombAtPidsMaxIsOneEventInTheAgentsAuditFile) {
-  NeedControllers();
+  if (std::string why = MissingController(); !why.empty()) GTEST_SKIP() << why;
   TestAgent agent;
   ASSERT_TRUE(agent.Start()) << agent.Log(0);
   TestCgroup limited("agres-pids");
@@ -2546,7 +2545,7 @@ TEST_F(AgentResources, AForkBombAtPidsMaxIsOneEventInTheAgentsAuditFile) {
 // nr_throttled, woken by the PSI trigger or read at the end) with the quota
 // as the limit. Control: the same spinner without a cpu limit: none.
 TEST_F(AgentResources, ASpinnerUnderACpuLimitGivesResourceCpu) {
-  NeedControllers();
+  if (std::string why = MissingController(); !why.empty()) GTEST_SKIP() << why;
   TestAgent agent;
   ASSERT_TRUE(agent.Start()) << agent.Log(0);
   auto spin = [] {
@@ -2579,7 +2578,7 @@ TEST_F(AgentResources, ASpinnerUnderACpuLimitGivesResourceCpu) {
 // warnAt 50% of pids 10: a tree of 6 processes gives one warn event
 // (pids.current read every second by the agent); a tree of 4 none.
 TEST_F(AgentResources, WarnAtGivesOneEventWhenPidsCrossItsShare) {
-  NeedControllers();
+  if (std::string why = MissingController(); !why.empty()) GTEST_SKIP() << why;
   TestAgent agent;
   ASSERT_TRUE(agent.Start()) << agent.Log(0);
   PolicyFile warn(ResourcePolicy("warn50", "    pids: 10\n    warnAt: 50%\n"));
@@ -2645,3 +2644,6 @@ TEST_F(AgentResources, WallTimeOfAnAttachedSandboxIsAnEventAndContainsWhenConfig
   EXPECT_TRUE(OfKind(agent.Audit(untimed.id()), "resource.walltime").empty()) << Slurp(agent.audit());
   EXPECT_EQ(agent.Stop(), 0);
 }
+
+}  // namespace
+}  // namespace cordon::test
