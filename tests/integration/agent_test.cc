@@ -2541,6 +2541,28 @@ TEST_F(AgentResources, AForkBombAtPidsMaxIsOneEventInTheAgentsAuditFile) {
   EXPECT_EQ(agent.Stop(), 0);
 }
 
+// A `cordon run` that reads through the agent leaves its counters to the
+// agent: the fork bomb's rise is one resource.pids event in the agent's audit
+// file and one in the run's (received through the tail), never two.
+TEST_F(AgentResources, ARunReadThroughTheAgentReportsEachRiseOnce) {
+  if (std::string why = MissingController(); !why.empty()) GTEST_SKIP() << why;
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  PolicyFile pids10(ResourcePolicy("runpids10", "    pids: 10\n"));
+  const std::string run_audit = agent.dir() + "/run.jsonl";
+  const std::string forks =
+      "import os\nr, w = os.pipe()\nkids = []\nfor i in range(40):\n  try:\n    pid = os.fork()\n"
+      "  except OSError:\n    break\n  if pid == 0:\n    os.close(w); os.read(r, 1); os._exit(0)\n  kids.append(pid)\n"
+      "os.close(w)\nfor k in kids: os.waitpid(k, 0)\nprint('forks', len(kids))\n";
+  CommandResult r = Cordon({"run", "--policy", pids10.path(), "--audit", run_audit, "--", "/usr/bin/python3", "-c", forks});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto in_run = OfKind(AuditFileEvents(run_audit), "resource.pids");
+  ASSERT_EQ(in_run.size(), 1u) << Slurp(run_audit) << r.err;
+  auto in_agent = OfKind(agent.Audit(in_run[0].sandbox_cgroup_id()), "resource.pids");
+  EXPECT_EQ(in_agent.size(), 1u) << Slurp(agent.audit()) << agent.Log(0);
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
 // A spinner under cpu: "0.1" is throttled: resource.cpu (cpu.stat
 // nr_throttled, woken by the PSI trigger or read at the end) with the quota
 // as the limit. Control: the same spinner without a cpu limit: none.
