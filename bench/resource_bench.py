@@ -27,7 +27,9 @@ import sys
 import tempfile
 import time
 
-TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agent_bench import cgroup2_mount, cpu_seconds, vm_rss_kib  # noqa: E402  (B4/B5's helpers)
+
 POLICY = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: resbench}\nspec:\n  resources:\n    pids: %d\n"
 STORM = r"""
 import os, sys, time
@@ -54,29 +56,6 @@ print(refused)
 
 def log(msg):
     print(f"resource_bench: {msg}", file=sys.stderr, flush=True)
-
-
-def cgroup2_mount():
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            if fields[fields.index("-") + 1] == "cgroup2":
-                return fields[4]
-    raise SystemExit("resource_bench: no cgroup2 mount")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 class Bench:
@@ -161,6 +140,7 @@ def main():
         for name, controllers in (("base-a", ""), ("base-b", ""), ("watched", "+pids +memory")):
             b.mkcg(os.path.join(b.root, name), controllers)
             b.start_agent(name)
+            time.sleep(15)  # under TCG an agent's first network instances take seconds to load
         t0 = time.monotonic()
         for i in range(args.sandboxes):
             for name in ("base-a", "base-b", "watched"):
@@ -180,7 +160,7 @@ def main():
             for n in ratios:
                 if used["base-a"] > 0:
                     ratios[n].append(used[n] / used["base-a"])
-        rss = {n: rss_kib(p) for n, p in pids.items()}
+        rss = {n: vm_rss_kib(p) for n, p in pids.items()}
         storm_cg = os.path.join(b.root, "watched", "storm")
         b.mkcg(storm_cg)
         b.attach("watched", storm_cg, 8)
