@@ -2491,14 +2491,14 @@ class AgentResources : public ::testing::Test {
   // "" when cgroup2 offers pids, memory and cpu; else why the test skips.
   static std::string MissingController() {
     for (const char* c : {"pids", "memory", "cpu"})
-      if (!Cgroup2Has(c)) return std::string("no ") + c + " controller in cgroup2 at " + Cgroup2Mount() + " (hybrid host)";
+      if (!Cgroup2Has(c))
+        return std::string("no ") + c + " controller in cgroup2 at " + Cgroup2Mount() + " (hybrid host)";
     return "";
   }
   // `cordon attach` through the agent (CORDON_AGENT_SOCKET is the test agent's).
   void Attach(const TestCgroup& cg, const PolicyFile& policy, const std::string& name) {
-    CommandResult a =
-        Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--name", NamePrefix() + name,
-                "--allow-degraded"});
+    CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--name", NamePrefix() + name,
+                              "--allow-degraded"});
     ASSERT_EQ(a.status, 0) << a.out << a.err;
     ASSERT_NE(a.err.find("attached"), std::string::npos) << a.err;
   }
@@ -2554,7 +2554,8 @@ TEST_F(AgentResources, ARunReadThroughTheAgentReportsEachRiseOnce) {
       "import os\nr, w = os.pipe()\nkids = []\nfor i in range(40):\n  try:\n    pid = os.fork()\n"
       "  except OSError:\n    break\n  if pid == 0:\n    os.close(w); os.read(r, 1); os._exit(0)\n  kids.append(pid)\n"
       "os.close(w)\nfor k in kids: os.waitpid(k, 0)\nprint('forks', len(kids))\n";
-  CommandResult r = Cordon({"run", "--policy", pids10.path(), "--audit", run_audit, "--", "/usr/bin/python3", "-c", forks});
+  CommandResult r =
+      Cordon({"run", "--policy", pids10.path(), "--audit", run_audit, "--", "/usr/bin/python3", "-c", forks});
   ASSERT_EQ(r.status, 0) << r.err;
   auto in_run = OfKind(AuditFileEvents(run_audit), "resource.pids");
   ASSERT_EQ(in_run.size(), 1u) << Slurp(run_audit) << r.err;

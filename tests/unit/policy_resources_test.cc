@@ -146,7 +146,8 @@ TEST(Resources, TheIssueExampleCompiles) {
   const std::string text = Describe(out.compiled);
   for (const char* line : {"  memory: 512Mi  (memory.max)\n", "  swap: 0  (memory.swap.max)\n",
                            "  pids: 128  (pids.max)\n", "  cpu: 1.5 cores  (cpu.max)\n",
-                           "  wallTime: 30m  (cordon run: SIGTERM, then SIGKILL; attach: the agent reports it, contains with onViolation: contain)\n",
+                           "  wallTime: 30m  (cordon run: SIGTERM, then SIGKILL; attach: the agent reports it, "
+                           "contains with onViolation: contain)\n",
                            "  warnAt: 80%  (of memory.max and pids.max: an event (cordon run, the agent))\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
 }

@@ -237,7 +237,7 @@ void Agent::WatchResources(Sandbox& sb, const PinnedInfo& pinned) {
   // a replacement by the same policy text, does not restart it.
   if (known && limits.wall_time_seconds && !(pinned.info.flags & CORDON_INFO_F_EPHEMERAL)) {
     sb.wall_time_s = *limits.wall_time_seconds;
-    const uint64_t in_force = pinned.info.updated_at_ns   ? pinned.info.updated_at_ns
+    const uint64_t in_force = pinned.info.updated_at_ns    ? pinned.info.updated_at_ns
                               : pinned.info.attached_at_ns ? pinned.info.attached_at_ns
                                                            : static_cast<uint64_t>(RealNs());
     sb.wall_deadline_ns = static_cast<int64_t>(in_force) + static_cast<int64_t>(sb.wall_time_s) * 1000000000LL;

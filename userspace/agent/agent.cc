@@ -40,7 +40,7 @@ namespace {
 constexpr int kTickMs = 100;
 constexpr int kRescanEveryTicks = 2;          // pins rescanned every 200 ms
 constexpr int kCredentialSweepEveryTicks = 20;  // credentials a dead cordon run left: every 2 s
-constexpr int kWarnAtEveryTicks = 10;          // warnAt's shares read every second
+constexpr int kWarnAtEveryTicks = 10;           // warnAt's shares read every second
 constexpr int64_t kUnmapIdleNs = 2000000000;  // a ring buffer with nothing for this long is unmapped
 
 }  // namespace

@@ -902,8 +902,10 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
       ::epoll_ctl(epfd.get(), EPOLL_CTL_ADD, watch->pressure_fd(), &ev);
     }
   };
-  if (watch && events->agent_link) events->covered = watch;
-  else if (watch) watch_resources();
+  if (watch && events->agent_link)
+    events->covered = watch;
+  else if (watch)
+    watch_resources();
   int64_t last_warn_check = MonoNs();
   if (limits->timer.valid()) add(limits->timer.get());
   add(sigfd);

@@ -152,7 +152,8 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
                                      must_exist ? LimitMerge::kPolicy : LimitMerge::kStricter, false);
     if (!applied) return Failed("resource limits: " + applied.error().ToString() + unchanged);
     limits = std::move(*applied);
-    for (auto& line : UnenforcedLimits(compiled.resources, limits, false, req.agent_watches)) missing.push_back(std::move(line));
+    for (auto& line : UnenforcedLimits(compiled.resources, limits, false, req.agent_watches))
+      missing.push_back(std::move(line));
   }
   auto restore = [&](std::string error) {
     if (cordon::Status s = RestoreCgroupLimits(*cgroup, limits); !s.ok())

@@ -228,7 +228,8 @@ void ResourceWatch::Read() {
   // Each file once, and only the ones some counter is of.
   std::vector<std::pair<const char*, std::optional<std::string>>> files;
   for (auto& c : counters_) {
-    auto it = std::find_if(files.begin(), files.end(), [&](const auto& f) { return std::strcmp(f.first, c.file) == 0; });
+    auto it =
+        std::find_if(files.begin(), files.end(), [&](const auto& f) { return std::strcmp(f.first, c.file) == 0; });
     if (it == files.end()) {
       auto read = ReadFile(dir_ + "/" + c.file, 4096);
       files.emplace_back(c.file, read ? std::optional<std::string>(*read) : std::nullopt);
@@ -253,7 +254,8 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final)
   const bool pressure = pressure_notified_;
   pressure_notified_ = false;
   const bool notified = Notified() || pressure;
-  if (notified || final) Read();
+  if (notified || final)
+    Read();
   else if (!due) return out;
   if (notified && !final) out = CheckWarnAt();
   for (auto& c : counters_) {

@@ -30,8 +30,8 @@ std::vector<std::string> UnimplementedLimits(const policy::ResourceLimits& r, bo
   add("disk", r.disk.has_value());
   // A clock and a share of a limit: watched by `cordon run` for its command,
   // by the agent for the sandboxes attached through it.
-  for (const auto& [field, set] : {std::pair{"wallTime", r.wall_time_seconds.has_value()},
-                                   std::pair{"warnAt", r.warn_at_percent.has_value()}})
+  for (const auto& [field, set] :
+       {std::pair{"wallTime", r.wall_time_seconds.has_value()}, std::pair{"warnAt", r.warn_at_percent.has_value()}})
     if (set && !for_run && !agent)
       out.push_back(std::string("resource limit spec.resources.") + field +
                     ": needs the agent (cordon attach without an agent does not watch it)");

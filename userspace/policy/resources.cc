@@ -275,7 +275,8 @@ std::string DescribeResources(const ResourceLimits& l) {
   line("cpu", l.cpu_millicores, cores, "cpu.max");
   line("cpuWeight", l.cpu_weight, plain, "cpu.weight");
   line("ioWriteBytesPerSecond", l.io_write_bytes_per_second, ByteSizeText, "not enforced yet");
-  line("wallTime", l.wall_time_seconds, DurationText, "cordon run: SIGTERM, then SIGKILL; attach: the agent reports it, contains with onViolation: contain");
+  line("wallTime", l.wall_time_seconds, DurationText,
+       "cordon run: SIGTERM, then SIGKILL; attach: the agent reports it, contains with onViolation: contain");
   line("egressBytes", l.egress_bytes, ByteSizeText, "not enforced yet");
   line("disk", l.disk, ByteSizeText, "not enforced yet");
   line("warnAt", l.warn_at_percent, percent, "of memory.max and pids.max: an event (cordon run, the agent)");
