@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agent_bench import cgroup2_mount, cpu_seconds, vm_rss_kib  # noqa: E402  (B4/B5's helpers)
 
 POLICY = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: resbench}\nspec:\n  resources:\n    pids: %d\n"
+PLAIN = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: resbench}\nspec: {}\n"
 STORM = r"""
 import os, sys, time
 end = time.monotonic() + float(sys.argv[1])
@@ -65,6 +66,8 @@ class Bench:
         self.root = os.path.join(self.mount, f"cordon-resbench-{os.getpid()}")
         self.scratch = tempfile.mkdtemp(prefix="cordon-resbench-")
         self.agents, self.attached, self.cgroups = {}, [], []
+        # The policy texts kept by digest: here (the guest sees the host's /var/lib read-only).
+        self.env = dict(os.environ, CORDON_POLICY_STORE=os.path.join(self.scratch, "policies"))
 
     def mkcg(self, path, controllers=""):
         os.mkdir(path)
@@ -84,7 +87,7 @@ class Bench:
                     f"oidc:\n  keyDir: {d}/oidc\n  publishDir: \"\"\n")
         logf = open(os.path.join(d, "agent.log"), "w")
         p = subprocess.Popen([self.cordon, "agent", "--config", os.path.join(d, "agent.yaml")], stdout=logf,
-                             stderr=logf)
+                             stderr=logf, env=self.env)
         for _ in range(400):
             if p.poll() is not None:
                 raise SystemExit(f"resource_bench: agent {name} exited: {open(logf.name).read()}")
@@ -95,17 +98,18 @@ class Bench:
                 break
             except OSError:
                 time.sleep(0.05)
-        self.agents[name] = {"proc": p, "env": dict(os.environ, CORDON_AGENT_SOCKET=sock), "audit": audit}
+        self.agents[name] = {"proc": p, "env": dict(self.env, CORDON_AGENT_SOCKET=sock), "audit": audit}
 
     def attach(self, agent, cg, pids):
         policy = os.path.join(self.scratch, f"pids{pids}.yaml")
         if not os.path.exists(policy):
             with open(policy, "w") as f:
-                f.write(POLICY % pids)
+                f.write(POLICY % pids if pids else PLAIN)
         r = subprocess.run([self.cordon, "attach", "--cgroup", cg, "--policy", policy, "--allow-degraded"],
                            env=self.agents[agent]["env"], capture_output=True, text=True)
         if r.returncode != 0:
-            raise SystemExit(f"resource_bench: attach {cg}: {r.stderr.strip()}")
+            with open(os.path.join(self.scratch, agent, "agent.log")) as f:
+                raise SystemExit(f"resource_bench: attach {cg}: {r.stderr.strip()}\nagent log:\n{f.read()}")
         self.attached.append((agent, cg))
 
     def cleanup(self):
@@ -140,13 +144,13 @@ def main():
         for name, controllers in (("base-a", ""), ("base-b", ""), ("watched", "+pids +memory")):
             b.mkcg(os.path.join(b.root, name), controllers)
             b.start_agent(name)
-            time.sleep(15)  # under TCG an agent's first network instances take seconds to load
+            time.sleep(5)  # under TCG an agent's first network instances take seconds to load
         t0 = time.monotonic()
         for i in range(args.sandboxes):
             for name in ("base-a", "base-b", "watched"):
                 cg = os.path.join(b.root, name, f"s{i}")
                 b.mkcg(cg)
-                b.attach(name, cg, 64)
+                b.attach(name, cg, 64 if name == "watched" else 0)  # base: no limit, no controller
         log(f"{args.sandboxes} sandboxes per agent attached in {time.monotonic() - t0:.0f} s")
         time.sleep(2)
         pids = {n: a["proc"].pid for n, a in b.agents.items()}
