@@ -2426,5 +2426,247 @@ TEST_F(Agent, LearnSaysWhatTheAgentsRateLimitHeldBack) {
   EXPECT_EQ(listener.AcceptCount(20), 20);
 }
 
+// The agent's resource detection (README "Resource limits"): the counters of
+// every sandbox it reads, watched in its loop. AgentResources runs in the test
+// VMs (cgroup2 with every controller); what needs a controller skips on a
+// hybrid host, wallTime (a clock) runs there too.
+namespace {
+
+bool Cgroup2Has(const std::string& controller) {
+  std::istringstream in(Slurp(Cgroup2Mount() + "/cgroup.controllers"));
+  std::string word;
+  while (in >> word)
+    if (word == controller) return true;
+  return false;
+}
+
+std::string ResourcePolicy(const std::string& name, const std::string& resources, const std::string& spec = "") {
+  return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: " + name + "}\nspec:\n" + spec +
+         (resources.empty() ? "" : "  resources:\n" + resources);
+}
+
+std::vector<AuditEvent> OfKind(const std::vector<AuditEvent>& events, const std::string& kind,
+                               const std::string& counter = "") {
+  std::vector<AuditEvent> out;
+  for (const auto& e : events)
+    if (e.kind() == kind && (counter.empty() || e.resource().event() == counter)) out.push_back(e);
+  return out;
+}
+
+// Forks `n` children that wait on a pipe; returns 0, or the errno of the
+// first fork refused. `hold` runs while they live; then they are reaped.
+int ForkAndHold(int n, const std::function<void()>& hold) {
+  int fds[2];
+  if (::pipe(fds) != 0) return errno;
+  std::vector<pid_t> kids;
+  int err = 0;
+  for (int i = 0; i < n; ++i) {
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      err = errno;
+      break;
+    }
+    if (pid == 0) {
+      ::close(fds[1]);
+      char c;
+      (void)!::read(fds[0], &c, 1);
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  if (hold) hold();
+  ::close(fds[1]);
+  for (pid_t k : kids) ::waitpid(k, nullptr, 0);
+  ::close(fds[0]);
+  return err;
+}
+
+}  // namespace
+
+class AgentResources : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "integration tests need root";
+  }
+  // "" when cgroup2 offers pids, memory and cpu; else why the test skips.
+  static std::string MissingController() {
+    for (const char* c : {"pids", "memory", "cpu"})
+      if (!Cgroup2Has(c))
+        return std::string("no ") + c + " controller in cgroup2 at " + Cgroup2Mount() + " (hybrid host)";
+    return "";
+  }
+  // `cordon attach` through the agent (CORDON_AGENT_SOCKET is the test agent's).
+  void Attach(const TestCgroup& cg, const PolicyFile& policy, const std::string& name) {
+    CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--name", NamePrefix() + name,
+                              "--allow-degraded"});
+    ASSERT_EQ(a.status, 0) << a.out << a.err;
+    ASSERT_NE(a.err.find("attached"), std::string::npos) << a.err;
+  }
+  void Detach(const TestCgroup& cg) {
+    CommandResult d = Cordon({"detach", "--cgroup", cg.path()});
+    EXPECT_EQ(d.status, 0) << d.out << d.err;
+  }
+};
+
+// A fork bomb in a sandbox attached through the agent: exactly one
+// resource.pids event in the agent's audit file (the refused forks of one
+// burst are one rise, reported once). Control: the same forks without the
+// limit all succeed and give none.
+TEST_F(AgentResources, AForkBombAtPidsMaxIsOneEventInTheAgentsAuditFile) {
+  if (std::string why = MissingController(); !why.empty()) GTEST_SKIP() << why;
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup limited("agres-pids");
+  PolicyFile pids10(ResourcePolicy("pids10", "    pids: 10\n"));
+  Attach(limited, pids10, "pids");
+  EXPECT_EQ(RunInCgroup(limited.path(), [] { return ForkAndHold(40, nullptr); }), EAGAIN);
+  ASSERT_TRUE(WaitFor([&] { return !OfKind(agent.Audit(limited.id()), "resource.pids").empty(); }, 10000))
+      << Slurp(agent.audit()) << agent.Log(0);
+  Detach(limited);  // the agent's last poll: nothing more
+  auto events = OfKind(agent.Audit(limited.id()), "resource.pids");
+  ASSERT_EQ(events.size(), 1u) << Slurp(agent.audit());
+  EXPECT_EQ(events[0].verdict(), "denied");
+  EXPECT_EQ(events[0].resource().event(), "max");
+  EXPECT_GE(events[0].resource().count(), 1u);
+  EXPECT_EQ(events[0].resource().limit(), 10u);
+  EXPECT_EQ(events[0].sandbox(), NamePrefix() + "pids");
+  EXPECT_EQ(events[0].enforcement(), "kernel-cgroup");
+
+  TestCgroup unlimited("agres-nopids");
+  PolicyFile none(ResourcePolicy("nolimit", ""));
+  Attach(unlimited, none, "nopids");
+  EXPECT_EQ(RunInCgroup(unlimited.path(), [] { return ForkAndHold(40, nullptr); }), 0) << "control: no limit";
+  Detach(unlimited);
+  EXPECT_TRUE(OfKind(agent.Audit(unlimited.id()), "resource.pids").empty()) << Slurp(agent.audit());
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// A `cordon run` that reads through the agent leaves its counters to the
+// agent: the fork bomb's rise is one resource.pids event in the agent's audit
+// file and one in the run's (received through the tail), never two.
+TEST_F(AgentResources, ARunReadThroughTheAgentReportsEachRiseOnce) {
+  if (std::string why = MissingController(); !why.empty()) GTEST_SKIP() << why;
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  PolicyFile pids10(ResourcePolicy("runpids10", "    pids: 10\n"));
+  const std::string run_audit = agent.dir() + "/run.jsonl";
+  const std::string forks =
+      "import os\nr, w = os.pipe()\nkids = []\nfor i in range(40):\n  try:\n    pid = os.fork()\n"
+      "  except OSError:\n    break\n  if pid == 0:\n    os.close(w); os.read(r, 1); os._exit(0)\n  kids.append(pid)\n"
+      "os.close(w)\nfor k in kids: os.waitpid(k, 0)\nprint('forks', len(kids))\n";
+  CommandResult r =
+      Cordon({"run", "--policy", pids10.path(), "--audit", run_audit, "--", "/usr/bin/python3", "-c", forks});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto in_run = OfKind(AuditFileEvents(run_audit), "resource.pids");
+  ASSERT_EQ(in_run.size(), 1u) << Slurp(run_audit) << r.err;
+  auto in_agent = OfKind(agent.Audit(in_run[0].sandbox_cgroup_id()), "resource.pids");
+  EXPECT_EQ(in_agent.size(), 1u) << Slurp(agent.audit()) << agent.Log(0);
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// A spinner under cpu: "0.1" is throttled: resource.cpu (cpu.stat
+// nr_throttled, woken by the PSI trigger or read at the end) with the quota
+// as the limit. Control: the same spinner without a cpu limit: none.
+TEST_F(AgentResources, ASpinnerUnderACpuLimitGivesResourceCpu) {
+  if (std::string why = MissingController(); !why.empty()) GTEST_SKIP() << why;
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  auto spin = [] {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    volatile uint64_t n = 0;
+    while (std::chrono::steady_clock::now() < end) n = n + 1;
+    return 0;
+  };
+  TestCgroup limited("agres-cpu");
+  PolicyFile cpu(ResourcePolicy("cpu01", "    cpu: \"0.1\"\n"));
+  Attach(limited, cpu, "cpu");
+  EXPECT_EQ(RunInCgroup(limited.path(), spin), 0);
+  Detach(limited);
+  auto events = OfKind(agent.Audit(limited.id()), "resource.cpu");
+  ASSERT_GE(events.size(), 1u) << Slurp(agent.audit()) << agent.Log(0);
+  EXPECT_EQ(events[0].resource().event(), "nr_throttled");
+  EXPECT_EQ(events[0].resource().limit(), 10000u) << "cpu.max quota in us";
+  EXPECT_GE(events[0].resource().count(), 1u);
+  EXPECT_GT(events[0].resource().value(), 0u) << "throttled_usec";
+
+  TestCgroup unlimited("agres-nocpu");
+  PolicyFile none(ResourcePolicy("nolimit", ""));
+  Attach(unlimited, none, "nocpu");
+  EXPECT_EQ(RunInCgroup(unlimited.path(), spin), 0);
+  Detach(unlimited);
+  EXPECT_TRUE(OfKind(agent.Audit(unlimited.id()), "resource.cpu").empty()) << Slurp(agent.audit());
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// warnAt 50% of pids 10: a tree of 6 processes gives one warn event
+// (pids.current read every second by the agent); a tree of 4 none.
+TEST_F(AgentResources, WarnAtGivesOneEventWhenPidsCrossItsShare) {
+  if (std::string why = MissingController(); !why.empty()) GTEST_SKIP() << why;
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  PolicyFile warn(ResourcePolicy("warn50", "    pids: 10\n    warnAt: 50%\n"));
+  TestCgroup six("agres-warn6");
+  Attach(six, warn, "warn6");
+  const std::string audit = agent.audit();
+  const uint64_t six_id = six.id();
+  // The body (1) and 5 children: 6 of 10. It holds them until the event is
+  // in the audit file (at most 10 s).
+  EXPECT_EQ(RunInCgroup(six.path(),
+                        [&] {
+                          return ForkAndHold(5, [&] {
+                            WaitFor(
+                                [&] {
+                                  for (const auto& e : ParseJsonLines(Slurp(audit), true))
+                                    if (e.sandbox_cgroup_id() == six_id && e.resource().event() == "warn") return true;
+                                  return false;
+                                },
+                                10000);
+                          });
+                        }),
+            0);
+  Detach(six);
+  auto events = OfKind(agent.Audit(six_id), "resource.pids", "warn");
+  ASSERT_EQ(events.size(), 1u) << Slurp(audit) << agent.Log(0);
+  EXPECT_EQ(events[0].verdict(), "detected");
+  EXPECT_EQ(events[0].resource().limit(), 10u);
+  EXPECT_GE(events[0].resource().value(), 5u);
+
+  // Control: 4 of 10, held for three of the agent's checks.
+  TestCgroup four("agres-warn4");
+  Attach(four, warn, "warn4");
+  EXPECT_EQ(RunInCgroup(four.path(), [] { return ForkAndHold(3, [] { ::usleep(3 * 1000 * 1000); }); }), 0);
+  Detach(four);
+  EXPECT_TRUE(OfKind(agent.Audit(four.id()), "resource.pids", "warn").empty()) << Slurp(audit);
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// wallTime of a sandbox attached through the agent: one resource.walltime
+// event at wallTime after the policy was put in force, and with
+// onViolation: contain the sandbox contained (sandbox.contained). Control:
+// no wallTime, no event. A clock, no controller: runs on the hybrid host too.
+TEST_F(AgentResources, WallTimeOfAnAttachedSandboxIsAnEventAndContainsWhenConfigured) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup timed("agres-wall");
+  PolicyFile wall(ResourcePolicy("wall2", "    wallTime: 2s\n", "  onViolation: contain\n"));
+  Attach(timed, wall, "wall");
+  ASSERT_TRUE(WaitFor([&] { return !OfKind(agent.Audit(timed.id()), "sandbox.contained").empty(); }, 15000))
+      << Slurp(agent.audit()) << agent.Log(0);
+  auto events = OfKind(agent.Audit(timed.id()), "resource.walltime");
+  ASSERT_EQ(events.size(), 1u) << Slurp(agent.audit());
+  EXPECT_EQ(events[0].resource().limit(), 2u);
+  EXPECT_EQ(events[0].enforcement(), "agent");
+  EXPECT_EQ(Cordon({"release", "--cgroup", timed.path()}).status, 0);
+  Detach(timed);
+
+  TestCgroup untimed("agres-nowall");
+  PolicyFile none(ResourcePolicy("nowall", "", "  onViolation: contain\n"));
+  Attach(untimed, none, "nowall");
+  ::usleep(3 * 1000 * 1000);  // past the other's wallTime
+  Detach(untimed);
+  EXPECT_TRUE(OfKind(agent.Audit(untimed.id()), "resource.walltime").empty()) << Slurp(agent.audit());
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace cordon::test

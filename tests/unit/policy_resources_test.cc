@@ -147,8 +147,10 @@ TEST(Resources, TheIssueExampleCompiles) {
   for (const char* line :
        {"  memory: 512Mi  (memory.max)\n", "  swap: 0  (memory.swap.max)\n", "  pids: 128  (pids.max)\n",
         "  cpu: 1.5 cores  (cpu.max)\n",
-        "  wallTime: 30m  (cordon run: SIGTERM, then SIGKILL; attach: not enforced yet)\n",
-        "  warnAt: 80%  (one resource.egress event at this share of egressBytes; other counters: not yet)\n",
+        "  wallTime: 30m  (cordon run: SIGTERM, then SIGKILL; attach: the agent reports it, "
+        "contains with onViolation: contain)\n",
+        "  warnAt: 80%  (of memory.max and pids.max: an event (cordon run, the agent); of egressBytes: one "
+        "resource.egress event)\n",
         "  egressBytes: 1Gi  (cgroup_skb/egress: bytes sent counted in the kernel, every packet dropped "
         "once over; one resource.egress event at the limit)\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;

@@ -11,8 +11,12 @@
 #include "agent/agent_impl.h"
 #include "agent/log.h"
 #include "loader/sandbox.h"
+#include "ops/policy_store.h"
+#include "policy/parser.h"
+#include "policy/resources.h"
 #include "sys/bpffs.h"
 #include "util/clock.h"
+#include "util/fs.h"
 
 namespace cordon::agent {
 
@@ -56,6 +60,7 @@ Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
   sb->reader->SetDeferCommit(true);
   CORDON_TRY(sb->reader->Add(sb->ctx, std::move(*events), std::move(*counters)));
   Watch(sb->reader->epoll_fd(), Key(kSandbox, id), EPOLLIN);
+  WatchResources(*sb, pinned);
   sandboxes_[id] = std::move(sb);
   problems_.erase(id);
   // What waited while nobody read, then what could not wait.
@@ -89,6 +94,10 @@ uint64_t Agent::Finish(uint64_t id, bool ended) {
   if (sb.suppression.suppressing()) EmitSuppressed(sb, true, MonoNs());
   Commit(sb);
   uint64_t drained = sb.reader->consumed() - before;
+  // The last rises (a `cordon run` may have removed the cgroup already: the
+  // ones read before are reported).
+  if (sb.resources) PollResources(sb, /*final=*/true);
+  FlushDeliveries();
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, sb.reader->epoll_fd(), nullptr);
   pending_.Release(id);
   sandboxes_.erase(it);
@@ -179,10 +188,105 @@ void Agent::Refresh(Sandbox& sb, const PinnedInfo& pinned) {
     sb.reader->Update(sb.ctx);
   }
   DrainAll(sb);
+  const bool replaced = sb.generation != pinned.info.generation;
   sb.ctx.name = pinned.info.name;
   sb.ctx.policy = pinned.info.policy;
   sb.generation = pinned.info.generation;
   sb.reader->Update(sb.ctx);
+  if (replaced) {
+    // The new policy's limits: what rose under the old one first.
+    if (sb.resources) PollResources(sb, /*final=*/true);
+    WatchResources(sb, pinned);
+  }
+}
+
+namespace {
+
+// spec.resources of the policy in force, from its text kept by digest
+// (ops/policy_store.h: every attach, replacement and run keeps it). False
+// when it is not there (a sandbox of a cordon before the store): its
+// counters are still watched, wallTime and warnAt are not.
+bool PolicyResources(const std::string& digest, policy::ResourceLimits* limits, bool* contain) {
+  auto text = ops::KeptPolicyText(digest);
+  if (!text) return false;
+  policy::ParsedPolicy parsed;
+  policy::Diagnostics diags;
+  if (!policy::ParsePolicyText(*text, digest, &parsed, &diags)) return false;
+  policy::CompileResources(parsed, limits, &diags);
+  *contain = parsed.proto.spec().on_violation() == "contain";
+  return true;
+}
+
+}  // namespace
+
+void Agent::WatchResources(Sandbox& sb, const PinnedInfo& pinned) {
+  sb.resources.reset();  // its fds leave the epoll set as they close
+  sb.wall_deadline_ns = 0;
+  if (sb.ctx.cgroup_path.empty()) return;
+  policy::ResourceLimits limits;
+  bool contain = false;
+  const bool known = PolicyResources(sb.ctx.policy_digest, &limits, &contain);
+  ops::ResourceWatchOptions options;
+  if (known) options.warn_at_percent = limits.warn_at_percent;
+  auto watch = ops::ResourceWatch::Open(JoinPath(cgroup_mount_, sb.ctx.cgroup_path), options);
+  if (watch->fd() >= 0) Watch(watch->fd(), Key(kResources, sb.id), EPOLLIN);
+  if (watch->pressure_fd() >= 0) Watch(watch->pressure_fd(), Key(kPressure, sb.id), EPOLLPRI);
+  if (watch->fd() >= 0 || watch->pressure_fd() >= 0 || watch->watches_warn_at()) sb.resources = std::move(watch);
+  // wallTime of an attached sandbox (a run's own clock ends a run's command),
+  // from the moment its policy was put in force: an agent started later, or
+  // a replacement by the same policy text, does not restart it.
+  if (known && limits.wall_time_seconds && !(pinned.info.flags & CORDON_INFO_F_EPHEMERAL)) {
+    sb.wall_time_s = *limits.wall_time_seconds;
+    const uint64_t in_force = pinned.info.updated_at_ns    ? pinned.info.updated_at_ns
+                              : pinned.info.attached_at_ns ? pinned.info.attached_at_ns
+                                                           : static_cast<uint64_t>(RealNs());
+    sb.wall_deadline_ns = static_cast<int64_t>(in_force) + static_cast<int64_t>(sb.wall_time_s) * 1000000000LL;
+    sb.contain_at_wall_time = contain;
+  }
+}
+
+void Agent::DeliverOwn(Sandbox& sb, v1::AuditEvent e) {
+  e.set_sandbox(sb.ctx.name);
+  e.set_policy(sb.ctx.policy);
+  e.set_policy_digest(sb.ctx.policy_digest);
+  e.set_cgroup_path(sb.ctx.cgroup_path);
+  e.set_cgroup_id(sb.id);
+  e.set_sandbox_cgroup_id(sb.id);
+  if (Admit(sb, e)) OnEvent(sb, e);
+}
+
+void Agent::PollResources(Sandbox& sb, bool final) {
+  for (auto& e : sb.resources->Poll(MonoNs(), final)) DeliverOwn(sb, std::move(e));
+}
+
+void Agent::CheckWallTime(Sandbox& sb, int64_t now_real_ns) {
+  if (!sb.wall_deadline_ns || now_real_ns < sb.wall_deadline_ns) return;
+  sb.wall_deadline_ns = 0;  // once per policy put in force
+  v1::AuditEvent e;
+  SetTimestamp(RealNs(), e.mutable_time());
+  e.set_kind("resource.walltime");
+  e.set_verdict("detected");
+  e.set_enforcement("agent");
+  const std::string limit = std::to_string(sb.wall_time_s) + " s";
+  e.set_reason("wallTime " + limit + " reached since the policy was put in force" +
+               (sb.contain_at_wall_time ? ": the agent contains the sandbox (onViolation: contain)"
+                                        : ": reported only (onViolation is not contain)"));
+  auto* r = e.mutable_resource();
+  r->set_name("walltime");
+  r->set_event("expired");
+  r->set_count(1);
+  r->set_limit(sb.wall_time_s);
+  r->set_value(sb.wall_time_s);
+  DeliverOwn(sb, std::move(e));
+  FlushDeliveries();
+  if (!sb.contain_at_wall_time) return;
+  ops::ContainRequest request = AgentContainRequest(sb.id, "the agent (pid " + std::to_string(::getpid()) + ")");
+  request.reason = "wallTime " + limit + " reached";
+  request.lock_wait_ms = 0;
+  ContainmentHandoff::Done done;
+  done.id = sb.id;
+  done.by_wall_time = true;
+  ContainOnWorker(std::move(request), std::move(done));
 }
 
 std::shared_ptr<const std::vector<policy::QuietPattern>> Agent::QuietOf(uint64_t id, uint32_t generation) {

@@ -42,6 +42,7 @@ namespace {
 constexpr int kTickMs = 100;
 constexpr int kRescanEveryTicks = 2;          // pins rescanned every 200 ms
 constexpr int kCredentialSweepEveryTicks = 20;  // credentials a dead cordon run left: every 2 s
+constexpr int kWarnAtEveryTicks = 10;           // warnAt's shares read every second
 constexpr int64_t kUnmapIdleNs = 2000000000;  // a ring buffer with nothing for this long is unmapped
 
 }  // namespace
@@ -247,6 +248,15 @@ void Agent::Tick() {
       sb->reader->UnmapIdle(kUnmapIdleNs);
     }
     if (bool ended = false; sb->suppression.Due(now, &ended)) EmitSuppressed(*sb, ended, now);
+    // Resources: a rise held back by the spacing (no system call unless
+    // one is), warnAt's slow read (only for a policy that sets it: two small
+    // files a second), wallTime (a comparison).
+    if (sb->resources) {
+      if (sb->resources->Due(now)) PollResources(*sb, false);
+      if (sb->resources->watches_warn_at() && ticks_ % kWarnAtEveryTicks == 0)
+        for (auto& e : sb->resources->CheckWarnAt()) DeliverOwn(*sb, std::move(e));
+    }
+    if (sb->wall_deadline_ns) CheckWallTime(*sb, RealNs());
   }
   if (rescan) Rescan();
   ServiceContainments();
@@ -564,6 +574,14 @@ int Agent::Loop() {
         case kSandbox: {
           auto it = sandboxes_.find(id);
           if (it != sandboxes_.end()) DrainSandbox(*it->second, kDrainBudget);
+          break;
+        }
+        case kResources:
+        case kPressure: {
+          auto it = sandboxes_.find(id);
+          if (it == sandboxes_.end() || !it->second->resources) break;
+          if (static_cast<Tag>(key >> 56) == kPressure) it->second->resources->OnPressure();
+          PollResources(*it->second, false);
           break;
         }
       }

@@ -36,6 +36,7 @@
 #include "ops/contain.h"
 #include "ops/oidc.h"
 #include "ops/ops.h"
+#include "ops/resource_watch.h"
 #include "util/fd.h"
 #include "util/result.h"
 
@@ -61,6 +62,15 @@ struct Sandbox {
   UniqueFd state_fd;               // the containment state map (opened on first use)
   bool containment_tried = false;  // the kernel's containment was completed (or tried) by this agent
   bool containment_queued = false;  // ... is being completed on the containment worker
+  // Its cgroup's resource counters (ops/resource_watch.h), watched in the
+  // loop (inotify, PSI): null when its cgroup has none of their files.
+  std::unique_ptr<ops::ResourceWatch> resources;
+  // spec.resources.wallTime of an attached sandbox: CLOCK_REALTIME when it
+  // is reached, counted from the moment the policy that set it was put in
+  // force (0: none, or reported); `cordon run` keeps its own.
+  int64_t wall_deadline_ns = 0;
+  uint64_t wall_time_s = 0;
+  bool contain_at_wall_time = false;  // spec.onViolation: contain
 };
 
 // Between the loop and the worker completing kernel containments: the
@@ -75,6 +85,7 @@ struct ContainmentHandoff {
     uint64_t client = 0;
     uint32_t client_pid = 0;
     bool kill = false;  // --kill was asked for
+    bool by_wall_time = false;  // spec.resources.wallTime reached (onViolation: contain)
     ops::ContainOutcome out;
   };
   std::mutex mu;
@@ -83,7 +94,7 @@ struct ContainmentHandoff {
 };
 
 // What an epoll event is for: the tag in the key's top byte, an id below.
-enum Tag : uint64_t { kSignal = 1, kListen, kTimer, kMetrics, kClient, kSandbox, kCompiled };
+enum Tag : uint64_t { kSignal = 1, kListen, kTimer, kMetrics, kClient, kSandbox, kCompiled, kResources, kPressure };
 constexpr uint64_t kKeyIdMask = (1ull << 56) - 1;
 constexpr uint64_t Key(Tag tag, uint64_t id) { return (static_cast<uint64_t>(tag) << 56) | (id & kKeyIdMask); }
 
@@ -129,6 +140,13 @@ class Agent {
   // not readable, which is logged: its events are then not marked quiet).
   std::shared_ptr<const std::vector<policy::QuietPattern>> QuietOf(uint64_t id, uint32_t generation);
   void OnEvent(Sandbox& sb, const cordon::v1::AuditEvent& event);
+  // Resources (adoption.cc): the sandbox's counters watched from its
+  // adoption (and again after a policy replacement) to its end; their
+  // events, with the sandbox's context, through Admit and OnEvent like any.
+  void WatchResources(Sandbox& sb, const PinnedInfo& pinned);
+  void PollResources(Sandbox& sb, bool final);
+  void DeliverOwn(Sandbox& sb, cordon::v1::AuditEvent event);
+  void CheckWallTime(Sandbox& sb, int64_t now_real_ns);
   bool Admit(Sandbox& sb, const v1::AuditEvent& event);
   // Stops holding the sandbox's attached credentials (waiting for a program
   // of theirs in progress); their files and state stay, for a detach or a

@@ -282,6 +282,7 @@ void Agent::HandleAttach(Client& c, ops::AttachRequest request, bool must_exist)
   // each issue program at most 30 s), then held: refreshed, expired and
   // revoked on the credential worker.
   request.hold_credentials = true;
+  request.agent_watches = true;  // wallTime and warnAt (WatchResources)
   request.oidc = CredentialOidc();
   // Adopted at once, before the retroactive check and the notes.
   request.after_attach = [this](const AttachResult&, const CgroupRef& cgroup) {
@@ -487,7 +488,9 @@ void Agent::ServiceContainments() {
     if (sb) sb->containment_tried = true;
     const std::string what = "sandbox " + (sb ? sb->ctx.name : d.out.name) + " (cgroup id " + std::to_string(d.id) +
                              ") was contained " +
-                             (d.by_kernel ? "by the kernel" : "by a cordon contain that did not finish");
+                             (d.by_kernel      ? "by the kernel"
+                              : d.by_wall_time ? "by this agent at its wallTime (onViolation: contain)"
+                                               : "by a cordon contain that did not finish");
     if (!d.out.error.empty())
       Log(what + ", but completing it failed: " + d.out.error);
     else

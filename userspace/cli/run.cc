@@ -809,7 +809,9 @@ class RunLimits {
  public:
   RunLimits(const policy::ResourceLimits& resources, const std::string& cgroup_dir, bool quiet)
       : quiet_(quiet), wall_(resources.wall_time_seconds.value_or(0)) {
-    watch = ops::ResourceWatch::Open(cgroup_dir);
+    ops::ResourceWatchOptions options;
+    options.warn_at_percent = resources.warn_at_percent;
+    watch = ops::ResourceWatch::Open(cgroup_dir, options);
     if (wall_) {
       timer = UniqueFd(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
       Arm(static_cast<int64_t>(wall_) * 1000000000);
@@ -900,7 +902,24 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
     ::epoll_ctl(epfd.get(), EPOLL_CTL_ADD, fd, &ev);
   };
   add(child->pidfd());
-  if (limits->watch && limits->watch->fd() >= 0) add(limits->watch->fd());
+  // The cgroup's counters: watched here, or, while the agent reads this
+  // sandbox, by the agent (its events come back through the tail and are
+  // taken as covered; what it did not report is reported at the end).
+  ops::ResourceWatch* watch = limits->watch.get();
+  auto watch_resources = [&] {
+    if (watch->fd() >= 0) add(watch->fd());
+    if (watch->pressure_fd() >= 0) {
+      struct epoll_event ev = {};
+      ev.events = EPOLLPRI;
+      ev.data.fd = watch->pressure_fd();
+      ::epoll_ctl(epfd.get(), EPOLL_CTL_ADD, watch->pressure_fd(), &ev);
+    }
+  };
+  if (watch && events->agent_link)
+    events->covered = watch;
+  else if (watch)
+    watch_resources();
+  int64_t last_warn_check = MonoNs();
   if (limits->timer.valid()) add(limits->timer.get());
   add(sigfd);
   add(events->agent_link ? events->agent_link->fd() : events->reader_fd());
@@ -923,6 +942,8 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
     if (!run->quiet) PrintNote("the agent went away; reading this sandbox's events directly");
     ::epoll_ctl(epfd.get(), EPOLL_CTL_DEL, events->agent_link->fd(), nullptr);
     events->agent_link.reset();
+    events->covered = nullptr;
+    if (watch) watch_resources();
     Status added = events->ReadDirectly();
     if (!added.ok())
       PrintError("cannot read this sandbox's events: " + added.error().ToString());
@@ -969,6 +990,8 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
         }
       } else if (fd == child->pidfd()) {
         exited = child->Reap(&exit_status);
+      } else if (watch && fd == watch->pressure_fd()) {
+        watch->OnPressure();
       } else if (fd == limits->timer.get()) {
         limits->Expired(child, events);
       } else if (credential_timer.valid() && fd == credential_timer.get()) {
@@ -994,8 +1017,16 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
     } else {
       events->Drain();
     }
-    if (limits->watch)
-      for (auto& e : limits->watch->Poll(MonoNs(), /*final=*/exited)) events->OnOwnEvent(std::move(e));
+    if (watch && events->agent_link) {
+      if (exited) watch->Refresh();  // the agent's last events arrive at the release (FinishSandbox)
+    } else if (watch) {
+      const int64_t now = MonoNs();
+      for (auto& e : watch->Poll(now, /*final=*/exited)) events->OnOwnEvent(std::move(e));
+      if (watch->watches_warn_at() && now - last_warn_check >= 1000000000) {  // warnAt: every second
+        last_warn_check = now;
+        for (auto& e : watch->CheckWarnAt()) events->OnOwnEvent(std::move(e));
+      }
+    }
     // Contained: the credentials this run issued are revoked now (looked at
     // every turn of this loop, at least every 500 ms), not at the end.
     if (containment && !revoked_at_containment && containment->Contained()) {
@@ -1102,6 +1133,12 @@ int RunCommandWith(const Args& args, const RunHooks& hooks) {
   const std::string usage = used.Describe();
   exit_status = limits.ExitStatus(exit_status, v1_used.oom_kills);
   bool cleaned = FinishSandbox(sandbox.get(), &events);
+  // Read through the agent: the rises it did not report (it read the cgroup
+  // last before the run removed it), from what this run read at the end.
+  if (limits.watch) {
+    events.covered = nullptr;
+    for (auto& e : limits.watch->Poll(MonoNs(), /*final=*/true)) events.OnOwnEvent(std::move(e));
+  }
   // Revoked once the leftovers are dead: nothing of the workload's can
   // then make revoke fail (a fork bomb, memory) or kill it.
   if (run.credentials)

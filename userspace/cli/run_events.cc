@@ -116,6 +116,7 @@ bool RunEvents::ReadAgent(int timeout_ms) {
     cordon::v1::TailFrame tf;
     if (!tf.ParseFromString(*frame)) return false;
     if (tf.has_event()) {
+      if (covered && tf.event().has_resource()) covered->Covered(tf.event());
       OnEvent(tf.event());
     } else if (tf.has_notice()) {
       summary.not_received += tf.notice().dropped();

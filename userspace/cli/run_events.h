@@ -14,6 +14,7 @@
 #include "events/reader.h"
 #include "events/sink.h"
 #include "ops/ephemeral.h"
+#include "ops/resource_watch.h"
 #include "util/result.h"
 
 namespace cordon::cli {
@@ -88,6 +89,9 @@ class RunEvents {
   RunSummary summary;
   Status sink_status;
   std::optional<agent::AgentClient> agent_link;
+  // While the agent watches this sandbox's resources: its resource events
+  // are taken as covered here (ResourceWatch::Covered).
+  ops::ResourceWatch* covered = nullptr;
   bool release_answered = false, agent_detached = false;
 
  private:

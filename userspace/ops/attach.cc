@@ -152,7 +152,8 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
                                      must_exist ? LimitMerge::kPolicy : LimitMerge::kStricter, false);
     if (!applied) return Failed("resource limits: " + applied.error().ToString() + unchanged);
     limits = std::move(*applied);
-    for (auto& line : UnenforcedLimits(compiled.resources, limits)) missing.push_back(std::move(line));
+    for (auto& line : UnenforcedLimits(compiled.resources, limits, false, req.agent_watches))
+      missing.push_back(std::move(line));
   }
   auto restore = [&](std::string error) {
     if (cordon::Status s = RestoreCgroupLimits(*cgroup, limits); !s.ok())
@@ -248,7 +249,7 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   if (accepted_before)
     out.notes.push_back("degraded enforcement was accepted when this sandbox was attached: the new policy too is "
                         "enforced only as far as this kernel can (listed below)");
-  for (const auto& line : LimitNotes(compiled.resources, limits)) out.notes.push_back(line);
+  for (const auto& line : LimitNotes(compiled.resources, limits, req.agent_watches)) out.notes.push_back(line);
   for (const auto& line : UnenforcedControls(compiled, ProbeLsm())) out.notes.push_back(line);
   if (ProbeLsm().usable())
     if (std::string note = ForeignSocketsNote(); !note.empty()) out.notes.push_back(note);

@@ -49,6 +49,8 @@ struct AttachRequest {
   // it refreshes, expires and revokes them); else (cordon attach without an
   // agent) they are released: issued once, ended by a sweep or detach.
   bool hold_credentials = false;
+  // Through the agent: it watches the sandbox's wallTime and warnAt (agent/adoption.cc).
+  bool agent_watches = false;
   OidcContext oidc;  // issuer and keys of oidc credentials (subject and policy filled in here)
 };
 
@@ -137,14 +139,17 @@ std::string DegradedError(const std::vector<std::string>& missing, const std::st
 
 // spec.resources (ops/resources.cc). The cgroup v2 limit values of a policy;
 // the limits set but not enforced ("resource limit pids.max (<reason>)", also
-// the ones not implemented yet: io, disk for attach, warnAt without egressBytes,
-// and wallTime but for `cordon run`, whose own clock enforces it: `for_run`), as
+// the ones not implemented yet: io, disk for attach; and wallTime and warnAt
+// (of memory and pids) but for `cordon run` (`for_run`: its own clock and
+// loop watch them) and an attach through the agent (`agent`: it watches
+// them)), as
 // DegradedError lists them; and one note line per limit saying what applies.
 std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& limits);
 std::vector<std::string> UnenforcedLimits(const policy::ResourceLimits& limits,
-                                          const std::vector<CgroupLimitOutcome>& outcomes, bool for_run = false);
+                                          const std::vector<CgroupLimitOutcome>& outcomes, bool for_run = false,
+                                          bool agent = false);
 std::vector<std::string> LimitNotes(const policy::ResourceLimits& limits,
-                                    const std::vector<CgroupLimitOutcome>& outcomes);
+                                    const std::vector<CgroupLimitOutcome>& outcomes, bool agent = false);
 // spec.resources.egressBytes of a sandbox, as `cordon status` shows it: "N
 // bytes sent (P packets) of 1Mi ..." ("" for a sandbox without the
 // accounting), and as JSON {"bytes","packets","droppedBytes",

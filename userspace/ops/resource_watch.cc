@@ -4,6 +4,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -120,13 +121,14 @@ std::string ResourceUsage::Describe() const {
   return out;
 }
 
-std::unique_ptr<ResourceWatch> ResourceWatch::Open(const std::string& dir) {
+std::unique_ptr<ResourceWatch> ResourceWatch::Open(const std::string& dir, ResourceWatchOptions options) {
   std::unique_ptr<ResourceWatch> w(new ResourceWatch(dir));
+  w->options_ = options;
   w->inotify_ = UniqueFd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!w->inotify_.valid()) return w;
   bool any = false;
   for (const char* file : {"memory.events", "pids.events"}) {
-    if (::inotify_add_watch(w->inotify_.get(), (dir + "/" + file).c_str(), IN_MODIFY) < 0) continue;
+    if (!w->inotify_.valid() || ::inotify_add_watch(w->inotify_.get(), (dir + "/" + file).c_str(), IN_MODIFY) < 0)
+      continue;
     any = true;
     if (std::strcmp(file, "memory.events") == 0) {
       w->counters_.push_back({file, "oom_kill", "memory", "memory.max"});
@@ -137,9 +139,81 @@ std::unique_ptr<ResourceWatch> ResourceWatch::Open(const std::string& dir) {
     }
   }
   if (!any) w->inotify_.Reset();
+  // A cpu quota ("max 100000": none): its throttling is watched.
+  if (NumberFile(dir + "/cpu.max")) {
+    w->counters_.push_back({"cpu.stat", "nr_throttled", "cpu", "cpu.max"});
+    // PSI: a task throttled by cpu.max is runnable and not running, which the
+    // cgroup's cpu.pressure counts as "some" stall. The trigger wakes at most
+    // once per window; without PSI (absent, or psi=0) cpu.stat is read on the
+    // other notifications and at the end.
+    UniqueFd pressure(::open((dir + "/cpu.pressure").c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC));
+    static const char kTrigger[] = "some 100000 1000000";  // 100 ms stalled within 1 s
+    if (pressure.valid() && ::write(pressure.get(), kTrigger, sizeof kTrigger) > 0) w->pressure_ = std::move(pressure);
+  }
   w->Read();
   for (auto& c : w->counters_) c.reported = c.seen;
+  if (w->options_.warn_at_percent) (void)w->CheckWarnAt();  // above already: no event until it falls back below
   return w;
+}
+
+bool ResourceWatch::Due(int64_t now) const {
+  for (const auto& c : counters_)
+    if (c.seen != c.reported && now - c.last_event_ns >= kEventSpacingNs) return true;
+  return false;
+}
+
+void ResourceWatch::Covered(const cordon::v1::AuditEvent& e) {
+  if (!e.has_resource()) return;
+  if (e.resource().event() == "warn") {
+    (e.resource().name() == "memory" ? memory_above_ : pids_above_) = true;
+    return;
+  }
+  for (auto& c : counters_)
+    if (e.resource().name() == c.resource && e.resource().event() == c.key) {
+      c.reported += e.resource().count();
+      if (c.seen < c.reported) c.seen = c.reported;
+    }
+}
+
+std::vector<cordon::v1::AuditEvent> ResourceWatch::CheckWarnAt() {
+  std::vector<cordon::v1::AuditEvent> out;
+  if (!options_.warn_at_percent) return out;
+  const uint64_t percent = *options_.warn_at_percent;
+  struct Share {
+    const char* resource;
+    const char* current_file;
+    const char* max_file;
+    bool* above;
+  };
+  for (const Share& s : {Share{"memory", "memory.current", "memory.max", &memory_above_},
+                         Share{"pids", "pids.current", "pids.max", &pids_above_}}) {
+    std::optional<uint64_t> limit = NumberFile(dir_ + "/" + s.max_file);
+    if (!limit || *limit == 0) continue;  // no limit ("max"), or no such controller
+    std::optional<uint64_t> current = NumberFile(dir_ + "/" + s.current_file);
+    if (!current) continue;
+    // current >= percent% of limit, without overflow for byte counts
+    const bool above = static_cast<long double>(*current) * 100 >= static_cast<long double>(*limit) * percent;
+    const bool crossed = above && !*s.above;
+    *s.above = above;
+    if (!crossed) continue;
+    const bool memory = std::strcmp(s.resource, "memory") == 0;
+    cordon::v1::AuditEvent e;
+    SetTimestamp(RealNs(), e.mutable_time());
+    e.set_kind(std::string("resource.") + s.resource);
+    e.set_verdict("detected");
+    e.set_enforcement("kernel-cgroup");
+    e.set_reason(std::string(s.current_file) + " " + (memory ? Bytes(*current) : std::to_string(*current)) +
+                 " crossed warnAt " + std::to_string(percent) + "% of " + s.max_file + " " +
+                 (memory ? Bytes(*limit) : std::to_string(*limit)));
+    auto* r = e.mutable_resource();
+    r->set_name(s.resource);
+    r->set_event("warn");
+    r->set_count(1);
+    r->set_limit(*limit);
+    r->set_value(*current);
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 bool ResourceWatch::Notified() {
@@ -151,14 +225,18 @@ bool ResourceWatch::Notified() {
 }
 
 void ResourceWatch::Read() {
-  auto memory_file = ReadFile(dir_ + "/memory.events", 4096);
-  auto pids_file = ReadFile(dir_ + "/pids.events", 4096);
-  const bool have_memory = memory_file.ok(), have_pids = pids_file.ok();
-  const std::string memory = have_memory ? *memory_file : "", pids = have_pids ? *pids_file : "";
+  // Each file once, and only the ones some counter is of.
+  std::vector<std::pair<const char*, std::optional<std::string>>> files;
   for (auto& c : counters_) {
-    const bool is_memory = std::strcmp(c.file, "memory.events") == 0;
-    if (is_memory ? !have_memory : !have_pids) continue;  // the cgroup is gone: keep what was read
-    if (auto v = KeyedValue(is_memory ? memory : pids, c.key); v && *v > c.seen) c.seen = *v;
+    auto it =
+        std::find_if(files.begin(), files.end(), [&](const auto& f) { return std::strcmp(f.first, c.file) == 0; });
+    if (it == files.end()) {
+      auto read = ReadFile(dir_ + "/" + c.file, 4096);
+      files.emplace_back(c.file, read ? std::optional<std::string>(*read) : std::nullopt);
+      it = std::prev(files.end());
+    }
+    if (!it->second) continue;  // the cgroup is gone: keep what was read
+    if (auto v = KeyedValue(*it->second, c.key); v && *v > c.seen) c.seen = *v;
   }
 }
 
@@ -172,10 +250,14 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final)
   std::vector<cordon::v1::AuditEvent> out;
   // The files are read only when the kernel said they changed, at the end,
   // or when a held-back rise is due: not on every turn of the caller's loop.
-  bool due = false;
-  for (const auto& c : counters_) due = due || (c.seen != c.reported && now - c.last_event_ns >= kEventSpacingNs);
-  if (Notified() || final) Read();
+  const bool due = Due(now);
+  const bool pressure = pressure_notified_;
+  pressure_notified_ = false;
+  const bool notified = Notified() || pressure;
+  if (notified || final)
+    Read();
   else if (!due) return out;
+  if (notified && !final) out = CheckWarnAt();
   for (auto& c : counters_) {
     if (c.seen == c.reported) continue;
     if (!final && c.last_event_ns && now - c.last_event_ns < kEventSpacingNs) continue;
@@ -184,8 +266,12 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final)
     c.last_event_ns = now;
     const std::string key = c.key, resource = c.resource;
     std::optional<uint64_t> limit = NumberFile(dir_ + "/" + c.limit_file);
-    std::optional<uint64_t> value =
-        NumberFile(dir_ + "/" + (resource == "memory" ? "memory.peak" : "pids.current"));
+    std::optional<uint64_t> value;
+    if (resource == "cpu") {
+      if (auto stat = ReadFile(dir_ + "/cpu.stat", 4096)) value = KeyedValue(*stat, "throttled_usec");
+    } else {
+      value = NumberFile(dir_ + "/" + (resource == "memory" ? "memory.peak" : "pids.current"));
+    }
     cordon::v1::AuditEvent e;
     SetTimestamp(RealNs(), e.mutable_time());
     e.set_kind("resource." + resource);
@@ -194,7 +280,13 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final)
     const std::string limit_text =
         std::string(c.limit_file) + " " +
         (limit ? (resource == "memory" ? Bytes(*limit) : std::to_string(*limit)) : std::string("max"));
-    if (resource == "pids") {
+    if (resource == "cpu") {
+      // cpu.max holds "QUOTA PERIOD" (microseconds); the limit is the quota.
+      e.set_verdict("detected");
+      e.set_reason("the sandbox was throttled at its cpu.max quota " +
+                   (limit ? std::to_string(*limit) + " us per period" : std::string("(now max)")) + " (" + times +
+                   (value ? ", " + Seconds(*value) + " throttled in all" : std::string()) + ")");
+    } else if (resource == "pids") {
       e.set_verdict("denied");
       e.set_reason("a fork was refused at " + limit_text + " (" + times + ")");
     } else if (key == "oom_kill") {

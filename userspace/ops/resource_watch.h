@@ -41,23 +41,55 @@ ResourceUsage ReadResourceUsage(const std::string& cgroup_dir);
 // "127.0.0.1:80/tcp", "[::1]:53/udp", "10.0.0.1/1" (ICMP). In ops/resources.cc.
 std::string EgressDestText(const cordon_egress_dest_key& key);
 
-// One counter of an events file, e.g. memory.events "oom_kill".
+// One counter of an events file, e.g. memory.events "oom_kill", or of
+// cpu.stat ("nr_throttled").
 struct ResourceCounter {
-  const char* file;      // memory.events | pids.events
-  const char* key;       // oom_kill, oom, max, high
-  const char* resource;  // memory | pids
+  const char* file;      // memory.events | pids.events | cpu.stat
+  const char* key;       // oom_kill, oom, max, high, nr_throttled
+  const char* resource;  // memory | pids | cpu
   const char* limit_file;
   uint64_t seen = 0;      // the kernel's value when last read
   uint64_t reported = 0;  // the value the last event covered
   int64_t last_event_ns = 0;
 };
 
+// What to watch beyond the events files.
+struct ResourceWatchOptions {
+  // spec.resources.warnAt: one event (resource.memory / resource.pids,
+  // event "warn") when memory.current or pids.current crosses this share of
+  // memory.max / pids.max, again only after it fell back below. The kernel
+  // notifies no share of a limit: CheckWarnAt() reads the two files, on the
+  // caller's slow timer and on every notification of this sandbox.
+  std::optional<uint64_t> warn_at_percent;
+};
+
 class ResourceWatch {
  public:
   // Watches <cgroup_dir>/memory.events and pids.events where they exist; the
   // counters start at their current values. fd() is -1 when neither exists.
-  static std::unique_ptr<ResourceWatch> Open(const std::string& cgroup_dir);
+  // With a cpu quota in cpu.max, also throttling (cpu.stat nr_throttled):
+  // cpu.stat is not notified, so a PSI trigger on the cgroup's cpu.pressure
+  // (some 100 ms stalled in a 1 s window) wakes pressure_fd() (POLLPRI),
+  // and cpu.stat is read then, on any other notification, and at the end.
+  static std::unique_ptr<ResourceWatch> Open(const std::string& cgroup_dir, ResourceWatchOptions options = {});
   int fd() const { return inotify_.get(); }
+  // -1: no cpu quota, or no PSI (cpu.stat is then read on the other
+  // notifications and at the end only).
+  int pressure_fd() const { return pressure_.get(); }
+  // pressure_fd() was readable (POLLPRI): the next Poll reads cpu.stat.
+  void OnPressure() { pressure_notified_ = true; }
+  // A rise held back by the one-event-a-second spacing is due now (no
+  // system call: the caller's timer asks every sandbox).
+  bool Due(int64_t now_mono_ns) const;
+  // A resource event about this cgroup that another watcher reported (an
+  // agent, for a `cordon run` that reads through it): its count is taken as
+  // reported here, so that this watch reports only the rest.
+  void Covered(const cordon::v1::AuditEvent& event);
+  // Reads the counters now (before the cgroup goes), without reporting.
+  void Refresh() { Read(); }
+  bool watches_warn_at() const { return options_.warn_at_percent.has_value(); }
+  // warnAt: the crossings since the last check (see ResourceWatchOptions).
+  std::vector<cordon::v1::AuditEvent> CheckWarnAt();
 
   // Events for the counters that rose since the last one about them: at most
   // one per counter a second (the increases in between are counted into the
@@ -73,8 +105,12 @@ class ResourceWatch {
   bool Notified();  // drains the inotify queue: true if a watched file changed
   void Read();
   std::string dir_;
+  ResourceWatchOptions options_;
   UniqueFd inotify_;
+  UniqueFd pressure_;
+  bool pressure_notified_ = false;
   std::vector<ResourceCounter> counters_;
+  bool memory_above_ = false, pids_above_ = false;  // warnAt: above the share at the last check
 };
 
 }  // namespace cordon::ops

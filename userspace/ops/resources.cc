@@ -27,38 +27,52 @@ std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& r) {
   return out;
 }
 
-std::vector<std::string> UnimplementedLimits(const policy::ResourceLimits& r, bool for_run = false) {
+std::vector<std::string> UnimplementedLimits(const policy::ResourceLimits& r, bool for_run = false,
+                                             bool agent = false) {
   std::vector<std::string> out;
   auto add = [&out](const char* field, bool set) {
     if (set) out.push_back(std::string("resource limit spec.resources.") + field + ": not implemented yet");
   };
   add("ioWriteBytesPerSecond", r.io_write_bytes_per_second.has_value());
-  add("wallTime", r.wall_time_seconds.has_value() && !for_run);
   // cordon run sizes its scratch tmpfs with disk and says what that covers (cli/run.cc).
   if (r.disk && !for_run)
     out.push_back(
         "resource limit spec.resources.disk: not enforced by cordon attach (only cordon run's scratch tmpfs has a "
         "size; spec.files write paths would need file-system quotas)");
-  // warnAt is implemented for egressBytes (the only counter it applies to yet).
-  add("warnAt", r.warn_at_percent.has_value() && !r.egress_bytes.has_value());
+  // A clock and a share of a limit: watched by `cordon run` for its command,
+  // by the agent for the sandboxes attached through it. (warnAt of
+  // egressBytes is the kernel's: it needs no watcher.)
+  for (const auto& [field, set] : {std::pair{"wallTime", r.wall_time_seconds.has_value()},
+                                   std::pair{"warnAt", r.warn_at_percent.has_value() && (r.memory || r.pids)}})
+    if (set && !for_run && !agent)
+      out.push_back(std::string("resource limit spec.resources.") + field +
+                    ": needs the agent (cordon attach without an agent does not watch it)");
   return out;
 }
 
 std::vector<std::string> UnenforcedLimits(const policy::ResourceLimits& limits,
-                                          const std::vector<CgroupLimitOutcome>& outcomes, bool for_run) {
+                                          const std::vector<CgroupLimitOutcome>& outcomes, bool for_run, bool agent) {
   std::vector<std::string> out;
   for (const CgroupLimitOutcome& o : outcomes)
     if (!o.enforced)
       out.push_back(std::string("resource limit ") + CgroupLimitFile(o.requested.limit) + ": " + o.reason);
-  for (auto& line : UnimplementedLimits(limits, for_run)) out.push_back(std::move(line));
+  for (auto& line : UnimplementedLimits(limits, for_run, agent)) out.push_back(std::move(line));
   return out;
 }
 
 std::vector<std::string> LimitNotes(const policy::ResourceLimits& limits,
-                                    const std::vector<CgroupLimitOutcome>& outcomes) {
+                                    const std::vector<CgroupLimitOutcome>& outcomes, bool agent) {
   std::vector<std::string> out;
   for (const CgroupLimitOutcome& o : outcomes) out.push_back("resources: " + o.Describe());
-  for (const auto& line : UnimplementedLimits(limits)) out.push_back("resources: NOT enforced: " + line);
+  if (agent && limits.wall_time_seconds)
+    out.push_back("resources: wallTime " + std::to_string(*limits.wall_time_seconds) +
+                  " s from now watched by the agent: one resource.walltime event, and the sandbox contained if "
+                  "spec.onViolation is contain (its processes are not signalled)");
+  if (agent && limits.warn_at_percent)
+    out.push_back("resources: warnAt " + std::to_string(*limits.warn_at_percent) +
+                  "% of memory.max and pids.max watched by the agent (memory.current and pids.current read every "
+                  "second)");
+  for (const auto& line : UnimplementedLimits(limits, false, agent)) out.push_back("resources: NOT enforced: " + line);
   return out;
 }
 

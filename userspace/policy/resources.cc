@@ -275,14 +275,16 @@ std::string DescribeResources(const ResourceLimits& l) {
   line("cpu", l.cpu_millicores, cores, "cpu.max");
   line("cpuWeight", l.cpu_weight, plain, "cpu.weight");
   line("ioWriteBytesPerSecond", l.io_write_bytes_per_second, ByteSizeText, "not enforced yet");
-  line("wallTime", l.wall_time_seconds, DurationText, "cordon run: SIGTERM, then SIGKILL; attach: not enforced yet");
+  line("wallTime", l.wall_time_seconds, DurationText,
+       "cordon run: SIGTERM, then SIGKILL; attach: the agent reports it, contains with onViolation: contain");
   line("egressBytes", l.egress_bytes, ByteSizeText,
        "cgroup_skb/egress: bytes sent counted in the kernel, every packet dropped once over; "
        "one resource.egress event at the limit");
-  line("disk", l.disk, ByteSizeText, "not enforced yet");
+  line("disk", l.disk, ByteSizeText, "cordon run: the size of its scratch tmpfs; not spec.files write paths, not attach");
   line("warnAt", l.warn_at_percent, percent,
-       l.egress_bytes ? "one resource.egress event at this share of egressBytes; other counters: not yet"
-                      : "not enforced yet (applies to egressBytes only)");
+       l.egress_bytes ? "of memory.max and pids.max: an event (cordon run, the agent); of egressBytes: one "
+                        "resource.egress event"
+                      : "of memory.max and pids.max: an event (cordon run, the agent)");
   return out;
 }
 
