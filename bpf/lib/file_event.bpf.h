@@ -51,8 +51,13 @@ static __always_inline void cordon_object_event_emit(const struct cordon_sandbox
 			n = CORDON_OBJECT_PATH_MAX;
 		bpf_probe_read_kernel(r->path, n, path);
 		len = n;
-		if (kind == CORDON_EV_NET_UNIX && len && r->path[0] == 0)
-			r->path[0] = '@';
+	}
+	/* An abstract name (a leading NUL) is another target than the path
+	 * "@name" it is shown as: the key says which. */
+	__u64 abstract = 0;
+	if (kind == CORDON_EV_NET_UNIX && len && r->path[0] == 0) {
+		abstract = 1ULL << 31;
+		r->path[0] = '@';
 	}
 	e->path_len = len;
 	e->hdr.size = sizeof(*e) + len;
@@ -64,7 +69,7 @@ static __always_inline void cordon_object_event_emit(const struct cordon_sandbox
 		.reason = reason,
 		.pid = e->hdr.pid,
 	};
-	__u64 h = cordon_target_hash((__u64)access << 32 | len, (__u64)arg << 32 | arg2, w[0], w[1], w[2]);
+	__u64 h = cordon_target_hash((__u64)access << 32 | abstract | len, (__u64)arg << 32 | arg2, w[0], w[1], w[2]);
 	h = cordon_target_hash(h, w[3], w[4], w[5], w[6]);
 	h = cordon_target_hash(h, w[7], w[8], w[9], w[10]);
 	key.target = cordon_target_hash(h, w[11], w[12], w[13], 0);

@@ -85,29 +85,42 @@ int cordon_bind6(struct bpf_sock_addr *ctx)
 #define CORDON_TCP_RST 0x04
 
 /* Whether `skb` (cgroup_skb: its data starts at the IP header) is a TCP
- * segment with RST set. IPv6 extension headers are not followed: a segment
- * behind one is not a reset here. */
+ * reset the kernel sends for one of the sandbox's TCP sockets: RST set, no
+ * payload, and the packet's socket a full SOCK_STREAM/IPPROTO_TCP socket (a
+ * raw socket, which a policy may grant with NET_RAW, builds its own headers
+ * and could dress data up as a reset). IPv6 extension headers are not
+ * followed: a segment behind one is not a reset here. */
 static __always_inline int cordon_is_tcp_reset(struct __sk_buff *skb)
 {
-	__u32 off;
+	struct bpf_sock *sk = skb->sk;
+	if (!sk)
+		return 0;
+	sk = bpf_sk_fullsock(sk);
+	if (!sk || sk->type != SOCK_STREAM || sk->protocol != IPPROTO_TCP)
+		return 0;
+	__u32 off, ip_len;
+	__be16 total = 0;
 	if (skb->protocol == bpf_htons(CORDON_ETH_P_IP)) {
 		__u8 vihl = 0, proto = 0;
 		if (bpf_skb_load_bytes(skb, 0, &vihl, 1) || bpf_skb_load_bytes(skb, 9, &proto, 1) ||
-		    proto != IPPROTO_TCP)
+		    proto != IPPROTO_TCP || bpf_skb_load_bytes(skb, 2, &total, 2))
 			return 0;
 		off = (vihl & 0xf) * 4;
+		ip_len = bpf_ntohs(total); /* header and payload */
 	} else if (skb->protocol == bpf_htons(CORDON_ETH_P_IPV6)) {
 		__u8 next = 0;
-		if (bpf_skb_load_bytes(skb, 6, &next, 1) || next != IPPROTO_TCP)
+		if (bpf_skb_load_bytes(skb, 6, &next, 1) || next != IPPROTO_TCP ||
+		    bpf_skb_load_bytes(skb, 4, &total, 2))
 			return 0;
 		off = 40;
+		ip_len = 40 + bpf_ntohs(total); /* payload length excludes the fixed header */
 	} else {
 		return 0;
 	}
-	__u8 flags = 0;
-	if (bpf_skb_load_bytes(skb, off + 13, &flags, 1))
+	__u8 doff = 0, flags = 0;
+	if (bpf_skb_load_bytes(skb, off + 12, &doff, 1) || bpf_skb_load_bytes(skb, off + 13, &flags, 1))
 		return 0;
-	return (flags & CORDON_TCP_RST) != 0;
+	return (flags & CORDON_TCP_RST) != 0 && ip_len == off + (doff >> 4) * 4;
 }
 
 /* The destination of an egress packet (cgroup_skb: its data starts at the IP
@@ -144,14 +157,14 @@ static __always_inline int cordon_skb_dest(struct __sk_buff *skb, struct cordon_
 
 /* The one resource.egress record of a threshold (the caller won its
  * compare-and-swap). No task: see struct cordon_resource_event. */
-static __always_inline void cordon_egress_report(struct __sk_buff *skb, const struct cordon_egress_dest_key *dest,
-						 __u16 threshold, __u64 limit, __u64 value)
+static __always_inline int cordon_egress_report(struct __sk_buff *skb, const struct cordon_egress_dest_key *dest,
+						__u16 threshold, __u64 limit, __u64 value)
 {
 	const struct cordon_sandbox_cfg *cfg = cordon_cfg();
 	struct cordon_resource_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		cordon_count(CORDON_CNT_EVENTS_DROPPED);
-		return;
+		return -1;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->hdr.size = sizeof(*e);
@@ -172,6 +185,7 @@ static __always_inline void cordon_egress_report(struct __sk_buff *skb, const st
 	e->protocol = dest->protocol;
 	e->threshold = threshold;
 	bpf_ringbuf_submit(e, 0);
+	return 0;
 }
 
 /* Sets *reported from what it was to `to`, once: 1 for the one caller that
@@ -186,8 +200,10 @@ static __always_inline int cordon_report_once(__u64 *reported, __u64 to)
  * IP header and payload, every protocol; a TCP segment offload skb counts
  * whole) in the sandbox's egress_usage and, per destination, egress_dests.
  * A packet that would take the total over the budget is dropped, and from
- * then on every packet but a TCP reset (like containment): the total never
- * exceeds the budget but for those resets. A datagram dropped fails its
+ * then on every packet but a TCP reset (like containment): the total
+ * exceeds the budget only by those resets and by packets of other CPUs
+ * checked at the same moment (each at most one GSO packet: the check and
+ * the count are two atomic steps). A datagram dropped fails its
  * send() with EPERM; TCP segments are dropped and the connection stalls
  * (the reader of the max record destroys its sockets, README). The budget
  * is the policy's (egress_budget): a replacement applies its own to the
@@ -211,8 +227,11 @@ static __always_inline int cordon_egress_account(struct __sk_buff *skb)
 		}
 		__sync_fetch_and_add(&u->dropped_bytes, len);
 		__sync_fetch_and_add(&u->dropped_packets, 1);
-		if (cordon_report_once(&u->max_reported, limit))
-			cordon_egress_report(skb, &dest, CORDON_RES_MAX, limit, *(volatile __u64 *)&u->bytes);
+		/* A full ring buffer (a flood at the crossing) gives the
+		 * threshold back: the next dropped packet writes the record. */
+		if (cordon_report_once(&u->max_reported, limit) &&
+		    cordon_egress_report(skb, &dest, CORDON_RES_MAX, limit, *(volatile __u64 *)&u->bytes))
+			__sync_val_compare_and_swap(&u->max_reported, limit, 0);
 		return 0;
 	}
 	__u64 total = __sync_fetch_and_add(&u->bytes, len) + len;
@@ -227,8 +246,9 @@ static __always_inline int cordon_egress_account(struct __sk_buff *skb)
 				__sync_fetch_and_add(per, len);
 		}
 	}
-	if (warn && total >= warn && cordon_report_once(&u->warn_reported, warn))
-		cordon_egress_report(skb, &dest, CORDON_RES_WARN, limit, total);
+	if (warn && total >= warn && cordon_report_once(&u->warn_reported, warn) &&
+	    cordon_egress_report(skb, &dest, CORDON_RES_WARN, limit, total))
+		__sync_val_compare_and_swap(&u->warn_reported, warn, 0);
 	return 1;
 }
 
