@@ -792,10 +792,12 @@ TEST_F(AgentHostileClients, QueuedAttachesOfClientsThatHangUpStayWithinTheMemory
   Fd slow = ConnectUnix(agent.socket());
   ASSERT_GE(slow.get(), 0);
   ASSERT_TRUE(SendAll(slow.get(), LargePolicyAttachFrame(cg.path())));
-  // Its compilation starts once the loop has the frame (the compiler is
-  // idle): a status sent after it is answered by then.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Hung up once its compilation started: seen from outside as the agent's
+  // memory growing well past the frame's (the compilation takes ~150 MiB;
+  // the frame and its copy ~15 MiB). A status answered was not enough: on a
+  // loaded machine the compiler took the job up after the hang-up.
   ASSERT_TRUE(agent.Status().has_value());
+  WaitFor([&] { return agent.RssKib() > baseline_kib + 48 * 1024; }, 30000);
   slow.Close();
   auto attached = [&] {
     auto st = agent.Status();

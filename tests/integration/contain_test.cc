@@ -1198,6 +1198,19 @@ TEST_F(Contain, ARunsCredentialsAreRevokedAtContainmentAndNeverInTheEvidence) {
   ASSERT_FALSE(cg.empty()) << "the run's sandbox did not appear";
   const std::string token = Slurp(tokens).substr(0, Slurp(tokens).find('\n'));
   ASSERT_EQ(token.rfind("contain-secret-", 0), 0u) << "no credential was issued";
+  // Both commands started (on a loaded machine the containment came before
+  // the backgrounded shell's exec once: the evidence had only its parent).
+  auto started = [&] {
+    int found = 0;
+    std::istringstream procs(Slurp(cg + "/cgroup.procs"));
+    for (std::string pid; std::getline(procs, pid);) {
+      const std::string cmdline = Slurp("/proc/" + pid + "/cmdline");
+      found |= (cmdline.find("holds-the-token") != std::string::npos ? 1 : 0) |
+               (cmdline.find("holds-a-foreign-token") != std::string::npos ? 2 : 0);
+    }
+    return found == 3;
+  };
+  ASSERT_TRUE(WaitFor(started, 10000)) << "the command's two shells did not start";
   EXPECT_EQ(Slurp(revoked), "");  // the control: live until contained
 
   CommandResult r = Cordon({"contain", "--name", name, "--config", scratch.config()});
