@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -79,6 +80,25 @@ std::string PythonConnect(uint16_t port) {
 // OfIdenticalDenials' (the same kernel aggregation, read by the agent); here
 // cordon run's own reader, 5 times (each run is ~11 s of the kernel refusing
 // a python flood, and the host suites are on CI's critical path).
+// What an audit file says of a flood and of the one violation made during
+// it: the occurrences of the flood's records (and their number), the records
+// lost, and the violation's denied records.
+struct FloodTally {
+  uint64_t flood = 0, lost = 0, records = 0;
+  int violations = 0;
+};
+FloodTally TallyFlood(const std::vector<cordon::v1::AuditEvent>& events,
+                      const std::function<bool(const cordon::v1::AuditEvent&)>& is_flood,
+                      const std::function<bool(const cordon::v1::AuditEvent&)>& is_violation) {
+  FloodTally t;
+  for (const auto& e : events) {
+    if (is_flood(e)) t.flood += Occurrences(e), t.records++;
+    if (e.kind() == "loss") t.lost += e.loss().dropped();
+    t.violations += is_violation(e) && e.verdict() == "denied";
+  }
+  return t;
+}
+
 TEST_F(RunCommand, ADistinctViolationSurvivesAFloodOfIdenticalDenials) {
   constexpr int kRuns = 5;
   constexpr int kFlood = 1000000;
@@ -119,14 +139,9 @@ TEST_F(RunCommand, ADistinctViolationSurvivesAFloodOfIdenticalDenials) {
     const size_t at = r.out.find("violation pid ");
     ASSERT_NE(at, std::string::npos) << r.out;
     const uint32_t violation_pid = static_cast<uint32_t>(std::stoul(r.out.substr(at + 14)));
-    uint64_t flood = 0, lost = 0, records = 0;
-    int violations = 0;
-    for (const auto& e : AuditEvents()) {
-      if (e.kind() == "net.sendmsg" && e.net().port() == 9) flood += Occurrences(e), records++;
-      if (e.kind() == "loss") lost += e.loss().dropped();
-      violations +=
-          e.kind() == "net.connect" && e.net().port() == port && e.pid() == violation_pid && e.verdict() == "denied";
-    }
+    const auto [flood, lost, records, violations] = TallyFlood(
+        AuditEvents(), [](const auto& e) { return e.kind() == "net.sendmsg" && e.net().port() == 9; },
+        [&](const auto& e) { return e.kind() == "net.connect" && e.net().port() == port && e.pid() == violation_pid; });
     EXPECT_EQ(violations, 1) << "run " << run << ": the violation is in the audit file";
     EXPECT_EQ(flood + lost, static_cast<uint64_t>(kFlood)) << "run " << run << ": " << records << " records";
     EXPECT_LT(records, static_cast<uint64_t>(kFlood) / 100) << "counted, not written record by record";
@@ -199,21 +214,18 @@ TEST_F(RunCommand, ADistinctUnixConnectSurvivesAFloodOfIdenticalOnes) {
   const size_t at = r.out.find("violation pid ");
   ASSERT_NE(at, std::string::npos) << r.out;
   const uint32_t violation_pid = static_cast<uint32_t>(std::stoul(r.out.substr(at + 14)));
-  uint64_t flood = 0, lost = 0, records = 0;
-  int violations = 0;
+  const auto events = AuditEvents();
   std::set<std::string> seen;  // for a failure's message
-  for (const auto& e : AuditEvents()) {
-    seen.insert(e.kind() + " " + e.verdict() + " " + e.file().path());
-    // Where BPF LSM reports it, the path is the socket's from the real root
-    // (in the test VM below its chroot): the end is compared.
-    auto is = [&e](const std::string& path) {
-      return e.kind() == "net.unix" && e.file().path().size() >= path.size() &&
-             e.file().path().compare(e.file().path().size() - path.size(), path.size(), path) == 0;
-    };
-    if (is(flood_path)) flood += Occurrences(e), records++;
-    if (e.kind() == "loss") lost += e.loss().dropped();
-    violations += is(violation_path) && e.pid() == violation_pid && e.verdict() == "denied";
-  }
+  for (const auto& e : events) seen.insert(e.kind() + " " + e.verdict() + " " + e.file().path());
+  // Where BPF LSM reports it, the path is the socket's from the real root
+  // (in the test VM below its chroot): the end is compared.
+  auto is = [](const cordon::v1::AuditEvent& e, const std::string& path) {
+    return e.kind() == "net.unix" && e.file().path().size() >= path.size() &&
+           e.file().path().compare(e.file().path().size() - path.size(), path.size(), path) == 0;
+  };
+  const auto [flood, lost, records, violations] = TallyFlood(
+      events, [&](const auto& e) { return is(e, flood_path); },
+      [&](const auto& e) { return is(e, violation_path) && e.pid() == violation_pid; });
   EXPECT_EQ(violations, 1) << "the violation is in the audit file: "
                            << cordon::JoinStrings({seen.begin(), seen.end()}, "; ");
   EXPECT_EQ(flood + lost, static_cast<uint64_t>(kFlood)) << records << " records";
