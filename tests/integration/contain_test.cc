@@ -1200,13 +1200,19 @@ TEST_F(Contain, ARunsCredentialsAreRevokedAtContainmentAndNeverInTheEvidence) {
   ASSERT_EQ(token.rfind("contain-secret-", 0), 0u) << "no credential was issued";
   // Both commands started (on a loaded machine the containment came before
   // the backgrounded shell's exec once: the evidence had only its parent).
+  // Each is a shell whose script (its third argument) begins so; the outer
+  // shell's script names both, so a search of whole command lines would be
+  // satisfied by it alone, still at its `cat` (CI failed so).
   auto started = [&] {
     int found = 0;
     std::istringstream procs(Slurp(cg + "/cgroup.procs"));
     for (std::string pid; std::getline(procs, pid);) {
-      const std::string cmdline = Slurp("/proc/" + pid + "/cmdline");
-      found |= (cmdline.find("holds-the-token") != std::string::npos ? 1 : 0) |
-               (cmdline.find("holds-a-foreign-token") != std::string::npos ? 2 : 0);
+      std::vector<std::string> argv;
+      std::istringstream cmdline(Slurp("/proc/" + pid + "/cmdline"));
+      for (std::string arg; std::getline(cmdline, arg, '\0');) argv.push_back(arg);
+      if (argv.size() != 3) continue;
+      found |= (argv[2].rfind("sleep 300; : holds-the-token ", 0) == 0 ? 1 : 0) |
+               (argv[2].rfind("sleep 300; : holds-a-foreign-token ", 0) == 0 ? 2 : 0);
     }
     return found == 3;
   };

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
@@ -371,15 +372,23 @@ TEST_F(ResourcesHybrid, CpuSpinnersAreHeldNearTheV1Quota) {
   EXPECT_TRUE(Has(r.err, "cpu.max 20000 100000 enforced (cgroup v1 cpu.cfs_quota_us 20000)")) << r.err;
   double limited_ratio = -1, free_ratio = -1;
   ASSERT_EQ(std::sscanf(r.out.c_str(), "ratio %lf", &limited_ratio), 1) << r.out;
-  EXPECT_LE(limited_ratio, 0.3) << "0.2 of a core at most (the quota), with a wide margin";
+  EXPECT_LE(limited_ratio, 0.3) << "0.2 of a core at most (the quota), with a wide margin\n" << r.err;
   EXPECT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
 
   // Negative control: unlimited, the two spinners use well above the quota.
+  // On a machine loaded by other work they may get less of it: up to three
+  // tries, the best counts (the limited run above is never retried).
   PolicyFile unlimited(Policy("nolimit", ""));
-  CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kSpin});
-  ASSERT_EQ(c.status, 0) << c.err;
-  ASSERT_EQ(std::sscanf(c.out.c_str(), "ratio %lf", &free_ratio), 1) << c.out;
-  EXPECT_GE(free_ratio, 0.4) << "two spinners on two cores, unlimited";
+  std::string tries;
+  for (int i = 0; i < 3 && free_ratio < 0.4; ++i) {
+    CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kSpin});
+    ASSERT_EQ(c.status, 0) << c.err;
+    double ratio = -1;
+    ASSERT_EQ(std::sscanf(c.out.c_str(), "ratio %lf", &ratio), 1) << c.out;
+    free_ratio = std::max(free_ratio, ratio);
+    tries += c.out;
+  }
+  EXPECT_GE(free_ratio, 0.4) << "two spinners on two cores, unlimited\n" << tries;
 }
 
 // A root command (no capability, but uid 0 owns the v1 cgroup files) could
