@@ -2668,5 +2668,63 @@ TEST_F(AgentResources, WallTimeOfAnAttachedSandboxIsAnEventAndContainsWhenConfig
   EXPECT_EQ(agent.Stop(), 0);
 }
 
+// spec.resources.egressBytes of a sandbox attached through the agent: at the
+// kernel's max record the agent destroys the sandbox's connections
+// (sock_diag, on its containment worker, as cordon run does): the workload's
+// send, which would stall for 30 s, fails at once (ECONNABORTED), the server
+// sees the reset, and the agent's audit file has the net.preexisting record.
+// Then the agent restarts: the count (pinned) is what it was, and the budget
+// still holds (a datagram EPERM). Negative control: the same flood attached
+// without an agent stalls (EgressBudget.FloodStopsAtTheBudget...: EAGAIN).
+// The agent's rate limit is 1 event a second, and the workload first floods
+// it with 200 distinct denied sends: the max record is never held back by
+// the rate limit (nor, so, the cut).
+TEST_F(AgentResources, EgressBudgetReachedCutsTheConnectionsAndSurvivesARestart) {
+  TestAgent agent("rateLimit: {eventsPerSecond: 1, burst: 1}\n");
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("agres-egress");
+  PolicyFile budget(
+      ResourcePolicy("egress1m", "    egressBytes: 1Mi\n", "  network:\n    egress:\n      - cidr: 127.0.0.1\n"));
+  Attach(cg, budget, "egress");
+  EXPECT_EQ(RunInCgroup(cg.path(),
+                        [] {
+                          int refused = 0;
+                          for (int i = 0; i < 200; ++i)
+                            refused += UdpSendto(V4("127.0.0.2", static_cast<uint16_t>(20000 + i))) == EPERM;
+                          return refused == 200 ? 0 : 1;
+                        }),
+            0);
+  TcpSink sink;
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpFlood(sink.port(), 8u << 20, /*stall_s=*/30); }), ECONNABORTED)
+      << agent.Log(0);
+  const uint64_t received = sink.Stop();
+  EXPECT_LE(received, 1u << 20);
+  EXPECT_TRUE(sink.reset()) << "the server saw no reset";
+  ASSERT_TRUE(WaitFor([&] { return !OfKind(agent.Audit(cg.id()), "net.preexisting").empty(); }, 10000))
+      << Slurp(agent.audit()) << agent.Log(0);
+  auto cut = OfKind(agent.Audit(cg.id()), "net.preexisting");
+  ASSERT_EQ(cut.size(), 1u) << Slurp(agent.audit());
+  EXPECT_EQ(cut[0].verdict(), "destroyed");
+  EXPECT_EQ(cut[0].net().port(), sink.port());
+  EXPECT_NE(cut[0].reason().find("egress budget"), std::string::npos) << cut[0].reason();
+  EXPECT_EQ(OfKind(agent.Audit(cg.id()), "resource.egress", "max").size(), 1u) << Slurp(agent.audit());
+  auto accounting = agent.Sandbox(cg.id());
+  ASSERT_TRUE(accounting.has_value());
+  EXPECT_GT(accounting->suppressed(), 0u) << "the flood was not held back: no test";
+
+  const uint64_t counted = EgressStatusNumber(Cordon({"status", "--json"}).out, cg.id(), "bytes");
+  EXPECT_GE(counted, received);
+  EXPECT_EQ(agent.Stop(), 0);
+  ASSERT_TRUE(agent.Start()) << agent.Log(1);
+  CommandResult status = Cordon({"status", "--json"});
+  EXPECT_EQ(EgressStatusNumber(status.out, cg.id(), "bytes"), counted) << "the count was reset\n" << status.out;
+  EXPECT_EQ(EgressStatusNumber(status.out, cg.id(), "limit"), 1u << 20) << status.out;
+  UdpReceiver udp;
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("127.0.0.1", udp.port())); }), EPERM)
+      << "over the budget after the restart";
+  Detach(cg);
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace cordon::test

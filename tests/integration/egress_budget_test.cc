@@ -35,105 +35,6 @@ std::string BudgetPolicy(const std::string& name, const std::string& resources) 
          (resources.empty() ? "" : "  resources:\n" + resources);
 }
 
-// A TCP server of the test's own on 127.0.0.1 (outside every sandbox) that
-// reads everything one connection sends, counting it, until the peer closes
-// or Stop() (which first reads what has arrived).
-class TcpSink {
- public:
-  TcpSink() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) || ::listen(listen_fd_, 4) ||
-        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len))
-      ADD_FAILURE() << "tcp sink: " << std::strerror(errno);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~TcpSink() {
-    Stop();
-    ::close(listen_fd_);
-  }
-  uint16_t port() const { return port_; }
-  // Stops reading (after what has arrived; with `until_eof`, once the peer
-  // closed, waiting for that at most 30 s) and returns the bytes received.
-  uint64_t Stop(bool until_eof = false) {
-    if (until_eof) WaitFor([this] { return done_.load(); }, 30000);
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-    return received_;
-  }
-  // Whether the connection ended with a reset (ECONNRESET) rather than EOF.
-  bool reset() const { return reset_; }
-
- private:
-  void Serve() {
-    int conn = -1;
-    char buf[1 << 16];
-    for (;;) {
-      const int fd = conn >= 0 ? conn : listen_fd_;
-      pollfd p = {fd, POLLIN, 0};
-      const int ready = ::poll(&p, 1, 50);
-      if (ready == 0) {
-        if (stop_) break;
-        continue;
-      }
-      if (conn < 0) {
-        conn = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        continue;
-      }
-      const ssize_t n = ::recv(conn, buf, sizeof buf, MSG_DONTWAIT);
-      if (n > 0) {
-        received_ += static_cast<uint64_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EAGAIN) continue;
-      reset_ = n < 0 && errno == ECONNRESET;
-      break;  // EOF or an error
-    }
-    if (conn >= 0) ::close(conn);
-    done_ = true;
-  }
-  int listen_fd_ = -1;
-  uint16_t port_ = 0;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> received_{0};
-  std::atomic<bool> reset_{false};
-  std::atomic<bool> done_{false};
-};
-
-// The workload: sends up to `total` bytes to 127.0.0.1:port over TCP. 0 when
-// all were sent; else the errno of the send that failed, EAGAIN for one that
-// made no progress for a second (its SO_SNDTIMEO: the connection stalled).
-int TcpFlood(uint16_t port, uint64_t total) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return errno;
-  sockaddr_storage to = V4("127.0.0.1", port);
-  timeval timeout = {1, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), SockaddrLen(to))) {
-    const int err = errno;
-    ::close(fd);
-    return err;
-  }
-  static char chunk[1 << 16];
-  uint64_t sent = 0;
-  int err = 0;
-  while (sent < total) {
-    const ssize_t n = ::send(fd, chunk, std::min<uint64_t>(sizeof chunk, total - sent), MSG_NOSIGNAL);
-    if (n < 0) {
-      err = errno;
-      break;
-    }
-    sent += static_cast<uint64_t>(n);
-  }
-  ::close(fd);
-  return err;
-}
-
 // Sends `count` datagrams of kDatagram bytes to 127.0.0.1:port: 0, or the
 // errno of the first that failed.
 int UdpFlood(uint16_t port, int count) {
@@ -146,15 +47,6 @@ int UdpFlood(uint16_t port, int count) {
     if (::sendto(fd, datagram, sizeof datagram, 0, reinterpret_cast<sockaddr*>(&to), SockaddrLen(to)) < 0) err = errno;
   ::close(fd);
   return err;
-}
-
-// The number after "key": in the status JSON object of sandbox `id` (0 when absent).
-uint64_t StatusNumber(const std::string& json, uint64_t id, const std::string& key) {
-  const size_t at = json.find("{\"id\":" + std::to_string(id) + ",");
-  if (at == std::string::npos) return 0;
-  const size_t egress = json.find("\"egress\":{", at);
-  const size_t k = egress == std::string::npos ? egress : json.find("\"" + key + "\":", egress);
-  return k == std::string::npos ? 0 : std::stoull(json.substr(k + key.size() + 3));
 }
 
 class EgressBudget : public ::testing::Test {
@@ -211,11 +103,11 @@ TEST_F(EgressBudget, FloodStopsAtTheBudgetWithOneWarnAndOneMaxEvent) {
 
   // cordon status: bytes sent (headers too), the limit, the drops, the destinations.
   CommandResult status = Cordon({"status", "--json"});
-  const uint64_t counted = StatusNumber(status.out, cg.id(), "bytes");
+  const uint64_t counted = EgressStatusNumber(status.out, cg.id(), "bytes");
   EXPECT_GE(counted, received + udp_bytes) << status.out;
   EXPECT_LE(counted, kBudget) << status.out;
-  EXPECT_EQ(StatusNumber(status.out, cg.id(), "limit"), kBudget) << status.out;
-  EXPECT_GT(StatusNumber(status.out, cg.id(), "droppedPackets"), 0u) << status.out;
+  EXPECT_EQ(EgressStatusNumber(status.out, cg.id(), "limit"), kBudget) << status.out;
+  EXPECT_GT(EgressStatusNumber(status.out, cg.id(), "droppedPackets"), 0u) << status.out;
   EXPECT_NE(status.out.find("\"destination\":\"127.0.0.1:" + std::to_string(sink.port()) + "/tcp\""), std::string::npos)
       << status.out;
   EXPECT_NE(status.out.find("\"destination\":\"127.0.0.1:" + std::to_string(udp.port()) + "/udp\""), std::string::npos)
@@ -229,8 +121,9 @@ TEST_F(EgressBudget, FloodStopsAtTheBudgetWithOneWarnAndOneMaxEvent) {
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return TcpFlood(again.port(), 1u << 20); }), 0);
   EXPECT_EQ(again.Stop(/*until_eof=*/true), 1u << 20);
   status = Cordon({"status", "--json"});
-  EXPECT_GE(StatusNumber(status.out, cg.id(), "bytes"), counted + (1u << 20)) << "the count was reset: " << status.out;
-  EXPECT_EQ(StatusNumber(status.out, cg.id(), "limit"), 4u << 20) << status.out;
+  EXPECT_GE(EgressStatusNumber(status.out, cg.id(), "bytes"), counted + (1u << 20))
+      << "the count was reset: " << status.out;
+  EXPECT_EQ(EgressStatusNumber(status.out, cg.id(), "limit"), 4u << 20) << status.out;
   EXPECT_TRUE(OfKind(TakeEvents(cg.path()), "resource.egress").empty()) << "under the new budget: no record";
 
   // Negative control: without egressBytes the same flood delivers everything.

@@ -634,4 +634,84 @@ PinnedRunCleanup::~PinnedRunCleanup() {
   ::unlink(("/run/cordon/runs/" + cgroup.substr(cgroup.rfind('/') + 1)).c_str());
 }
 
+TcpSink::TcpSink() {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) || ::listen(listen_fd_, 4) ||
+      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len))
+    ADD_FAILURE() << "tcp sink: " << std::strerror(errno);
+  port_ = ntohs(a.sin_port);
+  thread_ = std::thread([this] { Serve(); });
+}
+uint64_t TcpSink::Stop(bool until_eof) {
+  if (until_eof) WaitFor([this] { return done_.load(); }, 30000);
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  return received_;
+}
+
+void TcpSink::Serve() {
+  int conn = -1;
+  char buf[1 << 16];
+  for (;;) {
+    const int fd = conn >= 0 ? conn : listen_fd_;
+    pollfd p = {fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 50);
+    if (ready == 0) {
+      if (stop_) break;
+      continue;
+    }
+    if (conn < 0) {
+      conn = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      continue;
+    }
+    const ssize_t n = ::recv(conn, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      received_ += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EAGAIN) continue;
+    reset_ = n < 0 && errno == ECONNRESET;
+    break;  // EOF or an error
+  }
+  if (conn >= 0) ::close(conn);
+  done_ = true;
+}
+int TcpFlood(uint16_t port, uint64_t total, int stall_s) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  sockaddr_storage to = V4("127.0.0.1", port);
+  timeval timeout = {stall_s, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), SockaddrLen(to))) {
+    const int err = errno;
+    ::close(fd);
+    return err;
+  }
+  static char chunk[1 << 16];
+  uint64_t sent = 0;
+  int err = 0;
+  while (sent < total) {
+    const ssize_t n = ::send(fd, chunk, std::min<uint64_t>(sizeof chunk, total - sent), MSG_NOSIGNAL);
+    if (n < 0) {
+      err = errno;
+      break;
+    }
+    sent += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  return err;
+}
+
+uint64_t EgressStatusNumber(const std::string& json, uint64_t id, const std::string& key) {
+  const size_t at = json.find("{\"id\":" + std::to_string(id) + ",");
+  if (at == std::string::npos) return 0;
+  const size_t egress = json.find("\"egress\":{", at);
+  const size_t k = egress == std::string::npos ? egress : json.find("\"" + key + "\":", egress);
+  return k == std::string::npos ? 0 : std::stoull(json.substr(k + key.size() + 3));
+}
+
 }  // namespace cordon::test

@@ -9,8 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "event.pb.h"
@@ -152,6 +155,43 @@ class UdpReceiver {
   int fd_ = -1;
   uint16_t port_ = 0;
 };
+
+// A TCP server of the test's own on 127.0.0.1 (outside every sandbox) that
+// reads everything one connection sends, counting it, until the peer closes
+// or Stop() (which first reads what has arrived).
+class TcpSink {
+ public:
+  TcpSink();
+  ~TcpSink() {
+    Stop();
+    ::close(listen_fd_);
+  }
+  uint16_t port() const { return port_; }
+  // Stops reading (after what has arrived; with `until_eof`, once the peer
+  // closed, waiting for that at most 30 s) and returns the bytes received.
+  uint64_t Stop(bool until_eof = false);
+  // Whether the connection ended with a reset (ECONNRESET) rather than EOF.
+  bool reset() const { return reset_; }
+
+ private:
+  void Serve();
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> received_{0};
+  std::atomic<bool> reset_{false};
+  std::atomic<bool> done_{false};
+};
+
+// The workload: sends up to `total` bytes to 127.0.0.1:port over TCP. 0 when
+// all were sent; else the errno of the send that failed, EAGAIN for one that
+// made no progress for `stall_s` seconds (its SO_SNDTIMEO: the connection stalled).
+int TcpFlood(uint16_t port, uint64_t total, int stall_s = 1);
+
+// The number after "key": in the "egress" object of sandbox `id` in
+// `cordon status --json` (0 when absent).
+uint64_t EgressStatusNumber(const std::string& json, uint64_t id, const std::string& key);
 
 // A policy without egress whose spec.quiet expects one thing: connects of
 // `kind` (net.connect, or a family such as net) to 127.0.0.1:port.

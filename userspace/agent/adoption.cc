@@ -10,11 +10,13 @@
 
 #include "agent/agent_impl.h"
 #include "agent/log.h"
+#include "inspect/retro.h"
 #include "loader/sandbox.h"
 #include "ops/policy_store.h"
 #include "policy/parser.h"
 #include "policy/resources.h"
 #include "sys/bpffs.h"
+#include "sys/cgroup.h"
 #include "util/clock.h"
 #include "util/fs.h"
 
@@ -222,6 +224,7 @@ bool PolicyResources(const std::string& digest, policy::ResourceLimits* limits, 
 void Agent::WatchResources(Sandbox& sb, const PinnedInfo& pinned) {
   sb.resources.reset();  // its fds leave the epoll set as they close
   sb.wall_deadline_ns = 0;
+  sb.egress_cut = false;  // a policy put in force: its own budget's max record cuts again
   if (sb.ctx.cgroup_path.empty()) return;
   policy::ResourceLimits limits;
   bool contain = false;
@@ -253,6 +256,35 @@ void Agent::DeliverOwn(Sandbox& sb, v1::AuditEvent e) {
   e.set_cgroup_id(sb.id);
   e.set_sandbox_cgroup_id(sb.id);
   if (Admit(sb, e)) OnEvent(sb, e);
+}
+
+// spec.resources.egressBytes reached (the kernel's max record): from now on
+// the kernel drops every packet of the sandbox but TCP resets; destroying its
+// connections (sock_diag, as containment does) tells the peers and the
+// workload at once instead of at their timeouts. Once per policy put in
+// force, on the containment worker (a snapshot of a large sandbox takes a
+// while); a `cordon run`'s sandbox is left to the run, which does the same.
+void Agent::CutEgress(Sandbox& sb) {
+  if (sb.egress_cut || (sb.flags & CORDON_INFO_F_EPHEMERAL) || sb.ctx.cgroup_path.empty()) return;
+  sb.egress_cut = true;
+  ContainmentHandoff::Done done;
+  done.id = sb.id;
+  done.egress_cut = true;
+  contain_worker_->Post([handoff = handoff_, dir = JoinPath(cgroup_mount_, sb.ctx.cgroup_path), ctx = sb.ctx,
+                         done = std::move(done)](const ops::CredentialEvents&) mutable {
+    done.out.name = ctx.name;
+    done.out.sandbox_id = done.id;
+    auto cgroup = ResolveCgroup(dir);
+    auto snap = cgroup ? SnapshotAndDisconnect(*cgroup, ctx, "spec.resources.egressBytes reached",
+                                               "connection of a sandbox over its egress budget")
+                       : Result<ContainmentSnapshot>(cgroup.error());
+    if (snap)
+      done.out.events = std::move(snap->events);
+    else
+      done.out.error = snap.error().ToString();
+    std::lock_guard<std::mutex> lock(handoff->mu);
+    handoff->done.push_back(std::move(done));
+  });
 }
 
 void Agent::PollResources(Sandbox& sb, bool final) {
@@ -318,6 +350,11 @@ void Agent::Commit(Sandbox& sb) {
 
 bool Agent::Admit(Sandbox& sb, const v1::AuditEvent& event) {
   consumed_++;
+  // resource.* records are never rate limited: each source gives at most one
+  // a second (the watch's spacing) or one per crossing (the kernel's egress
+  // records), and a flood of violations must not hold back the one record
+  // that says a limit was reached (or the egress cut that follows it).
+  if (event.kind().rfind("resource.", 0) == 0) return true;
   const uint64_t occurrences = Occurrences(event);
   if (sb.suppression.Admit(MonoNs(), event.quiet(), occurrences)) return true;
   suppressed_ += occurrences;
@@ -325,6 +362,7 @@ bool Agent::Admit(Sandbox& sb, const v1::AuditEvent& event) {
 }
 
 void Agent::OnEvent(Sandbox& sb, const v1::AuditEvent& event) {
+  if (event.kind() == "resource.egress" && event.resource().event() == "max") CutEgress(sb);
   if (event.kind() == "loss") {
     sb.lost += event.loss().dropped();
     lost_ += event.loss().dropped();

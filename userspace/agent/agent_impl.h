@@ -71,6 +71,7 @@ struct Sandbox {
   int64_t wall_deadline_ns = 0;
   uint64_t wall_time_s = 0;
   bool contain_at_wall_time = false;  // spec.onViolation: contain
+  bool egress_cut = false;            // its connections were destroyed at its egress budget (CutEgress)
 };
 
 // Between the loop and the worker completing kernel containments: the
@@ -86,6 +87,9 @@ struct ContainmentHandoff {
     uint32_t client_pid = 0;
     bool kill = false;  // --kill was asked for
     bool by_wall_time = false;  // spec.resources.wallTime reached (onViolation: contain)
+    // Not a containment: the sandbox's connections destroyed at its egress
+    // budget (CutEgress); out has their events, or the error.
+    bool egress_cut = false;
     ops::ContainOutcome out;
   };
   std::mutex mu;
@@ -145,6 +149,7 @@ class Agent {
   // events, with the sandbox's context, through Admit and OnEvent like any.
   void WatchResources(Sandbox& sb, const PinnedInfo& pinned);
   void PollResources(Sandbox& sb, bool final);
+  void CutEgress(Sandbox& sb);  // spec.resources.egressBytes reached
   void DeliverOwn(Sandbox& sb, cordon::v1::AuditEvent event);
   void CheckWallTime(Sandbox& sb, int64_t now_real_ns);
   bool Admit(Sandbox& sb, const v1::AuditEvent& event);

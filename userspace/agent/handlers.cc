@@ -472,6 +472,12 @@ void Agent::ServiceContainments() {
     sinks_.FlushBatches();
     auto it = sandboxes_.find(d.id);
     Sandbox* sb = it == sandboxes_.end() ? nullptr : it->second.get();
+    if (d.egress_cut) {
+      Log("sandbox " + d.out.name + " (cgroup id " + std::to_string(d.id) + ") reached its egress budget: " +
+          (d.out.error.empty() ? std::to_string(d.out.events.size()) + " connection(s) acted on"
+                               : "its connections were not destroyed: " + d.out.error));
+      continue;
+    }
     if (sb) sb->containment_queued = false;
     if (d.client) {  // a client's `cordon contain`: answered now (it may have hung up)
       if (d.out.error.empty())
