@@ -4,8 +4,10 @@
 #include <bpf/bpf.h>
 #include <dirent.h>
 #include <sys/epoll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "agent/agent_impl.h"
@@ -231,10 +233,15 @@ void Agent::WatchResources(Sandbox& sb, const PinnedInfo& pinned) {
   const bool known = PolicyResources(sb.ctx.policy_digest, &limits, &contain);
   ops::ResourceWatchOptions options;
   if (known) options.warn_at_percent = limits.warn_at_percent;
+  options.shared_inotify_fd = inotify_fd_.get();
   auto watch = ops::ResourceWatch::Open(JoinPath(cgroup_mount_, sb.ctx.cgroup_path), options);
-  if (watch->fd() >= 0) Watch(watch->fd(), Key(kResources, sb.id), EPOLLIN);
+  for (int wd : watch->wds()) inotify_owner_[wd] = sb.id;
+  if (!watch->problem().empty())
+    Log("sandbox " + sb.ctx.name + " (cgroup id " + std::to_string(sb.id) +
+        "): its resource events are read only at its end and with its other notifications: " + watch->problem());
   if (watch->pressure_fd() >= 0) Watch(watch->pressure_fd(), Key(kPressure, sb.id), EPOLLPRI);
-  if (watch->fd() >= 0 || watch->pressure_fd() >= 0 || watch->watches_warn_at()) sb.resources = std::move(watch);
+  if (!watch->wds().empty() || !watch->problem().empty() || watch->pressure_fd() >= 0 || watch->watches_warn_at())
+    sb.resources = std::move(watch);
   // wallTime of an attached sandbox (a run's own clock ends a run's command),
   // from the moment its policy was put in force: an agent started later, or
   // a replacement by the same policy text, does not restart it.
@@ -285,6 +292,41 @@ void Agent::CutEgress(Sandbox& sb) {
     std::lock_guard<std::mutex> lock(handoff->mu);
     handoff->done.push_back(std::move(done));
   });
+}
+
+void Agent::ReadResourceNotifications() {
+  alignas(struct inotify_event) char buf[4096];
+  std::vector<uint64_t> notified;
+  for (;;) {
+    const ssize_t n = ::read(inotify_fd_.get(), buf, sizeof buf);
+    if (n <= 0) break;  // EAGAIN: all read (an overflow is IN_Q_OVERFLOW, below)
+    for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(struct inotify_event)) <= n;) {
+      const auto* ev = reinterpret_cast<const struct inotify_event*>(buf + at);
+      at += static_cast<ssize_t>(sizeof(struct inotify_event) + ev->len);
+      if (ev->mask & IN_Q_OVERFLOW) {  // notifications lost: every sandbox reads its files
+        for (auto& [id, sb] : sandboxes_)
+          if (sb->resources) sb->resources->MarkNotified(), notified.push_back(id);
+        continue;
+      }
+      auto owner = inotify_owner_.find(ev->wd);
+      if (owner == inotify_owner_.end()) continue;
+      if (ev->mask & IN_IGNORED) {  // removed (its watch ended, or its cgroup went)
+        inotify_owner_.erase(owner);
+        continue;
+      }
+      auto it = sandboxes_.find(owner->second);
+      if (it == sandboxes_.end() || !it->second->resources) continue;
+      const auto& wds = it->second->resources->wds();
+      if (std::find(wds.begin(), wds.end(), ev->wd) == wds.end()) continue;  // an earlier watch's
+      it->second->resources->MarkNotified();
+      notified.push_back(owner->second);
+    }
+  }
+  std::sort(notified.begin(), notified.end());
+  notified.erase(std::unique(notified.begin(), notified.end()), notified.end());
+  for (uint64_t id : notified)
+    if (auto it = sandboxes_.find(id); it != sandboxes_.end() && it->second->resources)
+      PollResources(*it->second, false);
 }
 
 void Agent::PollResources(Sandbox& sb, bool final) {

@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -128,6 +129,10 @@ Status Agent::Start() {
   compile_fd_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!compile_fd_.valid()) return SysError("eventfd");
   Watch(compile_fd_.get(), Key(kCompiled, 0), EPOLLIN);
+  // One inotify instance for every sandbox's resource files (WatchResources).
+  inotify_fd_ = UniqueFd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!inotify_fd_.valid()) return SysError("inotify_init1 (the sandboxes' resource events)");
+  Watch(inotify_fd_.get(), Key(kResources, 0), EPOLLIN);
   compile_worker_ = std::make_unique<CredentialWorker>();
   tails_ = std::make_unique<TailServer>(
       epoll_fd_.get(), [](uint64_t client) { return Key(kClient, client); },
@@ -576,11 +581,11 @@ int Agent::Loop() {
           if (it != sandboxes_.end()) DrainSandbox(*it->second, kDrainBudget);
           break;
         }
-        case kResources:
+        case kResources: ReadResourceNotifications(); break;
         case kPressure: {
           auto it = sandboxes_.find(id);
           if (it == sandboxes_.end() || !it->second->resources) break;
-          if (static_cast<Tag>(key >> 56) == kPressure) it->second->resources->OnPressure();
+          it->second->resources->OnPressure();
           PollResources(*it->second, false);
           break;
         }

@@ -150,6 +150,7 @@ class Agent {
   void WatchResources(Sandbox& sb, const PinnedInfo& pinned);
   void PollResources(Sandbox& sb, bool final);
   void CutEgress(Sandbox& sb);  // spec.resources.egressBytes reached
+  void ReadResourceNotifications();  // inotify_fd_ readable: polls the sandboxes it names
   void DeliverOwn(Sandbox& sb, cordon::v1::AuditEvent event);
   void CheckWallTime(Sandbox& sb, int64_t now_real_ns);
   bool Admit(Sandbox& sb, const v1::AuditEvent& event);
@@ -212,6 +213,10 @@ class Agent {
   UniqueFd epoll_fd_;
   UniqueFd signal_fd_;
   UniqueFd timer_fd_;
+  // The sandboxes' resource files (memory.events, pids.events): one inotify
+  // instance, each watch descriptor's sandbox in inotify_owner_.
+  UniqueFd inotify_fd_;
+  std::map<int, uint64_t> inotify_owner_;
   std::unique_ptr<MetricsServer> metrics_;
   std::string metrics_address_;
   std::optional<ops::OidcSigner> oidc_;

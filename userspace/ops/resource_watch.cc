@@ -124,12 +124,24 @@ std::string ResourceUsage::Describe() const {
 std::unique_ptr<ResourceWatch> ResourceWatch::Open(const std::string& dir, ResourceWatchOptions options) {
   std::unique_ptr<ResourceWatch> w(new ResourceWatch(dir));
   w->options_ = options;
-  w->inotify_ = UniqueFd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  w->shared_inotify_ = options.shared_inotify_fd;
+  if (w->shared_inotify_ < 0) {
+    w->inotify_ = UniqueFd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    if (!w->inotify_.valid()) w->problem_ = std::string("inotify_init1: ") + std::strerror(errno);
+  }
+  const int instance = w->shared_inotify_ >= 0 ? w->shared_inotify_ : w->inotify_.get();
   bool any = false;
   for (const char* file : {"memory.events", "pids.events"}) {
-    if (!w->inotify_.valid() || ::inotify_add_watch(w->inotify_.get(), (dir + "/" + file).c_str(), IN_MODIFY) < 0)
-      continue;
-    any = true;
+    const std::string path = dir + "/" + file;
+    if (::access(path.c_str(), F_OK) != 0) continue;  // no such controller here
+    const int wd = instance < 0 ? -1 : ::inotify_add_watch(instance, path.c_str(), IN_MODIFY);
+    if (wd < 0) {  // its counters are still read: at the end, and with the others'
+      if (instance >= 0 && w->problem_.empty())
+        w->problem_ = std::string("inotify_add_watch ") + file + ": " + std::strerror(errno);
+    } else {
+      if (w->shared_inotify_ >= 0) w->wds_.push_back(wd);
+      any = true;
+    }
     if (std::strcmp(file, "memory.events") == 0) {
       w->counters_.push_back({file, "oom_kill", "memory", "memory.max"});
       w->counters_.push_back({file, "max", "memory", "memory.max"});
@@ -154,6 +166,10 @@ std::unique_ptr<ResourceWatch> ResourceWatch::Open(const std::string& dir, Resou
   for (auto& c : w->counters_) c.reported = c.seen;
   if (w->options_.warn_at_percent) (void)w->CheckWarnAt();  // above already: no event until it falls back below
   return w;
+}
+
+ResourceWatch::~ResourceWatch() {
+  for (int wd : wds_) ::inotify_rm_watch(shared_inotify_, wd);  // gone with the cgroup already: EINVAL
 }
 
 bool ResourceWatch::Due(int64_t now) const {
@@ -217,7 +233,8 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::CheckWarnAt() {
 }
 
 bool ResourceWatch::Notified() {
-  bool any = false;
+  bool any = shared_notified_;
+  shared_notified_ = false;
   char buf[4096];
   if (inotify_.valid())
     while (::read(inotify_.get(), buf, sizeof buf) > 0) any = true;

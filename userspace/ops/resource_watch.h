@@ -61,6 +61,13 @@ struct ResourceWatchOptions {
   // notifies no share of a limit: CheckWarnAt() reads the two files, on the
   // caller's slow timer and on every notification of this sandbox.
   std::optional<uint64_t> warn_at_percent;
+  // An inotify instance shared by many watches (the agent's: one per
+  // sandbox would exhaust fs.inotify.max_user_instances, 128 by default, at
+  // a hundred sandboxes). The watch adds its files to it and removes them
+  // when destroyed; the owner reads the instance and calls MarkNotified()
+  // on the watch whose descriptor (wds()) an event names. -1: the watch has
+  // an instance of its own (fd()).
+  int shared_inotify_fd = -1;
 };
 
 class ResourceWatch {
@@ -72,7 +79,19 @@ class ResourceWatch {
   // (some 100 ms stalled in a 1 s window) wakes pressure_fd() (POLLPRI),
   // and cpu.stat is read then, on any other notification, and at the end.
   static std::unique_ptr<ResourceWatch> Open(const std::string& cgroup_dir, ResourceWatchOptions options = {});
-  int fd() const { return inotify_.get(); }
+  ~ResourceWatch();
+  ResourceWatch(const ResourceWatch&) = delete;
+  ResourceWatch& operator=(const ResourceWatch&) = delete;
+  int fd() const { return inotify_.get(); }  // -1 with a shared instance
+  // With options.shared_inotify_fd: the watch descriptors of its files.
+  const std::vector<int>& wds() const { return wds_; }
+  // The shared instance named one of wds(): the next Poll reads the files.
+  void MarkNotified() { shared_notified_ = true; }
+  // Why a file that exists is not watched ("" when all are): the kernel
+  // refused a watch (ENOSPC: fs.inotify.max_user_watches; EMFILE: instances).
+  // Its counters are then read only at the end and when another watched
+  // file of the sandbox changes.
+  const std::string& problem() const { return problem_; }
   // -1: no cpu quota, or no PSI (cpu.stat is then read on the other
   // notifications and at the end only).
   int pressure_fd() const { return pressure_.get(); }
@@ -107,6 +126,10 @@ class ResourceWatch {
   std::string dir_;
   ResourceWatchOptions options_;
   UniqueFd inotify_;
+  int shared_inotify_ = -1;
+  std::vector<int> wds_;
+  bool shared_notified_ = false;
+  std::string problem_;
   UniqueFd pressure_;
   bool pressure_notified_ = false;
   std::vector<ResourceCounter> counters_;
