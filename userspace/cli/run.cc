@@ -54,6 +54,7 @@
 #include "loader/sandbox.h"
 #include "ops/credentials.h"
 #include "ops/ephemeral.h"
+#include "ops/oom_victims.h"
 #include "ops/ops.h"
 #include "ops/policy_store.h"
 #include "ops/resource_watch.h"
@@ -1113,6 +1114,10 @@ int RunCommandWith(const Args& args, const RunHooks& hooks) {
                                                                        : "$" + c.name + "_FILE") +
                   ", ttl " + std::to_string(c.ttl_seconds) + " s)");
   }
+  // A memory limit: the OOM victim recorder is loaded before the command
+  // starts (an allocation right away is named too; on a hybrid host the
+  // watch has no memory.events and would not load it).
+  if (run.compiled->resources.memory) (void)ops::OomVictimRecorder();
   ChildPlan plan;
   std::unique_ptr<ConfinedChild> child;
   if (int rc = StartChild(&run, sandbox.get(), &plan, &child); rc != kGoOn) return rc;

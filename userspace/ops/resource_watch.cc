@@ -151,8 +151,9 @@ std::unique_ptr<ResourceWatch> ResourceWatch::Open(const std::string& dir, Resou
     if (pressure.valid() && ::write(pressure.get(), kTrigger, sizeof kTrigger) > 0) w->pressure_ = std::move(pressure);
   }
   // The OOM victim recorder (one per process), loaded before any kill it
-  // should name; and this cgroup's id, for a victim taken after it is gone.
-  (void)OomVictimRecorder();
+  // should name, where kills are counted; and this cgroup's id, for a
+  // victim taken after the cgroup is gone.
+  if (w->oom_kills_watched()) (void)OomVictimRecorder();
   w->victim_cgroups_ = CgroupSubtreeIds(dir);
   w->Read();
   for (auto& c : w->counters_) c.reported = c.seen;
@@ -242,6 +243,11 @@ void ResourceWatch::Read() {
     if (!it->second) continue;  // the cgroup is gone: keep what was read
     if (auto v = KeyedValue(*it->second, c.key); v && *v > c.seen) c.seen = *v;
   }
+}
+
+bool ResourceWatch::oom_kills_watched() const {
+  return std::any_of(counters_.begin(), counters_.end(),
+                     [](const auto& c) { return std::strcmp(c.key, "oom_kill") == 0; });
 }
 
 uint64_t ResourceWatch::oom_kills() const {

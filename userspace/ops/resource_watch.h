@@ -100,6 +100,7 @@ class ResourceWatch {
   std::vector<cordon::v1::AuditEvent> Poll(int64_t now_mono_ns, bool final);
   // oom_kill as last read: the OOM killer killed a process of the cgroup.
   uint64_t oom_kills() const;
+  bool oom_kills_watched() const;  // memory.events is watched
   // `count` OOM kills of this sandbox at `limit_text` ("memory.max 32 MiB"):
   // one resource.memory oom_kill event per victim recorded in the cgroup's
   // subtree (bpf/oom: pid, tid, uid, comm, cgroup of the victim), and one
