@@ -7,6 +7,7 @@
 #include "abi/cordon_event.h"
 #include "abi/cordon_file.h"
 #include "abi/cordon_net.h"
+#include "abi/cordon_oom.h"
 #include "abi/cordon_pins.h"
 
 static_assert(CORDON_CNT_MAX >= 9);

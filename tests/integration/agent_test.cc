@@ -45,6 +45,7 @@
 #include "tests/common/jwt_verify.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/learn_window.h"
+#include "tests/integration/oom_victim.h"
 #include "util/text.h"
 
 namespace cordon::test {
@@ -2597,6 +2598,31 @@ TEST_F(AgentResources, ASpinnerUnderACpuLimitGivesResourceCpu) {
   EXPECT_EQ(RunInCgroup(unlimited.path(), spin), 0);
   Detach(unlimited);
   EXPECT_TRUE(OfKind(agent.Audit(unlimited.id()), "resource.cpu").empty()) << Slurp(agent.audit());
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
+// An allocation beyond memory.max in a sandbox attached through the agent:
+// the agent's resource.memory oom_kill event names the process killed
+// (bpf/oom), not the idle process beside it (tests/integration/oom_victim.h).
+TEST_F(AgentResources, AnOomKillNamesTheKilledProcess) {
+  if (std::string why = MissingController(); !why.empty()) GTEST_SKIP() << why;
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup limited("agres-oom");
+  PolicyFile mem32(ResourcePolicy("mem32", "    memory: 32Mi\n    swap: 0\n"));
+  Attach(limited, mem32, "oom");
+  const std::string out_path = agent.dir() + "/oom.out";
+  ChildOutcome ran = RunInCgroupStatus(limited.path(), [&] {
+    int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ::dup2(fd, 1) < 0) return errno;
+    ::execl("/usr/bin/python3", "python3", "-c", kAllocateBesideIdle, static_cast<char*>(nullptr));
+    return errno;
+  });
+  EXPECT_TRUE(ran.KilledBy(SIGKILL)) << "result " << ran.result << " status " << ran.wait_status;
+  ASSERT_TRUE(WaitFor([&] { return !OfKind(agent.Audit(limited.id()), "resource.memory", "oom_kill").empty(); }, 10000))
+      << Slurp(agent.audit()) << agent.Log(0);
+  Detach(limited);  // the agent's last poll
+  ExpectOnlyTheAllocatorNamed(agent.Audit(limited.id()), Slurp(out_path), Slurp(agent.audit()));
   EXPECT_EQ(agent.Stop(), 0);
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "tests/integration/harness.h"
+#include "tests/integration/oom_victim.h"
 
 namespace cordon::test {
 namespace {
@@ -198,12 +199,17 @@ TEST_F(ResourcesV2, AllocationBeyondMemoryMaxIsOomKilled) {
     }
   EXPECT_EQ(oom_kills, 1) << Slurp(dir_ + "/audit0.jsonl");
 
+  // The event names the process killed (bpf/oom), not the idle one beside it.
+  CommandResult named = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kAllocateBesideIdle});
+  EXPECT_EQ(named.status, 125) << named.out << named.err;
+  ExpectOnlyTheAllocatorNamed(AuditFileEvents(dir_ + "/audit1.jsonl"), named.out, Slurp(dir_ + "/audit1.jsonl"));
+
   // Negative control: the same allocation without the limit succeeds.
   PolicyFile unlimited(Policy("nolimit", ""));
   CommandResult c = RunCmd(unlimited.path(), {"/usr/bin/python3", "-c", kAllocate});
   EXPECT_EQ(c.status, 0) << c.err;
   EXPECT_TRUE(Has(c.out, "touched 67108864")) << c.out;
-  EXPECT_TRUE(Kind(AuditFileEvents(dir_ + "/audit1.jsonl"), "resource.memory").empty());
+  EXPECT_TRUE(Kind(AuditFileEvents(dir_ + "/audit2.jsonl"), "resource.memory").empty());
 }
 
 TEST_F(ResourcesV2, AttachSetsLimitsAndUpdateAppliesTheNewOnes) {
@@ -353,6 +359,14 @@ TEST_F(ResourcesHybrid, AllocationBeyondV1MemoryLimitIsOomKilled) {
   EXPECT_FALSE(Has(r.out, "touched")) << r.out;
   EXPECT_TRUE(Has(r.err, "memory.max 33554432 enforced (cgroup v1 memory.limit_in_bytes 33554432)")) << r.err;
   EXPECT_TRUE(Has(r.err, " MiB of 32 MiB")) << "the summary's peak line\n" << r.err;
+  EXPECT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
+
+  // The kill is a resource.memory event (read from memory.oom_control at
+  // the end) naming the process killed (bpf/oom: its cgroup on the unified
+  // hierarchy is the run's), not the idle one beside it.
+  CommandResult named = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kAllocateBesideIdle});
+  EXPECT_EQ(named.status, 125) << named.out << named.err;
+  ExpectOnlyTheAllocatorNamed(AuditFileEvents(dir_ + "/audit1.jsonl"), named.out, Slurp(dir_ + "/audit1.jsonl"));
   EXPECT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
 
   // Negative control: the same allocation without the limit succeeds.

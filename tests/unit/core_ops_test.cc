@@ -3,16 +3,45 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
+
 #include "abi/cordon_common.h"
 #include "ops/ops.h"
 #include "ops/policy_store.h"
+#include "ops/resource_watch.h"
 #include "policy/compiler.h"
 #include "policy/parser.h"
 #include "tests/unit/temp_dir.h"
+#include "util/clock.h"
 #include "util/fs.h"
 
 namespace cordon::ops {
 namespace {
+
+// Issue 17: an oom_kill rise for which no victim was recorded (here a
+// directory no process is in; the recorder loaded or not) is one event with
+// the whole count, no process, and the reason says it is not named: a name
+// is never guessed.
+TEST(ResourceWatch, AnOomKillWithoutARecordedVictimNamesNoOne) {
+  test::TempDir tmp("oom-watch");
+  std::ofstream(tmp / "memory.events") << "high 0\nmax 0\noom 0\noom_kill 0\n";
+  std::ofstream(tmp / "memory.max") << "33554432\n";
+  auto watch = ResourceWatch::Open(tmp.path());
+  ASSERT_GE(watch->fd(), 0);
+  std::ofstream(tmp / "memory.events") << "high 0\nmax 0\noom 2\noom_kill 2\n";
+  auto events = watch->Poll(MonoNs(), /*final=*/true);
+  ASSERT_EQ(events.size(), 1u);
+  const auto& e = events[0];
+  EXPECT_EQ(e.kind(), "resource.memory");
+  EXPECT_EQ(e.verdict(), "killed");
+  EXPECT_EQ(e.resource().event(), "oom_kill");
+  EXPECT_EQ(e.resource().count(), 2u);
+  EXPECT_EQ(e.resource().limit(), 32u << 20);
+  EXPECT_EQ(e.pid(), 0u);
+  EXPECT_EQ(e.comm(), "");
+  EXPECT_NE(e.reason().find("killed 2 processes of the sandbox at memory.max 32 MiB; not named: "), std::string::npos)
+      << e.reason();
+}
 
 // README "Policy texts by digest": what an event's policyDigest names is
 // found again byte for byte, and a changed entry is never taken for it.

@@ -54,6 +54,7 @@
 #include "loader/sandbox.h"
 #include "ops/credentials.h"
 #include "ops/ephemeral.h"
+#include "ops/oom_victims.h"
 #include "ops/ops.h"
 #include "ops/policy_store.h"
 #include "ops/resource_watch.h"
@@ -1113,6 +1114,10 @@ int RunCommandWith(const Args& args, const RunHooks& hooks) {
                                                                        : "$" + c.name + "_FILE") +
                   ", ttl " + std::to_string(c.ttl_seconds) + " s)");
   }
+  // A memory limit: the OOM victim recorder is loaded before the command
+  // starts (an allocation right away is named too; on a hybrid host the
+  // watch has no memory.events and would not load it).
+  if (run.compiled->resources.memory) (void)ops::OomVictimRecorder();
   ChildPlan plan;
   std::unique_ptr<ConfinedChild> child;
   if (int rc = StartChild(&run, sandbox.get(), &plan, &child); rc != kGoOn) return rc;
@@ -1132,6 +1137,15 @@ int RunCommandWith(const Args& args, const RunHooks& hooks) {
     if (!*v2) *v2 = *v1;
   const std::string usage = used.Describe();
   exit_status = limits.ExitStatus(exit_status, v1_used.oom_kills);
+  // A hybrid host: the OOM kills of the run's v1 memory cgroup (read here,
+  // at the end: memory.oom_control is not notified), each naming its victim
+  // (in the run's cgroup on the unified hierarchy, where the watch is).
+  if (limits.watch && v1_used.oom_kills > 0)
+    for (auto& e : limits.watch->OomKillEvents(
+             v1_used.oom_kills,
+             "memory.limit_in_bytes " + (v1_used.memory_max ? std::to_string(*v1_used.memory_max) : std::string("max")),
+             v1_used.memory_max, v1_used.memory_peak))
+      events.OnOwnEvent(std::move(e));
   bool cleaned = FinishSandbox(sandbox.get(), &events);
   // Read through the agent: the rises it did not report (it read the cgroup
   // last before the run removed it), from what this run read at the end.

@@ -162,6 +162,11 @@ std::unique_ptr<ResourceWatch> ResourceWatch::Open(const std::string& dir, Resou
     static const char kTrigger[] = "some 100000 1000000";  // 100 ms stalled within 1 s
     if (pressure.valid() && ::write(pressure.get(), kTrigger, sizeof kTrigger) > 0) w->pressure_ = std::move(pressure);
   }
+  // The OOM victim recorder (one per process), loaded before any kill it
+  // should name, where kills are counted; and this cgroup's id, for a
+  // victim taken after the cgroup is gone.
+  if (w->oom_kills_watched()) (void)OomVictimRecorder();
+  w->victim_cgroups_ = CgroupSubtreeIds(dir);
   w->Read();
   for (auto& c : w->counters_) c.reported = c.seen;
   if (w->options_.warn_at_percent) (void)w->CheckWarnAt();  // above already: no event until it falls back below
@@ -257,6 +262,11 @@ void ResourceWatch::Read() {
   }
 }
 
+bool ResourceWatch::oom_kills_watched() const {
+  return std::any_of(counters_.begin(), counters_.end(),
+                     [](const auto& c) { return std::strcmp(c.key, "oom_kill") == 0; });
+}
+
 uint64_t ResourceWatch::oom_kills() const {
   for (const auto& c : counters_)
     if (std::strcmp(c.key, "oom_kill") == 0) return c.seen;
@@ -307,9 +317,8 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final)
       e.set_verdict("denied");
       e.set_reason("a fork was refused at " + limit_text + " (" + times + ")");
     } else if (key == "oom_kill") {
-      e.set_verdict("killed");
-      e.set_reason("the kernel's OOM killer killed " + (count == 1 ? std::string("a process") : std::to_string(count) + " processes") +
-                   " of the sandbox at " + limit_text);
+      for (auto& killed : OomKillEvents(count, limit_text, limit, value)) out.push_back(std::move(killed));
+      continue;
     } else if (key == "max") {
       e.set_verdict("denied");
       e.set_reason("memory use reached " + limit_text + " (" + times + "): allocations were reclaimed or failed");
@@ -323,6 +332,71 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final)
     r->set_count(count);
     if (limit) r->set_limit(*limit);
     if (value) r->set_value(*value);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<cordon::v1::AuditEvent> ResourceWatch::OomKillEvents(uint64_t count, const std::string& limit_text,
+                                                                 std::optional<uint64_t> limit,
+                                                                 std::optional<uint64_t> value) {
+  for (uint64_t id : CgroupSubtreeIds(dir_))
+    if (std::find(victim_cgroups_.begin(), victim_cgroups_.end(), id) == victim_cgroups_.end())
+      victim_cgroups_.push_back(id);
+  for (auto& v : TakeOomVictims(victim_cgroups_)) {
+    // Another thread of a process named already, or taken before.
+    auto same = [&v](const OomVictim& p) { return p.pid == v.pid; };
+    if (std::find(named_victims_.begin(), named_victims_.end(), v.pid) != named_victims_.end() ||
+        std::any_of(pending_victims_.begin(), pending_victims_.end(), same))
+      continue;
+    pending_victims_.push_back(std::move(v));
+  }
+  std::vector<cordon::v1::AuditEvent> out;
+  auto base = [&](uint64_t n) {
+    cordon::v1::AuditEvent e;
+    SetTimestamp(RealNs(), e.mutable_time());
+    e.set_kind("resource.memory");
+    e.set_verdict("killed");
+    e.set_enforcement("kernel-cgroup");
+    auto* r = e.mutable_resource();
+    r->set_name("memory");
+    r->set_event("oom_kill");
+    r->set_count(n);
+    if (limit) r->set_limit(*limit);
+    if (value) r->set_value(*value);
+    return e;
+  };
+  // The oldest victims are the kills counted (the kernel marks the victim,
+  // then counts the kill); a newer one may be a kill not yet counted, kept.
+  uint64_t named = 0;
+  while (named < count && !pending_victims_.empty()) {
+    OomVictim v = std::move(pending_victims_.front());
+    pending_victims_.erase(pending_victims_.begin());
+    cordon::v1::AuditEvent e = base(1);
+    SetTimestamp(RealNs() - (NowNs(CLOCK_BOOTTIME) - v.boot_ns), e.mutable_time());
+    const std::string comm = EscapeWorkloadBytes(v.comm);
+    e.set_pid(v.pid);
+    e.set_tid(v.tid);
+    e.set_uid(v.uid);
+    e.set_comm(comm);
+    e.set_cgroup_id(v.cgroup_id);
+    e.set_reason("the kernel's OOM killer killed " + comm + " (pid " + std::to_string(v.pid) + ") of the sandbox at " +
+                 limit_text);
+    out.push_back(std::move(e));
+    named_victims_.push_back(v.pid);
+    if (named_victims_.size() > 256) named_victims_.erase(named_victims_.begin());
+    ++named;
+  }
+  if (named < count) {
+    const uint64_t rest = count - named;
+    const std::string& why = OomVictimRecorder();
+    cordon::v1::AuditEvent e = base(rest);
+    e.set_reason("the kernel's OOM killer killed " +
+                 (rest == 1 ? std::string("a process") : std::to_string(rest) + " processes") + " of the sandbox at " +
+                 limit_text + "; not named: " +
+                 (why.empty() ? std::string("no victim was recorded (killed before cordon watched, or the record was "
+                                            "lost)")
+                              : why));
     out.push_back(std::move(e));
   }
   return out;

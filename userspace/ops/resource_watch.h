@@ -12,6 +12,7 @@
 
 #include "abi/cordon_net.h"
 #include "event.pb.h"
+#include "ops/oom_victims.h"
 #include "util/fd.h"
 
 namespace cordon::ops {
@@ -118,6 +119,16 @@ class ResourceWatch {
   std::vector<cordon::v1::AuditEvent> Poll(int64_t now_mono_ns, bool final);
   // oom_kill as last read: the OOM killer killed a process of the cgroup.
   uint64_t oom_kills() const;
+  bool oom_kills_watched() const;  // memory.events is watched
+  // `count` OOM kills of this sandbox at `limit_text` ("memory.max 32 MiB"):
+  // one resource.memory oom_kill event per victim recorded in the cgroup's
+  // subtree (bpf/oom: pid, tid, uid, comm, cgroup of the victim), and one
+  // with the rest of the count and no process when fewer were recorded
+  // (never a guessed name). Poll uses it; `cordon run` for the kills of its
+  // v1 memory cgroup (memory.oom_control), whose processes are in this
+  // watch's cgroup on the unified hierarchy.
+  std::vector<cordon::v1::AuditEvent> OomKillEvents(uint64_t count, const std::string& limit_text,
+                                                    std::optional<uint64_t> limit, std::optional<uint64_t> value);
 
  private:
   explicit ResourceWatch(std::string dir) : dir_(std::move(dir)) {}
@@ -134,6 +145,13 @@ class ResourceWatch {
   bool pressure_notified_ = false;
   std::vector<ResourceCounter> counters_;
   bool memory_above_ = false, pids_above_ = false;  // warnAt: above the share at the last check
+  // OOM victims (OomKillEvents): the subtree's cgroup ids seen (the root's
+  // from Open, so a cgroup already removed still matches), victims taken but
+  // not yet counted by the kernel's oom_kill, and the pids reported (the
+  // kernel marks each thread of a victim: one process is named once).
+  std::vector<uint64_t> victim_cgroups_;
+  std::vector<OomVictim> pending_victims_;
+  std::vector<uint32_t> named_victims_;
 };
 
 }  // namespace cordon::ops
