@@ -309,6 +309,9 @@ class LoopDisk {
       return;
     }
     mounted_ = true;
+    // The command's dynamic uid reaches and writes it.
+    if (::chmod(dir_.c_str(), 0755) != 0 || ::chmod(mnt().c_str(), 01777) != 0)
+      log_ += std::string("chmod: ") + std::strerror(errno);
   }
   ~LoopDisk() {
     if (mounted_) ::umount2(mnt().c_str(), 0);
@@ -355,6 +358,37 @@ TEST_F(ResourcesV2, IoMaxHoldsDirectAndBufferedWritesOnALoopDisk) {
     const double free_rate = WriteRate(unlimited.path(), disk.mnt() + "/out", mode, &free_log, 3, 3 * kLimit);
     EXPECT_GE(free_rate / kLimit, 3) << mode << ", negative control: unlimited\n" << free_log;
   }
+}
+
+// attach keeps a stricter wbps the platform set for the device and says
+// so; update writes the new policy's value.
+TEST_F(ResourcesV2, AttachKeepsAStricterIoMaxAndUpdateAppliesTheNewOne) {
+  if (!Cgroup2Offers("io")) GTEST_SKIP() << "no io controller in cgroup2 at " << Cgroup2Mount();
+  LoopDisk disk;
+  ASSERT_TRUE(disk.ok()) << disk.log();
+  const std::string id = WholeDiskOf(disk.mnt());
+  TestCgroup cg("res-io");
+  { std::ofstream(Cgroup2Mount() + "/cgroup.subtree_control") << "+io"; }  // as a platform would
+  const std::string files = "  files:\n    include: [runtime-minimal]\n    write: [" + disk.mnt() + "]\n";
+  PolicyFile p2m(Policy("io2m", "    ioWriteBytesPerSecond: 2Mi\n") + files);
+  PolicyFile p512k(Policy("io512k", "    ioWriteBytesPerSecond: 512Ki\n") + files);
+  // Negative control: no limit for the device before.
+  EXPECT_FALSE(Has(ReadTrimmed(cg.path() + "/io.max"), id + " ")) << ReadTrimmed(cg.path() + "/io.max");
+  { std::ofstream(cg.path() + "/io.max") << id + " wbps=1048576"; }
+  CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", p2m.path(), "--allow-degraded"});
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_TRUE(Has(a.out + a.err, "io.max: the platform's stricter '" + id + " wbps=1048576' applies (policy: '" + id +
+                                     " wbps=2097152')"))
+      << a.out << a.err;
+  EXPECT_TRUE(Has(ReadTrimmed(cg.path() + "/io.max"), id + " rbps=max wbps=1048576 "))
+      << ReadTrimmed(cg.path() + "/io.max");
+  CommandResult u = Cordon({"update", "--cgroup", cg.path(), "--policy", p512k.path(), "--allow-degraded"});
+  ASSERT_EQ(u.status, 0) << u.err;
+  EXPECT_TRUE(Has(u.out + u.err, "io.max " + id + " wbps=524288 enforced (cgroup v2, policy)")) << u.out << u.err;
+  EXPECT_TRUE(Has(ReadTrimmed(cg.path() + "/io.max"), id + " rbps=max wbps=524288 "))
+      << ReadTrimmed(cg.path() + "/io.max");
+  CommandResult d = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(d.status, 0) << d.err;
 }
 
 TEST_F(ResourcesV2, DoctorShowsTheLimitsEnforced) {
@@ -523,6 +557,7 @@ TEST_F(ResourcesHybrid, DirectWritesAreHeldNearTheV1WriteLimit) {
   char tmpl[] = "/var/tmp/cordon-io-XXXXXX";  // on a disk (the host's /tmp may be a tmpfs)
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
+  ASSERT_EQ(::chmod(dir.c_str(), 01777), 0);  // the command's dynamic uid writes there
   const std::string disk = WholeDiskOf(dir);
   if (disk.empty()) {
     ::rmdir(dir.c_str());
