@@ -903,5 +903,26 @@ TEST_F(ResourcesHybrid, AttachRefusesUnlessDegradedAllowedAndSaysWhichLimits) {
   EXPECT_TRUE(Has(status.out, "res-hybrid")) << status.out;
 }
 
+// ioWriteBytesPerSecond through attach on a hybrid host: io is not in
+// cgroup2, so each disk's io.max is degraded enforcement, named per device.
+TEST_F(ResourcesHybrid, AttachRefusesAnIoLimitItCannotSetNamingTheDevice) {
+  const std::string disk = WholeDiskOf("/");
+  if (disk.empty()) GTEST_SKIP() << "/ is not on a block device here";
+  TestCgroup cg("res-hybrid-io");
+  PolicyFile limited(Policy("io2m", "    ioWriteBytesPerSecond: 2Mi\n"));
+  CommandResult refused = Cordon({"attach", "--cgroup", cg.path(), "--policy", limited.path()});
+  EXPECT_NE(refused.status, 0);
+  EXPECT_TRUE(Has(refused.err, "resource limit io.max " + disk + ": no io controller in cgroup2 at " + Cgroup2Mount()))
+      << refused.err;
+  EXPECT_TRUE(Has(refused.err, "Nothing attached")) << refused.err;
+
+  // Negative control: degraded enforcement allowed, it attaches and names the limit per device.
+  CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", limited.path(), "--allow-degraded"});
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_TRUE(Has(a.out + a.err, "io.max " + disk + " wbps=2097152 NOT enforced: no io controller in cgroup2"))
+      << a.out << a.err;
+  EXPECT_TRUE(Has(a.out + a.err, "ioWriteBytesPerSecond 2Mi: device " + disk)) << a.out << a.err;
+}
+
 }  // namespace
 }  // namespace cordon::test
