@@ -281,30 +281,56 @@ TEST_F(ResourcesV2, AttachKeepsTheStricterPlatformLimitAndSaysSo) {
   EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8");
 }
 
-// A disk of the test's own: an ext4 image in a directory under /tmp (a
-// tmpfs in the VMs), on a loop device, mounted on <dir>/mnt; all of it
-// undone when destroyed.
+// A disk of the test's own: an ext4 image in a directory under `base` (/tmp:
+// a tmpfs in the VMs), on a loop device, mounted on <dir>/mnt; with
+// `partitioned`, the file system is on the disk's first partition (an MBR
+// written here: no partitioning tool is installed). All of it undone when
+// destroyed.
 class LoopDisk {
  public:
-  LoopDisk() {
-    char tmpl[] = "/tmp/cordon-loop-XXXXXX";
-    if (!::mkdtemp(tmpl)) return;
-    dir_ = tmpl;
+  explicit LoopDisk(const std::string& base = "/tmp", bool partitioned = false) {
+    std::string tmpl_text = base + "/cordon-loop-XXXXXX";
+    std::vector<char> tmpl(tmpl_text.begin(), tmpl_text.end());
+    tmpl.push_back('\0');
+    if (!::mkdtemp(tmpl.data())) return;
+    dir_ = tmpl.data();
     const std::string image = dir_ + "/disk.img";
-    { std::ofstream(image).close(); }
+    {
+      std::ofstream out(image, std::ios::binary);
+      if (partitioned) {
+        // One Linux partition (type 0x83) from sector 2048 to the end of 64 MiB.
+        unsigned char mbr[512] = {};
+        unsigned char* entry = mbr + 446;
+        entry[4] = 0x83;
+        const uint32_t start = 2048, sectors = (64u << 11) - 2048;
+        for (int i = 0; i < 4; ++i)
+          entry[8 + i] = (start >> (8 * i)) & 0xff, entry[12 + i] = (sectors >> (8 * i)) & 0xff;
+        mbr[510] = 0x55;
+        mbr[511] = 0xaa;
+        out.write(reinterpret_cast<const char*>(mbr), sizeof mbr);
+      }
+    }
     if (::truncate(image.c_str(), 64 << 20) != 0) return;
     struct stat st;
     // The test VMs autoload no module from the chroot (tests/vm/init).
     if (::stat("/dev/loop-control", &st) != 0)
       log_ += Run({"/usr/sbin/chroot", "/proc/1/root", "modprobe", "loop"}).err;
-    CommandResult loop = Run({"/usr/sbin/losetup", "--find", "--show", image});
+    std::vector<std::string> losetup{"/usr/sbin/losetup", "--find", "--show", image};
+    if (partitioned) losetup.insert(losetup.begin() + 1, "--partscan");
+    CommandResult loop = Run(losetup);
     log_ += loop.err;
     if (loop.status != 0) return;
     device_ = loop.out.substr(0, loop.out.find('\n'));
-    CommandResult mkfs = Run({"/usr/sbin/mkfs.ext4", "-q", "-F", device_});
+    const std::string fs_device = partitioned ? device_ + "p1" : device_;
+    struct stat node;
+    if (!WaitFor([&] { return ::stat(fs_device.c_str(), &node) == 0; }, 5000)) {
+      log_ += fs_device + " did not appear";
+      return;
+    }
+    CommandResult mkfs = Run({"/usr/sbin/mkfs.ext4", "-q", "-F", fs_device});
     log_ += mkfs.out + mkfs.err;
     if (mkfs.status != 0 || ::mkdir(mnt().c_str(), 0755) != 0) return;
-    if (::mount(device_.c_str(), mnt().c_str(), "ext4", 0, nullptr) != 0) {
+    if (::mount(fs_device.c_str(), mnt().c_str(), "ext4", 0, nullptr) != 0) {
       log_ += std::string("mount: ") + std::strerror(errno);
       return;
     }
@@ -358,6 +384,30 @@ TEST_F(ResourcesV2, IoMaxHoldsDirectAndBufferedWritesOnALoopDisk) {
     const double free_rate = WriteRate(unlimited.path(), disk.mnt() + "/out", mode, &free_log, 3, 3 * kLimit);
     EXPECT_GE(free_rate / kLimit, 3) << mode << ", negative control: unlimited\n" << free_log;
   }
+}
+
+// A file system on a partition is throttled on its whole disk (io.max and
+// blkio refuse partitions): a loop disk the test partitions, on the host's
+// disk, the run's outcome naming the loop device's own number. (In the VMs:
+// the host kernel finds no partition table on a loop device.)
+TEST_F(ResourcesV2, APartitionIsThrottledOnItsWholeDisk) {
+  if (!Cgroup2Offers("io")) GTEST_SKIP() << "no io controller in cgroup2 at " << Cgroup2Mount();
+  LoopDisk disk("/tmp", true);
+  ASSERT_TRUE(disk.ok()) << disk.log();
+  struct stat st;
+  ASSERT_EQ(::stat(disk.mnt().c_str(), &st), 0);
+  const std::string partition = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  const std::string whole = ReadTrimmed("/sys/block/" + disk.device().substr(5) + "/dev");
+  ASSERT_FALSE(whole.empty()) << disk.device();
+  ASSERT_NE(partition, whole) << "the mount is on the partition";
+  const std::string files = "  files:\n    include: [runtime-minimal, python3]\n    write: [" + disk.mnt() + "]\n";
+  PolicyFile limited(Policy("io2m", "    ioWriteBytesPerSecond: 2Mi\n") + files);
+  std::string log;
+  const double rate = WriteRate(limited.path(), disk.mnt() + "/out", "direct", &log);
+  EXPECT_TRUE(Has(log, "io.max " + whole + " wbps=2097152 enforced (cgroup v2")) << log;
+  EXPECT_FALSE(Has(log, "io.max " + partition)) << log;
+  ASSERT_GT(rate, 0) << log;
+  EXPECT_LE(rate / (2 << 20), 1.5) << "writes to the partition are held by the disk's limit\n" << log;
 }
 
 // attach keeps a stricter wbps the platform set for the device and says
