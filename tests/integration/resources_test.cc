@@ -6,11 +6,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -76,6 +79,34 @@ const char* kAllocate =
     "for i in range(0, len(b), 4096): b[i] = 1\n"
     "print('touched', len(b))\n";
 
+// Writes 8 MiB to argv[1] in 1 MiB pieces, with O_DIRECT from a page-aligned
+// buffer ("direct") or buffered and flushed by fsync ("buffered"), removes
+// the file and prints the bytes per second it measured itself.
+const char* kWriteRate =
+    "import mmap, os, sys, time\n"
+    "path, mode = sys.argv[1], sys.argv[2]\n"
+    "buf = mmap.mmap(-1, 1 << 20)\n"
+    "buf.write(b'x' * (1 << 20))\n"
+    "flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_DIRECT if mode == 'direct' else 0)\n"
+    "fd = os.open(path, flags, 0o600)\n"
+    "t0, n = time.monotonic(), 0\n"
+    "while n < (8 << 20): n += os.write(fd, buf)\n"
+    "os.fsync(fd)\n"
+    "t = time.monotonic() - t0\n"
+    "os.close(fd)\n"
+    "os.unlink(path)\n"
+    "print('rate %.0f' % (n / t))\n";
+
+// The whole disk of the file system `path` is on, "MAJ:MIN" ("" if none):
+// io.max and blkio take disks, not partitions.
+std::string WholeDiskOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || major(st.st_dev) == 0) return "";
+  const std::string sys = "/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  struct stat part;
+  return ReadTrimmed(::stat((sys + "/partition").c_str(), &part) == 0 ? sys + "/../dev" : sys + "/dev");
+}
+
 // `cordon run` with its audit log in a directory of the test's own (the
 // default /var/log/cordon is read-only in the test VMs).
 class AuditDir : public ::testing::Test {
@@ -87,6 +118,21 @@ class AuditDir : public ::testing::Test {
   void TearDown() override {
     for (int i = 0; i < runs_; ++i) ::unlink((dir_ + "/audit" + std::to_string(i) + ".jsonl").c_str());
     ::rmdir(dir_.c_str());
+  }
+  // kWriteRate run `tries` times (until one is above `above`) with `policy`
+  // writing `file`; the best rate (bytes/s), -1 if the command failed, and
+  // every run's output in *log.
+  double WriteRate(const std::string& policy, const std::string& file, const std::string& mode, std::string* log,
+                   int tries = 1, double above = 0) {
+    double best = -1;
+    for (int i = 0; i < tries && best <= above; ++i) {
+      CommandResult r = RunCmd(policy, {"/usr/bin/python3", "-c", kWriteRate, file, mode});
+      *log += r.out + r.err;
+      double rate = -1;
+      if (r.status != 0 || std::sscanf(r.out.c_str(), "rate %lf", &rate) != 1) return -1;
+      best = std::max(best, rate);
+    }
+    return best;
   }
   CommandResult RunCmd(const std::string& policy, const std::vector<std::string>& command, bool quiet = false) {
     std::vector<std::string> args{"run", "--policy", policy, "--audit",
@@ -241,10 +287,170 @@ TEST_F(ResourcesV2, AttachKeepsTheStricterPlatformLimitAndSaysSo) {
   EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8");
 }
 
+// A disk of the test's own: an ext4 image in a directory under `base` (/tmp:
+// a tmpfs in the VMs), on a loop device, mounted on <dir>/mnt; with
+// `partitioned`, the file system is on the disk's first partition (an MBR
+// written here: no partitioning tool is installed). All of it undone when
+// destroyed.
+class LoopDisk {
+ public:
+  explicit LoopDisk(const std::string& base = "/tmp", bool partitioned = false) {
+    std::string tmpl_text = base + "/cordon-loop-XXXXXX";
+    std::vector<char> tmpl(tmpl_text.begin(), tmpl_text.end());
+    tmpl.push_back('\0');
+    if (!::mkdtemp(tmpl.data())) return;
+    dir_ = tmpl.data();
+    const std::string image = dir_ + "/disk.img";
+    {
+      std::ofstream out(image, std::ios::binary);
+      if (partitioned) {
+        // One Linux partition (type 0x83) from sector 2048 to the end of 64 MiB.
+        unsigned char mbr[512] = {};
+        unsigned char* entry = mbr + 446;
+        entry[4] = 0x83;
+        const uint32_t start = 2048, sectors = (64u << 11) - 2048;
+        for (int i = 0; i < 4; ++i)
+          entry[8 + i] = (start >> (8 * i)) & 0xff, entry[12 + i] = (sectors >> (8 * i)) & 0xff;
+        mbr[510] = 0x55;
+        mbr[511] = 0xaa;
+        out.write(reinterpret_cast<const char*>(mbr), sizeof mbr);
+      }
+    }
+    if (::truncate(image.c_str(), 64 << 20) != 0) return;
+    struct stat st;
+    // The test VMs autoload no module from the chroot (tests/vm/init).
+    if (::stat("/dev/loop-control", &st) != 0)
+      log_ += Run({"/usr/sbin/chroot", "/proc/1/root", "modprobe", "loop"}).err;
+    std::vector<std::string> losetup{"/usr/sbin/losetup", "--find", "--show", image};
+    if (partitioned) losetup.insert(losetup.begin() + 1, "--partscan");
+    CommandResult loop = Run(losetup);
+    log_ += loop.err;
+    if (loop.status != 0) return;
+    device_ = loop.out.substr(0, loop.out.find('\n'));
+    const std::string fs_device = partitioned ? device_ + "p1" : device_;
+    struct stat node;
+    if (!WaitFor([&] { return ::stat(fs_device.c_str(), &node) == 0; }, 5000)) {
+      log_ += fs_device + " did not appear";
+      return;
+    }
+    CommandResult mkfs = Run({"/usr/sbin/mkfs.ext4", "-q", "-F", fs_device});
+    log_ += mkfs.out + mkfs.err;
+    if (mkfs.status != 0 || ::mkdir(mnt().c_str(), 0755) != 0) return;
+    if (::mount(fs_device.c_str(), mnt().c_str(), "ext4", 0, nullptr) != 0) {
+      log_ += std::string("mount: ") + std::strerror(errno);
+      return;
+    }
+    mounted_ = true;
+    // The command's dynamic uid reaches and writes it.
+    if (::chmod(dir_.c_str(), 0755) != 0 || ::chmod(mnt().c_str(), 01777) != 0)
+      log_ += std::string("chmod: ") + std::strerror(errno);
+  }
+  ~LoopDisk() {
+    if (mounted_) ::umount2(mnt().c_str(), 0);
+    if (!device_.empty()) Run({"/usr/sbin/losetup", "-d", device_});
+    if (dir_.empty()) return;
+    ::rmdir(mnt().c_str());
+    ::unlink((dir_ + "/disk.img").c_str());
+    ::rmdir(dir_.c_str());
+  }
+  bool ok() const { return mounted_; }
+  std::string mnt() const { return dir_ + "/mnt"; }
+  const std::string& device() const { return device_; }
+  const std::string& log() const { return log_; }
+
+ private:
+  std::string dir_, device_, log_;
+  bool mounted_ = false;
+};
+
+// ioWriteBytesPerSecond on cgroup v2: io.max wbps on the disk of the write
+// path holds direct writes and, since cgroup v2 charges writeback to the
+// writer's cgroup, buffered writes flushed by fsync too; measured by the
+// command itself (a ratio with a wide margin, not a timing).
+TEST_F(ResourcesV2, IoMaxHoldsDirectAndBufferedWritesOnALoopDisk) {
+  if (!Cgroup2Offers("io")) GTEST_SKIP() << "no io controller in cgroup2 at " << Cgroup2Mount();
+  LoopDisk disk;
+  ASSERT_TRUE(disk.ok()) << disk.log();
+  const std::string id = WholeDiskOf(disk.mnt());
+  ASSERT_FALSE(id.empty());
+  const std::string files = "  files:\n    include: [runtime-minimal, python3]\n    write: [" + disk.mnt() + "]\n";
+  PolicyFile limited(Policy("io2m", "    ioWriteBytesPerSecond: 2Mi\n") + files);
+  PolicyFile unlimited(Policy("nolimit", "") + files);
+  constexpr double kLimit = 2 << 20;
+  for (const char* mode : {"direct", "buffered"}) {
+    std::string log;
+    const double rate = WriteRate(limited.path(), disk.mnt() + "/out", mode, &log);
+    EXPECT_TRUE(Has(log, "io.max " + id + " wbps=2097152 enforced (cgroup v2")) << log;
+    EXPECT_FALSE(Has(log, "NOT enforced")) << log;
+    ASSERT_GT(rate, 0) << log;
+    EXPECT_LE(rate / kLimit, 1.5) << mode << " writes at most ~the limit\n" << log;
+    // Negative control: without the limit the same writes go well above it
+    // (up to three tries on a loaded machine; the limited run is never retried).
+    std::string free_log;
+    const double free_rate = WriteRate(unlimited.path(), disk.mnt() + "/out", mode, &free_log, 3, 3 * kLimit);
+    EXPECT_GE(free_rate / kLimit, 3) << mode << ", negative control: unlimited\n" << free_log;
+  }
+}
+
+// A file system on a partition is throttled on its whole disk (io.max and
+// blkio refuse partitions): a loop disk the test partitions, on the host's
+// disk, the run's outcome naming the loop device's own number. (In the VMs:
+// the host kernel finds no partition table on a loop device.)
+TEST_F(ResourcesV2, APartitionIsThrottledOnItsWholeDisk) {
+  if (!Cgroup2Offers("io")) GTEST_SKIP() << "no io controller in cgroup2 at " << Cgroup2Mount();
+  LoopDisk disk("/tmp", true);
+  ASSERT_TRUE(disk.ok()) << disk.log();
+  struct stat st;
+  ASSERT_EQ(::stat(disk.mnt().c_str(), &st), 0);
+  const std::string partition = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  const std::string whole = ReadTrimmed("/sys/block/" + disk.device().substr(5) + "/dev");
+  ASSERT_FALSE(whole.empty()) << disk.device();
+  ASSERT_NE(partition, whole) << "the mount is on the partition";
+  const std::string files = "  files:\n    include: [runtime-minimal, python3]\n    write: [" + disk.mnt() + "]\n";
+  PolicyFile limited(Policy("io2m", "    ioWriteBytesPerSecond: 2Mi\n") + files);
+  std::string log;
+  const double rate = WriteRate(limited.path(), disk.mnt() + "/out", "direct", &log);
+  EXPECT_TRUE(Has(log, "io.max " + whole + " wbps=2097152 enforced (cgroup v2")) << log;
+  EXPECT_FALSE(Has(log, "io.max " + partition)) << log;
+  ASSERT_GT(rate, 0) << log;
+  EXPECT_LE(rate / (2 << 20), 1.5) << "writes to the partition are held by the disk's limit\n" << log;
+}
+
+// attach keeps a stricter wbps the platform set for the device and says
+// so; update writes the new policy's value.
+TEST_F(ResourcesV2, AttachKeepsAStricterIoMaxAndUpdateAppliesTheNewOne) {
+  if (!Cgroup2Offers("io")) GTEST_SKIP() << "no io controller in cgroup2 at " << Cgroup2Mount();
+  LoopDisk disk;
+  ASSERT_TRUE(disk.ok()) << disk.log();
+  const std::string id = WholeDiskOf(disk.mnt());
+  TestCgroup cg("res-io");
+  { std::ofstream(Cgroup2Mount() + "/cgroup.subtree_control") << "+io"; }  // as a platform would
+  const std::string files = "  files:\n    include: [runtime-minimal]\n    write: [" + disk.mnt() + "]\n";
+  PolicyFile p2m(Policy("io2m", "    ioWriteBytesPerSecond: 2Mi\n") + files);
+  PolicyFile p512k(Policy("io512k", "    ioWriteBytesPerSecond: 512Ki\n") + files);
+  // Negative control: no limit for the device before.
+  EXPECT_FALSE(Has(ReadTrimmed(cg.path() + "/io.max"), id + " ")) << ReadTrimmed(cg.path() + "/io.max");
+  { std::ofstream(cg.path() + "/io.max") << id + " wbps=1048576"; }
+  CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", p2m.path(), "--allow-degraded"});
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_TRUE(Has(a.out + a.err, "io.max: the platform's stricter '" + id + " wbps=1048576' applies (policy: '" + id +
+                                     " wbps=2097152')"))
+      << a.out << a.err;
+  EXPECT_TRUE(Has(ReadTrimmed(cg.path() + "/io.max"), id + " rbps=max wbps=1048576 "))
+      << ReadTrimmed(cg.path() + "/io.max");
+  CommandResult u = Cordon({"update", "--cgroup", cg.path(), "--policy", p512k.path(), "--allow-degraded"});
+  ASSERT_EQ(u.status, 0) << u.err;
+  EXPECT_TRUE(Has(u.out + u.err, "io.max " + id + " wbps=524288 enforced (cgroup v2, policy)")) << u.out << u.err;
+  EXPECT_TRUE(Has(ReadTrimmed(cg.path() + "/io.max"), id + " rbps=max wbps=524288 "))
+      << ReadTrimmed(cg.path() + "/io.max");
+  CommandResult d = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(d.status, 0) << d.err;
+}
+
 TEST_F(ResourcesV2, DoctorShowsTheLimitsEnforced) {
   CommandResult d = Cordon({"doctor", "--json"});
   ASSERT_TRUE(d.status == 0 || d.status == 1) << d.err;
-  for (const char* kind : {"memory", "pids", "cpu"})
+  for (const char* kind : {"memory", "pids", "cpu", "io"})
     EXPECT_TRUE(Has(d.out, std::string("{\"name\":\"") + kind + "\",\"status\":\"enforced\",\"how\":\"cgroup v2"))
         << kind << ": " << d.out;
 }
@@ -289,11 +495,11 @@ std::string OwnV1Dir(const std::string& controller) {
   return path == "/" ? mount : mount + path;
 }
 
-// The run cgroups cordon left in the v1 hierarchies of memory, pids and cpu
+// The run cgroups cordon left in the v1 hierarchies of memory, pids, cpu and blkio
 // (none after every run, whichever way it ended).
 std::vector<std::string> LeftV1Cgroups() {
   std::vector<std::string> left;
-  for (const char* controller : {"memory", "pids", "cpu"}) {
+  for (const char* controller : {"memory", "pids", "cpu", "blkio"}) {
     const std::string parent = OwnV1Dir(controller) + "/cordon";
     if (DIR* d = ::opendir(parent.c_str())) {
       while (dirent* e = ::readdir(d))
@@ -405,6 +611,43 @@ TEST_F(ResourcesHybrid, CpuSpinnersAreHeldNearTheV1Quota) {
   EXPECT_GE(free_ratio, 0.4) << "two spinners on two cores, unlimited\n" << tries;
 }
 
+// ioWriteBytesPerSecond on cgroup v1 (cordon run: blkio.throttle.write_bps_device
+// in a blkio cgroup of its own): direct writes to a disk the policy lets the
+// command write are held near the limit, measured by the command itself (a
+// ratio with a wide margin, not a timing). v1 does not charge buffered
+// writes' writeback to the cgroup: the outcome says "direct I/O only".
+TEST_F(ResourcesHybrid, DirectWritesAreHeldNearTheV1WriteLimit) {
+  if (OwnV1Dir("blkio").empty()) GTEST_SKIP() << "no cgroup v1 blkio hierarchy";
+  char tmpl[] = "/var/tmp/cordon-io-XXXXXX";  // on a disk (the host's /tmp may be a tmpfs)
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ASSERT_EQ(::chmod(dir.c_str(), 01777), 0);  // the command's dynamic uid writes there
+  const std::string disk = WholeDiskOf(dir);
+  if (disk.empty()) {
+    ::rmdir(dir.c_str());
+    GTEST_SKIP() << "/var/tmp is not on a block device here";
+  }
+  const std::string files = "  files:\n    include: [runtime-minimal, python3]\n    write: [" + dir + "]\n";
+  PolicyFile limited(Policy("io2m", "    ioWriteBytesPerSecond: 2Mi\n") + files);
+  PolicyFile unlimited(Policy("nolimit", "") + files);
+  constexpr double kLimit = 2 << 20;
+  std::string log;
+  const double rate = WriteRate(limited.path(), dir + "/out", "direct", &log);
+  // Negative control: without the limit the same writes go well above it
+  // (up to three tries on a loaded machine; the limited run is never retried).
+  std::string free_log;
+  const double free_rate = WriteRate(unlimited.path(), dir + "/out", "direct", &free_log, 3, 3 * kLimit);
+  ::rmdir(dir.c_str());
+  EXPECT_TRUE(Has(log, "io.max " + disk + " wbps=2097152 enforced (cgroup v1 blkio.throttle.write_bps_device " + disk +
+                           " 2097152; direct I/O only"))
+      << log;
+  EXPECT_FALSE(Has(log, "NOT enforced")) << log;
+  ASSERT_GT(rate, 0) << log;
+  EXPECT_LE(rate / kLimit, 1.5) << "direct writes at most ~the limit\n" << log;
+  EXPECT_GE(free_rate / kLimit, 3) << "negative control: unlimited\n" << free_log;
+  EXPECT_TRUE(LeftV1Cgroups().empty()) << Joined(LeftV1Cgroups());
+}
+
 // A root command (no capability, but uid 0 owns the v1 cgroup files) could
 // write "max" to its v1 pids.max or move itself to the v1 root cgroup:
 // cordon run's read-only /sys covers the v1 mounts too (EROFS).
@@ -419,6 +662,19 @@ TEST_F(ResourcesHybrid, ARootCommandCannotRaiseItsV1Limits) {
   { std::ofstream(probe + "/pids.max") << "max"; }
   EXPECT_EQ(ReadTrimmed(probe + "/pids.max"), "max") << "negative control: root writes pids.max unconfined";
   ::rmdir(probe.c_str());
+  // And a v1 blkio cgroup's write limit (ioWriteBytesPerSecond), where there is one.
+  const std::string blkio = OwnV1Dir("blkio"), disk = WholeDiskOf("/");
+  const bool io = !blkio.empty() && !disk.empty();
+  if (io) {
+    const std::string probe_io = blkio + "/cordon-test-raise-" + std::to_string(::getpid());
+    ASSERT_EQ(::mkdir(probe_io.c_str(), 0755), 0) << probe_io;
+    { std::ofstream(probe_io + "/blkio.throttle.write_bps_device") << disk + " 1048576"; }
+    EXPECT_EQ(ReadTrimmed(probe_io + "/blkio.throttle.write_bps_device"), disk + " 1048576");
+    { std::ofstream(probe_io + "/blkio.throttle.write_bps_device") << disk + " 0"; }
+    EXPECT_EQ(ReadTrimmed(probe_io + "/blkio.throttle.write_bps_device"), "")
+        << "negative control: root lifts a blkio write limit unconfined";
+    ::rmdir(probe_io.c_str());
+  }
 
   // Each write: "<what> <errno>" (0: it went through).
   const std::string raise =
@@ -440,13 +696,22 @@ TEST_F(ResourcesHybrid, ARootCommandCannotRaiseItsV1Limits) {
       V1Mount("memory") +
       "' + own('memory') + '/memory.limit_in_bytes', '-1')\n"
       "write('procs', '" +
-      V1Mount("pids") + "/cgroup.procs', str(os.getpid()))\n" + kForks;
-  PolicyFile as_root(Policy("root", "    pids: 16\n    memory: 64Mi\n") + "  runAs: root\n");
+      V1Mount("pids") + "/cgroup.procs', str(os.getpid()))\n" +
+      (io ? "write('blkio', '" + V1Mount("blkio") + "' + own('blkio') + '/blkio.throttle.write_bps_device', '" + disk +
+                " 0')\n"
+          : "") +
+      kForks;
+  PolicyFile as_root(
+      Policy("root", std::string("    pids: 16\n    memory: 64Mi\n") + (io ? "    ioWriteBytesPerSecond: 2Mi\n" : "")) +
+      "  runAs: root\n");
   CommandResult r = RunCmd(as_root.path(), {"/usr/bin/python3", "-c", raise}, true);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(Has(r.out, "pids.max " + std::to_string(EROFS))) << r.out;
   EXPECT_TRUE(Has(r.out, "memory " + std::to_string(EROFS))) << r.out;
   EXPECT_TRUE(Has(r.out, "procs " + std::to_string(EROFS))) << r.out;
+  if (io) {
+    EXPECT_TRUE(Has(r.out, "blkio " + std::to_string(EROFS))) << r.out;
+  }
   int forks = -1, err = -1;
   const size_t at = r.out.find("forks ");
   ASSERT_NE(at, std::string::npos) << r.out;
@@ -665,7 +930,15 @@ TEST_F(ResourcesHybrid, DoctorShowsPerLimitWhereItIsEnforced) {
                                "\"run\":\"enforced\",\"attach\":\"unavailable\"}"))
         << d.out;
   }
-  EXPECT_TRUE(Has(d.out, "{\"name\":\"io\",\"status\":\"unavailable\",\"how\":\"no io controller in cgroup2")) << d.out;
+  // ioWriteBytesPerSecond: v1 blkio for cordon run, direct I/O only.
+  if (V1Mount("blkio").empty()) {
+    EXPECT_TRUE(Has(d.out, "{\"name\":\"io\",\"status\":\"unavailable\",\"how\":\"no io controller in cgroup2"))
+        << d.out;
+  } else {
+    EXPECT_TRUE(Has(d.out, "{\"name\":\"io\",\"status\":\"enforced for run\",\"how\":\"cgroup v1 at " +
+                               V1Mount("blkio") + ": blkio.throttle.write_bps_device, direct I/O only"))
+        << d.out;
+  }
   EXPECT_TRUE(Has(d.out, "{\"name\":\"disk\",\"status\":\"degraded\",\"how\":\"cordon run: the size of its scratch"))
       << d.out;
   EXPECT_FALSE(Has(d.out, "\"status\":\"enforced\",\"how\":\"cgroup v2")) << d.out;
@@ -692,6 +965,27 @@ TEST_F(ResourcesHybrid, AttachRefusesUnlessDegradedAllowedAndSaysWhichLimits) {
   EXPECT_TRUE(Has(a.out + a.err, "pids.max 16 NOT enforced: no pids controller in cgroup2")) << a.out << a.err;
   CommandResult status = Cordon({"status"});
   EXPECT_TRUE(Has(status.out, "res-hybrid")) << status.out;
+}
+
+// ioWriteBytesPerSecond through attach on a hybrid host: io is not in
+// cgroup2, so each disk's io.max is degraded enforcement, named per device.
+TEST_F(ResourcesHybrid, AttachRefusesAnIoLimitItCannotSetNamingTheDevice) {
+  const std::string disk = WholeDiskOf("/");
+  if (disk.empty()) GTEST_SKIP() << "/ is not on a block device here";
+  TestCgroup cg("res-hybrid-io");
+  PolicyFile limited(Policy("io2m", "    ioWriteBytesPerSecond: 2Mi\n"));
+  CommandResult refused = Cordon({"attach", "--cgroup", cg.path(), "--policy", limited.path()});
+  EXPECT_NE(refused.status, 0);
+  EXPECT_TRUE(Has(refused.err, "resource limit io.max " + disk + ": no io controller in cgroup2 at " + Cgroup2Mount()))
+      << refused.err;
+  EXPECT_TRUE(Has(refused.err, "Nothing attached")) << refused.err;
+
+  // Negative control: degraded enforcement allowed, it attaches and names the limit per device.
+  CommandResult a = Cordon({"attach", "--cgroup", cg.path(), "--policy", limited.path(), "--allow-degraded"});
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_TRUE(Has(a.out + a.err, "io.max " + disk + " wbps=2097152 NOT enforced: no io controller in cgroup2"))
+      << a.out << a.err;
+  EXPECT_TRUE(Has(a.out + a.err, "ioWriteBytesPerSecond 2Mi: device " + disk)) << a.out << a.err;
 }
 
 }  // namespace

@@ -388,7 +388,7 @@ int DoctorCommand(const Args& args) {
       limits.push_back({name, "enforced", "cgroup v2: " + files, "enforced", "enforced"});
       return;
     }
-    auto v1 = FindCgroupV1Controller(controller);
+    auto v1 = FindCgroupV1Controller(controller == "io" ? "blkio" : controller);
     struct stat st;
     if (v1 && !v1_files.empty() && (v1_needs.empty() || ::stat(JoinPath(v1->mountpoint, v1_needs).c_str(), &st) == 0))
       limits.push_back({name, "enforced for run",
@@ -404,12 +404,14 @@ int DoctorCommand(const Args& args) {
         "memory.memsw.limit_in_bytes = memory + swap (needs memory)", "memory.memsw.limit_in_bytes");
   limit("pids", "pids", "pids.max", "pids.max");
   limit("cpu", "cpu", "cpu.max, cpu.weight", "cpu.cfs_quota_us, cpu.shares");
-  limit("io", "io", "", "");
-  if (limits.back().status == "enforced")
-    limits.back() = {"io", "unavailable", "ioWriteBytesPerSecond (io.max) is not implemented yet", "unavailable",
-                     "unavailable"};
-  else if (mount)
-    limits.back().how = "no io controller in cgroup2 at " + *mount + "; cgroup v1 blkio throttling is not used";
+  // ioWriteBytesPerSecond: v1 blkio throttles only what reaches the disk
+  // from the cgroup's own tasks, i.e. direct I/O.
+  limit("io", "io", "io.max wbps, per disk of the write paths",
+        "blkio.throttle.write_bps_device, direct I/O only (v1 does not charge the background writeback of "
+        "buffered writes to the cgroup)",
+        "blkio.throttle.write_bps_device");
+  if (limits.back().status == "unavailable" && !FindCgroupV1Controller("blkio"))
+    limits.back().how += "; no cgroup v1 blkio hierarchy either";
   limits.push_back({"disk", "degraded",
                     "cordon run: the size of its scratch tmpfs (/tmp, /dev/shm; ENOSPC beyond); spec.files write "
                     "paths and cordon attach: NOT enforced (that needs file-system quotas)",

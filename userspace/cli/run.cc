@@ -744,6 +744,8 @@ int CreateRunSandbox(RunPlan* run, std::unique_ptr<ops::EphemeralSandbox>* out) 
       std::fprintf(stderr, "cordon: warning: NOT enforced: %s\n", line.c_str());
     for (const CgroupLimitOutcome& outcome : (*sandbox)->limits())
       if (outcome.enforced) run->notes.push_back("resources: " + outcome.Describe());
+    for (const auto& line : ops::IoWriteNotes(resources, ops::IoWriteDevices(*run->compiled)))
+      run->notes.push_back(line);
     if (resources.disk)
       std::fprintf(stderr, "cordon: warning: %s\n",
                    run->has_scratch

@@ -148,7 +148,7 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   std::vector<CgroupLimitOutcome> limits;
   if (compiled.resources.any()) {
     // A replacement's limits are the new policy's; a first attach keeps a stricter one the platform set.
-    auto applied = ApplyCgroupLimits(*cgroup, CgroupLimitsOf(compiled.resources),
+    auto applied = ApplyCgroupLimits(*cgroup, CgroupLimitsOf(compiled.resources, IoWriteDevices(compiled)),
                                      must_exist ? LimitMerge::kPolicy : LimitMerge::kStricter, false);
     if (!applied) return Failed("resource limits: " + applied.error().ToString() + unchanged);
     limits = std::move(*applied);
@@ -250,6 +250,7 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
     out.notes.push_back("degraded enforcement was accepted when this sandbox was attached: the new policy too is "
                         "enforced only as far as this kernel can (listed below)");
   for (const auto& line : LimitNotes(compiled.resources, limits, req.agent_watches)) out.notes.push_back(line);
+  for (const auto& line : IoWriteNotes(compiled.resources, IoWriteDevices(compiled))) out.notes.push_back(line);
   for (const auto& line : UnenforcedControls(compiled, ProbeLsm())) out.notes.push_back(line);
   if (ProbeLsm().usable())
     if (std::string note = ForeignSocketsNote(); !note.empty()) out.notes.push_back(note);

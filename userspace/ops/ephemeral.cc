@@ -116,7 +116,8 @@ Result<std::unique_ptr<EphemeralSandbox>> Run(RunRequest request) {
   if (!cgroup) return cgroup.error().Wrap("create sandbox cgroup");
   sandbox->cgroup_ = std::move(*cgroup);
   if (const policy::ResourceLimits& resources = request.policy->resources; resources.any()) {
-    auto limits = ApplyCgroupLimits(sandbox->cgroup_, CgroupLimitsOf(resources), LimitMerge::kPolicy, true);
+    auto limits = ApplyCgroupLimits(sandbox->cgroup_, CgroupLimitsOf(resources, IoWriteDevices(*request.policy)),
+                                    LimitMerge::kPolicy, true);
     if (!limits) return Error{"resource limits: " + limits.error().ToString() + "; command not started"};
     sandbox->limits_ = std::move(*limits);
     // A hybrid host: what cgroup2 lacks, in v1 cgroups of the run's own.

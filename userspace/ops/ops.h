@@ -17,6 +17,7 @@
 #include "loader/sandbox.h"
 #include "ops/credentials.h"
 #include "policy/compiler.h"
+#include "sys/block_device.h"
 #include "sys/cgroup.h"
 #include "sys/cgroup_limits.h"
 
@@ -139,12 +140,22 @@ std::string DegradedError(const std::vector<std::string>& missing, const std::st
 
 // spec.resources (ops/resources.cc). The cgroup v2 limit values of a policy;
 // the limits set but not enforced ("resource limit pids.max (<reason>)", also
-// the ones not implemented yet: io, disk for attach; and wallTime and warnAt
+// the ones not implemented: disk for attach; and wallTime and warnAt
 // (of memory and pids) but for `cordon run` (`for_run`: its own clock and
 // loop watch them) and an attach through the agent (`agent`: it watches
 // them)), as
 // DegradedError lists them; and one note line per limit saying what applies.
-std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& limits);
+// ioWriteBytesPerSecond is one io.max value per whole disk in `io`
+// (IoWriteDevices of the policy): none without them.
+std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& limits, const WriteDevices& io = {});
+// The block devices the policy lets its sandbox write to: those of its
+// spec.files write and create paths (cordon run's scratch rules included),
+// of every mount when files are not restricted. Empty without
+// ioWriteBytesPerSecond (nothing is resolved then).
+WriteDevices IoWriteDevices(const policy::CompiledPolicy& policy);
+// "resources: ioWriteBytesPerSecond 2Mi: not applicable to /tmp (tmpfs at
+// /tmp has no block device)", and a line when no write path is on one.
+std::vector<std::string> IoWriteNotes(const policy::ResourceLimits& limits, const WriteDevices& io);
 std::vector<std::string> UnenforcedLimits(const policy::ResourceLimits& limits,
                                           const std::vector<CgroupLimitOutcome>& outcomes, bool for_run = false,
                                           bool agent = false);

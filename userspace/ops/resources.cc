@@ -12,7 +12,7 @@
 
 namespace cordon::ops {
 
-std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& r) {
+std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& r, const WriteDevices& io) {
   std::vector<CgroupLimitValue> out;
   auto add = [&out](CgroupLimit limit, const std::optional<uint64_t>& v) {
     if (v) out.push_back(CgroupLimitValue{limit, *v});
@@ -24,16 +24,42 @@ std::vector<CgroupLimitValue> CgroupLimitsOf(const policy::ResourceLimits& r) {
   if (r.cpu_millicores)  // millicores of kCgroupCpuPeriodUs: 1000 = the whole period
     out.push_back(CgroupLimitValue{CgroupLimit::kCpuMax, *r.cpu_millicores * kCgroupCpuPeriodUs / 1000});
   add(CgroupLimit::kCpuWeight, r.cpu_weight);
+  if (r.io_write_bytes_per_second)
+    for (const BlockDevice& d : io.devices)
+      out.push_back(CgroupLimitValue{CgroupLimit::kIoWriteBps, *r.io_write_bytes_per_second, d.major, d.minor});
+  return out;
+}
+
+WriteDevices IoWriteDevices(const policy::CompiledPolicy& policy) {
+  if (!policy.resources.io_write_bytes_per_second) return {};
+  std::vector<std::string> paths;
+  if (!policy.has_files) paths.push_back("/");  // writes anywhere: every mounted disk
+  for (const policy::FileRule& rule : policy.file_rules)
+    if (rule.rights & (CORDON_FILE_WRITE | CORDON_FILE_CREATE)) paths.push_back(rule.path);
+  auto mounts = ReadMountTable();
+  return ResolveWriteDevices(paths, mounts ? *mounts : std::vector<MountEntry>{});
+}
+
+std::vector<std::string> IoWriteNotes(const policy::ResourceLimits& limits, const WriteDevices& io) {
+  std::vector<std::string> out;
+  if (!limits.io_write_bytes_per_second) return out;
+  const std::string field =
+      "resources: ioWriteBytesPerSecond " + policy::ByteSizeText(*limits.io_write_bytes_per_second);
+  for (const BlockDevice& d : io.devices) {
+    std::string paths;
+    for (const auto& p : d.paths) paths += (paths.empty() ? "" : ", ") + p;
+    out.push_back(field + ": device " + d.Id() + " (" + d.name + ") holds " + paths);
+  }
+  for (const UnthrottledPath& p : io.not_applicable)
+    out.push_back(field + ": not applicable to " + p.path + " (" + p.reason + ")");
+  if (io.devices.empty())
+    out.push_back(field + ": no write path of the policy is on a block device: there is no disk write to throttle");
   return out;
 }
 
 std::vector<std::string> UnimplementedLimits(const policy::ResourceLimits& r, bool for_run = false,
                                              bool agent = false) {
   std::vector<std::string> out;
-  auto add = [&out](const char* field, bool set) {
-    if (set) out.push_back(std::string("resource limit spec.resources.") + field + ": not implemented yet");
-  };
-  add("ioWriteBytesPerSecond", r.io_write_bytes_per_second.has_value());
   // cordon run sizes its scratch tmpfs with disk and says what that covers (cli/run.cc).
   if (r.disk && !for_run)
     out.push_back(
@@ -54,8 +80,7 @@ std::vector<std::string> UnenforcedLimits(const policy::ResourceLimits& limits,
                                           const std::vector<CgroupLimitOutcome>& outcomes, bool for_run, bool agent) {
   std::vector<std::string> out;
   for (const CgroupLimitOutcome& o : outcomes)
-    if (!o.enforced)
-      out.push_back(std::string("resource limit ") + CgroupLimitFile(o.requested.limit) + ": " + o.reason);
+    if (!o.enforced) out.push_back("resource limit " + CgroupLimitLabel(o.requested) + ": " + o.reason);
   for (auto& line : UnimplementedLimits(limits, for_run, agent)) out.push_back(std::move(line));
   return out;
 }

@@ -274,7 +274,8 @@ std::string DescribeResources(const ResourceLimits& l) {
   line("pids", l.pids, plain, "pids.max");
   line("cpu", l.cpu_millicores, cores, "cpu.max");
   line("cpuWeight", l.cpu_weight, plain, "cpu.weight");
-  line("ioWriteBytesPerSecond", l.io_write_bytes_per_second, ByteSizeText, "not enforced yet");
+  line("ioWriteBytesPerSecond", l.io_write_bytes_per_second, ByteSizeText,
+       "bytes/s: io.max wbps on each disk of the write paths; cordon run on cgroup v1: blkio, direct I/O only");
   line("wallTime", l.wall_time_seconds, DurationText,
        "cordon run: SIGTERM, then SIGKILL; attach: the agent reports it, contains with onViolation: contain");
   line("egressBytes", l.egress_bytes, ByteSizeText,

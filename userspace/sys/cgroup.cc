@@ -73,8 +73,8 @@ Result<std::vector<MountEntry>> ReadMountTable() {
     std::string source;
     tail >> m.fstype >> source >> m.superopts;
     std::istringstream head(line.substr(0, sep));
-    std::string id, parent, dev;
-    head >> id >> parent >> dev >> m.root >> m.mountpoint;
+    std::string id, parent;
+    head >> id >> parent >> m.dev >> m.root >> m.mountpoint;
     m.root = UnescapeMountField(m.root);
     m.mountpoint = UnescapeMountField(m.mountpoint);
     out.push_back(std::move(m));

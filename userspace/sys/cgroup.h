@@ -20,6 +20,7 @@ struct MountEntry {
   std::string mountpoint;
   std::string fstype;
   std::string superopts;  // the file system's options ("rw,cpu,cpuacct" for a cgroup v1 hierarchy)
+  std::string dev;        // st_dev of its files, "MAJOR:MINOR" ("254:0"; major 0: no block device)
 };
 // This process's mount table, in mountinfo order.
 Result<std::vector<MountEntry>> ReadMountTable();

@@ -32,7 +32,7 @@ bool HasWord(const std::string& list, const std::string& word) {
 Result<std::string> ReadAt(int dir_fd, const std::string& name, const std::string& shown) {
   UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return SysError("open " + shown);
-  char buf[512];
+  char buf[4096];  // io.max: a line per device
   const ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
   if (n < 0) return SysError("read " + shown);
   return Trim(std::string(buf, static_cast<size_t>(n)));
@@ -67,6 +67,25 @@ std::optional<uint64_t> ParseFileValue(CgroupLimit limit, const std::string& tex
   }
   if (period == 0) return std::nullopt;
   return static_cast<uint64_t>(static_cast<long double>(v) * kCgroupCpuPeriodUs / period);
+}
+
+// The wbps of device `id` ("254:0") in io.max's content: "max" when the
+// device has no line (no limit).
+std::string IoWbps(const std::string& content, const std::string& id) {
+  std::istringstream lines(content);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string dev, word;
+    words >> dev;
+    if (dev != id) continue;
+    while (words >> word)
+      if (word.rfind("wbps=", 0) == 0) return word.substr(5);
+  }
+  return "max";
+}
+
+std::string DevId(const CgroupLimitValue& value) {
+  return std::to_string(value.dev_major) + ":" + std::to_string(value.dev_minor);
 }
 
 // Makes `controller` available to the cgroup `relative` below `mount` (see
@@ -108,6 +127,7 @@ const char* CgroupLimitFile(CgroupLimit limit) {
     case CgroupLimit::kPidsMax: return "pids.max";
     case CgroupLimit::kCpuMax: return "cpu.max";
     case CgroupLimit::kCpuWeight: return "cpu.weight";
+    case CgroupLimit::kIoWriteBps: return "io.max";
   }
   return "?";
 }
@@ -120,6 +140,7 @@ const char* CgroupLimitController(CgroupLimit limit) {
     case CgroupLimit::kPidsMax: return "pids";
     case CgroupLimit::kCpuMax:
     case CgroupLimit::kCpuWeight: return "cpu";
+    case CgroupLimit::kIoWriteBps: return "io";
   }
   return "?";
 }
@@ -127,13 +148,24 @@ const char* CgroupLimitController(CgroupLimit limit) {
 std::string CgroupLimitText(const CgroupLimitValue& value) {
   if (value.limit == CgroupLimit::kCpuMax)
     return std::to_string(value.value) + " " + std::to_string(kCgroupCpuPeriodUs);
+  if (value.limit == CgroupLimit::kIoWriteBps) return DevId(value) + " wbps=" + std::to_string(value.value);
   return std::to_string(value.value);
+}
+
+std::string CgroupLimitLabel(const CgroupLimitValue& value) {
+  std::string label = CgroupLimitFile(value.limit);
+  if (value.limit == CgroupLimit::kIoWriteBps) label += " " + DevId(value);
+  return label;
 }
 
 std::string CgroupLimitOutcome::Describe() const {
   const std::string file = CgroupLimitFile(requested.limit);
   const std::string wanted = CgroupLimitText(requested);
   if (!enforced) return file + " " + wanted + " NOT enforced: " + reason;
+  if (!v1_file.empty() && requested.limit == CgroupLimit::kIoWriteBps)
+    return file + " " + wanted + " enforced (cgroup v1 " + v1_file +
+           "; direct I/O only: cgroup v1 does not charge the kernel's background writeback of buffered writes to the "
+           "cgroup)";
   if (!v1_file.empty()) return file + " " + wanted + " enforced (cgroup v1 " + v1_file + ")";
   if (platform_kept) return file + ": the platform's stricter '" + previous + "' applies (policy: '" + wanted + "')";
   return file + " " + wanted + " enforced (cgroup v2, policy)";
@@ -167,6 +199,11 @@ Result<std::vector<CgroupLimitOutcome>> ApplyCgroupLimits(const CgroupRef& cgrou
     if (!known) {
       why = EnableController(cgroup.mount, cgroup.relative, controller, enable_from_root);
       enabled.emplace_back(controller, why);
+      // cgroup v2 charges the writeback of buffered writes to the cgroup of
+      // the pages' memory cgroup: io.max holds them only with memory enabled
+      // too (best effort: direct I/O is held either way).
+      if (controller == "io" && why.empty())
+        (void)EnableController(cgroup.mount, cgroup.relative, "memory", enable_from_root);
     }
     const std::string file = CgroupLimitFile(value.limit);
     const std::string shown = JoinPath(cgroup.path, file);
@@ -184,7 +221,11 @@ Result<std::vector<CgroupLimitOutcome>> ApplyCgroupLimits(const CgroupRef& cgrou
       continue;
     }
     out.previous = *previous;
-    const std::optional<uint64_t> current = ParseFileValue(value.limit, *previous);
+    // io.max: this device's line only, as it is written back ("254:0 wbps=max").
+    if (value.limit == CgroupLimit::kIoWriteBps)
+      out.previous = DevId(value) + " wbps=" + IoWbps(*previous, DevId(value));
+    const std::optional<uint64_t> current = ParseFileValue(
+        value.limit, value.limit == CgroupLimit::kIoWriteBps ? IoWbps(*previous, DevId(value)) : *previous);
     if (merge == LimitMerge::kStricter && value.limit != CgroupLimit::kCpuWeight && current &&
         *current <= value.value) {
       out.enforced = true;
@@ -193,6 +234,12 @@ Result<std::vector<CgroupLimitOutcome>> ApplyCgroupLimits(const CgroupRef& cgrou
       continue;
     }
     if (Status s = WriteAt(cgroup.fd.get(), file, CgroupLimitText(value), shown); !s.ok()) {
+      const int err = s.error().err;
+      if (value.limit == CgroupLimit::kIoWriteBps && (err == EINVAL || err == ENODEV || err == EOPNOTSUPP)) {
+        out.reason = "the kernel does not throttle device " + DevId(value) + " (" + s.error().ToString() + ")";
+        outcomes.push_back(out);
+        continue;
+      }
       Error error{s.error().ToString()};
       if (Status r = RestoreCgroupLimits(cgroup, outcomes); !r.ok())
         error.message += "; restoring the limits already written failed too: " + r.error().ToString();

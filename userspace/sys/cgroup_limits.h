@@ -1,7 +1,8 @@
 // cgroup v2 resource limits of a sandbox cgroup (issue 17): which controllers
 // the cgroup can have, enabling them in the ancestors' cgroup.subtree_control,
 // and writing memory.max, memory.high, memory.swap.max, pids.max, cpu.max and
-// cpu.weight. Returns per-limit outcomes as data; prints nothing.
+// cpu.weight, and io.max (wbps, one outcome per device). Returns per-limit
+// outcomes as data; prints nothing.
 //
 // Where a controller is not in the cgroup2 root's cgroup.controllers (hybrid
 // hosts keep memory, pids and cpu on cgroup v1) the limit is unavailable
@@ -17,19 +18,22 @@
 
 namespace cordon {
 
-enum class CgroupLimit { kMemoryMax, kMemoryHigh, kSwapMax, kPidsMax, kCpuMax, kCpuWeight };
+enum class CgroupLimit { kMemoryMax, kMemoryHigh, kSwapMax, kPidsMax, kCpuMax, kCpuWeight, kIoWriteBps };
 
 constexpr uint64_t kCgroupCpuPeriodUs = 100000;
 
 struct CgroupLimitValue {
   CgroupLimit limit;
-  uint64_t value;  // bytes, pids, weight; kCpuMax: the quota in us per kCgroupCpuPeriodUs
+  uint64_t value;  // bytes, pids, weight; kCpuMax: the quota in us per kCgroupCpuPeriodUs; kIoWriteBps: bytes/s
+  uint32_t dev_major = 0, dev_minor = 0;  // kIoWriteBps: the whole disk (sys/block_device.h)
 };
 
 const char* CgroupLimitFile(CgroupLimit limit);        // "memory.max"
 const char* CgroupLimitController(CgroupLimit limit);  // "memory"
-// The value as the limit's file is written: "536870912", "150000 100000".
+// The value as the limit's file is written: "536870912", "150000 100000", "254:0 wbps=2097152".
 std::string CgroupLimitText(const CgroupLimitValue& value);
+// The limit's file, with the device for io.max: "memory.max", "io.max 254:0".
+std::string CgroupLimitLabel(const CgroupLimitValue& value);
 
 // How a limit meets the value already in the cgroup's file.
 enum class LimitMerge {
@@ -46,7 +50,9 @@ struct CgroupLimitOutcome {
   std::string reason;          // not enforced: why ("no memory controller in cgroup2 at /sys/fs/cgroup/unified")
   std::string v1_file;         // enforced on cgroup v1 (cordon run, sys/cgroup_v1.h): "pids.max 16" as written
   // One line: "memory.max 512Mi enforced (cgroup v2)", "pids.max: the platform's 64 applies (policy: 128)",
-  // "memory.max NOT enforced: <reason>", "memory.max 33554432 enforced (cgroup v1 memory.limit_in_bytes 33554432)".
+  // "memory.max NOT enforced: <reason>", "memory.max 33554432 enforced (cgroup v1 memory.limit_in_bytes 33554432)",
+  // "io.max 254:0 wbps=2097152 enforced (cgroup v1 blkio.throttle.write_bps_device 254:0 2097152; direct I/O
+  // only ...)".
   std::string Describe() const;
 };
 
@@ -55,7 +61,8 @@ struct CgroupLimitOutcome {
 // `enable_from_root` every ancestor from the cgroup2 root down (the cgroups
 // cordon creates), else only the direct parent (a cgroup given to attach).
 // A limit whose controller cannot be had is not enforced (outcome.reason);
-// that is not an error. An error (a write to a limit file failed) names the
+// that is not an error, nor is io.max refusing a device (EINVAL, ENODEV: a
+// device the kernel does not throttle). An error (a write to a limit file failed) names the
 // file and errno, and every limit file already written is restored first:
 // nothing is left half-applied.
 Result<std::vector<CgroupLimitOutcome>> ApplyCgroupLimits(const CgroupRef& cgroup,

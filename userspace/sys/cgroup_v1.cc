@@ -125,8 +125,13 @@ const char* CgroupV1LimitFile(CgroupLimit limit) {
     case CgroupLimit::kPidsMax: return "pids.max";
     case CgroupLimit::kCpuMax: return "cpu.cfs_quota_us";
     case CgroupLimit::kCpuWeight: return "cpu.shares";
+    case CgroupLimit::kIoWriteBps: return "blkio.throttle.write_bps_device";
   }
   return "";
+}
+
+const char* CgroupV1Controller(CgroupLimit limit) {
+  return limit == CgroupLimit::kIoWriteBps ? "blkio" : CgroupLimitController(limit);
 }
 
 Result<std::unique_ptr<CgroupV1Placement>> CgroupV1Placement::Create(const std::string& leaf,
@@ -138,7 +143,7 @@ Result<std::unique_ptr<CgroupV1Placement>> CgroupV1Placement::Create(const std::
     if (o.requested.limit == CgroupLimit::kMemoryMax) memory = o.requested.value;
   for (CgroupLimitOutcome& out : *outcomes) {
     if (out.enforced) continue;
-    const std::string controller = CgroupLimitController(out.requested.limit);
+    const std::string controller = CgroupV1Controller(out.requested.limit);
     const CgroupV1Hierarchy* hierarchy = nullptr;
     for (const auto& h : hierarchies)
       if (Contains(h.controllers, controller)) hierarchy = &h;
@@ -169,16 +174,27 @@ Result<std::unique_ptr<CgroupV1Placement>> CgroupV1Placement::Create(const std::
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) {
       out.reason = path + " does not exist" +
-                   (out.requested.limit == CgroupLimit::kSwapMax ? " (no swap accounting in this kernel)" : "");
+                   (out.requested.limit == CgroupLimit::kSwapMax      ? " (no swap accounting in this kernel)"
+                    : out.requested.limit == CgroupLimit::kIoWriteBps ? " (no blkio throttling in this kernel)"
+                                                                      : "");
       continue;
     }
     std::string value = std::to_string(out.requested.value);
     if (out.requested.limit == CgroupLimit::kSwapMax) value = std::to_string(*memory + out.requested.value);
     if (out.requested.limit == CgroupLimit::kCpuWeight)
       value = std::to_string(std::max<uint64_t>(2, out.requested.value * 1024 / 100));
+    if (out.requested.limit == CgroupLimit::kIoWriteBps)
+      value = std::to_string(out.requested.dev_major) + ":" + std::to_string(out.requested.dev_minor) + " " + value;
     if (out.requested.limit == CgroupLimit::kCpuMax)
       CORDON_TRY(WriteFile(JoinPath(dir, "cpu.cfs_period_us"), std::to_string(kCgroupCpuPeriodUs)));
-    CORDON_TRY(WriteFile(path, value));
+    if (Status s = WriteFile(path, value); !s.ok()) {
+      // A device the kernel does not throttle is an outcome, as in cgroup2 (sys/cgroup_limits.h).
+      const int err = s.error().err;
+      if (out.requested.limit != CgroupLimit::kIoWriteBps || (err != EINVAL && err != ENODEV && err != EOPNOTSUPP))
+        return s.error();
+      out.reason = "the kernel does not throttle this device (" + s.error().ToString() + ")";
+      continue;
+    }
     out.enforced = true;
     out.written = true;
     out.reason.clear();

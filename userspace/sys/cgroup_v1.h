@@ -11,6 +11,10 @@
 //   pids.max         pids.max
 //   cpu.max          cpu.cfs_period_us 100000, cpu.cfs_quota_us
 //   cpu.weight       cpu.shares = weight * 1024 / 100 (100 <-> 1024)
+//   io.max wbps      blkio.throttle.write_bps_device "MAJ:MIN N" (the blkio
+//                    hierarchy): direct I/O, and the writeback a command's
+//                    own fsync issues; v1 charges the kernel's background
+//                    writeback of buffered writes to the root cgroup
 //
 // The hierarchies come from /proc/self/mountinfo (a controller may be
 // co-mounted, e.g. "cpu,cpuacct"); each cgroup is made below cordon's own
@@ -44,6 +48,8 @@ std::vector<CgroupV1Hierarchy> FindCgroupV1Hierarchies();
 std::optional<CgroupV1Hierarchy> FindCgroupV1Controller(const std::string& controller);
 // The v1 file a limit is written to ("" for memory.high: none).
 const char* CgroupV1LimitFile(CgroupLimit limit);
+// The v1 controller of a limit: CgroupLimitController's, but "blkio" for io.
+const char* CgroupV1Controller(CgroupLimit limit);
 
 // What the run's v1 cgroups used (each only where the file exists).
 struct CgroupV1Usage {
