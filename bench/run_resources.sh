@@ -14,6 +14,6 @@ fi
 out="$(pwd)/build/bench/vm-results"
 mkdir -p "$out"
 rm -f "$out/resources.json"
-CORDON_VM_TIMEOUT="${CORDON_VM_TIMEOUT:-1500}" tests/vm/run-in-vm.sh 6.12 --rw "$out" -- \
+CORDON_VM_MEM="${CORDON_VM_MEM:-2G}" CORDON_VM_TIMEOUT="${CORDON_VM_TIMEOUT:-1500}" tests/vm/run-in-vm.sh 6.12 --rw "$out" -- \
   /usr/bin/python3 bench/resource_bench.py --cordon "$(pwd)/build/cordon" --out "$out/resources.json" "$@"
 cat "$out/resources.json"

@@ -95,8 +95,9 @@ cp "$kdir/base.cpio" "$tmp/initrd.cpio"
 # shellcheck disable=SC2054  # commas are qemu's, not array separators
 # One vCPU by default: live kernel text patching (attaching BPF trampolines)
 # while another TCG vCPU executes the patched code crashed 6.12 guests
-# (int3 at the patch site). CORDON_VM_SMP overrides.
-qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 512M -smp "${CORDON_VM_SMP:-1}"
+# (int3 at the patch site). CORDON_VM_SMP overrides; CORDON_VM_MEM the memory
+# (512M; bench/run_resources.sh needs more for its three agents).
+qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m "${CORDON_VM_MEM:-512M}" -smp "${CORDON_VM_SMP:-1}"
   -nographic -no-reboot -nic none -fw_cfg name=etc/sercon-port,string=0
   -kernel "$kdir/vmlinux" -initrd "$tmp/initrd.cpio" -append "$append"
   -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap

@@ -236,11 +236,13 @@ void Agent::WatchResources(Sandbox& sb, const PinnedInfo& pinned) {
   options.shared_inotify_fd = inotify_fd_.get();
   auto watch = ops::ResourceWatch::Open(JoinPath(cgroup_mount_, sb.ctx.cgroup_path), options);
   for (int wd : watch->wds()) inotify_owner_[wd] = sb.id;
+  if (watch->fd() >= 0) Watch(watch->fd(), Key(kResources, sb.id), EPOLLIN);  // no shared instance
   if (!watch->problem().empty())
     Log("sandbox " + sb.ctx.name + " (cgroup id " + std::to_string(sb.id) +
         "): its resource events are read only at its end and with its other notifications: " + watch->problem());
   if (watch->pressure_fd() >= 0) Watch(watch->pressure_fd(), Key(kPressure, sb.id), EPOLLPRI);
-  if (!watch->wds().empty() || !watch->problem().empty() || watch->pressure_fd() >= 0 || watch->watches_warn_at())
+  if (!watch->wds().empty() || watch->fd() >= 0 || !watch->problem().empty() || watch->pressure_fd() >= 0 ||
+      watch->watches_warn_at())
     sb.resources = std::move(watch);
   // wallTime of an attached sandbox (a run's own clock ends a run's command),
   // from the moment its policy was put in force: an agent started later, or
@@ -282,6 +284,9 @@ void Agent::CutEgress(Sandbox& sb) {
     done.out.name = ctx.name;
     done.out.sandbox_id = done.id;
     auto cgroup = ResolveCgroup(dir);
+    if (cgroup && cgroup->id != done.id)  // detached, and another cgroup made at its path meanwhile
+      cgroup =
+          Error{"the sandbox's cgroup " + dir + " was replaced (now cgroup id " + std::to_string(cgroup->id) + ")"};
     auto snap = cgroup ? SnapshotAndDisconnect(*cgroup, ctx, "spec.resources.egressBytes reached",
                                                "connection of a sandbox over its egress budget")
                        : Result<ContainmentSnapshot>(cgroup.error());

@@ -130,9 +130,15 @@ Status Agent::Start() {
   if (!compile_fd_.valid()) return SysError("eventfd");
   Watch(compile_fd_.get(), Key(kCompiled, 0), EPOLLIN);
   // One inotify instance for every sandbox's resource files (WatchResources).
+  // Without it (uid 0's instances used up: fs.inotify.max_user_instances,
+  // which a root workload counts against too) the agent still starts; each
+  // watch then tries an instance of its own.
   inotify_fd_ = UniqueFd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!inotify_fd_.valid()) return SysError("inotify_init1 (the sandboxes' resource events)");
-  Watch(inotify_fd_.get(), Key(kResources, 0), EPOLLIN);
+  if (inotify_fd_.valid())
+    Watch(inotify_fd_.get(), Key(kResources, 0), EPOLLIN);
+  else
+    Log(std::string("inotify_init1 (the sandboxes' resource events): ") + std::strerror(errno) +
+        "; each sandbox's watch tries an instance of its own");
   compile_worker_ = std::make_unique<CredentialWorker>();
   tails_ = std::make_unique<TailServer>(
       epoll_fd_.get(), [](uint64_t client) { return Key(kClient, client); },
@@ -581,11 +587,15 @@ int Agent::Loop() {
           if (it != sandboxes_.end()) DrainSandbox(*it->second, kDrainBudget);
           break;
         }
-        case kResources: ReadResourceNotifications(); break;
+        case kResources:
         case kPressure: {
+          if (static_cast<Tag>(key >> 56) == kResources && id == 0) {  // the shared instance
+            ReadResourceNotifications();
+            break;
+          }
           auto it = sandboxes_.find(id);
           if (it == sandboxes_.end() || !it->second->resources) break;
-          it->second->resources->OnPressure();
+          if (static_cast<Tag>(key >> 56) == kPressure) it->second->resources->OnPressure();
           PollResources(*it->second, false);
           break;
         }

@@ -167,6 +167,7 @@ std::unique_ptr<ResourceWatch> ResourceWatch::Open(const std::string& dir, Resou
   // victim taken after the cgroup is gone.
   if (w->oom_kills_watched()) (void)OomVictimRecorder();
   w->victim_cgroups_ = CgroupSubtreeIds(dir);
+  w->victims_matched_ns_ = NowNs(CLOCK_BOOTTIME);  // victims marked before the watch: not its kills
   w->Read();
   for (auto& c : w->counters_) c.reported = c.seen;
   if (w->options_.warn_at_percent) (void)w->CheckWarnAt();  // above already: no event until it falls back below
@@ -260,6 +261,7 @@ void ResourceWatch::Read() {
     if (!it->second) continue;  // the cgroup is gone: keep what was read
     if (auto v = KeyedValue(*it->second, c.key); v && *v > c.seen) c.seen = *v;
   }
+  read_boot_ns_ = NowNs(CLOCK_BOOTTIME);  // every kill counted in what was read was counted before this
 }
 
 bool ResourceWatch::oom_kills_watched() const {
@@ -317,7 +319,8 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final)
       e.set_verdict("denied");
       e.set_reason("a fork was refused at " + limit_text + " (" + times + ")");
     } else if (key == "oom_kill") {
-      for (auto& killed : OomKillEvents(count, limit_text, limit, value)) out.push_back(std::move(killed));
+      for (auto& killed : OomKillEvents(count, limit_text, limit, value, read_boot_ns_))
+        out.push_back(std::move(killed));
       continue;
     } else if (key == "max") {
       e.set_verdict("denied");
@@ -339,11 +342,16 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final)
 
 std::vector<cordon::v1::AuditEvent> ResourceWatch::OomKillEvents(uint64_t count, const std::string& limit_text,
                                                                  std::optional<uint64_t> limit,
-                                                                 std::optional<uint64_t> value) {
-  for (uint64_t id : CgroupSubtreeIds(dir_))
-    if (std::find(victim_cgroups_.begin(), victim_cgroups_.end(), id) == victim_cgroups_.end())
-      victim_cgroups_.push_back(id);
-  for (auto& v : TakeOomVictims(victim_cgroups_)) {
+                                                                 std::optional<uint64_t> value, int64_t counted_by) {
+  if (!counted_by) counted_by = NowNs(CLOCK_BOOTTIME);
+  // The subtree now and as it was at the previous match (a child cgroup
+  // removed since still matches; one generation: the set stays bounded).
+  std::vector<uint64_t> ids = CgroupSubtreeIds(dir_);
+  std::vector<uint64_t> now_ids = ids;
+  for (uint64_t id : victim_cgroups_)
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  victim_cgroups_ = std::move(now_ids);
+  for (auto& v : TakeOomVictims(ids)) {
     // Another thread of a process named already, or taken before.
     auto same = [&v](const OomVictim& p) { return p.pid == v.pid; };
     if (std::find(named_victims_.begin(), named_victims_.end(), v.pid) != named_victims_.end() ||
@@ -351,6 +359,18 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::OomKillEvents(uint64_t count,
       continue;
     pending_victims_.push_back(std::move(v));
   }
+  // This interval's victims; older ones were marked without a kill counted
+  // (dropped), newer ones are kills counted after the read (kept).
+  std::vector<OomVictim> marked, later;
+  for (auto& v : pending_victims_) {
+    if (v.boot_ns > counted_by)
+      later.push_back(std::move(v));
+    else if (v.boot_ns > victims_matched_ns_)
+      marked.push_back(std::move(v));
+  }
+  pending_victims_ = std::move(later);
+  victims_matched_ns_ = counted_by;
+
   std::vector<cordon::v1::AuditEvent> out;
   auto base = [&](uint64_t n) {
     cordon::v1::AuditEvent e;
@@ -366,37 +386,46 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::OomKillEvents(uint64_t count,
     if (value) r->set_value(*value);
     return e;
   };
-  // The oldest victims are the kills counted (the kernel marks the victim,
-  // then counts the kill); a newer one may be a kill not yet counted, kept.
   uint64_t named = 0;
-  while (named < count && !pending_victims_.empty()) {
-    OomVictim v = std::move(pending_victims_.front());
-    pending_victims_.erase(pending_victims_.begin());
-    cordon::v1::AuditEvent e = base(1);
-    SetTimestamp(RealNs() - (NowNs(CLOCK_BOOTTIME) - v.boot_ns), e.mutable_time());
-    const std::string comm = EscapeWorkloadBytes(v.comm);
-    e.set_pid(v.pid);
-    e.set_tid(v.tid);
-    e.set_uid(v.uid);
-    e.set_comm(comm);
-    e.set_cgroup_id(v.cgroup_id);
-    e.set_reason("the kernel's OOM killer killed " + comm + " (pid " + std::to_string(v.pid) + ") of the sandbox at " +
-                 limit_text);
-    out.push_back(std::move(e));
-    named_victims_.push_back(v.pid);
-    if (named_victims_.size() > 256) named_victims_.erase(named_victims_.begin());
-    ++named;
+  if (marked.size() == count) {
+    for (const auto& v : marked) {
+      if (named == kMaxNamedOomVictims) break;
+      cordon::v1::AuditEvent e = base(1);
+      SetTimestamp(RealNs() - (NowNs(CLOCK_BOOTTIME) - v.boot_ns), e.mutable_time());
+      const std::string comm = EscapeWorkloadBytes(v.comm);
+      e.set_pid(v.pid);
+      e.set_tid(v.tid);
+      e.set_uid(v.uid);
+      e.set_comm(comm);
+      e.set_cgroup_id(v.cgroup_id);
+      e.set_reason("the kernel's OOM killer killed " + comm + " (pid " + std::to_string(v.pid) +
+                   ") of the sandbox at " + limit_text);
+      out.push_back(std::move(e));
+      named_victims_.push_back(v.pid);
+      if (named_victims_.size() > 256) named_victims_.erase(named_victims_.begin());
+      ++named;
+    }
   }
   if (named < count) {
     const uint64_t rest = count - named;
     const std::string& why = OomVictimRecorder();
+    std::string not_named;
+    if (!why.empty())
+      not_named = why;
+    else if (named)
+      not_named = "at most " + std::to_string(kMaxNamedOomVictims) + " victims are named at a time";
+    else if (marked.empty())
+      not_named =
+          "no victim was recorded for it (killed before cordon watched, the record was lost, or marked "
+          "after cordon read the count)";
+    else
+      not_named = std::to_string(marked.size()) + " processes were marked for " + std::to_string(count) +
+                  " kills counted (the kernel also marks an exiting process without a kill): which were killed "
+                  "is not certain";
     cordon::v1::AuditEvent e = base(rest);
     e.set_reason("the kernel's OOM killer killed " +
                  (rest == 1 ? std::string("a process") : std::to_string(rest) + " processes") + " of the sandbox at " +
-                 limit_text + "; not named: " +
-                 (why.empty() ? std::string("no victim was recorded (killed before cordon watched, or the record was "
-                                            "lost)")
-                              : why));
+                 limit_text + "; not named: " + not_named);
     out.push_back(std::move(e));
   }
   return out;

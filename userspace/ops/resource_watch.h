@@ -127,8 +127,17 @@ class ResourceWatch {
   // (never a guessed name). Poll uses it; `cordon run` for the kills of its
   // v1 memory cgroup (memory.oom_control), whose processes are in this
   // watch's cgroup on the unified hierarchy.
+  // The kernel counts a kill, then marks its victim; it also marks an
+  // exiting process without a kill. So the victims are matched to the kills
+  // counted in the same interval (marked after the previous match, up to
+  // `counted_by_ns`, CLOCK_BOOTTIME; 0: now): named only when as many were
+  // marked as counted (at most kMaxNamedOomVictims, the rest in the count
+  // event), else the count without names and why. Older victims are dropped,
+  // newer ones wait for the next rise.
+  static constexpr uint64_t kMaxNamedOomVictims = 8;
   std::vector<cordon::v1::AuditEvent> OomKillEvents(uint64_t count, const std::string& limit_text,
-                                                    std::optional<uint64_t> limit, std::optional<uint64_t> value);
+                                                    std::optional<uint64_t> limit, std::optional<uint64_t> value,
+                                                    int64_t counted_by_ns = 0);
 
  private:
   explicit ResourceWatch(std::string dir) : dir_(std::move(dir)) {}
@@ -145,13 +154,15 @@ class ResourceWatch {
   bool pressure_notified_ = false;
   std::vector<ResourceCounter> counters_;
   bool memory_above_ = false, pids_above_ = false;  // warnAt: above the share at the last check
-  // OOM victims (OomKillEvents): the subtree's cgroup ids seen (the root's
-  // from Open, so a cgroup already removed still matches), victims taken but
+  // OOM victims (OomKillEvents): the subtree's cgroup ids (now's and the
+  // previous match's, so a cgroup just removed still matches), victims taken but
   // not yet counted by the kernel's oom_kill, and the pids reported (the
   // kernel marks each thread of a victim: one process is named once).
   std::vector<uint64_t> victim_cgroups_;
   std::vector<OomVictim> pending_victims_;
   std::vector<uint32_t> named_victims_;
+  int64_t read_boot_ns_ = 0;        // CLOCK_BOOTTIME after the last Read
+  int64_t victims_matched_ns_ = 0;  // the end of the last interval matched
 };
 
 }  // namespace cordon::ops
