@@ -144,7 +144,15 @@ def main():
         for name, controllers in (("base-a", ""), ("base-b", ""), ("watched", "+pids +memory")):
             b.mkcg(os.path.join(b.root, name), controllers)
             b.start_agent(name)
-            time.sleep(5)  # under TCG an agent's first network instances take seconds to load
+        # Under TCG an agent's first instances take many seconds of the one vCPU to load: the
+        # first attach waited past its 30 s for three agents loading at once. Wait until they idle.
+        pids0 = [a["proc"].pid for a in b.agents.values()]
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            before = sum(cpu_seconds(p) for p in pids0)
+            time.sleep(2)
+            if sum(cpu_seconds(p) for p in pids0) - before < 0.05:
+                break
         t0 = time.monotonic()
         for i in range(args.sandboxes):
             for name in ("base-a", "base-b", "watched"):

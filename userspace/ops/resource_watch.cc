@@ -186,8 +186,9 @@ bool ResourceWatch::Due(int64_t now) const {
 
 void ResourceWatch::Covered(const cordon::v1::AuditEvent& e) {
   if (!e.has_resource()) return;
-  if (e.resource().event() == "warn") {
-    (e.resource().name() == "memory" ? memory_above_ : pids_above_) = true;
+  if (e.resource().event() == "warn") {  // the agent's warnAt crossing (an egress warn is the kernel's: not ours)
+    if (e.resource().name() == "memory") memory_above_ = true;
+    if (e.resource().name() == "pids") pids_above_ = true;
     return;
   }
   for (auto& c : counters_)
