@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -586,6 +587,15 @@ TEST_F(ResourcesHybrid, AllocationBeyondV1MemoryLimitIsOomKilled) {
 // ratio with a wide margin, not a timing.
 TEST_F(ResourcesHybrid, CpuSpinnersAreHeldNearTheV1Quota) {
   if (OwnV1Dir("cpu").empty()) GTEST_SKIP() << "no cgroup v1 cpu hierarchy";
+  // Both runs at nice -10 (inherited by cordon run and its command): on a
+  // machine busy with other work (CI: a build beside the tests) the unlimited
+  // control got 0.3 of a core in three tries. A priority does not lift a
+  // cfs quota: the limited run is held at it all the same.
+  struct Priority {
+    int old = ::getpriority(PRIO_PROCESS, 0);
+    Priority() { ::setpriority(PRIO_PROCESS, 0, -10); }
+    ~Priority() { ::setpriority(PRIO_PROCESS, 0, old); }
+  } priority;
   PolicyFile limited(Policy("cpu02", "    cpu: \"0.2\"\n"));
   CommandResult r = RunCmd(limited.path(), {"/usr/bin/python3", "-c", kSpin});
   ASSERT_EQ(r.status, 0) << r.err;
