@@ -77,7 +77,11 @@ std::vector<OomVictim> TakeOomVictims(const std::vector<uint64_t>& ids) {
   std::vector<cordon_oom_victim_key> keys;
   cordon_oom_victim_key key = {}, next;
   const void* prev = nullptr;
-  while (keys.size() < CORDON_OOM_VICTIMS_MAX && bpf_map_get_next_key(fd, prev, &next) == 0) {
+  // A key evicted under the walk restarts it from the beginning (the map is
+  // the host's, written by every OOM kill): the steps are bounded too.
+  for (size_t steps = 0; steps < 4 * CORDON_OOM_VICTIMS_MAX && keys.size() < CORDON_OOM_VICTIMS_MAX &&
+                         bpf_map_get_next_key(fd, prev, &next) == 0;
+       ++steps) {
     if (std::find(ids.begin(), ids.end(), next.cgroup_id) != ids.end()) keys.push_back(next);
     key = next;
     prev = &key;
