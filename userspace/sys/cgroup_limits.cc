@@ -222,10 +222,12 @@ Result<std::vector<CgroupLimitOutcome>> ApplyCgroupLimits(const CgroupRef& cgrou
     }
     out.previous = *previous;
     // io.max: this device's line only, as it is written back ("254:0 wbps=max").
-    if (value.limit == CgroupLimit::kIoWriteBps)
-      out.previous = DevId(value) + " wbps=" + IoWbps(*previous, DevId(value));
-    const std::optional<uint64_t> current = ParseFileValue(
-        value.limit, value.limit == CgroupLimit::kIoWriteBps ? IoWbps(*previous, DevId(value)) : *previous);
+    std::string previous_value = *previous;
+    if (value.limit == CgroupLimit::kIoWriteBps) {
+      previous_value = IoWbps(*previous, DevId(value));
+      out.previous = DevId(value) + " wbps=" + previous_value;
+    }
+    const std::optional<uint64_t> current = ParseFileValue(value.limit, previous_value);
     if (merge == LimitMerge::kStricter && value.limit != CgroupLimit::kCpuWeight && current &&
         *current <= value.value) {
       out.enforced = true;
