@@ -111,7 +111,8 @@ enum cordon_reason {
 	CORDON_REASON_READ_ONLY_MOUNT = 23,  /* a write on a read-only mount (cordon run's /sys, /proc/sysrq-trigger ...), seen as EROFS at syscall exit */
 	CORDON_REASON_CONTAINED = 24,        /* the sandbox is contained: every operation is refused (cordon contain, onViolation: contain) */
 	CORDON_REASON_EGRESS_BUDGET = 25,    /* spec.resources.egressBytes: the warn share or the budget was reached */
-	CORDON_REASON_MAX = 25,
+	CORDON_REASON_CORDON_STATE = 26,     /* cordon's own state (/var/lib/cordon): refused to every sandbox whatever its policy */
+	CORDON_REASON_MAX = 26,
 };
 
 

@@ -28,6 +28,11 @@
 #define CORDON_FILE_CREATE (1u << 2)   /* create, mkdir, mknod, symlink, link, unlink, rmdir, rename (on the directory) */
 #define CORDON_FILE_EXEC (1u << 3)     /* execve */
 #define CORDON_FILE_MAP_EXEC (1u << 4) /* mmap/mprotect with PROT_EXEC */
+/* Not a right: the mark of cordon's own state (/var/lib/cordon: signing
+ * keys, kept policy texts), written by the loader for every sandbox. A walk
+ * that meets it grants nothing, whatever other rules grant (reason
+ * CORDON_REASON_CORDON_STATE); policies may name nothing at or below it. */
+#define CORDON_FILE_FORBIDDEN (1u << 31)
 
 /* Policy spellings: read = READ; write = READ|WRITE|CREATE; exec = READ|EXEC|MAP_EXEC.
  * Library directories in profiles get READ|MAP_EXEC. */

@@ -457,6 +457,8 @@ static __always_inline __u8 cordon_walk_reason(const struct cordon_walk *w)
 {
 	if (w->contained)
 		return CORDON_REASON_CONTAINED;
+	if (w->granted & CORDON_FILE_FORBIDDEN)
+		return CORDON_REASON_CORDON_STATE;
 	if (!w->complete)
 		return CORDON_REASON_PATH_TOO_DEEP;
 	return w->detached ? CORDON_REASON_DETACHED_MOUNT : CORDON_REASON_FILE_RULE;
@@ -464,7 +466,8 @@ static __always_inline __u8 cordon_walk_reason(const struct cordon_walk *w)
 
 static __always_inline int cordon_walk_done(struct cordon_walk *w)
 {
-	if (w->want && (w->granted & w->want) == w->want) {
+	/* cordon's own state: nothing above can grant it. */
+	if ((w->want && (w->granted & w->want) == w->want) || (w->granted & CORDON_FILE_FORBIDDEN)) {
 		w->complete = 1;
 		return 1;
 	}
@@ -624,6 +627,13 @@ static __always_inline void cordon_walk(struct cordon_walk *w, const struct cord
 		w->self_pid = BPF_CORE_READ(task, group_leader, thread_pid);
 	}
 	bpf_loop(CORDON_WALK_MAX, cordon_walk_step, w, 0);
+	/* Below cordon's own state: no right at all (whatever was met before
+	 * the mark or is cached above it), and the mark for the reason. */
+	if (w->granted & CORDON_FILE_FORBIDDEN) {
+		w->granted = CORDON_FILE_FORBIDDEN;
+		w->rule = 0;
+		return;
+	}
 	/* Ended at the top of a mount tree that is not the task's namespace's
 	 * (decided here, not in the step: 6.7+ verify bpf_loop callbacks to
 	 * convergence, so the step is kept as small as possible). */

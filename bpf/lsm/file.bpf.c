@@ -257,8 +257,10 @@ static __always_inline int cordon_no_gain(struct cordon_walk *w, const struct co
 					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 	cordon_walk(w, sb, object, object_mnt, 0);
 	if (new_granted & ~w->granted)
-		return cordon_lsm_report(sb, kind, CORDON_REASON_LINK_GAIN, new_granted, w->granted,
-					 new_rule, object, object_mnt, 0, 0, 0,
+		return cordon_lsm_report(sb, kind,
+					 (w->granted & CORDON_FILE_FORBIDDEN) ? CORDON_REASON_CORDON_STATE
+									      : CORDON_REASON_LINK_GAIN,
+					 new_granted, w->granted, new_rule, object, object_mnt, 0, 0, 0,
 					 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 	return 0;
 }

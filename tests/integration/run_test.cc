@@ -1085,6 +1085,12 @@ TEST_F(RunCommand, ExplainSaysWhichRuleAllowsOrWhyNoneDoes) {
   EXPECT_EQ(e.status, 0) << e.out;
   e = Cordon({"explain", "--policy", policy.path(), "--path", written, "--access", "create"});
   EXPECT_EQ(e.status, 1) << "unlink/rename of the file: " << e.out;
+  // cordon's own state is refused whatever the rules (Lsm.CordonsOwnState*).
+  e = Cordon({"explain", "--policy", policy.path(), "--path", "/var/lib/cordon/oidc/signing.pem", "--access", "read"});
+  EXPECT_EQ(e.status, 1) << e.out;
+  EXPECT_EQ(e.out.rfind("refused: read of /var/lib/cordon/oidc/signing.pem: /var/lib/cordon is cordon's own state", 0),
+            0u)
+      << e.out;
   // A real run agrees: the file is written, its removal refused.
   r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--user", "root", "--", "/bin/sh", "-c",
               "echo more >> " + written + " && rm " + written});

@@ -51,6 +51,7 @@
 #include "events/identity.h"
 #include "tests/integration/harness.h"
 #include "tests/lsm/probes.h"
+#include "util/fs.h"
 
 namespace cordon::test {
 namespace {
@@ -2291,6 +2292,100 @@ TEST_F(Lsm, CordonsStateDirectoryIsRefusedToEverySandbox) {
   EXPECT_EQ(::unlink(linked.c_str()) ? errno : 0, 0);
   EXPECT_EQ(::unlink(moved.c_str()) ? errno : 0, 0);
   EXPECT_EQ(::unlink(lock.c_str()) ? errno : 0, 0);
+}
+
+// cordon's own state (/var/lib/cordon: the agent's signing keys, the policy
+// texts kept by digest; in these suites the policy store, which
+// $CORDON_POLICY_STORE puts under /tmp) is refused to every sandbox whose
+// policy restricts files, whatever its rules reach: a root workload allowed
+// to write and exec everything cannot read a key there, list the directory,
+// write, create, truncate, chmod, remove, rename or link out of it, nor read
+// a file of a directory below it (EPERM, file.* events naming the path with
+// the reason). The controls: the same sandbox reads and changes a file of the
+// test's own elsewhere, unconfined root reads the key; and a policy naming
+// the store is refused at attach, naming its field.
+TEST_F(Lsm, CordonsOwnStateIsRefusedToEverySandboxWhateverItsRules) {
+  const std::string store = cordon::PolicyStoreDir();
+  ASSERT_NE(store, cordon::kPolicyStoreDir) << "the suite keeps its own store ($CORDON_POLICY_STORE)";
+  ASSERT_TRUE(cordon::MakeDirs(store, 0700).ok());
+  const std::string tag = std::to_string(::getpid());
+  const std::string key = store + "/test-key-" + tag + ".pem";
+  const std::string sub = store + "/test-dir-" + tag;
+  ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0) << std::strerror(errno);
+  WriteText(key, "not for any sandbox\n");
+  WriteText(sub + "/f", "nor this\n");
+  const std::string mine = tree_ / "out/mine";  // the control's own file elsewhere
+  WriteText(mine, "mine\n");
+  const std::string moved = tree_ / "out/moved-key", linked = tree_ / "out/linked-key";
+  const std::string everything =
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: ownstate}\nspec:\n  files:\n"
+      "    write: [/]\n    exec: [/]\n";
+  TestCgroup cg("ownstate");
+  Attach(cg, everything);
+  struct Probe {
+    const char* what;
+    std::function<int(const std::string&)> body;  // on a file
+  };
+  const std::vector<Probe> probes = {
+      {"read it", [](const std::string& f) { return OpenErrno(f, O_RDONLY); }},
+      {"write it", [](const std::string& f) { return OpenErrno(f, O_WRONLY | O_APPEND); }},
+      {"truncate it", [](const std::string& f) { return ::truncate(f.c_str(), 0) ? errno : 0; }},
+      {"chmod it", [](const std::string& f) { return ::chmod(f.c_str(), 0644) ? errno : 0; }},
+      {"list its directory",
+       [](const std::string& f) { return OpenErrno(f.substr(0, f.rfind('/')), O_RDONLY | O_DIRECTORY); }},
+      {"create beside it", [](const std::string& f) { return OpenErrno(f + ".new", O_WRONLY | O_CREAT | O_EXCL); }},
+      {"rename it out", [&](const std::string& f) { return ::rename(f.c_str(), moved.c_str()) ? errno : 0; }},
+      {"link it out", [&](const std::string& f) { return ::link(f.c_str(), linked.c_str()) ? errno : 0; }},
+      {"remove it", [](const std::string& f) { return ::unlink(f.c_str()) ? errno : 0; }},
+  };
+  auto undo_escapes = [&](const std::string& f) {  // what a probe that wrongly succeeded changed
+    if (::access(moved.c_str(), F_OK) == 0) ::rename(moved.c_str(), f.c_str());
+    ::unlink(linked.c_str());
+    ::unlink((f + ".new").c_str());
+    if (::access(f.c_str(), F_OK) != 0) WriteText(f, "restored\n");
+  };
+  for (const std::string& target : {key, sub + "/f"}) {
+    for (const auto& p : probes) {
+      EXPECT_EQ(RunInCgroup(cg.path(), [&] { return p.body(target); }), EPERM) << p.what << ": " << target;
+      undo_escapes(target);
+    }
+  }
+  EXPECT_EQ(ReadText(key), "not for any sandbox\n");
+  auto events = TakeEvents(cg.path());
+  int refused = 0;
+  for (const auto& e : events) {
+    EXPECT_EQ(e.verdict(), "denied") << Dump(events);
+    const bool own = e.reason().find("cordon's own state") != std::string::npos;
+    EXPECT_TRUE(own) << Dump(events);
+    refused += own;
+  }
+  EXPECT_GE(refused, static_cast<int>(probes.size())) << Dump(events);
+  for (const char* kind : {"file.open", "file.setattr", "file.rename", "file.link", "file.unlink"})
+    EXPECT_NE(Find(events, kind, "/test-key-" + tag + ".pem"), nullptr) << kind << Dump(events);
+  EXPECT_NE(Find(events, "file.create", "/test-key-" + tag + ".pem.new"), nullptr) << Dump(events);
+  ASSERT_NE(Find(events, "file.open", "/test-dir-" + tag + "/f"), nullptr) << Dump(events);
+  // The controls: the same probes on the test's own file elsewhere succeed in
+  // the same sandbox (the probes work, the policy grants everything else)...
+  for (const auto& p : probes) {
+    EXPECT_EQ(RunInCgroup(cg.path(), [&] { return p.body(mine); }), 0) << "control: " << p.what;
+    undo_escapes(mine);
+  }
+  // ... unconfined root reads the key ...
+  EXPECT_EQ(OpenErrno(key, O_RDONLY), 0);
+  // ... and no policy may name the store (the compiler refuses
+  // /var/lib/cordon by its spelling; this store is found by what it is).
+  PolicyFile naming(
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: ownstate2}\nspec:\n  files:\n"
+      "    read: [" +
+      sub + "]\n");
+  TestCgroup cg2("ownstate2");
+  CommandResult r = Cordon({"attach", "--cgroup", cg2.path(), "--policy", naming.path()});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("spec.files.read[0]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cordon's own state"), std::string::npos) << r.err;
+  ::unlink(key.c_str());
+  ::unlink((sub + "/f").c_str());
+  ::rmdir(sub.c_str());
 }
 
 TEST_F(Lsm, SandboxRootKeepsItsOwnControlFilesWritable) {

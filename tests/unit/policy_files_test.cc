@@ -134,6 +134,33 @@ TEST(PolicyFiles, WrongTypesAreParseErrorsWithLines) {
   ExpectDiag(files_scalar.diags, "spec.files", 6, "expected a mapping of Files fields, got 'all'");
 }
 
+// cordon's own state (/var/lib/cordon: signing keys, kept policy texts) is
+// never granted: a path at or below it is an error naming the field and line;
+// /var/lib above it and a sibling that only shares the prefix are not.
+TEST(PolicyFiles, RefusesCordonsOwnStateDirectory) {
+  Outcome out = CompileText(WithSpec(R"(  files:
+    read:
+      - /var/lib/cordon
+      - /var/lib
+      - /var/lib/cordon-other
+    write:
+      - /var/lib/cordon/policies/
+    exec:
+      - /var/lib/cordon/oidc/../x
+)"));
+  ASSERT_TRUE(out.parsed) << FormatDiagnostics(out.diags);
+  ASSERT_FALSE(out.ok);
+  const Diagnostics& d = out.diags;
+  ExpectDiag(d, "spec.files.read[0]", 8,
+             "'/var/lib/cordon' is cordon's own state (/var/lib/cordon: signing keys, kept policy texts): no sandbox "
+             "is granted it, whatever its policy");
+  ExpectDiag(d, "spec.files.write[0]", 12,
+             "'/var/lib/cordon/policies' is cordon's own state (/var/lib/cordon: signing keys, kept policy texts): no "
+             "sandbox is granted it, whatever its policy");
+  ExpectDiag(d, "spec.files.exec[0]", 14, "'..' in path '/var/lib/cordon/oidc/../x'");
+  EXPECT_EQ(d.size(), 3u) << FormatDiagnostics(d);
+}
+
 TEST(PolicyFiles, ReportsEveryPathErrorWithLineAndField) {
   const std::string long_path = "/" + std::string(4095, 'a');
   Outcome out = CompileText(WithSpec(R"(  files:

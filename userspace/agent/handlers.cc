@@ -228,7 +228,7 @@ void Agent::CompileThenAttach(Client& c, ops::AttachRequest request, bool must_e
       // Kept here, off the loop (the write is synced), before the attach:
       // an entry is only a text by its digest, harmless if the attach fails.
       if (cordon::Status kept = ops::KeepPolicyText(req.policy_text, compiled.digest); !kept.ok())
-        req.notes.push_back("the policy's text is not kept by its digest (" + ops::PolicyStoreDir() +
+        req.notes.push_back("the policy's text is not kept by its digest (" + PolicyStoreDir() +
                             "): " + kept.error().ToString());
       req.compiled = std::move(compiled);
       std::string().swap(req.policy_text);  // compiled: the text goes (it may be megabytes)

@@ -21,6 +21,7 @@
 #include "events/audit_file.h"
 #include "policy/cidr.h"
 #include "policy/parser.h"
+#include "util/fs.h"
 #include "util/text.h"
 
 namespace cordon::cli {
@@ -162,6 +163,16 @@ int ExplainPath(const policy::CompiledPolicy& compiled, const std::string& path,
     dir = slash == 0 ? "/" : dir.substr(0, slash);
   }
   const bool object_exists = at == path;
+  const std::string audit = compiled.mode == CORDON_MODE_AUDIT ? " (audit mode: allowed, and reported as audited)" : "";
+  const std::string own = kVarStateDir;
+  auto in_own = [&](const std::string& p) { return p == own || p.rfind(own + "/", 0) == 0; };
+  if (in_own(path) || in_own(resolved)) {
+    std::printf(
+        "refused: %s: %s is cordon's own state (signing keys, kept policy texts), refused to every sandbox "
+        "whatever its rules%s\n",
+        what.c_str(), own.c_str(), audit.c_str());
+    return 1;
+  }
   uint32_t granted = 0;
   std::string by;
   for (const policy::FileRule& rule : compiled.file_rules) {
@@ -179,7 +190,6 @@ int ExplainPath(const policy::CompiledPolicy& compiled, const std::string& path,
     by += (by.empty() ? "" : "; ") + origin + " " + DisplayText(rule.path) + " (" + RightsText(rule.rights) + ")" +
           (rule.where.empty() ? "" : " at " + rule.where.substr(0, rule.where.find(": ")));
   }
-  const std::string audit = compiled.mode == CORDON_MODE_AUDIT ? " (audit mode: allowed, and reported as audited)" : "";
   if ((granted & wanted) == wanted) {
     std::printf("allowed: %s by %s\n", what.c_str(), by.c_str());
     return 0;

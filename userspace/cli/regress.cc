@@ -196,7 +196,7 @@ int Capture(const Args& args) {
                1;
       p.text = std::move(*kept);
       p.from = in_force == "builtin:default" ? "the built-in default policy"
-                                             : JoinPath(ops::PolicyStoreDir(), ops::PolicyStoreName(in_force));
+                                             : JoinPath(PolicyStoreDir(), ops::PolicyStoreName(in_force));
     } else {
       return PrintError("the trail names policy " + Quoted(c.policy_name) +
                         " without its digest (written by a cordon that recorded none): give --policy FILE, the "

@@ -343,7 +343,7 @@ int ParseRun(const Args& args, RunPlan* run) {
   if (!IsRoot()) return PrintError("run needs root (it creates a cgroup and loads BPF programs)"), 1;
   // The text by its digest, which every event of the run carries.
   if (cordon::Status kept = ops::KeepPolicyText(policy_text, run->compiled->digest); !kept.ok())
-    run->early_notes.push_back("the policy's text is not kept by its digest (" + ops::PolicyStoreDir() +
+    run->early_notes.push_back("the policy's text is not kept by its digest (" + PolicyStoreDir() +
                                "): " + kept.error().ToString());
   run->quiet = parsed.Has("--quiet");
   run->verbose = parsed.Has("--verbose");

@@ -106,6 +106,9 @@ std::string ReasonText(const cordon_net_event& e, const std::string& target) {
              (target.empty() ? std::string() : " (" + target + ")");
     case CORDON_REASON_EGRESS_BUDGET:
       return "spec.resources.egressBytes" + (target.empty() ? std::string() : " (" + target + ")");
+    case CORDON_REASON_CORDON_STATE:
+      return "cordon's own state (signing keys, kept policy texts): refused to every sandbox whatever its policy" +
+             (target.empty() ? std::string() : " (" + target + ")");
   }
   return "unknown";
 }

@@ -11,11 +11,13 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
-#include <cstdio>
-#include <cstring>
 #include <sstream>
 
 #include "abi/cordon_file.h"
@@ -27,6 +29,7 @@
 #include "util/clock.h"
 #include "util/fd.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 namespace cordon {
 std::string LsmRefusalCause() {
@@ -458,12 +461,60 @@ Result<ObjectId> ResolveObject(const std::string& path, const std::map<uint64_t,
                   stx.stx_ino};
 }
 
+// Whether `path` is `dir` or below it (both canonical).
+bool AtOrBelow(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+}
+
+// cordon's own state directories as they are now (canonical paths), made if
+// missing (0700): /var/lib/cordon, and the policy store where
+// $CORDON_POLICY_STORE puts it elsewhere.
+std::vector<std::string> OwnStateDirs() {
+  std::vector<std::string> out;
+  std::vector<std::string> wanted = {kVarStateDir};
+  if (const std::string store = PolicyStoreDir(); !AtOrBelow(store, kVarStateDir)) wanted.push_back(store);
+  for (const std::string& dir : wanted) {
+    (void)::mkdir(dir.c_str(), 0700);  // its parent must exist: nothing else is made
+    char real[PATH_MAX];
+    if (!::realpath(dir.c_str(), real)) continue;  // cannot exist here: nothing kept there either
+    if (std::find(out.begin(), out.end(), real) == out.end()) out.push_back(real);
+  }
+  return out;
+}
+
+// The directories to mark CORDON_FILE_FORBIDDEN: each state directory and
+// the directories below it (two levels, at most 64: oidc/, oidc/public/,
+// policies/), so that a bind mount of one of them elsewhere, whose walk never
+// climbs to the state directory itself, meets a mark too.
+std::vector<ObjectId> OwnStateObjects(const std::map<uint64_t, uint32_t>& mount_devices) {
+  std::vector<ObjectId> out;
+  std::vector<std::pair<std::string, int>> todo;
+  for (const std::string& dir : OwnStateDirs()) todo.emplace_back(dir, 0);
+  while (!todo.empty() && out.size() < 64) {
+    auto [dir, depth] = todo.back();
+    todo.pop_back();
+    auto object = ResolveObject(dir, mount_devices);
+    if (!object) continue;
+    out.push_back(*object);
+    if (depth == 2) continue;
+    auto names = ListDir(dir);
+    if (!names) continue;
+    for (const std::string& name : *names) {
+      const std::string sub = dir + "/" + name;
+      struct stat st;
+      if (::lstat(sub.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) todo.emplace_back(sub, depth + 1);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPolicy& policy,
                                                        std::vector<std::string>* skipped) {
   std::vector<ResolvedFileRule> out;
   const std::map<uint64_t, uint32_t> mount_devices = MountDevices();
+  const std::vector<std::string> own_state = OwnStateDirs();
   for (const auto& rule : policy.file_rules) {
     auto object = ResolveObject(rule.path, mount_devices);
     if (!object) {
@@ -472,6 +523,21 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
         continue;
       }
       return Error{rule.origin + ": " + object.error().message, object.error().err};
+    }
+    // Named through a symlink or a test's store elsewhere: what the rule
+    // reaches, not how it is spelled (the compiler refuses the spelling).
+    char real[PATH_MAX];
+    const std::string reached = ::realpath(rule.path.c_str(), real) ? real : rule.path;
+    auto own = std::find_if(own_state.begin(), own_state.end(),
+                            [&](const std::string& dir) { return AtOrBelow(reached, dir); });
+    if (own != own_state.end()) {
+      if (rule.required)
+        return Error{rule.origin + ": " + Quoted(rule.path) +
+                         (reached == rule.path ? "" : " (" + Quoted(reached) + ")") + " is cordon's own state (" +
+                         *own + ": signing keys, kept policy texts): no sandbox is granted it, whatever its policy",
+                     EPERM};
+      if (skipped) skipped->push_back(rule.path);
+      continue;
     }
     ResolvedFileRule r;
     r.dev = object->dev;
@@ -534,20 +600,24 @@ Status AddSandbox(Backend backend, uint64_t sandbox_id, uint32_t cgroup_level, c
   keys.reserve(rules.size());
   values.reserve(rules.size());
   std::map<std::pair<uint32_t, uint64_t>, size_t> by_object;
-  for (const auto& r : rules) {
-    auto [it, first] = by_object.try_emplace({r.dev, r.ino}, keys.size());
+  auto add = [&](uint32_t dev, uint64_t ino, uint32_t rights, uint32_t rule) {
+    auto [it, first] = by_object.try_emplace({dev, ino}, keys.size());
     if (!first) {
-      values[it->second].rights |= r.rights;
-      continue;
+      values[it->second].rights |= rights;
+      return;
     }
     cordon_inode_key key = {};
     key.sandbox_id = sandbox_id;
-    key.ino = r.ino;
-    key.dev = r.dev;
+    key.ino = ino;
+    key.dev = dev;
     key.version = version;
     keys.push_back(key);
-    values.push_back(cordon_inode_rule{r.rights, r.rule});
-  }
+    values.push_back(cordon_inode_rule{rights, rule});
+  };
+  for (const auto& r : rules) add(r.dev, r.ino, r.rights, r.rule);
+  // cordon's own state: marked for every sandbox, whatever its rules (none
+  // names it: ResolveFileRules refuses that).
+  for (const ObjectId& own : OwnStateObjects(MountDevices())) add(own.dev, own.ino, CORDON_FILE_FORBIDDEN, 0);
   if (Status written = UpdateMapEntries(file_rules->get(), keys.data(), sizeof(cordon_inode_key), values.data(),
                                         sizeof(cordon_inode_rule), keys.size(), "file rules");
       !written.ok())

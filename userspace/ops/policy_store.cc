@@ -16,11 +16,6 @@
 
 namespace cordon::ops {
 
-std::string PolicyStoreDir() {
-  const char* env = std::getenv("CORDON_POLICY_STORE");
-  return env && *env ? env : kPolicyStoreDir;
-}
-
 std::string PolicyStoreName(const std::string& digest) {
   if (digest.rfind("sha256:", 0) != 0 || digest.size() != 7 + 64 ||
       digest.find_first_not_of("0123456789abcdef", 7) != std::string::npos)

@@ -7,14 +7,10 @@
 
 #include <string>
 
+#include "util/fs.h"
 #include "util/result.h"
 
 namespace cordon::ops {
-
-constexpr const char* kPolicyStoreDir = "/var/lib/cordon/policies";
-// Where the texts are: $CORDON_POLICY_STORE if set (the test suites' own
-// directory), else kPolicyStoreDir.
-std::string PolicyStoreDir();
 
 // The entry's file name for a digest: "sha256-<64 hex>.yaml"; "" when the
 // digest is not "sha256:<64 lower-case hex>" (builtin:default is not kept).

@@ -13,6 +13,7 @@
 #include "policy/compiler.h"
 
 #include "abi/cordon_event.h"
+#include "util/fs.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -721,6 +722,11 @@ void Validator::Files(const cordon::v1::Files& files, CompiledPolicy* out) {
       std::string path, error;
       if (!NormalizeFilePath((*list.paths)[i], &path, &error)) {
         Error(item, error);
+        continue;
+      }
+      if (path == kVarStateDir || path.rfind(std::string(kVarStateDir) + "/", 0) == 0) {
+        Error(item, Quote(path) + " is cordon's own state (" + kVarStateDir +
+                        ": signing keys, kept policy texts): no sandbox is granted it, whatever its policy");
         continue;
       }
       auto [it, inserted] = first.emplace(path, i);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "util/fd.h"
 #include "util/text.h"
@@ -93,6 +94,11 @@ Status SyncDir(const std::string& dir) {
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid() || ::fsync(fd.get()) != 0) return SysError("fsync " + dir);
   return {};
+}
+
+std::string PolicyStoreDir() {
+  const char* env = std::getenv("CORDON_POLICY_STORE");
+  return env && *env ? env : kPolicyStoreDir;
 }
 
 Status RandomBytes(void* out, size_t size) {

@@ -22,6 +22,17 @@ bool IsRoot();
 // "" if not found. Only the pid and its comm: a command line may hold secrets.
 std::string FlockHolder(const struct stat& st);
 
+// cordon's own state on disk: the agent's signing keys (oidc.keyDir's
+// default), the policy texts it keeps by digest. BPF LSM refuses every access
+// of every sandbox below it, whatever its policy (README "cordon's own
+// state"), and no policy may name a path there.
+constexpr const char* kVarStateDir = "/var/lib/cordon";
+constexpr const char* kPolicyStoreDir = "/var/lib/cordon/policies";
+// Where the kept policy texts are: $CORDON_POLICY_STORE if set (the test
+// suites' own directory, refused to sandboxes as kVarStateDir is), else
+// kPolicyStoreDir.
+std::string PolicyStoreDir();
+
 // `size` (<= 256) bytes from the kernel's random pool (getrandom).
 Status RandomBytes(void* out, size_t size);
 
