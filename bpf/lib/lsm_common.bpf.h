@@ -854,6 +854,12 @@ static __always_inline int cordon_lsm_report(const struct cordon_lsm_sandbox *sb
 					     __u32 denied_counter, __u32 audited_counter)
 {
 	__u8 verdict = cordon_lsm_verdict(sb);
+#ifndef CORDON_DETECT
+	/* cordon's own state: refused in audit mode too (a policy in audit
+	 * mode, `cordon learn`, would hand the signing key over). */
+	if (reason == CORDON_REASON_CORDON_STATE)
+		verdict = CORDON_VERDICT_DENIED;
+#endif
 	return cordon_lsm_emit(sb, verdict, kind, reason, access, granted, rule, dentry, mnt, target_pid, arg, arg2,
 			       denied_counter, audited_counter);
 }

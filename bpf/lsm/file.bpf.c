@@ -83,10 +83,9 @@ const volatile __u64 cordon_state_dir_ino = 0;
  * cannot be written), so every name of its files is found. Deeper than
  * CORDON_STATE_DIR_DEPTH is not below it: cordon makes no such tree there,
  * and a sandbox cannot make one. */
-static __always_inline int cordon_in_state_dir(struct dentry *d)
+static __always_inline int cordon_below(struct dentry *d, __u32 dev, __u64 ino)
 {
-	__u64 ino = cordon_state_dir_ino;
-	if (!ino || !d || BPF_CORE_READ(d, d_sb, s_dev) != cordon_state_dir_dev)
+	if (!ino || !d || BPF_CORE_READ(d, d_sb, s_dev) != dev)
 		return 0;
 	for (int i = 0; i < CORDON_STATE_DIR_DEPTH; i++) {
 		if (BPF_CORE_READ(d, d_inode, i_ino) == ino) /* 0 for a new name's negative dentry */
@@ -99,6 +98,46 @@ static __always_inline int cordon_in_state_dir(struct dentry *d)
 	return 0;
 }
 
+static __always_inline int cordon_in_state_dir(struct dentry *d)
+{
+	return cordon_below(d, cordon_state_dir_dev, cordon_state_dir_ino);
+}
+
+/* cordon's own state on disk (/var/lib/cordon, and the policy store where a
+ * test's $CORDON_POLICY_STORE puts it elsewhere), set by the loader at load
+ * (0: none). A sandbox with spec.files meets the loader's marks in its file
+ * rules (CORDON_FILE_FORBIDDEN); these guard it from the sandboxes whose
+ * files are not restricted. */
+const volatile __u32 cordon_own_dev[2] = {};
+const volatile __u64 cordon_own_ino[2] = {};
+
+static __noinline int cordon_in_own_state(struct dentry *d)
+{
+	return cordon_below(d, cordon_own_dev[0], cordon_own_ino[0]) ||
+	       cordon_below(d, cordon_own_dev[1], cordon_own_ino[1]);
+}
+
+/* An access of a task of a sandbox without spec.files to cordon's own state
+ * (`other`: a second name, or NULL): refused, reason cordon's own state,
+ * reported as `kind`. Returns the hook's verdict (0 for every other task). */
+static __always_inline int cordon_own_state_guard(struct dentry *dentry, struct dentry *other, struct vfsmount *mnt,
+						  __u16 kind, __u32 access, __u32 denied_counter, __u32 audited_counter)
+{
+	if (!cordon_own_ino[0] && !cordon_own_ino[1])
+		return 0;
+	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
+	if (!sb || (sb->flags & CORDON_LSM_F_FILES))
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (!cordon_cred_judged(BPF_CORE_READ(task, cred)))
+		return 0;
+	struct dentry *hit = cordon_in_own_state(dentry) ? dentry : (other && cordon_in_own_state(other) ? other : NULL);
+	if (!hit)
+		return 0;
+	return cordon_lsm_report(sb, kind, CORDON_REASON_CORDON_STATE, access, 0, 0, hit, mnt, 0, 0, 0, denied_counter,
+				 audited_counter);
+}
+
 /* A write, create, removal, rename or link of (or into) cordon's state
  * directory by a sandboxed task: refused for every sandbox whatever its
  * policy allows (spec.files or none), like its cgroup's limits and cordon's
@@ -109,7 +148,8 @@ static __always_inline int cordon_state_dir_write(struct dentry *dentry, struct 
 {
 	struct dentry *hit = cordon_in_state_dir(dentry) ? dentry : (cordon_in_state_dir(other) ? other : NULL);
 	if (!hit)
-		return 0;
+		return cordon_own_state_guard(dentry, other, mnt, CORDON_EV_TAMPER_BPF, access, CORDON_CNT_DENIED_TAMPER,
+					      CORDON_CNT_AUDITED_TAMPER);
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
 	if (!sb)
 		return 0;
@@ -143,8 +183,14 @@ int BPF_PROG(cordon_file_open, struct file *file)
 			return refused;
 	}
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
-	if (!sb)
-		return 0;
+	if (!sb) {
+		/* A read by a sandbox without spec.files (writes: above). */
+		if ((fmode & FMODE_WRITE) || (fflags & O_ACCMODE) == O_ACCMODE)
+			return 0;
+		return cordon_own_state_guard(BPF_CORE_READ(file, f_path.dentry), NULL, BPF_CORE_READ(file, f_path.mnt),
+					      CORDON_EV_FILE_OPEN, CORDON_FILE_READ, CORDON_CNT_DENIED_FILE,
+					      CORDON_CNT_AUDITED_FILE);
+	}
 	struct vfsmount *mnt = BPF_CORE_READ(file, f_path.mnt);
 	/* Re-opening a pipe, socket or memfd through /proc/self/fd: not a file
 	 * of any tree a rule can name; exec of memfds is judged at exec/mmap. */

@@ -2296,8 +2296,8 @@ TEST_F(Lsm, CordonsStateDirectoryIsRefusedToEverySandbox) {
 
 // cordon's own state (/var/lib/cordon: the agent's signing keys, the policy
 // texts kept by digest; in these suites the policy store, which
-// $CORDON_POLICY_STORE puts under /tmp) is refused to every sandbox whose
-// policy restricts files, whatever its rules reach: a root workload allowed
+// $CORDON_POLICY_STORE puts under /tmp) is refused to every sandbox,
+// whatever its rules reach, and to one without spec.files: a root workload allowed
 // to write and exec everything cannot read a key there, list the directory,
 // write, create, truncate, chmod, remove, rename or link out of it, nor read
 // a file of a directory below it (EPERM, file.* events naming the path with
@@ -2344,22 +2344,28 @@ TEST_F(Lsm, CordonsOwnStateIsRefusedToEverySandboxWhateverItsRules) {
     ::unlink((f + ".new").c_str());
     if (::access(f.c_str(), F_OK) != 0) WriteText(f, "restored\n");
   };
-  for (const std::string& target : {key, sub + "/f"}) {
-    for (const auto& p : probes) {
-      EXPECT_EQ(RunInCgroup(cg.path(), [&] { return p.body(target); }), EPERM) << p.what << ": " << target;
-      undo_escapes(target);
+  // Each probe on each file, from the sandbox `on`: EPERM, and every event
+  // says why.
+  auto all_refused = [&](const TestCgroup& on) {
+    for (const std::string& target : {key, sub + "/f"}) {
+      for (const auto& p : probes) {
+        EXPECT_EQ(RunInCgroup(on.path(), [&] { return p.body(target); }), EPERM) << p.what << ": " << target;
+        undo_escapes(target);
+      }
     }
-  }
-  EXPECT_EQ(ReadText(key), "not for any sandbox\n");
-  auto events = TakeEvents(cg.path());
-  int refused = 0;
-  for (const auto& e : events) {
-    EXPECT_EQ(e.verdict(), "denied") << Dump(events);
-    const bool own = e.reason().find("cordon's own state") != std::string::npos;
-    EXPECT_TRUE(own) << Dump(events);
-    refused += own;
-  }
-  EXPECT_GE(refused, static_cast<int>(probes.size())) << Dump(events);
+    EXPECT_EQ(ReadText(key), "not for any sandbox\n");
+    auto events = TakeEvents(on.path());
+    int refused = 0;
+    for (const auto& e : events) {
+      EXPECT_EQ(e.verdict(), "denied") << Dump(events);
+      const bool own = e.reason().find("cordon's own state") != std::string::npos;
+      EXPECT_TRUE(own) << Dump(events);
+      refused += own;
+    }
+    EXPECT_EQ(refused, 2 * static_cast<int>(probes.size())) << Dump(events);
+    return events;
+  };
+  auto events = all_refused(cg);
   for (const char* kind : {"file.open", "file.setattr", "file.rename", "file.link", "file.unlink"})
     EXPECT_NE(Find(events, kind, "/test-key-" + tag + ".pem"), nullptr) << kind << Dump(events);
   EXPECT_NE(Find(events, "file.create", "/test-key-" + tag + ".pem.new"), nullptr) << Dump(events);
@@ -2370,6 +2376,19 @@ TEST_F(Lsm, CordonsOwnStateIsRefusedToEverySandboxWhateverItsRules) {
     EXPECT_EQ(RunInCgroup(cg.path(), [&] { return p.body(mine); }), 0) << "control: " << p.what;
     undo_escapes(mine);
   }
+  // A sandbox whose files are not restricted (no spec.files) is refused
+  // the same (the loader's object ids at load, not its rules), and reads
+  // the test's own file.
+  TestCgroup nofiles("ownstate-nofiles");
+  Attach(nofiles, LoopbackPolicy("ownstate-nofiles", 9));
+  (void)all_refused(nofiles);
+  EXPECT_EQ(RunInCgroup(nofiles.path(), [&] { return OpenErrno(mine, O_RDONLY); }), 0);
+  // Nor does audit mode hand it over (`cordon learn` attaches in audit
+  // mode): refused and reported denied.
+  TestCgroup audit("ownstate-audit");
+  Attach(audit, std::string(everything).replace(everything.find("spec:\n"), 6, "spec:\n  mode: audit\n"));
+  (void)all_refused(audit);
+  EXPECT_EQ(RunInCgroup(audit.path(), [&] { return OpenErrno(mine, O_RDONLY); }), 0);
   // ... unconfined root reads the key ...
   EXPECT_EQ(OpenErrno(key, O_RDONLY), 0);
   // ... and no policy may name the store (the compiler refuses

@@ -123,6 +123,7 @@ struct ObjectId {
 };
 std::map<uint64_t, uint32_t> MountDevices();
 Result<ObjectId> ResolveObject(const std::string& path, const std::map<uint64_t, uint32_t>& mount_devices);
+std::vector<std::string> OwnStateDirs();
 // ... and the sandboxes' repeats maps (bpf/lib/repeats.bpf.h): an object
 // pinned by a cordon without it writes every record of a flood.
 constexpr const char* kRepeatsMapsPin = "sandbox_repeats";
@@ -225,6 +226,15 @@ Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
     if (auto dir = ResolveObject(kStateDir, MountDevices())) {
       skel->rodata->cordon_state_dir_dev = dir->dev;
       skel->rodata->cordon_state_dir_ino = dir->ino;
+    }
+    // cordon's own state, for the sandboxes without spec.files (the others
+    // meet the marks AddSandbox writes in their rules).
+    const std::vector<std::string> own = OwnStateDirs();
+    for (size_t i = 0; i < own.size() && i < 2; ++i) {
+      if (auto dir = ResolveObject(own[i], MountDevices())) {
+        skel->rodata->cordon_own_dev[i] = dir->dev;
+        skel->rodata->cordon_own_ino[i] = dir->ino;
+      }
     }
     btf* vmlinux = btf__load_vmlinux_btf();
     const std::pair<bpf_program*, const char*> optional[] = {
@@ -488,11 +498,10 @@ std::vector<std::string> OwnStateDirs() {
 // climbs to the state directory itself, meets a mark too.
 std::vector<ObjectId> OwnStateObjects(const std::map<uint64_t, uint32_t>& mount_devices) {
   std::vector<ObjectId> out;
-  std::vector<std::pair<std::string, int>> todo;
+  std::vector<std::pair<std::string, int>> todo;  // breadth first: the state directories themselves first
   for (const std::string& dir : OwnStateDirs()) todo.emplace_back(dir, 0);
-  while (!todo.empty() && out.size() < 64) {
-    auto [dir, depth] = todo.back();
-    todo.pop_back();
+  for (size_t next = 0; next < todo.size() && out.size() < 64; ++next) {
+    const auto [dir, depth] = todo[next];
     auto object = ResolveObject(dir, mount_devices);
     if (!object) continue;
     out.push_back(*object);
