@@ -9,6 +9,10 @@
  * the new program never runs an instruction. What it cannot stop: another
  * thread of the same process using the fd in that window, and anything that
  * needs no open (mmap of fds opened before attach, metadata changes, unlink).
+ * It also reports the refusals of `cordon run`'s own layers (Landlock,
+ * seccomp, read-only mounts), which no other program sees; each counts
+ * towards the sandbox's onViolation: contain (sandbox_cfgs, sandbox_states),
+ * as BPF LSM's and the cgroup programs' refusals do.
  */
 #define CORDON_DETECT 1
 #include "lib/lsm_common.bpf.h"
@@ -73,7 +77,10 @@ static __always_inline __u16 cordon_seccomp_kind(struct pt_regs *regs, long nr, 
 	if (nr & 0x40000000) /* x32: the filter refuses every one (userspace/confine/seccomp.cc) */
 		return CORDON_EV_TAMPER_ABI;
 	switch (nr) {
-	case 41: case 53: return CORDON_EV_NET_SOCKET;                  /* socket, socketpair */
+	case 41: case 53:                                               /* socket, socketpair */
+		/* inet and inet6 pass the filter: their EPERM is the cgroup
+		 * program's (or BPF LSM's), which reports (and counts) it. */
+		return a0 == 2 || a0 == 10 ? 0 : CORDON_EV_NET_SOCKET;
 	case 321: return CORDON_EV_TAMPER_BPF;
 	case 165: case 166: case 155: case 428: case 429: case 430: case 431: case 432: case 433: case 442:
 	case 467: return CORDON_EV_TAMPER_MOUNT;                        /* mount family, open_tree_attr */
@@ -289,7 +296,7 @@ static __always_inline void cordon_report_file_refusal(struct pt_regs *regs, lon
 		access = CORDON_FILE_WRITE;
 	}
 	__u64 sandbox_id = sb->sandbox_id;
-	cordon_lsm_count(sandbox_id, CORDON_CNT_DENIED_FILE);
+	cordon_lsm_tally(sb, CORDON_VERDICT_DENIED, call.kind, reason, CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
 	__u32 zero = 0;
 	struct cordon_lsm_scratch *s = bpf_map_lookup_elem(&lsm_scratch, &zero);
 	void *ring = bpf_map_lookup_elem(&sandbox_events, &sandbox_id);

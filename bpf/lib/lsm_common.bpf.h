@@ -100,13 +100,21 @@ struct cordon_audited_open {
 		__type(key, __u64);                                            \
 		__type(value, struct cordon_audited_open);                     \
 	} audited_opens SEC(".maps")
+#ifdef CORDON_OWNER_MAPS_DEFINE
+CORDON_LSM_OWNER_MAPS();
+#else
+CORDON_LSM_OWNER_MAPS(extern);
+#endif
+#endif
+
 /* Each sandbox's containment state (bpf/abi/cordon_common.h), the map its
  * network programs read and set (onViolation: contain), referenced by
  * sandbox id from attach until detach: a sandbox its own cgroup programs
  * contained is contained here too, with no round trip to userspace. The
  * inner template is the network object's sandbox_state (an array's type,
- * sizes, flags and max_entries must match). The detect object has none: it
- * reports after the fact and containment changes nothing there. */
+ * sizes, flags and max_entries must match). The detect object has them too:
+ * the refusals of cordon run's Landlock and seccomp it reports count there
+ * (it judges nothing itself, so containment changes nothing it does). */
 #define CORDON_LSM_STATE_MAPS(storage)                                         \
 	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                       \
@@ -140,13 +148,12 @@ struct cordon_audited_open {
  * whole in each object file. */
 static const volatile struct cordon_sandbox_state cordon_state_btf_type __attribute__((used));
 static const volatile struct cordon_sandbox_cfg cordon_cfg_btf_type __attribute__((used));
-#ifdef CORDON_OWNER_MAPS_DEFINE
-CORDON_LSM_OWNER_MAPS();
+/* Defined by bpf/lsm/creds.bpf.c in the BPF LSM object, by detect.bpf.c (its
+ * one program file) in the detect object. */
+#if defined(CORDON_OWNER_MAPS_DEFINE) || defined(CORDON_DETECT)
 CORDON_LSM_STATE_MAPS();
 #else
-CORDON_LSM_OWNER_MAPS(extern);
 CORDON_LSM_STATE_MAPS(extern);
-#endif
 #endif
 
 /* Whether the sandbox is contained: by userspace (`cordon contain` sets its
@@ -296,13 +303,14 @@ static __always_inline int cordon_hook_return(__u8 verdict)
 /* spec.onViolation: contain: a refusal of this layer (denied, not because
  * the sandbox is already contained) counts like one of the sandbox's cgroup
  * programs, in the same state with the same cfg (bpf/lib/violation.bpf.h),
- * and contains the sandbox at contain.after. Not in the detect object: it
- * reports after the fact (cordon run's Landlock and seccomp refusals do not
- * count). */
+ * and contains the sandbox at contain.after. In the detect object the
+ * refusals are those of cordon run's Landlock, seccomp filter and read-only
+ * mounts, which it alone reports (they refuse before BPF LSM is asked, so
+ * none is counted twice); its detected violations (after the fact) do not
+ * count. Counted before any repeats check: a repeat is a refusal too. */
 static __always_inline void cordon_lsm_violation(const struct cordon_lsm_sandbox *sb, __u8 verdict, __u16 kind,
 						 __u8 reason)
 {
-#ifndef CORDON_DETECT
 	if (verdict != CORDON_VERDICT_DENIED || reason == CORDON_REASON_CONTAINED)
 		return;
 	__u32 zero = 0;
@@ -319,7 +327,6 @@ static __always_inline void cordon_lsm_violation(const struct cordon_lsm_sandbox
 	const struct cordon_sandbox_cfg *cfg = bpf_map_lookup_elem(cfgs, &zero);
 	if (cfg)
 		cordon_count_violation(cfg, bpf_map_lookup_elem(states, &zero), kind);
-#endif
 }
 
 /* Counts a decision of this layer: in its verdict's slot, and towards

@@ -30,6 +30,7 @@
 #include <tuple>
 
 #include "event.pb.h"
+#include "events/decoder.h"
 #include "events/sink.h"
 #include "loader/sandbox.h"
 #include "report.pb.h"
@@ -966,6 +967,119 @@ TEST_F(Contain, OnViolationBpfLsmRefusalsCountAndContain) {
   }
 }
 
+// onViolation: contain counts the refusals of cordon run's own layers, which
+// the detect object reports (no BPF LSM here: they are the only file and
+// tamper refusals), as it counts BPF LSM's: with kinds [tamper.bpf,
+// file.open] and after: 2, two bpf() calls refused by the run's seccomp
+// filter (EPERM; the second a repeat of the first, counted not written), or
+// two opens refused by its Landlock rules (EACCES), contain the sandbox in
+// the kernel: the connect the policy allows that follows is refused at once
+// (EPERM, reason "the sandbox is contained"). The controls: the same run
+// without onViolation, in audit mode (nothing refused, nothing contained)
+// and with after: 3: the connect succeeds, and no event says contained.
+TEST_F(Contain, OnViolationCountsTheRefusalsOfARunsLandlockAndSeccomp) {
+  Scratch scratch;
+  Listener listener;
+  ::chmod(scratch.dir().c_str(), 0755);  // searchable by the command's own uid: Landlock refuses, not the mode
+  const std::string readable = scratch.dir() + "/readable", secret = scratch.dir() + "/secret";
+  std::ofstream(readable) << "data";
+  std::ofstream(secret) << "key";
+  ::chmod(readable.c_str(), 0644);
+  ::chmod(secret.c_str(), 0644);
+  auto policy = [&](const std::string& name, const std::string& on_violation) {
+    return LoopbackPolicy(name, listener.port()) +
+           "  files:\n    include: [runtime-minimal, shell, python3]\n    read: [" + readable + "]\n" + on_violation;
+  };
+  auto contain = [](int after) {
+    return "  onViolation: contain\n  contain:\n    after: " + std::to_string(after) +
+           "\n    kinds: [tamper.bpf, file.open]\n";
+  };
+  struct Outcome {
+    std::vector<int> errnos;  // the two refusals, the allowed connect, the allowed open
+    std::vector<cordon::v1::AuditEvent> events;
+  };
+  // `violation` twice, then a connect and an open the policy allows.
+  auto run = [&](const std::string& name, const std::string& yaml, const std::string& violation,
+                 const std::string& mode) {
+    PolicyFile file(yaml);
+    const std::string audit = scratch.dir() + "/" + name + ".jsonl";
+    const std::string script =
+        "import ctypes,os,socket\n"
+        "libc=ctypes.CDLL(None,use_errno=True)\n"
+        "def bpf():\n  return ctypes.get_errno() if libc.syscall(321,0,0,0)<0 else 0\n"
+        "def opn(p):\n  try:\n    os.close(os.open(p,os.O_RDONLY)); return 0\n"
+        "  except OSError as e: return e.errno\n"
+        "def conn():\n  try:\n    s=socket.socket(); s.connect(('127.0.0.1'," +
+        std::to_string(listener.port()) +
+        ")); s.close(); return 0\n"
+        "  except OSError as e: return e.errno\n"
+        "r=[" +
+        violation + "," + violation + ",conn(),opn('" + readable + "')]\n" + "print('results',*r)\n";
+    // -I: python looks for nothing in the working directory (a Landlock
+    // refusal of its own that would count as well).
+    CommandResult r = Cordon({"run", "--policy", file.path(), "--mode", mode, "--audit", audit, "--quiet", "--",
+                              "/usr/bin/python3", "-I", "-c", script});
+    EXPECT_EQ(r.status, 0) << name << ": " << r.err;
+    Outcome o;
+    std::istringstream in(r.out.substr(std::min(r.out.find("results "), r.out.size())));
+    std::string word;
+    in >> word;
+    for (int e; in >> e;) o.errnos.push_back(e);
+    EXPECT_EQ(o.errnos.size(), 4u) << name << ": " << r.out << r.err;
+    o.events = AuditFileEvents(audit);
+    return o;
+  };
+  // What the events say: occurrences of the refusals (a repeat counted in its
+  // record), and how many refusals say the sandbox is contained.
+  auto tally = [&](const Outcome& o, const std::string& kind, const std::string& enforcement) {
+    uint64_t refusals = 0, contained = 0;
+    for (const auto& e : o.events) {
+      if (e.reason().find("the sandbox is contained") != std::string::npos) {
+        EXPECT_EQ(e.verdict(), "denied");
+        // The connect's socket() or connect(), or (BPF LSM) the allowed open.
+        EXPECT_TRUE(e.kind().rfind("net.", 0) == 0 || (e.kind() == "file.open" && e.file().path() == readable))
+            << e.kind();
+        contained += Occurrences(e);
+      } else if (e.kind() == kind && e.enforcement() == enforcement && e.verdict() == "denied" &&
+                 (kind != "file.open" || e.file().path() == secret)) {
+        refusals += Occurrences(e);
+      } else if (e.verdict() == "denied") {
+        ADD_FAILURE() << "another refusal, which counts too: " << e.kind() << " " << e.enforcement() << " "
+                      << e.reason();
+      }
+    }
+    return std::pair{refusals, contained};
+  };
+  // BPF LSM refuses a contained sandbox's opens too (one more contained refusal).
+  const int open_after = LsmUsableHere() ? EPERM : 0;
+  const uint64_t after_containment = LsmUsableHere() ? 2 : 1;
+
+  // Seccomp: two refused bpf() calls contain it.
+  Outcome seccomp = run("seccomp", policy("contain-run-seccomp", contain(2)), "bpf()", "enforce");
+  EXPECT_EQ(seccomp.errnos, (std::vector<int>{EPERM, EPERM, EPERM, open_after}));
+  EXPECT_EQ(tally(seccomp, "tamper.bpf", "seccomp"), (std::pair<uint64_t, uint64_t>{2, after_containment}));
+  // Landlock: two refused opens contain it.
+  Outcome landlock = run("landlock", policy("contain-run-landlock", contain(2)), "opn('" + secret + "')", "enforce");
+  EXPECT_EQ(landlock.errnos, (std::vector<int>{EACCES, EACCES, EPERM, open_after}));
+  EXPECT_EQ(tally(landlock, "file.open", "landlock"), (std::pair<uint64_t, uint64_t>{2, after_containment}));
+
+  // The controls: without onViolation, and with after: 3, the same refusals
+  // (reported) contain nothing; in audit mode nothing is refused.
+  for (const auto& [name, on_violation] : {std::pair<std::string, std::string>{"none", ""}, {"after3", contain(3)}}) {
+    Outcome bpf = run(name + "-seccomp", policy("contain-run-" + name, on_violation), "bpf()", "enforce");
+    EXPECT_EQ(bpf.errnos, (std::vector<int>{EPERM, EPERM, 0, 0})) << name;
+    EXPECT_EQ(tally(bpf, "tamper.bpf", "seccomp"), (std::pair<uint64_t, uint64_t>{2, 0})) << name;
+    Outcome open =
+        run(name + "-landlock", policy("contain-run-" + name, on_violation), "opn('" + secret + "')", "enforce");
+    EXPECT_EQ(open.errnos, (std::vector<int>{EACCES, EACCES, 0, 0})) << name;
+    EXPECT_EQ(tally(open, "file.open", "landlock"), (std::pair<uint64_t, uint64_t>{2, 0})) << name;
+  }
+  Outcome audited = run("audit", policy("contain-run-audit", contain(2)), "opn('" + secret + "')", "audit");
+  EXPECT_EQ(audited.errnos, (std::vector<int>{0, 0, 0, 0}));
+  for (const auto& e : audited.events)
+    EXPECT_EQ(e.reason().find("the sandbox is contained"), std::string::npos) << e.kind() << ": " << e.reason();
+}
+
 // The kernel counts onViolation's refusals in the same state that userspace
 // changes (contain's and release's steps). A storm of refused connects while
 // userspace sets and clears a flag over and over loses none of the kernel's
@@ -1102,14 +1216,23 @@ TEST_F(Contain, PolicyCheckNamesTheContainmentSettings) {
                         "net.socket, net.unix, net.bind, net.sockopt"),
             std::string::npos)
       << ok.out;
-  PolicyFile bad(OnViolationPolicy("contain-bad", 80, "  contain: {after: 0, kinds: [tamper.personality]}\n"));
+  // Kinds only cordon run's seccomp filter refuses count too (the detect
+  // object counts them): accepted.
+  PolicyFile seccomp(
+      OnViolationPolicy("contain-seccomp", 80, "  contain: {after: 2, kinds: [tamper.personality, file.memfd]}\n"));
+  CommandResult accepted = Cordon({"policy", "check", seccomp.path()});
+  EXPECT_EQ(accepted.status, 0) << accepted.err;
+  EXPECT_NE(accepted.out.find("after 2 refusals (file.memfd, tamper.personality;"), std::string::npos) << accepted.out;
+  EXPECT_NE(accepted.out.find("in cordon run, where its Landlock or seccomp filter does"), std::string::npos)
+      << accepted.out;
+  PolicyFile bad(OnViolationPolicy("contain-bad", 80, "  contain: {after: 0, kinds: [tamper.personalty]}\n"));
   CommandResult refused = Cordon({"policy", "check", bad.path()});
   EXPECT_EQ(refused.status, 1);
   EXPECT_NE(refused.err.find("spec.contain.after: must be 1..1000000"), std::string::npos) << refused.err;
-  EXPECT_NE(refused.err.find("spec.contain.kinds[0]: 'tamper.personality' is refused only by cordon run's seccomp "
-                             "filter, whose refusals do not count"),
+  EXPECT_NE(refused.err.find("spec.contain.kinds[0]: no refusal of kind 'tamper.personalty' can contain the sandbox"),
             std::string::npos)
       << refused.err;
+  EXPECT_NE(refused.err.find(bad.path() + ":"), std::string::npos) << refused.err;  // file:line
   PolicyFile alone(LoopbackPolicy("contain-alone", 80) + "  contain: {after: 2}\n");
   CommandResult orphan = Cordon({"policy", "check", alone.path()});
   EXPECT_EQ(orphan.status, 1);

@@ -107,10 +107,12 @@ const char* const kLsmOnlyMapPins[] = {"sandbox_egress_addr", "sandbox_egress_po
 constexpr const char* kCredOwnersPin = "cred_owners";
 // ... and the sandboxes' containment states (bpf/lib/lsm_common.bpf.h): an
 // object pinned by a cordon without it sees only `cordon contain`'s flag.
+// Both objects have it (and the next).
 constexpr const char* kStatesPin = "sandbox_states";
 // ... and their network objects' sandbox_cfg (contain_after, contain_kinds),
-// keyed like the egress tries: without it, BPF LSM's refusals do not count
-// towards onViolation: contain.
+// keyed like the egress tries: without it, the refusals of BPF LSM (or those
+// of cordon run's layers the detect object reports) do not count towards
+// onViolation: contain.
 constexpr const char* kCfgsPin = "sandbox_cfgs";
 // cordon's state directory: BPF LSM refuses every sandbox's writes there.
 constexpr const char* kStateDir = "/run/cordon";
@@ -305,9 +307,9 @@ Status LoadAndPin(const std::string& dir, Backend backend) {
   if (backend == Backend::kLsm) {
     pins.insert(pins.end(), std::begin(kLsmOnlyMapPins), std::end(kLsmOnlyMapPins));
     pins.push_back(kCredOwnersPin);
-    pins.push_back(kStatesPin);
-    pins.push_back(kCfgsPin);
   }
+  pins.push_back(kStatesPin);
+  pins.push_back(kCfgsPin);
   pins.push_back(kRepeatsMapsPin);
   for (const char* name : pins) {
     bpf_map* map = bpf_object__find_map_by_name(loaded->obj, name);
@@ -798,9 +800,11 @@ std::string ForeignSocketsNote() {
 
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                         const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd,
-                        uint32_t extra_flags, SwitchedLayer* with) {
-  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, seq_fd, -1,
-                    extra_flags, nullptr, with);
+                        int state_fd, int cfg_fd, uint32_t extra_flags, SwitchedLayer* with) {
+  EgressTries cfg_only;  // no egress tries in this object: only the cfg is registered
+  cfg_only.cfg_fd = cfg_fd;
+  return AddSandbox(Backend::kDetect, sandbox_id, cgroup_level, policy, rules, events_fd, counters_fd, seq_fd, state_fd,
+                    extra_flags, &cfg_only, with);
 }
 
 Status LsmRemoveSandbox(uint64_t sandbox_id) {

@@ -100,9 +100,12 @@ std::string ForeignSocketsNote();
 // rules checked after the fact by a tracepoint at system call exit; verdict
 // "detected", and SIGKILL before the task returns with onViolation: kill.
 // extra_flags: CORDON_LSM_F_SECCOMP to report the refusals of `cordon run`'s seccomp filter.
+// state_fd, cfg_fd: the sandbox's containment state and its network object's
+// sandbox_cfg (-1: none): the refusals this object reports count towards
+// spec.onViolation: contain there.
 Status DetectAddSandbox(uint64_t sandbox_id, uint32_t cgroup_level, const policy::CompiledPolicy& policy,
                         const std::vector<ResolvedFileRule>& rules, int events_fd, int counters_fd, int seq_fd,
-                        uint32_t extra_flags = 0, SwitchedLayer* with = nullptr);
+                        int state_fd, int cfg_fd, uint32_t extra_flags = 0, SwitchedLayer* with = nullptr);
 
 // Whether the detect-mode program loads here (*detail says why not).
 bool DetectLoadable(std::string* detail);

@@ -436,23 +436,23 @@ Status RegisterHostWide(const std::string& dir, const CgroupRef& cgroup, const p
   UniqueFd seq(bpf_obj_get((dir + "/" + kSeqPin).c_str()));
   if (!events.valid() || !counters.valid() || !seq.valid()) return SysError("open the sandbox's events/counters/seq");
   const uint32_t level = CgroupLevel(cgroup.relative);
+  // Its containment state: absent in a sandbox attached by a cordon without
+  // one (it gets one at this replacement's network step). With egress.cfg_fd,
+  // either object's refusals count towards its onViolation: contain.
+  UniqueFd state(bpf_obj_get((dir + "/" + kStatePin).c_str()));
   switch (role) {
-    case HostWide::kLsm: {
-      // Its containment state: absent in a sandbox attached by a cordon
-      // without one (it gets one at this replacement's network step).
-      UniqueFd state(bpf_obj_get((dir + "/" + kStatePin).c_str()));
+    case HostWide::kLsm:
       CORDON_TRY(LsmAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), seq.get(), state.get(),
                                egress, with));
       return SetHostWideInfo(dir, CORDON_INFO_F_LSM);
-    }
     case HostWide::kReportOnly:  // the info keeps saying BPF LSM enforces
-      return DetectAddSandbox(cgroup.id, level, policy, {}, events.get(), counters.get(), seq.get(),
-                              extra_flags | CORDON_LSM_F_REPORT_ONLY);
+      return DetectAddSandbox(cgroup.id, level, policy, {}, events.get(), counters.get(), seq.get(), state.get(),
+                              egress.cfg_fd, extra_flags | CORDON_LSM_F_REPORT_ONLY);
     case HostWide::kDetect:
       break;
   }
-  CORDON_TRY(
-      DetectAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), seq.get(), extra_flags, with));
+  CORDON_TRY(DetectAddSandbox(cgroup.id, level, policy, rules, events.get(), counters.get(), seq.get(), state.get(),
+                              egress.cfg_fd, extra_flags, with));
   return SetHostWideInfo(dir, CORDON_INFO_F_DETECT |
                                   ((policy.lsm_flags & CORDON_LSM_F_KILL) ? CORDON_INFO_F_DETECT_KILL : 0));
 }
@@ -519,28 +519,30 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
     }
     return error.Wrap(what);
   };
+  // The egress tries BPF LSM judges sockets from outside the sandbox by, and
+  // the cfg both host-wide objects count refusals towards onViolation with:
+  // the new instance's (a replacement), or those a fresh attach pinned.
+  UniqueFd pinned_addr, pinned_port, pinned_cfg;
+  EgressTries egress;
+  if (replacement) {
+    egress = replacement->egress();
+  } else if (lsm.usable() || detect) {
+    pinned_addr = UniqueFd(bpf_obj_get((dir + "/addr_rules").c_str()));
+    pinned_port = UniqueFd(bpf_obj_get((dir + "/port_rules").c_str()));
+    pinned_cfg = UniqueFd(bpf_obj_get((dir + "/sandbox_cfg").c_str()));
+    if (!pinned_addr.valid() || !pinned_port.valid() || !pinned_cfg.valid())
+      return undo(SysError("open the sandbox's egress rules in " + dir),
+                  lsm.usable() ? "register with BPF LSM" : "register for detect mode");
+    egress.addr_fd = pinned_addr.get();
+    egress.port_fd = pinned_port.get();
+    egress.cfg_fd = pinned_cfg.get();
+  }
   if (lsm.usable()) {
-    // The egress tries BPF LSM judges sockets from outside the sandbox by:
-    // the new instance's (a replacement), or those a fresh attach pinned.
-    UniqueFd pinned_addr, pinned_port, pinned_cfg;
-    EgressTries egress;
-    if (replacement) {
-      egress = replacement->egress();
-    } else {
-      pinned_addr = UniqueFd(bpf_obj_get((dir + "/addr_rules").c_str()));
-      pinned_port = UniqueFd(bpf_obj_get((dir + "/port_rules").c_str()));
-      pinned_cfg = UniqueFd(bpf_obj_get((dir + "/sandbox_cfg").c_str()));
-      if (!pinned_addr.valid() || !pinned_port.valid() || !pinned_cfg.valid())
-        return undo(SysError("open the sandbox's egress rules in " + dir), "register with BPF LSM");
-      egress.addr_fd = pinned_addr.get();
-      egress.port_fd = pinned_port.get();
-      egress.cfg_fd = pinned_cfg.get();
-    }
     Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kLsm, 0, replacement.get(), egress);
     if (!added.ok()) return undo(added.error(), "register with BPF LSM");
   } else if (detect) {
-    Status added =
-        RegisterHostWide(dir, cgroup, policy, rules, HostWide::kDetect, LayerReportFlags(options), replacement.get());
+    Status added = RegisterHostWide(dir, cgroup, policy, rules, HostWide::kDetect, LayerReportFlags(options),
+                                    replacement.get(), egress);
     if (!added.ok()) return undo(added.error(), "register for detect mode");
   } else if (replacement) {
     // No file layer to switch with: the network alone. A detect registration
@@ -561,7 +563,7 @@ Result<AttachResult> AttachSandbox(const CgroupRef& cgroup, const policy::Compil
     // the detect object reports their refusals (and checks nothing else).
     if (report_layers) {
       Status reported =
-          RegisterHostWide(dir, cgroup, policy, {}, HostWide::kReportOnly, LayerReportFlags(options));
+          RegisterHostWide(dir, cgroup, policy, {}, HostWide::kReportOnly, LayerReportFlags(options), nullptr, egress);
       if (!reported.ok()) return undo(reported.error(), "register the run layers' refusals for reporting");
     }
   } else if (detect) {

@@ -403,11 +403,11 @@ void Validator::Rule(const cordon::v1::EgressRule& rule, const FieldName& field,
 
 // "c 10:200 rw", "b 7:* r", "c 1:11" (access rw).
 // The kinds whose refusals onViolation: contain can count: those of the
-// sandbox's own programs (bpf/net/), then those BPF LSM refuses (counted
-// where BPF LSM enforces: bpf/lib/lsm_common.bpf.h cordon_lsm_violation).
-// Not counted: cordon run's Landlock and seccomp refusals (the detect object
-// reports them after the fact), detected violations, credential.read (an
-// outsider's read, reported to the owner).
+// sandbox's own programs (bpf/net/), then those BPF LSM or cordon run's
+// Landlock and seccomp filter refuse (counted by the program that refuses or,
+// for cordon run's layers, by the detect object that reports the refusal:
+// bpf/lib/lsm_common.bpf.h cordon_lsm_violation). Not counted: detected
+// violations, credential.read (an outsider's read, reported to the owner).
 constexpr size_t kContainKindsOfCgroupPrograms = 8;
 constexpr std::pair<const char*, uint32_t> kContainKinds[] = {
     {"net.connect", CORDON_EV_NET_CONNECT},
@@ -446,11 +446,13 @@ constexpr std::pair<const char*, uint32_t> kContainKinds[] = {
     {"tamper.keyring", CORDON_EV_TAMPER_KEYRING},
     {"tamper.ipc", CORDON_EV_TAMPER_IPC},
     {"tamper.acct", CORDON_EV_TAMPER_ACCT},
+    // Refused by cordon run's seccomp filter only.
+    {"file.memfd", CORDON_EV_FILE_MEMFD},
+    {"tamper.personality", CORDON_EV_TAMPER_PERSONALITY},
+    {"tamper.abi", CORDON_EV_TAMPER_ABI},
 };
 static_assert(kContainKinds[kContainKindsOfCgroupPrograms - 1].second == CORDON_EV_TAMPER_SYSCTL,
               "the cgroup programs' kinds come first");
-// Kinds only cordon run's seccomp filter refuses: never counted.
-constexpr const char* kSeccompOnlyKinds[] = {"file.memfd", "tamper.personality", "tamper.abi"};
 
 void Validator::ContainOn(const cordon::v1::ContainOn& contain, CompiledPolicy* out) {
   constexpr uint32_t kMaxAfter = 1000000;
@@ -471,12 +473,7 @@ void Validator::ContainOn(const cordon::v1::ContainOn& contain, CompiledPolicy* 
     for (const auto& [name, kind] : kContainKinds)
       if (want == name || (!want.empty() && want.back() == '.' && std::string(name).rfind(want, 0) == 0))
         bits |= 1ULL << kind;
-    if (!bits &&
-        std::find(std::begin(kSeccompOnlyKinds), std::end(kSeccompOnlyKinds), want) != std::end(kSeccompOnlyKinds)) {
-      Error(field, Quote(want) +
-                       " is refused only by cordon run's seccomp filter, whose refusals do not count "
-                       "towards onViolation: contain");
-    } else if (!bits) {
+    if (!bits) {
       std::string list;
       for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
       Error(field, "no refusal of kind " + Quote(want) + " can contain the sandbox (kinds: " + list +

@@ -139,8 +139,8 @@ struct CompiledPolicy {
 // The kinds in a contain_kinds mask, "net.connect, net.sendmsg" ("none").
 std::string ContainKindsText(uint64_t kinds);
 // Whether a contain_kinds mask counts refusals of BPF LSM (file.*, tamper.*
-// but device and sysctl): counted only where BPF LSM enforces; cordon run's
-// Landlock and seccomp refusals never count.
+// but device and sysctl) or of cordon run's Landlock and seccomp filter:
+// without BPF LSM, only a cordon run refuses (and counts) those.
 bool ContainKindsNeedBpfLsm(uint64_t kinds);
 
 // spec.runAs / --user spelling: dynamic, root, a user name, UID or UID:GID.

@@ -117,8 +117,9 @@ std::string Describe(const CompiledPolicy& policy) {
            " refusal" + (policy.contain_after == 1 ? "" : "s") + " (" + ContainKindsText(policy.contain_kinds) +
            "; released by `cordon release`)\n" +
            (ContainKindsNeedBpfLsm(policy.contain_kinds)
-                ? "  note: file and tamper refusals count where BPF LSM enforces them; without BPF LSM, cordon run's "
-                  "Landlock and seccomp refusals do not count (network, device and sysctl refusals always do)\n"
+                ? "  note: file and tamper refusals count where BPF LSM refuses them and, in cordon run, where its "
+                  "Landlock or seccomp filter does; without BPF LSM a sandbox of cordon attach has no such refusals "
+                  "(network, device and sysctl refusals always count)\n"
                 : "");
   out += DescribeResources(policy.resources);
   out += DescribeCredentials(policy.credentials);
