@@ -147,8 +147,10 @@ ProbeResult CreateProbe(const std::string& path) {
     if (errno == EEXIST) return Failed("mknod", EEXIST, "the path exists: a create cannot be probed");
     return Failed("mknod", errno);
   }
-  if (::unlinkat(AT_FDCWD, path.c_str(), 0) != 0)
-    return Succeeded(std::string("created; removing it failed: ") + ErrnoName(errno));
+  if (::unlinkat(AT_FDCWD, path.c_str(), 0) != 0) {
+    const int error = errno;
+    return Succeeded("created; removing it failed: " + ErrnoName(error));
+  }
   return Succeeded("created (and removed at once: nothing is left)");
 }
 
