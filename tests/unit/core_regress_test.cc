@@ -236,6 +236,78 @@ TEST(RegressCase, NewProbeFieldsReadBackStrictly) {
   EXPECT_NE(NoProbeReason(p).find("signal another process"), std::string::npos) << NoProbeReason(p);
 }
 
+v1::AuditEvent FileEvent(const std::string& kind, const std::string& enforcement, const std::string& path) {
+  v1::AuditEvent e = Read(path);
+  e.set_kind(kind);
+  e.set_enforcement(enforcement);
+  e.mutable_file()->set_access(kind == "file.mmap_exec" ? "map_exec" : "write");
+  return e;
+}
+
+// The probes of file.create, file.setattr and file.mmap_exec: the path
+// captured and read back (a case captured before they had a probe, without
+// a path, is read and skipped with the reason), which need BPF LSM wherever
+// they were recorded, a relative path (as a workload wrote it) not probed,
+// and the event matched by kind and path.
+TEST(RegressCase, CreateSetattrAndMmapExecCasesReadBackAndMatch) {
+  for (const char* kind : {"file.create", "file.setattr", "file.mmap_exec"}) {
+    const RegressCase c = CaseOf(FileEvent(kind, "kernel-lsm", "/srv/data/x"));
+    EXPECT_EQ(c.probe.path, "/srv/data/x") << kind;
+    EXPECT_EQ(c.probe.Target(), "/srv/data/x") << kind;
+    std::string error;
+    auto back = ParseCaseYaml(CaseYaml(c), "x.case.yaml", &error);
+    ASSERT_TRUE(back) << error << "\n" << CaseYaml(c);
+    EXPECT_TRUE(back->probe == c.probe) << CaseYaml(c);
+    EXPECT_EQ(NoProbeReason(c.probe), "") << kind;
+    EXPECT_EQ(NeedsBpfLsm(c), "recorded at kernel-lsm") << kind;
+    // Without a path (an older capture): read, and skipped with the reason.
+    std::string old = CaseYaml(c);
+    old.erase(old.find("  path: "), std::string("  path: \"/srv/data/x\"\n").size());
+    auto without = ParseCaseYaml(old, "x.case.yaml", &error);
+    ASSERT_TRUE(without) << error << "\n" << old;
+    EXPECT_NE(NoProbeReason(without->probe).find("names no path"), std::string::npos) << NoProbeReason(without->probe);
+    ExpectRefused(CaseYaml(c), "  path: \"/srv/data/x\"", "  path: \"\"", "probe.path: expected a path");
+    ExpectRefused(CaseYaml(c), "  path: \"/srv/data/x\"", "  path: \"/x\"\n  port: 1",
+                  std::string("probe.port: not a field of a ") + kind);
+    // A relative path, as the workload wrote it (Landlock's refusals).
+    RegressProbe relative = c.probe;
+    relative.path = "data/x";
+    EXPECT_NE(NoProbeReason(relative).find("of a relative path (data/x"), std::string::npos) << NoProbeReason(relative);
+  }
+  // Recorded under Landlock: a create runs where Landlock refuses it; chmod
+  // and executable mappings only BPF LSM judges.
+  EXPECT_EQ(NeedsBpfLsm(CaseOf(FileEvent("file.create", "landlock", "/srv/x"))), "");
+  EXPECT_EQ(NeedsBpfLsm(CaseOf(FileEvent("file.setattr", "landlock", "/srv/x"))), "Landlock does not judge chmod");
+  EXPECT_EQ(NeedsBpfLsm(CaseOf(FileEvent("file.mmap_exec", "kernel-lsm", "/srv/x"))), "recorded at kernel-lsm");
+  // The other file kinds keep their reasons.
+  RegressProbe p;
+  for (const char* kind : {"file.unlink", "file.rename", "file.link"}) {
+    p.kind = kind;
+    EXPECT_NE(NoProbeReason(p), "") << kind;
+  }
+
+  // Matched by kind and path, as file.open and file.exec.
+  const RegressCase setattr = CaseOf(FileEvent("file.setattr", "kernel-lsm", "/tmp/t/f"));
+  ProbeResult refused;
+  refused.error = EPERM;
+  refused.step = "chmod";
+  auto o = JudgeCase(setattr, refused, {FileEvent("file.setattr", "kernel-lsm", "/tmp/t/f")});
+  EXPECT_EQ(o.kind, CaseOutcome::Kind::kPassed) << o.message;
+  for (const auto& e :
+       {FileEvent("file.setattr", "kernel-lsm", "/host/tmp/t/f"), FileEvent("file.open", "kernel-lsm", "/tmp/t/f"),
+        FileEvent("file.setattr", "kernel-lsm", "/tmp/t/g")})
+    EXPECT_EQ(JudgeCase(setattr, refused, {e}).kind, CaseOutcome::Kind::kFailed) << e.kind() << " " << e.file().path();
+  // A create: a file.open event of the path (Landlock's refusal of an open with O_CREAT) is not its event.
+  const RegressCase create = CaseOf(FileEvent("file.create", "landlock", "/tmp/t/new"));
+  ProbeResult create_refused;
+  create_refused.error = EACCES;
+  create_refused.step = "mknod";
+  EXPECT_EQ(JudgeCase(create, create_refused, {FileEvent("file.create", "landlock", "/tmp/t/new")}).kind,
+            CaseOutcome::Kind::kPassed);
+  EXPECT_EQ(JudgeCase(create, create_refused, {FileEvent("file.open", "landlock", "/tmp/t/new")}).kind,
+            CaseOutcome::Kind::kFailed);
+}
+
 // A seccomp case matches the event of the call as the probe makes it: the
 // ioctl command it judged must be the same; a pid it was made on need not.
 TEST(RegressCase, ASeccompCaseMatchesTheCallAsTheProbeMakesIt) {

@@ -61,10 +61,13 @@ const char* kRegressHelp =
     "makes one, with the case's policy (or --policy FILE, to test a changed policy) and the probe's\n"
     "own executable allowed to run: cordon's built-in probe attempts exactly the recorded\n"
     "operation once (connect or sendto, non-blocking, 2 s at most; open with the access; exec;\n"
-    "bpf()). A case passes when the operation failed with the errno of the layer that refused it\n"
-    "(EPERM: kernel-cgroup, kernel-lsm, seccomp; EACCES: landlock; EROFS: mount) AND the sandbox\n"
-    "reported a denied event of that kind on that target. A case recorded at kernel-lsm needs BPF\n"
-    "LSM: without it, it is skipped with the reason (never passed); so is a kind without a probe.\n"
+    "mknod of a regular file, removed at once if made (skipped where the path exists); chmod to\n"
+    "the mode the path has; one page mapped PROT_EXEC; bpf()). A case passes when the operation\n"
+    "failed with the errno of the layer that refused it (EPERM: kernel-cgroup, kernel-lsm,\n"
+    "seccomp; EACCES: landlock; EROFS: mount) AND the sandbox reported a denied event of that\n"
+    "kind on that target. A case recorded at kernel-lsm needs BPF\n"
+    "LSM, and so do file.setattr and file.mmap_exec (Landlock judges neither): without it, it is\n"
+    "skipped with the reason (never passed); so is a kind without a probe.\n"
     "  --policy FILE  run every case under this policy instead of its own\n"
     "  --junit FILE   JUnit XML of the results (failure and skipped messages say what happened)\n"
     "  --allow-skipped  exit 0 even when cases were skipped (a CI host that knowingly lacks BPF\n"
@@ -479,9 +482,11 @@ int RunCases(const Args& args) {
     const auto start = std::chrono::steady_clock::now();
     if (std::string why = ops::NoProbeReason(c.probe); !why.empty()) {
       j.outcome = {ops::CaseOutcome::Kind::kSkipped, why};
-    } else if (ops::NeedsBpfLsm(c) && !ProbeLsm().usable()) {
+    } else if (std::string lsm = ops::NeedsBpfLsm(c); !lsm.empty() && !ProbeLsm().usable()) {
       j.outcome = {ops::CaseOutcome::Kind::kSkipped,
-                   "needs BPF LSM (recorded at kernel-lsm), unusable here: " + ProbeLsm().detail};
+                   "needs BPF LSM (" + lsm + "), unusable here: " + ProbeLsm().detail};
+    } else if (std::string now = ops::ProbePrecondition(c.probe); !now.empty()) {
+      j.outcome = {ops::CaseOutcome::Kind::kSkipped, now};
     } else {
       j.outcome = RunCase(lc, ++index, self);
     }

@@ -83,13 +83,22 @@ std::vector<RegressCase> DistinctCases(const std::vector<std::pair<cordon::v1::A
 // kernel-lsm and seccomp, EACCES for landlock, EROFS for mount; "" unknown.
 std::string ExpectedErrno(const std::string& enforcement);
 
-// Whether the case needs BPF LSM: recorded at enforcement kernel-lsm.
-bool NeedsBpfLsm(const RegressCase& c);
+// Why the case needs BPF LSM ("" when it does not): recorded at enforcement
+// kernel-lsm, or a kind only BPF LSM judges (file.setattr's chmod,
+// file.mmap_exec: Landlock mediates neither).
+std::string NeedsBpfLsm(const RegressCase& c);
 // Why there is no probe for this case's operation ("" when there is one):
 // a probe attempts exactly the recorded operation and changes nothing outside
 // its sandbox even where the policy now allows it; where no probe can, the
 // reason says why (README "Regression tests from violations").
 std::string NoProbeReason(const RegressProbe& probe);
+
+// Why the probe cannot be attempted on this host now ("" when it can; the
+// case is skipped with the reason): file.create of a path that exists (only
+// a name the probe itself makes is removed), file.setattr of a path that is
+// missing or a symlink (chmod would change its target). Looks at the file
+// system (regress_probe.cc); the probe checks again where it runs.
+std::string ProbePrecondition(const RegressProbe& probe);
 
 // A file name for the case: <kind>-<target>, letters, digits, '.', '-', '_' only.
 std::string CaseFileStem(const RegressCase& c);
@@ -142,7 +151,10 @@ std::string JunitXml(const std::vector<JunitCase>& cases);
 // completed counts as not denied: ETIMEDOUT in detail), a bind of the
 // recorded address and port (closed at once), a socket of the recorded
 // family, type and protocol (closed at once), a file.open with the recorded
-// access (a file it created is removed), a file.exec in a child whose own
+// access (a file it created is removed), a file.create as mknod of a regular
+// file (removed at once if made), a file.setattr as chmod to the mode the
+// path has, a file.mmap_exec as one page mapped PROT_READ|PROT_EXEC (then
+// unmapped), a file.exec in a child whose own
 // seccomp filter kills it at the new program's first system call (the target
 // never makes one), tamper.bpf as bpf(arg) with an empty attribute, a seccomp
 // refusal as SeccompCallFor makes it in a child. No probe: nullopt.

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -20,6 +21,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -132,6 +134,50 @@ ProbeResult OpenProbe(const std::string& path, const std::string& access) {
   }
   if (create && !existed) ::unlink(path.c_str());  // the probe leaves nothing
   return Succeeded("opened");
+}
+
+// A regular file made by mknod (as BPF LSM's path_mknod and Landlock's
+// MAKE_REG judge an open with O_CREAT too; a refusal of mknod is reported as
+// file.create by either layer, while Landlock's refusal of an open is
+// reported as file.open). mknod never follows a symlink and fails with
+// EEXIST on any existing name, so a name it made is the probe's own: removed
+// at once, nothing is left.
+ProbeResult CreateProbe(const std::string& path) {
+  if (::mknodat(AT_FDCWD, path.c_str(), S_IFREG | 0600, 0) != 0) {
+    if (errno == EEXIST) return Failed("mknod", EEXIST, "the path exists: a create cannot be probed");
+    return Failed("mknod", errno);
+  }
+  if (::unlinkat(AT_FDCWD, path.c_str(), 0) != 0) {
+    const int error = errno;
+    return Succeeded("created; removing it failed: " + ErrnoName(error));
+  }
+  return Succeeded("created (and removed at once: nothing is left)");
+}
+
+// chmod to the mode the path has: nothing changes, yet the kernel asks the
+// LSMs (security_path_chmod before notify_change). A symlink is not
+// followed to its target.
+ProbeResult SetattrProbe(const std::string& path) {
+  struct stat st;
+  if (::fstatat(AT_FDCWD, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Failed("fstatat", errno);
+  if (S_ISLNK(st.st_mode)) return Failed("fstatat", ELOOP, "a symlink: chmod would change its target");
+  const mode_t mode = st.st_mode & 07777;
+  if (::fchmodat(AT_FDCWD, path.c_str(), mode, 0) != 0) return Failed("chmod", errno);
+  char octal[16];
+  std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
+  return Succeeded(std::string("chmod to its own mode ") + octal + " (unchanged)");
+}
+
+// One page of the file mapped PROT_READ|PROT_EXEC, MAP_PRIVATE, then
+// unmapped: nothing is run and nothing written.
+ProbeResult MmapExecProbe(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd.valid()) return Failed("open", errno);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* map = ::mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_EXEC, MAP_PRIVATE, fd.get(), 0);
+  if (map == MAP_FAILED) return Failed("mmap", errno);
+  ::munmap(map, static_cast<size_t>(page));
+  return Succeeded("mapped PROT_READ|PROT_EXEC (unmapped at once)");
 }
 
 // The filter of the exec probe's child, installed just before its execve:
@@ -300,18 +346,40 @@ std::optional<SocketCall> SocketOf(const RegressProbe& p) {
   return SocketCall{*family, *type, *protocol};
 }
 
+std::string ProbePrecondition(const RegressProbe& p) {
+  if (p.kind != "file.create" && p.kind != "file.setattr") return "";
+  auto raw = UnescapeWorkloadBytes(p.path);
+  if (!raw) return "";  // the probe says so
+  struct stat st;
+  const bool exists = ::fstatat(AT_FDCWD, raw->c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  const int error = errno;
+  if (p.kind == "file.create")
+    return exists ? "the recorded path " + p.path +
+                        " exists now: creating it cannot be probed (only a name the "
+                        "probe itself made could be removed)"
+                  : "";
+  if (!exists)
+    return "the recorded path " + p.path + " cannot be examined now (" + ErrnoName(error) + "): no mode to set again";
+  if (S_ISLNK(st.st_mode))
+    return "the recorded path " + p.path + " is a symlink now: chmod would change its target, not the link";
+  return "";
+}
+
 std::optional<ProbeResult> RunProbe(const RegressProbe& p) {
   if (!NoProbeReason(p).empty()) return std::nullopt;
   if (p.syscall) return SeccompProbe(p);
   if (p.kind == "net.connect" || p.kind == "net.sendmsg" || p.kind == "net.bind") return NetProbe(p);
   if (p.kind == "net.socket") return SocketProbe(p);
   if (p.kind == "tamper.bpf") return BpfProbe(p.arg);
-  if (p.kind != "net.unix" && p.kind != "file.open" && p.kind != "file.exec") return std::nullopt;
   auto raw = UnescapeWorkloadBytes(p.path);
   if (!raw) return Failed("path", EINVAL, "not in the escaped form of events");
   if (p.kind == "net.unix") return UnixProbe(*raw);
   if (p.kind == "file.open") return OpenProbe(*raw, p.access);
-  return ExecProbe(*raw);
+  if (p.kind == "file.exec") return ExecProbe(*raw);
+  if (p.kind == "file.create") return CreateProbe(*raw);
+  if (p.kind == "file.setattr") return SetattrProbe(*raw);
+  if (p.kind == "file.mmap_exec") return MmapExecProbe(*raw);
+  return std::nullopt;
 }
 
 }  // namespace cordon::ops
