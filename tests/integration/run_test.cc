@@ -1005,6 +1005,47 @@ TEST_F(RunCommand, NotesAreSaidOncePerTerminalSession) {
   cordon::test::Run({"rm", "-rf", "--", target});
 }
 
+// cordon's own state (README "cordon's own state"; here a store that
+// $CORDON_POLICY_STORE puts under /run) is hidden from every cordon run: an
+// empty directory is bound over it in the command's mount namespace, since
+// Landlock cannot refuse below a path the policy grants and a root command
+// owns those files. A root command whose policy reads everything can neither
+// read a key there nor list it; the controls: the same command reads the
+// test's own file beside it, and the key is there for unconfined root.
+TEST_F(RunCommand, CordonsOwnStateIsHiddenFromARootCommandThatMayReadEverything) {
+  const std::string base = "/run/cordon-test-own-" + std::to_string(::getpid());
+  const std::string store = base + "/policies", key = store + "/test-key.pem", mine = base + "/mine.txt";
+  ASSERT_EQ(::mkdir(base.c_str(), 0700), 0) << std::strerror(errno);
+  struct Restore {
+    std::string base, saved;
+    bool had;
+    ~Restore() {
+      if (had)
+        ::setenv("CORDON_POLICY_STORE", saved.c_str(), 1);
+      else
+        ::unsetenv("CORDON_POLICY_STORE");
+      cordon::test::Run({"rm", "-rf", "--", base});
+    }
+  } restore{base, std::getenv("CORDON_POLICY_STORE") ? std::getenv("CORDON_POLICY_STORE") : "",
+            std::getenv("CORDON_POLICY_STORE") != nullptr};
+  ::setenv("CORDON_POLICY_STORE", store.c_str(), 1);
+  ASSERT_EQ(::mkdir(store.c_str(), 0700), 0) << std::strerror(errno);
+  {
+    std::ofstream(key) << "SIGNING KEY\n";
+    std::ofstream(mine) << "mine\n";
+  }
+  ::chmod(key.c_str(), 0600);
+  PolicyFile policy(
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: own-state}\nspec:\n"
+      "  files:\n    include: [runtime-minimal, shell]\n    read: [/]\n");
+  CommandResult r = Cordon({"run", "--policy", policy.path(), "--audit", audit_, "--user", "root", "--", "/bin/sh",
+                            "-c", "cat " + key + "; ls -A " + store + "; cat " + mine});
+  EXPECT_EQ(r.out.find("SIGNING KEY"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(r.out.find("test-key"), std::string::npos) << "listed: " << r.out;
+  EXPECT_NE(r.out.find("mine"), std::string::npos) << "the control beside it: " << r.out << r.err;
+  EXPECT_EQ(Slurp(key), "SIGNING KEY\n") << "unconfined root reads it";
+}
+
 // cordon explain (issue 19 item 10): the events of a real run, explained by
 // the policy that refused them, name no rule that allows them; what the
 // policy allows is explained by the rule that does, at its file:line.

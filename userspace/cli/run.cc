@@ -472,6 +472,7 @@ int PrepareFiles(RunPlan* run) {
     }
     auto cover = ops::CredentialStoreCover();
     if (!cover) return PrintError("hide the credential store: " + cover.error().ToString() + "; command not started"), 1;
+    const std::string empty = cover->first;
     // ... and the runs' locks (ops::RunOwner), under the same empty directory:
     // a root command that could take its run's lock would keep its sandbox
     // from ever being called orphaned.
@@ -479,6 +480,15 @@ int PrepareFiles(RunPlan* run) {
     if (!locks) return PrintError("hide the runs' locks: " + locks.error().ToString() + "; command not started"), 1;
     run->binds.emplace_back(cover->first, *locks);
     run->binds.push_back(std::move(*cover));
+    // ... and cordon's own state (/var/lib/cordon: the agent's signing keys,
+    // the kept policy texts): Landlock cannot refuse below a path the policy
+    // grants, and a root command owns those files (BPF LSM refuses it too
+    // where it is usable). One under a private /tmp is hidden already.
+    for (const std::string& own : CordonOwnStateDirs()) {
+      bool hidden = false;
+      for (const auto& bind : run->binds) hidden = hidden || (bind.second != own && PathAtOrBelow(own, bind.second));
+      if (!hidden) run->binds.emplace_back(empty, own);
+    }
   }
   // A non-root identity gets write access to the policy's write paths (an
   // ACL entry for the time of the run; see confine/acl.h).

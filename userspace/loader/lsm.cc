@@ -125,7 +125,6 @@ struct ObjectId {
 };
 std::map<uint64_t, uint32_t> MountDevices();
 Result<ObjectId> ResolveObject(const std::string& path, const std::map<uint64_t, uint32_t>& mount_devices);
-std::vector<std::string> OwnStateDirs();
 // ... and the sandboxes' repeats maps (bpf/lib/repeats.bpf.h): an object
 // pinned by a cordon without it writes every record of a flood.
 constexpr const char* kRepeatsMapsPin = "sandbox_repeats";
@@ -231,7 +230,7 @@ Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
     }
     // cordon's own state, for the sandboxes without spec.files (the others
     // meet the marks AddSandbox writes in their rules).
-    const std::vector<std::string> own = OwnStateDirs();
+    const std::vector<std::string> own = CordonOwnStateDirs();
     for (size_t i = 0; i < own.size() && i < 2; ++i) {
       if (auto dir = ResolveObject(own[i], MountDevices())) {
         skel->rodata->cordon_own_dev[i] = dir->dev;
@@ -473,27 +472,6 @@ Result<ObjectId> ResolveObject(const std::string& path, const std::map<uint64_t,
                   stx.stx_ino};
 }
 
-// Whether `path` is `dir` or below it (both canonical).
-bool AtOrBelow(const std::string& path, const std::string& dir) {
-  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
-}
-
-// cordon's own state directories as they are now (canonical paths), made if
-// missing (0700): /var/lib/cordon, and the policy store where
-// $CORDON_POLICY_STORE puts it elsewhere.
-std::vector<std::string> OwnStateDirs() {
-  std::vector<std::string> out;
-  std::vector<std::string> wanted = {kVarStateDir};
-  if (const std::string store = PolicyStoreDir(); !AtOrBelow(store, kVarStateDir)) wanted.push_back(store);
-  for (const std::string& dir : wanted) {
-    (void)::mkdir(dir.c_str(), 0700);  // its parent must exist: nothing else is made
-    char real[PATH_MAX];
-    if (!::realpath(dir.c_str(), real)) continue;  // cannot exist here: nothing kept there either
-    if (std::find(out.begin(), out.end(), real) == out.end()) out.push_back(real);
-  }
-  return out;
-}
-
 // The directories to mark CORDON_FILE_FORBIDDEN: each state directory and
 // the directories below it (two levels, at most 64: oidc/, oidc/public/,
 // policies/), so that a bind mount of one of them elsewhere, whose walk never
@@ -501,7 +479,7 @@ std::vector<std::string> OwnStateDirs() {
 std::vector<ObjectId> OwnStateObjects(const std::map<uint64_t, uint32_t>& mount_devices) {
   std::vector<ObjectId> out;
   std::vector<std::pair<std::string, int>> todo;  // breadth first: the state directories themselves first
-  for (const std::string& dir : OwnStateDirs()) todo.emplace_back(dir, 0);
+  for (const std::string& dir : CordonOwnStateDirs()) todo.emplace_back(dir, 0);
   for (size_t next = 0; next < todo.size() && out.size() < 64; ++next) {
     const auto [dir, depth] = todo[next];
     auto object = ResolveObject(dir, mount_devices);
@@ -525,7 +503,7 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
                                                        std::vector<std::string>* skipped) {
   std::vector<ResolvedFileRule> out;
   const std::map<uint64_t, uint32_t> mount_devices = MountDevices();
-  const std::vector<std::string> own_state = OwnStateDirs();
+  const std::vector<std::string> own_state = CordonOwnStateDirs();
   for (const auto& rule : policy.file_rules) {
     auto object = ResolveObject(rule.path, mount_devices);
     if (!object) {
@@ -540,7 +518,7 @@ Result<std::vector<ResolvedFileRule>> ResolveFileRules(const policy::CompiledPol
     char real[PATH_MAX];
     const std::string reached = ::realpath(rule.path.c_str(), real) ? real : rule.path;
     auto own = std::find_if(own_state.begin(), own_state.end(),
-                            [&](const std::string& dir) { return AtOrBelow(reached, dir); });
+                            [&](const std::string& dir) { return PathAtOrBelow(reached, dir); });
     if (own != own_state.end()) {
       if (rule.required)
         return Error{rule.origin + ": " + Quoted(rule.path) +

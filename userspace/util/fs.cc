@@ -7,6 +7,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 
@@ -99,6 +101,23 @@ Status SyncDir(const std::string& dir) {
 std::string PolicyStoreDir() {
   const char* env = std::getenv("CORDON_POLICY_STORE");
   return env && *env ? env : kPolicyStoreDir;
+}
+
+bool PathAtOrBelow(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+}
+
+std::vector<std::string> CordonOwnStateDirs() {
+  std::vector<std::string> out;
+  std::vector<std::string> wanted = {kVarStateDir};
+  if (const std::string store = PolicyStoreDir(); !PathAtOrBelow(store, kVarStateDir)) wanted.push_back(store);
+  for (const std::string& dir : wanted) {
+    (void)::mkdir(dir.c_str(), 0700);
+    char real[PATH_MAX];
+    if (!::realpath(dir.c_str(), real)) continue;  // cannot exist here: nothing kept there either
+    if (std::find(out.begin(), out.end(), real) == out.end()) out.push_back(real);
+  }
+  return out;
 }
 
 Status RandomBytes(void* out, size_t size) {

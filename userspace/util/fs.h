@@ -32,6 +32,12 @@ constexpr const char* kPolicyStoreDir = "/var/lib/cordon/policies";
 // suites' own directory, refused to sandboxes as kVarStateDir is), else
 // kPolicyStoreDir.
 std::string PolicyStoreDir();
+// The state directories as they are now (canonical paths), made if missing
+// (0700; their parents must exist): kVarStateDir, and PolicyStoreDir() where
+// $CORDON_POLICY_STORE puts it elsewhere. One that cannot exist is left out.
+std::vector<std::string> CordonOwnStateDirs();
+// Whether `path` is `dir` or below it (both canonical).
+bool PathAtOrBelow(const std::string& path, const std::string& dir);
 
 // `size` (<= 256) bytes from the kernel's random pool (getrandom).
 Status RandomBytes(void* out, size_t size);
