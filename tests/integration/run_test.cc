@@ -939,7 +939,7 @@ TEST_F(RunCommand, DefaultLogsOfEarlierRunsAreRemovedAfterKeepDays) {
   EXPECT_TRUE(exists(not_a_run)) << "not a run's log";
   EXPECT_TRUE(exists(linked) && exists(victim)) << "a link is not followed, nor removed";
   EXPECT_TRUE(exists(two_links)) << "a file with another name is not a log cordon run made";
-  for (const auto& p : {old_log, fresh_log, not_a_run, linked, two_links, second_name}) ::unlink(p.c_str());
+  for (const auto& p : {old_log, fresh_log, not_a_run, linked, victim, two_links, second_name}) ::unlink(p.c_str());
 }
 
 // Notes are said once per terminal session (issue 19 item 7): three runs in
