@@ -210,16 +210,22 @@ static __always_inline int cordon_cred_judged(const struct cred *cred)
 #endif
 }
 
-/* The caller's sandbox if its policy restricts files (has spec.files). */
-static __always_inline const struct cordon_lsm_sandbox *cordon_file_sandbox(void)
+/* `sb` (the caller's sandbox, or NULL) if its policy restricts files (has
+ * spec.files). */
+static __always_inline const struct cordon_lsm_sandbox *cordon_file_sandbox_of(const struct cordon_lsm_sandbox *sb)
 {
-	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
 	if (!sb || !((sb->flags & CORDON_LSM_F_FILES) || cordon_lsm_contained(sb)))
 		return NULL;
 	struct task_struct *task = bpf_get_current_task_btf();
 	if (!cordon_cred_judged(BPF_CORE_READ(task, cred)))
 		return NULL;
 	return sb;
+}
+
+/* The caller's sandbox if its policy restricts files (has spec.files). */
+static __always_inline const struct cordon_lsm_sandbox *cordon_file_sandbox(void)
+{
+	return cordon_file_sandbox_of(cordon_current_sandbox());
 }
 
 /* Whether a cgroup is inside the sandbox subtree. */

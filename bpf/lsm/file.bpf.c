@@ -117,15 +117,14 @@ static __noinline int cordon_in_own_state(struct dentry *d)
 	       cordon_below(d, cordon_own_dev[1], cordon_own_ino[1]);
 }
 
-/* An access of a task of a sandbox without spec.files to cordon's own state
- * (`other`: a second name, or NULL): refused, reason cordon's own state,
- * reported as `kind`. Returns the hook's verdict (0 for every other task). */
-static __always_inline int cordon_own_state_guard(struct dentry *dentry, struct dentry *other, struct vfsmount *mnt,
-						  __u16 kind, __u32 access, __u32 denied_counter, __u32 audited_counter)
+/* An access of a task of `sb` (the caller's sandbox, or NULL), a sandbox
+ * without spec.files, to cordon's own state (`other`: a second name, or
+ * NULL): refused, reason cordon's own state, reported as `kind`. Returns the
+ * hook's verdict (0 for every other task). */
+static __always_inline int cordon_own_state_guard(const struct cordon_lsm_sandbox *sb, struct dentry *dentry,
+						  struct dentry *other, struct vfsmount *mnt, __u16 kind, __u32 access,
+						  __u32 denied_counter, __u32 audited_counter)
 {
-	if (!cordon_own_ino[0] && !cordon_own_ino[1])
-		return 0;
-	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
 	if (!sb || (sb->flags & CORDON_LSM_F_FILES))
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
@@ -147,9 +146,12 @@ static __always_inline int cordon_state_dir_write(struct dentry *dentry, struct 
 						  __u32 access)
 {
 	struct dentry *hit = cordon_in_state_dir(dentry) ? dentry : (cordon_in_state_dir(other) ? other : NULL);
-	if (!hit)
-		return cordon_own_state_guard(dentry, other, mnt, CORDON_EV_TAMPER_BPF, access, CORDON_CNT_DENIED_TAMPER,
-					      CORDON_CNT_AUDITED_TAMPER);
+	if (!hit) {
+		if (!cordon_own_ino[0] && !cordon_own_ino[1])
+			return 0;
+		return cordon_own_state_guard(cordon_current_sandbox(), dentry, other, mnt, CORDON_EV_TAMPER_BPF,
+					      access, CORDON_CNT_DENIED_TAMPER, CORDON_CNT_AUDITED_TAMPER);
+	}
 	const struct cordon_lsm_sandbox *sb = cordon_current_sandbox();
 	if (!sb)
 		return 0;
@@ -182,12 +184,14 @@ int BPF_PROG(cordon_file_open, struct file *file)
 		if (refused)
 			return refused;
 	}
-	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
+	/* One lookup of the caller's sandbox for both questions. */
+	const struct cordon_lsm_sandbox *any = cordon_current_sandbox();
+	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox_of(any);
 	if (!sb) {
 		/* A read by a sandbox without spec.files (writes: above). */
 		if ((fmode & FMODE_WRITE) || (fflags & O_ACCMODE) == O_ACCMODE)
 			return 0;
-		return cordon_own_state_guard(BPF_CORE_READ(file, f_path.dentry), NULL, BPF_CORE_READ(file, f_path.mnt),
+		return cordon_own_state_guard(any, BPF_CORE_READ(file, f_path.dentry), NULL, BPF_CORE_READ(file, f_path.mnt),
 					      CORDON_EV_FILE_OPEN, CORDON_FILE_READ, CORDON_CNT_DENIED_FILE,
 					      CORDON_CNT_AUDITED_FILE);
 	}
