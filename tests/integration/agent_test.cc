@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,6 +27,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -179,6 +181,12 @@ class TestAgent {
     logs_.push_back(log);
     pid_ = ::fork();
     if (pid_ == 0) {
+      if (files_soft_limit_) {  // as a service manager's default would set it
+        rlimit files = {};
+        ::getrlimit(RLIMIT_NOFILE, &files);
+        files.rlim_cur = files_soft_limit_;
+        ::setrlimit(RLIMIT_NOFILE, &files);
+      }
       int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
@@ -198,6 +206,8 @@ class TestAgent {
         10000) &&
            pid_ > 0;
   }
+  // The soft RLIMIT_NOFILE the agent starts with (0: the test's own).
+  void set_files_soft_limit(rlim_t n) { files_soft_limit_ = n; }
   // Runs the agent to completion (it is expected to refuse to start).
   CommandResult StartExpectingFailure() {
     return cordon::test::Run({CORDON_BINARY, "agent", "--config", config_});
@@ -252,6 +262,7 @@ class TestAgent {
   int starts_ = 0;
   pid_t pid_ = -1;
   int exit_status_ = -1;
+  rlim_t files_soft_limit_ = 0;
   std::string old_env_;
   bool had_env_ = false;
 };
@@ -623,6 +634,56 @@ TEST_F(Agent, OneReaderPerRingBufferIsEnforcedAndTheHolderNamed) {
   ASSERT_EQ(events.size(), 1u) << r.out;
   EXPECT_EQ(events[0].net().port(), 12u);
   EXPECT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
+}
+
+// The agent holds descriptors for each sandbox it watches; started with the
+// soft RLIMIT_NOFILE of a service manager's default (1,024), it ran out at
+// about 130 sandboxes (EMFILE on the next attach). Here it starts with a soft
+// limit of 64 and still attaches and watches 24 sandboxes, more than 64
+// descriptors: the last one's refusal reaches its audit file. The control:
+// it does hold more descriptors than the limit it was started with (without
+// the raise, an attach fails with "Too many open files").
+TEST_F(Agent, RaisesItsOpenFilesLimitAndAttachesMoreSandboxesThanItAllowed) {
+  constexpr rlim_t kSoft = 64;
+  rlimit mine = {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &mine), 0);
+  if (mine.rlim_max <= 4 * kSoft) GTEST_SKIP() << "the hard open files limit is " << mine.rlim_max;
+  TestAgent agent;
+  agent.set_files_soft_limit(kSoft);
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  PolicyFile policy(LoopbackPolicy("manyfds", 1));
+  std::vector<std::unique_ptr<TestCgroup>> cgs;
+  for (int i = 0; i < 24; ++i) {
+    cgs.push_back(std::make_unique<TestCgroup>("manyfds" + std::to_string(i)));
+    CommandResult r = Cordon({"attach", "--cgroup", cgs.back()->path(), "--policy", policy.path(), "--name",
+                              NamePrefix() + "manyfds" + std::to_string(i), "--allow-degraded", "-q"});
+    ASSERT_EQ(r.status, 0) << "sandbox " << i << ": " << r.err << agent.Log(0);
+  }
+  auto descriptors = [&] {
+    size_t n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(agent.pid()) + "/fd")) {
+      (void)entry;
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_GT(descriptors(), kSoft) << "the agent holds more descriptors than it was started with";
+  EXPECT_EQ(Slurp("/proc/" + std::to_string(agent.pid()) + "/limits").find("Max open files            64 "),
+            std::string::npos)
+      << Slurp("/proc/" + std::to_string(agent.pid()) + "/limits");
+  const TestCgroup& last = *cgs.back();
+  EXPECT_EQ(RunInCgroup(last.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);
+  EXPECT_TRUE(WaitFor([&] { return Account(agent.Audit(last.id()), "net.connect").delivered == 1; }, 10000))
+      << agent.Log(0);
+  auto status = agent.Status();
+  ASSERT_TRUE(status.has_value());
+  size_t listed = 0;
+  for (const auto& cg : cgs)
+    for (const auto& sb : status->sandboxes()) listed += sb.id() == cg->id();
+  EXPECT_EQ(listed, cgs.size());
+  for (const auto& cg : cgs) EXPECT_EQ(Cordon({"detach", "--cgroup", cg->path()}).status, 0);
+  EXPECT_EQ(agent.Log(0).find("Too many open files"), std::string::npos) << agent.Log(0);
+  EXPECT_EQ(agent.Stop(), 0);
 }
 
 // kill -9 of the agent during a connect storm: nothing denied ever gets
