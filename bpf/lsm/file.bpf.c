@@ -117,6 +117,30 @@ static __noinline int cordon_in_own_state(struct dentry *d)
 	       cordon_below(d, cordon_own_dev[1], cordon_own_ino[1]);
 }
 
+/* The directories above cordon's own state (/var/lib and /var for
+ * /var/lib/cordon; "/" never), set by the loader at load. Renaming one moves
+ * the state out from under its path: a workload allowed to write /var would
+ * rename /var/lib away and make a /var/lib/cordon of its own (its own
+ * signing key) for the next agent to find. No sandbox renames them, or
+ * renames another directory over them. */
+#define CORDON_OWN_ANCESTORS 8
+const volatile __u32 cordon_own_anc_dev[CORDON_OWN_ANCESTORS] = {};
+const volatile __u64 cordon_own_anc_ino[CORDON_OWN_ANCESTORS] = {};
+
+static __noinline int cordon_own_ancestor(struct dentry *d)
+{
+	if (!d)
+		return 0;
+	__u64 ino = BPF_CORE_READ(d, d_inode, i_ino); /* 0 for a negative dentry */
+	if (!ino)
+		return 0;
+	__u32 dev = BPF_CORE_READ(d, d_sb, s_dev);
+	for (int i = 0; i < CORDON_OWN_ANCESTORS; i++)
+		if (cordon_own_anc_ino[i] == ino && cordon_own_anc_dev[i] == dev)
+			return 1;
+	return 0;
+}
+
 /* An access of a task of `sb` (the caller's sandbox, or NULL), a sandbox
  * without spec.files, to cordon's own state (`other`: a second name, or
  * NULL): refused, reason cordon's own state, reported as `kind`. Returns the
@@ -336,6 +360,17 @@ int BPF_PROG(cordon_path_rename, const struct path *old_dir, struct dentry *old_
 	int refused = cordon_state_dir_write(old_dentry, new_dentry, BPF_CORE_READ(new_dir, mnt), CORDON_FILE_CREATE);
 	if (refused)
 		return refused;
+	if (cordon_own_anc_ino[0]) {
+		struct dentry *above = cordon_own_ancestor(old_dentry)	 ? old_dentry
+				       : cordon_own_ancestor(new_dentry) ? new_dentry
+									 : NULL;
+		const struct cordon_lsm_sandbox *any = above ? cordon_current_sandbox() : NULL;
+		struct task_struct *task = bpf_get_current_task_btf();
+		if (any && cordon_cred_judged(BPF_CORE_READ(task, cred)))
+			return cordon_lsm_report(any, CORDON_EV_FILE_RENAME, CORDON_REASON_CORDON_STATE,
+						 CORDON_FILE_CREATE, 0, 0, above, BPF_CORE_READ(old_dir, mnt), 0, 0, 0,
+						 CORDON_CNT_DENIED_FILE, CORDON_CNT_AUDITED_FILE);
+	}
 	const struct cordon_lsm_sandbox *sb = cordon_file_sandbox();
 	if (!sb)
 		return 0;

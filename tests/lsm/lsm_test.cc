@@ -2389,6 +2389,39 @@ TEST_F(Lsm, CordonsOwnStateIsRefusedToEverySandboxWhateverItsRules) {
   Attach(audit, std::string(everything).replace(everything.find("spec:\n"), 6, "spec:\n  mode: audit\n"));
   (void)all_refused(audit);
   EXPECT_EQ(RunInCgroup(audit.path(), [&] { return OpenErrno(mine, O_RDONLY); }), 0);
+  // The directory above the store cannot be renamed away (the state would
+  // leave its path for a directory of the workload's making), nor replaced
+  // by an exchange, by a sandbox allowed to write everything or one without
+  // spec.files; a sibling directory can (the control).
+  const std::string above = store.substr(0, store.rfind('/'));
+  const std::string sibling = tree_ / "out/sibling", sibling2 = tree_ / "out/sibling2";
+  ASSERT_EQ(::mkdir(sibling.c_str(), 0700), 0) << std::strerror(errno);
+  for (const TestCgroup* on : {&cg, &nofiles}) {
+    EXPECT_EQ(RunInCgroup(on->path(), [&] { return ::rename(above.c_str(), (above + ".moved").c_str()) ? errno : 0; }),
+              EPERM)
+        << above;
+    EXPECT_EQ(RunInCgroup(on->path(),
+                          [&] {
+                            return ::renameat2(AT_FDCWD, sibling.c_str(), AT_FDCWD, above.c_str(), RENAME_EXCHANGE)
+                                       ? errno
+                                       : 0;
+                          }),
+              EPERM)
+        << above;
+    ::rename((above + ".moved").c_str(), above.c_str());  // had it wrongly succeeded
+    auto renames = TakeEvents(on->path());
+    const cordon::v1::AuditEvent* e = Find(renames, "file.rename", above);
+    ASSERT_NE(e, nullptr) << Dump(renames);
+    EXPECT_EQ(e->verdict(), "denied");
+    EXPECT_NE(e->reason().find("cordon's own state"), std::string::npos) << e->reason();
+    EXPECT_EQ(RunInCgroup(on->path(), [&] { return ::rename(sibling.c_str(), sibling2.c_str()) ? errno : 0; }), 0)
+        << "control: a directory beside it is renamed";
+    ASSERT_EQ(::rename(sibling2.c_str(), sibling.c_str()), 0);
+  }
+  ::rmdir(sibling.c_str());
+  // Unconfined root renames it (and back).
+  ASSERT_EQ(::rename(above.c_str(), (above + ".moved").c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(::rename((above + ".moved").c_str(), above.c_str()), 0) << std::strerror(errno);
   // ... unconfined root reads the key ...
   EXPECT_EQ(OpenErrno(key, O_RDONLY), 0);
   // ... and no policy may name the store (the compiler refuses

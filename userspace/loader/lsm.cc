@@ -231,10 +231,37 @@ Result<LsmSkel> LoadSkeleton(bool probe_only = false) {
     // cordon's own state, for the sandboxes without spec.files (the others
     // meet the marks AddSandbox writes in their rules).
     const std::vector<std::string> own = CordonOwnStateDirs();
+    (void)::mkdir(kVarStateDir, 0700);  // protected from the first sandbox on, not from its creation
+    const auto devices = MountDevices();
+    size_t above = 0;
+    constexpr size_t kAbove = sizeof skel->rodata->cordon_own_anc_ino / sizeof skel->rodata->cordon_own_anc_ino[0];
     for (size_t i = 0; i < own.size() && i < 2; ++i) {
-      if (auto dir = ResolveObject(own[i], MountDevices())) {
+      if (auto dir = ResolveObject(own[i], devices)) {
         skel->rodata->cordon_own_dev[i] = dir->dev;
         skel->rodata->cordon_own_ino[i] = dir->ino;
+      }
+      // The directories above it ("/" cannot be renamed): no sandbox may
+      // rename them (the state would leave its path for one of the
+      // workload's making).
+      for (std::string up = own[i]; up.rfind('/') != std::string::npos && up.rfind('/') > 0;) {
+        up.resize(up.rfind('/'));
+        auto dir = ResolveObject(up, devices);
+        if (!dir) continue;
+        bool known = false;
+        for (size_t j = 0; j < above; ++j)
+          known = known ||
+                  (skel->rodata->cordon_own_anc_ino[j] == dir->ino && skel->rodata->cordon_own_anc_dev[j] == dir->dev);
+        if (known) continue;
+        if (above == kAbove) {
+          std::fprintf(stderr,
+                       "cordon: note: %s (above cordon's own state %s) is not protected from renames: "
+                       "more than %zu directories above it\n",
+                       up.c_str(), own[i].c_str(), kAbove);
+          continue;
+        }
+        skel->rodata->cordon_own_anc_dev[above] = dir->dev;
+        skel->rodata->cordon_own_anc_ino[above] = dir->ino;
+        ++above;
       }
     }
     btf* vmlinux = btf__load_vmlinux_btf();
