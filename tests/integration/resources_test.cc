@@ -288,6 +288,60 @@ TEST_F(ResourcesV2, AttachKeepsTheStricterPlatformLimitAndSaysSo) {
   EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8");
 }
 
+// Replacements judge against the platform's limits as they were before the
+// first attach, not against the file (which holds an earlier policy's value
+// since): a stricter platform limit comes back when a looser policy
+// replaces a stricter one; a limit the new policy drops is the platform's
+// again; detach puts back what cordon changed. (Before, an update wrote the
+// new policy's value over the platform's stricter one, and a dropped limit
+// kept the old policy's value for good.)
+TEST_F(ResourcesV2, ReplacementsKeepThePlatformsStricterLimitAndPutBackTheOnesTheyDrop) {
+  TestCgroup cg("res-platform");
+  { std::ofstream(Cgroup2Mount() + "/cgroup.subtree_control") << "+pids +memory"; }  // as a platform would
+  { std::ofstream(cg.path() + "/pids.max") << "8"; }
+  ASSERT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8");
+  ASSERT_EQ(ReadTrimmed(cg.path() + "/memory.max"), "max");
+  PolicyFile p16(Policy("plat16", "    pids: 16\n    memory: 64Mi\n"));
+  PolicyFile p4(Policy("plat4", "    pids: 4\n    memory: 64Mi\n"));
+  PolicyFile p32(Policy("plat32", "    pids: 32\n    memory: 64Mi\n"));
+  PolicyFile p32only(Policy("plat32only", "    pids: 32\n"));
+  PolicyFile none(Policy("platnone", ""));
+  auto apply = [&](const char* verb, const PolicyFile& p) {
+    CommandResult r = Cordon({verb, "--cgroup", cg.path(), "--policy", p.path(), "--allow-degraded"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r.out + r.err;
+  };
+  std::string said = apply("attach", p16);
+  EXPECT_TRUE(Has(said, "pids.max: the platform's stricter '8' applies (policy: '16')")) << said;
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8");
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/memory.max"), std::to_string(64 << 20));
+  said = apply("update", p4);  // the policy's 4 is stricter
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "4") << said;
+  said = apply("update", p32);  // looser than the platform's 8: the 8 comes back
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8") << said;
+  EXPECT_TRUE(Has(said, "pids.max: the platform's stricter '8' applies (policy: '32')")) << said;
+  said = apply("update", p32only);  // no memory limit: the platform's none is back
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/memory.max"), "max") << said;
+  EXPECT_TRUE(Has(said, "memory.max: not in the new policy: the platform's 'max' is back")) << said;
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8") << said;
+  said = apply("update", none);  // no limits at all: every file is the platform's
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8") << said;
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/memory.max"), "max") << said;
+  said = apply("update", p4);
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "4") << said;
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/memory.max"), std::to_string(64 << 20)) << said;
+  // Detach: as the platform had them.
+  CommandResult d = Cordon({"detach", "--cgroup", cg.path()});
+  EXPECT_EQ(d.status, 0) << d.err;
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "8") << d.err;
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/memory.max"), "max") << d.err;
+  EXPECT_TRUE(Has(d.err, "pids.max: the platform's '8' is back")) << d.err;
+  // The control: the platform itself may raise its limit (nothing of
+  // cordon's is left to write it back).
+  { std::ofstream(cg.path() + "/pids.max") << "max"; }
+  EXPECT_EQ(ReadTrimmed(cg.path() + "/pids.max"), "max");
+}
+
 // A disk of the test's own: an ext4 image in a directory under `base` (/tmp:
 // a tmpfs in the VMs), on a loop device, mounted on <dir>/mnt; with
 // `partitioned`, the file system is on the disk's first partition (an MBR

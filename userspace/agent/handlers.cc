@@ -360,6 +360,7 @@ void Agent::HandleDrain(Client& c, uint64_t id, bool detach, bool release) {
       *d->add_credential_events() = event;
     }
     d->set_credential_error(detached.credential_error);
+    for (const auto& note : detached.limit_notes) d->add_limit_notes(note);
   }
   tails_->Reply(c, r);
 }

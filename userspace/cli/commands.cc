@@ -483,6 +483,7 @@ int DetachCommand(const Args& args) {
   for (const auto& event : out.credential_events) std::printf("%s\n", ToJsonLine(event).c_str());
   std::fflush(stdout);
   if (!out.error.empty()) return PrintError(out.error), 1;
+  for (const auto& note : out.limit_notes) std::fprintf(stderr, "cordon: %s\n", DisplayText(note).c_str());
   if (!out.credential_error.empty())
     PrintError("detached, but its credentials were not revoked: " + out.credential_error +
                " (a sweep revokes them after their ttl)");

@@ -89,6 +89,7 @@ class ThroughAgent : public Sandboxes {
       out.credential_events.assign(response->drain().credential_events().begin(),
                                    response->drain().credential_events().end());
       out.credential_error = response->drain().credential_error();
+      for (const auto& note : response->drain().limit_notes()) out.limit_notes.push_back(note);
     }
     return out;
   }

@@ -1,9 +1,12 @@
 // Attach and update, directly: compile, check what this kernel can enforce,
 // attach, collect the notes, apply the policy retroactively.
 #include <time.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
+#include <sstream>
 
 #include "abi/cordon_common.h"
 #include "abi/cordon_pins.h"
@@ -12,10 +15,40 @@
 #include "ops/ops.h"
 #include "ops/policy_store.h"
 #include "util/clock.h"
+#include "util/fs.h"
 
 namespace cordon::ops {
 
 namespace {
+
+// The platform's limits of each cgroup given to attach, as they were before
+// cordon first wrote them (sys/cgroup_limits.h PlatformLimits), one file per
+// cgroup id: "LABEL\tVALUE" lines. /run/cordon is refused to every sandbox
+// (BPF LSM; read-only in cordon run's mount namespace); ids are not reused
+// before a reboot, which empties /run.
+constexpr const char* kPlatformLimitsDir = "/run/cordon/limits";
+
+std::optional<PlatformLimits> LoadPlatformLimits(uint64_t cgroup_id) {
+  auto text = ReadFile(JoinPath(kPlatformLimitsDir, std::to_string(cgroup_id)), 1 << 16);
+  if (!text) return std::nullopt;
+  PlatformLimits limits;
+  std::istringstream lines(*text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    std::string label = line.substr(0, tab), value = line.substr(tab + 1);
+    const bool printable = std::all_of(value.begin(), value.end(), [](char c) { return c >= ' ' && c < 0x7f; });
+    if (CgroupLimitOfLabel(label) && printable && !value.empty()) limits[label] = value;
+  }
+  return limits;
+}
+
+cordon::Status SavePlatformLimits(uint64_t cgroup_id, const PlatformLimits& limits) {
+  if (cordon::Status made = MakeDirs(kPlatformLimitsDir, 0700); !made.ok()) return made;
+  std::string text;
+  for (const auto& [label, value] : limits) text += label + "\t" + value + "\n";
+  return WriteFileAtomic(kPlatformLimitsDir, std::to_string(cgroup_id), text, 0600);
+}
 
 AttachOutcome Failed(std::string error) {
   AttachOutcome out;
@@ -146,14 +179,44 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   }
   std::vector<std::string> missing = UndeliverableInAttach(compiled, ProbeLsm());
   std::vector<CgroupLimitOutcome> limits;
-  if (compiled.resources.any()) {
-    // A replacement's limits are the new policy's; a first attach keeps a stricter one the platform set.
-    auto applied = ApplyCgroupLimits(*cgroup, CgroupLimitsOf(compiled.resources, IoWriteDevices(compiled)),
-                                     must_exist ? LimitMerge::kPolicy : LimitMerge::kStricter, false);
+  // The platform's limits as they were before cordon wrote any (recorded at
+  // the first attach; none for a cordon run's cgroup, which cordon made, nor
+  // for a sandbox attached by a cordon that did not record them).
+  const std::optional<PlatformLimits> platform =
+      existing && existing->ephemeral ? std::nullopt : LoadPlatformLimits(cgroup->id);
+  const std::vector<CgroupLimitValue> wanted = compiled.resources.any()
+                                                   ? CgroupLimitsOf(compiled.resources, IoWriteDevices(compiled))
+                                                   : std::vector<CgroupLimitValue>{};
+  if (!wanted.empty()) {
+    // The stricter of the platform's and the policy's, for a first attach
+    // and for every replacement (an earlier policy's value in the file is
+    // not the platform's: the recorded one is); a replacement of a sandbox
+    // without a record writes the new policy's.
+    const LimitMerge merge = existing && !platform && must_exist ? LimitMerge::kPolicy : LimitMerge::kStricter;
+    auto applied = ApplyCgroupLimits(*cgroup, wanted, merge, false, platform ? &*platform : nullptr);
     if (!applied) return Failed("resource limits: " + applied.error().ToString() + unchanged);
     limits = std::move(*applied);
     for (auto& line : UnenforcedLimits(compiled.resources, limits, false, req.agent_watches))
       missing.push_back(std::move(line));
+  }
+  // The limits an earlier policy set that this one does not: the platform's
+  // values are back ("the new policy's limits apply", none included).
+  PlatformLimits dropped;
+  if (platform)
+    for (const auto& [label, value] : *platform) {
+      bool kept = false;
+      for (const auto& w : wanted) kept = kept || CgroupLimitLabel(w) == label;
+      if (!kept) dropped[label] = value;
+    }
+  if (!dropped.empty()) {
+    auto back = RestorePlatformLimits(*cgroup, dropped);
+    if (!back) {
+      std::string error = "resource limits: " + back.error().ToString();
+      if (cordon::Status s = RestoreCgroupLimits(*cgroup, limits); !s.ok())
+        error += " (restoring the resource limits failed: " + s.error().ToString() + ")";
+      return Failed(error + unchanged);
+    }
+    for (auto& o : *back) limits.push_back(std::move(o));
   }
   auto restore = [&](std::string error) {
     if (cordon::Status s = RestoreCgroupLimits(*cgroup, limits); !s.ok())
@@ -250,6 +313,25 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
     out.notes.push_back("degraded enforcement was accepted when this sandbox was attached: the new policy too is "
                         "enforced only as far as this kernel can (listed below)");
   for (const auto& line : LimitNotes(compiled.resources, limits, req.agent_watches)) out.notes.push_back(line);
+  for (const auto& o : limits)
+    if (o.restored) out.notes.push_back(o.Describe());
+  // What the platform had before cordon wrote each limit: kept for the
+  // next replacement, and for a later attach of the same cgroup.
+  // (Not for a sandbox attached by a cordon that kept none: the files hold
+  // its values, not the platform's.)
+  if (!(existing && existing->ephemeral) && (!existing || platform)) {
+    PlatformLimits record = platform ? *platform : PlatformLimits{};
+    for (const auto& [label, value] : dropped) record.erase(label);
+    for (const auto& o : limits) {
+      const std::string label = CgroupLimitLabel(o.requested);
+      if (o.restored || o.previous.empty() || record.count(label)) continue;
+      record[label] = o.previous;  // never written by cordon before: the platform's
+    }
+    if (cordon::Status saved = SavePlatformLimits(cgroup->id, record); !saved.ok()) {
+      out.notes.push_back("the platform's resource limits are not recorded (a later update cannot put them back): " +
+                          saved.error().ToString());
+    }
+  }
   for (const auto& line : IoWriteNotes(compiled.resources, IoWriteDevices(compiled))) out.notes.push_back(line);
   for (const auto& line : UnenforcedControls(compiled, ProbeLsm())) out.notes.push_back(line);
   if (ProbeLsm().usable())
@@ -271,6 +353,26 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
 }
 
 }  // namespace
+
+std::vector<std::string> PutBackPlatformLimits(uint64_t cgroup_id, const std::string& cgroup_path) {
+  std::vector<std::string> notes;
+  const std::optional<PlatformLimits> platform = LoadPlatformLimits(cgroup_id);
+  if (!platform || platform->empty()) return notes;
+  auto mount = FindCgroup2Mount();
+  auto cgroup = mount ? ResolveCgroup(*mount + cgroup_path) : Result<CgroupRef>(mount.error());
+  if (!cgroup || cgroup->id != cgroup_id) return notes;  // gone, or another cgroup now: nothing of ours there
+  auto back = RestorePlatformLimits(*cgroup, *platform);
+  if (!back) return {"the resource limits were not put back as the platform had them: " + back.error().ToString()};
+  for (const auto& o : *back)
+    if (o.written)
+      notes.push_back(std::string(CgroupLimitFile(o.requested.limit)) + ": the platform's '" + o.platform +
+                      "' is back");
+  return notes;
+}
+
+void ForgetPlatformLimits(uint64_t cgroup_id) {
+  (void)::unlink(JoinPath(kPlatformLimitsDir, std::to_string(cgroup_id)).c_str());
+}
 
 AttachOutcome Attach(const AttachRequest& request) { return AttachOrUpdate(request, false); }
 AttachOutcome Update(const AttachRequest& request) { return AttachOrUpdate(request, true); }

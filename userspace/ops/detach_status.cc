@@ -72,6 +72,10 @@ DetachOutcome Detach(const DetachRequest& request) {
     return out;
   }
   out.detached = true;
+  // The limits cordon wrote go back to the platform's (a cordon run's
+  // cgroup is cordon's own: none recorded).
+  if (found && found->cgroup_alive) out.limit_notes = PutBackPlatformLimits(request.sandbox_id, found->cgroup_path);
+  ForgetPlatformLimits(request.sandbox_id);
   // An attached sandbox's credentials end with it: removed, then revoked
   // (after the detach: a detach the kernel refuses revokes nothing).
   cordon::Status ended =

@@ -85,6 +85,13 @@ struct DetachRequest {
   uint64_t sandbox_id = 0;
 };
 
+// The platform's resource limits recorded for a cgroup given to attach
+// (put back when a replacement drops a limit): forgotten once the cgroup is gone.
+void ForgetPlatformLimits(uint64_t cgroup_id);
+// Detach: writes back the recorded platform values of cgroup `cgroup_id`
+// (at `cgroup_path` below the cgroup2 mount); what was put back, or why not.
+std::vector<std::string> PutBackPlatformLimits(uint64_t cgroup_id, const std::string& cgroup_path);
+
 struct DetachOutcome {
   std::string error;
   bool detached = false;
@@ -98,6 +105,9 @@ struct DetachOutcome {
   // detached: their events; or why they were not (they stay for a sweep).
   std::vector<cordon::v1::AuditEvent> credential_events;
   std::string credential_error;
+  // The resource limits put back as the platform had them before the attach
+  // ("pids.max: ... the platform's '8' is back"), or why they were not.
+  std::vector<std::string> limit_notes;
 };
 
 struct StatusOutcome {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -161,13 +162,16 @@ std::string CgroupLimitLabel(const CgroupLimitValue& value) {
 std::string CgroupLimitOutcome::Describe() const {
   const std::string file = CgroupLimitFile(requested.limit);
   const std::string wanted = CgroupLimitText(requested);
+  if (restored) return file + ": not in the new policy: the platform's '" + platform + "' is back";
   if (!enforced) return file + " " + wanted + " NOT enforced: " + reason;
   if (!v1_file.empty() && requested.limit == CgroupLimit::kIoWriteBps)
     return file + " " + wanted + " enforced (cgroup v1 " + v1_file +
            "; direct I/O only: cgroup v1 does not charge the kernel's background writeback of buffered writes to the "
            "cgroup)";
   if (!v1_file.empty()) return file + " " + wanted + " enforced (cgroup v1 " + v1_file + ")";
-  if (platform_kept) return file + ": the platform's stricter '" + previous + "' applies (policy: '" + wanted + "')";
+  if (platform_kept)
+    return file + ": the platform's stricter '" + (platform.empty() ? previous : platform) + "' applies (policy: '" +
+           wanted + "')";
   return file + " " + wanted + " enforced (cgroup v2, policy)";
 }
 
@@ -183,9 +187,22 @@ bool Cgroup2HasController(const std::string& mount, const std::string& controlle
   return false;
 }
 
+std::optional<CgroupLimitValue> CgroupLimitOfLabel(const std::string& label) {
+  for (CgroupLimit limit : {CgroupLimit::kMemoryMax, CgroupLimit::kMemoryHigh, CgroupLimit::kSwapMax,
+                            CgroupLimit::kPidsMax, CgroupLimit::kCpuMax, CgroupLimit::kCpuWeight}) {
+    if (label == CgroupLimitFile(limit)) return CgroupLimitValue{limit, 0};
+  }
+  unsigned major = 0, minor = 0;
+  char tail = 0;
+  if (std::sscanf(label.c_str(), "io.max %u:%u%c", &major, &minor, &tail) == 2 &&
+      label == "io.max " + std::to_string(major) + ":" + std::to_string(minor))
+    return CgroupLimitValue{CgroupLimit::kIoWriteBps, 0, major, minor};
+  return std::nullopt;
+}
+
 Result<std::vector<CgroupLimitOutcome>> ApplyCgroupLimits(const CgroupRef& cgroup,
                                                           const std::vector<CgroupLimitValue>& limits, LimitMerge merge,
-                                                          bool enable_from_root) {
+                                                          bool enable_from_root, const PlatformLimits* platform) {
   std::vector<CgroupLimitOutcome> outcomes;
   std::vector<std::pair<std::string, std::string>> enabled;  // controller -> "" or why not
   for (const CgroupLimitValue& value : limits) {
@@ -227,11 +244,28 @@ Result<std::vector<CgroupLimitOutcome>> ApplyCgroupLimits(const CgroupRef& cgrou
       previous_value = IoWbps(*previous, DevId(value));
       out.previous = DevId(value) + " wbps=" + previous_value;
     }
-    const std::optional<uint64_t> current = ParseFileValue(value.limit, previous_value);
+    // The platform's value: recorded at the first attach, else the file's.
+    std::string platform_text = out.previous, platform_value = previous_value;
+    if (platform)
+      if (auto it = platform->find(CgroupLimitLabel(value)); it != platform->end()) {
+        platform_text = it->second;
+        platform_value = value.limit == CgroupLimit::kIoWriteBps ? IoWbps(it->second, DevId(value)) : it->second;
+      }
+    const std::optional<uint64_t> current = ParseFileValue(value.limit, platform_value);
     if (merge == LimitMerge::kStricter && value.limit != CgroupLimit::kCpuWeight && current &&
         *current <= value.value) {
       out.enforced = true;
       out.platform_kept = true;
+      out.platform = platform_text;
+      if (platform_text != out.previous) {  // an earlier policy's value is there: the platform's goes back
+        if (Status s = WriteAt(cgroup.fd.get(), file, platform_text, shown); !s.ok()) {
+          Error error{s.error().ToString()};
+          if (Status r = RestoreCgroupLimits(cgroup, outcomes); !r.ok())
+            error.message += "; restoring the limits already written failed too: " + r.error().ToString();
+          return error;
+        }
+        out.written = true;
+      }
       outcomes.push_back(out);
       continue;
     }
@@ -251,6 +285,36 @@ Result<std::vector<CgroupLimitOutcome>> ApplyCgroupLimits(const CgroupRef& cgrou
     }
     out.enforced = true;
     out.written = true;
+    outcomes.push_back(out);
+  }
+  return outcomes;
+}
+
+Result<std::vector<CgroupLimitOutcome>> RestorePlatformLimits(const CgroupRef& cgroup, const PlatformLimits& limits) {
+  std::vector<CgroupLimitOutcome> outcomes;
+  for (const auto& [label, value] : limits) {
+    auto limit = CgroupLimitOfLabel(label);
+    if (!limit) continue;
+    CgroupLimitOutcome out;
+    out.requested = *limit;
+    out.restored = true;
+    out.platform = value;
+    const std::string file = CgroupLimitFile(limit->limit);
+    const std::string shown = JoinPath(cgroup.path, file);
+    auto previous = ReadAt(cgroup.fd.get(), file, shown);
+    if (!previous) continue;  // the controller went away: nothing of cordon's is left there
+    out.previous = limit->limit == CgroupLimit::kIoWriteBps
+                       ? DevId(*limit) + " wbps=" + IoWbps(*previous, DevId(*limit))
+                       : *previous;
+    if (out.previous != value) {
+      if (Status s = WriteAt(cgroup.fd.get(), file, value, shown); !s.ok()) {
+        Error error{s.error().ToString()};
+        if (Status r = RestoreCgroupLimits(cgroup, outcomes); !r.ok())
+          error.message += "; restoring the limits already written failed too: " + r.error().ToString();
+        return error;
+      }
+      out.written = true;
+    }
     outcomes.push_back(out);
   }
   return outcomes;

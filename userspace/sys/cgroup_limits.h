@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,10 +43,17 @@ enum class LimitMerge {
   kStricter,  // attach: the stricter of the file's value and the policy's (cpu.weight: the policy's)
 };
 
+// The platform's value of each limit file cordon manages in a cgroup given
+// to attach, as it was before cordon first wrote it: CgroupLimitLabel ->
+// the value as written back ("max", "8", "max 100000", "254:0 wbps=max").
+using PlatformLimits = std::map<std::string, std::string>;
+
 struct CgroupLimitOutcome {
   CgroupLimitValue requested{};
   bool enforced = false;       // the file holds a value at least as strict as requested
-  bool platform_kept = false;  // kStricter: the file's own value was stricter and was kept
+  bool platform_kept = false;  // kStricter: the platform's value was stricter and is kept
+  bool restored = false;       // RestorePlatformLimits: the new policy sets none, the platform's value is back
+  std::string platform;        // kStricter, restored: the platform's value (as `previous`)
   bool written = false;        // cordon wrote the file (restored by RestoreCgroupLimits)
   std::string previous;        // the file's content before, trimmed ("max", "max 100000")
   std::string reason;          // not enforced: why ("no memory controller in cgroup2 at /sys/fs/cgroup/unified")
@@ -56,6 +65,9 @@ struct CgroupLimitOutcome {
   std::string Describe() const;
 };
 
+// The limit a label names ("io.max 254:0": kIoWriteBps of 254:0; value 0).
+std::optional<CgroupLimitValue> CgroupLimitOfLabel(const std::string& label);
+
 // Applies `limits` to `cgroup`. Each controller a limit needs is enabled,
 // where missing, in the cgroup.subtree_control of the ancestors: with
 // `enable_from_root` every ancestor from the cgroup2 root down (the cgroups
@@ -65,9 +77,19 @@ struct CgroupLimitOutcome {
 // device the kernel does not throttle). An error (a write to a limit file failed) names the
 // file and errno, and every limit file already written is restored first:
 // nothing is left half-applied.
+// kStricter compares with `platform`'s value of a limit where it has one
+// (recorded at the first attach: the file may hold an earlier policy's
+// since), writing it back where the file no longer holds it, else with the
+// file's.
 Result<std::vector<CgroupLimitOutcome>> ApplyCgroupLimits(const CgroupRef& cgroup,
                                                           const std::vector<CgroupLimitValue>& limits, LimitMerge merge,
-                                                          bool enable_from_root);
+                                                          bool enable_from_root,
+                                                          const PlatformLimits* platform = nullptr);
+
+// Writes back the platform's value of each limit in `limits` (a replacement
+// that no longer sets them). On an error the ones written are restored and
+// the error names the file.
+Result<std::vector<CgroupLimitOutcome>> RestorePlatformLimits(const CgroupRef& cgroup, const PlatformLimits& limits);
 
 // Writes back the previous values of the limits cordon wrote (an attach that
 // failed after its limits were applied). Controllers enabled stay enabled.
