@@ -2609,6 +2609,57 @@ TEST_F(AgentResources, AForkBombAtPidsMaxIsOneEventInTheAgentsAuditFile) {
   EXPECT_EQ(agent.Stop(), 0);
 }
 
+// A storm of refused forks for three seconds: the agent stops watching
+// pids.events after each event until the next may be written (one a
+// second), and reads what rose meanwhile when it watches again: at most one
+// event a second, and their counts add up to the kernel's own count of
+// refused forks (pids.events max), none lost while it was not watching.
+TEST_F(AgentResources, AStormOfRefusedForksIsReportedOnceASecondWithEveryForkCounted) {
+  if (std::string why = MissingController(); !why.empty()) GTEST_SKIP() << why;
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup limited("agres-storm");
+  PolicyFile pids8(ResourcePolicy("pids8", "    pids: 8\n"));
+  Attach(limited, pids8, "storm");
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(RunInCgroup(limited.path(),
+                        [] {
+                          int refused = 0;
+                          const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(3000);
+                          while (std::chrono::steady_clock::now() < end) refused += ForkAndHold(16, nullptr) == EAGAIN;
+                          return refused > 0 ? 0 : 1;
+                        }),
+            0)
+      << "control: the forks were refused";
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  auto kernel_count = [&] {
+    std::istringstream in(Slurp(limited.path() + "/pids.events"));
+    std::string key;
+    uint64_t value = 0;
+    while (in >> key >> value)
+      if (key == "max") return value;
+    return uint64_t{0};
+  };
+  const uint64_t refused = kernel_count();
+  ASSERT_GT(refused, 3u);
+  uint64_t counted = 0;
+  std::vector<AuditEvent> events;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        events = OfKind(agent.Audit(limited.id()), "resource.pids");
+        counted = 0;
+        for (const auto& e : events) counted += e.resource().count();
+        return counted == refused;
+      },
+      10000))
+      << counted << " of " << refused << " refused forks reported\n"
+      << Slurp(agent.audit()) << agent.Log(0);
+  EXPECT_LE(events.size(), static_cast<size_t>(seconds) + 3) << "at most one a second, over " << seconds << " s";
+  EXPECT_GE(events.size(), 2u) << "the rises after the first event are reported too";
+  Detach(limited);
+  EXPECT_EQ(agent.Stop(), 0);
+}
+
 // A `cordon run` that reads through the agent leaves its counters to the
 // agent: the fork bomb's rise is one resource.pids event in the agent's audit
 // file and one in the run's (received through the tail), never two.
