@@ -168,8 +168,8 @@ class DnsResolver : public ::testing::Test {
     dir_ = "/tmp/cordon-dnsres-" + std::to_string(::getpid());
     ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
     netns_ = "cordon-dnsres-" + std::to_string(::getpid());
-    ASSERT_EQ(Run({"ip", "netns", "add", netns_}).status, 0);
-    ASSERT_EQ(Run({"ip", "-n", netns_, "link", "set", "lo", "up"}).status, 0);
+    ASSERT_EQ(test::Run({"ip", "netns", "add", netns_}).status, 0);
+    ASSERT_EQ(test::Run({"ip", "-n", netns_, "link", "set", "lo", "up"}).status, 0);
     original_ = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     const int ns = ::open(("/run/netns/" + netns_).c_str(), O_RDONLY | O_CLOEXEC);
     ASSERT_GE(ns, 0);
@@ -253,10 +253,12 @@ class DnsResolver : public ::testing::Test {
       int status = 0;
       ::waitpid(dnsmasq_, &status, 0);
     }
-    if (entered_) EXPECT_EQ(::setns(original_, CLONE_NEWNET), 0);
+    if (entered_) {
+      EXPECT_EQ(::setns(original_, CLONE_NEWNET), 0);
+    }
     if (original_ >= 0) ::close(original_);
-    if (!netns_.empty()) Run({"ip", "netns", "del", netns_});
-    if (!dir_.empty()) Run({"rm", "-rf", dir_});
+    if (!netns_.empty()) test::Run({"ip", "netns", "del", netns_});
+    if (!dir_.empty()) test::Run({"rm", "-rf", dir_});
   }
 
   std::vector<dns::Grant> TakeGrants() {
