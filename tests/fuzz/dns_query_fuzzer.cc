@@ -5,12 +5,12 @@
 // parses (so the answer filter is reached), else returns it as is. Must
 // never crash, hang or leak; a reply, when there is one, carries the client's
 // ID, and a UDP reply fits the client's payload.
-#include <ldns/ldns.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "dns/ldns_include.h"
 
 #include "dns/resolver.h"
 #include "policy/compiler.h"

@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ldns/ldns.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/random.h>
@@ -13,6 +12,8 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+
+#include "dns/ldns_include.h"
 
 #include "util/fd.h"
 
