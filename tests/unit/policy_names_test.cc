@@ -9,28 +9,15 @@
 #include "policy/dns_names.h"
 #include "policy/parser.h"
 #include "tests/unit/policy_addr.h"
+#include "tests/unit/policy_section.h"
 
 namespace cordon::policy {
 namespace {
 
-struct Outcome {
-  bool ok = false;
-  CompiledPolicy compiled;
-  Diagnostics diags;
-};
+using Outcome = SectionOutcome;
 
-Outcome CompileNetwork(const std::string& network) {
-  Outcome out;
-  ParsedPolicy parsed;
-  const std::string text =
-      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata:\n  name: t\nspec:\n  network:\n" + network;
-  if (!ParsePolicyText(text, "p.yaml", &parsed, &out.diags)) {
-    ADD_FAILURE() << "parse failed:\n" << FormatDiagnostics(out.diags);
-    return out;
-  }
-  out.ok = Compile(parsed, &out.compiled, &out.diags);
-  return out;
-}
+// "spec:\n  network:\n" then `network`, as p.yaml.
+Outcome CompileNetwork(const std::string& network) { return CompileSection("network", network, "p.yaml"); }
 
 constexpr int kHeaderLines = 6;
 void ExpectDiag(const Diagnostics& diags, const std::string& field, int line, const std::string& text) {

@@ -14,6 +14,7 @@
 
 #include "abi/cordon_event.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -395,7 +396,7 @@ void Validator::Rule(const cordon::v1::EgressRule& rule, const FieldName& field,
     if (auto host = NormalizeHostName(rule.host(), &error)) {
       out->host = *host;
     } else {
-      Error(host_field, error + " in " + Quote(rule.host()));
+      Error(host_field, error + " in " + Quoted(rule.host()));  // display-safe: the name may be invalid UTF-8
       out->host = "invalid";  // never in the image either way
     }
     out->allow_private = rule.allow_private();

@@ -10,37 +10,6 @@
 namespace cordon::policy {
 namespace {
 
-// Strict UTF-8 (no overlong forms, no surrogates, at most U+10FFFF).
-bool ValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    uint32_t cp = 0, min = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      n = 1, cp = c & 0x1f, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 2, cp = c & 0x0f, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 3, cp = c & 0x07, min = 0x10000;
-    } else {
-      return false;
-    }
-    for (size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return false;
-      const auto t = static_cast<unsigned char>(s[i + k]);
-      if ((t & 0xc0) != 0x80) return false;
-      cp = cp << 6 | (t & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += n + 1;
-  }
-  return true;
-}
-
 // The LDH(+underscore) checks of an ASCII, lower-case name without wildcard.
 bool CheckAsciiName(std::string_view name, std::string* error) {
   if (name.empty()) {
@@ -97,10 +66,6 @@ std::optional<std::string> NormalizeHostName(std::string_view written, std::stri
     *error = "empty name (expected e.g. pypi.org or \"*.pythonhosted.org\")";
     return std::nullopt;
   }
-  if (!ValidUtf8(written)) {
-    *error = "not valid UTF-8";
-    return std::nullopt;
-  }
   for (char c : written) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) {
@@ -129,6 +94,10 @@ std::optional<std::string> NormalizeHostName(std::string_view written, std::stri
     const std::string input(name);
     const int rc = idn2_to_ascii_8z(input.c_str(), &converted, IDN2_NFC_INPUT | IDN2_NONTRANSITIONAL);
     std::unique_ptr<char, decltype(&idn2_free)> owned(converted, &idn2_free);
+    if (rc == IDN2_ENCODING_ERROR) {
+      *error = "not valid UTF-8";  // libidn2 checks the encoding (overlong forms, surrogates) first
+      return std::nullopt;
+    }
     if (rc != IDN2_OK || !converted) {
       *error = std::string("not a valid internationalized name (IDNA2008: ") + idn2_strerror(rc) + ")";
       return std::nullopt;
