@@ -24,6 +24,7 @@
 #include "dns/server.h"
 #include "policy/compiler.h"
 #include "policy/parser.h"
+#include "tests/common/dns_message.h"
 #include "tests/integration/harness.h"
 
 namespace cordon::test {
@@ -34,16 +35,7 @@ const std::string kMany = "many." + kLongLabel + "." + kLongLabel + "." + kLongL
 
 std::vector<uint8_t> Query(const std::string& name, ldns_rr_type type, uint16_t id, bool edns,
                            ldns_rr_class klass = LDNS_RR_CLASS_IN) {
-  ldns_pkt* q = ldns_pkt_query_new(ldns_dname_new_frm_str(name.c_str()), type, klass, LDNS_RD);
-  ldns_pkt_set_id(q, id);
-  if (edns) ldns_pkt_set_edns_udp_size(q, 1232);
-  uint8_t* buf = nullptr;
-  size_t size = 0;
-  EXPECT_EQ(ldns_pkt2wire(&buf, q, &size), LDNS_STATUS_OK);
-  std::vector<uint8_t> out(buf, buf + size);
-  std::free(buf);
-  ldns_pkt_free(q);
-  return out;
+  return DnsQuery(name, type, id, edns, klass);
 }
 
 struct Reply {
@@ -470,12 +462,7 @@ TEST_F(DnsResolver, MalformedAndOddMessagesAreAnsweredOrDroppedNeverCrash) {
   ldns_rr_set_owner(second, ldns_dname_new_frm_str("unlisted.test"));
   ldns_rr_set_question(second, true);
   ldns_pkt_push_rr(two, LDNS_SECTION_QUESTION, second);
-  uint8_t* buf = nullptr;
-  size_t size = 0;
-  ASSERT_EQ(ldns_pkt2wire(&buf, two, &size), LDNS_STATUS_OK);
-  r = Decode(Udp(port_, {std::vector<uint8_t>(buf, buf + size)}));
-  std::free(buf);
-  ldns_pkt_free(two);
+  r = Decode(Udp(port_, {DnsWire(two)}));
   EXPECT_EQ(r.rcode, LDNS_RCODE_FORMERR);
   // Another opcode (STATUS): NOTIMP. Class CHAOS: REFUSED.
   std::vector<uint8_t> status = Query("allowed.test", LDNS_RR_TYPE_A, 0x3333, false);

@@ -14,26 +14,15 @@
 #include "dns/ldns_include.h"
 #include "dns/resolver.h"
 #include "policy/compiler.h"
+#include "tests/common/dns_message.h"
 #include "tests/unit/temp_dir.h"
 
 namespace cordon::dns {
 namespace {
 
-std::vector<uint8_t> Wire(ldns_pkt* p) {
-  uint8_t* buf = nullptr;
-  size_t size = 0;
-  EXPECT_EQ(ldns_pkt2wire(&buf, p, &size), LDNS_STATUS_OK);
-  std::vector<uint8_t> out(buf, buf + size);
-  std::free(buf);
-  ldns_pkt_free(p);
-  return out;
-}
+using test::DnsWire;
 
-std::vector<uint8_t> Query(const char* name, uint16_t id) {
-  ldns_pkt* q = ldns_pkt_query_new(ldns_dname_new_frm_str(name), LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD);
-  ldns_pkt_set_id(q, id);
-  return Wire(q);
-}
+std::vector<uint8_t> Query(const char* name, uint16_t id) { return test::DnsQuery(name, LDNS_RR_TYPE_A, id); }
 
 // An A answer for the forwarded query, then altered by `tamper`.
 class FakeUpstream : public UpstreamClient {
@@ -52,7 +41,7 @@ class FakeUpstream : public UpstreamClient {
     ldns_pkt_push_rr(r, LDNS_SECTION_ANSWER, a);
     tamper(r);
     ldns_pkt_free(q);
-    return Wire(r);
+    return DnsWire(r);
   }
 };
 
