@@ -17,6 +17,9 @@ PACKAGES=(
   libyaml-dev                           # policy files, agent config
   libnl-3-dev                           # sock_diag (retroactive attach)
   libssl-dev                            # SHA-256 of the audit file's hash chain (libcrypto)
+  libidn2-dev libunistring-dev          # egress host names: U-labels to A-labels (IDNA2008; unistring for static builds)
+  libldns-dev                           # cordon's DNS resolver: parses and builds DNS messages
+  dnsmasq-base                          # the resolver's tests: a real upstream DNS server in a test namespace
   libgtest-dev                          # tests
   python3 util-linux iproute2 git       # tests and examples (python3, setpriv, ip, git)
   man-db groff-base                     # the generated man pages are rendered by the docs test

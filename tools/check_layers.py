@@ -23,10 +23,11 @@ LAYERS = {
     "loader": {"util", "sys", "policy"},
     "events": {"util", "sys", "policy"},
     "confine": {"util", "policy"},
+    "dns": {"util", "policy"},
     "inspect": {"util", "sys", "policy", "events"},
     "ops": {"util", "sys", "policy", "loader", "events", "confine", "inspect"},
-    "agent": {"util", "sys", "policy", "loader", "events", "confine", "inspect", "ops"},
-    "cli": {"util", "sys", "policy", "loader", "events", "confine", "inspect", "ops", "agent"},
+    "agent": {"util", "sys", "policy", "loader", "events", "confine", "inspect", "ops", "dns"},
+    "cli": {"util", "sys", "policy", "loader", "events", "confine", "inspect", "ops", "agent", "dns"},
 }
 LEAVES = {"abi", "cordon"}  # bpf/abi headers; generated cordon/v1/*.pb.h
 

@@ -2932,5 +2932,29 @@ TEST_F(AgentResources, FiveSandboxesNeedOneInotifyInstance) {
   EXPECT_EQ(agent.Stop(), 0);
 }
 
+// Name rules (spec.network.egress[].host) are not enforced yet: the agent
+// refuses to attach them, naming the field. Control: the same with a cidr.
+TEST_F(Agent, RefusesNameRulesItCannotEnforce) {
+  TestAgent agent;
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("names");
+  const std::string head =
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: names}\nspec:\n  network:\n"
+      "    egress:\n";
+  PolicyFile names(head + "      - host: \"*.pythonhosted.org\"\n");
+  PolicyFile cidr(head + "      - cidr: 10.0.0.0/8\n");
+  CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", names.path(), "--name", NamePrefix() + "names",
+                            "--allow-degraded"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("spec.network.egress[0].host: name rules are not enforced by this cordon yet"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(agent.Sandbox(cg.id()).has_value());
+  r = Cordon(
+      {"attach", "--cgroup", cg.path(), "--policy", cidr.path(), "--name", NamePrefix() + "names", "--allow-degraded"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 10000));
+}
+
 }  // namespace
 }  // namespace cordon::test

@@ -152,10 +152,11 @@ spec:
   EXPECT_EQ(d.line, 10);
   EXPECT_EQ(d.column, 9);
   EXPECT_EQ(d.field, "spec.network.egress[2].portz");
-  EXPECT_EQ(d.message, "unknown field 'portz' (expected one of: name, cidr, ports, protocols, description)");
+  EXPECT_EQ(d.message,
+            "unknown field 'portz' (expected one of: name, cidr, ports, protocols, description, host, allowPrivate)");
   EXPECT_EQ(d.ToString(),
             "test.yaml:10:9: spec.network.egress[2].portz: unknown field 'portz' (expected one of: name, cidr, "
-            "ports, protocols, description)");
+            "ports, protocols, description, host, allowPrivate)");
 }
 
 TEST(PolicyParser, SnakeCaseKeysAreUnknown) {

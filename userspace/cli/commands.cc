@@ -114,8 +114,11 @@ bool HostHasPaths(const policy::CompiledPolicy& compiled, const std::string& nam
   const ops::HostPathCheck host = ops::CheckHostPaths(&probe);
   if (host.errors.empty()) return true;
   for (const auto& line : host.errors) std::fprintf(stderr, "%s\n", line.c_str());
-  PrintError(name + " cannot be used on this host (" + std::to_string(host.errors.size()) + " missing path" +
-             (host.errors.size() == 1 ? "" : "s") + ")" + (outcome.empty() ? "" : "; " + outcome));
+  const size_t names = policy::UnenforcedNameRules(compiled).size(), missing = host.errors.size() - names;
+  std::string why;
+  if (missing) why = std::to_string(missing) + " missing path" + (missing == 1 ? "" : "s");
+  if (names) why += (why.empty() ? "" : ", ") + std::to_string(names) + " name rule" + (names == 1 ? "" : "s");
+  PrintError(name + " cannot be used on this host (" + why + ")" + (outcome.empty() ? "" : "; " + outcome));
   return false;
 }
 
@@ -343,13 +346,25 @@ int PolicyCheck(const Args& args) {
   if (parsed.Has("--default")) files.insert(files.begin(), "");
   int status = 0;
   for (const auto& file : files) {
-    auto compiled = LoadPolicy(file, "", "");
+    auto compiled = LoadPolicy(file, "", "", /*check_host=*/false);
     if (!compiled) {
       status = 1;
       continue;
     }
-    for (const auto& line : ops::CheckHostPaths(&*compiled).warnings)
-      std::fprintf(stderr, "cordon: warning: %s\n", line.c_str());
+    // Name rules: valid, but refused by whatever would put them in force
+    // (CheckHostPaths' first errors); here a warning.
+    const std::vector<std::string> unenforced = policy::UnenforcedNameRules(*compiled);
+    for (const auto& line : unenforced) std::fprintf(stderr, "cordon: warning: %s\n", line.c_str());
+    ops::HostPathCheck host = ops::CheckHostPaths(&*compiled);
+    host.errors.erase(host.errors.begin(), host.errors.begin() + static_cast<std::ptrdiff_t>(unenforced.size()));
+    if (!file.empty() && !host.errors.empty()) {
+      for (const auto& line : host.errors) std::fprintf(stderr, "%s\n", line.c_str());
+      PrintError("policy " + file + " cannot be used on this host (" + std::to_string(host.errors.size()) +
+                 " missing path" + (host.errors.size() == 1 ? "" : "s") + ")");
+      status = 1;
+      continue;
+    }
+    for (const auto& line : host.warnings) std::fprintf(stderr, "cordon: warning: %s\n", line.c_str());
     if (parsed.Has("--quiet")) continue;
     std::printf("%s: ok\n", file.empty() ? "<default>" : file.c_str());
     std::fputs(policy::Describe(*compiled).c_str(), stdout);

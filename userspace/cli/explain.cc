@@ -63,9 +63,12 @@ std::string DescribeRule(const policy::CompiledPolicy& compiled, const policy::P
   for (const auto& range : r.ports)
     ports += (ports.empty() ? "" : ",") + std::to_string(range.lo) +
              (range.hi != range.lo ? "-" + std::to_string(range.hi) : "");
-  return field + (r.name.empty() ? "" : " '" + r.name + "'") + " (" + r.prefix.ToString() + ", " +
-         (ports.empty() ? "every port" : "ports " + ports) + ", " +
-         (r.tcp && r.udp ? "tcp and udp" : r.tcp ? "tcp" : "udp") + ")" + Where(parsed, field);
+  return field + (r.name.empty() ? "" : " '" + r.name + "'") + " (" + (r.host.empty() ? r.prefix.ToString() : r.host) +
+         ", " + (ports.empty() ? "every port" : "ports " + ports) + ", " +
+         (r.tcp && r.udp ? "tcp and udp"
+          : r.tcp        ? "tcp"
+                         : "udp") +
+         ")" + Where(parsed, field);
 }
 
 int ExplainAddress(const policy::CompiledPolicy& compiled, const policy::ParsedPolicy& parsed,
@@ -99,7 +102,8 @@ int ExplainAddress(const policy::CompiledPolicy& compiled, const policy::ParsedP
   }
   std::string near;
   for (uint32_t i = 1; i <= compiled.rules.size(); ++i)
-    if (compiled.rules[i - 1].prefix.Contains(prefix->addr)) near += "; " + DescribeRule(compiled, parsed, i);
+    if (compiled.rules[i - 1].host.empty() && compiled.rules[i - 1].prefix.Contains(prefix->addr))
+      near += "; " + DescribeRule(compiled, parsed, i);
   std::printf("refused: %s: no egress rule allows it (%zu rule%s)%s%s\n", what.c_str(), compiled.rules.size(),
               compiled.rules.size() == 1 ? "" : "s",
               near.empty() ? "" : ("; the rules for this address allow other ports or protocols: " + near.substr(2)).c_str(),

@@ -25,6 +25,7 @@ std::string BadModeError(const std::string& mode) { return "mode must be enforce
 
 HostPathCheck CheckHostPaths(policy::CompiledPolicy* policy) {
   HostPathCheck out;
+  out.errors = policy::UnenforcedNameRules(*policy);
   for (auto& rule : policy->file_rules) {
     if (!rule.required) continue;
     struct stat st;

@@ -118,7 +118,7 @@ std::optional<Prefix> ParsePrefix(std::string_view text, std::string* error) {
   if (!ipv6 && address.find_first_of("ghijklmnopqrstuvwxyzGHIJKLMNOPQRSTUVWXYZ") != std::string_view::npos) {
     *error = "'" + std::string(address) +
              "' looks like a host name: cidr takes an IP address or a CIDR block such as 203.0.113.0/24 "
-             "(egress rules by name are not supported yet)";
+             "(a name goes in host: instead of cidr:)";
     return std::nullopt;
   }
   const int max_length = ipv6 ? 128 : 32;

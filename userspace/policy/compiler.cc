@@ -14,6 +14,7 @@
 
 #include "abi/cordon_event.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -247,6 +248,7 @@ class Validator {
   template <typename R>
   void Protocols(const R& rule, const FieldName& field, CompiledRule* out);
   void Listen(const cordon::v1::Network& network, CompiledPolicy* out);
+  void Dns(const cordon::v1::Dns& dns, CompiledPolicy* out);
   void Devices(const cordon::v1::Spec& spec, CompiledPolicy* out);
   void ContainOn(const cordon::v1::ContainOn& contain, CompiledPolicy* out);
   void Files(const cordon::v1::Files& files, CompiledPolicy* out);
@@ -386,6 +388,27 @@ void Validator::Protocols(const R& rule, const FieldName& field, CompiledRule* o
 
 void Validator::Rule(const cordon::v1::EgressRule& rule, const FieldName& field, CompiledRule* out) {
   out->name = rule.name();
+  if (!rule.host().empty() || Present(field() + ".host")) {
+    const std::string host_field = field() + ".host";
+    if (!rule.cidr().empty() || Present(field() + ".cidr"))
+      Error(host_field, "a rule has host or cidr, not both (write two rules)");
+    std::string error;
+    if (auto host = NormalizeHostName(rule.host(), &error)) {
+      out->host = *host;
+    } else {
+      Error(host_field, error + " in " + Quoted(rule.host()));  // display-safe: the name may be invalid UTF-8
+      out->host = "invalid";  // never in the image either way
+    }
+    out->allow_private = rule.allow_private();
+    const Diagnostic at = parsed_.At(host_field, "");
+    out->where = at.file + (at.line > 0 ? ":" + std::to_string(at.line) + ":" + std::to_string(at.column) : "") + ": " +
+                 host_field;
+    Ports(rule, field, out);
+    Protocols(rule, field, out);
+    return;
+  }
+  if (Present(field() + ".allowPrivate"))
+    Error(field() + ".allowPrivate", "only for host rules (a cidr rule allows exactly its addresses)");
   if (rule.cidr().empty()) {
     Error(field() + ".cidr", "required: the destination address or CIDR (e.g. 10.0.0.0/8, 2001:db8::/32)");
   } else {
@@ -399,6 +422,35 @@ void Validator::Rule(const cordon::v1::EgressRule& rule, const FieldName& field,
   }
   Ports(rule, field, out);
   Protocols(rule, field, out);
+}
+
+constexpr int kMaxDnsUpstreams = 8;
+
+void Validator::Dns(const cordon::v1::Dns& dns, CompiledPolicy* out) {
+  if (dns.upstream_size() == 0) {
+    if (Present("spec.network.dns.upstream"))
+      Error("spec.network.dns.upstream", "empty list (omit it to use the host's resolv.conf nameservers)");
+    return;
+  }
+  if (dns.upstream_size() > kMaxDnsUpstreams) {
+    Error("spec.network.dns.upstream", "too many upstreams: " + std::to_string(dns.upstream_size()) +
+                                           " (the limit is " + std::to_string(kMaxDnsUpstreams) + ")");
+    return;
+  }
+  for (int i = 0; i < dns.upstream_size(); ++i) {
+    const std::string field = "spec.network.dns.upstream[" + std::to_string(i) + "]";
+    std::string error;
+    auto upstream = ParseDnsUpstream(dns.upstream(i), &error);
+    if (!upstream) {
+      Error(field, error);
+      continue;
+    }
+    if (std::find(out->dns_upstreams.begin(), out->dns_upstreams.end(), *upstream) != out->dns_upstreams.end()) {
+      Error(field, "duplicate upstream " + upstream->ToString());
+      continue;
+    }
+    out->dns_upstreams.push_back(*upstream);
+  }
 }
 
 // "c 10:200 rw", "b 7:* r", "c 1:11" (access rw).
@@ -847,6 +899,7 @@ bool Validator::Run(CompiledPolicy* out) {
     }
   }
   Listen(network, out);
+  Dns(network.dns(), out);
   // Checks run field by field; present the findings in file order.
   std::stable_sort(diags_->begin() + static_cast<std::ptrdiff_t>(diags_before), diags_->end(),
                    [](const Diagnostic& a, const Diagnostic& b) {
@@ -1088,16 +1141,18 @@ ImageBuilder::Node ImageBuilder::Fold(std::span<const SortedRule> group, const N
 bool ImageBuilder::Build(std::string* error) {
   // Rules sorted by prefix (address, then length), then file order.
   const auto& rules = out_->rules;
-  std::vector<SortedRule> order(rules.size());
-  for (uint32_t i = 0; i < order.size(); ++i) {
+  std::vector<SortedRule> order;
+  order.reserve(rules.size());
+  for (uint32_t i = 0; i < rules.size(); ++i) {
     const CompiledRule& rule = rules[i];
+    if (!rule.host.empty()) continue;  // a name rule: only the resolver's grants allow anything for it
     uint64_t high = 0, low = 0;
     for (int b = 0; b < 8; ++b) {
       high = high << 8 | rule.prefix.addr[b];
       low = low << 8 | rule.prefix.addr[8 + b];
     }
-    order[i] = SortedRule{high, low, rule.prefix.length, i, static_cast<uint32_t>(ports_.size()),
-                          static_cast<uint32_t>(rule.ports.size()), rule.tcp, rule.udp};
+    order.push_back(SortedRule{high, low, rule.prefix.length, i, static_cast<uint32_t>(ports_.size()),
+                               static_cast<uint32_t>(rule.ports.size()), rule.tcp, rule.udp});
     ports_.insert(ports_.end(), rule.ports.begin(), rule.ports.end());
   }
   std::sort(order.begin(), order.end(), [](const SortedRule& a, const SortedRule& b) {
@@ -1185,6 +1240,16 @@ bool Compile(const ParsedPolicy& parsed, CompiledPolicy* out, Diagnostics* diags
   }
   *out = std::move(compiled);
   return true;
+}
+
+std::vector<std::string> UnenforcedNameRules(const CompiledPolicy& policy) {
+  std::vector<std::string> out;
+  for (const CompiledRule& rule : policy.rules)
+    if (!rule.host.empty())
+      out.push_back(rule.where +
+                    ": name rules are not enforced by this cordon yet (cordon's DNS resolver "
+                    "is built, the kernel redirection of the sandbox's DNS is not; use cidr rules)");
+  return out;
 }
 
 std::span<const FileProfile> FileProfiles() { return kFileProfiles; }
@@ -1324,7 +1389,7 @@ bool EvaluateImage(const CompiledPolicy& policy, const std::array<uint8_t, 16>& 
 
 bool EvaluateRules(const CompiledPolicy& policy, const std::array<uint8_t, 16>& addr, uint16_t port, uint8_t proto) {
   for (const CompiledRule& rule : policy.rules) {
-    if (!rule.prefix.Contains(addr)) continue;
+    if (!rule.host.empty() || !rule.prefix.Contains(addr)) continue;
     if (!(proto == kProtoTcp && rule.tcp) && !(proto == kProtoUdp && rule.udp)) continue;
     if (rule.ports.empty()) return true;
     for (const PortRange& range : rule.ports) {

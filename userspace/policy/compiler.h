@@ -16,11 +16,12 @@
 #include "abi/cordon_file.h"
 #include "abi/cordon_net.h"
 #include "policy/cidr.h"
-#include "policy/diagnostic.h"
-#include "policy/parser.h"
-#include "policy/resources.h"
 #include "policy/credentials.h"
+#include "policy/diagnostic.h"
+#include "policy/dns_names.h"
+#include "policy/parser.h"
 #include "policy/quiet.h"
+#include "policy/resources.h"
 
 namespace cordon::policy {
 
@@ -29,7 +30,14 @@ constexpr uint8_t kProtoUdp = 17;
 
 struct CompiledRule {           // one egress rule after validation (for display, evaluation)
   std::string name;             // may be empty
-  Prefix prefix;
+  Prefix prefix;                // meaningless for a host rule (never in the image)
+  // A name rule (spec.network.egress[].host): the normalised name
+  // (policy/dns_names.h), "*." + name for a wildcard; empty for a CIDR rule.
+  // Such a rule allows only what cordon's resolver grants for it; the map
+  // images and EvaluateRules skip it.
+  std::string host;
+  bool allow_private = false;   // host rules: private/loopback/... answers allowed
+  std::string where;            // host rules: "file:line:column: spec.network.egress[N].host"
   std::vector<PortRange> ports; // empty = every port
   bool tcp = true;
   bool udp = true;
@@ -93,6 +101,8 @@ struct CompiledPolicy {
     bool operator==(const DeviceAllow&) const = default;
   };
   std::vector<DeviceAllow> devices;
+  // spec.network.dns.upstream (empty: the host's resolv.conf nameservers).
+  std::vector<DnsUpstream> dns_upstreams;
 
   // spec.files was given (even as `files: {}`): every file access not granted
   // by file_rules is denied. False: files are not restricted (file_rules is
@@ -203,6 +213,13 @@ constexpr size_t kMaxPolicyDevices = 32;
 // restricted to the profiles runtime-minimal, shell and python3 (nothing
 // writable but /dev/null, /dev/tty and /dev/full).
 CompiledPolicy DefaultPolicy();
+
+// The egress name rules this cordon cannot enforce yet (the kernel side of
+// cordon's resolver, which redirects the sandbox's DNS and allows answered
+// addresses, is not built in): one line per host rule, "where: name rules are
+// not enforced by this cordon yet". Whatever would put a policy in force
+// refuses one with such lines; `cordon policy check` shows them as warnings.
+std::vector<std::string> UnenforcedNameRules(const CompiledPolicy& policy);
 // Its YAML text (shown by `cordon policy check --default`).
 const char* DefaultPolicyYaml();
 

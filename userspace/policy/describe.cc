@@ -86,12 +86,22 @@ std::string Describe(const CompiledPolicy& policy) {
   for (size_t i = 0; i < policy.rules.size(); ++i) {
     const CompiledRule& rule = policy.rules[i];
     const char* protocols = rule.tcp && rule.udp ? "tcp,udp" : rule.tcp ? "tcp" : "udp";
-    out += "  " + std::to_string(i + 1) + ". allow " + protocols + " " + rule.prefix.ToString() + " " +
-           PortsText(rule.ports);
+    const std::string destination =
+        rule.host.empty()
+            ? rule.prefix.ToString()
+            : "the addresses cordon's resolver answers for " + rule.host +
+                  (rule.host[0] == '*' ? " (one or more labels before " + rule.host.substr(2) + ")" : "") +
+                  (rule.allow_private ? ", private ranges included" : "");
+    out += "  " + std::to_string(i + 1) + ". allow " + protocols + " " + destination + " " + PortsText(rule.ports);
     if (!rule.name.empty()) out += "  (" + Printable(rule.name) + ")";
     out += "\n";
   }
   out += "egress: nothing else (default deny)\n";
+  if (!policy.dns_upstreams.empty()) {
+    out += "dns upstreams (for name rules):";
+    for (const auto& upstream : policy.dns_upstreams) out += " " + upstream.ToString();
+    out += "\n";
+  }
 
   if (!policy.has_files) {
     out += "files: not restricted by this policy (no spec.files)\n";

@@ -1,0 +1,175 @@
+#include "dns/server.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
+namespace cordon::dns {
+namespace {
+
+socklen_t ListenAddr(const policy::DnsUpstream& listen, uint16_t port, sockaddr_storage* ss) {
+  *ss = {};
+  if (listen.ipv4) {
+    auto* sin = reinterpret_cast<sockaddr_in*>(ss);
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(port);
+    std::memcpy(&sin->sin_addr, listen.addr.data() + 12, 4);
+    return sizeof *sin;
+  }
+  auto* sin6 = reinterpret_cast<sockaddr_in6*>(ss);
+  sin6->sin6_family = AF_INET6;
+  sin6->sin6_port = htons(port);
+  std::memcpy(&sin6->sin6_addr, listen.addr.data(), 16);
+  return sizeof *sin6;
+}
+
+// Waits for `fd` or the stop eventfd; false on stop or timeout.
+bool Ready(int fd, short events, int stop_fd, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p[2] = {{fd, events, 0}, {stop_fd, POLLIN, 0}};
+    const int n = ::poll(p, 2, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || (p[1].revents & POLLIN)) return false;
+    if (p[0].revents) return true;
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Start(const policy::DnsUpstream& listen, const Resolver* resolver,
+                                              OnGrants on_grants, OnDecision on_decision) {
+  std::unique_ptr<Server> server(new Server());
+  server->resolver_ = resolver;
+  server->on_grants_ = std::move(on_grants);
+  server->on_decision_ = std::move(on_decision);
+  sockaddr_storage ss;
+  socklen_t len = ListenAddr(listen, listen.port, &ss);
+  server->udp_ = UniqueFd(::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!server->udp_.valid()) return SysError("DNS listener: socket");
+  if (::bind(server->udp_.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0)
+    return SysError("DNS listener: bind UDP " + listen.ToString());
+  sockaddr_storage bound{};
+  socklen_t bound_len = sizeof bound;
+  ::getsockname(server->udp_.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
+  server->port_ = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                                : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  len = ListenAddr(listen, server->port_, &ss);
+  server->tcp_ = UniqueFd(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!server->tcp_.valid()) return SysError("DNS listener: socket");
+  const int one = 1;
+  ::setsockopt(server->tcp_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(server->tcp_.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0)
+    return SysError("DNS listener: bind TCP port " + std::to_string(server->port_));
+  if (::listen(server->tcp_.get(), 64) != 0) return SysError("DNS listener: listen");
+  server->stop_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!server->stop_.valid()) return SysError("DNS listener: eventfd");
+  server->loop_ = std::thread([s = server.get()] { s->Loop(); });
+  return server;
+}
+
+Server::~Server() {
+  const uint64_t one = 1;
+  if (stop_.valid()) (void)!::write(stop_.get(), &one, sizeof one);
+  if (loop_.joinable()) loop_.join();
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  for (Client& client : clients_) client.thread.join();
+}
+
+Answer Server::Answer1(std::span<const uint8_t> message, Transport transport) {
+  Answer answer = resolver_->Handle(message, transport);
+  if (!answer.grants.empty() && on_grants_) on_grants_(answer.grants);  // in force before the reply leaves
+  if (answer.decision && on_decision_) on_decision_(*answer.decision);
+  return answer;
+}
+
+void Server::Loop() {
+  std::vector<uint8_t> buf(65535);
+  for (;;) {
+    pollfd p[3] = {{udp_.get(), POLLIN, 0}, {tcp_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+    if (::poll(p, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (p[2].revents & POLLIN) return;
+    if (p[0].revents & POLLIN) {
+      sockaddr_storage from{};
+      socklen_t from_len = sizeof from;
+      const ssize_t n =
+          ::recvfrom(udp_.get(), buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+      if (n >= 0) {
+        const Answer answer = Answer1(std::span<const uint8_t>(buf.data(), static_cast<size_t>(n)), Transport::kUdp);
+        if (!answer.reply.empty())
+          (void)::sendto(udp_.get(), answer.reply.data(), answer.reply.size(), MSG_DONTWAIT,
+                         reinterpret_cast<sockaddr*>(&from), from_len);
+      }
+    }
+    if (p[1].revents & POLLIN) {
+      UniqueFd conn(::accept4(tcp_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (!conn.valid()) continue;
+      std::lock_guard<std::mutex> lock(clients_mu_);
+      for (auto it = clients_.begin(); it != clients_.end();) {
+        if (it->done->load()) {
+          it->thread.join();
+          it = clients_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      if (clients_.size() >= static_cast<size_t>(kMaxTcpClients)) continue;  // closed: too many at once
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      clients_.push_back(Client{std::thread([this, done, fd = conn.release()] {
+                                  ServeTcp(UniqueFd(fd));
+                                  done->store(true);
+                                }),
+                                done});
+    }
+  }
+}
+
+void Server::ServeTcp(UniqueFd conn) {
+  auto read_exactly = [&](uint8_t* out, size_t size, std::chrono::steady_clock::time_point deadline) {
+    size_t got = 0;
+    while (got < size) {
+      if (!Ready(conn.get(), POLLIN, stop_.get(), deadline)) return false;
+      const ssize_t n = ::recv(conn.get(), out + got, size - got, 0);
+      if (n == 0) return false;
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) continue;
+        return false;
+      }
+      got += static_cast<size_t>(n);
+    }
+    return true;
+  };
+  std::vector<uint8_t> message;
+  for (;;) {
+    const auto deadline = std::chrono::steady_clock::now() + kTcpIdle;
+    uint8_t size_bytes[2];
+    if (!read_exactly(size_bytes, 2, deadline)) return;
+    message.resize(static_cast<size_t>(size_bytes[0] << 8 | size_bytes[1]));
+    if (!read_exactly(message.data(), message.size(), deadline)) return;
+    const Answer answer = Answer1(message, Transport::kTcp);
+    if (answer.reply.empty()) return;  // dropped: so is the connection
+    std::vector<uint8_t> framed{static_cast<uint8_t>(answer.reply.size() >> 8),
+                                static_cast<uint8_t>(answer.reply.size())};
+    framed.insert(framed.end(), answer.reply.begin(), answer.reply.end());
+    size_t sent = 0;
+    while (sent < framed.size()) {
+      if (!Ready(conn.get(), POLLOUT, stop_.get(), deadline)) return;
+      const ssize_t n = ::send(conn.get(), framed.data() + sent, framed.size() - sent, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) continue;
+        return;
+      }
+      sent += static_cast<size_t>(n);
+    }
+  }
+}
+
+}  // namespace cordon::dns

@@ -1,0 +1,65 @@
+// One sandbox's DNS listener: UDP and TCP on one address and port (loopback,
+// where the kernel side redirects the sandbox's DNS), driving a Resolver.
+// Grants are handed to `on_grants` before the reply is sent, so the first
+// connect after the answer finds them in force. UDP queries are answered one
+// at a time on the server's thread (a sandbox that floods or stalls its own
+// resolver delays only its own answers); each TCP client gets a thread, at
+// most kMaxTcpClients at once, and is dropped after kTcpIdle without a
+// complete message.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dns/resolver.h"
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace cordon::dns {
+
+constexpr int kMaxTcpClients = 16;
+constexpr std::chrono::seconds kTcpIdle{5};
+
+class Server {
+ public:
+  using OnGrants = std::function<void(const std::vector<Grant>&)>;
+  using OnDecision = std::function<void(const QueryDecision&)>;
+
+  // Binds UDP and TCP on `listen` (port 0: the kernel picks one port for
+  // both) and starts serving. `resolver` outlives the server. The callbacks
+  // run on the server's threads.
+  static Result<std::unique_ptr<Server>> Start(const policy::DnsUpstream& listen, const Resolver* resolver,
+                                               OnGrants on_grants, OnDecision on_decision);
+  ~Server();  // stops and joins every thread
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  uint16_t port() const { return port_; }
+
+ private:
+  Server() = default;
+  void Loop();
+  void ServeTcp(UniqueFd conn);
+  Answer Answer1(std::span<const uint8_t> message, Transport transport);
+
+  const Resolver* resolver_ = nullptr;
+  OnGrants on_grants_;
+  OnDecision on_decision_;
+  UniqueFd udp_, tcp_, stop_;
+  uint16_t port_ = 0;
+  std::thread loop_;
+  std::mutex clients_mu_;
+  struct Client {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::list<Client> clients_;
+};
+
+}  // namespace cordon::dns
