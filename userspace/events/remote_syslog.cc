@@ -276,7 +276,13 @@ Result<std::unique_ptr<RemoteSyslogSink>> RemoteSyslogSink::Open(const RemoteSys
   if (!spool) return spool.error();
   sink->spool_ = std::move(*spool);
   sink->drained_ = sink->spool_->bytes() == 0;
+  // The sender takes no signal: the agent's are for its event loop (a thread
+  // that inherits an unblocked SIGTERM would let it kill the process).
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   sink->sender_ = std::thread([s = sink.get()] { s->Run(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return sink;
 }
 
@@ -502,14 +508,9 @@ Status TlsHandshake(SSL_CTX* ctx, const RemoteSyslogOptions& o, Connection* c) {
 
 }  // namespace
 
+// Runs with every signal blocked (Open): the TLS library writes with
+// write(2), and a reset connection gives EPIPE, not the process a SIGPIPE.
 void RemoteSyslogSink::Run() {
-  // The TLS library writes with write(2): a reset connection must give EPIPE,
-  // not the process a SIGPIPE.
-  sigset_t pipe_set;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
-
   // The spool reaches the disk at most a second after an append (a crash of
   // the agent alone loses nothing: the page cache keeps it).
   auto last_sync = std::chrono::steady_clock::now();
