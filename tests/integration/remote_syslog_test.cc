@@ -236,10 +236,11 @@ TEST_F(RemoteSyslog, FloodThroughACollectorRestartLosesNothingAndKeepsOrder) {
       written = i;
     }
   });
-  ASSERT_TRUE(WaitFor([&] { return collector_.Ids().size() >= 30000; }, 120000)) << sink->stats().last_error;
+  ASSERT_TRUE(WaitFor([&] { return FileSize(collector_.received()) / line_bytes >= 30000; }, 120000))
+      << sink->stats().last_error;
   paced = false;
-  collector_.Stop();
   const uint64_t written_at_stop = written;
+  collector_.Stop();
   const size_t before_restart = collector_.Ids().size();
   ASSERT_TRUE(collector_.Start(Collector::Mode::kTls)) << collector_.Log();
   writer.join();
@@ -324,6 +325,31 @@ TEST_F(RemoteSyslog, ASpoolLeftByAStoppedAgentIsReplayedByTheNext) {
   auto ids = collector_.Ids();
   ASSERT_EQ(ids.size(), 510u);
   for (uint64_t i = 1; i <= 510; ++i) ASSERT_EQ(ids[i - 1], Id(i));
+}
+
+// An agent killed in the middle of an append leaves half a frame at the
+// spool's end: the next one cuts it off and sends the whole frames before it.
+TEST_F(RemoteSyslog, AFrameTornAtTheSpoolsEndIsCutOff) {
+  {
+    auto sink = OpenSink(Options(false));
+    ASSERT_TRUE(sink);
+    for (uint64_t i = 1; i <= 3; ++i) ASSERT_TRUE(sink->Write(Event(i)).ok());
+  }
+  std::string segment = spool_ + "/seg-00000000000000000000";
+  {
+    std::ofstream torn(segment, std::ios::app);
+    torn << "900 <85>1 2026-01-01T00:00:00Z host cordon 1 net.connect - {\"id\":\"7-4\"";
+  }
+  const off_t torn_size = FileSize(segment);
+  auto sink = OpenSink(Options(false));
+  ASSERT_TRUE(sink);
+  EXPECT_LT(FileSize(segment), torn_size);
+  ASSERT_TRUE(collector_.Start(Collector::Mode::kTcp)) << collector_.Log();
+  ASSERT_TRUE(sink->Write(Event(5)).ok());
+  ASSERT_TRUE(WaitFor([&] { return collector_.Ids().size() >= 4; }, 30000)) << sink->stats().last_error;
+  EXPECT_TRUE(sink->WaitDrained(30000));
+  collector_.Stop();
+  EXPECT_EQ(collector_.Ids(), (std::vector<std::string>{Id(1), Id(2), Id(3), Id(5)}));
 }
 
 // A spool directory others could write to (or a symlink) is refused: frames
