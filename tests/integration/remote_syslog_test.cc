@@ -108,7 +108,6 @@ class RemoteSyslog : public ::testing::Test {
     o.ca = collector_.dir() + "/ca.pem";
     o.spool_dir = spool_;
     o.spool_max_bytes = 256 << 20;
-    o.replay_bytes = 4 << 20;
     return o;
   }
 
@@ -350,6 +349,46 @@ TEST_F(RemoteSyslog, AFrameTornAtTheSpoolsEndIsCutOff) {
   EXPECT_TRUE(sink->WaitDrained(30000));
   collector_.Stop();
   EXPECT_EQ(collector_.Ids(), (std::vector<std::string>{Id(1), Id(2), Id(3), Id(5)}));
+}
+
+// A segment that is not what the agent wrote (damaged on disk) does not stop
+// the sink: the rest of it is skipped, said in its error, and what follows
+// arrives in order. Control: the segments after it, whole.
+TEST_F(RemoteSyslog, ADamagedSpoolSegmentIsSkippedAndTheRestSent) {
+  auto o = Options(false);
+  o.spool_max_bytes = 1 << 20;  // segments of 128 KiB
+  uint64_t n = 0;
+  {
+    auto sink = OpenSink(o);
+    ASSERT_TRUE(sink);
+    while (FileSize(spool_ + "/seg-00000000000000000002") == 0) ASSERT_TRUE(sink->Write(Event(++n)).ok());
+  }
+  const std::string first = spool_ + "/seg-00000000000000000000";
+  {
+    int fd = ::open(first.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, "garbage!", 8, 0), 8);
+    ::close(fd);
+  }
+  auto sink = OpenSink(o);
+  ASSERT_TRUE(sink);
+  ASSERT_TRUE(collector_.Start(Collector::Mode::kTcp)) << collector_.Log();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto ids = collector_.Ids();
+        return !ids.empty() && ids.back() == Id(n);
+      },
+      30000))
+      << sink->stats().last_error;
+  EXPECT_NE(sink->stats().last_error.find("is damaged at offset 0"), std::string::npos) << sink->stats().last_error;
+  EXPECT_TRUE(sink->WaitDrained(30000));
+  collector_.Stop();
+  auto ids = collector_.Ids();
+  ASSERT_FALSE(ids.empty());
+  const uint64_t from = std::stoull(ids[0].substr(2));
+  EXPECT_GT(from, 1u) << "the damaged segment's frames are not sent";
+  ASSERT_EQ(ids.size(), n - from + 1);
+  for (uint64_t i = from; i <= n; ++i) EXPECT_EQ(ids[i - from], Id(i));
 }
 
 // A spool directory others could write to (or a symlink) is refused: frames

@@ -437,6 +437,10 @@ TEST(AgentConfig, RemoteSyslogSink) {
   EXPECT_FALSE(p.config.sinks[0].remote.tls);
   EXPECT_EQ(p.config.sinks[0].remote.spool_dir, "/var/lib/cordon/spool");
   EXPECT_EQ(p.config.sinks[0].Name(), "syslog:tcp://[::1]:514");
+  EXPECT_EQ(p.config.sinks[0].remote.replay_bytes, 8u << 20);
+  p = Parse("sinks:\n  - {kind: syslog, address: \"tcp://a:1\", spool: {maxBytes: 4Mi}}\n");
+  ASSERT_TRUE(p.ok) << p.errors;
+  EXPECT_EQ(p.config.sinks[0].remote.replay_bytes, 2u << 20) << "the default, at most half the spool";
 
   // unix:// is the socket: form.
   p = Parse("sinks:\n  - {kind: syslog, address: \"unix:///run/log.sock\"}\n");

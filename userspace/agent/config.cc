@@ -253,6 +253,7 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
   const YamlNode* address_node = nullptr;
   const YamlNode* tls_node = nullptr;
   const YamlNode* spool_node = nullptr;
+  bool replay_given = false;
   if (kind == "jsonl") {
     sink->kind = SinkConfig::Kind::kJsonl;
     fields.push_back({"path", [&](const YamlNode& v, const std::string& f) {
@@ -351,7 +352,10 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
                     {"maxBytes", [&](const YamlNode& x,
                                      const std::string& g) { size(x, g, 1 << 20, &sink->remote.spool_max_bytes); }},
                     {"replayBytes",
-                     [&](const YamlNode& x, const std::string& g) { size(x, g, 0, &sink->remote.replay_bytes); }}},
+                     [&](const YamlNode& x, const std::string& g) {
+                       replay_given = true;
+                       size(x, g, 0, &sink->remote.replay_bytes);
+                     }}},
                    "spool");
          }});
   }
@@ -374,8 +378,12 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
     Error(*tls_node, path + (remote.cert.empty() ? ".tls.cert" : ".tls.key"),
           "a client certificate needs both cert and key");
   if (remote.spool_dir.empty()) remote.spool_dir = kDefaultSpoolDir;
-  if (remote.replay_bytes > remote.spool_max_bytes / 2)
-    Error(spool_node ? *spool_node : node, path + ".spool.replayBytes", "must be at most half of spool.maxBytes");
+  if (remote.replay_bytes > remote.spool_max_bytes / 2) {
+    if (replay_given)
+      Error(*spool_node, path + ".spool.replayBytes", "must be at most half of spool.maxBytes");
+    else
+      remote.replay_bytes = remote.spool_max_bytes / 2;  // the default, in a small spool
+  }
 }
 
 // Why `issuer` cannot be an iss (a verifier fetches

@@ -17,7 +17,7 @@
 //       address: tls://collector.example:6514   # tcp://HOST:PORT | tls://HOST:PORT | unix:///dev/log
 //       tls: {ca: /etc/cordon/collector-ca.pem, cert: /etc/cordon/client.pem, key: /etc/cordon/client.key}
 //       format: rfc5424
-//       spool: {path: /var/lib/cordon/spool, maxBytes: 1Gi, replayBytes: 4Mi}
+//       spool: {path: /var/lib/cordon/spool, maxBytes: 1Gi, replayBytes: 8Mi}
 //   metrics:
 //     listen: 127.0.0.1:9464              # "" disables; port 0 picks one
 //     allowNonLoopback: false

@@ -219,7 +219,8 @@ Result<std::string> Spool::Read(SpoolPos pos, size_t max, SpoolPos* next) const 
     while (FrameHeader(data, at, &header, &length, &bad) && at + header + length <= data.size() &&
            (at == 0 || at + header + length <= max))
       at += header + length;
-    if (at == 0) return Error{"spool segment " + SegPath(pos.seg) + " is damaged at offset " + std::to_string(pos.off)};
+    if (at == 0)
+      return Error{"spool segment " + SegPath(pos.seg) + " is damaged at offset " + std::to_string(pos.off), EBADMSG};
     data.resize(at);
     *next = SpoolPos{pos.seg, pos.off + at};
     return data;
@@ -607,6 +608,13 @@ void RemoteSyslogSink::Run() {
         std::unique_lock<std::mutex> lock(mu_);
         if (stop_) break;
         auto read = spool_->Read(send_pos, kSendChunk, &next);
+        if (!read && read.error().err == EBADMSG) {
+          // Not a frame the agent wrote (a damaged file): the rest of that
+          // segment is skipped, said in the log, rather than the sink stuck.
+          last_error_ = read.error().ToString() + " (the rest of it is skipped)";
+          send_pos = send_pos.seg < spool_->end().seg ? SpoolPos{send_pos.seg + 1, 0} : spool_->end();
+          continue;
+        }
         if (!read) {
           status = read.error();
           break;

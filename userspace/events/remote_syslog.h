@@ -90,7 +90,10 @@ struct RemoteSyslogOptions {
   std::string key;   // its private key
   std::string spool_dir;
   uint64_t spool_max_bytes = 1ull << 30;
-  uint64_t replay_bytes = 4ull << 20;  // acknowledged bytes kept and sent again after a fault
+  // Acknowledged bytes kept and sent again after a fault: more than a
+  // collector's socket may hold unread (Linux: net.ipv4.tcp_rmem's maximum,
+  // 6 MiB by default).
+  uint64_t replay_bytes = 8ull << 20;
   std::string app_name = "cordon";
   int facility = SyslogSink::kFacilityAuthpriv;
   uint32_t connect_timeout_ms = 10000;
