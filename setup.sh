@@ -16,7 +16,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev     # policy and event schemas
   libyaml-dev                           # policy files, agent config
   libnl-3-dev                           # sock_diag (retroactive attach)
-  libssl-dev                            # SHA-256 of the audit file's hash chain (libcrypto)
+  libssl-dev                            # SHA-256 of the audit file's hash chain (libcrypto); the remote syslog sink's TLS (libssl)
   libidn2-dev libunistring-dev          # egress host names: U-labels to A-labels (IDNA2008; unistring for static builds)
   libldns-dev                           # cordon's DNS resolver: parses and builds DNS messages
   dnsmasq-base                          # the resolver's tests: a real upstream DNS server in a test namespace
@@ -27,6 +27,7 @@ PACKAGES=(
   mmdebstrap                            # the package test's fresh Debian root (tests/package)
   python3-pip                           # cordon learn's test: pip installing from a local index
   chromium                              # cordon report's HTML page, rendered by a real browser (headless)
+  rsyslog rsyslog-openssl               # the remote syslog sink's tests: a real collector (imtcp, TLS by ossl) on loopback
 )
 
 if [ "$(id -u)" -ne 0 ]; then

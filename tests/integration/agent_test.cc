@@ -48,6 +48,7 @@
 #include "tests/integration/harness.h"
 #include "tests/integration/learn_window.h"
 #include "tests/integration/oom_victim.h"
+#include "tests/integration/rsyslog_collector.h"
 #include "util/text.h"
 
 namespace cordon::test {
@@ -1718,6 +1719,60 @@ TEST_F(Agent, OneAgentAtATimeAndSigtermDrainsFlushesAndExitsZero) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   r = Cordon({"status", "--json"});
   EXPECT_NE(r.out.find("\"agent\":null"), std::string::npos) << r.out;
+}
+
+// The remote syslog sink through agent.yaml (issue 21): the denials of an
+// attached sandbox wait in the spool while the collector is down, the spool
+// survives the agent's stop, and the next agent sends them to a real rsyslog
+// over TLS (client certificate required) once it is up: each once, in order.
+TEST_F(Agent, RemoteSyslogSinkSpoolSurvivesAnAgentRestartAndArrivesOverTls) {
+  if (::access(kRsyslogd, X_OK) != 0) GTEST_SKIP() << "rsyslog is not installed (setup.sh installs it)";
+  Collector collector;
+  ASSERT_TRUE(collector.MakeCertificates());
+  const std::string d = collector.dir(), audit = d + "/audit.jsonl";
+  TestAgent agent("sinks:\n  - {kind: jsonl, path: " + audit +
+                  ", fsync: never}\n  - kind: syslog\n    address: tls://127.0.0.1:" +
+                  std::to_string(collector.port()) + "\n    tls: {ca: " + d + "/ca.pem, cert: " + d +
+                  "/client.pem, key: " + d + "/client.key}\n    spool: {path: " + d + "/spool, maxBytes: 64Mi}\n");
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("remote-syslog");
+  PolicyFile policy(LoopbackPolicy("remote-syslog", 1));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"}).status, 0);
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 5000));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);
+  std::vector<std::string> ids;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        ids.clear();
+        for (const auto& e : ParseJsonLines(Slurp(audit), true))
+          if (e.sandbox_cgroup_id() == cg.id() && e.kind() == "net.connect") ids.push_back(e.id());
+        return ids.size() == 5;
+      },
+      10000));
+  EXPECT_EQ(agent.Stop(), 0);
+  EXPECT_NE(agent.Log(0).find("Connection refused"), std::string::npos) << agent.Log(0);
+  EXPECT_TRUE(collector.Ids().empty());
+
+  ASSERT_TRUE(collector.Start(Collector::Mode::kTls, /*client_certs=*/true)) << collector.Log();
+  ASSERT_TRUE(agent.Start()) << agent.Log(1);
+  auto arrived = [&] {
+    std::vector<std::string> mine;
+    for (const auto& id : collector.Ids())
+      if (std::find(ids.begin(), ids.end(), id) != ids.end()) mine.push_back(id);
+    return mine;
+  };
+  ASSERT_TRUE(WaitFor([&] { return arrived().size() >= 5; }, 30000)) << agent.Log(1) << collector.Log();
+  const std::string connected = "sink syslog:tls://127.0.0.1:" + std::to_string(collector.port()) + " connected";
+  EXPECT_TRUE(WaitFor([&] { return agent.Log(1).find(connected) != std::string::npos; }, 10000)) << agent.Log(1);
+  EXPECT_EQ(agent.Stop(), 0);
+  collector.Stop();
+  EXPECT_EQ(arrived(), ids) << "each once, in the audit file's order";
+  // The key is named by path at most, never shown.
+  std::string key = Slurp(d + "/client.key");
+  ASSERT_GT(key.size(), 100u);
+  std::string body = key.substr(key.find('\n') + 1, 40);
+  EXPECT_EQ(agent.Log(0).find(body), std::string::npos);
+  EXPECT_EQ(agent.Log(1).find(body), std::string::npos);
 }
 
 // The CLI through the agent: status, tail --since replay, metrics, attach,

@@ -406,5 +406,95 @@ TEST(AgentControl, TailFilters) {
   EXPECT_FALSE(TailMatches(e, f)) << "after the end time, whatever it is";
 }
 
+// The remote syslog sink (issue 21): address forms, TLS files checked at load
+// (readable, cert and key together, ca for tls://), the spool's size with
+// units, and every error naming file:line:column and the field.
+TEST(AgentConfig, RemoteSyslogSink) {
+  // Files that exist and are readable (this test's own binary's directory
+  // holds none; /proc/self/... is readable by anyone).
+  const std::string readable = "/proc/self/stat";
+  Parsed p = Parse("sinks:\n  - kind: syslog\n    address: tls://collector.example:6514\n    tls: {ca: " + readable +
+                   ", cert: " + readable + ", key: " + readable +
+                   "}\n    format: rfc5424\n    facility: local3\n    spool: {path: /var/spool/x, maxBytes: 1Gi, "
+                   "replayBytes: 8Mi}\n");
+  ASSERT_TRUE(p.ok) << p.errors;
+  ASSERT_EQ(p.config.sinks.size(), 1u);
+  const SinkConfig& s = p.config.sinks[0];
+  EXPECT_EQ(s.remote.host, "collector.example");
+  EXPECT_EQ(s.remote.port, 6514);
+  EXPECT_TRUE(s.remote.tls);
+  EXPECT_EQ(s.remote.ca, readable);
+  EXPECT_EQ(s.remote.key, readable);
+  EXPECT_EQ(s.remote.spool_dir, "/var/spool/x");
+  EXPECT_EQ(s.remote.spool_max_bytes, 1ull << 30);
+  EXPECT_EQ(s.remote.replay_bytes, 8ull << 20);
+  EXPECT_EQ(s.facility, 19);
+  EXPECT_EQ(s.Name(), "syslog:tls://collector.example:6514");
+
+  p = Parse("sinks:\n  - {kind: syslog, address: \"tcp://[::1]:514\"}\n");
+  ASSERT_TRUE(p.ok) << p.errors;
+  EXPECT_EQ(p.config.sinks[0].remote.host, "::1");
+  EXPECT_FALSE(p.config.sinks[0].remote.tls);
+  EXPECT_EQ(p.config.sinks[0].remote.spool_dir, "/var/lib/cordon/spool");
+  EXPECT_EQ(p.config.sinks[0].Name(), "syslog:tcp://[::1]:514");
+  EXPECT_EQ(p.config.sinks[0].remote.replay_bytes, 8u << 20);
+  p = Parse("sinks:\n  - {kind: syslog, address: \"tcp://a:1\", spool: {maxBytes: 4Mi}}\n");
+  ASSERT_TRUE(p.ok) << p.errors;
+  EXPECT_EQ(p.config.sinks[0].remote.replay_bytes, 2u << 20) << "the default, at most half the spool";
+
+  // unix:// is the socket: form.
+  p = Parse("sinks:\n  - {kind: syslog, address: \"unix:///run/log.sock\"}\n");
+  ASSERT_TRUE(p.ok) << p.errors;
+  EXPECT_TRUE(p.config.sinks[0].remote.host.empty());
+  EXPECT_EQ(p.config.sinks[0].socket, "/run/log.sock");
+
+  struct Bad {
+    std::string yaml, error;
+  };
+  const std::vector<Bad> bad = {
+      {"  - {kind: syslog, socket: /dev/log, address: \"tcp://a:1\"}\n",
+       "agent.yaml:2:28: sinks[0].socket: give either address or socket"},
+      {"  - {kind: syslog, address: \"udp://a:1\"}\n",
+       "agent.yaml:2:29: sinks[0].address: expected tcp://HOST:PORT, tls://HOST:PORT or unix:///PATH, got 'udp://a:1'"},
+      {"  - {kind: syslog, address: \"tcp://a:0\"}\n", "sinks[0].address: expected tcp://HOST:PORT"},
+      {"  - {kind: syslog, address: \"tcp://a b:1\"}\n", "sinks[0].address: expected tcp://HOST:PORT"},
+      {"  - {kind: syslog, address: \"tls://a:1\"}\n",
+       "agent.yaml:2:29: sinks[0].tls.ca: a tls:// address needs the collector's CA (tls.ca)"},
+      {"  - {kind: syslog, address: \"tcp://a:1\", tls: {ca: " + readable + "}}\n",
+       "sinks[0].tls: applies only to a tls:// address, not tcp://"},
+      {"  - {kind: syslog, tls: {ca: " + readable + "}}\n", "sinks[0].tls: applies only to a tls:// address"},
+      {"  - {kind: syslog, address: \"tls://a:1\", tls: {ca: " + readable + ", cert: " + readable + "}}\n",
+       "sinks[0].tls.key: a client certificate needs both cert and key"},
+      {"  - {kind: syslog, address: \"tls://a:1\", tls: {ca: /nonexistent/ca.pem}}\n",
+       "sinks[0].tls.ca: cannot read /nonexistent/ca.pem: No such file or directory"},
+      {"  - {kind: syslog, address: \"tls://a:1\", tls: {ca: " + readable + ", cert: " + readable +
+           ", key: /nonexistent/client.key}}\n",
+       "sinks[0].tls.key: cannot read /nonexistent/client.key"},
+      {"  - {kind: syslog, address: \"tcp://a:1\", format: ocsf}\n",
+       "sinks[0].format: format ocsf is not supported yet"},
+      {"  - {kind: syslog, address: \"tcp://a:1\", format: cef}\n",
+       "sinks[0].format: unknown value 'cef' (expected one of: rfc5424, ocsf)"},
+      {"  - {kind: syslog, address: \"tcp://a:1\", spool: {maxBytes: 1.5Gi}}\n",
+       "sinks[0].spool.maxBytes: invalid byte size '1.5Gi': fractions are not allowed"},
+      {"  - {kind: syslog, address: \"tcp://a:1\", spool: {maxBytes: 1Ki}}\n",
+       "sinks[0].spool.maxBytes: must be at least 1048576, got 1Ki"},
+      {"  - {kind: syslog, address: \"tcp://a:1\", spool: {path: spool}}\n",
+       "sinks[0].spool.path: must be an absolute path, got 'spool'"},
+      {"  - {kind: syslog, address: \"tcp://a:1\", spool: {maxBytes: 4Mi, replayBytes: 3Mi}}\n",
+       "sinks[0].spool.replayBytes: must be at most half of spool.maxBytes"},
+      {"  - {kind: syslog, address: \"tcp://a:1\"}\n  - {kind: syslog, address: \"tcp://b:1\"}\n",
+       "agent.yaml:3:5: sinks[1].spool.path: spool /var/lib/cordon/spool is already another sink's"},
+      {"  - {kind: syslog, address: \"tcp://a:1\", spool: {size: 1}}\n", "sinks[0].spool.size: unknown field 'size'"},
+  };
+  for (const auto& b : bad) {
+    p = Parse("sinks:\n" + b.yaml);
+    EXPECT_FALSE(p.ok) << b.yaml;
+    EXPECT_NE(p.errors.find(b.error), std::string::npos) << b.yaml << p.errors;
+  }
+  // The key is a secret: an error about it names its path, never its bytes.
+  p = Parse("sinks:\n  - {kind: syslog, address: \"tls://a:1\", tls: {ca: " + readable + ", key: " + readable + "}}\n");
+  EXPECT_EQ(p.errors.find("(cordon"), std::string::npos) << p.errors;
+}
+
 }  // namespace
 }  // namespace cordon::agent

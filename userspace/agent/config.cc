@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -11,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "policy/resources.h"
 #include "policy/yaml_reader.h"
 
 namespace cordon::agent {
@@ -60,6 +62,52 @@ bool Blank(std::string_view text) {
     if (c == '#') in_comment = true;
     else if (c != ' ' && c != '\t' && c != '\r' && c != '\n') return false;
   }
+  return true;
+}
+
+// tcp://HOST:PORT, tls://HOST:PORT (HOST a name, an IPv4 address or [IPv6])
+// or unix:///PATH into the sink; false with *error.
+bool SyslogAddress(const std::string& text, SinkConfig* sink, std::string* error) {
+  if (text.rfind("unix://", 0) == 0) {
+    sink->socket = text.substr(7);
+    if (sink->socket.empty() || sink->socket[0] != '/' || sink->socket.size() >= 108) {
+      *error = "expected unix:///absolute/path (at most 107 bytes), got '" + text + "'";
+      return false;
+    }
+    return true;
+  }
+  bool tls = text.rfind("tls://", 0) == 0;
+  if (!tls && text.rfind("tcp://", 0) != 0) {
+    *error = "expected tcp://HOST:PORT, tls://HOST:PORT or unix:///PATH, got '" + text + "'";
+    return false;
+  }
+  std::string rest = text.substr(6), host, port;
+  if (!rest.empty() && rest[0] == '[') {
+    size_t close = rest.find(']');
+    if (close != std::string::npos && close + 1 < rest.size() && rest[close + 1] == ':') {
+      host = rest.substr(1, close - 1);
+      port = rest.substr(close + 2);
+    }
+  } else if (size_t colon = rest.rfind(':'); colon != std::string::npos && rest.find(':') == colon) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+  }
+  bool host_ok = !host.empty() && host.size() <= 253;
+  for (char ch : host)
+    host_ok =
+        host_ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == ':' || ch == '_');
+  uint64_t p = 0;
+  bool port_ok = !port.empty() && port.size() <= 5 && port[0] != '0';
+  for (char ch : port)
+    port_ok = port_ok && ch >= '0' && ch <= '9' && (p = p * 10 + static_cast<uint64_t>(ch - '0'), true);
+  if (!host_ok || !port_ok || p > 65535) {
+    *error = "expected " + text.substr(0, 6) +
+             "HOST:PORT (a host name, IPv4 address or [IPv6] address, port 1-65535), got '" + text + "'";
+    return false;
+  }
+  sink->remote.host = host;
+  sink->remote.port = static_cast<uint16_t>(p);
+  sink->remote.tls = tls;
   return true;
 }
 
@@ -162,6 +210,23 @@ class Reader {
 
   void Sink(const YamlNode& node, const std::string& path, SinkConfig* sink);
 
+  // An absolute path to a file this process can read (TLS material: checked
+  // here so that a typo fails at load, not at the first connect; the error
+  // names the path, never what is in it).
+  void ReadableFile(const YamlNode& node, const std::string& field, std::string* out) {
+    if (!String(node, field, out)) return;
+    if (out->empty() || (*out)[0] != '/') {
+      Error(node, field, "must be an absolute path, got '" + *out + "'");
+      return;
+    }
+    int fd = ::open(out->c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      Error(node, field, "cannot read " + *out + ": " + std::strerror(errno));
+      return;
+    }
+    ::close(fd);
+  }
+
  private:
   std::string file_;
   Diagnostics* diags_;
@@ -184,6 +249,11 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
   if (!Choice(*kind_node, path + ".kind", {"jsonl", "stdout", "syslog"}, &kind)) return;
   std::vector<std::pair<std::string, Handler>> fields = {{"kind", [](const YamlNode&, const std::string&) {}}};
   bool has_path = false;
+  const YamlNode* socket_node = nullptr;
+  const YamlNode* address_node = nullptr;
+  const YamlNode* tls_node = nullptr;
+  const YamlNode* spool_node = nullptr;
+  bool replay_given = false;
   if (kind == "jsonl") {
     sink->kind = SinkConfig::Kind::kJsonl;
     fields.push_back({"path", [&](const YamlNode& v, const std::string& f) {
@@ -226,6 +296,7 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
   } else {
     sink->kind = SinkConfig::Kind::kSyslog;
     fields.push_back({"socket", [&](const YamlNode& v, const std::string& f) {
+                        socket_node = &v;
                         if (String(v, f, &sink->socket) && (sink->socket.empty() || sink->socket[0] != '/'))
                           Error(v, f, "must be an absolute path to a unix datagram socket, got '" + sink->socket + "'");
                       }});
@@ -238,9 +309,81 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
                           sink->facility_name = s;
                         }
                       }});
+    fields.push_back({"address", [&](const YamlNode& v, const std::string& f) {
+                        address_node = &v;
+                        std::string text, error;
+                        if (String(v, f, &text) && !SyslogAddress(text, sink, &error)) Error(v, f, error);
+                      }});
+    fields.push_back({"format", [&](const YamlNode& v, const std::string& f) {
+                        std::string s;
+                        if (Choice(v, f, {"rfc5424", "ocsf"}, &s) && s == "ocsf")
+                          Error(v, f, "format ocsf is not supported yet (rfc5424 is)");
+                      }});
+    fields.push_back(
+        {"tls", [&](const YamlNode& v, const std::string& f) {
+           tls_node = &v;
+           Mapping(v, f,
+                   {{"ca", [&](const YamlNode& x, const std::string& g) { ReadableFile(x, g, &sink->remote.ca); }},
+                    {"cert", [&](const YamlNode& x, const std::string& g) { ReadableFile(x, g, &sink->remote.cert); }},
+                    {"key", [&](const YamlNode& x, const std::string& g) { ReadableFile(x, g, &sink->remote.key); }}},
+                   "tls");
+         }});
+    fields.push_back(
+        {"spool", [&](const YamlNode& v, const std::string& f) {
+           spool_node = &v;
+           auto size = [&](const YamlNode& x, const std::string& g, uint64_t min, uint64_t* out) {
+             std::string text, error;
+             uint64_t n = 0;
+             if (!String(x, g, &text)) return;
+             if (!policy::ParseByteSize(text, &n, &error))
+               Error(x, g, error);
+             else if (n < min)
+               Error(x, g, "must be at least " + std::to_string(min) + ", got " + text);
+             else
+               *out = n;
+           };
+           Mapping(v, f,
+                   {{"path",
+                     [&](const YamlNode& x, const std::string& g) {
+                       if (String(x, g, &sink->remote.spool_dir) &&
+                           (sink->remote.spool_dir.size() < 2 || sink->remote.spool_dir[0] != '/'))
+                         Error(x, g, "must be an absolute path, got '" + sink->remote.spool_dir + "'");
+                     }},
+                    {"maxBytes", [&](const YamlNode& x,
+                                     const std::string& g) { size(x, g, 1 << 20, &sink->remote.spool_max_bytes); }},
+                    {"replayBytes",
+                     [&](const YamlNode& x, const std::string& g) {
+                       replay_given = true;
+                       size(x, g, 0, &sink->remote.replay_bytes);
+                     }}},
+                   "spool");
+         }});
   }
   Mapping(node, path, fields, (kind + " sink").c_str());
   if (kind == "jsonl" && !has_path) Error(node, path + ".path", "a jsonl sink needs a path");
+  if (kind != "syslog") return;
+  if (address_node && socket_node)
+    Error(*socket_node, path + ".socket",
+          "give either address or socket (the old form of address: unix://PATH), not both");
+  RemoteSyslogOptions& remote = sink->remote;
+  if (remote.host.empty()) {
+    if (tls_node) Error(*tls_node, path + ".tls", "applies only to a tls:// address");
+    if (spool_node) Error(*spool_node, path + ".spool", "applies only to a tcp:// or tls:// address");
+    return;
+  }
+  if (!remote.tls && tls_node) Error(*tls_node, path + ".tls", "applies only to a tls:// address, not tcp://");
+  if (remote.tls && remote.ca.empty())
+    Error(tls_node ? *tls_node : *address_node, path + ".tls.ca", "a tls:// address needs the collector's CA (tls.ca)");
+  if (remote.cert.empty() != remote.key.empty())
+    Error(*tls_node, path + (remote.cert.empty() ? ".tls.cert" : ".tls.key"),
+          "a client certificate needs both cert and key");
+  if (remote.spool_dir.empty()) remote.spool_dir = kDefaultSpoolDir;
+  if (remote.replay_bytes > remote.spool_max_bytes / 2) {
+    if (replay_given)
+      Error(*spool_node, path + ".spool.replayBytes", "must be at most half of spool.maxBytes");
+    else
+      remote.replay_bytes = remote.spool_max_bytes / 2;  // the default, in a small spool
+  }
 }
 
 // Why `issuer` cannot be an iss (a verifier fetches
@@ -385,7 +528,7 @@ bool ParseAgentConfig(std::string_view text, const std::string& file, AgentConfi
                r.Error(v, f, "expected a list of sinks, got " + WhatIs(v));
                return;
              }
-             std::set<std::string> names;
+             std::set<std::string> names, spools;
              for (size_t i = 0; i < v.items.size(); ++i) {
                const std::string item = f + "[" + std::to_string(i) + "]";
                SinkConfig sink;
@@ -400,6 +543,11 @@ bool ParseAgentConfig(std::string_view text, const std::string& file, AgentConfi
                  r.Error(*v.items[i], item,
                          sink.kind == SinkConfig::Kind::kStdout ? "stdout is already a sink"
                                                                 : "duplicate sink " + sink.Name());
+                 continue;
+               }
+               if (!sink.remote.host.empty() && !spools.insert(sink.remote.spool_dir).second) {
+                 r.Error(*v.items[i], item + ".spool.path",
+                         "spool " + sink.remote.spool_dir + " is already another sink's (each needs its own)");
                  continue;
                }
                c.sinks.push_back(sink);

@@ -13,6 +13,11 @@
 //       fsyncIntervalMs: 1000
 //     - {kind: stdout, format: compact}   # json | compact
 //     - {kind: syslog, socket: /dev/log, facility: authpriv}
+//     - kind: syslog                      # remote: RFC 5424, octet-counted, via a spool
+//       address: tls://collector.example:6514   # tcp://HOST:PORT | tls://HOST:PORT | unix:///dev/log
+//       tls: {ca: /etc/cordon/collector-ca.pem, cert: /etc/cordon/client.pem, key: /etc/cordon/client.key}
+//       format: rfc5424
+//       spool: {path: /var/lib/cordon/spool, maxBytes: 1Gi, replayBytes: 8Mi}
 //   metrics:
 //     listen: 127.0.0.1:9464              # "" disables; port 0 picks one
 //     allowNonLoopback: false
@@ -45,6 +50,7 @@ constexpr const char* kDefaultSocketPath = "/run/cordon/agent.sock";
 constexpr const char* kDefaultAuditPath = "/var/log/cordon/audit.jsonl";
 constexpr const char* kDefaultRunLogDir = "/var/log/cordon";  // cordon run's run-<time>-<pid>.jsonl
 constexpr const char* kDefaultMetricsListen = "127.0.0.1:9464";
+constexpr const char* kDefaultSpoolDir = "/var/lib/cordon/spool";  // a remote syslog sink's
 constexpr const char* kDefaultOidcKeyDir = "/var/lib/cordon/oidc";
 constexpr const char* kDefaultOidcPublishDir = "/var/lib/cordon/oidc/public";
 

@@ -17,7 +17,12 @@ std::string SinkConfig::Name() const {
   switch (kind) {
     case Kind::kJsonl: return "jsonl:" + path;
     case Kind::kStdout: return "stdout";
-    case Kind::kSyslog: return "syslog:" + socket;
+    case Kind::kSyslog:
+      if (!remote.host.empty())
+        return "syslog:" + std::string(remote.tls ? "tls://" : "tcp://") +
+               (remote.host.find(':') != std::string::npos ? "[" + remote.host + "]" : remote.host) + ":" +
+               std::to_string(remote.port);
+      return "syslog:" + socket;
   }
   return "?";
 }
@@ -39,6 +44,14 @@ Status SinkFanout::Open(const std::vector<SinkConfig>& configs) {
         slot.sink = std::make_unique<StreamSink>(STDOUT_FILENO, sc.format);
         break;
       case SinkConfig::Kind::kSyslog: {
+        if (!sc.remote.host.empty()) {
+          RemoteSyslogOptions options = sc.remote;
+          options.facility = sc.facility;
+          auto sink = RemoteSyslogSink::Open(options);
+          if (!sink) return sink.error().Wrap("sink " + sc.Name());
+          slot.sink = std::move(*sink);
+          break;
+        }
         // The syslog daemon may come up after the agent: retried, and events
         // meanwhile counted as failed writes of this sink.
         auto sink = SyslogSink::Open(sc.socket, "cordon", sc.facility);
@@ -122,6 +135,22 @@ void SinkFanout::FlushSinks() {
 
 void SinkFanout::Retry(int64_t now_ns) {
   for (auto& slot : slots_) {
+    // A remote sink's sender reconnects by itself: its faults are logged here
+    // (each new one, at most every 10 s).
+    if (auto* remote = dynamic_cast<RemoteSyslogSink*>(slot.sink.get())) {
+      auto stats = remote->stats();
+      if (stats.connects != slot.remote_connects) {
+        slot.remote_connects = stats.connects;
+        Log("sink " + slot.config.Name() + " connected");
+      }
+      if (!stats.last_error.empty() && stats.last_error != slot.remote_error &&
+          now_ns - slot.last_log_ns >= kSinkErrorLogEveryNs) {
+        slot.remote_error = stats.last_error;
+        slot.last_log_ns = now_ns;
+        Log("sink " + slot.config.Name() + ": " + stats.last_error);
+      }
+      continue;
+    }
     if (slot.sink || slot.config.kind != SinkConfig::Kind::kSyslog) continue;
     if (now_ns - slot.last_open_try_ns < kSyslogRetryNs) continue;
     slot.last_open_try_ns = now_ns;

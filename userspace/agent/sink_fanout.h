@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "event.pb.h"
+#include "events/remote_syslog.h"
 #include "events/sink.h"
 #include "util/result.h"
 
@@ -33,8 +34,12 @@ struct SinkConfig {
   std::string socket = "/dev/log";
   int facility = 10;  // authpriv
   std::string facility_name = "authpriv";
+  // syslog with address: tcp://HOST:PORT or tls://HOST:PORT: the remote sink
+  // (events/remote_syslog.h); remote.host empty: the unix socket above.
+  RemoteSyslogOptions remote;
 
-  // "jsonl:/var/log/cordon/audit.jsonl", "stdout", "syslog:/dev/log"
+  // "jsonl:/var/log/cordon/audit.jsonl", "stdout", "syslog:/dev/log",
+  // "syslog:tls://collector.example:6514"
   std::string Name() const;
 };
 
@@ -49,14 +54,18 @@ struct SinkSlot {
   bool failing = false;  // the last write lost events (cleared by one that loses none)
   int64_t last_log_ns = 0;
   int64_t last_open_try_ns = 0;
+  uint64_t remote_connects = 0;  // a remote syslog sink's connects, as last logged
+  std::string remote_error;      // ... and its last fault logged
 };
 
 class SinkFanout {
  public:
   static constexpr size_t kSinkBatchBytes = 1 << 20;
 
-  // Opens every configured sink. Fails only for a jsonl file that cannot be
-  // opened; a syslog sink without a daemon is retried (Retry).
+  // Opens every configured sink. Fails for a jsonl file that cannot be
+  // opened and a remote syslog sink whose spool or TLS files are unusable; a
+  // syslog sink without a daemon is retried (Retry), a remote one reconnects
+  // by itself (its sender logs the faults through Retry()).
   Status Open(const std::vector<SinkConfig>& configs);
   void Write(const cordon::v1::AuditEvent& event);
   void FlushBatches();  // writes the batched lines out

@@ -388,6 +388,10 @@ Result<std::unique_ptr<SyslogSink>> SyslogSink::Open(const std::string& socket_p
   return sink;
 }
 
+std::unique_ptr<SyslogSink> SyslogSink::Formatter(const std::string& app_name, int facility) {
+  return std::unique_ptr<SyslogSink>(new SyslogSink("", app_name, facility));
+}
+
 Status SyslogSink::Connect() {
   fd_.Reset();
   UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));

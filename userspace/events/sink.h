@@ -134,6 +134,8 @@ class SyslogSink : public AuditSink {
   // Reconnects once per call when the socket reports ECONNREFUSED, ENOTCONN
   // or ECONNRESET (the syslog daemon restarted) or the last reconnect failed.
   Status Write(const cordon::v1::AuditEvent& event) override;
+  // A sink that only formats (the remote syslog sink's messages): never connected.
+  static std::unique_ptr<SyslogSink> Formatter(const std::string& app_name, int facility);
   // The message Write() sends (exposed for tests and diagnostics).
   std::string Format(const cordon::v1::AuditEvent& event) const;
 
