@@ -2664,11 +2664,10 @@ TEST_F(AgentResources, AForkBombAtPidsMaxIsOneEventInTheAgentsAuditFile) {
   EXPECT_EQ(agent.Stop(), 0);
 }
 
-// A storm of refused forks for three seconds: the agent stops watching
-// pids.events after each event until the next may be written (one a
-// second), and reads what rose meanwhile when it watches again: at most one
-// event a second, and their counts add up to the kernel's own count of
-// refused forks (pids.events max), none lost while it was not watching.
+// A storm of refused forks for three seconds: at most one event a second
+// (the rises in between are counted into the next), and their counts add up
+// to the kernel's own count of refused forks (pids.events max): none lost
+// while events were held back, none counted twice.
 TEST_F(AgentResources, AStormOfRefusedForksIsReportedOnceASecondWithEveryForkCounted) {
   if (std::string why = MissingController(); !why.empty()) GTEST_SKIP() << why;
   TestAgent agent;

@@ -336,9 +336,6 @@ void Agent::ReadResourceNotifications() {
 
 void Agent::PollResources(Sandbox& sb, bool final) {
   for (auto& e : sb.resources->Poll(MonoNs(), final)) DeliverOwn(sb, std::move(e));
-  // A file muted after its event, or watched again (ResourceWatch::Mute):
-  // its watch descriptor is new.
-  for (int wd : sb.resources->wds()) inotify_owner_[wd] = sb.id;
 }
 
 void Agent::CheckWallTime(Sandbox& sb, int64_t now_real_ns) {

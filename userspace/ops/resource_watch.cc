@@ -135,7 +135,6 @@ std::unique_ptr<ResourceWatch> ResourceWatch::Open(const std::string& dir, Resou
     const std::string path = dir + "/" + file;
     if (::access(path.c_str(), F_OK) != 0) continue;  // no such controller here
     const int wd = instance < 0 ? -1 : ::inotify_add_watch(instance, path.c_str(), IN_MODIFY);
-    w->files_.push_back({file, wd, 0});
     if (wd < 0) {  // its counters are still read: at the end, and with the others'
       if (instance >= 0 && w->problem_.empty())
         w->problem_ = std::string("inotify_add_watch ") + file + ": " + std::strerror(errno);
@@ -182,37 +181,7 @@ ResourceWatch::~ResourceWatch() {
 bool ResourceWatch::Due(int64_t now) const {
   for (const auto& c : counters_)
     if (c.seen != c.reported && now - c.last_event_ns >= kEventSpacingNs) return true;
-  for (const auto& f : files_)
-    if (f.muted_until && now >= f.muted_until) return true;
   return false;
-}
-
-void ResourceWatch::Mute(const char* file, int64_t now) {
-  for (auto& f : files_) {
-    if (std::strcmp(f.name, file) != 0 || f.wd < 0) continue;
-    ::inotify_rm_watch(Instance(), f.wd);
-    wds_.erase(std::remove(wds_.begin(), wds_.end(), f.wd), wds_.end());
-    f.wd = -1;
-    f.muted_until = now + kEventSpacingNs;
-  }
-}
-
-bool ResourceWatch::Unmute(int64_t now) {
-  bool any = false;
-  for (auto& f : files_) {
-    if (!f.muted_until || now < f.muted_until) continue;
-    f.muted_until = 0;
-    any = true;
-    const std::string path = dir_ + "/" + f.name;
-    f.wd = ::inotify_add_watch(Instance(), path.c_str(), IN_MODIFY);
-    if (f.wd < 0) {  // the cgroup is gone (ENOENT), or the watches ran out: read at the end
-      if (errno != ENOENT && problem_.empty())
-        problem_ = std::string("inotify_add_watch ") + f.name + ": " + std::strerror(errno);
-    } else if (shared_inotify_ >= 0) {
-      wds_.push_back(f.wd);
-    }
-  }
-  return any;
 }
 
 void ResourceWatch::Covered(const cordon::v1::AuditEvent& e) {
@@ -311,11 +280,10 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final)
   std::vector<cordon::v1::AuditEvent> out;
   // The files are read only when the kernel said they changed, at the end,
   // or when a held-back rise is due: not on every turn of the caller's loop.
-  const bool unmuted = Unmute(now);  // what rose while muted is read now
   const bool due = Due(now);
   const bool pressure = pressure_notified_;
   pressure_notified_ = false;
-  const bool notified = Notified() || pressure || unmuted;
+  const bool notified = Notified() || pressure;
   if (notified || final)
     Read();
   else if (!due) return out;
@@ -326,7 +294,6 @@ std::vector<cordon::v1::AuditEvent> ResourceWatch::Poll(int64_t now, bool final)
     const uint64_t count = c.seen - c.reported;
     c.reported = c.seen;
     c.last_event_ns = now;
-    if (!final) Mute(c.file, now);
     const std::string key = c.key, resource = c.resource;
     std::optional<uint64_t> limit = NumberFile(dir_ + "/" + c.limit_file);
     std::optional<uint64_t> value;

@@ -143,20 +143,6 @@ class ResourceWatch {
   explicit ResourceWatch(std::string dir) : dir_(std::move(dir)) {}
   bool Notified();  // drains the inotify queue: true if a watched file changed
   void Read();
-  // A file whose counter was just reported is not watched until its next
-  // event could be written (the one-a-second spacing): a storm of rises
-  // (a fork refused a thousand times a second) then wakes its reader about
-  // once a second, not once a rise. The rises meanwhile are read when the
-  // watch comes back.
-  struct WatchedFile {
-    const char* name;
-    int wd = -1;
-    int64_t muted_until = 0;  // CLOCK_MONOTONIC ns; 0: not muted
-  };
-  int Instance() const { return shared_inotify_ >= 0 ? shared_inotify_ : inotify_.get(); }
-  void Mute(const char* file, int64_t now);
-  bool Unmute(int64_t now);  // watches again the files whose mute ended: true if any
-  std::vector<WatchedFile> files_;
   std::string dir_;
   ResourceWatchOptions options_;
   UniqueFd inotify_;
