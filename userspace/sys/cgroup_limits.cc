@@ -187,6 +187,22 @@ bool Cgroup2HasController(const std::string& mount, const std::string& controlle
   return false;
 }
 
+namespace {
+
+// Writes `text` to the limit file; on an error, restores the limits written
+// so far (`outcomes`) and says so in the error.
+Status WriteOrUndo(const CgroupRef& cgroup, const std::string& file, const std::string& text, const std::string& shown,
+                   const std::vector<CgroupLimitOutcome>& outcomes) {
+  Status s = WriteAt(cgroup.fd.get(), file, text, shown);
+  if (s.ok()) return s;
+  Error error{s.error().ToString()};
+  if (Status r = RestoreCgroupLimits(cgroup, outcomes); !r.ok())
+    error.message += "; restoring the limits already written failed too: " + r.error().ToString();
+  return error;
+}
+
+}  // namespace
+
 std::optional<CgroupLimitValue> CgroupLimitOfLabel(const std::string& label) {
   for (CgroupLimit limit : {CgroupLimit::kMemoryMax, CgroupLimit::kMemoryHigh, CgroupLimit::kSwapMax,
                             CgroupLimit::kPidsMax, CgroupLimit::kCpuMax, CgroupLimit::kCpuWeight}) {
@@ -258,12 +274,7 @@ Result<std::vector<CgroupLimitOutcome>> ApplyCgroupLimits(const CgroupRef& cgrou
       out.platform_kept = true;
       out.platform = platform_text;
       if (platform_text != out.previous) {  // an earlier policy's value is there: the platform's goes back
-        if (Status s = WriteAt(cgroup.fd.get(), file, platform_text, shown); !s.ok()) {
-          Error error{s.error().ToString()};
-          if (Status r = RestoreCgroupLimits(cgroup, outcomes); !r.ok())
-            error.message += "; restoring the limits already written failed too: " + r.error().ToString();
-          return error;
-        }
+        if (Status s = WriteOrUndo(cgroup, file, platform_text, shown, outcomes); !s.ok()) return s.error();
         out.written = true;
       }
       outcomes.push_back(out);
@@ -307,12 +318,7 @@ Result<std::vector<CgroupLimitOutcome>> RestorePlatformLimits(const CgroupRef& c
                        ? DevId(*limit) + " wbps=" + IoWbps(*previous, DevId(*limit))
                        : *previous;
     if (out.previous != value) {
-      if (Status s = WriteAt(cgroup.fd.get(), file, value, shown); !s.ok()) {
-        Error error{s.error().ToString()};
-        if (Status r = RestoreCgroupLimits(cgroup, outcomes); !r.ok())
-          error.message += "; restoring the limits already written failed too: " + r.error().ToString();
-        return error;
-      }
+      if (Status s = WriteOrUndo(cgroup, file, value, shown, outcomes); !s.ok()) return s.error();
       out.written = true;
     }
     outcomes.push_back(out);
