@@ -71,8 +71,8 @@ class EchoResolver {
       udp6_ = tcp_ < 0 ? -1 : Bound(AF_INET6, SOCK_DGRAM, "::1", port_);
       tcp6_ = udp6_ < 0 ? -1 : Bound(AF_INET6, SOCK_STREAM, "::1", port_);
     }
-    ::listen(tcp_, 8);
-    ::listen(tcp6_, 8);
+    EXPECT_EQ(::listen(tcp_, 8), 0);
+    EXPECT_EQ(::listen(tcp6_, 8), 0);
     thread_ = std::thread([this] { Serve(); });
   }
   ~EchoResolver() {
@@ -318,11 +318,10 @@ struct Listener2 {
   Listener2() {
     fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_storage a = V4("127.0.0.2", 0);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(sockaddr_in));
-    ::listen(fd, 16);
     socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(reinterpret_cast<sockaddr_in&>(a).sin_port);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(sockaddr_in)) == 0 && ::listen(fd, 16) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(reinterpret_cast<sockaddr_in&>(a).sin_port);
   }
   ~Listener2() { ::close(fd); }
   int fd = -1;
@@ -332,6 +331,8 @@ struct Listener2 {
 TEST_F(NameGrants, AllowTheRulesPortAndProtocolUntilTheyExpire) {
   TestCgroup cg("grant");
   Listener2 granted, other;
+  ASSERT_NE(granted.port, 0);
+  ASSERT_NE(other.port, 0);
   Attach(cg, LoopbackPolicy("grants", 9));
   const auto addr = V4("127.0.0.2", granted.port);
   // Negative control: unconfined, both ports are reachable.
