@@ -156,8 +156,9 @@ class EchoResolver {
   std::vector<std::string> queries_;
 };
 
-// Waits up to 5 s for a reply on fd; checks its text and that it comes from `expect_from`.
-int ReplyFrom(int fd, const std::string& query, const sockaddr_storage& expect_from) {
+// Waits up to 5 s for a reply on fd; checks its text and (check_source) that
+// it comes from `expect_from`.
+int ReplyFrom(int fd, const std::string& query, const sockaddr_storage& expect_from, bool check_source = true) {
   pollfd p{fd, POLLIN, 0};
   if (::poll(&p, 1, 5000) != 1) return kNoReply;
   char buf[512];
@@ -166,7 +167,7 @@ int ReplyFrom(int fd, const std::string& query, const sockaddr_storage& expect_f
   ssize_t n = ::recvfrom(fd, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len);
   if (n < 0) return errno;
   if (std::string(buf, static_cast<size_t>(n)) != "ans:" + query) return kWrongReply;
-  return SameAddress(from, expect_from) ? 0 : kWrongSource;
+  return !check_source || SameAddress(from, expect_from) ? 0 : kWrongSource;
 }
 
 int PeerIs(int fd, const sockaddr_storage& expect) {
@@ -188,33 +189,23 @@ int DnsSendto(const sockaddr_storage& server, const std::string& query) {
   return rc;
 }
 
-// connect() then send() on UDP: the peer, then the reply.
-int DnsConnectedUdp(const sockaddr_storage& server, const std::string& query) {
-  int fd = ::socket(server.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return errno;
-  int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&server), SockaddrLen(server)) ? errno : 0;
-  if (!rc) rc = PeerIs(fd, server);
-  if (!rc) rc = ::send(fd, query.data(), query.size(), 0) == static_cast<ssize_t>(query.size()) ? 0 : errno;
-  if (!rc) rc = ReplyFrom(fd, query, server);
-  ::close(fd);
-  return rc;
-}
-
-// DNS over TCP: connect(), the peer, the answer.
-int DnsTcp(const sockaddr_storage& server, const std::string& query) {
-  int fd = ::socket(server.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// connect() then send(), over UDP or TCP: the peer, then the reply (over
+// UDP also its source; a TCP read has none).
+int DnsConnected(int type, const sockaddr_storage& server, const std::string& query) {
+  int fd = ::socket(server.ss_family, type | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno;
   int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&server), SockaddrLen(server)) ? errno : 0;
   if (!rc) rc = PeerIs(fd, server);
   if (!rc) rc = ::send(fd, query.data(), query.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(query.size()) ? 0 : errno;
-  if (!rc) {
-    pollfd p{fd, POLLIN, 0};
-    char buf[512];
-    ssize_t n = ::poll(&p, 1, 5000) == 1 ? ::recv(fd, buf, sizeof buf, 0) : -1;
-    rc = n < 0 ? kNoReply : std::string(buf, static_cast<size_t>(n)) == "ans:" + query ? 0 : kWrongReply;
-  }
+  if (!rc) rc = ReplyFrom(fd, query, server, type == SOCK_DGRAM);
   ::close(fd);
   return rc;
+}
+int DnsConnectedUdp(const sockaddr_storage& server, const std::string& query) {
+  return DnsConnected(SOCK_DGRAM, server, query);
+}
+int DnsTcp(const sockaddr_storage& server, const std::string& query) {
+  return DnsConnected(SOCK_STREAM, server, query);
 }
 
 const cordon::v1::AuditEvent* FindNet(const std::vector<cordon::v1::AuditEvent>& events, const std::string& kind,
