@@ -4,6 +4,7 @@
 // when it builds the programs and this translation unit checks for the C++
 // side. What is asserted here is what concerns userspace only.
 #include "abi/cordon_common.h"
+#include "abi/cordon_dns.h"
 #include "abi/cordon_event.h"
 #include "abi/cordon_file.h"
 #include "abi/cordon_net.h"

@@ -151,7 +151,10 @@ struct cordon_event_header {
 	__u32 ppid;
 	__u32 uid;
 	__u32 gid;
-	__u32 _pad2;
+	/* Net records of a name rule's address (bpf/abi/cordon_dns.h): the
+	 * name id of the grant that matched the address (userspace maps it to
+	 * the name); 0 otherwise. Was padding: records written before it hold 0. */
+	__u32 name_id;
 	char comm[16];
 	/* Repeats of this record's (kind, target, process) aggregated by the
 	 * kernel in the window before this one (struct cordon_repeat_value),

@@ -18,6 +18,7 @@
 #include "abi/cordon_common.h"
 #include "abi/cordon_event.h"
 #include "abi/cordon_net.h"
+#include "abi/cordon_dns.h"
 
 /* Slots of the instance's IPv4 allow cache (see egress_match.bpf.h). */
 #define CORDON_ALLOW_CACHE_SLOTS 256
@@ -152,6 +153,25 @@ struct cordon_object_record {
 		__type(key, struct cordon_egress_dest_key);                    \
 		__type(value, __u64);                                          \
 	} egress_dests SEC(".maps");                                           \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(max_entries, CORDON_GRANTS_MAX);                        \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, struct cordon_grant_key);                          \
+		__type(value, struct cordon_grant_value);                      \
+	} grants SEC(".maps");                                                 \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                              \
+		__uint(max_entries, 1);                                        \
+		__type(key, __u32);                                            \
+		__type(value, struct cordon_resolver);                         \
+	} resolver SEC(".maps");                                               \
+	storage struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_SK_STORAGE);                         \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, int);                                              \
+		__type(value, struct cordon_dns_origin);                       \
+	} dns_origin SEC(".maps");                                             \
 	storage struct {                                                       \
 		__uint(type, BPF_MAP_TYPE_RINGBUF);                            \
 		__uint(max_entries, 256 * 1024); /* resized by the loader */   \

@@ -7,13 +7,14 @@
 #include <fcntl.h>
 #include <linux/landlock.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "loader/grants.h"
 #include "loader/kernel_features.h"
 #include "loader/lsm.h"
 #include "loader/sandbox.h"
@@ -67,6 +69,37 @@ int LandlockAbi() {
   return abi < 0 ? 0 : static_cast<int>(abi);
 }
 
+constexpr int kDnsNoReply = 1000, kDnsWrongSource = 1001;
+
+// In the scratch sandbox's process: a DNS-sized datagram to 192.0.2.1:53,
+// which the sandbox's programs send to the doctor's stand-in instead; its
+// reply must read as coming from 192.0.2.1:53 (recvmsg4 rewrote it back).
+int DnsProbeInChild() {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to = {};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(53);
+  to.sin_addr.s_addr = htonl(0xc0000201);  // 192.0.2.1 (TEST-NET-1)
+  if (::sendto(s, "cordon-doctor", 13, 0, reinterpret_cast<sockaddr*>(&to), sizeof to) < 0) return errno;
+  pollfd p{s, POLLIN, 0};
+  if (::poll(&p, 1, 2000) != 1) return kDnsNoReply;
+  char buf[64];
+  sockaddr_in from = {};
+  socklen_t len = sizeof from;
+  if (::recvfrom(s, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len) < 0) return errno;
+  return from.sin_addr.s_addr == to.sin_addr.s_addr && from.sin_port == to.sin_port ? 0 : kDnsWrongSource;
+}
+
+// The doctor's resolver stand-in: answers one datagram (or none within 3 s).
+void AnswerOneQuery(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, 3000) != 1) return;
+  char buf[64];
+  sockaddr_in from = {};
+  socklen_t len = sizeof from;
+  ssize_t n = ::recvfrom(fd, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len);
+  if (n > 0) (void)::sendto(fd, buf, static_cast<size_t>(n), 0, reinterpret_cast<sockaddr*>(&from), len);
+}
 
 // A real process in a scratch sandbox makes a UDP send and a file read the
 // scratch policy denies. Returns the two errnos (0 = not denied).
@@ -77,6 +110,11 @@ struct Exercise {
   int file_errno = -1;
   int unix_errno = -1;  // connect to an abstract address nobody listens on
   int bind_errno = -1;  // bind to a loopback port no listen rule allows
+  // DNS to 192.0.2.1:53 redirected to a resolver stand-in on loopback: 0 when
+  // the reply came back from 192.0.2.1:53; else the errno, or
+  // kDnsNoReply/kDnsWrongSource; -1 when the resolver could not be set.
+  int dns = -1;
+  std::string dns_error;
   bool lsm_registered = false;
 };
 
@@ -117,12 +155,28 @@ Exercise ExerciseScratchSandbox() {
     return ex;
   }
   ex.lsm_registered = attached->info.lsm;
+  // A resolver stand-in on loopback for the DNS redirection probe.
+  int resolver = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in raddr = {};
+  raddr.sin_family = AF_INET;
+  raddr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t rlen = sizeof raddr;
+  bool resolver_set = false;
+  if (resolver >= 0 && ::bind(resolver, reinterpret_cast<sockaddr*>(&raddr), sizeof raddr) == 0 &&
+      ::getsockname(resolver, reinterpret_cast<sockaddr*>(&raddr), &rlen) == 0) {
+    ResolverAddress at;
+    std::memcpy(at.ip.data(), &raddr.sin_addr, 4);
+    at.port = ntohs(raddr.sin_port);
+    Status set = SetResolver(cgroup->id, at, std::nullopt);
+    resolver_set = set.ok();
+    if (!set.ok()) ex.dns_error = set.error().ToString();
+  }
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) == 0) {
     pid_t pid = ::fork();
     if (pid == 0) {
       ::close(pipefd[0]);
-      int results[4] = {0, 0, 0, 0};
+      int results[5] = {0, 0, 0, 0, -1};
       if (MoveToCgroup(*cgroup, ::getpid()).ok()) {
         int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         sockaddr_in to = {};
@@ -149,6 +203,7 @@ Exercise ExerciseScratchSandbox() {
         at.sin_port = htons(47999);
         at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         results[3] = ::bind(b, reinterpret_cast<sockaddr*>(&at), sizeof at) ? errno : 0;
+        if (resolver_set) results[4] = DnsProbeInChild();
       } else {
         results[0] = results[1] = results[2] = results[3] = -2;
       }
@@ -156,17 +211,20 @@ Exercise ExerciseScratchSandbox() {
       _exit(0);
     }
     ::close(pipefd[1]);
-    int results[4] = {-1, -1, -1, -1};
+    if (resolver_set) AnswerOneQuery(resolver);
+    int results[5] = {-1, -1, -1, -1, -1};
     if (::read(pipefd[0], results, sizeof results) == sizeof results) {
       ex.ran = true;
       ex.udp_errno = results[0];
       ex.file_errno = results[1];
       ex.unix_errno = results[2];
       ex.bind_errno = results[3];
+      ex.dns = results[4];
     }
     ::close(pipefd[0]);
     ::waitpid(pid, nullptr, 0);
   }
+  if (resolver >= 0) ::close(resolver);
   (void)KillAndRemoveCgroup(*cgroup);
   (void)DetachSandbox(cgroup->id);
   ::unlink(secret.c_str());
@@ -237,6 +295,18 @@ int DoctorCommand(const Args& args) {
                                       "was refused"
                                     : "cgroup/connect_unix attached, but a connect from the scratch sandbox was not "
                                       "refused (errno " + std::to_string(ex.unix_errno) + ")"});
+
+  // Egress by name: DNS redirected to cordon's resolver and the reply's
+  // source rewritten back (connect/sendmsg + recvmsg4/6 with socket storage).
+  const bool dns_ok = ex.ran && ex.dns == 0;
+  probes.push_back({"dns_redirect", dns_ok,
+                    dns_ok ? "a real UDP query to 192.0.2.1:53 reached a resolver on loopback and its reply read as "
+                             "from 192.0.2.1:53 (sendmsg4 rewrite, recvmsg4, socket storage)"
+                    : !ex.dns_error.empty() ? "the resolver could not be set: " + ex.dns_error
+                    : ex.dns == kDnsNoReply ? "a query to 192.0.2.1:53 got no reply through the redirection"
+                    : ex.dns == kDnsWrongSource
+                        ? "the reply did not read as from 192.0.2.1:53: recvmsg4 did not rewrite it"
+                        : "the query to 192.0.2.1:53 was not redirected (errno " + std::to_string(ex.dns) + ")"});
 
   std::vector<Control> controls;
   // The one remedy of every control that needs BPF LSM, and the likely cause.

@@ -408,6 +408,7 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
       net->set_address(AddressText(addr));
       net->set_port(ne.port);
       net->set_rule(h.rule);
+      net->set_name_id(h.name_id);
       target.reserve(net->address().size() + net->protocol().size() + 16);
       target += net->address();
       target += " port ";

@@ -90,6 +90,7 @@ class JsonWriter {
       U32("port", n.port());
       if (!Str("protocol", n.protocol()) || !Str("family", n.family()) || !Str("sockType", n.sock_type())) return false;
       U32("rule", n.rule());
+      U32("nameId", n.name_id());
       Close();
     }
     if (e.has_loss()) {

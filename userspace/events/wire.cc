@@ -71,6 +71,7 @@ void AppendWireEvent(const cordon::v1::AuditEvent& e, std::string* out) {
     PutBytes(&sub, 4, n.family());
     PutBytes(&sub, 5, n.sock_type());
     PutUint(&sub, 6, n.rule());
+    PutUint(&sub, 7, n.name_id());
     PutMessage(out, 17, sub);
   }
   if (e.has_loss()) {

@@ -34,6 +34,11 @@ const Hook kAllHooks[] = {
     {"link_connect6", [](cordon_net* s) { return s->progs.cordon_connect6; }},
     {"link_sendmsg4", [](cordon_net* s) { return s->progs.cordon_sendmsg4; }},
     {"link_sendmsg6", [](cordon_net* s) { return s->progs.cordon_sendmsg6; }},
+    // DNS redirection's way back (bpf/net/dns.bpf.c); they never refuse.
+    {"link_recvmsg4", [](cordon_net* s) { return s->progs.cordon_recvmsg4; }, false, true},
+    {"link_recvmsg6", [](cordon_net* s) { return s->progs.cordon_recvmsg6; }, false, true},
+    {"link_getpeername4", [](cordon_net* s) { return s->progs.cordon_getpeername4; }, false, true},
+    {"link_getpeername6", [](cordon_net* s) { return s->progs.cordon_getpeername6; }, false, true},
     {"link_connect_unix", [](cordon_net* s) { return s->progs.cordon_connect_unix; }, true},
     {"link_sendmsg_unix", [](cordon_net* s) { return s->progs.cordon_sendmsg_unix; }, true},
 };
@@ -47,6 +52,9 @@ const PolicyMap kPolicyMapList[] = {
     {"listen_port_rules", [](cordon_net* s) { return s->maps.listen_port_rules; }},
     {"dev_rules", [](cordon_net* s) { return s->maps.dev_rules; }},
     {"egress_budget", [](cordon_net* s) { return s->maps.egress_budget; }},
+    // Name grants belong to the policy that had the rule: a replacement
+    // starts with none (bpf/abi/cordon_dns.h).
+    {"grants", [](cordon_net* s) { return s->maps.grants; }},
 };
 
 // Sysctls a sandbox may read (cgroup/sysctl; writes are always refused): what
@@ -108,7 +116,7 @@ std::vector<UnixRuleEntry> UnixRuleEntries(const policy::CompiledPolicy& policy)
 
 Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t unix_entries, size_t listen_entries,
                              uint32_t ringbuf_bytes, int counters_fd, int events_fd, int state_fd, int repeats_fd,
-                             int seq_fd, const EgressMaps& egress) {
+                             int seq_fd, const EgressMaps& egress, int resolver_fd) {
   LibbpfLogCapture log;
   NetSkel skel(cordon_net__open());
   if (!skel) return SysError("open BPF object" + log.Tail());
@@ -145,6 +153,8 @@ Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t un
     return SysError("reuse the sandbox's egress bytes");
   if (egress.dests_fd >= 0 && bpf_map__reuse_fd(skel->maps.egress_dests, egress.dests_fd))
     return SysError("reuse the sandbox's egress destinations");
+  if (resolver_fd >= 0 && bpf_map__reuse_fd(skel->maps.resolver, resolver_fd))
+    return SysError("reuse the sandbox's resolver setting");
   if (int err = cordon_net__load(skel.get()))
     return Error{"load BPF programs into the kernel (is this a kernel with BTF and cgroup BPF?)" + log.Tail(), -err};
   // The readable sysctls are the same for every policy: written once here, so

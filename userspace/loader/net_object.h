@@ -66,10 +66,10 @@ struct EgressMaps {
   int dests_fd = -1;
 };
 
-// Opens the object and sizes its maps; reuses counters/events/state/repeats/seq/egress when given (fd >= 0).
+// Opens the object and sizes its maps; reuses counters/events/state/repeats/seq/egress/resolver when given (fd >= 0).
 Result<NetSkel> OpenSkeleton(size_t addr_entries, size_t port_entries, size_t unix_entries, size_t listen_entries,
                              uint32_t ringbuf_bytes, int counters_fd, int events_fd, int state_fd = -1,
-                             int repeats_fd = -1, int seq_fd = -1, const EgressMaps& egress = {});
+                             int repeats_fd = -1, int seq_fd = -1, const EgressMaps& egress = {}, int resolver_fd = -1);
 
 // spec.resources.egressBytes and warnAt as the egress_budget map holds them.
 cordon_egress_budget EgressBudgetOf(const policy::ResourceLimits& limits);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 
+#include "abi/cordon_dns.h"
 #include "abi/cordon_pins.h"
 #include "loader/kernel_features.h"
 #include "loader/lsm.h"
@@ -42,6 +43,10 @@ constexpr const char* kRepeatsPin = CORDON_REPEATS_PIN;
 constexpr const char* kSeqPin = CORDON_SEQ_PIN;
 constexpr const char* kEgressPin = CORDON_EGRESS_PIN;
 constexpr const char* kEgressDestsPin = CORDON_EGRESS_DESTS_PIN;
+// Where the sandbox's DNS goes (bpf/abi/cordon_dns.h), shared by its
+// instances; a sandbox attached by a cordon without it gets one at its next
+// replacement (its absence reads as "no redirection").
+constexpr const char* kResolverPin = CORDON_RESOLVER_PIN;
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -155,6 +160,7 @@ Status PinAll(cordon_net* skel, int info_fd, const std::vector<Link>& links, con
   if (bpf_map__pin(skel->maps.seq, (dir + "/" + kSeqPin).c_str())) return SysError("pin seq");
   if (bpf_map__pin(skel->maps.egress_usage, (dir + "/" + kEgressPin).c_str())) return SysError("pin egress");
   if (bpf_map__pin(skel->maps.egress_dests, (dir + "/" + kEgressDestsPin).c_str())) return SysError("pin egress_dests");
+  if (bpf_map__pin(skel->maps.resolver, (dir + "/" + kResolverPin).c_str())) return SysError("pin resolver");
   if (bpf_obj_pin(info_fd, (dir + "/" + kInfoPin).c_str())) return SysError("pin info");
   for (size_t i = 0; i < links.size(); ++i)
     if (bpf_link__pin(links[i].get(), (dir + "/" + Hooks()[i].pin).c_str()))
@@ -286,6 +292,7 @@ class NetworkReplacement final : public SwitchedLayer {
   bool switched_ = false, finished_ = false;
   bool add_state_ = false;  // the sandbox has no pinned state map yet
   bool add_egress_ = false;  // ... no pinned egress maps yet
+  bool add_resolver_ = false;  // ... no pinned resolver setting yet
 };
 
 Result<std::unique_ptr<NetworkReplacement>> NetworkReplacement::Prepare(const std::string& dir,
@@ -331,12 +338,16 @@ Result<std::unique_ptr<NetworkReplacement>> NetworkReplacement::Prepare(const st
   UniqueFd egress_dests(bpf_obj_get((dir + "/" + kEgressDestsPin).c_str()));
   if (!egress_dests.valid() && errno != ENOENT) return SysError("open " + dir + "/" + kEgressDestsPin);
   p->add_egress_ = !egress_usage.valid() || !egress_dests.valid();
+  UniqueFd resolver(bpf_obj_get((dir + "/" + kResolverPin).c_str()));
+  if (!resolver.valid() && errno != ENOENT) return SysError("open " + dir + "/" + kResolverPin);
+  p->add_resolver_ = !resolver.valid();
   EgressMaps egress;
   if (!p->add_egress_) egress = {egress_usage.get(), egress_dests.get()};
   auto unix_entries = UnixRuleEntries(policy);
-  auto skel = OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(),
-                           ListenEntries(policy), einfo.max_entries, counters.get(), events.get(),
-                           state.valid() ? state.get() : -1, repeats.get(), seq.get(), egress);
+  auto skel =
+      OpenSkeleton(policy.addr_entries.size(), policy.port_entries.size(), unix_entries.size(), ListenEntries(policy),
+                   einfo.max_entries, counters.get(), events.get(), state.valid() ? state.get() : -1, repeats.get(),
+                   seq.get(), egress, resolver.valid() ? resolver.get() : -1);
   if (!skel) return skel.error();
   p->skel_ = std::move(*skel);
   CORDON_TRY(FillPolicyMaps(p->skel_.get(), policy, cgroup.id, unix_entries, unix_flags, options.allowed_devices));
@@ -360,6 +371,8 @@ Result<AttachResult> NetworkReplacement::Finish(const CgroupRef& cgroup, const p
   }
   if (add_state_ && bpf_map__pin(skel_->maps.sandbox_state, (dir + "/" + kStatePin).c_str()) && errno != EEXIST)
     return SysError("pin " + dir + "/" + kStatePin + " (the new policy is in force)");
+  if (add_resolver_ && bpf_map__pin(skel_->maps.resolver, (dir + "/" + kResolverPin).c_str()) && errno != EEXIST)
+    return SysError("pin " + dir + "/" + kResolverPin + " (the new policy is in force)");
   if (add_egress_) {
     // Both anew (an earlier cordon had neither): replaced over whatever half is there.
     for (const auto& [pin, map] :
