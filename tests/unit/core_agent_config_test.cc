@@ -1,6 +1,11 @@
 // The agent's configuration: defaults, every field, and errors naming
 // file:line:column and the field.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "tests/unit/temp_dir.h"
 
 #include <string>
 
@@ -413,9 +418,14 @@ TEST(AgentConfig, RemoteSyslogSink) {
   // Files that exist and are readable (this test's own binary's directory
   // holds none; /proc/self/... is readable by anyone).
   const std::string readable = "/proc/self/stat";
+  // The key: a file of the agent's user that nobody else may read.
+  cordon::test::TempDir dir("agentcfg");
+  const std::string key = dir.path() + "/client.key";
+  { std::ofstream(key) << "not a real key\n"; }
+  ASSERT_EQ(::chmod(key.c_str(), 0600), 0);
   Parsed p = Parse("sinks:\n  - kind: syslog\n    address: tls://collector.example:6514\n    tls: {ca: " + readable +
-                   ", cert: " + readable + ", key: " + readable +
-                   "}\n    format: rfc5424\n    facility: local3\n    spool: {path: /var/spool/x, maxBytes: 1Gi, "
+                   ", cert: " + readable + ", key: " + key +
+                   "}\n    format: rfc5424\n    facility: local3\n    spool: {path: /var/spool/x/, maxBytes: 1Gi, "
                    "replayBytes: 8Mi}\n");
   ASSERT_TRUE(p.ok) << p.errors;
   ASSERT_EQ(p.config.sinks.size(), 1u);
@@ -424,12 +434,20 @@ TEST(AgentConfig, RemoteSyslogSink) {
   EXPECT_EQ(s.remote.port, 6514);
   EXPECT_TRUE(s.remote.tls);
   EXPECT_EQ(s.remote.ca, readable);
-  EXPECT_EQ(s.remote.key, readable);
-  EXPECT_EQ(s.remote.spool_dir, "/var/spool/x");
+  EXPECT_EQ(s.remote.key, key);
+  EXPECT_EQ(s.remote.spool_dir, "/var/spool/x") << "one spelling per directory";
   EXPECT_EQ(s.remote.spool_max_bytes, 1ull << 30);
   EXPECT_EQ(s.remote.replay_bytes, 8ull << 20);
   EXPECT_EQ(s.facility, 19);
   EXPECT_EQ(s.Name(), "syslog:tls://collector.example:6514");
+  // A key others may read is refused, naming the field and the mode.
+  ASSERT_EQ(::chmod(key.c_str(), 0644), 0);
+  p = Parse("sinks:\n  - kind: syslog\n    address: tls://collector.example:6514\n    tls: {ca: " + readable +
+            ", cert: " + readable + ", key: " + key + "}\n");
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.errors.find("sinks[0].tls.key: " + key + " can be read or written by others (mode 0644)"),
+            std::string::npos)
+      << p.errors;
 
   p = Parse("sinks:\n  - {kind: syslog, address: \"tcp://[::1]:514\"}\n");
   ASSERT_TRUE(p.ok) << p.errors;

@@ -117,7 +117,9 @@ TEST(DnsResolverCore, ClassifiesAddresses) {
   for (const char* n : {"0.0.0.0", "224.0.0.1", "255.255.255.255", "240.0.0.1"})
     EXPECT_EQ(v4(n), AddressClass::kNever) << n;
   EXPECT_EQ(v6("2606:2800:220:1::1"), AddressClass::kPublic);
-  for (const char* p : {"::1", "fd00:ec2::254", "fe80::1", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe"})
+  EXPECT_EQ(v6("2002:5db8:d822::1"), AddressClass::kPublic) << "6to4 of a public address";
+  for (const char* p : {"::1", "fd00:ec2::254", "fe80::1", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe",
+                        "::ffff:0:a9fe:a9fe", "64:ff9b:1::5db8:d822", "2001:0:4136:e378::1", "2002:a9fe:a9fe::1"})
     EXPECT_EQ(v6(p), AddressClass::kPrivate) << p;
   for (const char* n : {"::", "ff02::1", "::ffff:0.0.0.0"}) EXPECT_EQ(v6(n), AddressClass::kNever) << n;
 }
@@ -132,6 +134,42 @@ TEST(DnsResolverCore, ReadsResolvConfNameservers) {
   EXPECT_EQ(upstreams[0].ToString(), "10.0.0.2:53");
   EXPECT_EQ(upstreams[1].ToString(), "[2001:db8::53]:53");
   EXPECT_TRUE(ResolvConfUpstreams(dir.path() + "/absent").empty());
+}
+
+}  // namespace
+}  // namespace cordon::dns
+
+namespace cordon::dns {
+namespace {
+
+// A label with a dot in it ("x.example" under "org": presentation
+// "x\.example.org") is not a name under example.org: refused, never asked
+// upstream. The control: a name of the rule is asked, in lower case whatever
+// case the workload chose (no channel in the letter case).
+TEST(DnsResolverCore, ALabelWithADotIsRefusedAndTheNameAskedIsLowerCase) {
+  FakeUpstream upstream;
+  std::vector<std::string> asked;
+  upstream.tamper = [&](ldns_pkt* r) {
+    std::unique_ptr<char, decltype(&std::free)> text(
+        ldns_rdf2str(ldns_rr_owner(ldns_rr_list_rr(ldns_pkt_question(r), 0))), &std::free);
+    asked.emplace_back(text.get());
+  };
+  policy::CompiledRule rule;
+  rule.host = "*.example.org";
+  std::string error;
+  Resolver resolver({rule}, {*policy::ParseDnsUpstream("127.0.0.1", &error)}, &upstream);
+  Answer dotted = resolver.Handle(test::DnsQuery("x\\.example.org", LDNS_RR_TYPE_A, 1), Transport::kUdp);
+  EXPECT_EQ(Rcode(dotted.reply), LDNS_RCODE_REFUSED);
+  ASSERT_TRUE(dotted.decision.has_value());
+  EXPECT_FALSE(dotted.decision->allowed);
+  EXPECT_TRUE(upstream.ids.empty()) << "asked upstream";
+  Answer odd = resolver.Handle(test::DnsQuery("a\\000b.example.org", LDNS_RR_TYPE_A, 2), Transport::kUdp);
+  EXPECT_EQ(Rcode(odd.reply), LDNS_RCODE_REFUSED);
+  EXPECT_TRUE(upstream.ids.empty()) << "asked upstream";
+  (void)resolver.Handle(test::DnsQuery("WwW.ExAmPlE.org", LDNS_RR_TYPE_A, 3), Transport::kUdp);
+  ASSERT_EQ(upstream.ids.size(), 1u) << "control: a name of the rule is asked";
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], "www.example.org.");
 }
 
 }  // namespace

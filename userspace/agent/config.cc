@@ -2,11 +2,14 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
@@ -226,6 +229,18 @@ class Reader {
     }
     ::close(fd);
   }
+  // A private key: root's (the agent's) and read by nobody else.
+  void SecretFile(const YamlNode& node, const std::string& field, const std::string& path) {
+    struct stat st;
+    if (path.empty() || ::stat(path.c_str(), &st) != 0) return;  // ReadableFile said why
+    if (st.st_uid != ::geteuid())
+      Error(node, field, path + " is owned by uid " + std::to_string(st.st_uid) + ", not by the agent's user");
+    else if (st.st_mode & 077) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      Error(node, field, path + " can be read or written by others (mode " + mode + "): chmod 0600 it");
+    }
+  }
 
  private:
   std::string file_;
@@ -325,7 +340,11 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
            Mapping(v, f,
                    {{"ca", [&](const YamlNode& x, const std::string& g) { ReadableFile(x, g, &sink->remote.ca); }},
                     {"cert", [&](const YamlNode& x, const std::string& g) { ReadableFile(x, g, &sink->remote.cert); }},
-                    {"key", [&](const YamlNode& x, const std::string& g) { ReadableFile(x, g, &sink->remote.key); }}},
+                    {"key",
+                     [&](const YamlNode& x, const std::string& g) {
+                       ReadableFile(x, g, &sink->remote.key);
+                       SecretFile(x, g, sink->remote.key);
+                     }}},
                    "tls");
          }});
     fields.push_back(
@@ -378,6 +397,9 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
     Error(*tls_node, path + (remote.cert.empty() ? ".tls.cert" : ".tls.key"),
           "a client certificate needs both cert and key");
   if (remote.spool_dir.empty()) remote.spool_dir = kDefaultSpoolDir;
+  // One spelling per directory ("/x/spool/" is "/x/spool"): two sinks must not share one.
+  remote.spool_dir = std::filesystem::path(remote.spool_dir).lexically_normal().string();
+  while (remote.spool_dir.size() > 1 && remote.spool_dir.back() == '/') remote.spool_dir.pop_back();
   if (remote.replay_bytes > remote.spool_max_bytes / 2) {
     if (replay_given)
       Error(*spool_node, path + ".spool.replayBytes", "must be at most half of spool.maxBytes");

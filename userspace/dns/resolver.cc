@@ -129,7 +129,19 @@ AddressClass ClassifyAddress(std::span<const uint8_t> addr) {
   const uint8_t* a = addr.data();
   static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   static constexpr uint8_t kNat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
-  if (std::equal(a, a + 12, kMapped) || std::equal(a, a + 12, kNat64)) return ClassifyV4(a + 12);
+  static constexpr uint8_t kSiit[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0};  // ::ffff:0:a.b.c.d
+  if (std::equal(a, a + 12, kMapped) || std::equal(a, a + 12, kNat64) || std::equal(a, a + 12, kSiit))
+    return ClassifyV4(a + 12);
+  // Tunnels to IPv4 the resolver cannot see through: local-use NAT64
+  // (64:ff9b:1::/48, any embedding), Teredo (2001::/32); 6to4 (2002::/16)
+  // carries its IPv4 address in bits 16-47.
+  if (a[0] == 0 && a[1] == 0x64 && a[2] == 0xff && a[3] == 0x9b && a[4] == 0 && a[5] == 1)
+    return AddressClass::kPrivate;
+  if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0) return AddressClass::kPrivate;
+  if (a[0] == 0x20 && a[1] == 0x02) {
+    const AddressClass embedded = ClassifyV4(a + 2);
+    return embedded == AddressClass::kPublic ? AddressClass::kPublic : AddressClass::kPrivate;
+  }
   static constexpr uint8_t kZero[15] = {};
   if (std::equal(a, a + 15, kZero)) return a[15] == 1 ? AddressClass::kPrivate : AddressClass::kNever;  // ::1, ::
   if (std::equal(a, a + 12, kZero)) return AddressClass::kNever;             // IPv4-compatible (deprecated)
@@ -199,6 +211,18 @@ Answer Resolver::Handle(std::span<const uint8_t> wire, Transport transport) cons
     finish(ReplyTo(query.get(), LDNS_RCODE_REFUSED));
     return out;
   }
+  // A host name's labels hold letters, digits, '-' and '_' only: a label
+  // with a dot or any other byte in it (presentation "x\\.example.org", two
+  // labels under org) would otherwise match "*.example.org" as text and be
+  // forwarded (a name outside every rule leaving the host).
+  if (name.empty() || name.front() == '.' || name.back() == '.' || name.find("..") != std::string::npos ||
+      !std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+      })) {
+    out.decision->reason = "a name with characters a host name cannot have";
+    finish(ReplyTo(query.get(), LDNS_RCODE_REFUSED));
+    return out;
+  }
   Matched matched;
   for (size_t i = 0; i < rules_.size(); ++i) {
     const policy::CompiledRule& rule = rules_[i];
@@ -220,8 +244,16 @@ Answer Resolver::Handle(std::span<const uint8_t> wire, Transport transport) cons
   }
 
   // Forward: a fresh question with a random ID, EDNS, no DO.
-  Pkt forward(ldns_pkt_query_new(ldns_rdf_clone(ldns_rr_owner(question)), static_cast<ldns_rr_type>(qtype),
-                                 LDNS_RR_CLASS_IN, LDNS_RD));
+  // The name as it was matched (lower case): the letter case the workload
+  // chose is not passed on (no channel in it).
+  ldns_rdf* asked = ldns_dname_new_frm_str(name.c_str());
+  if (!asked) {
+    out.decision->allowed = false;
+    out.decision->reason = "a name that cannot be asked";
+    finish(ReplyTo(query.get(), LDNS_RCODE_REFUSED));
+    return out;
+  }
+  Pkt forward(ldns_pkt_query_new(asked, static_cast<ldns_rr_type>(qtype), LDNS_RR_CLASS_IN, LDNS_RD));
   ldns_pkt_set_id(forward.get(), RandomId());
   ldns_pkt_set_edns_udp_size(forward.get(), kEdnsPayload);
   const std::vector<uint8_t> forward_wire = Wire(forward.get());

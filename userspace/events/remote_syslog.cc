@@ -308,7 +308,11 @@ Status RemoteSyslogSink::LoadTls() {
   if (!options_.cert.empty()) {
     if (SSL_CTX_use_certificate_chain_file(ctx, options_.cert.c_str()) != 1)
       return Error{OpenSslError("TLS: load client certificate " + options_.cert)};
-    // OpenSSL's errors name the file and the reason, never the key's bytes.
+    // An encrypted key would make OpenSSL ask for its passphrase on the
+    // terminal (an agent started from one would hang): no passphrase, a
+    // clear error. OpenSSL's errors name the file and the reason, never the
+    // key's bytes.
+    SSL_CTX_set_default_passwd_cb(ctx, [](char*, int, int, void*) { return 0; });
     if (SSL_CTX_use_PrivateKey_file(ctx, options_.key.c_str(), SSL_FILETYPE_PEM) != 1)
       return Error{OpenSslError("TLS: load client key " + options_.key)};
     if (SSL_CTX_check_private_key(ctx) != 1)
