@@ -72,7 +72,10 @@ TEST(DnsResolverCore, AnswersOnlyAReplyToItsOwnQuery) {
   EXPECT_TRUE(spoofed.grants.empty());
   // Another question with the right ID: not taken either.
   f.upstream.tamper = [](ldns_pkt* r) {
-    ldns_rr_set_owner(ldns_rr_list_rr(ldns_pkt_question(r), 0), ldns_dname_new_frm_str("b.test"));
+    ldns_rr* question = ldns_rr_list_rr(ldns_pkt_question(r), 0);
+    ldns_rdf* was = ldns_rr_owner(question);
+    ldns_rr_set_owner(question, ldns_dname_new_frm_str("b.test"));
+    ldns_rdf_deep_free(was);  // set_owner does not free it
   };
   Answer other = f.resolver.Handle(Query("a.test", 9), Transport::kUdp);
   EXPECT_EQ(Rcode(other.reply), LDNS_RCODE_SERVFAIL);
