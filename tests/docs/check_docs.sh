@@ -19,7 +19,7 @@ for page in cordon $(printf 'cordon-%s ' $commands); do
   [ -s "$file" ] || { bad "$file is missing"; continue; }
   warnings=$(MANWIDTH=100 man --warnings -l "$file" 2>&1 >/dev/null || true)
   [ -z "$warnings" ] || bad "$page: man warns: $warnings"
-  MANWIDTH=100 man -l "$file" 2>/dev/null | grep -q "^NAME" || bad "$page does not render"
+  grep -q "^NAME" <<<"$(MANWIDTH=100 man -l "$file" 2>/dev/null)" || bad "$page does not render"
 done
 
 for cmd in $commands; do

@@ -8,11 +8,15 @@
 // Times are bounds with generous margins, never exact expectations; what was
 // measured is recorded as a test property (and printed).
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -690,14 +694,18 @@ std::optional<cordon::v1::Response> ReadResponse(int fd, int timeout_ms) {
 
 // Issue 16 finding 9: one 7 MB policy stalled the agent's single event loop
 // for ~2.2 s: no event drained, no other client answered meanwhile. The
-// policy is now parsed and compiled off the loop. An attach of a ~7 MB
-// policy (9,990 long read paths: the limit is 10,000) is sent on one
-// connection; a status request on another, sent once the attach is in, is
-// answered while the attach is still being compiled: no reply waits on the
-// attach's connection when the status reply comes. (The loop answers in
-// order: with the compilation in the loop the attach's reply would be there
-// first; checked by running the compilation in the loop.) Then the attach
-// completes and its sandbox is attached.
+// policy is now parsed and compiled off the loop, on the agent's thread named
+// cordon-compile. The test holds that thread (ptrace stops one thread, not
+// its process), sends an attach of a ~7 MB policy (9,990 long read paths: the
+// limit is 10,000) on one connection, waits until the agent has read all of
+// it (nothing left in the connection's queue), then sends a status on
+// another: the status is answered while the attach is not. (With the
+// compilation in the loop the loop itself would compile before it reads the
+// status, and the attach's reply would come first: checked by running the
+// compilation in the loop. An earlier version paused 100 ms instead of
+// holding the thread, and failed on a quiet machine where the compilation
+// was over by then.) The thread let go, the attach completes and its
+// sandbox is attached.
 // An attach of a ~7 MB policy (9,990 long read paths: the limit is 10,000)
 // to `cgroup`: seconds of compiling.
 std::string LargePolicyAttachFrame(const std::string& cgroup) {
@@ -728,18 +736,73 @@ bool SendAll(int fd, const std::string& frame) {
   return true;
 }
 
+// The thread of process `pid` whose name is `comm` (0: none).
+pid_t ThreadNamed(pid_t pid, const std::string& comm) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  pid_t found = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(dir + "/" + e->d_name + "/comm");
+    std::string name;
+    if (std::getline(in, name) && name == comm) found = static_cast<pid_t>(std::atoi(e->d_name));
+  }
+  ::closedir(d);
+  return found;
+}
+
+// One thread of another process held stopped (PTRACE_SEIZE and
+// PTRACE_INTERRUPT stop that thread only), let go when this goes.
+class HeldThread {
+ public:
+  explicit HeldThread(pid_t tid) {
+    if (::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+      error_ = std::string("PTRACE_SEIZE: ") + std::strerror(errno);
+      return;
+    }
+    tid_ = tid;
+    int st = 0;
+    if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0 || ::waitpid(tid, &st, __WALL) != tid || !WIFSTOPPED(st))
+      error_ = "the thread did not stop";
+  }
+  ~HeldThread() {
+    if (tid_ > 0) ::ptrace(PTRACE_DETACH, tid_, nullptr, nullptr);
+  }
+  HeldThread(const HeldThread&) = delete;
+  HeldThread& operator=(const HeldThread&) = delete;
+  const std::string& error() const { return error_; }
+  void Release() {
+    if (tid_ > 0) ::ptrace(PTRACE_DETACH, tid_, nullptr, nullptr);
+    tid_ = 0;
+  }
+
+ private:
+  pid_t tid_ = 0;
+  std::string error_;
+};
+
 TEST_F(AgentHostileClients, ALargePolicyIsCompiledOffTheEventLoop) {
   HostileTestAgent agent("", "");
   ASSERT_TRUE(agent.Start()) << agent.Log();
+  const pid_t compiler = ThreadNamed(agent.pid(), "cordon-compile");
+  ASSERT_GT(compiler, 0) << "the agent has no thread named cordon-compile";
+  HeldThread held(compiler);
+  ASSERT_EQ(held.error(), "");
   TestCgroup cg("hostile-large");
   const std::string frame = LargePolicyAttachFrame(cg.path());
   ASSERT_GT(frame.size(), 6u << 20);
   Fd big = ConnectUnix(agent.socket());
   ASSERT_GE(big.get(), 0);
   ASSERT_TRUE(SendAll(big.get(), frame)) << std::strerror(errno);
-  // The last bytes sent are in the agent's hands (its socket buffer) once
-  // it has read them: then it starts on the policy.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Read by the agent: nothing of it is left queued on the connection.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        int queued = -1;
+        return ::ioctl(big.get(), SIOCOUTQ, &queued) == 0 && queued == 0;
+      },
+      30000))
+      << "the agent did not read the attach";
   cordon::v1::Request status;
   status.mutable_status();
   Fd other = ConnectUnix(agent.socket());
@@ -752,6 +815,7 @@ TEST_F(AgentHostileClients, ALargePolicyIsCompiledOffTheEventLoop) {
   EXPECT_EQ(answered->error(), "");
   struct pollfd pfd = {big.get(), POLLIN, 0};
   EXPECT_EQ(::poll(&pfd, 1, 0), 0) << "the attach was answered before another client's status, sent after it";
+  held.Release();
   auto attached = ReadResponse(big.get(), 60000);
   ASSERT_TRUE(attached.has_value()) << agent.Log();
   EXPECT_EQ(attached->error(), "") << agent.Log();

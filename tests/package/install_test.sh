@@ -117,7 +117,9 @@ if [ "${1:-}" = --in-namespace ]; then
            /usr/share/man/man1/cordon-run.1.gz /usr/share/bash-completion/completions/cordon \
            /usr/share/zsh/vendor-completions/_cordon /usr/share/doc/cordon/copyright \
            /usr/share/doc/cordon/examples/agent.yaml; do
-    printf '%s\n' "${files[@]}" | grep -qx "$f" || fail "dpkg -L cordon lacks $f"
+    # A here-string, not a pipe: with pipefail, grep -q leaving early fails the
+    # writer with SIGPIPE when the list outgrows one write (it did in CI).
+    grep -qx "$f" <<<"$(printf '%s\n' "${files[@]}")" || fail "dpkg -L cordon lacks $f"
     [ -e "$root$f" ] || fail "$f is not in the root"
   done
   [ ! -e "$root/etc/cordon" ] || fail "the package made /etc/cordon (no configuration is installed)"
@@ -215,7 +217,7 @@ while True:
     warnings=$(MANWIDTH=100 man --warnings -l "$page" 2>&1 >/dev/null || true)
     [ -z "$warnings" ] || fail "${page#"$root"}: man warns: $warnings"
   done
-  MANWIDTH=100 man -l "$root/usr/share/man/man1/cordon-run.1.gz" 2>/dev/null | grep -q '^NAME' ||
+  grep -q '^NAME' <<<"$(MANWIDTH=100 man -l "$root/usr/share/man/man1/cordon-run.1.gz" 2>/dev/null)" ||
     fail "cordon-run(1) does not render"
   pages=$(find "$root/usr/share/man/man1" -name 'cordon*.1.gz' | wc -l)
   [ "$pages" -eq "$(find "$build/docs/man1" -name '*.1' | wc -l)" ] || fail "$pages man pages installed, $build/docs/man1 has others"

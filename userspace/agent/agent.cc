@@ -140,7 +140,7 @@ Status Agent::Start() {
   else
     Log(std::string("inotify_init1 (the sandboxes' resource events): ") + std::strerror(errno) +
         "; each sandbox's watch tries an instance of its own");
-  compile_worker_ = std::make_unique<CredentialWorker>();
+  compile_worker_ = std::make_unique<CredentialWorker>("cordon-compile");
   tails_ = std::make_unique<TailServer>(
       epoll_fd_.get(), [](uint64_t client) { return Key(kClient, client); },
       TailLimits{config_.tail_queue_events, config_.tail_disconnect_after_dropped,
@@ -175,9 +175,9 @@ Status Agent::Start() {
   // Adopt everything pinned: enforcement never stopped; what the ring
   // buffers held while no agent ran is drained now, and what they could not
   // hold is reported as loss records.
-  contain_worker_ = std::make_unique<CredentialWorker>();  // before Rescan: it completes containments
+  contain_worker_ = std::make_unique<CredentialWorker>("cordon-contain");  // before Rescan: it completes containments
   Rescan();
-  cred_worker_ = std::make_unique<CredentialWorker>();
+  cred_worker_ = std::make_unique<CredentialWorker>("cordon-creds");
   ServiceCredentials(true);
   for (const auto& slot : pending_.Used()) {
     if (sandboxes_.count(slot.sandbox_id)) continue;

@@ -1,8 +1,14 @@
 #include "agent/credential_worker.h"
 
+#include <pthread.h>
+
 namespace cordon::agent {
 
-CredentialWorker::CredentialWorker() : thread_([this] { Run(); }) {}
+CredentialWorker::CredentialWorker(std::string name)
+    : name_(std::move(name)), thread_([this] {
+        ::pthread_setname_np(::pthread_self(), name_.substr(0, 15).c_str());
+        Run();
+      }) {}
 
 CredentialWorker::~CredentialWorker() { Stop(); }
 

@@ -42,7 +42,9 @@ struct HeldCredentials {
 class CredentialWorker {
  public:
   using Job = std::function<void(const ops::CredentialEvents& emit)>;
-  CredentialWorker();
+  // `name`: its thread's name (at most 15 bytes; what `top -H`, `ps -L` and
+  // /proc/PID/task/TID/comm show).
+  explicit CredentialWorker(std::string name);
   // Finishes the job in progress (a program runs to its end or its 30 s);
   // drops the ones still queued.
   ~CredentialWorker();
@@ -66,6 +68,7 @@ class CredentialWorker {
   bool running_ = false, stop_ = false;
   std::vector<cordon::v1::AuditEvent> events_;
   std::vector<std::string> logs_;
+  std::string name_;
   std::thread thread_;
 };
 
