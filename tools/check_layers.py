@@ -25,7 +25,7 @@ LAYERS = {
     "confine": {"util", "policy"},
     "dns": {"util", "policy"},
     "inspect": {"util", "sys", "policy", "events"},
-    "ops": {"util", "sys", "policy", "loader", "events", "confine", "inspect"},
+    "ops": {"util", "sys", "policy", "loader", "events", "confine", "inspect", "dns"},
     "agent": {"util", "sys", "policy", "loader", "events", "confine", "inspect", "ops", "dns"},
     "cli": {"util", "sys", "policy", "loader", "events", "confine", "inspect", "ops", "agent", "dns"},
 }

@@ -3001,8 +3001,7 @@ TEST_F(Agent, RefusesNameRulesItCannotEnforce) {
   CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", names.path(), "--name", NamePrefix() + "names",
                             "--allow-degraded"});
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("spec.network.egress[0].host: name rules are not enforced by this cordon yet"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("spec.network.egress[0].host: name rules are enforced by cordon run only"), std::string::npos)
       << r.err;
   EXPECT_FALSE(agent.Sandbox(cg.id()).has_value());
   r = Cordon(

@@ -25,6 +25,7 @@
 #include "policy/compiler.h"
 #include "policy/parser.h"
 #include "tests/common/dns_message.h"
+#include "tests/integration/dnsmasq_netns.h"
 #include "tests/integration/harness.h"
 
 namespace cordon::test {
@@ -156,62 +157,24 @@ class DnsResolver : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespace)";
-    ASSERT_EQ(::access("/usr/sbin/dnsmasq", X_OK), 0) << "dnsmasq-base is not installed (setup.sh)";
-    dir_ = "/tmp/cordon-dnsres-" + std::to_string(::getpid());
-    ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
-    netns_ = "cordon-dnsres-" + std::to_string(::getpid());
-    ASSERT_EQ(test::Run({"ip", "netns", "add", netns_}).status, 0);
-    ASSERT_EQ(test::Run({"ip", "-n", netns_, "link", "set", "lo", "up"}).status, 0);
-    original_ = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    const int ns = ::open(("/run/netns/" + netns_).c_str(), O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(ns, 0);
-    ASSERT_EQ(::setns(ns, CLONE_NEWNET), 0);  // this thread, and what it starts, in the namespace
-    ::close(ns);
-    entered_ = true;
-
+    // The hosts file dnsmasq reads: in a directory of the test's own (the
+    // one DnsmasqNetns makes is known only once it started).
+    hosts_ = "/tmp/cordon-dnsres-hosts-" + std::to_string(::getpid());
     {
-      std::ofstream hosts(dir_ + "/hosts");
+      std::ofstream hosts(hosts_);
       for (int i = 1; i <= 40; ++i) hosts << "2001:db8::" << std::hex << i << std::dec << " " << kMany << "\n";
     }
-    log_ = dir_ + "/dnsmasq.log";
-    const std::vector<std::string> argv = {"/usr/sbin/dnsmasq",
-                                           "--keep-in-foreground",
-                                           "--no-resolv",
-                                           "--no-hosts",
-                                           "--port=53",
-                                           "--listen-address=127.0.0.1",
-                                           "--bind-interfaces",
-                                           "--log-queries",
-                                           "--log-facility=" + log_,
-                                           "--user=root",
-                                           "--group=root",
-                                           "--pid-file=",
-                                           "--local-ttl=120",
-                                           "--addn-hosts=" + dir_ + "/hosts",
-                                           "--host-record=allowed.test,93.184.216.34,2606:2800:220:1::1",
-                                           "--host-record=unlisted.test,93.184.216.40",
-                                           "--host-record=a.wild.test,93.184.216.35",
-                                           "--host-record=b.a.wild.test,93.184.216.36",
-                                           "--host-record=wild.test,93.184.216.37",
-                                           "--host-record=private.test,10.9.8.7",
-                                           "--host-record=metadata.test,169.254.169.254",
-                                           "--host-record=private-ok.test,10.9.8.8",
-                                           "--host-record=target.test,93.184.216.50",
-                                           "--cname=alias.test,target.test",
-                                           "--cname=chain.test,alias.test",
-                                           "--host-record=shortttl.test,93.184.216.60,5"};
-    dnsmasq_ = ::fork();
-    ASSERT_GE(dnsmasq_, 0);
-    if (dnsmasq_ == 0) {
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
+    dnsmasq_.Start("dnsres", {"--addn-hosts=" + hosts_, "--host-record=allowed.test,93.184.216.34,2606:2800:220:1::1",
+                              "--host-record=unlisted.test,93.184.216.40", "--host-record=a.wild.test,93.184.216.35",
+                              "--host-record=b.a.wild.test,93.184.216.36", "--host-record=wild.test,93.184.216.37",
+                              "--host-record=private.test,10.9.8.7", "--host-record=metadata.test,169.254.169.254",
+                              "--host-record=private-ok.test,10.9.8.8", "--host-record=target.test,93.184.216.50",
+                              "--cname=alias.test,target.test", "--cname=chain.test,alias.test",
+                              "--host-record=shortttl.test,93.184.216.60,5"});
+    if (HasFatalFailure()) return;
     // Ready when it answers (bounded: a dnsmasq that never answers fails here).
     ASSERT_TRUE(WaitFor([] { return Decode(Udp(53, {Query("allowed.test", LDNS_RR_TYPE_A, 1, false)})).got; }, 10000))
-        << Slurp(log_);
+        << dnsmasq_.Log();
 
     policy::ParsedPolicy parsed;
     policy::Diagnostics diags;
@@ -228,6 +191,7 @@ class DnsResolver : public ::testing::Test {
         [this](const std::vector<dns::Grant>& grants) {
           std::lock_guard<std::mutex> lock(mu_);
           grants_.insert(grants_.end(), grants.begin(), grants.end());
+          return true;
         },
         [this](const dns::QueryDecision& d) {
           std::lock_guard<std::mutex> lock(mu_);
@@ -240,17 +204,8 @@ class DnsResolver : public ::testing::Test {
 
   void TearDown() override {
     server_.reset();
-    if (dnsmasq_ > 0) {
-      ::kill(dnsmasq_, SIGTERM);
-      int status = 0;
-      ::waitpid(dnsmasq_, &status, 0);
-    }
-    if (entered_) {
-      EXPECT_EQ(::setns(original_, CLONE_NEWNET), 0);
-    }
-    if (original_ >= 0) ::close(original_);
-    if (!netns_.empty()) test::Run({"ip", "netns", "del", netns_});
-    if (!dir_.empty()) test::Run({"rm", "-rf", dir_});
+    dnsmasq_.Stop();
+    if (!hosts_.empty()) ::unlink(hosts_.c_str());
   }
 
   std::vector<dns::Grant> TakeGrants() {
@@ -261,24 +216,14 @@ class DnsResolver : public ::testing::Test {
     std::lock_guard<std::mutex> lock(mu_);
     return std::exchange(decisions_, {});
   }
-  // Whether dnsmasq logged a query for `name` (" query[A] name from ...").
-  bool UpstreamSaw(const std::string& name, const std::string& type = "A") {
-    return Slurp(log_).find("query[" + type + "] " + name + " from") != std::string::npos;
-  }
-  size_t UpstreamCount(const std::string& name, const std::string& type) {
-    const std::string text = Slurp(log_), needle = "query[" + type + "] " + name + " from";
-    size_t n = 0;
-    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-    return n;
-  }
+  bool UpstreamSaw(const std::string& name, const std::string& type = "A") { return dnsmasq_.Saw(name, type); }
+  size_t UpstreamCount(const std::string& name, const std::string& type) { return dnsmasq_.Count(name, type); }
   Reply Ask(const std::string& name, ldns_rr_type type = LDNS_RR_TYPE_A, bool edns = false) {
     return Decode(Udp(port_, {Query(name, type, 0x1234, edns)}));
   }
 
-  std::string dir_, netns_, log_;
-  int original_ = -1;
-  bool entered_ = false;
-  pid_t dnsmasq_ = -1;
+  DnsmasqNetns dnsmasq_;
+  std::string hosts_;
   policy::CompiledPolicy compiled_;
   dns::SocketUpstreamClient client_;
   std::unique_ptr<dns::Resolver> resolver_;
@@ -329,8 +274,8 @@ TEST_F(DnsResolver, AllowedNameIsAnsweredWithGrantsInForceBeforeTheReply) {
   ASSERT_EQ(short_grants.size(), 1u);
   EXPECT_EQ(short_grants[0].ttl, dns::kTtlFloor);
   // dnsmasq logs in order: the later query is there, the TXT one never was.
-  ASSERT_TRUE(WaitFor([&] { return UpstreamSaw("shortttl.test"); }, 10000)) << Slurp(log_);
-  EXPECT_FALSE(UpstreamSaw("allowed.test", "TXT")) << Slurp(log_);
+  ASSERT_TRUE(WaitFor([&] { return UpstreamSaw("shortttl.test"); }, 10000)) << dnsmasq_.Log();
+  EXPECT_FALSE(UpstreamSaw("allowed.test", "TXT")) << dnsmasq_.Log();
 }
 
 TEST_F(DnsResolver, UnlistedNameIsRefusedAndNeverLeavesTheHost) {
@@ -346,12 +291,12 @@ TEST_F(DnsResolver, UnlistedNameIsRefusedAndNeverLeavesTheHost) {
   EXPECT_EQ(decisions[0].reason, "no rule allows the name");
   // A later allowed query reached dnsmasq (which logs in order); the refused one never did.
   ASSERT_EQ(Ask("allowed.test").rcode, LDNS_RCODE_NOERROR);
-  ASSERT_TRUE(WaitFor([&] { return UpstreamCount("allowed.test", "A") >= 2; }, 10000)) << Slurp(log_);
-  EXPECT_FALSE(UpstreamSaw("unlisted.test")) << Slurp(log_);
+  ASSERT_TRUE(WaitFor([&] { return UpstreamCount("allowed.test", "A") >= 2; }, 10000)) << dnsmasq_.Log();
+  EXPECT_FALSE(UpstreamSaw("unlisted.test")) << dnsmasq_.Log();
   // Control: the name exists, and dnsmasq logs a query for it when asked directly.
   const Reply direct = Decode(Udp(53, {Query("unlisted.test", LDNS_RR_TYPE_A, 7, false)}));
   EXPECT_EQ(direct.addresses, std::vector<std::string>{"93.184.216.40"});
-  EXPECT_TRUE(WaitFor([&] { return UpstreamSaw("unlisted.test"); }, 10000)) << Slurp(log_);
+  EXPECT_TRUE(WaitFor([&] { return UpstreamSaw("unlisted.test"); }, 10000)) << dnsmasq_.Log();
 }
 
 TEST_F(DnsResolver, WildcardMatchesOneOrMoreLabelsButNotTheApex) {
@@ -429,8 +374,8 @@ TEST_F(DnsResolver, AddressCapTruncationAndTheUpstreamsTcpRetry) {
   EXPECT_FALSE(edns.tc);
   EXPECT_EQ(edns.addresses.size(), dns::kMaxAddressesPerName);
   EXPECT_EQ(TakeGrants().size(), dns::kMaxAddressesPerName);
-  EXPECT_TRUE(WaitFor([&] { return UpstreamCount(kMany, "AAAA") >= 2; }, 10000)) << Slurp(log_);
-  EXPECT_EQ(UpstreamCount(kMany, "AAAA"), 2u) << Slurp(log_);
+  EXPECT_TRUE(WaitFor([&] { return UpstreamCount(kMany, "AAAA") >= 2; }, 10000)) << dnsmasq_.Log();
+  EXPECT_EQ(UpstreamCount(kMany, "AAAA"), 2u) << dnsmasq_.Log();
   // Control: dnsmasq really has 40 (over TCP, directly).
   EXPECT_EQ(Decode(Tcp(53, Query(kMany, LDNS_RR_TYPE_AAAA, 9, false))).addresses.size(), 40u);
   // Without EDNS the client's limit is 512 bytes: truncated, TC set, no records.
@@ -484,17 +429,19 @@ TEST_F(DnsResolver, MalformedAndOddMessagesAreAnsweredOrDroppedNeverCrash) {
   EXPECT_FALSE(UpstreamSaw("unlisted.test"));
 }
 
-// Name rules are not enforced yet (the kernel redirection is not built): what
-// would put such a policy in force refuses it naming the field; policy check
-// warns. Control: the same policy with a cidr rule in its place is taken.
-TEST(NameRules, AreRefusedByWhateverWouldPutThemInForce) {
+// Name rules are put in force by cordon run (it runs cordon's resolver for
+// its sandbox; NameEgress.* shows them enforced). What does not run one
+// (attach, update, learn; the agent: Agent.RefusesNameRulesItCannotEnforce)
+// refuses such a policy naming the field; policy check warns. Control: the
+// same policy with a cidr rule in its place is taken.
+TEST(NameRules, AreTakenByRunAndRefusedByAttachUpdateAndLearn) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (cordon run, attach)";
   const std::string head =
       "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: names}\nspec:\n  network:\n"
       "    egress:\n";
-  PolicyFile names(head + "      - host: pypi.org\n        ports: [443]\n");
+  PolicyFile names(head + "      - host: pypi.org\n        ports: [443]\n    dns: {upstream: [\"127.0.0.1:53\"]}\n");
   PolicyFile cidr(head + "      - cidr: 10.0.0.0/8\n        ports: [443]\n");
-  const std::string message = "spec.network.egress[0].host: name rules are not enforced by this cordon yet";
+  const std::string message = "spec.network.egress[0].host: name rules are enforced by cordon run only";
 
   CommandResult check = Cordon({"policy", "check", names.path()});
   EXPECT_EQ(check.status, 0) << check.err;
@@ -508,8 +455,12 @@ TEST(NameRules, AreRefusedByWhateverWouldPutThemInForce) {
     ~Remove() { ::unlink(path.c_str()); }
   } remove_audit{audit};
   CommandResult run = Cordon({"run", "--policy", names.path(), "--audit", audit, "--", "/bin/true"});
-  EXPECT_NE(run.status, 0);
-  EXPECT_NE(run.err.find(message), std::string::npos) << run.err;
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("name rules: the sandbox's DNS is answered by cordon's resolver"), std::string::npos)
+      << run.err;
+  CommandResult learn = Cordon({"learn", "--policy", names.path(), "--out", "/dev/null", "--", "/bin/true"});
+  EXPECT_NE(learn.status, 0);
+  EXPECT_NE(learn.err.find(message), std::string::npos) << learn.err;
   CommandResult run_cidr = Cordon({"run", "--policy", cidr.path(), "--audit", audit, "--", "/bin/true"});
   EXPECT_EQ(run_cidr.status, 0) << run_cidr.err;
 

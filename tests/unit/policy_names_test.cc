@@ -127,13 +127,12 @@ TEST(PolicyNames, CompilesHostRulesOutsideTheAddressImage) {
   EXPECT_EQ(out.compiled.dns_upstreams[1].ToString(), "10.0.0.3:53");
   EXPECT_EQ(out.compiled.dns_upstreams[2].ToString(), "[2001:db8::53]:5353");
   EXPECT_EQ(out.compiled.dns_upstreams[3].ToString(), "[2001:db8::54]:53");
-  // Not enforced yet: one line per name rule, naming the field.
+  // Refused by what does not run cordon's resolver: one line per name rule, naming the field.
   const auto unenforced = UnenforcedNameRules(out.compiled);
   ASSERT_EQ(unenforced.size(), 3u);
-  EXPECT_EQ(unenforced[0].rfind("p.yaml:8:15: spec.network.egress[0].host: name rules are not enforced by this "
-                                "cordon yet",
-                                0),
-            0u)
+  EXPECT_EQ(
+      unenforced[0].rfind("p.yaml:8:15: spec.network.egress[0].host: name rules are enforced by cordon run only", 0),
+      0u)
       << unenforced[0];
 }
 

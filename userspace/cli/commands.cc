@@ -109,12 +109,14 @@ bool CompileBase(const std::string& path, const std::string& outcome, bool want_
 
 // Paths this host lacks: refused as the policy's own errors are, by the same
 // check attach makes (its warnings are the caller's to show).
-bool HostHasPaths(const policy::CompiledPolicy& compiled, const std::string& name, const std::string& outcome) {
+bool HostHasPaths(const policy::CompiledPolicy& compiled, const std::string& name, const std::string& outcome,
+                  bool names_served = false) {
   policy::CompiledPolicy probe = compiled;
-  const ops::HostPathCheck host = ops::CheckHostPaths(&probe);
+  const ops::HostPathCheck host = ops::CheckHostPaths(&probe, names_served);
   if (host.errors.empty()) return true;
   for (const auto& line : host.errors) std::fprintf(stderr, "%s\n", line.c_str());
-  const size_t names = policy::UnenforcedNameRules(compiled).size(), missing = host.errors.size() - names;
+  const size_t names = names_served ? 0 : policy::UnenforcedNameRules(compiled).size(),
+               missing = host.errors.size() - names;
   std::string why;
   if (missing) why = std::to_string(missing) + " missing path" + (missing == 1 ? "" : "s");
   if (names) why += (why.empty() ? "" : ", ") + std::to_string(names) + " name rule" + (names == 1 ? "" : "s");
@@ -194,8 +196,10 @@ std::optional<policy::CompiledPolicy> LoadRunPolicy(const std::string& path,
       return std::nullopt;
     }
   }
+  // cordon run serves name rules (its resolver); learn refuses them itself.
   if ((!path.empty() || !options.empty()) &&
-      !HostHasPaths(compiled, path.empty() ? std::string("the policy") : "policy " + path, outcome))
+      !HostHasPaths(compiled, path.empty() ? std::string("the policy") : "policy " + path, outcome,
+                    /*names_served=*/true))
     return std::nullopt;
   if (parsed_out) *parsed_out = std::move(parsed);
   return compiled;

@@ -388,6 +388,10 @@ int LearnCommand(const Args& args) {
   policy::ParsedPolicy base;
   auto compiled = LoadRunPolicy(base_path, InlineOptionsOf(parsed), "nothing learned", nullptr, &load_status, &base);
   if (!compiled) return load_status;
+  if (const auto names = policy::UnenforcedNameRules(*compiled); !names.empty()) {
+    for (const auto& line : names) std::fprintf(stderr, "%s\n", line.c_str());
+    return PrintError("cordon learn does not take name rules (spec.network.egress[].host) yet; nothing learned"), 1;
+  }
   // The built-in default's name would say it is the default.
   const std::string name = base_path.empty() ? "learned" : "";
   if (from_cgroup) {

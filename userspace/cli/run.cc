@@ -54,6 +54,7 @@
 #include "loader/sandbox.h"
 #include "ops/credentials.h"
 #include "ops/ephemeral.h"
+#include "ops/name_service.h"
 #include "ops/oom_victims.h"
 #include "ops/ops.h"
 #include "ops/policy_store.h"
@@ -275,6 +276,7 @@ struct RunPlan {
   std::string audit_path;
   std::unique_ptr<JsonlFileSink> sink;
   std::unique_ptr<ops::SandboxCredentials> credentials;  // spec.credentials: prepared here, issued once the sandbox exists
+  std::unique_ptr<ops::NameService> names;               // name rules: cordon's resolver for the sandbox, while it runs
 };
 
 std::string NonEmpty(const std::string& v) { return v.empty() ? "needs a value, not ''" : ""; }
@@ -332,7 +334,7 @@ int ParseRun(const Args& args, RunPlan* run) {
   run->compiled = LoadRunPolicy(parsed.Get("--policy").value_or(""), inline_options,
                                 print_policy ? "" : "command not started", &policy_text, &load_status);
   if (!run->compiled) return load_status;
-  const auto host = ops::CheckHostPaths(&*run->compiled);
+  const auto host = ops::CheckHostPaths(&*run->compiled, /*names_served=*/true);
   if (print_policy) {
     // The effective policy, as `--policy` takes it again; nothing is run.
     for (const auto& line : host.warnings) std::fprintf(stderr, "cordon: warning: %s\n", line.c_str());
@@ -979,6 +981,7 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
     ::epoll_ctl(epfd.get(), EPOLL_CTL_MOD, relay->master(), &ev);
     master_out = want;
   };
+  if (run->names) add(run->names->fd());
   std::optional<ContainmentWatch> containment;
   if (run->credentials) containment.emplace(sandbox_id);
   bool revoked_at_containment = false;
@@ -1019,6 +1022,8 @@ int EventLoop(RunPlan* run, RunEvents* events, ConfinedChild* child, RunLimits* 
           ::epoll_ctl(epfd.get(), EPOLL_CTL_DEL, relay->master(), nullptr);
         }
         watch_master();
+      } else if (run->names && fd == run->names->fd()) {
+        for (auto& e : run->names->TakeEvents()) events->OnOwnEvent(std::move(e));
       } else if (relay && fd == relay->input()) {
         relay->FromCaller();
         if (evs[i].events & (EPOLLHUP | EPOLLERR)) ::epoll_ctl(epfd.get(), EPOLL_CTL_DEL, fd, nullptr);
@@ -1130,12 +1135,35 @@ int RunCommandWith(const Args& args, const RunHooks& hooks) {
   // starts (an allocation right away is named too; on a hybrid host the
   // watch has no memory.events and would not load it).
   if (run.compiled->resources.memory) (void)ops::OomVictimRecorder();
+  // Name rules: cordon's resolver answers the sandbox's DNS from now until
+  // the command ended (README "Egress by name").
+  if (ops::HasNameRules(*run.compiled)) {
+    auto names = ops::NameService::Start(sandbox->id(), *run.compiled);
+    if (!names) {
+      CleanupSandbox(sandbox.get());
+      (void)run.sink->Flush();
+      return PrintError(names.error().ToString() + "; command not started"), 1;
+    }
+    run.names = std::move(*names);
+    if (!run.quiet) {
+      std::vector<std::string> upstreams;
+      for (const auto& u : run.names->upstreams()) upstreams.push_back(u.ToString());
+      PrintNote(
+          "name rules: the sandbox's DNS is answered by cordon's resolver (names the policy allows only; "
+          "upstream " +
+          JoinStrings(upstreams, ", ") + ")");
+    }
+  }
   ChildPlan plan;
   std::unique_ptr<ConfinedChild> child;
   if (int rc = StartChild(&run, sandbox.get(), &plan, &child); rc != kGoOn) return rc;
 
   RunLimits limits(run.compiled->resources, sandbox->cgroup().path, run.quiet);
   int exit_status = EventLoop(&run, &events, child.get(), &limits, sandbox->id());
+  if (run.names) {
+    run.names->Stop();
+    for (auto& e : run.names->TakeEvents()) events.OnOwnEvent(std::move(e));
+  }
   // Read before the cgroup goes: the summary's peak use (on a hybrid host
   // memory and pids from the run's v1 cgroups).
   ops::ResourceUsage used = ops::ReadResourceUsage(sandbox->cgroup().path);

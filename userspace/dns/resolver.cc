@@ -162,6 +162,19 @@ Resolver::Resolver(std::vector<policy::CompiledRule> rules, std::vector<policy::
                    UpstreamClient* client)
     : rules_(std::move(rules)), upstreams_(std::move(upstreams)), client_(client) {}
 
+std::vector<uint8_t> Resolver::ServerFailure(std::span<const uint8_t> query) {
+  Pkt parsed = Parse(query);
+  if (!parsed) return {};
+  Pkt reply = ReplyTo(parsed.get(), LDNS_RCODE_SERVFAIL);
+  return Wire(reply.get());
+}
+
+std::string QueryTypeName(uint16_t qtype) {
+  const ldns_rr_descriptor* d = ldns_rr_descript(qtype);
+  if (d && d->_name && qtype != 0) return d->_name;
+  return "TYPE" + std::to_string(qtype);
+}
+
 Answer Resolver::Handle(std::span<const uint8_t> wire, Transport transport) const {
   Answer out;
   // Shorter than a header: nothing to answer to. A response (QR): never

@@ -72,8 +72,12 @@ struct QueryDecision {
   std::string name;  // presentation form, lower case, no trailing dot; "" if unparsable
   uint16_t qtype = 0;
   bool allowed = false;
-  std::string reason;  // why (refused: "no rule allows the name", ...)
+  std::string reason;      // why (refused: "no rule allows the name", ...)
+  uint32_t addresses = 0;  // distinct addresses answered (set by the server)
 };
+
+// "A", "AAAA", "TXT", ... or "TYPE<n>" (RFC 3597).
+std::string QueryTypeName(uint16_t qtype);
 
 struct Answer {
   std::vector<uint8_t> reply;  // empty: send nothing (dropped)
@@ -118,6 +122,9 @@ class Resolver {
 
   // One client message (for TCP without the 2-byte length). Thread-safe.
   Answer Handle(std::span<const uint8_t> query, Transport transport) const;
+  // SERVFAIL to `query` (empty if it does not parse): what a client gets
+  // when the addresses of its answer could not be granted.
+  static std::vector<uint8_t> ServerFailure(std::span<const uint8_t> query);
 
  private:
   std::vector<policy::CompiledRule> rules_;

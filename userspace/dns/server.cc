@@ -1,5 +1,7 @@
 #include "dns/server.h"
 
+#include <algorithm>
+
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -83,8 +85,22 @@ Server::~Server() {
 
 Answer Server::Answer1(std::span<const uint8_t> message, Transport transport) {
   Answer answer = resolver_->Handle(message, transport);
-  if (!answer.grants.empty() && on_grants_) on_grants_(answer.grants);  // in force before the reply leaves
-  if (answer.decision && on_decision_) on_decision_(*answer.decision);
+  queries_.fetch_add(1);
+  if (!answer.grants.empty() && on_grants_ && !on_grants_(answer.grants)) {  // in force before the reply leaves
+    answer.reply = Resolver::ServerFailure(message);
+    if (answer.decision) {
+      answer.decision->allowed = false;
+      answer.decision->reason = "its addresses could not be granted (SERVFAIL)";
+    }
+    answer.grants.clear();
+  }
+  if (answer.decision) {
+    std::vector<std::array<uint8_t, 16>> seen;
+    for (const Grant& g : answer.grants)
+      if (std::find(seen.begin(), seen.end(), g.addr) == seen.end()) seen.push_back(g.addr);
+    answer.decision->addresses = static_cast<uint32_t>(seen.size());
+    if (on_decision_) on_decision_(*answer.decision);
+  }
   return answer;
 }
 

@@ -28,7 +28,9 @@ constexpr std::chrono::seconds kTcpIdle{5};
 
 class Server {
  public:
-  using OnGrants = std::function<void(const std::vector<Grant>&)>;
+  // false: the grants are not all in force; the client gets SERVFAIL instead
+  // of addresses it could not connect to.
+  using OnGrants = std::function<bool(const std::vector<Grant>&)>;
   using OnDecision = std::function<void(const QueryDecision&)>;
 
   // Binds UDP and TCP on `listen` (port 0: the kernel picks one port for
@@ -41,6 +43,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   uint16_t port() const { return port_; }
+  // Queries answered or refused so far (for tests and status).
+  uint64_t queries() const { return queries_.load(); }
 
  private:
   Server() = default;
@@ -53,6 +57,7 @@ class Server {
   OnDecision on_decision_;
   UniqueFd udp_, tcp_, stop_;
   uint16_t port_ = 0;
+  std::atomic<uint64_t> queries_{0};
   std::thread loop_;
   std::mutex clients_mu_;
   struct Client {

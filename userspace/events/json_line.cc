@@ -67,8 +67,8 @@ class JsonWriter {
 
  private:
   bool Body(const cordon::v1::AuditEvent& e) {
-    if (e.has_resource() || e.has_credential() || e.has_containment() || e.has_repeats())
-      return false;  // rare (resource.*, credential.*, sandbox.*, repeats): protobuf prints those
+    if (e.has_resource() || e.has_credential() || e.has_containment() || e.has_repeats() || e.has_dns())
+      return false;  // rare (resource.*, credential.*, sandbox.*, repeats, dns.query): protobuf prints those
     Open();
     if (e.has_time() && !Time(e.time())) return false;
     if (!Str("sandbox", e.sandbox()) || !Str("cgroupPath", e.cgroup_path())) return false;
@@ -91,6 +91,7 @@ class JsonWriter {
       if (!Str("protocol", n.protocol()) || !Str("family", n.family()) || !Str("sockType", n.sock_type())) return false;
       U32("rule", n.rule());
       U32("nameId", n.name_id());
+      if (!Str("host", n.host())) return false;
       Close();
     }
     if (e.has_loss()) {

@@ -72,6 +72,7 @@ void AppendWireEvent(const cordon::v1::AuditEvent& e, std::string* out) {
     PutBytes(&sub, 5, n.sock_type());
     PutUint(&sub, 6, n.rule());
     PutUint(&sub, 7, n.name_id());
+    PutBytes(&sub, 8, n.host());
     PutMessage(out, 17, sub);
   }
   if (e.has_loss()) {
@@ -124,6 +125,7 @@ void AppendWireEvent(const cordon::v1::AuditEvent& e, std::string* out) {
   PutBytes(out, 31, e.id());
   PutUint(out, 32, e.seq());
   PutBytes(out, 33, e.policy_digest());
+  if (e.has_dns()) PutMessage(out, 34, e.dns().SerializeAsString());
   if (sub.capacity() > (1u << 16)) std::string().swap(sub);
 }
 

@@ -125,11 +125,13 @@ struct StatusOutcome {
 // marked not required (skipped as absent profile paths are): it grants
 // nothing, and a file made there after the sandbox starts is not granted
 // either, since rules are resolved when it starts. Each line starts with the
-// entry's file:line:column and field.
+// entry's file:line:column and field. Name rules (spec.network.egress[].host)
+// are errors too (their first), unless `names_served`: the caller runs
+// cordon's resolver for the sandbox (cordon run, ops/name_service.h).
 struct HostPathCheck {
   std::vector<std::string> errors, warnings;
 };
-HostPathCheck CheckHostPaths(policy::CompiledPolicy* policy);
+HostPathCheck CheckHostPaths(policy::CompiledPolicy* policy, bool names_served = false);
 // errors joined for one error message: the first, then the rest indented.
 std::string HostPathErrors(const HostPathCheck& check);
 

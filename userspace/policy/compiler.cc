@@ -1247,8 +1247,8 @@ std::vector<std::string> UnenforcedNameRules(const CompiledPolicy& policy) {
   for (const CompiledRule& rule : policy.rules)
     if (!rule.host.empty())
       out.push_back(rule.where +
-                    ": name rules are not enforced by this cordon yet (cordon's DNS resolver "
-                    "is built, the kernel redirection of the sandbox's DNS is not; use cidr rules)");
+                    ": name rules are enforced by cordon run only (it runs cordon's DNS resolver for its "
+                    "sandbox); cordon attach, update, learn and the agent do not run one yet: use cidr rules there");
   return out;
 }
 

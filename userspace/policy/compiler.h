@@ -214,11 +214,11 @@ constexpr size_t kMaxPolicyDevices = 32;
 // writable but /dev/null, /dev/tty and /dev/full).
 CompiledPolicy DefaultPolicy();
 
-// The egress name rules this cordon cannot enforce yet (the kernel side of
-// cordon's resolver, which redirects the sandbox's DNS and allows answered
-// addresses, is not built in): one line per host rule, "where: name rules are
-// not enforced by this cordon yet". Whatever would put a policy in force
-// refuses one with such lines; `cordon policy check` shows them as warnings.
+// The egress name rules of a policy put in force by something that does not
+// run cordon's resolver for the sandbox (cordon attach, update, learn and the
+// agent; cordon run does): one line per host rule, "where: name rules are
+// enforced by cordon run only ...". Those refuse such a policy with these
+// lines; `cordon policy check` shows them as warnings.
 std::vector<std::string> UnenforcedNameRules(const CompiledPolicy& policy);
 // Its YAML text (shown by `cordon policy check --default`).
 const char* DefaultPolicyYaml();

@@ -1,0 +1,367 @@
+// Egress by name, end to end (README "Egress by name"): `cordon run` with a
+// policy of name rules, in a network namespace the test creates, where a real
+// dnsmasq (127.0.0.1:53) answers for the names and listeners stand on the
+// addresses it answers with (on the namespace's loopback). The command, a
+// python3 probe, asks an address nobody listens on (192.0.2.53:53, and
+// [2001:db8::53]:53 for IPv6): only the redirection to cordon's resolver
+// makes those queries answered. dnsmasq's query log shows what left the
+// resolver; the run's audit log has the dns.query and net.connect records.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/dnsmasq_netns.h"
+#include "tests/integration/harness.h"
+
+namespace cordon::test {
+namespace {
+
+// The probe: each argument is one step, each step prints one line.
+//   q:NAME / qt:NAME / q6:NAME   A over UDP, A over TCP (to 192.0.2.53:53),
+//                                AAAA over UDP6 (to [2001:db8::53]:53):
+//                                "q NAME rcode N ADDR,ADDR" or "q NAME error E"
+//   c:ADDR:PORT                  TCP connect: "c ADDR PORT ok" or "c ADDR PORT errno N"
+//   flood:PREFIX:N               N A queries for PREFIX<i>.test, one at a time:
+//                                "flood answered N"
+//   sleep:SECONDS, touch:PATH, wait:PATH (until PATH exists, 20 s at most)
+const char kProbe[] = R"PY(
+import os, random, socket, struct, sys, time
+def name_wire(name):
+    return b''.join(bytes([len(l)]) + l.encode() for l in name.split('.')) + b'\0'
+def ask(name, qtype, family, tcp):
+    qid = random.randrange(65536)
+    q = struct.pack('>HHHHHH', qid, 0x0100, 1, 0, 0, 0) + name_wire(name) + struct.pack('>HH', qtype, 1)
+    server = ('192.0.2.53', 53) if family == socket.AF_INET else ('2001:db8::53', 53)
+    s = socket.socket(family, socket.SOCK_STREAM if tcp else socket.SOCK_DGRAM)
+    s.settimeout(5)
+    if tcp:
+        s.connect(server)
+        s.sendall(struct.pack('>H', len(q)) + q)
+        n = struct.unpack('>H', s.recv(2, socket.MSG_WAITALL))[0]
+        r = s.recv(n, socket.MSG_WAITALL)
+    else:
+        s.sendto(q, server)
+        r = s.recv(4096)
+    s.close()
+    if struct.unpack('>H', r[:2])[0] != qid: raise Exception('wrong id')
+    rcode, an = r[3] & 15, struct.unpack('>H', r[6:8])[0]
+    i = 12
+    while r[i]: i += r[i] + 1
+    i += 5
+    addrs = []
+    for _ in range(an):
+        if r[i] & 0xc0 == 0xc0: i += 2
+        else:
+            while r[i]: i += r[i] + 1
+            i += 1
+        t, c, ttl, l = struct.unpack('>HHIH', r[i:i + 10]); i += 10
+        if t == 1: addrs.append(socket.inet_ntop(socket.AF_INET, r[i:i + 4]))
+        if t == 28: addrs.append(socket.inet_ntop(socket.AF_INET6, r[i:i + 16]))
+        i += l
+    return rcode, addrs
+for step in sys.argv[1:]:
+    op, _, arg = step.partition(':')
+    if op in ('q', 'qt', 'q6'):
+        try:
+            rcode, addrs = ask(arg, 28 if op == 'q6' else 1, socket.AF_INET6 if op == 'q6' else socket.AF_INET, op == 'qt')
+            print(op, arg, 'rcode', rcode, ','.join(addrs), flush=True)
+        except Exception as e:
+            print(op, arg, 'error', type(e).__name__, flush=True)
+    elif op == 'c':
+        addr, _, port = arg.rpartition(':')
+        s = socket.socket(socket.AF_INET6 if ':' in addr else socket.AF_INET)
+        s.settimeout(5)
+        try:
+            s.connect((addr, int(port))); print('c', addr, port, 'ok', flush=True)
+        except OSError as e:
+            print('c', addr, port, 'errno', e.errno, flush=True)
+        s.close()
+    elif op == 'flood':
+        prefix, _, n = arg.partition(':')
+        answered = 0
+        for i in range(int(n)):
+            try:
+                ask('%s%d.test' % (prefix, i), 1, socket.AF_INET, False); answered += 1
+            except Exception:
+                pass
+        print('flood answered', answered, flush=True)
+    elif op == 'sleep':
+        time.sleep(float(arg))
+    elif op == 'touch':
+        open(arg, 'w').close()
+    elif op == 'wait':
+        deadline = time.time() + 20
+        while not os.path.exists(arg) and time.time() < deadline: time.sleep(0.05)
+        print('waited', arg, os.path.exists(arg), flush=True)
+)PY";
+
+// Listeners on the addresses the names point at (in the test's namespace).
+class Listeners {
+ public:
+  void Add(const std::string& address, uint16_t port) {
+    const bool v6 = address.find(':') != std::string::npos;
+    int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    const sockaddr_storage ss = v6 ? V6(address.c_str(), port) : V4(address.c_str(), port);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&ss), SockaddrLen(ss)), 0)
+        << address << " " << std::strerror(errno);
+    ASSERT_EQ(::listen(fd, 64), 0);
+    fds_.push_back(fd);
+  }
+  ~Listeners() {
+    for (int fd : fds_) ::close(fd);
+  }
+
+ private:
+  std::vector<int> fds_;
+};
+
+constexpr uint16_t kPort = 8443;
+
+// Name rules for the tests' names; `extra`: more egress rules.
+std::string NamePolicy(const std::string& name, const std::string& extra = "") {
+  return "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: " + name +
+         "}\nspec:\n  network:\n    dns: {upstream: [\"127.0.0.1:53\"]}\n    egress:\n"
+         "      - host: allowed.test\n        ports: [8443]\n        protocols: [tcp]\n"
+         "      - host: \"*.wild.test\"\n        ports: [8443]\n"
+         "      - host: alias.test\n        ports: [8443]\n"
+         "      - host: private.test\n        ports: [8443]\n"
+         "      - host: shortttl.test\n        ports: [8443]\n" +
+         extra;
+}
+
+class NameEgress : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespace, cgroups)";
+    dnsmasq_.Start("names",
+                   {"--host-record=allowed.test,93.184.216.34,2606:2800:220:1::1",
+                    "--host-record=unlisted.test,93.184.216.40", "--host-record=a.wild.test,93.184.216.35",
+                    "--host-record=target.test,93.184.216.50", "--cname=alias.test,target.test",
+                    "--host-record=private.test,10.9.8.7", "--host-record=shortttl.test,93.184.216.60,1"},
+                   {"93.184.216.34/32", "93.184.216.35/32", "93.184.216.40/32", "93.184.216.50/32", "93.184.216.60/32",
+                    "10.9.8.7/32", "2606:2800:220:1::1/128"});
+    if (HasFatalFailure()) return;
+    for (const char* a : {"93.184.216.34", "93.184.216.35", "93.184.216.40", "93.184.216.50", "93.184.216.60",
+                          "10.9.8.7", "2606:2800:220:1::1"})
+      listeners_.Add(a, kPort);
+    audit_ = dnsmasq_.dir() + "/audit.jsonl";
+    policy_ = dnsmasq_.dir() + "/policy.yaml";
+  }
+
+  // `cordon run` of the probe with `steps`, under `policy_text`; its stdout.
+  CommandResult Probe(const std::string& policy_text, const std::vector<std::string>& steps,
+                      const std::string& audit = "") {
+    WriteFile(policy_, policy_text);
+    std::vector<std::string> args = {
+        "run", "-q",  "--policy", policy_, "--audit", audit.empty() ? audit_ : audit, "--", "/usr/bin/python3",
+        "-c",  kProbe};
+    args.insert(args.end(), steps.begin(), steps.end());
+    return Cordon(args);
+  }
+  static void WriteFile(const std::string& path, const std::string& text) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  }
+  static bool Has(const std::string& out, const std::string& line) {
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);)
+      if (l == line) return true;
+    return false;
+  }
+  static const cordon::v1::AuditEvent* Query(const std::vector<cordon::v1::AuditEvent>& events, const std::string& name,
+                                             const std::string& verdict) {
+    for (const auto& e : events)
+      if (e.kind() == "dns.query" && e.dns().name() == name && e.verdict() == verdict) return &e;
+    return nullptr;
+  }
+  static const cordon::v1::AuditEvent* Connect(const std::vector<cordon::v1::AuditEvent>& events,
+                                               const std::string& address, uint32_t port) {
+    for (const auto& e : events)
+      if (e.kind() == "net.connect" && e.net().address() == address && e.net().port() == port) return &e;
+    return nullptr;
+  }
+
+  DnsmasqNetns dnsmasq_;
+  Listeners listeners_;
+  std::string audit_, policy_;
+};
+
+TEST_F(NameEgress, AnAllowedNameConnectsAndAnUnlistedOneNeverLeavesTheHost) {
+  CommandResult r =
+      Probe(NamePolicy("names"),
+            {"q:allowed.test", "c:93.184.216.34:8443", "c:93.184.216.34:8444", "q:unlisted.test",
+             "c:93.184.216.40:8443", "qt:a.wild.test", "c:93.184.216.35:8443", "q6:allowed.test",
+             "c:2606:2800:220:1::1:8443", "q:alias.test", "c:93.184.216.50:8443", "q:private.test", "c:10.9.8.7:8443"});
+  EXPECT_EQ(r.status, 0) << r.err;  // the command's status (violations without --fail-on-violation)
+  // Allowed name over UDP: answered through the redirection, the connect allowed;
+  // another port of the same address is not (the rule says 8443).
+  EXPECT_TRUE(Has(r.out, "q allowed.test rcode 0 93.184.216.34")) << r.out << r.err;
+  EXPECT_TRUE(Has(r.out, "c 93.184.216.34 8443 ok")) << r.out;
+  EXPECT_TRUE(Has(r.out, "c 93.184.216.34 8444 errno 1")) << r.out;
+  // Unlisted: REFUSED, never sent upstream; its address is denied.
+  EXPECT_TRUE(Has(r.out, "q unlisted.test rcode 5 ")) << r.out;
+  EXPECT_TRUE(Has(r.out, "c 93.184.216.40 8443 errno 1")) << r.out;
+  // A wildcard rule, asked over TCP; AAAA over UDP6 and an IPv6 connect.
+  EXPECT_TRUE(Has(r.out, "qt a.wild.test rcode 0 93.184.216.35")) << r.out;
+  EXPECT_TRUE(Has(r.out, "c 93.184.216.35 8443 ok")) << r.out;
+  EXPECT_TRUE(Has(r.out, "q6 allowed.test rcode 0 2606:2800:220:1::1")) << r.out;
+  EXPECT_TRUE(Has(r.out, "c 2606:2800:220:1::1 8443 ok")) << r.out;
+  // A CNAME to a name no rule lists: granted under the queried name's rule.
+  EXPECT_TRUE(r.out.find("q alias.test rcode 0 93.184.216.50") != std::string::npos) << r.out;
+  EXPECT_TRUE(Has(r.out, "c 93.184.216.50 8443 ok")) << r.out;
+  // A private answer without allowPrivate: not passed on, not granted.
+  EXPECT_TRUE(r.out.find("q private.test rcode 0 \n") != std::string::npos ||
+              r.out.find("q private.test rcode 0\n") != std::string::npos)
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "c 10.9.8.7 8443 errno 1")) << r.out;
+
+  EXPECT_TRUE(dnsmasq_.Saw("allowed.test")) << dnsmasq_.Log();
+  EXPECT_TRUE(dnsmasq_.Saw("allowed.test", "AAAA")) << dnsmasq_.Log();
+  EXPECT_TRUE(dnsmasq_.Saw("a.wild.test")) << dnsmasq_.Log();
+  EXPECT_FALSE(dnsmasq_.Saw("unlisted.test")) << dnsmasq_.Log();
+
+  const auto events = AuditFileEvents(audit_);
+  const auto* allowed = Query(events, "allowed.test", "noted");
+  ASSERT_NE(allowed, nullptr);
+  EXPECT_EQ(allowed->dns().type(), "A");
+  EXPECT_EQ(allowed->dns().addresses(), 1u);
+  EXPECT_EQ(allowed->enforcement(), "cordon-dns");
+  const auto* refused = Query(events, "unlisted.test", "denied");
+  ASSERT_NE(refused, nullptr);
+  EXPECT_EQ(refused->dns().addresses(), 0u);
+  EXPECT_NE(Connect(events, "93.184.216.40", 8443), nullptr);
+  // The port the name's rule does not allow: the record names the name.
+  const auto* other_port = Connect(events, "93.184.216.34", 8444);
+  ASSERT_NE(other_port, nullptr);
+  EXPECT_EQ(other_port->net().host(), "allowed.test");
+  EXPECT_EQ(Connect(events, "93.184.216.34", 8443), nullptr) << "an allowed connect was recorded";
+
+  // Negative controls, unconfined in the same namespace: the upstream has
+  // unlisted.test, and its address takes connections.
+  CommandResult direct =
+      test::Run({"/usr/bin/python3", "-c",
+                 "import socket; s=socket.socket(); s.settimeout(5); s.connect(('93.184.216.40', 8443)); "
+                 "print('connected')"});
+  EXPECT_EQ(direct.out, "connected\n") << direct.err;
+  // ... and nothing answers at 192.0.2.53:53 but cordon's resolver, for its sandbox.
+  CommandResult unredirected = test::Run({"/usr/bin/python3", "-c", kProbe, "q:allowed.test"});
+  EXPECT_EQ(unredirected.out.rfind("q allowed.test error ", 0), 0u) << unredirected.out << unredirected.err;
+}
+
+TEST_F(NameEgress, AHardCodedAddressIsDeniedUntilTheSandboxResolvedItsName) {
+  CommandResult r = Probe(NamePolicy("hardcoded"), {"c:93.184.216.34:8443", "q:allowed.test", "c:93.184.216.34:8443"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::istringstream in(r.out);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_EQ(lines[0], "c 93.184.216.34 8443 errno 1");
+  EXPECT_EQ(lines[1], "q allowed.test rcode 0 93.184.216.34");
+  EXPECT_EQ(lines[2], "c 93.184.216.34 8443 ok");
+  const auto events = AuditFileEvents(audit_);
+  const auto* denied = Connect(events, "93.184.216.34", 8443);
+  ASSERT_NE(denied, nullptr);
+  EXPECT_EQ(denied->verdict(), "denied");
+}
+
+// Sandbox A resolves allowed.test and connects; sandbox B, running at the
+// same time with the same policy, connects to the same address without
+// resolving: denied. A's answer is A's alone.
+TEST_F(NameEgress, AnAnswerForOneSandboxAllowsNothingInAnother) {
+  // Outside the test's own directory (mode 0700): the runs' users reach it.
+  const std::string shared = "/tmp/cordon-names-shared-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);  // the runs' users (dynamic) write there
+  const std::string files = "  files:\n    include: [runtime-minimal, python3]\n";
+  const std::string policy_a = NamePolicy("sandbox-a") + files + "    write: [" + shared + "]\n";
+  const std::string policy_b = NamePolicy("sandbox-b") + files + "    read: [" + shared + "]\n";
+  const std::string a_done = shared + "/a-connected", b_done = shared + "/b-done";
+  CommandResult a;
+  std::thread first([&] {
+    a = Probe(policy_a, {"q:allowed.test", "c:93.184.216.34:8443", "touch:" + a_done, "wait:" + b_done},
+              dnsmasq_.dir() + "/a.jsonl");
+  });
+  // B: waits until A connected, then connects without asking.
+  const std::string policy_b_path = dnsmasq_.dir() + "/policy-b.yaml";
+  WriteFile(policy_b_path, policy_b);
+  CommandResult b = Cordon({"run", "-q", "--policy", policy_b_path, "--audit", dnsmasq_.dir() + "/b.jsonl", "--",
+                            "/usr/bin/python3", "-c", kProbe, "wait:" + a_done, "c:93.184.216.34:8443"});
+  ::close(::open(b_done.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+  first.join();
+  EXPECT_TRUE(Has(a.out, "c 93.184.216.34 8443 ok")) << a.out << a.err;
+  EXPECT_TRUE(Has(b.out, "waited " + a_done + " True")) << b.out << b.err;
+  EXPECT_TRUE(Has(b.out, "c 93.184.216.34 8443 errno 1")) << b.out << b.err;
+  const auto b_events = AuditFileEvents(dnsmasq_.dir() + "/b.jsonl");
+  EXPECT_NE(Connect(b_events, "93.184.216.34", 8443), nullptr);
+  test::Run({"rm", "-rf", shared});
+}
+
+// A grant lasts the answer's TTL (at least dns::kTtlFloor, 30 s) and
+// dns::kGrantGraceSeconds (30 s) more: shortttl.test (TTL 1) connects at
+// once and is denied 62 s later; asked again, allowed again.
+TEST_F(NameEgress, AGrantRunsOutWithItsTtl) {
+  CommandResult r = Probe(NamePolicy("ttl"), {"q:shortttl.test", "c:93.184.216.60:8443", "sleep:62",
+                                              "c:93.184.216.60:8443", "q:shortttl.test", "c:93.184.216.60:8443"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::istringstream in(r.out);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 5u) << r.out;
+  EXPECT_EQ(lines[1], "c 93.184.216.60 8443 ok");
+  EXPECT_EQ(lines[2], "c 93.184.216.60 8443 errno 1");
+  EXPECT_EQ(lines[4], "c 93.184.216.60 8443 ok");
+  const auto events = AuditFileEvents(audit_);
+  const auto* expired = Connect(events, "93.184.216.60", 8443);
+  ASSERT_NE(expired, nullptr);
+  EXPECT_EQ(expired->verdict(), "denied");
+}
+
+// A flood of queries for names no rule lists (a tunnel's way of talking):
+// each refused, none forwarded, recorded once a name a second for at most
+// kQueryEventsPerSecond names, the rest counted; every query accounted for.
+TEST_F(NameEgress, AFloodOfQueriesIsRecordedAtMostTwentyNamesASecondAndCountedWhole) {
+  // allowed.test a second later: recorded by name again (a new second).
+  CommandResult r = Probe(NamePolicy("flood"), {"flood:tunnel-:600", "sleep:1.2", "q:allowed.test"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  ASSERT_TRUE(Has(r.out, "flood answered 600")) << r.out << r.err;
+  EXPECT_FALSE(dnsmasq_.Saw("tunnel-0.test")) << dnsmasq_.Log();
+  EXPECT_FALSE(dnsmasq_.Saw("tunnel-599.test")) << dnsmasq_.Log();
+  const auto events = AuditFileEvents(audit_);
+  uint64_t refused = 0, named = 0, aggregated = 0;
+  int64_t first = INT64_MAX, last = 0;
+  for (const auto& e : events) {
+    if (e.kind() != "dns.query" || e.verdict() != "denied") continue;
+    refused += e.has_repeats() ? e.repeats().count() : 1;
+    (e.has_repeats() ? aggregated : named)++;
+    first = std::min<int64_t>(first, e.time().seconds());
+    last = std::max<int64_t>(last, e.time().seconds());
+  }
+  EXPECT_EQ(refused, 600u);
+  // Windows of one second, at most 20 names each.
+  EXPECT_LE(named, 20u * static_cast<uint64_t>(last - first + 2))
+      << named << " named records in " << last - first + 1 << " s";
+  EXPECT_GT(aggregated, 0u);
+  EXPECT_NE(Query(events, "allowed.test", "noted"), nullptr);
+}
+
+}  // namespace
+}  // namespace cordon::test

@@ -1,0 +1,245 @@
+#include "ops/name_service.h"
+
+#include <arpa/inet.h>
+#include <sys/eventfd.h>
+
+#include <cstring>
+
+#include "events/decoder.h"
+#include "loader/grants.h"
+#include "util/clock.h"
+#include "util/text.h"
+
+namespace cordon::ops {
+
+namespace {
+
+constexpr int64_t kSecondNs = 1'000'000'000;
+
+cordon::v1::AuditEvent QueryEvent(const dns::QueryDecision& d, int64_t now_ns) {
+  cordon::v1::AuditEvent e;
+  SetTimestamp(now_ns, e.mutable_time());
+  e.set_kind("dns.query");
+  e.set_verdict(d.allowed ? "noted" : "denied");
+  e.set_enforcement("cordon-dns");
+  e.set_reason(EscapeWorkloadBytes(d.reason));
+  auto* q = e.mutable_dns();
+  q->set_name(EscapeWorkloadBytes(d.name));
+  q->set_type(dns::QueryTypeName(d.qtype));
+  q->set_addresses(d.addresses);
+  return e;
+}
+
+void SetRepeats(cordon::v1::AuditEvent* e, uint64_t count, int64_t first_ns, int64_t last_ns) {
+  auto* r = e->mutable_repeats();
+  r->set_count(count);
+  SetTimestamp(first_ns, r->mutable_first());
+  SetTimestamp(last_ns, r->mutable_last());
+}
+
+}  // namespace
+
+bool HasNameRules(const policy::CompiledPolicy& policy) {
+  for (const auto& rule : policy.rules)
+    if (!rule.host.empty()) return true;
+  return false;
+}
+
+Result<std::vector<policy::DnsUpstream>> NameUpstreams(const policy::CompiledPolicy& policy,
+                                                       const std::string& resolv_conf) {
+  if (!policy.dns_upstreams.empty()) return policy.dns_upstreams;
+  std::vector<policy::DnsUpstream> found = dns::ResolvConfUpstreams(resolv_conf);
+  if (found.empty())
+    return Error("name rules need an upstream DNS server: spec.network.dns.upstream is empty and " + resolv_conf +
+                 " names no nameserver");
+  return found;
+}
+
+std::vector<cordon::v1::AuditEvent> QueryEvents::Add(const dns::QueryDecision& d, int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<cordon::v1::AuditEvent> out;
+  if (window_start_ns_ == 0 || now_ns - window_start_ns_ >= kSecondNs) {
+    out = FlushLocked();
+    window_start_ns_ = now_ns;
+  }
+  const std::string verdict = d.allowed ? "noted" : "denied";
+  const std::string key = d.name + '\0' + std::to_string(d.qtype) + '\0' + verdict;
+  auto count = [now_ns](Held* h) {
+    if (h->more++ == 0) h->first_more_ns = now_ns;
+    h->last_ns = now_ns;
+  };
+  if (auto it = held_.find(key); it != held_.end()) {
+    count(&it->second);
+  } else if (recorded_ < per_second_) {
+    ++recorded_;
+    Held& h = held_[key];
+    h.first = QueryEvent(d, now_ns);
+    out.push_back(h.first);
+  } else {
+    auto [it2, inserted] = over_.try_emplace(verdict);
+    if (inserted) {
+      dns::QueryDecision any;
+      any.allowed = d.allowed;
+      any.reason = "queries for more than " + std::to_string(per_second_) +
+                   " names in a second: counted here, not recorded one by one";
+      it2->second.first = QueryEvent(any, now_ns);
+      it2->second.first.mutable_dns()->clear_type();
+    }
+    count(&it2->second);
+  }
+  return out;
+}
+
+std::vector<cordon::v1::AuditEvent> QueryEvents::Flush(int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (window_start_ns_ != 0 && now_ns - window_start_ns_ < kSecondNs) return {};
+  window_start_ns_ = 0;
+  return FlushLocked();
+}
+
+std::vector<cordon::v1::AuditEvent> QueryEvents::FlushLocked() {
+  std::vector<cordon::v1::AuditEvent> out;
+  for (auto* held : {&held_, &over_})
+    for (auto& [key, h] : *held) {
+      if (h.more == 0) continue;
+      cordon::v1::AuditEvent e = h.first;
+      SetTimestamp(h.last_ns, e.mutable_time());
+      SetRepeats(&e, h.more, h.first_more_ns, h.last_ns);
+      out.push_back(std::move(e));
+    }
+  held_.clear();
+  over_.clear();
+  recorded_ = 0;
+  return out;
+}
+
+Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, const policy::CompiledPolicy& policy) {
+  auto upstreams = NameUpstreams(policy);
+  if (!upstreams) return upstreams.error();
+  std::unique_ptr<NameService> s(new NameService());
+  s->sandbox_id_ = sandbox_id;
+  s->upstreams_ = std::move(*upstreams);
+  s->wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!s->wake_.valid()) return SysError("DNS resolver: eventfd");
+  s->client_ = std::make_unique<dns::SocketUpstreamClient>();
+  s->resolver_ = std::make_unique<dns::Resolver>(policy.rules, s->upstreams_, s->client_.get());
+  auto on_grants = [p = s.get()](const std::vector<dns::Grant>& g) { return p->Grant(g); };
+  auto on_decision = [p = s.get()](const dns::QueryDecision& d) { p->Decided(d); };
+  // Loopback, port 0 (the kernel picks one).
+  auto v4 = std::make_optional<policy::DnsUpstream>();
+  v4->ipv4 = true;
+  v4->port = 0;
+  const uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+  std::memcpy(v4->addr.data(), mapped, 16);
+  auto v6 = std::make_optional<policy::DnsUpstream>();
+  v6->port = 0;
+  v6->addr[15] = 1;
+  // Port 0 for both UDP and TCP: the TCP port may be taken; a few tries.
+  for (int attempt = 0; attempt < 8 && !s->server4_; ++attempt) {
+    auto server = dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision);
+    if (server)
+      s->server4_ = std::move(*server);
+    else if (attempt == 7)
+      return Error("cordon's DNS resolver cannot listen on 127.0.0.1: " + server.error().ToString());
+  }
+  // IPv6 loopback may be disabled: the sandbox's IPv6 DNS is then judged by
+  // its egress rules, as without a resolver.
+  for (int attempt = 0; attempt < 8 && !s->server6_; ++attempt)
+    if (auto server = dns::Server::Start(*v6, s->resolver_.get(), on_grants, on_decision))
+      s->server6_ = std::move(*server);
+  ResolverAddress a4;
+  ::inet_pton(AF_INET, "127.0.0.1", a4.ip.data());
+  a4.port = s->server4_->port();
+  std::optional<ResolverAddress> a6;
+  if (s->server6_) {
+    a6.emplace();
+    ::inet_pton(AF_INET6, "::1", a6->ip.data());
+    a6->port = s->server6_->port();
+  }
+  if (Status set = SetResolver(sandbox_id, a4, a6); !set.ok())
+    return Error("the sandbox's DNS cannot be redirected to cordon's resolver: " + set.error().ToString());
+  s->ticker_ = std::thread([p = s.get()] { p->Tick(); });
+  return s;
+}
+
+NameService::~NameService() { Stop(); }
+
+void NameService::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  server4_.reset();  // joins its threads: no decision after this
+  server6_.reset();
+  Queue(limiter_.Flush(INT64_MAX));
+}
+
+uint64_t NameService::queries() const {
+  return (server4_ ? server4_->queries() : 0) + (server6_ ? server6_->queries() : 0);
+}
+
+bool NameService::Grant(const std::vector<dns::Grant>& grants) {
+  bool all = true;
+  for (const dns::Grant& g : grants) {
+    NameGrant ng;
+    ng.family = g.family;
+    ng.address = g.addr;
+    ng.ports = g.ports;
+    ng.tcp = g.tcp;
+    ng.udp = g.udp;
+    ng.rule_index = g.rule;
+    ng.name = g.name;
+    ng.ttl_seconds = g.ttl;
+    ng.grace_seconds = dns::kGrantGraceSeconds;
+    if (Status granted = GrantAddress(sandbox_id_, ng); !granted.ok()) {
+      all = false;
+      static std::atomic<int> logged{0};
+      if (logged.fetch_add(1) < 10)
+        std::fprintf(stderr, "cordon: DNS resolver: %s not granted to the sandbox: %s\n", g.AddressText().c_str(),
+                     granted.error().ToString().c_str());
+    }
+  }
+  return all;
+}
+
+void NameService::Decided(const dns::QueryDecision& d) { Queue(limiter_.Add(d, RealNs())); }
+
+void NameService::Queue(std::vector<cordon::v1::AuditEvent> events) {
+  if (events.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& e : events) events_.push_back(std::move(e));
+  }
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+}
+
+std::vector<cordon::v1::AuditEvent> NameService::TakeEvents() {
+  uint64_t n = 0;
+  (void)!::read(wake_.get(), &n, sizeof n);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<cordon::v1::AuditEvent> out;
+  out.swap(events_);
+  return out;
+}
+
+void NameService::Tick() {
+  int64_t last_expiry = MonoNs();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(250));
+    if (stop_) break;
+    lock.unlock();
+    Queue(limiter_.Flush(RealNs()));
+    if (MonoNs() - last_expiry >= std::chrono::duration_cast<std::chrono::nanoseconds>(kGrantExpiryInterval).count()) {
+      last_expiry = MonoNs();
+      (void)ExpireGrants(sandbox_id_, static_cast<uint64_t>(NowNs(CLOCK_BOOTTIME)));
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace cordon::ops

@@ -1,0 +1,113 @@
+// Egress by name put in force for one sandbox (README "Egress by name"):
+// cordon's resolver (dns/) listening on loopback, the sandbox's DNS
+// redirected to it (loader/grants.h SetResolver), the addresses it answers
+// granted to that sandbox only (GrantAddress) before the reply leaves,
+// expired grants removed, and its dns.query events, rate-limited. Whoever
+// keeps the sandbox runs one (cordon run, for its own sandbox) for as long
+// as the sandbox lives; when it stops, the sandbox's DNS goes to a closed
+// port (refused, fail closed) and the grants run out.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dns/resolver.h"
+#include "dns/server.h"
+#include "event.pb.h"
+#include "policy/compiler.h"
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace cordon::ops {
+
+// dns.query records one a second for each name, type and verdict (the others
+// counted in a repeats record at the end of the second), and at most this
+// many names a second (the rest counted in one record a second).
+constexpr uint32_t kQueryEventsPerSecond = 20;
+// How often expired grants are removed from the kernel's map.
+constexpr std::chrono::seconds kGrantExpiryInterval{5};
+
+// Whether the policy has name rules (spec.network.egress[].host).
+bool HasNameRules(const policy::CompiledPolicy& policy);
+
+// The upstreams a policy's resolver asks: spec.network.dns.upstream, or the
+// nameservers of `resolv_conf`; an error naming both when there are none.
+Result<std::vector<policy::DnsUpstream>> NameUpstreams(const policy::CompiledPolicy& policy,
+                                                       const std::string& resolv_conf = "/etc/resolv.conf");
+
+// The dns.query records of one resolver (thread-safe): Add() per decision,
+// Flush() at the end of each second (and at the end).
+class QueryEvents {
+ public:
+  explicit QueryEvents(uint32_t per_second = kQueryEventsPerSecond) : per_second_(per_second) {}
+  // `now_ns`: CLOCK_REALTIME. Returns the records to deliver now.
+  std::vector<cordon::v1::AuditEvent> Add(const dns::QueryDecision& d, int64_t now_ns);
+  std::vector<cordon::v1::AuditEvent> Flush(int64_t now_ns);
+
+ private:
+  struct Held {
+    cordon::v1::AuditEvent first;  // as recorded
+    uint64_t more = 0;             // the same again since
+    int64_t first_more_ns = 0, last_ns = 0;
+  };
+  std::vector<cordon::v1::AuditEvent> FlushLocked();
+  std::mutex mu_;
+  uint32_t per_second_;
+  int64_t window_start_ns_ = 0;
+  uint32_t recorded_ = 0;
+  std::map<std::string, Held> held_;
+  std::map<std::string, Held> over_;  // by verdict: names over per_second_
+};
+
+class NameService {
+ public:
+  // Starts the resolver for the sandbox (cgroup id `sandbox_id`) with the
+  // policy's name rules, and redirects the sandbox's DNS to it.
+  static Result<std::unique_ptr<NameService>> Start(uint64_t sandbox_id, const policy::CompiledPolicy& policy);
+  ~NameService();  // Stop()
+  NameService(const NameService&) = delete;
+  NameService& operator=(const NameService&) = delete;
+
+  // Readable when events are waiting (an eventfd).
+  int fd() const { return wake_.get(); }
+  // The dns.query events (and notes of grants that failed) since the last call.
+  std::vector<cordon::v1::AuditEvent> TakeEvents();
+  // Stops serving (the redirection stays: the sandbox's DNS is then refused);
+  // what the last second held is then in TakeEvents().
+  void Stop();
+
+  uint16_t port4() const { return server4_ ? server4_->port() : 0; }
+  uint16_t port6() const { return server6_ ? server6_->port() : 0; }
+  const std::vector<policy::DnsUpstream>& upstreams() const { return upstreams_; }
+  uint64_t queries() const;
+
+ private:
+  NameService() = default;
+  bool Grant(const std::vector<dns::Grant>& grants);
+  void Decided(const dns::QueryDecision& d);
+  void Queue(std::vector<cordon::v1::AuditEvent> events);
+  void Tick();
+
+  uint64_t sandbox_id_ = 0;
+  std::vector<policy::DnsUpstream> upstreams_;
+  std::unique_ptr<dns::SocketUpstreamClient> client_;
+  std::unique_ptr<dns::Resolver> resolver_;
+  std::unique_ptr<dns::Server> server4_, server6_;
+  QueryEvents limiter_;
+  UniqueFd wake_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<cordon::v1::AuditEvent> events_;
+  std::thread ticker_;
+};
+
+}  // namespace cordon::ops
