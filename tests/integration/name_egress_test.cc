@@ -305,8 +305,20 @@ TEST_F(NameEgress, AnAnswerForOneSandboxAllowsNothingInAnother) {
   WriteFile(policy_b_path, policy_b);
   CommandResult b = Cordon({"run", "-q", "--policy", policy_b_path, "--audit", dnsmasq_.dir() + "/b.jsonl", "--",
                             "/usr/bin/python3", "-c", kProbe, "wait:" + a_done, "c:93.184.216.34:8443"});
+  // A still runs (it waits for b-done): status lists what its resolver granted it.
+  CommandResult status = Cordon({"status", "--json"});
   ::close(::open(b_done.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
   first.join();
+  EXPECT_EQ(status.status, 0) << status.err;
+  const size_t a_at = status.out.find("\"policy\":\"sandbox-a\"");
+  ASSERT_NE(a_at, std::string::npos) << status.out;
+  const size_t names_at = status.out.find("\"names\":", a_at);
+  ASSERT_NE(names_at, std::string::npos) << status.out;
+  EXPECT_EQ(status.out.find("\"names\":[{\"name\":\"allowed.test\",\"address\":\"93.184.216.34\",\"rule\":1,"
+                            "\"protocols\":\"tcp\",\"ports\":\"8443\",\"expiresInSeconds\":",
+                            names_at),
+            names_at)
+      << status.out.substr(names_at, 200);
   EXPECT_TRUE(Has(a.out, "c 93.184.216.34 8443 ok")) << a.out << a.err;
   EXPECT_TRUE(Has(b.out, "waited " + a_done + " True")) << b.out << b.err;
   EXPECT_TRUE(Has(b.out, "c 93.184.216.34 8443 errno 1")) << b.out << b.err;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "abi/cordon_common.h"
@@ -26,6 +27,7 @@
 #include "cli/common.h"
 #include "cli/sandboxes.h"
 #include "cli/table.h"
+#include "loader/grants.h"
 #include "loader/kernel_features.h"
 #include "loader/lsm.h"
 #include "loader/sandbox.h"
@@ -49,8 +51,9 @@ const char* kStatusHelp =
     "the kernel DROPPED because a ring buffer was full, its OWNER (the cordon run that made it,\n"
     "\"orphaned\" when that run was killed with -9 and left it pinned, \"-\" for a cgroup attached with\n"
     "cordon attach) and AGE. Under each row: its cgroup and id, policy name and digest, the\n"
-    "denials and audits by kind, resource use. These counters live in the kernel and survive\n"
-    "every cordon process.\n"
+    "denials and audits by kind, resource use, and the names cordon's resolver answered it\n"
+    "(name rules: each address allowed, its ports and the time left; `names` in --json). These\n"
+    "live in the kernel and survive every cordon process.\n"
     "\n"
     "When an agent runs (see `cordon agent --help`), its accounting follows: events delivered,\n"
     "suppressed by the rate limit and lost, per sandbox; sink writes and failures; tailers and\n"
@@ -288,6 +291,59 @@ std::string CredentialsText(const std::vector<ops::CredentialStatus>& creds) {
   return out;
 }
 
+// The live name grants of a sandbox (README "Egress by name"): the addresses
+// cordon's resolver answered it, in force now; the expired ones left out.
+struct LiveGrant {
+  GrantEntry entry;
+  uint64_t expires_in_s = 0;
+};
+std::vector<LiveGrant> LiveGrants(uint64_t sandbox_id) {
+  std::vector<LiveGrant> out;
+  auto grants = ListGrants(sandbox_id);
+  if (!grants) return out;
+  const uint64_t now = static_cast<uint64_t>(NowNs(CLOCK_BOOTTIME));
+  for (auto& g : *grants) {
+    if (g.expires_boot_ns <= now) continue;
+    const uint64_t left_s = (g.expires_boot_ns - now + 999999999) / 1000000000;
+    out.push_back({std::move(g), left_s});
+  }
+  std::sort(out.begin(), out.end(), [](const LiveGrant& a, const LiveGrant& b) {
+    return std::tie(a.entry.name, a.entry.address_text) < std::tie(b.entry.name, b.entry.address_text);
+  });
+  return out;
+}
+
+std::string GrantPorts(const GrantEntry& g) {
+  std::string ports;
+  for (const auto& p : g.ports)
+    ports += (ports.empty() ? "" : ",") + std::to_string(p.lo) + (p.hi != p.lo ? "-" + std::to_string(p.hi) : "");
+  return ports;
+}
+
+std::string GrantsJson(const std::vector<LiveGrant>& grants) {
+  std::string out = "[";
+  for (const auto& [g, in] : grants)
+    out += std::string(out.size() > 1 ? "," : "") + "{\"name\":" + JsonString(g.name) +
+           ",\"address\":" + JsonString(g.address_text) + ",\"rule\":" + std::to_string(g.rule_index) +
+           ",\"protocols\":" +
+           JsonString(std::string(g.tcp ? "tcp" : "") + (g.tcp && g.udp ? "," : "") + (g.udp ? "udp" : "")) +
+           ",\"ports\":" + JsonString(g.ports.empty() ? "all" : GrantPorts(g)) +
+           ",\"expiresInSeconds\":" + std::to_string(in) + "}";
+  return out + "]";
+}
+
+std::string GrantsText(const std::vector<LiveGrant>& grants) {
+  constexpr size_t kShown = 8;
+  std::string out;
+  for (size_t i = 0; i < grants.size() && i < kShown; ++i) {
+    const auto& [g, in] = grants[i];
+    out += (out.empty() ? "" : ", ") + g.name + " " + g.address_text + " (" +
+           (g.ports.empty() ? "every port" : "port " + GrantPorts(g)) + ", " + Age(in) + " left)";
+  }
+  if (grants.size() > kShown) out += ", and " + std::to_string(grants.size() - kShown) + " more (--json lists all)";
+  return out;
+}
+
 std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
   bool agent_failed = false;
   auto sandboxes = PickSandboxes(&agent_failed);
@@ -331,7 +387,8 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
           << ",\"killedAtContainment\":" << ((s.state.flags & CORDON_STATE_F_KILLED) ? "true" : "false")
           << ",\"problem\":" << JsonString(s.problem) << ",\"resources\":"
           << (s.cgroup_alive && cgroup2 ? ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).Json() : "{}")
-          << ",\"egress\":" << ops::EgressJson(s, 10) << ",\"credentials\":"
+          << ",\"egress\":" << ops::EgressJson(s, 10) << ",\"names\":" << GrantsJson(LiveGrants(s.id))
+          << ",\"credentials\":"
           << (status.credentials.count(s.id) ? CredentialsJson(status.credentials.at(s.id)) : std::string("[]")) << "}";
     }
     out << "],\"agent\":" << (agent_status ? AgentStatusJson(*agent_status) : "null");
@@ -374,6 +431,7 @@ std::string StatusSnapshot(bool json, bool colour, std::string* failure) {
       if (audited.Total()) details.push_back("audited: " + audited.Text());
       if (status.credentials.count(s.id))
         details.push_back("credentials: " + CredentialsText(status.credentials.at(s.id)));
+      if (auto grants = LiveGrants(s.id); !grants.empty()) details.push_back("names: " + GrantsText(grants));
       if (s.cgroup_alive && cgroup2)
         if (std::string use = ops::ReadResourceUsage(*cgroup2 + s.cgroup_path).DescribeCurrent(); !use.empty())
           details.push_back("resources: " + use);
