@@ -44,7 +44,9 @@
 #include "events/decoder.h"
 #include "events/json_line.h"
 #include "loader/sandbox.h"
+#include "tests/common/dns_message.h"
 #include "tests/common/jwt_verify.h"
+#include "tests/integration/dnsmasq_netns.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/learn_window.h"
 #include "tests/integration/oom_victim.h"
@@ -2987,27 +2989,100 @@ TEST_F(AgentResources, FiveSandboxesNeedOneInotifyInstance) {
   EXPECT_EQ(agent.Stop(), 0);
 }
 
-// Name rules (spec.network.egress[].host) are not enforced yet: the agent
-// refuses to attach them, naming the field. Control: the same with a cidr.
-TEST_F(Agent, RefusesNameRulesItCannotEnforce) {
+// Asks 192.0.2.53:53 (nothing answers there: only a redirection to cordon's
+// resolver does) for NAME's A record over UDP, then connects to the first
+// address on TCP port 8443. 0: connected; an errno; kNoAnswer: no reply in
+// 5 s; kRcode + rcode: an error reply (5: REFUSED); kNoAddress: none.
+constexpr int kNoAnswer = 3000, kNoAddress = 3001, kRcode = 4000;
+int AskAndConnect(const std::string& name) {
+  const std::vector<uint8_t> query = DnsQuery(name, LDNS_RR_TYPE_A, 0x4242);
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const timeval timeout = {5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  const sockaddr_storage server = V4("192.0.2.53", 53);
+  if (::sendto(fd, query.data(), query.size(), 0, reinterpret_cast<const sockaddr*>(&server), SockaddrLen(server)) < 0)
+    return errno;
+  uint8_t reply[4096];
+  const ssize_t n = ::recv(fd, reply, sizeof reply, 0);
+  ::close(fd);
+  if (n <= 0) return kNoAnswer;
+  ldns_pkt* pkt = nullptr;
+  if (ldns_wire2pkt(&pkt, reply, static_cast<size_t>(n)) != LDNS_STATUS_OK) return kNoAnswer;
+  const int rcode = ldns_pkt_get_rcode(pkt);
+  std::string address;
+  for (size_t i = 0; i < ldns_rr_list_rr_count(ldns_pkt_answer(pkt)); ++i) {
+    const ldns_rr* rr = ldns_rr_list_rr(ldns_pkt_answer(pkt), i);
+    if (ldns_rr_get_type(rr) != LDNS_RR_TYPE_A || address.size()) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, ldns_rdf_data(ldns_rr_rdf(rr, 0)), text, sizeof text);
+    address = text;
+  }
+  ldns_pkt_free(pkt);
+  if (rcode != 0) return kRcode + rcode;
+  if (address.empty()) return kNoAddress;
+  return TcpConnect(V4(address.c_str(), 8443));
+}
+
+// Issue 20: a sandbox the agent attaches gets cordon's resolver from the
+// agent (a `cordon run` runs its own: NameEgress.*). In a network namespace
+// the test creates (the agent and the workloads run there), with a real
+// dnsmasq as the upstream and listeners on the answered addresses: the
+// allowed name is answered and its address connects, the unlisted one is
+// REFUSED and never reaches dnsmasq, its address is denied; dns.query
+// records reach the agent's audit file. An agent killed with -9 and started
+// again serves the sandbox again. Controls: before the attach, nothing
+// answers 192.0.2.53 and the unlisted address takes a connection. (Without a
+// running agent, cordon attach refuses name rules: NameRules.*.)
+TEST_F(Agent, ServesTheNameRulesOfASandboxItAttachesAlsoAfterARestart) {
+  DnsmasqNetns dns;  // this thread, and the agent and workloads it starts, in a namespace of the test's own
+  dns.Start("agentnames", {"--host-record=allowed.test,93.184.216.34", "--host-record=unlisted.test,93.184.216.40"},
+            {"93.184.216.34/32", "93.184.216.40/32"});
+  if (HasFatalFailure()) return;
+  std::vector<UniqueFd> listeners;
+  for (const char* a : {"93.184.216.34", "93.184.216.40"}) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const sockaddr_storage at = V4(a, 8443);
+    ASSERT_EQ(::bind(fd.get(), reinterpret_cast<const sockaddr*>(&at), SockaddrLen(at)), 0) << a;
+    ASSERT_EQ(::listen(fd.get(), 16), 0);
+    listeners.push_back(std::move(fd));
+  }
   TestAgent agent;
   ASSERT_TRUE(agent.Start()) << agent.Log(0);
   TestCgroup cg("names");
-  const std::string head =
+  const int unredirected = RunInCgroup(cg.path(), [] { return AskAndConnect("allowed.test"); });
+  EXPECT_TRUE(unredirected == ENETUNREACH || unredirected == kNoAnswer) << unredirected;  // no route, or no answer
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("93.184.216.40", 8443)); }), 0);
+
+  PolicyFile names(
       "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: names}\nspec:\n  network:\n"
-      "    egress:\n";
-  PolicyFile names(head + "      - host: \"*.pythonhosted.org\"\n");
-  PolicyFile cidr(head + "      - cidr: 10.0.0.0/8\n");
+      "    dns: {upstream: [\"127.0.0.1:53\"]}\n    egress:\n"
+      "      - host: allowed.test\n        ports: [8443]\n        protocols: [tcp]\n");
   CommandResult r = Cordon({"attach", "--cgroup", cg.path(), "--policy", names.path(), "--name", NamePrefix() + "names",
                             "--allow-degraded"});
-  EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("spec.network.egress[0].host: name rules are enforced by cordon run only"), std::string::npos)
-      << r.err;
-  EXPECT_FALSE(agent.Sandbox(cg.id()).has_value());
-  r = Cordon(
-      {"attach", "--cgroup", cg.path(), "--policy", cidr.path(), "--name", NamePrefix() + "names", "--allow-degraded"});
-  EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 10000));
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_TRUE(
+      WaitFor([&] { return agent.Log(0).find("name rules served by cordon's resolver") != std::string::npos; }, 10000))
+      << agent.Log(0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return AskAndConnect("allowed.test"); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return AskAndConnect("unlisted.test"); }), kRcode + 5);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("93.184.216.40", 8443)); }), EPERM);
+  EXPECT_TRUE(dns.Saw("allowed.test")) << dns.Log();
+  EXPECT_FALSE(dns.Saw("unlisted.test")) << dns.Log();
+  auto query = [&](const std::string& name, const std::string& verdict) {
+    for (const auto& e : agent.Audit(cg.id()))
+      if (e.kind() == "dns.query" && e.dns().name() == name && e.verdict() == verdict) return true;
+    return false;
+  };
+  EXPECT_TRUE(WaitFor([&] { return query("allowed.test", "noted") && query("unlisted.test", "denied"); }, 10000))
+      << Slurp(agent.audit());
+
+  agent.Kill9();
+  ASSERT_TRUE(agent.Start()) << agent.Log(1);
+  ASSERT_TRUE(
+      WaitFor([&] { return agent.Log(1).find("name rules served by cordon's resolver") != std::string::npos; }, 10000))
+      << agent.Log(1);
+  EXPECT_EQ(RunInCgroup(cg.path(), [] { return AskAndConnect("allowed.test"); }), 0);
+  EXPECT_EQ(Cordon({"detach", "--cgroup", cg.path()}).status, 0);
 }
 
 }  // namespace

@@ -431,7 +431,8 @@ TEST_F(DnsResolver, MalformedAndOddMessagesAreAnsweredOrDroppedNeverCrash) {
 
 // Name rules are put in force by cordon run (it runs cordon's resolver for
 // its sandbox; NameEgress.* shows them enforced). What does not run one
-// (attach, update, learn; the agent: Agent.RefusesNameRulesItCannotEnforce)
+// (attach and update without an agent, learn; the agent runs one:
+// Agent.ServesTheNameRulesOfASandboxItAttachesAlsoAfterARestart)
 // refuses such a policy naming the field; policy check warns. Control: the
 // same policy with a cidr rule in its place is taken.
 TEST(NameRules, AreTakenByRunAndRefusedByAttachUpdateAndLearn) {
@@ -441,7 +442,7 @@ TEST(NameRules, AreTakenByRunAndRefusedByAttachUpdateAndLearn) {
       "    egress:\n";
   PolicyFile names(head + "      - host: pypi.org\n        ports: [443]\n    dns: {upstream: [\"127.0.0.1:53\"]}\n");
   PolicyFile cidr(head + "      - cidr: 10.0.0.0/8\n        ports: [443]\n");
-  const std::string message = "spec.network.egress[0].host: name rules are enforced by cordon run only";
+  const std::string message = "spec.network.egress[0].host: name rules need cordon's DNS resolver";
 
   CommandResult check = Cordon({"policy", "check", names.path()});
   EXPECT_EQ(check.status, 0) << check.err;

@@ -327,6 +327,55 @@ TEST_F(NameEgress, AnAnswerForOneSandboxAllowsNothingInAnother) {
   test::Run({"rm", "-rf", shared});
 }
 
+// A `cordon update` of the run's sandbox puts another policy in force while
+// the run's resolver still has the run's rules: its answers are no longer
+// granted (the policy they were judged by is not in force: the grant is
+// refused, the client gets SERVFAIL), so no rule of the old policy allows
+// anything under the new one. Control: before the update, the same query
+// and connect succeed.
+TEST_F(NameEgress, AnUpdateOfTheRunsSandboxEndsWhatItsResolverGrants) {
+  const std::string shared = "/tmp/cordon-names-update-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  const std::string files = "  files:\n    include: [runtime-minimal, python3]\n    write: [" + shared + "]\n";
+  CommandResult a;
+  std::thread run([&] {
+    a = Probe(NamePolicy("before-update") + files,
+              {"q:allowed.test", "c:93.184.216.34:8443", "touch:" + shared + "/asked", "wait:" + shared + "/updated",
+               "q:allowed.test", "c:93.184.216.34:8443"});
+  });
+  ASSERT_TRUE(WaitFor([&] { return ::access((shared + "/asked").c_str(), F_OK) == 0; }, 20000));
+  // The run's cgroup, from status.
+  CommandResult status = Cordon({"status", "--json"});
+  const size_t at = status.out.find("\"policy\":\"before-update\"");
+  const size_t cg_at = status.out.rfind("\"cgroup\":\"", at);
+  std::string cgroup;
+  if (at != std::string::npos && cg_at != std::string::npos) {
+    const size_t begin = cg_at + 10;
+    cgroup = status.out.substr(begin, status.out.find('"', begin) - begin);
+  }
+  const std::string after = dnsmasq_.dir() + "/after.yaml";
+  WriteFile(after,
+            "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: after-update}\nspec:\n"
+            "  network:\n    egress:\n      - cidr: 192.0.2.0/24\n" +
+                files);
+  CommandResult update =
+      cgroup.empty() ? CommandResult{} : Cordon({"update", "--cgroup", cgroup, "--policy", after, "--allow-degraded"});
+  ::close(::open((shared + "/updated").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+  run.join();
+  test::Run({"rm", "-rf", shared});
+  ASSERT_FALSE(cgroup.empty()) << status.out;
+  EXPECT_EQ(update.status, 0) << update.err;
+  std::istringstream in(a.out);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 5u) << a.out << a.err;
+  EXPECT_EQ(lines[0], "q allowed.test rcode 0 93.184.216.34");
+  EXPECT_EQ(lines[1], "c 93.184.216.34 8443 ok");
+  EXPECT_EQ(lines[3], "q allowed.test rcode 2 ");  // SERVFAIL
+  EXPECT_EQ(lines[4], "c 93.184.216.34 8443 errno 1");
+}
+
 // A grant lasts the answer's TTL (at least dns::kTtlFloor, 30 s) and
 // dns::kGrantGraceSeconds (30 s) more: shortttl.test (TTL 1) connects at
 // once and is denied 62 s later; asked again, allowed again.

@@ -13,6 +13,7 @@
 #include "agent/agent_impl.h"
 #include "agent/log.h"
 #include "inspect/retro.h"
+#include "loader/grants.h"
 #include "loader/sandbox.h"
 #include "ops/policy_store.h"
 #include "policy/parser.h"
@@ -65,6 +66,7 @@ Status Agent::Adopt(uint64_t id, const PinnedInfo& pinned) {
   CORDON_TRY(sb->reader->Add(sb->ctx, std::move(*events), std::move(*counters)));
   Watch(sb->reader->epoll_fd(), Key(kSandbox, id), EPOLLIN);
   WatchResources(*sb, pinned);
+  ServeNames(*sb, pinned);
   sandboxes_[id] = std::move(sb);
   problems_.erase(id);
   // What waited while nobody read, then what could not wait.
@@ -101,6 +103,7 @@ uint64_t Agent::Finish(uint64_t id, bool ended) {
   // The last rises (a `cordon run` may have removed the cgroup already: the
   // ones read before are reported).
   if (sb.resources) PollResources(sb, /*final=*/true);
+  if (sb.names) DeliverNames(sb, /*final=*/true);
   FlushDeliveries();
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, sb.reader->epoll_fd(), nullptr);
   pending_.Release(id);
@@ -201,6 +204,7 @@ void Agent::Refresh(Sandbox& sb, const PinnedInfo& pinned) {
     // The new policy's limits: what rose under the old one first.
     if (sb.resources) PollResources(sb, /*final=*/true);
     WatchResources(sb, pinned);
+    ServeNames(sb, pinned);
   }
 }
 
@@ -255,6 +259,40 @@ void Agent::WatchResources(Sandbox& sb, const PinnedInfo& pinned) {
     sb.wall_deadline_ns = static_cast<int64_t>(in_force) + static_cast<int64_t>(sb.wall_time_s) * 1000000000LL;
     sb.contain_at_wall_time = contain;
   }
+}
+
+void Agent::ServeNames(Sandbox& sb, const PinnedInfo& pinned) {
+  if (sb.names) {
+    DeliverNames(sb, /*final=*/true);
+    sb.names.reset();
+  }
+  if (pinned.info.flags & CORDON_INFO_F_EPHEMERAL) return;  // a cordon run serves its own
+  auto text = ops::KeptPolicyText(sb.ctx.policy_digest);
+  // Without "host" in its text a policy has no name rule: most are not compiled here.
+  if (!text || text->find("host") == std::string::npos) return;
+  policy::CompiledPolicy compiled;
+  std::string error;
+  const std::string what = "sandbox " + sb.ctx.name + " (cgroup id " + std::to_string(sb.id) + ")";
+  if (!ops::CompilePolicyText(*text, sb.ctx.policy_digest, "", &compiled, &error)) {
+    Log(what + ": its kept policy does not compile here, its name rules are NOT served: " + error);
+    return;
+  }
+  if (!ops::HasNameRules(compiled)) return;
+  auto names = ops::NameService::Start(sb.id, compiled);
+  if (!names) {
+    Log(what + ": its name rules are NOT served (its DNS is refused): " + names.error().ToString());
+    return;
+  }
+  Watch((*names)->fd(), Key(kNames, sb.id), EPOLLIN);
+  Log(what + ": name rules served by cordon's resolver on " + (*names)->listen4() +
+      ((*names)->port6() ? " and [::1]:" + std::to_string((*names)->port6()) : std::string()));
+  for (const auto& note : (*names)->notes()) Log(what + ": " + note);
+  sb.names = std::move(*names);
+}
+
+void Agent::DeliverNames(Sandbox& sb, bool final) {
+  if (final) sb.names->Stop();
+  for (auto& e : sb.names->TakeEvents()) DeliverOwn(sb, std::move(e));
 }
 
 void Agent::DeliverOwn(Sandbox& sb, v1::AuditEvent e) {
@@ -409,6 +447,15 @@ bool Agent::Admit(Sandbox& sb, const v1::AuditEvent& event) {
 }
 
 void Agent::OnEvent(Sandbox& sb, const v1::AuditEvent& event) {
+  // A name rule's address: the name, from the sandbox's name table.
+  if (event.has_net() && event.net().name_id() != 0 && event.net().host().empty()) {
+    auto name = GrantName(sb.id, event.net().name_id());
+    if (name && !name->empty()) {
+      v1::AuditEvent named = event;
+      named.mutable_net()->set_host(*name);
+      return OnEvent(sb, named);
+    }
+  }
   if (event.kind() == "resource.egress" && event.resource().event() == "max") CutEgress(sb);
   if (event.kind() == "loss") {
     sb.lost += event.loss().dropped();

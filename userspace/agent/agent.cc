@@ -588,6 +588,11 @@ int Agent::Loop() {
           if (it != sandboxes_.end()) DrainSandbox(*it->second, kDrainBudget);
           break;
         }
+        case kNames: {
+          auto it = sandboxes_.find(id);
+          if (it != sandboxes_.end() && it->second->names) DeliverNames(*it->second, false);
+          break;
+        }
         case kResources:
         case kPressure: {
           if (static_cast<Tag>(key >> 56) == kResources && id == 0) {  // the shared instance

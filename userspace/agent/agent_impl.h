@@ -34,6 +34,7 @@
 #include "events/decoder.h"
 #include "events/reader.h"
 #include "ops/contain.h"
+#include "ops/name_service.h"
 #include "ops/oidc.h"
 #include "ops/ops.h"
 #include "ops/resource_watch.h"
@@ -72,6 +73,9 @@ struct Sandbox {
   uint64_t wall_time_s = 0;
   bool contain_at_wall_time = false;  // spec.onViolation: contain
   bool egress_cut = false;            // its connections were destroyed at its egress budget (CutEgress)
+  // Name rules of a sandbox the agent keeps (not a `cordon run`'s, which runs
+  // its own): cordon's resolver for it (ServeNames); null without any.
+  std::unique_ptr<ops::NameService> names;
 };
 
 // Between the loop and the worker completing kernel containments: the
@@ -98,7 +102,18 @@ struct ContainmentHandoff {
 };
 
 // What an epoll event is for: the tag in the key's top byte, an id below.
-enum Tag : uint64_t { kSignal = 1, kListen, kTimer, kMetrics, kClient, kSandbox, kCompiled, kResources, kPressure };
+enum Tag : uint64_t {
+  kSignal = 1,
+  kListen,
+  kTimer,
+  kMetrics,
+  kClient,
+  kSandbox,
+  kCompiled,
+  kResources,
+  kPressure,
+  kNames
+};
 constexpr uint64_t kKeyIdMask = (1ull << 56) - 1;
 constexpr uint64_t Key(Tag tag, uint64_t id) { return (static_cast<uint64_t>(tag) << 56) | (id & kKeyIdMask); }
 
@@ -148,6 +163,10 @@ class Agent {
   // adoption (and again after a policy replacement) to its end; their
   // events, with the sandbox's context, through Admit and OnEvent like any.
   void WatchResources(Sandbox& sb, const PinnedInfo& pinned);
+  // The policy in force has name rules: its resolver started (again, for a
+  // replacement); `final`: its last events delivered before it goes.
+  void ServeNames(Sandbox& sb, const PinnedInfo& pinned);
+  void DeliverNames(Sandbox& sb, bool final);
   void PollResources(Sandbox& sb, bool final);
   void CutEgress(Sandbox& sb);  // spec.resources.egressBytes reached
   void ReadResourceNotifications();  // inotify_fd_ readable: polls the sandboxes it names

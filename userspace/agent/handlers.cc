@@ -283,6 +283,7 @@ void Agent::HandleAttach(Client& c, ops::AttachRequest request, bool must_exist)
   // revoked on the credential worker.
   request.hold_credentials = true;
   request.agent_watches = true;  // wallTime and warnAt (WatchResources)
+  request.names_served = true;   // its resolver (ServeNames)
   request.oidc = CredentialOidc();
   // Adopted at once, before the retroactive check and the notes.
   request.after_attach = [this](const AttachResult&, const CgroupRef& cgroup) {

@@ -133,7 +133,10 @@ std::optional<policy::CompiledPolicy> LoadPolicy(const std::string& path, const 
   policy::ParsedPolicy parsed;
   if (!CompileBase(path, outcome, parsed_out != nullptr, parsed_out ? parsed_out : &parsed, &compiled, nullptr))
     return std::nullopt;
-  if (check_host && !path.empty() && !HostHasPaths(compiled, "policy " + path, outcome)) return std::nullopt;
+  // Name rules are judged where the policy is put in force (the agent runs
+  // their resolver; a direct attach refuses them: ops::AttachOrUpdate).
+  if (check_host && !path.empty() && !HostHasPaths(compiled, "policy " + path, outcome, /*names_served=*/true))
+    return std::nullopt;
   if (mode_override == "enforce") {
     compiled.mode = CORDON_MODE_ENFORCE;
   } else if (mode_override == "audit") {

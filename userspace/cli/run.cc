@@ -1154,10 +1154,9 @@ int RunCommandWith(const Args& args, const RunHooks& hooks) {
     if (!run.quiet) {
       std::vector<std::string> upstreams;
       for (const auto& u : run.names->upstreams()) upstreams.push_back(u.ToString());
-      PrintNote(
-          "name rules: the sandbox's DNS is answered by cordon's resolver (names the policy allows only; "
-          "upstream " +
-          JoinStrings(upstreams, ", ") + ")");
+      PrintNote("name rules: the sandbox's DNS is answered by cordon's resolver on " + run.names->listen4() +
+                " (names the policy allows only; upstream " + JoinStrings(upstreams, ", ") + ")");
+      for (const auto& note : run.names->notes()) PrintNote(note);
     }
   }
   ChildPlan plan;

@@ -1,5 +1,7 @@
 #include "loader/grants.h"
 
+#include "loader/sandbox.h"
+
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <sys/socket.h>
@@ -169,6 +171,15 @@ Status GrantAddress(uint64_t sandbox_id, const NameGrant& grant) {
   CORDON_TRY(CheckName(grant.name));
   auto locked = LockSandbox(sandbox_id);
   if (!locked) return locked.error();
+  if (!grant.policy_digest.empty()) {
+    // Under the lock: a replacement cannot slip in between this and the write.
+    auto info = GetSandbox(sandbox_id);
+    if (!info) return info.error();
+    if (info->policy_digest != grant.policy_digest)
+      return Error{"grant: the policy in force (" + (info->policy_digest.empty() ? "unknown" : info->policy_digest) +
+                   ") is not the one the answer was judged by (" + grant.policy_digest +
+                   "): replaced since the resolver started"};
+  }
   auto grants = OpenPinned(locked->dir, "grants", sandbox_id);
   if (!grants) return grants.error();
   auto table = NameTable(locked->dir, true);

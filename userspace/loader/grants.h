@@ -36,6 +36,10 @@ struct NameGrant {
   std::string name;          // the name answered (reported in events by its id)
   uint32_t ttl_seconds = 0;  // the record's TTL
   uint32_t grace_seconds = kGrantGraceSeconds;
+  // The digest of the policy whose rules the answer was judged by (""
+  // unchecked): a grant for a policy no longer in force (replaced since the
+  // resolver started) is refused, so that no old rule allows anything.
+  std::string policy_digest;
 };
 
 // Grants `grant` to the sandbox (cgroup id), until its TTL (above) runs out.

@@ -161,7 +161,7 @@ AttachOutcome AttachOrUpdate(const AttachRequest& req, bool must_exist) {
   }
   // An update that fails leaves the policy in force as it was (the swap is atomic).
   const std::string unchanged = must_exist ? "; the sandbox keeps its current policy" : "; nothing attached";
-  const HostPathCheck host_paths = CheckHostPaths(&compiled);
+  const HostPathCheck host_paths = CheckHostPaths(&compiled, req.names_served);
   if (!host_paths.errors.empty()) return Failed(HostPathErrors(host_paths) + unchanged);
   auto cgroup = ResolveCgroup(req.cgroup);
   if (!cgroup) return Failed(cgroup.error().ToString() + "; nothing attached");

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 
 #include <cstring>
 
@@ -55,12 +56,13 @@ Result<std::vector<policy::DnsUpstream>> NameUpstreams(const policy::CompiledPol
   return found;
 }
 
-std::vector<cordon::v1::AuditEvent> QueryEvents::Add(const dns::QueryDecision& d, int64_t now_ns) {
+std::vector<cordon::v1::AuditEvent> QueryEvents::Add(const dns::QueryDecision& d, int64_t now_ns, int64_t mono_ns) {
+  if (mono_ns < 0) mono_ns = now_ns;
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<cordon::v1::AuditEvent> out;
-  if (window_start_ns_ == 0 || now_ns - window_start_ns_ >= kSecondNs) {
+  if (window_start_ns_ == 0 || mono_ns - window_start_ns_ >= kSecondNs) {
     out = FlushLocked();
-    window_start_ns_ = now_ns;
+    window_start_ns_ = mono_ns;
   }
   const std::string verdict = d.allowed ? "noted" : "denied";
   const std::string key = d.name + '\0' + std::to_string(d.qtype) + '\0' + verdict;
@@ -70,8 +72,8 @@ std::vector<cordon::v1::AuditEvent> QueryEvents::Add(const dns::QueryDecision& d
   };
   if (auto it = held_.find(key); it != held_.end()) {
     count(&it->second);
-  } else if (recorded_ < per_second_) {
-    ++recorded_;
+  } else if (recorded_[d.allowed] < per_second_) {
+    ++recorded_[d.allowed];
     Held& h = held_[key];
     h.first = QueryEvent(d, now_ns);
     out.push_back(h.first);
@@ -90,9 +92,10 @@ std::vector<cordon::v1::AuditEvent> QueryEvents::Add(const dns::QueryDecision& d
   return out;
 }
 
-std::vector<cordon::v1::AuditEvent> QueryEvents::Flush(int64_t now_ns) {
+std::vector<cordon::v1::AuditEvent> QueryEvents::Flush(int64_t now_ns, int64_t mono_ns) {
+  if (mono_ns < 0) mono_ns = now_ns;
   std::lock_guard<std::mutex> lock(mu_);
-  if (window_start_ns_ != 0 && now_ns - window_start_ns_ < kSecondNs) return {};
+  if (window_start_ns_ != 0 && mono_ns - window_start_ns_ < kSecondNs) return {};
   window_start_ns_ = 0;
   return FlushLocked();
 }
@@ -109,7 +112,7 @@ std::vector<cordon::v1::AuditEvent> QueryEvents::FlushLocked() {
     }
   held_.clear();
   over_.clear();
-  recorded_ = 0;
+  recorded_[0] = recorded_[1] = 0;
   return out;
 }
 
@@ -118,6 +121,7 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
   if (!upstreams) return upstreams.error();
   std::unique_ptr<NameService> s(new NameService());
   s->sandbox_id_ = sandbox_id;
+  s->policy_digest_ = policy.digest;
   s->upstreams_ = std::move(*upstreams);
   s->wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!s->wake_.valid()) return SysError("DNS resolver: eventfd");
@@ -125,31 +129,57 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
   s->resolver_ = std::make_unique<dns::Resolver>(policy.rules, s->upstreams_, s->client_.get());
   auto on_grants = [p = s.get()](const std::vector<dns::Grant>& g) { return p->Grant(g); };
   auto on_decision = [p = s.get()](const dns::QueryDecision& d) { p->Decided(d); };
-  // Loopback, port 0 (the kernel picks one).
+  // IPv4: port 53 of an address of its own in 127.0.0.0/8 (127.53.A.B, A.B
+  // random): a privileged port, so that no unprivileged process can take it
+  // over should this resolver go while the sandbox lives on (cordon run
+  // killed with -9), and one address per sandbox. Else (all taken, or
+  // someone holds 0.0.0.0:53) 127.0.0.1 on a port the kernel picks.
   auto v4 = std::make_optional<policy::DnsUpstream>();
   v4->ipv4 = true;
-  v4->port = 0;
-  const uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+  const uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 53, 0, 0};
   std::memcpy(v4->addr.data(), mapped, 16);
+  for (int attempt = 0; attempt < 8 && !s->server4_; ++attempt) {
+    uint8_t r[2] = {0, 0};
+    if (::getrandom(r, sizeof r, 0) != sizeof r) break;
+    v4->addr[14] = r[0];
+    v4->addr[15] = static_cast<uint8_t>(r[1] ? r[1] : 1);
+    v4->port = 53;
+    if (auto server = dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision))
+      s->server4_ = std::move(*server);
+  }
+  if (!s->server4_) {
+    v4->addr[13] = 0, v4->addr[14] = 0, v4->addr[15] = 1;
+    v4->port = 0;
+    s->notes_.push_back(
+        "cordon's resolver listens on an unprivileged port of 127.0.0.1 (port 53 of 127.53.x.y "
+        "was not free): should it go while the sandbox lives on, another local process could "
+        "take that port and hear the sandbox's queries");
+    // Port 0 for both UDP and TCP: the TCP port may be taken; a few tries.
+    for (int attempt = 0; attempt < 8 && !s->server4_; ++attempt) {
+      auto server = dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision);
+      if (server)
+        s->server4_ = std::move(*server);
+      else if (attempt == 7)
+        return Error("cordon's DNS resolver cannot listen on 127.0.0.1: " + server.error().ToString());
+    }
+  }
   auto v6 = std::make_optional<policy::DnsUpstream>();
   v6->port = 0;
   v6->addr[15] = 1;
-  // Port 0 for both UDP and TCP: the TCP port may be taken; a few tries.
-  for (int attempt = 0; attempt < 8 && !s->server4_; ++attempt) {
-    auto server = dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision);
-    if (server)
-      s->server4_ = std::move(*server);
-    else if (attempt == 7)
-      return Error("cordon's DNS resolver cannot listen on 127.0.0.1: " + server.error().ToString());
-  }
   // IPv6 loopback may be disabled: the sandbox's IPv6 DNS is then judged by
   // its egress rules, as without a resolver.
   for (int attempt = 0; attempt < 8 && !s->server6_; ++attempt)
     if (auto server = dns::Server::Start(*v6, s->resolver_.get(), on_grants, on_decision))
       s->server6_ = std::move(*server);
+  if (!s->server6_)
+    s->notes_.push_back(
+        "cordon's resolver has no IPv6 listener (::1 unusable): the sandbox's IPv6 DNS is judged by "
+        "its egress rules (denied unless a rule allows it) and answers nothing by name");
   ResolverAddress a4;
-  ::inet_pton(AF_INET, "127.0.0.1", a4.ip.data());
+  std::memcpy(a4.ip.data(), v4->addr.data() + 12, 4);
   a4.port = s->server4_->port();
+  s->listen4_ = v4->ToString();
+  s->listen4_ = s->listen4_.substr(0, s->listen4_.rfind(':')) + ":" + std::to_string(a4.port);
   std::optional<ResolverAddress> a6;
   if (s->server6_) {
     a6.emplace();
@@ -174,7 +204,7 @@ void NameService::Stop() {
   if (ticker_.joinable()) ticker_.join();
   server4_.reset();  // joins its threads: no decision after this
   server6_.reset();
-  Queue(limiter_.Flush(INT64_MAX));
+  Queue(limiter_.Flush(RealNs(), INT64_MAX));
 }
 
 uint64_t NameService::queries() const {
@@ -194,6 +224,7 @@ bool NameService::Grant(const std::vector<dns::Grant>& grants) {
     ng.name = g.name;
     ng.ttl_seconds = g.ttl;
     ng.grace_seconds = dns::kGrantGraceSeconds;
+    ng.policy_digest = policy_digest_;
     if (Status granted = GrantAddress(sandbox_id_, ng); !granted.ok()) {
       all = false;
       static std::atomic<int> logged{0};
@@ -205,7 +236,7 @@ bool NameService::Grant(const std::vector<dns::Grant>& grants) {
   return all;
 }
 
-void NameService::Decided(const dns::QueryDecision& d) { Queue(limiter_.Add(d, RealNs())); }
+void NameService::Decided(const dns::QueryDecision& d) { Queue(limiter_.Add(d, RealNs(), MonoNs())); }
 
 void NameService::Queue(std::vector<cordon::v1::AuditEvent> events) {
   if (events.empty()) return;
@@ -233,7 +264,7 @@ void NameService::Tick() {
     cv_.wait_for(lock, std::chrono::milliseconds(250));
     if (stop_) break;
     lock.unlock();
-    Queue(limiter_.Flush(RealNs()));
+    Queue(limiter_.Flush(RealNs(), MonoNs()));
     if (MonoNs() - last_expiry >= std::chrono::duration_cast<std::chrono::nanoseconds>(kGrantExpiryInterval).count()) {
       last_expiry = MonoNs();
       (void)ExpireGrants(sandbox_id_, static_cast<uint64_t>(NowNs(CLOCK_BOOTTIME)));

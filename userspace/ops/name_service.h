@@ -30,7 +30,8 @@ namespace cordon::ops {
 
 // dns.query records one a second for each name, type and verdict (the others
 // counted in a repeats record at the end of the second), and at most this
-// many names a second (the rest counted in one record a second).
+// many names a second for each verdict (the rest counted in one record a
+// second): refused names cannot crowd answered ones out of the trail.
 constexpr uint32_t kQueryEventsPerSecond = 20;
 // How often expired grants are removed from the kernel's map.
 constexpr std::chrono::seconds kGrantExpiryInterval{5};
@@ -48,9 +49,11 @@ Result<std::vector<policy::DnsUpstream>> NameUpstreams(const policy::CompiledPol
 class QueryEvents {
  public:
   explicit QueryEvents(uint32_t per_second = kQueryEventsPerSecond) : per_second_(per_second) {}
-  // `now_ns`: CLOCK_REALTIME. Returns the records to deliver now.
-  std::vector<cordon::v1::AuditEvent> Add(const dns::QueryDecision& d, int64_t now_ns);
-  std::vector<cordon::v1::AuditEvent> Flush(int64_t now_ns);
+  // `now_ns`: CLOCK_REALTIME, the records' times; `mono_ns`: CLOCK_MONOTONIC,
+  // the seconds' windows (a clock step does not stall them); both default to
+  // now_ns. Returns the records to deliver now.
+  std::vector<cordon::v1::AuditEvent> Add(const dns::QueryDecision& d, int64_t now_ns, int64_t mono_ns = -1);
+  std::vector<cordon::v1::AuditEvent> Flush(int64_t now_ns, int64_t mono_ns = -1);
 
  private:
   struct Held {
@@ -62,7 +65,7 @@ class QueryEvents {
   std::mutex mu_;
   uint32_t per_second_;
   int64_t window_start_ns_ = 0;
-  uint32_t recorded_ = 0;
+  uint32_t recorded_[2] = {0, 0};  // names recorded this second: refused, answered
   std::map<std::string, Held> held_;
   std::map<std::string, Held> over_;  // by verdict: names over per_second_
 };
@@ -85,6 +88,8 @@ class NameService {
   void Stop();
 
   uint16_t port4() const { return server4_ ? server4_->port() : 0; }
+  const std::string& listen4() const { return listen4_; }  // "127.53.A.B:53"
+  const std::vector<std::string>& notes() const { return notes_; }
   uint16_t port6() const { return server6_ ? server6_->port() : 0; }
   const std::vector<policy::DnsUpstream>& upstreams() const { return upstreams_; }
   uint64_t queries() const;
@@ -97,6 +102,9 @@ class NameService {
   void Tick();
 
   uint64_t sandbox_id_ = 0;
+  std::string policy_digest_;  // grants are refused once it is no longer in force
+  std::string listen4_;
+  std::vector<std::string> notes_;
   std::vector<policy::DnsUpstream> upstreams_;
   std::unique_ptr<dns::SocketUpstreamClient> client_;
   std::unique_ptr<dns::Resolver> resolver_;

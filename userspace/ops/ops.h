@@ -52,6 +52,9 @@ struct AttachRequest {
   bool hold_credentials = false;
   // Through the agent: it watches the sandbox's wallTime and warnAt (agent/adoption.cc).
   bool agent_watches = false;
+  // Through the agent: it runs cordon's resolver for the sandbox's name rules
+  // (agent/adoption.cc ServeNames); otherwise a policy with one is refused.
+  bool names_served = false;
   OidcContext oidc;  // issuer and keys of oidc credentials (subject and policy filled in here)
 };
 

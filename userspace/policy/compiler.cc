@@ -1247,8 +1247,9 @@ std::vector<std::string> UnenforcedNameRules(const CompiledPolicy& policy) {
   for (const CompiledRule& rule : policy.rules)
     if (!rule.host.empty())
       out.push_back(rule.where +
-                    ": name rules are enforced by cordon run only (it runs cordon's DNS resolver for its "
-                    "sandbox); cordon attach, update, learn and the agent do not run one yet: use cidr rules there");
+                    ": name rules need cordon's DNS resolver, which cordon run runs for its sandbox and the "
+                    "agent for the sandboxes it attaches; without a running agent, cordon attach and update "
+                    "cannot enforce them, nor can learn: use cidr rules there, or start the agent");
   return out;
 }
 
