@@ -2,12 +2,15 @@
 """Renders the benchmarks' JSON as docs/performance.md and its charts.
 
 usage: bench/report.py [--b1 B1.json] [--b2 B2.json] [--b3-host B3.json] [--b3-vm B3VM.json]
-                       [--b6 B6VM.json] [--b6-host B6.json] --out docs/performance.md
+                       [--b6 B6VM.json] [--b6-host B6.json] [--b8 B8.json] [--splice]
+                       --out docs/performance.md
 
 Every section comes from the JSON given for it (bench/run.sh passes every
 file it finds in the build directory); a benchmark without JSON gets a "not
-measured" line. The PNGs (b1_overhead.png, b2_overhead.png, b3_phases.png)
-are written next to the Markdown file. Needs matplotlib (python3-matplotlib,
+measured" line; with --splice only the sections given are replaced in the
+existing file (for a build directory that lacks the other JSON). The PNGs
+(b1_overhead.png, b2_overhead.png, b3_phases.png) are written next to the
+Markdown file. Needs matplotlib (python3-matplotlib,
 installed by bench/setup.sh); run it with /usr/bin/python3.
 """
 import json
@@ -1402,6 +1405,75 @@ def b6_section(vm, host):
 
 
 # ---------------------------------------------------------------------------
+# B8: the DNS resolver
+
+B8_PLACEMENT = {"one_cpu": "one CPU", "split": "client and servers on different CPUs"}
+B8_SIDE = {"direct": "direct to dnsmasq", "resolver": "via cordon's resolver", "refused": "refused name (via cordon)"}
+
+
+def b8_section(d):
+    m, p, r = d["machine"], d["params"], d["results"]
+    places = [k for k in ("one_cpu", "split") if k in r]
+    L = ["## B8: DNS resolver", ""]
+    L.append(f"Measured natively on the host (CPU {m['cpu']}, {m['nproc']} CPUs, Linux `{m['kernel']}`), run of "
+             f"{m['date']}: `build/bench/dns_bench`, {p['queries']:,} lookups per side and placement in "
+             f"{p['rounds']} interleaved rounds" + (" (`--quick`: no usable figures)" if p.get("quick") else "") + ".")
+    L.append("")
+    L.append("### Method")
+    L.append("")
+    L.append(
+        "In a network namespace of the benchmark's own (loopback only), Debian's dnsmasq answers on 127.0.0.1:53 from "
+        "`--host-record`s (no query log, default cache), and cordon's resolver runs in-process as `cordon run`'s "
+        "NameService runs it (`dns::Server` on 127.0.0.1, `dns::Resolver` with a small policy's compiled rules, "
+        "`dns::SocketUpstreamClient` to dnsmasq), except that the grants callback only counts the grants: writing "
+        "them into the BPF maps (`GrantAddress`) needs an attached sandbox and is not measured. A client sends UDP "
+        f"A queries one at a time (send, wait for the reply): `{p['allowed_name']}` straight to dnsmasq (**direct**, "
+        f"the baseline), the same name through the resolver (forwarded), and `{p['refused_name']}`, which no rule "
+        "allows (answered REFUSED by the resolver, never forwarded). Each round visits the placements and, within "
+        "each, the three batches in a shuffled order. Placements: all three tasks (client, the resolver's UDP "
+        "thread, dnsmasq) pinned to one CPU, and the client on one CPU with both servers on the other, since "
+        "left to the scheduler the placement changes between runs and cross-CPU wake-ups are expensive on this "
+        "VM (unpinned, per-round medians through the resolver jumped between about 44 and 100 µs). CPU: the "
+        "scheduler's run time (`/proc/.../schedstat`, ns) of the resolver's thread and of dnsmasq, and the "
+        "client thread's CPU clock, over each batch, per 1,000 lookups; softirq work of the loopback is "
+        "charged to whichever of them is running. The ratio is the median of per-round ratios of batch "
+        "medians (interquartile range in brackets)."
+    )
+    L.append("")
+    L.append("| placement | lookup | median µs | p99 µs | CPU ms / 1,000: resolver | dnsmasq | client |")
+    L.append("|---|---|---|---|---|---|---|")
+    for pl in places:
+        for side in ("direct", "resolver", "refused"):
+            x = r[pl][side]
+            lat, cpu = x["latency_us"], x["cpu_ms_per_1000"]
+            res = "–" if side == "direct" else f"{cpu['resolver']:.1f}"
+            L.append(f"| {B8_PLACEMENT.get(pl, pl)} | {B8_SIDE[side]} | {lat['median']:.1f} | {lat['p99']:.1f} | "
+                     f"{res} | {cpu['dnsmasq']:.1f} | {cpu['client']:.1f} |")
+    L.append("")
+    L.append("| placement | via resolver / direct | added per lookup | refused / direct |")
+    L.append("|---|---|---|---|")
+    for pl in places:
+        x = r[pl]
+        rr, rf = x["ratio_per_round"], x["refused_ratio_per_round"]
+        L.append(f"| {B8_PLACEMENT.get(pl, pl)} | {rr['median']:.2f} ({rr['q1']:.2f}-{rr['q3']:.2f}) | "
+                 f"{x['added_us']:+.1f} µs | {rf['median']:.2f} ({rf['q1']:.2f}-{rf['q3']:.2f}) |")
+    L.append("")
+    if "one_cpu" in r:
+        x = r["one_cpu"]
+        L.append(
+            f"On one CPU the resolver adds {x['added_us']:.0f} µs to a lookup ({x['ratio_per_round']['median']:.2f} "
+            f"times the direct one) and its thread spends {x['resolver']['cpu_ms_per_1000']['resolver']:.0f} ms of "
+            f"CPU per 1,000 forwarded lookups, against {x['direct']['cpu_ms_per_1000']['dnsmasq']:.0f} ms of dnsmasq's "
+            f"for the same lookups sent to it directly; a refused name costs the resolver "
+            f"{x['refused']['cpu_ms_per_1000']['resolver']:.0f} ms per 1,000 and is answered "
+            f"{x['refused_ratio_per_round']['median']:.2f} times as slowly as dnsmasq answers an allowed one. "
+            f"Failed lookups: {r['failures']}."
+        )
+        L.append("")
+    return L, []
+
+
+# ---------------------------------------------------------------------------
 # the document
 
 
@@ -1433,6 +1505,28 @@ def machines(b1, b3h, vmds):
     return L
 
 
+def splice(out_md, sections, summary, names):
+    """Replaces the sections `names` (each from its "## Bn" heading to the next
+    "## " heading) and their summary rows in the existing `out_md`; a section
+    it lacks is appended. The rest of the file stays as it was."""
+    lines = open(out_md).read().rstrip("\n").split("\n")
+    lines = [l for l in lines if not any(l.startswith(f"| {n} |") for n in names)]
+    last_row = lines.index("| | goal | measured | verdict |")  # the summary table
+    while last_row + 1 < len(lines) and lines[last_row + 1].startswith("|"):
+        last_row += 1
+    lines[last_row + 1:last_row + 1] = [f"| {b} | {g} | {m} | {v} |" for b, g, m, v in summary]
+    for L in sections:
+        L = L[:-1] if L and L[-1] == "" else L
+        start = next((i for i, l in enumerate(lines) if l.startswith(L[0][:5] + ":") or l == L[0]), None)
+        if start is None:
+            lines += [""] + L
+            continue
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        lines[start:end] = L + ([""] if end < len(lines) else [])
+    with open(out_md, "w") as f:
+        f.write("\n".join(lines).rstrip("\n") + "\n")
+
+
 def main():
     import argparse
 
@@ -1443,6 +1537,9 @@ def main():
     ap.add_argument("--b3-vm")
     ap.add_argument("--b6", help="B6 in the VM")
     ap.add_argument("--b6-host", help="B6 on the host")
+    ap.add_argument("--b8", help="B8, the DNS resolver (dns_bench)")
+    ap.add_argument("--splice", action="store_true",
+                    help="replace only the sections whose JSON is given (and their summary rows) in the existing OUT")
     ap.add_argument("--agent-md", help="B4/B5 section written by bench/run_agent.sh (docs/performance-agent.md)")
     ap.add_argument("--out", required=True)
     ap.add_argument("legacy", nargs="*", help="old form: B1.json OUT.md")
@@ -1454,14 +1551,15 @@ def main():
         with open(path) as f:
             return json.load(f)
 
-    b1, b2, b3h, b3v, b6, b6h = (load(x) for x in (a.b1, a.b2, a.b3_host, a.b3_vm, a.b6, a.b6_host))
+    b1, b2, b3h, b3v, b6, b6h, b8 = (load(x) for x in (a.b1, a.b2, a.b3_host, a.b3_vm, a.b6, a.b6_host, a.b8))
     out_md = a.out
     out_dir = os.path.dirname(os.path.abspath(out_md))
     os.makedirs(out_dir, exist_ok=True)
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        sys.exit("report.py: matplotlib is missing (run bench/setup.sh, then use /usr/bin/python3)")
+        if b1 or b2 or b3h or b3v:  # the sections with charts
+            sys.exit("report.py: matplotlib is missing (run bench/setup.sh, then use /usr/bin/python3)")
 
     sections, summary = [], []
     if b1:
@@ -1517,6 +1615,18 @@ def main():
         summary += [("B6", *x) for x in g]
     else:
         sections.append(["## B6: a real workload", "", "Not measured (run `bench/run.sh --only b6`).", ""])
+    if b8:
+        L, g = b8_section(b8)
+        sections.append(L)
+        summary += [("B8", *x) for x in g]
+    else:
+        sections.append(["## B8: DNS resolver", "", "Not measured (run `bench/run.sh --only b8`).", ""])
+
+    if a.splice:
+        given = {n for n, x in (("B1", b1), ("B2", b2), ("B3", b3h or b3v), ("B6", b6 or b6h), ("B8", b8)) if x}
+        splice(out_md, [L for L in sections if L[0][3:5] in given], [x for x in summary if x[0] in given], given)
+        print(f"report.py: replaced {', '.join(sorted(given))} in {out_md}")
+        return
 
     D = ["# cordon performance", ""]
     D.append("Generated by `bench/run.sh` (see [bench/README.md](../bench/README.md)); do not edit by hand.")

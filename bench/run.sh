@@ -3,14 +3,14 @@
 # docs/performance.md and its charts. See bench/README.md.
 #
 #   bench/run.sh [options] [-- EGRESS_BENCH_ARGS...]
-#     --only LIST       comma-separated subset of b1,b2,b3,b4,b5,b6 (default: all)
+#     --only LIST       comma-separated subset of b1,b2,b3,b4,b5,b6,b8 (default: all)
 #     --quick           smoke test of every selected benchmark (minutes, not figures)
 #     --build-dir DIR   use (and build) DIR instead of ./setup.sh's build/ (e.g. build-bench)
 #     --no-build        do not set up or build; use the binaries in the build dir as they are
 #   Arguments after "--" (and, for compatibility, unknown arguments) go to
 #   egress_bench (B1), e.g. --rounds 300.
 #
-# B1 and the host parts of B3 and B6 run on this machine; B2 and the VM parts
+# B1, B8 and the host parts of B3 and B6 run on this machine; B2 and the VM parts
 # of B3 and B6 need BPF LSM and run in the 6.12 guest of tests/vm (qemu TCG). Each benchmark
 # writes JSON into <build dir>/bench/; the report is rendered from every JSON
 # file found there, so a subset run keeps the other sections from earlier runs
@@ -24,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 
-only="b1,b2,b3,b4,b5,b6"
+only="b1,b2,b3,b4,b5,b6,b8"
 quick=0
 build=build
 custom_build=0
@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
 done
 want() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 for b in ${only//,/ }; do
-  case "$b" in b1|b2|b3|b4|b5|b6) ;; *) echo "bench/run.sh: unknown benchmark '$b' (known: b1,b2,b3,b4,b5,b6)" >&2; exit 2 ;; esac
+  case "$b" in b1|b2|b3|b4|b5|b6|b8) ;; *) echo "bench/run.sh: unknown benchmark '$b' (known: b1,b2,b3,b4,b5,b6,b8)" >&2; exit 2 ;; esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "bench/run.sh: run as root" >&2; exit 1; }
 
@@ -63,7 +63,7 @@ if [ "$do_build" -eq 1 ]; then
   if [ "$custom_build" -eq 1 ]; then
     bench/setup.sh --deps
     cmake -S . -B "$build" -DCORDON_BUILD_FUZZERS=OFF -DCORDON_VM_TESTS=OFF >/dev/null
-    cmake --build "$build" -j2 --target cordon egress_bench file_bench policy_bench
+    cmake --build "$build" -j2 --target cordon egress_bench file_bench policy_bench dns_bench
   else
     bench/setup.sh
   fi
@@ -144,10 +144,18 @@ if want b4 || want b5; then
   say "B4/B5: $((SECONDS - t0)) s"
 fi
 
+# ---- B8: the DNS resolver (host) -----------------------------------------------
+if want b8; then
+  t0=$SECONDS
+  rm -f "$out/b8_dns.json"
+  "$build/bench/dns_bench" --out "$out/b8_dns.json" "${q[@]}" || { say "B8 FAILED"; failed+=(B8); }
+  say "B8: $((SECONDS - t0)) s"
+fi
+
 # ---- report -------------------------------------------------------------------
 args=()
 for f in b1:"$out/b1.json" b2:"$vmout/b2.json" b3-host:"$out/b3-host.json" b3-vm:"$vmout/b3-vm.json" \
-         b6-host:"$out/b6-host.json" b6:"$vmout/b6.json"; do
+         b6-host:"$out/b6-host.json" b6:"$vmout/b6.json" b8:"$out/b8_dns.json"; do
   [ -f "${f#*:}" ] && args+=("--${f%%:*}" "${f#*:}")
 done
 /usr/bin/python3 bench/report.py "${args[@]}" --agent-md docs/performance-agent.md --out docs/performance.md

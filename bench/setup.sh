@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   nftables             # the nftables baseline (socket cgroupv2 + interval set)
   python3-matplotlib   # bench/report.py draws docs/b1_overhead.png
+  dnsmasq-base         # B8's upstream DNS server (also in ./setup.sh, for the tests)
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -24,6 +25,6 @@ tools/apt-ensure.sh bench/setup.sh "${PACKAGES[@]}"
 [ "${1:-}" = "--deps" ] && exit 0
 
 # The project's setup installs the build dependencies and builds into build/;
-# CORDON_BUILD_BENCH (default ON) adds build/bench/egress_bench, file_bench and
-# policy_bench.
+# CORDON_BUILD_BENCH (default ON) adds build/bench/egress_bench, file_bench,
+# policy_bench and dns_bench.
 ./setup.sh
