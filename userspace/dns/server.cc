@@ -164,8 +164,11 @@ void Server::ServeTcp(UniqueFd conn) {
     return true;
   };
   std::vector<uint8_t> message;
+  // A client is served for kTcpLifetime at most, however it paces its
+  // queries (a slot is not held forever by one query every few seconds).
+  const auto end_of_life = std::chrono::steady_clock::now() + kTcpLifetime;
   for (;;) {
-    const auto deadline = std::chrono::steady_clock::now() + kTcpIdle;
+    const auto deadline = std::min(std::chrono::steady_clock::now() + kTcpIdle, end_of_life);
     uint8_t size_bytes[2];
     if (!read_exactly(size_bytes, 2, deadline)) return;
     message.resize(static_cast<size_t>(size_bytes[0] << 8 | size_bytes[1]));
@@ -176,8 +179,10 @@ void Server::ServeTcp(UniqueFd conn) {
                                 static_cast<uint8_t>(answer.reply.size())};
     framed.insert(framed.end(), answer.reply.begin(), answer.reply.end());
     size_t sent = 0;
+    // The reply's own time (the upstream may have taken most of the read's).
+    const auto send_deadline = std::chrono::steady_clock::now() + kTcpIdle;
     while (sent < framed.size()) {
-      if (!Ready(conn.get(), POLLOUT, stop_.get(), deadline)) return;
+      if (!Ready(conn.get(), POLLOUT, stop_.get(), send_deadline)) return;
       const ssize_t n = ::send(conn.get(), framed.data() + sent, framed.size() - sent, MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EAGAIN || errno == EINTR) continue;

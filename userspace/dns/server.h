@@ -5,7 +5,7 @@
 // at a time on the server's thread (a sandbox that floods or stalls its own
 // resolver delays only its own answers); each TCP client gets a thread, at
 // most kMaxTcpClients at once, and is dropped after kTcpIdle without a
-// complete message.
+// complete message, and after kTcpLifetime in any case.
 #pragma once
 
 #include <atomic>
@@ -25,6 +25,7 @@ namespace cordon::dns {
 
 constexpr int kMaxTcpClients = 16;
 constexpr std::chrono::seconds kTcpIdle{5};
+constexpr std::chrono::seconds kTcpLifetime{60};
 
 class Server {
  public:
