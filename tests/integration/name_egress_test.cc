@@ -181,6 +181,19 @@ class NameEgress : public ::testing::Test {
     std::fputs(text.c_str(), f);
     std::fclose(f);
   }
+  static std::vector<std::string> Lines(const std::string& out) {
+    std::istringstream in(out);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+  }
+  // The audit file has a net.connect denial of address:port.
+  void ExpectDeniedConnect(const std::string& address, uint32_t port) {
+    const auto events = AuditFileEvents(audit_);
+    const auto* denied = Connect(events, address, port);
+    ASSERT_NE(denied, nullptr) << address << ":" << port;
+    EXPECT_EQ(denied->verdict(), "denied");
+  }
   static bool Has(const std::string& out, const std::string& line) {
     std::istringstream in(out);
     for (std::string l; std::getline(in, l);)
@@ -270,17 +283,12 @@ TEST_F(NameEgress, AnAllowedNameConnectsAndAnUnlistedOneNeverLeavesTheHost) {
 TEST_F(NameEgress, AHardCodedAddressIsDeniedUntilTheSandboxResolvedItsName) {
   CommandResult r = Probe(NamePolicy("hardcoded"), {"c:93.184.216.34:8443", "q:allowed.test", "c:93.184.216.34:8443"});
   EXPECT_EQ(r.status, 0) << r.err;
-  std::istringstream in(r.out);
-  std::vector<std::string> lines;
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  const std::vector<std::string> lines = Lines(r.out);
   ASSERT_EQ(lines.size(), 3u) << r.out;
   EXPECT_EQ(lines[0], "c 93.184.216.34 8443 errno 1");
   EXPECT_EQ(lines[1], "q allowed.test rcode 0 93.184.216.34");
   EXPECT_EQ(lines[2], "c 93.184.216.34 8443 ok");
-  const auto events = AuditFileEvents(audit_);
-  const auto* denied = Connect(events, "93.184.216.34", 8443);
-  ASSERT_NE(denied, nullptr);
-  EXPECT_EQ(denied->verdict(), "denied");
+  ExpectDeniedConnect("93.184.216.34", 8443);
 }
 
 // Sandbox A resolves allowed.test and connects; sandbox B, running at the
@@ -366,9 +374,7 @@ TEST_F(NameEgress, AnUpdateOfTheRunsSandboxEndsWhatItsResolverGrants) {
   test::Run({"rm", "-rf", shared});
   ASSERT_FALSE(cgroup.empty()) << status.out;
   EXPECT_EQ(update.status, 0) << update.err;
-  std::istringstream in(a.out);
-  std::vector<std::string> lines;
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  const std::vector<std::string> lines = Lines(a.out);
   ASSERT_EQ(lines.size(), 5u) << a.out << a.err;
   EXPECT_EQ(lines[0], "q allowed.test rcode 0 93.184.216.34");
   EXPECT_EQ(lines[1], "c 93.184.216.34 8443 ok");
@@ -383,17 +389,12 @@ TEST_F(NameEgress, AGrantRunsOutWithItsTtl) {
   CommandResult r = Probe(NamePolicy("ttl"), {"q:shortttl.test", "c:93.184.216.60:8443", "sleep:62",
                                               "c:93.184.216.60:8443", "q:shortttl.test", "c:93.184.216.60:8443"});
   EXPECT_EQ(r.status, 0) << r.err;
-  std::istringstream in(r.out);
-  std::vector<std::string> lines;
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  const std::vector<std::string> lines = Lines(r.out);
   ASSERT_EQ(lines.size(), 5u) << r.out;
   EXPECT_EQ(lines[1], "c 93.184.216.60 8443 ok");
   EXPECT_EQ(lines[2], "c 93.184.216.60 8443 errno 1");
   EXPECT_EQ(lines[4], "c 93.184.216.60 8443 ok");
-  const auto events = AuditFileEvents(audit_);
-  const auto* expired = Connect(events, "93.184.216.60", 8443);
-  ASSERT_NE(expired, nullptr);
-  EXPECT_EQ(expired->verdict(), "denied");
+  ExpectDeniedConnect("93.184.216.60", 8443);
 }
 
 // A flood of queries for names no rule lists (a tunnel's way of talking):
