@@ -130,9 +130,8 @@ TEST(PolicyNames, CompilesHostRulesOutsideTheAddressImage) {
   // Refused by what does not run cordon's resolver: one line per name rule, naming the field.
   const auto unenforced = UnenforcedNameRules(out.compiled);
   ASSERT_EQ(unenforced.size(), 3u);
-  EXPECT_EQ(
-      unenforced[0].rfind("p.yaml:8:15: spec.network.egress[0].host: name rules are enforced by cordon run only", 0),
-      0u)
+  EXPECT_EQ(unenforced[0].rfind("p.yaml:8:15: spec.network.egress[0].host: name rules need cordon's DNS resolver", 0),
+            0u)
       << unenforced[0];
 }
 

@@ -215,10 +215,10 @@ constexpr size_t kMaxPolicyDevices = 32;
 CompiledPolicy DefaultPolicy();
 
 // The egress name rules of a policy put in force by something that does not
-// run cordon's resolver for the sandbox (cordon attach, update, learn and the
-// agent; cordon run does): one line per host rule, "where: name rules are
-// enforced by cordon run only ...". Those refuse such a policy with these
-// lines; `cordon policy check` shows them as warnings.
+// run cordon's resolver for the sandbox (cordon attach and update without an
+// agent, learn; cordon run and the agent do): one line per host rule, "where:
+// name rules need cordon's DNS resolver, ...". Those refuse such a policy
+// with these lines; `cordon policy check` shows them as warnings.
 std::vector<std::string> UnenforcedNameRules(const CompiledPolicy& policy);
 // Its YAML text (shown by `cordon policy check --default`).
 const char* DefaultPolicyYaml();
