@@ -13,7 +13,6 @@
 #include "agent/agent_impl.h"
 #include "agent/log.h"
 #include "inspect/retro.h"
-#include "loader/grants.h"
 #include "loader/sandbox.h"
 #include "ops/policy_store.h"
 #include "policy/parser.h"
@@ -447,15 +446,7 @@ bool Agent::Admit(Sandbox& sb, const v1::AuditEvent& event) {
 }
 
 void Agent::OnEvent(Sandbox& sb, const v1::AuditEvent& event) {
-  // A name rule's address: the name, from the sandbox's name table.
-  if (event.has_net() && event.net().name_id() != 0 && event.net().host().empty()) {
-    auto name = GrantName(sb.id, event.net().name_id());
-    if (name && !name->empty()) {
-      v1::AuditEvent named = event;
-      named.mutable_net()->set_host(*name);
-      return OnEvent(sb, named);
-    }
-  }
+  if (auto named = ops::WithGrantHost(event)) return OnEvent(sb, *named);  // a name rule's address: its name
   if (event.kind() == "resource.egress" && event.resource().event() == "max") CutEgress(sb);
   if (event.kind() == "loss") {
     sb.lost += event.loss().dropped();

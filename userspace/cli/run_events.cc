@@ -3,7 +3,7 @@
 #include "cli/common.h"
 #include "cli/tail.h"
 #include "inspect/retro.h"
-#include "loader/grants.h"
+#include "ops/name_service.h"
 #include "sys/bpffs.h"
 #include "util/colour.h"
 
@@ -22,15 +22,7 @@ RunEvents::RunEvents(const ops::EphemeralSandbox& sandbox, std::string name, std
       reader_(sandbox.cgroup().mount, [this](const cordon::v1::AuditEvent& event) { OnEvent(event); }) {}
 
 void RunEvents::OnEvent(const cordon::v1::AuditEvent& event) {
-  // A name rule's address: the name, from the sandbox's name table.
-  if (event.has_net() && event.net().name_id() != 0 && event.net().host().empty()) {
-    auto name = GrantName(event.sandbox_cgroup_id(), event.net().name_id());
-    if (name && !name->empty()) {
-      cordon::v1::AuditEvent named = event;
-      named.mutable_net()->set_host(*name);
-      return OnEvent(named);
-    }
-  }
+  if (auto named = ops::WithGrantHost(event)) return OnEvent(*named);  // a name rule's address: its name
   if (!event.id().empty() && !ids_.insert(event.id()).second) return;  // the same record again
   if (event.kind() == "loss") {
     summary.lost += event.loss().dropped();

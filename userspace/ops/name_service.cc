@@ -40,6 +40,15 @@ void SetRepeats(cordon::v1::AuditEvent* e, uint64_t count, int64_t first_ns, int
 
 }  // namespace
 
+std::optional<cordon::v1::AuditEvent> WithGrantHost(const cordon::v1::AuditEvent& event) {
+  if (!event.has_net() || event.net().name_id() == 0 || !event.net().host().empty()) return std::nullopt;
+  auto name = GrantName(event.sandbox_cgroup_id(), event.net().name_id());
+  if (!name || name->empty()) return std::nullopt;
+  cordon::v1::AuditEvent named = event;
+  named.mutable_net()->set_host(*name);
+  return named;
+}
+
 bool HasNameRules(const policy::CompiledPolicy& policy) {
   for (const auto& rule : policy.rules)
     if (!rule.host.empty()) return true;

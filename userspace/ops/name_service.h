@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +36,12 @@ namespace cordon::ops {
 constexpr uint32_t kQueryEventsPerSecond = 20;
 // How often expired grants are removed from the kernel's map.
 constexpr std::chrono::seconds kGrantExpiryInterval{5};
+
+// A net.* record of a name rule's address (net.nameId set, net.host not):
+// a copy with net.host, the name from its sandbox's name table; nullopt
+// otherwise (or when the table no longer has the name). For every reader of
+// a sandbox's records (cordon run, the agent).
+std::optional<cordon::v1::AuditEvent> WithGrantHost(const cordon::v1::AuditEvent& event);
 
 // Whether the policy has name rules (spec.network.egress[].host).
 bool HasNameRules(const policy::CompiledPolicy& policy);
