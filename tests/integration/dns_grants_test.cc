@@ -456,5 +456,62 @@ TEST_F(NameGrants, BoundedAndCheckedNothingSilentlyAllowedOrLost) {
   for (const auto& e : *list) EXPECT_NE(e.address_text, "10.1.0.1");
 }
 
+// The name table holds kGrantNamesMax names: answers for ever new names (a
+// wildcard rule over a zone with wildcard records) do not fill it for good,
+// since names no grant names any more make room; names live grants name are
+// kept, and a table full of those refuses the next name with an error.
+TEST_F(NameGrants, NamesNoGrantNamesMakeRoomAndLiveOnesAreKept) {
+  TestCgroup cg("grant-names");
+  Attach(cg, LoopbackPolicy("grants-names", 9));
+  NameGrant keep = Grant(443, true, false, "keep.example");
+  keep.ttl_seconds = 600;
+  keep.rule_index = 2;
+  ASSERT_TRUE(GrantAddress(cg.id(), keep).ok());
+  // Rule 1 of one address answered for ever new names: each renewal names the
+  // latest, the earlier ones are named by nothing.
+  NameGrant g = keep;
+  g.rule_index = 1;
+  for (uint32_t i = 0; i < kGrantNamesMax + 100; ++i) {
+    g.name = "n" + std::to_string(i) + ".wild.example";
+    Status s = GrantAddress(cg.id(), g);
+    ASSERT_TRUE(s.ok()) << i << ": " << s.error().ToString();
+  }
+  auto list = ListGrants(cg.id());
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].name, "keep.example");
+  EXPECT_EQ((*list)[1].name, "n" + std::to_string(kGrantNamesMax + 99) + ".wild.example");
+  auto kept = GrantName(cg.id(), (*list)[0].name_id);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, "keep.example");
+
+  // Control: a table full of names that live grants name (1,024 addresses,
+  // 4 rules each) refuses the next name, naming the table, and grants nothing.
+  TestCgroup full_cg("grant-names-full");
+  Attach(full_cg, LoopbackPolicy("grants-names-full", 9));
+  uint32_t names = 0;
+  for (uint32_t a = 0; names < kGrantNamesMax; ++a) {
+    g.address = Ip(AF_INET, "10.0.0.0");
+    g.address[2] = static_cast<uint8_t>(a >> 8);
+    g.address[3] = static_cast<uint8_t>(a);
+    for (uint32_t rule = 1; rule <= CORDON_GRANT_SLOTS && names < kGrantNamesMax; ++rule, ++names) {
+      g.rule_index = rule;
+      g.name = "live" + std::to_string(names) + ".example";
+      Status s = GrantAddress(full_cg.id(), g);
+      ASSERT_TRUE(s.ok()) << names << ": " << s.error().ToString();
+    }
+  }
+  g.address = Ip(AF_INET, "10.9.0.1");
+  g.rule_index = 1;
+  g.name = "one-more.example";
+  Status over = GrantAddress(full_cg.id(), g);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message.find("name table is full"), std::string::npos) << over.error().ToString();
+  auto full_list = ListGrants(full_cg.id());
+  ASSERT_TRUE(full_list.ok());
+  EXPECT_EQ(full_list->size(), kGrantNamesMax);
+  for (const auto& e : *full_list) EXPECT_NE(e.address_text, "10.9.0.1");
+}
+
 }  // namespace
 }  // namespace cordon::test

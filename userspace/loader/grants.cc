@@ -78,8 +78,9 @@ Result<UniqueFd> NameTable(const std::string& dir, bool create) {
 }
 
 // The name's id in the table, added if new: its FNV-1a hash, the next free
-// one on a collision (never 0: "no name").
-Result<uint32_t> NameId(int table, const std::string& name) {
+// one on a collision (never 0: "no name"). *full: the table had no room.
+Result<uint32_t> NameId(int table, const std::string& name, bool* full) {
+  *full = false;
   uint32_t id = 2166136261u;
   for (unsigned char c : name) id = (id ^ c) * 16777619u;
   for (uint32_t probe = 0; probe < kGrantNamesMax; ++probe, ++id) {
@@ -92,10 +93,46 @@ Result<uint32_t> NameId(int table, const std::string& name) {
     std::memcpy(entry.name, name.data(), name.size());
     if (bpf_map_update_elem(table, &id, &entry, BPF_NOEXIST) == 0) return id;
     if (errno == EEXIST) continue;  // taken meanwhile
-    if (errno == E2BIG) return Error{"grant: the name table is full (" + std::to_string(kGrantNamesMax) + " names)"};
-    return SysError("grant: write the name table");
+    if (errno != E2BIG) return SysError("grant: write the name table");
+    break;
   }
-  return Error{"grant: no free name id"};
+  *full = true;
+  return Error{"grant: the name table is full (" + std::to_string(kGrantNamesMax) +
+               " names, each named by a live grant)"};
+}
+
+// Removes the names that no grant slot names any more (a renewed slot takes
+// its rule's latest answer's name; an expired address leaves its names
+// behind), so that answers for ever new names (a wildcard rule over a zone
+// with wildcard records) cannot fill the table for good. Under the lock, with
+// expired slots removed first. A record already read with a removed name's id
+// shows no net.host: records are read as they come, a removal follows a
+// table of kGrantNamesMax names, and an id is the name's hash.
+size_t PruneNames(int table, int grants) {
+  std::vector<uint32_t> used;
+  cordon_grant_key gkey = {}, gnext = {};
+  const void* gprev = nullptr;
+  for (size_t seen = 0; seen < 4 * CORDON_GRANTS_MAX && bpf_map_get_next_key(grants, gprev, &gnext) == 0; ++seen) {
+    gkey = gnext;
+    gprev = &gkey;
+    cordon_grant_value value = {};
+    if (bpf_map_lookup_elem(grants, &gkey, &value)) continue;
+    for (const auto& slot : value.slots)
+      if (slot.expires_boot_ns) used.push_back(slot.name_id);
+  }
+  std::sort(used.begin(), used.end());
+  std::vector<uint32_t> ids;
+  uint32_t key = 0, next = 0;
+  const void* prev = nullptr;
+  while (ids.size() < 4 * kGrantNamesMax && bpf_map_get_next_key(table, prev, &next) == 0) {
+    ids.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  size_t removed = 0;
+  for (uint32_t id : ids)
+    if (!std::binary_search(used.begin(), used.end(), id) && bpf_map_delete_elem(table, &id) == 0) ++removed;
+  return removed;
 }
 
 struct Locked {
@@ -184,11 +221,16 @@ Status GrantAddress(uint64_t sandbox_id, const NameGrant& grant) {
   if (!grants) return grants.error();
   auto table = NameTable(locked->dir, true);
   if (!table) return table.error();
-  auto name_id = NameId(table->get(), grant.name);
+  const uint64_t now = BootNs();
+  bool full = false;
+  auto name_id = NameId(table->get(), grant.name, &full);
+  if (!name_id && full) {
+    Expire(grants->get(), now);
+    if (PruneNames(table->get(), grants->get())) name_id = NameId(table->get(), grant.name, &full);
+  }
   if (!name_id) return name_id.error();
 
   cordon_grant_slot slot = {};
-  const uint64_t now = BootNs();
   const uint64_t seconds = uint64_t{std::max(grant.ttl_seconds, kGrantTtlFloorSeconds)} + grant.grace_seconds;
   slot.expires_boot_ns = now + seconds * 1'000'000'000ull;
   slot.rule = grant.rule_index;

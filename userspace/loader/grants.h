@@ -46,7 +46,9 @@ struct NameGrant {
 // The same address granted again for the same rule is renewed; for another
 // rule it is granted beside it (at most CORDON_GRANT_SLOTS rules at once).
 // A full map (CORDON_GRANTS_MAX addresses, after expired ones are removed)
-// or name table is an error: the resolver must then not answer the address.
+// or name table (kGrantNamesMax names that live grants name, after the names
+// none names are removed) is an error: the resolver must then not answer the
+// address.
 // Under the pin root's lock, so a grant lands in the map of the policy in
 // force (a replacement starts with none).
 Status GrantAddress(uint64_t sandbox_id, const NameGrant& grant);
