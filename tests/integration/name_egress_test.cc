@@ -335,6 +335,71 @@ TEST_F(NameEgress, AnAnswerForOneSandboxAllowsNothingInAnother) {
   test::Run({"rm", "-rf", shared});
 }
 
+// Only the sandbox is answered. A process outside it (here the test itself,
+// root, in the same network namespace) that writes to the resolver's own
+// address (found in /proc/net/udp: port 53 of 127.53.x.y) gets no answer over
+// UDP and a closed connection over TCP: it can neither grant anything in the
+// sandbox's map nor write dns.query records into its trail. Controls: the
+// same outside query code is answered by dnsmasq (127.0.0.1:53), and the
+// sandbox, asking before and after, is answered.
+const char kOutsider[] = R"PY(
+import random, socket, struct
+def query(name):
+    return struct.pack('>HHHHHH', random.randrange(65536), 0x0100, 1, 0, 0, 0) + b''.join(
+        bytes([len(l)]) + l.encode() for l in name.split('.')) + b'\0' + struct.pack('>HH', 1, 1)
+def udp(addr, name):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+    s.sendto(query(name), (addr, 53))
+    try: r = s.recv(4096); return 'rcode %d' % (r[3] & 15)
+    except socket.timeout: return 'timeout'
+def tcp(addr, name):
+    s = socket.socket(); s.settimeout(2); s.connect((addr, 53))
+    q = query(name); s.sendall(struct.pack('>H', len(q)) + q)
+    try: r = s.recv(4096); return ('rcode %d' % (r[5] & 15)) if len(r) > 5 else 'closed'
+    except ConnectionResetError: return 'closed'
+    except socket.timeout: return 'timeout'
+resolvers = []
+for line in open('/proc/net/udp').readlines()[1:]:
+    local = line.split()[1]
+    a, port = local.split(':')
+    ip = socket.inet_ntoa(bytes.fromhex(a)[::-1])
+    if port == '0035' and ip.startswith('127.53.'): resolvers.append(ip)
+print('resolvers', len(resolvers))
+for ip in resolvers:
+    print('udp', udp(ip, 'b.wild.test')); print('tcp', tcp(ip, 'b.wild.test'))
+print('dnsmasq udp', udp('127.0.0.1', 'allowed.test')); print('dnsmasq tcp', tcp('127.0.0.1', 'allowed.test'))
+)PY";
+
+TEST_F(NameEgress, OnlyTheSandboxIsAnsweredNotAnotherLocalProcess) {
+  const std::string shared = "/tmp/cordon-names-outsider-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);  // the run's user (dynamic) writes there
+  const std::string policy =
+      NamePolicy("outsider") + "  files:\n    include: [runtime-minimal, python3]\n" + "    write: [" + shared + "]\n";
+  const std::string asked = shared + "/asked", outside_done = shared + "/outside-done";
+  CommandResult run;
+  std::thread sandbox([&] {
+    run = Probe(policy, {"q:a.wild.test", "touch:" + asked, "wait:" + outside_done, "qt:a.wild.test"});
+  });
+  CommandResult outside;
+  for (int i = 0; i < 200 && ::access(asked.c_str(), F_OK) != 0; ++i) ::usleep(50'000);
+  if (::access(asked.c_str(), F_OK) == 0) outside = test::Run({"/usr/bin/python3", "-c", kOutsider});
+  ::close(::open(outside_done.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+  sandbox.join();
+  test::Run({"rm", "-rf", shared});
+
+  EXPECT_TRUE(Has(outside.out, "resolvers 1")) << outside.out << outside.err;
+  EXPECT_TRUE(Has(outside.out, "udp timeout")) << outside.out;
+  EXPECT_TRUE(Has(outside.out, "tcp closed")) << outside.out;
+  EXPECT_TRUE(Has(outside.out, "dnsmasq udp rcode 0")) << outside.out;
+  EXPECT_TRUE(Has(outside.out, "dnsmasq tcp rcode 0")) << outside.out;
+  EXPECT_TRUE(Has(run.out, "q a.wild.test rcode 0 93.184.216.35")) << run.out << run.err;
+  EXPECT_TRUE(Has(run.out, "qt a.wild.test rcode 0 93.184.216.35")) << run.out << run.err;
+  EXPECT_FALSE(dnsmasq_.Saw("b.wild.test")) << dnsmasq_.Log();
+  const auto events = AuditFileEvents(audit_);
+  for (const auto& e : events) EXPECT_NE(e.dns().name(), "b.wild.test") << e.ShortDebugString();
+}
+
 // A `cordon update` of the run's sandbox puts another policy in force while
 // the run's resolver still has the run's rules: its answers are no longer
 // granted (the policy they were judged by is not in force: the grant is

@@ -16,6 +16,7 @@
 #include <map>
 
 #include "agent/config.h"
+#include "sys/sock_diag.h"
 
 namespace cordon::agent {
 namespace {
@@ -145,60 +146,15 @@ std::string Respond(const std::string& request, const std::function<std::string(
 
 }  // namespace
 
-// The uid that owns the other end of a loopback TCP connection: an exact
-// sock_diag lookup of the peer's socket (local = our peer address, remote =
-// our address), which lives in our network namespace.
 std::optional<uint32_t> LoopbackPeerUid(int fd) {
   sockaddr_storage peer = {}, self = {};
   socklen_t plen = sizeof peer, slen = sizeof self;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &slen) != 0 || peer.ss_family != self.ss_family)
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &slen) != 0)
     return std::nullopt;
-  struct {
-    nlmsghdr nlh;
-    inet_diag_req_v2 req;
-  } msg = {};
-  msg.nlh.nlmsg_len = sizeof msg;
-  msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-  msg.nlh.nlmsg_flags = NLM_F_REQUEST;
-  msg.req.sdiag_family = static_cast<uint8_t>(peer.ss_family);
-  msg.req.sdiag_protocol = IPPROTO_TCP;
-  msg.req.idiag_states = ~0u;
-  msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-  if (peer.ss_family == AF_INET) {
-    const auto* p = reinterpret_cast<const sockaddr_in*>(&peer);
-    const auto* s = reinterpret_cast<const sockaddr_in*>(&self);
-    msg.req.id.idiag_sport = p->sin_port;
-    msg.req.id.idiag_dport = s->sin_port;
-    std::memcpy(msg.req.id.idiag_src, &p->sin_addr, 4);
-    std::memcpy(msg.req.id.idiag_dst, &s->sin_addr, 4);
-  } else if (peer.ss_family == AF_INET6) {
-    const auto* p = reinterpret_cast<const sockaddr_in6*>(&peer);
-    const auto* s = reinterpret_cast<const sockaddr_in6*>(&self);
-    msg.req.id.idiag_sport = p->sin6_port;
-    msg.req.id.idiag_dport = s->sin6_port;
-    std::memcpy(msg.req.id.idiag_src, &p->sin6_addr, 16);
-    std::memcpy(msg.req.id.idiag_dst, &s->sin6_addr, 16);
-  } else {
-    return std::nullopt;
-  }
-  UniqueFd nl(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
-  if (!nl.valid()) return std::nullopt;
-  struct timeval tv = {0, 200000};  // the kernel answers at once; never wait long in the loop
-  (void)::setsockopt(nl.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_nl kernel = {};
-  kernel.nl_family = AF_NETLINK;
-  if (::sendto(nl.get(), &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) !=
-      static_cast<ssize_t>(sizeof msg))
-    return std::nullopt;
-  alignas(nlmsghdr) char buf[8192];
-  ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
-  for (auto* h = reinterpret_cast<nlmsghdr*>(buf); n > 0 && NLMSG_OK(h, static_cast<size_t>(n)); h = NLMSG_NEXT(h, n)) {
-    if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) break;
-    const auto* d = reinterpret_cast<const inet_diag_msg*>(NLMSG_DATA(h));
-    return d->idiag_uid;
-  }
-  return std::nullopt;
+  auto found = FindLoopbackPeer(peer, self, IPPROTO_TCP);
+  if (!found) return std::nullopt;
+  return found->uid;
 }
 
 std::string EscapeLabelValue(const std::string& value) {

@@ -45,8 +45,9 @@ bool Ready(int fd, short events, int stop_fd, std::chrono::steady_clock::time_po
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(const policy::DnsUpstream& listen, const Resolver* resolver,
-                                              OnGrants on_grants, OnDecision on_decision) {
+                                              OnGrants on_grants, OnDecision on_decision, AcceptPeer accept_peer) {
   std::unique_ptr<Server> server(new Server());
+  server->accept_peer_ = std::move(accept_peer);
   server->resolver_ = resolver;
   server->on_grants_ = std::move(on_grants);
   server->on_decision_ = std::move(on_decision);
@@ -62,6 +63,7 @@ Result<std::unique_ptr<Server>> Server::Start(const policy::DnsUpstream& listen,
   server->port_ = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
                                                 : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
   len = ListenAddr(listen, server->port_, &ss);
+  server->self_ = ss;  // the address of both listeners, port included
   server->tcp_ = UniqueFd(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!server->tcp_.valid()) return SysError("DNS listener: socket");
   const int one = 1;
@@ -118,7 +120,9 @@ void Server::Loop() {
       socklen_t from_len = sizeof from;
       const ssize_t n =
           ::recvfrom(udp_.get(), buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &from_len);
-      if (n >= 0) {
+      if (n >= 0 && accept_peer_ && !accept_peer_(from, self_, IPPROTO_UDP)) {
+        dropped_.fetch_add(1);
+      } else if (n >= 0) {
         const Answer answer = Answer1(std::span<const uint8_t>(buf.data(), static_cast<size_t>(n)), Transport::kUdp);
         if (!answer.reply.empty())
           (void)::sendto(udp_.get(), answer.reply.data(), answer.reply.size(), MSG_DONTWAIT,
@@ -149,6 +153,15 @@ void Server::Loop() {
 }
 
 void Server::ServeTcp(UniqueFd conn) {
+  if (accept_peer_) {
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    if (::getpeername(conn.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
+        !accept_peer_(peer, self_, IPPROTO_TCP)) {
+      dropped_.fetch_add(1);
+      return;
+    }
+  }
   auto read_exactly = [&](uint8_t* out, size_t size, std::chrono::steady_clock::time_point deadline) {
     size_t got = 0;
     while (got < size) {

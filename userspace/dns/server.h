@@ -8,6 +8,8 @@
 // complete message, and after kTcpLifetime in any case.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -33,12 +35,18 @@ class Server {
   // of addresses it could not connect to.
   using OnGrants = std::function<bool(const std::vector<Grant>&)>;
   using OnDecision = std::function<void(const QueryDecision&)>;
+  // Whether to serve a query from `peer` (protocol IPPROTO_UDP or
+  // IPPROTO_TCP) to `self`, the listener's address: false drops it unanswered
+  // (a TCP connection is closed). Runs before anything is read from a TCP
+  // client.
+  using AcceptPeer = std::function<bool(const sockaddr_storage& peer, const sockaddr_storage& self, int protocol)>;
 
   // Binds UDP and TCP on `listen` (port 0: the kernel picks one port for
   // both) and starts serving. `resolver` outlives the server. The callbacks
   // run on the server's threads.
   static Result<std::unique_ptr<Server>> Start(const policy::DnsUpstream& listen, const Resolver* resolver,
-                                               OnGrants on_grants, OnDecision on_decision);
+                                               OnGrants on_grants, OnDecision on_decision,
+                                               AcceptPeer accept_peer = nullptr);
   ~Server();  // stops and joins every thread
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -46,6 +54,8 @@ class Server {
   uint16_t port() const { return port_; }
   // Queries answered or refused so far (for tests and status).
   uint64_t queries() const { return queries_.load(); }
+  // Queries (TCP: connections) that accept_peer dropped.
+  uint64_t dropped() const { return dropped_.load(); }
 
  private:
   Server() = default;
@@ -56,9 +66,11 @@ class Server {
   const Resolver* resolver_ = nullptr;
   OnGrants on_grants_;
   OnDecision on_decision_;
+  AcceptPeer accept_peer_;
+  sockaddr_storage self_{};
   UniqueFd udp_, tcp_, stop_;
   uint16_t port_ = 0;
-  std::atomic<uint64_t> queries_{0};
+  std::atomic<uint64_t> queries_{0}, dropped_{0};
   std::thread loop_;
   std::mutex clients_mu_;
   struct Client {

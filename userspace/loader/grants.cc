@@ -61,6 +61,20 @@ Status CheckName(const std::string& name) {
   return {};
 }
 
+// The keys of a hash map (at most `max`), read before any is changed.
+template <typename Key>
+std::vector<Key> MapKeys(int map, size_t max) {
+  std::vector<Key> keys;
+  Key key = {}, next = {};
+  const void* prev = nullptr;
+  while (keys.size() < max && bpf_map_get_next_key(map, prev, &next) == 0) {
+    keys.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  return keys;
+}
+
 // The sandbox's pinned name table, created on first use.
 Result<UniqueFd> NameTable(const std::string& dir, bool create) {
   const std::string path = dir + "/" + CORDON_GRANT_NAMES_PIN;
@@ -110,25 +124,14 @@ Result<uint32_t> NameId(int table, const std::string& name, bool* full) {
 // table of kGrantNamesMax names, and an id is the name's hash.
 size_t PruneNames(int table, int grants) {
   std::vector<uint32_t> used;
-  cordon_grant_key gkey = {}, gnext = {};
-  const void* gprev = nullptr;
-  for (size_t seen = 0; seen < 4 * CORDON_GRANTS_MAX && bpf_map_get_next_key(grants, gprev, &gnext) == 0; ++seen) {
-    gkey = gnext;
-    gprev = &gkey;
+  for (const auto& k : MapKeys<cordon_grant_key>(grants, 4 * CORDON_GRANTS_MAX)) {
     cordon_grant_value value = {};
-    if (bpf_map_lookup_elem(grants, &gkey, &value)) continue;
+    if (bpf_map_lookup_elem(grants, &k, &value)) continue;
     for (const auto& slot : value.slots)
       if (slot.expires_boot_ns) used.push_back(slot.name_id);
   }
   std::sort(used.begin(), used.end());
-  std::vector<uint32_t> ids;
-  uint32_t key = 0, next = 0;
-  const void* prev = nullptr;
-  while (ids.size() < 4 * kGrantNamesMax && bpf_map_get_next_key(table, prev, &next) == 0) {
-    ids.push_back(next);
-    key = next;
-    prev = &key;
-  }
+  const std::vector<uint32_t> ids = MapKeys<uint32_t>(table, 4 * kGrantNamesMax);
   size_t removed = 0;
   for (uint32_t id : ids)
     if (!std::binary_search(used.begin(), used.end(), id) && bpf_map_delete_elem(table, &id) == 0) ++removed;
@@ -163,16 +166,8 @@ Result<UniqueFd> OpenPinned(const std::string& dir, const char* pin, uint64_t sa
 // Removes the expired slots of every address (deleting addresses left with
 // none); how many slots were removed.
 size_t Expire(int grants, uint64_t now) {
-  std::vector<cordon_grant_key> keys;
-  cordon_grant_key key = {}, next = {};
-  const void* prev = nullptr;
-  while (keys.size() < 4 * CORDON_GRANTS_MAX && bpf_map_get_next_key(grants, prev, &next) == 0) {
-    keys.push_back(next);
-    key = next;
-    prev = &key;
-  }
   size_t removed = 0;
-  for (const auto& k : keys) {
+  for (const auto& k : MapKeys<cordon_grant_key>(grants, 4 * CORDON_GRANTS_MAX)) {
     cordon_grant_value value = {};
     if (bpf_map_lookup_elem(grants, &k, &value)) continue;
     size_t live = 0, gone = 0;

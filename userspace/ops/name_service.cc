@@ -4,10 +4,13 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "events/decoder.h"
 #include "loader/grants.h"
+#include "sys/cgroup.h"
+#include "sys/sock_diag.h"
 #include "util/clock.h"
 #include "util/text.h"
 
@@ -136,6 +139,16 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
   if (!s->wake_.valid()) return SysError("DNS resolver: eventfd");
   s->client_ = std::make_unique<dns::SocketUpstreamClient>();
   s->resolver_ = std::make_unique<dns::Resolver>(policy.rules, s->upstreams_, s->client_.get());
+  auto mount = FindCgroup2Mount();
+  if (!mount) return mount.error().Wrap("DNS resolver");
+  s->cgroup_mount_ = *mount;
+  s->sandbox_path_ = CgroupPathFromId(*mount, sandbox_id);
+  if (s->sandbox_path_.empty())
+    return Error{"DNS resolver: no cgroup has id " + std::to_string(sandbox_id) + " (the sandbox is gone)"};
+  s->member_ids_.push_back(sandbox_id);
+  auto accept_peer = [p = s.get()](const sockaddr_storage& peer, const sockaddr_storage& self, int protocol) {
+    return p->FromSandbox(peer, self, protocol);
+  };
   auto on_grants = [p = s.get()](const std::vector<dns::Grant>& g) { return p->Grant(g); };
   auto on_decision = [p = s.get()](const dns::QueryDecision& d) { p->Decided(d); };
   // IPv4: port 53 of an address of its own in 127.0.0.0/8 (127.53.A.B, A.B
@@ -153,7 +166,7 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
     v4->addr[14] = r[0];
     v4->addr[15] = static_cast<uint8_t>(r[1] ? r[1] : 1);
     v4->port = 53;
-    if (auto server = dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision))
+    if (auto server = dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision, accept_peer))
       s->server4_ = std::move(*server);
   }
   if (!s->server4_) {
@@ -165,7 +178,7 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
         "take that port and hear the sandbox's queries");
     // Port 0 for both UDP and TCP: the TCP port may be taken; a few tries.
     for (int attempt = 0; attempt < 8 && !s->server4_; ++attempt) {
-      auto server = dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision);
+      auto server = dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision, accept_peer);
       if (server)
         s->server4_ = std::move(*server);
       else if (attempt == 7)
@@ -178,7 +191,7 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
   // IPv6 loopback may be disabled: the sandbox's IPv6 DNS is then judged by
   // its egress rules, as without a resolver.
   for (int attempt = 0; attempt < 8 && !s->server6_; ++attempt)
-    if (auto server = dns::Server::Start(*v6, s->resolver_.get(), on_grants, on_decision))
+    if (auto server = dns::Server::Start(*v6, s->resolver_.get(), on_grants, on_decision, accept_peer))
       s->server6_ = std::move(*server);
   if (!s->server6_)
     s->notes_.push_back(
@@ -218,6 +231,26 @@ void NameService::Stop() {
 
 uint64_t NameService::queries() const {
   return (server4_ ? server4_->queries() : 0) + (server6_ ? server6_->queries() : 0);
+}
+
+// Only the sandbox asks: the socket a query comes from (found with
+// sock_diag) must have been made in the sandbox's cgroup or below it. Another
+// local process (or another sandbox allowed loopback) that writes to the
+// resolver's address is not answered, so it can neither grant anything in
+// this sandbox's map nor write dns.query records into its trail. A kernel
+// that does not report a socket's cgroup (before 5.9) lets every local
+// process ask, as before; a socket gone before the lookup (a query sent and
+// the socket closed at once) is not answered.
+bool NameService::FromSandbox(const sockaddr_storage& peer, const sockaddr_storage& self, int protocol) {
+  auto found = FindLoopbackPeer(peer, self, static_cast<uint8_t>(protocol));
+  if (!found) return false;
+  if (found->cgroup_id == 0) return true;
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  if (std::find(member_ids_.begin(), member_ids_.end(), found->cgroup_id) != member_ids_.end()) return true;
+  const std::string path = CgroupPathFromId(cgroup_mount_, found->cgroup_id);
+  if (path.empty() || path.compare(0, sandbox_path_.size() + 1, sandbox_path_ + "/") != 0) return false;
+  if (member_ids_.size() < 1024) member_ids_.push_back(found->cgroup_id);
+  return true;
 }
 
 bool NameService::Grant(const std::vector<dns::Grant>& grants) {

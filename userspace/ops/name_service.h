@@ -104,12 +104,16 @@ class NameService {
  private:
   NameService() = default;
   bool Grant(const std::vector<dns::Grant>& grants);
+  bool FromSandbox(const sockaddr_storage& peer, const sockaddr_storage& self, int protocol);
   void Decided(const dns::QueryDecision& d);
   void Queue(std::vector<cordon::v1::AuditEvent> events);
   void Tick();
 
   uint64_t sandbox_id_ = 0;
   std::string policy_digest_;  // grants are refused once it is no longer in force
+  std::string cgroup_mount_, sandbox_path_;  // the sandbox's cgroup below the cgroup2 mount
+  std::mutex peers_mu_;
+  std::vector<uint64_t> member_ids_;  // cgroups found below the sandbox's (it, and its descendants)
   std::string listen4_;
   std::vector<std::string> notes_;
   std::vector<policy::DnsUpstream> upstreams_;

@@ -1,6 +1,7 @@
 #include "sys/sock_diag.h"
 
 #include <fcntl.h>
+#include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netlink/msg.h>
@@ -9,7 +10,10 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <sys/time.h>
+
 #include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include "util/fd.h"
@@ -141,5 +145,65 @@ int DiagChannel::OnError(sockaddr_nl*, nlmsgerr* e, void* arg) {
 }
 
 int DiagChannel::Ignore(nl_msg*, void*) { return NL_OK; }
+
+std::optional<LoopbackPeer> FindLoopbackPeer(const sockaddr_storage& peer, const sockaddr_storage& self,
+                                             uint8_t protocol) {
+  if (peer.ss_family != self.ss_family || (protocol != IPPROTO_TCP && protocol != IPPROTO_UDP)) return std::nullopt;
+  struct {
+    nlmsghdr nlh;
+    inet_diag_req_v2 req;
+  } msg = {};
+  msg.nlh.nlmsg_len = sizeof msg;
+  msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  msg.nlh.nlmsg_flags = NLM_F_REQUEST;
+  msg.req.sdiag_family = static_cast<uint8_t>(peer.ss_family);
+  msg.req.sdiag_protocol = protocol;
+  msg.req.idiag_states = ~0u;
+  msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  // TCP looks up the socket whose local end is id.src; UDP (its "src and dst
+  // are swapped for historical reasons") the one whose local end is id.dst.
+  const sockaddr_storage& local = protocol == IPPROTO_TCP ? peer : self;
+  const sockaddr_storage& remote = protocol == IPPROTO_TCP ? self : peer;
+  if (peer.ss_family == AF_INET) {
+    const auto* l = reinterpret_cast<const sockaddr_in*>(&local);
+    const auto* r = reinterpret_cast<const sockaddr_in*>(&remote);
+    msg.req.id.idiag_sport = l->sin_port;
+    msg.req.id.idiag_dport = r->sin_port;
+    std::memcpy(msg.req.id.idiag_src, &l->sin_addr, 4);
+    std::memcpy(msg.req.id.idiag_dst, &r->sin_addr, 4);
+  } else if (peer.ss_family == AF_INET6) {
+    const auto* l = reinterpret_cast<const sockaddr_in6*>(&local);
+    const auto* r = reinterpret_cast<const sockaddr_in6*>(&remote);
+    msg.req.id.idiag_sport = l->sin6_port;
+    msg.req.id.idiag_dport = r->sin6_port;
+    std::memcpy(msg.req.id.idiag_src, &l->sin6_addr, 16);
+    std::memcpy(msg.req.id.idiag_dst, &r->sin6_addr, 16);
+  } else {
+    return std::nullopt;
+  }
+  UniqueFd nl(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!nl.valid()) return std::nullopt;
+  struct timeval tv = {0, 200000};  // the kernel answers at once; never wait long
+  (void)::setsockopt(nl.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_nl kernel = {};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(nl.get(), &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) !=
+      static_cast<ssize_t>(sizeof msg))
+    return std::nullopt;
+  alignas(nlmsghdr) char buf[8192];
+  ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
+  for (auto* h = reinterpret_cast<nlmsghdr*>(buf); n > 0 && NLMSG_OK(h, static_cast<size_t>(n)); h = NLMSG_NEXT(h, n)) {
+    if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) break;
+    const auto* d = reinterpret_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+    LoopbackPeer out;
+    out.uid = d->idiag_uid;
+    int left = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(inet_diag_msg)));
+    for (auto* a = reinterpret_cast<rtattr*>(const_cast<inet_diag_msg*>(d) + 1); RTA_OK(a, left); a = RTA_NEXT(a, left))
+      if (a->rta_type == INET_DIAG_CGROUP_ID && RTA_PAYLOAD(a) >= sizeof(uint64_t))
+        std::memcpy(&out.cgroup_id, RTA_DATA(a), sizeof(uint64_t));
+    return out;
+  }
+  return std::nullopt;
+}
 
 }  // namespace cordon

@@ -1,8 +1,12 @@
 // sock_diag over libnl: dumping inet sockets of a network namespace and
-// destroying one (SOCK_DESTROY), for the retroactive check.
+// destroying one (SOCK_DESTROY), for the retroactive check; and finding the
+// socket at the other end of a loopback exchange (who asks).
 #pragma once
 
 #include <linux/inet_diag.h>
+#include <sys/socket.h>
+
+#include <optional>
 
 #include <cstdint>
 #include <string>
@@ -57,5 +61,18 @@ class DiagChannel {
   uint8_t dump_protocol_ = 0;  // inet_diag_msg does not carry it
   int kernel_errno_ = 0;
 };
+
+// The socket at the other end of a loopback exchange of ours: `peer` is its
+// address (the sender of a datagram, or the other end of a TCP connection),
+// `self` ours, both in our network namespace; protocol IPPROTO_TCP or
+// IPPROTO_UDP. An exact sock_diag lookup (the kernel's own socket lookup, the
+// one a datagram or segment to `peer` would take). nullopt: no such socket
+// (gone, or not in our namespace) or no answer within 200 ms.
+struct LoopbackPeer {
+  uint32_t uid = 0;
+  uint64_t cgroup_id = 0;  // the cgroup2 id of the cgroup that made the socket (0: not reported)
+};
+std::optional<LoopbackPeer> FindLoopbackPeer(const sockaddr_storage& peer, const sockaddr_storage& self,
+                                             uint8_t protocol);
 
 }  // namespace cordon
