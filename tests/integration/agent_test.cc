@@ -8,6 +8,8 @@
 #include <bpf/bpf.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 #include <grp.h>
 #include <gtest/gtest.h>
@@ -1776,6 +1778,71 @@ TEST_F(Agent, RemoteSyslogSinkSpoolSurvivesAnAgentRestartAndArrivesOverTls) {
   std::string body = key.substr(key.find('\n') + 1, 40);
   EXPECT_EQ(agent.Log(0).find(body), std::string::npos);
   EXPECT_EQ(agent.Log(1).find(body), std::string::npos);
+}
+
+// format: ocsf through agent.yaml (issue 21): the denials of an attached
+// sandbox reach a real rsyslog (TCP) as OCSF objects: Network Activity,
+// Refuse, blocked, the destination and the process that asked, each the
+// audit file's event by metadata.uid, in order.
+TEST_F(Agent, OcsfSinkSendsASandboxsDenialsAsOcsfObjects) {
+  if (::access(kRsyslogd, X_OK) != 0) GTEST_SKIP() << "rsyslog is not installed (setup.sh installs it)";
+  Collector collector;
+  ASSERT_TRUE(collector.Start(Collector::Mode::kTcp)) << collector.Log();
+  const std::string d = collector.dir(), audit = d + "/audit.jsonl";
+  TestAgent agent(
+      "sinks:\n  - {kind: jsonl, path: " + audit + ", fsync: never}\n  - kind: syslog\n    address: tcp://127.0.0.1:" +
+      std::to_string(collector.port()) + "\n    format: ocsf\n    spool: {path: " + d + "/spool, maxBytes: 64Mi}\n");
+  ASSERT_TRUE(agent.Start()) << agent.Log(0);
+  TestCgroup cg("ocsf-sink");
+  PolicyFile policy(LoopbackPolicy("ocsf-sink", 1));
+  ASSERT_EQ(Cordon({"attach", "--cgroup", cg.path(), "--policy", policy.path(), "--allow-degraded"}).status, 0);
+  ASSERT_TRUE(WaitFor([&] { return agent.Sandbox(cg.id()).has_value(); }, 5000));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(RunInCgroup(cg.path(), [] { return TcpConnect(V4("127.0.0.1", 9)); }), EPERM);
+  std::vector<cordon::v1::AuditEvent> denied;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        denied.clear();
+        for (const auto& e : ParseJsonLines(Slurp(audit), true))
+          if (e.sandbox_cgroup_id() == cg.id() && e.kind() == "net.connect") denied.push_back(e);
+        return denied.size() == 3;
+      },
+      10000));
+  std::vector<google::protobuf::Struct> mine;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        mine.clear();
+        for (const auto& line : collector.Lines()) {
+          google::protobuf::Struct o;
+          if (!google::protobuf::util::JsonStringToMessage(line, &o).ok()) continue;
+          const auto& meta = o.fields().find("metadata");
+          if (meta == o.fields().end()) continue;
+          const auto& uid = meta->second.struct_value().fields().find("uid");
+          if (uid == meta->second.struct_value().fields().end()) continue;
+          for (const auto& e : denied)
+            if (e.id() == uid->second.string_value()) mine.push_back(o);
+        }
+        return mine.size() >= 3;
+      },
+      30000))
+      << agent.Log(0) << collector.Log();
+  EXPECT_EQ(agent.Stop(), 0);
+  collector.Stop();
+  ASSERT_EQ(mine.size(), 3u) << "each once";
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& f = mine[i].fields();
+    EXPECT_EQ(f.at("metadata").struct_value().fields().at("uid").string_value(), denied[i].id()) << "in order";
+    EXPECT_EQ(f.at("class_uid").number_value(), 4001);
+    EXPECT_EQ(f.at("activity_id").number_value(), 5);
+    EXPECT_EQ(f.at("action_id").number_value(), 2);
+    EXPECT_EQ(f.at("disposition_id").number_value(), 2);
+    const auto& dst = f.at("dst_endpoint").struct_value().fields();
+    EXPECT_EQ(dst.at("ip").string_value(), "127.0.0.1");
+    EXPECT_EQ(dst.at("port").number_value(), 9);
+    const auto& process = f.at("actor").struct_value().fields().at("process").struct_value().fields();
+    EXPECT_EQ(process.at("pid").number_value(), denied[i].pid());
+    EXPECT_GT(denied[i].pid(), 0u);
+    EXPECT_EQ(f.at("policy").struct_value().fields().at("name").string_value(), "ocsf-sink");
+  }
 }
 
 // The CLI through the agent: status, tail --since replay, metrics, attach,

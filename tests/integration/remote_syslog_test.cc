@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
 #include "events/json_line.h"
@@ -159,6 +161,38 @@ TEST_F(RemoteSyslog, TlsWithTheCollectorsCaAndAClientCertificateArrives) {
   auto ids = collector_.Ids();
   ASSERT_EQ(ids.size(), 50u);
   for (uint64_t i = 1; i <= 50; ++i) EXPECT_EQ(ids[i - 1], Id(i));
+}
+
+// format: ocsf: each message rsyslog receives is one OCSF object (Network
+// Activity, refused), in order, once, its metadata.uid the event's id, and
+// the whole event under unmapped.cordon.
+TEST_F(RemoteSyslog, OcsfObjectsOverTlsArriveOnceInOrder) {
+  ASSERT_TRUE(collector_.MakeCertificates());
+  ASSERT_TRUE(collector_.Start(Collector::Mode::kTls)) << collector_.Log();
+  auto o = Options(true);
+  o.body = SyslogSink::Body::kOcsf;
+  auto sink = OpenSink(o);
+  ASSERT_TRUE(sink);
+  for (uint64_t i = 1; i <= 50; ++i) ASSERT_TRUE(sink->Write(Event(i)).ok());
+  ASSERT_TRUE(WaitFor([&] { return collector_.Lines().size() >= 50; }, 30000))
+      << collector_.Lines().size() << " arrived; " << sink->stats().last_error << "\n"
+      << collector_.Log();
+  EXPECT_TRUE(sink->WaitDrained(30000));
+  const auto lines = collector_.Lines();
+  ASSERT_EQ(lines.size(), 50u);
+  for (uint64_t i = 1; i <= 50; ++i) {
+    google::protobuf::Struct ocsf;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[i - 1], &ocsf).ok()) << lines[i - 1];
+    const auto& f = ocsf.fields();
+    ASSERT_TRUE(f.count("class_uid") && f.count("metadata") && f.count("unmapped")) << lines[i - 1];
+    EXPECT_EQ(f.at("class_uid").number_value(), 4001) << lines[i - 1];
+    EXPECT_EQ(f.at("activity_id").number_value(), 5) << lines[i - 1];
+    EXPECT_EQ(f.at("disposition_id").number_value(), 2) << lines[i - 1];
+    EXPECT_EQ(f.at("metadata").struct_value().fields().at("uid").string_value(), Id(i));
+    const auto& cordon_event = f.at("unmapped").struct_value().fields().at("cordon").struct_value().fields();
+    EXPECT_EQ(cordon_event.at("id").string_value(), Id(i));
+    EXPECT_EQ(cordon_event.at("reason").string_value(), Event(i).reason());
+  }
 }
 
 // Negative controls of the TLS checks: a collector whose certificate another

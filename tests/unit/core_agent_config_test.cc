@@ -456,6 +456,14 @@ TEST(AgentConfig, RemoteSyslogSink) {
   EXPECT_EQ(p.config.sinks[0].remote.spool_dir, "/var/lib/cordon/spool");
   EXPECT_EQ(p.config.sinks[0].Name(), "syslog:tcp://[::1]:514");
   EXPECT_EQ(p.config.sinks[0].remote.replay_bytes, 8u << 20);
+  EXPECT_EQ(p.config.sinks[0].body, SyslogSink::Body::kJson) << "format rfc5424 by default";
+  p = Parse(
+      "sinks:\n  - {kind: syslog, address: \"tcp://a:1\", format: ocsf}\n  - {kind: syslog, format: ocsf}\n"
+      "  - {kind: stdout, format: ocsf}\n");
+  ASSERT_TRUE(p.ok) << p.errors;
+  EXPECT_EQ(p.config.sinks[0].body, SyslogSink::Body::kOcsf);
+  EXPECT_EQ(p.config.sinks[1].body, SyslogSink::Body::kOcsf) << "the local syslog sink too";
+  EXPECT_EQ(p.config.sinks[2].format, StreamSink::Format::kOcsf);
   p = Parse("sinks:\n  - {kind: syslog, address: \"tcp://a:1\", spool: {maxBytes: 4Mi}}\n");
   ASSERT_TRUE(p.ok) << p.errors;
   EXPECT_EQ(p.config.sinks[0].remote.replay_bytes, 2u << 20) << "the default, at most half the spool";
@@ -488,8 +496,6 @@ TEST(AgentConfig, RemoteSyslogSink) {
       {"  - {kind: syslog, address: \"tls://a:1\", tls: {ca: " + readable + ", cert: " + readable +
            ", key: /nonexistent/client.key}}\n",
        "sinks[0].tls.key: cannot read /nonexistent/client.key"},
-      {"  - {kind: syslog, address: \"tcp://a:1\", format: ocsf}\n",
-       "sinks[0].format: format ocsf is not supported yet"},
       {"  - {kind: syslog, address: \"tcp://a:1\", format: cef}\n",
        "sinks[0].format: unknown value 'cef' (expected one of: rfc5424, ocsf)"},
       {"  - {kind: syslog, address: \"tcp://a:1\", spool: {maxBytes: 1.5Gi}}\n",

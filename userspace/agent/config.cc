@@ -305,8 +305,10 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
     sink->kind = SinkConfig::Kind::kStdout;
     fields.push_back({"format", [&](const YamlNode& v, const std::string& f) {
                         std::string s;
-                        if (Choice(v, f, {"json", "compact"}, &s))
-                          sink->format = s == "json" ? StreamSink::Format::kJson : StreamSink::Format::kCompact;
+                        if (Choice(v, f, {"json", "compact", "ocsf"}, &s))
+                          sink->format = s == "json"      ? StreamSink::Format::kJson
+                                         : s == "compact" ? StreamSink::Format::kCompact
+                                                          : StreamSink::Format::kOcsf;
                       }});
   } else {
     sink->kind = SinkConfig::Kind::kSyslog;
@@ -331,8 +333,8 @@ void Reader::Sink(const YamlNode& node, const std::string& path, SinkConfig* sin
                       }});
     fields.push_back({"format", [&](const YamlNode& v, const std::string& f) {
                         std::string s;
-                        if (Choice(v, f, {"rfc5424", "ocsf"}, &s) && s == "ocsf")
-                          Error(v, f, "format ocsf is not supported yet (rfc5424 is)");
+                        if (Choice(v, f, {"rfc5424", "ocsf"}, &s))
+                          sink->body = s == "ocsf" ? SyslogSink::Body::kOcsf : SyslogSink::Body::kJson;
                       }});
     fields.push_back(
         {"tls", [&](const YamlNode& v, const std::string& f) {

@@ -11,12 +11,12 @@
 //       keep: 5                           # rotated files kept (path.1 newest)
 //       fsync: interval                   # every-event | interval | never
 //       fsyncIntervalMs: 1000
-//     - {kind: stdout, format: compact}   # json | compact
+//     - {kind: stdout, format: compact}   # json | compact | ocsf
 //     - {kind: syslog, socket: /dev/log, facility: authpriv}
 //     - kind: syslog                      # remote: RFC 5424, octet-counted, via a spool
 //       address: tls://collector.example:6514   # tcp://HOST:PORT | tls://HOST:PORT | unix:///dev/log
 //       tls: {ca: /etc/cordon/collector-ca.pem, cert: /etc/cordon/client.pem, key: /etc/cordon/client.key}
-//       format: rfc5424
+//       format: rfc5424                   # rfc5424 (body: the event's JSON) | ocsf (body: OCSF 1.3.0)
 //       spool: {path: /var/lib/cordon/spool, maxBytes: 1Gi, replayBytes: 8Mi}
 //   metrics:
 //     listen: 127.0.0.1:9464              # "" disables; port 0 picks one

@@ -47,6 +47,7 @@ Status SinkFanout::Open(const std::vector<SinkConfig>& configs) {
         if (!sc.remote.host.empty()) {
           RemoteSyslogOptions options = sc.remote;
           options.facility = sc.facility;
+          options.body = sc.body;
           auto sink = RemoteSyslogSink::Open(options);
           if (!sink) return sink.error().Wrap("sink " + sc.Name());
           slot.sink = std::move(*sink);
@@ -54,7 +55,7 @@ Status SinkFanout::Open(const std::vector<SinkConfig>& configs) {
         }
         // The syslog daemon may come up after the agent: retried, and events
         // meanwhile counted as failed writes of this sink.
-        auto sink = SyslogSink::Open(sc.socket, "cordon", sc.facility);
+        auto sink = SyslogSink::Open(sc.socket, "cordon", sc.facility, sc.body);
         slot.last_open_try_ns = MonoNs();
         if (sink) {
           slot.sink = std::move(*sink);

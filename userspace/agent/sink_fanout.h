@@ -33,6 +33,7 @@ struct SinkConfig {
   // syslog
   std::string socket = "/dev/log";
   int facility = 10;  // authpriv
+  SyslogSink::Body body = SyslogSink::Body::kJson;  // format: rfc5424 | ocsf (local and remote)
   std::string facility_name = "authpriv";
   // syslog with address: tcp://HOST:PORT or tls://HOST:PORT: the remote sink
   // (events/remote_syslog.h); remote.host empty: the unix socket above.

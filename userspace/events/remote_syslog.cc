@@ -268,7 +268,7 @@ UniqueFd Spool::TakeUnsynced() {
 void RemoteSyslogSink::SslCtxFree::operator()(void* ctx) const { SSL_CTX_free(static_cast<SSL_CTX*>(ctx)); }
 
 RemoteSyslogSink::RemoteSyslogSink(const RemoteSyslogOptions& options)
-    : options_(options), formatter_(SyslogSink::Formatter(options.app_name, options.facility)) {}
+    : options_(options), formatter_(SyslogSink::Formatter(options.app_name, options.facility, options.body)) {}
 
 Result<std::unique_ptr<RemoteSyslogSink>> RemoteSyslogSink::Open(const RemoteSyslogOptions& options) {
   std::unique_ptr<RemoteSyslogSink> sink(new RemoteSyslogSink(options));

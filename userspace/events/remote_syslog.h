@@ -96,6 +96,7 @@ struct RemoteSyslogOptions {
   uint64_t replay_bytes = 8ull << 20;
   std::string app_name = "cordon";
   int facility = SyslogSink::kFacilityAuthpriv;
+  SyslogSink::Body body = SyslogSink::Body::kJson;  // format: rfc5424 (the event's JSON) | ocsf
   uint32_t connect_timeout_ms = 10000;
   uint32_t io_timeout_ms = 30000;
 };

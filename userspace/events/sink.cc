@@ -12,6 +12,7 @@
 #include "events/audit_chain.h"
 #include "events/decoder.h"
 #include "events/json_line.h"
+#include "events/ocsf.h"
 #include "util/fs.h"
 
 namespace cordon {
@@ -371,25 +372,25 @@ void JsonlFileSink::DropSyncedPages() {
 
 // ---- SyslogSink -------------------------------------------------------------
 
-SyslogSink::SyslogSink(std::string socket_path, std::string app_name, int facility)
-    : socket_path_(std::move(socket_path)), app_name_(HeaderField(app_name, 48)), facility_(facility) {
+SyslogSink::SyslogSink(std::string socket_path, std::string app_name, int facility, Body body)
+    : socket_path_(std::move(socket_path)), app_name_(HeaderField(app_name, 48)), facility_(facility), body_(body) {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   hostname_ = HeaderField(host, 255);
 }
 
 Result<std::unique_ptr<SyslogSink>> SyslogSink::Open(const std::string& socket_path, const std::string& app_name,
-                                                     int facility) {
+                                                     int facility, Body body) {
   if (facility < 0 || facility > 23) return Error{"syslog facility " + std::to_string(facility) + " is not 0..23"};
   if (socket_path.empty() || socket_path.size() >= sizeof(sockaddr_un{}.sun_path))
     return Error{"syslog socket path '" + socket_path + "' is empty or too long"};
-  std::unique_ptr<SyslogSink> sink(new SyslogSink(socket_path, app_name, facility));
+  std::unique_ptr<SyslogSink> sink(new SyslogSink(socket_path, app_name, facility, body));
   CORDON_TRY(sink->Connect());
   return sink;
 }
 
-std::unique_ptr<SyslogSink> SyslogSink::Formatter(const std::string& app_name, int facility) {
-  return std::unique_ptr<SyslogSink>(new SyslogSink("", app_name, facility));
+std::unique_ptr<SyslogSink> SyslogSink::Formatter(const std::string& app_name, int facility, Body body) {
+  return std::unique_ptr<SyslogSink>(new SyslogSink("", app_name, facility, body));
 }
 
 Status SyslogSink::Connect() {
@@ -412,7 +413,16 @@ std::string SyslogSink::Format(const cordon::v1::AuditEvent& event) const {
   msg += hostname_ + " " + app_name_ + " " + std::to_string(::getpid()) + " " + HeaderField(event.kind(), 32) + " ";
   msg += "[cordon@32473 sandbox=\"" + SdEscape(event.sandbox()) + "\" kind=\"" + SdEscape(event.kind()) +
          "\" verdict=\"" + SdEscape(event.verdict()) + "\" pid=\"" + std::to_string(event.pid()) + "\"] ";
-  msg += ToJsonLine(event);
+  if (body_ == Body::kOcsf) {
+    // The object carries the event twice (mapped, and whole under
+    // unmapped.cordon): one that would not fit goes without the copy.
+    const std::string host = hostname_ == "-" ? "" : hostname_;
+    std::string body = ToOcsfJson(event, host);
+    if (msg.size() + body.size() > kMaxMessage) body = ToOcsfJson(event, host, false);
+    msg += body;
+  } else {
+    msg += ToJsonLine(event);
+  }
   if (msg.size() > kMaxMessage) {
     size_t n = kMaxMessage;
     while (n > 0 && (static_cast<unsigned char>(msg[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
@@ -450,6 +460,11 @@ size_t StreamSink::WriteLines(std::string_view lines, size_t count, Status* stat
 }
 
 Status StreamSink::Write(const cordon::v1::AuditEvent& event) {
+  if (format_ == Format::kOcsf) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    return WriteAll(fd_, ToOcsfJson(event, host) + "\n");
+  }
   return WriteAll(fd_, (format_ == Format::kJson ? ToJsonLine(event) : ToCompactLine(event, colour_)) + "\n");
 }
 

@@ -128,31 +128,36 @@ class SyslogSink : public AuditSink {
   static constexpr int kFacilityAuthpriv = 10;
 
   // Fails if the socket cannot be connected (no syslog daemon listening).
+  // The message's body after the structured data: the event as the audit
+  // file has it, or its OCSF form (events/ocsf.h).
+  enum class Body { kJson, kOcsf };
   static Result<std::unique_ptr<SyslogSink>> Open(const std::string& socket_path = "/dev/log",
                                                   const std::string& app_name = "cordon",
-                                                  int facility = kFacilityAuthpriv);
+                                                  int facility = kFacilityAuthpriv, Body body = Body::kJson);
   // Reconnects once per call when the socket reports ECONNREFUSED, ENOTCONN
   // or ECONNRESET (the syslog daemon restarted) or the last reconnect failed.
   Status Write(const cordon::v1::AuditEvent& event) override;
   // A sink that only formats (the remote syslog sink's messages): never connected.
-  static std::unique_ptr<SyslogSink> Formatter(const std::string& app_name, int facility);
+  static std::unique_ptr<SyslogSink> Formatter(const std::string& app_name, int facility, Body body = Body::kJson);
   // The message Write() sends (exposed for tests and diagnostics).
   std::string Format(const cordon::v1::AuditEvent& event) const;
 
  private:
-  SyslogSink(std::string socket_path, std::string app_name, int facility);
+  SyslogSink(std::string socket_path, std::string app_name, int facility, Body body);
   Status Connect();
 
   std::string socket_path_;
   std::string app_name_;
   std::string hostname_;
   int facility_;
+  Body body_;
   UniqueFd fd_;
 };
 
 class StreamSink : public AuditSink {
  public:
-  enum class Format { kJson, kCompact };
+  // kOcsf: one OCSF object a line (events/ocsf.h).
+  enum class Format { kJson, kCompact, kOcsf };
   // `colour`: compact lines coloured (a terminal; see util/colour.h).
   StreamSink(int fd, Format format, bool colour = false) : fd_(fd), format_(format), colour_(colour) {}
   Status Write(const cordon::v1::AuditEvent& event) override;
