@@ -6,8 +6,9 @@
 // A network namespace of its own (cordon-bench-dns-<pid>, loopback only) holds
 // Debian's dnsmasq on 127.0.0.1:53 (host records, no query log) and cordon's
 // resolver (dns::Server on 127.0.0.1, port 0, dns::Resolver with a small
-// policy's rules, dns::SocketUpstreamClient to dnsmasq); the grants callback
-// only counts them. A client on the main thread sends A queries one at a
+// policy's rules, dns::SocketUpstreamClient to dnsmasq, and the check of who
+// asks: a sock_diag lookup of each query's socket, its cgroup compared with
+// the benchmark's own); the grants callback only counts them. A client on the main thread sends A queries one at a
 // time (send, wait for the reply) in interleaved rounds: each round visits two
 // placements (all on one CPU; client and servers on different CPUs) in a
 // shuffled order and, in each, the direct batch (to dnsmasq), the resolver
@@ -44,6 +45,8 @@
 #include "dns/server.h"
 #include "policy/compiler.h"
 #include "policy/parser.h"
+#include "sys/cgroup.h"
+#include "sys/sock_diag.h"
 
 namespace {
 
@@ -353,13 +356,37 @@ int RunBench(const Options& opt) {
   policy::DnsUpstream listen = *upstream;
   listen.port = 0;
   const std::set<pid_t> before = Tasks();
+  // Who asks is checked as cordon's NameService checks it (a sock_diag
+  // lookup of the peer's socket per query, its cgroup compared): here the
+  // benchmark's own cgroup stands for the sandbox's.
+  auto mount = FindCgroup2Mount();
+  if (!mount) Die("cgroup2: " + mount.error().ToString());
+  std::string own_path;
+  {
+    std::ifstream in("/proc/self/cgroup");
+    std::stringstream text;
+    text << in.rdbuf();
+    own_path = text.str();
+  }
+  own_path = own_path.substr(own_path.find("0::") + 3);
+  own_path = own_path.substr(0, own_path.find('\n'));
+  struct stat own_st {};
+  if (::stat((*mount + own_path).c_str(), &own_st) != 0) Die("stat of the benchmark's cgroup " + *mount + own_path);
+  const uint64_t own_cgroup = own_st.st_ino;
+  std::atomic<uint64_t> peers_refused{0};
   auto server = dns::Server::Start(
       listen, g.resolver.get(),
       [&](const std::vector<dns::Grant>& gs) {
         grants += gs.size();
         return true;
       },
-      [&](const dns::QueryDecision&) { ++decisions; });
+      [&](const dns::QueryDecision&) { ++decisions; },
+      [&](const sockaddr_storage& peer, const sockaddr_storage& self, int protocol) {
+        auto found = FindLoopbackPeer(peer, self, static_cast<uint8_t>(protocol));
+        const bool ok = found && (found->cgroup_id == 0 || found->cgroup_id == own_cgroup);
+        if (!ok) ++peers_refused;
+        return ok;
+      });
   if (!server.ok()) Die("dns::Server::Start: " + server.error().ToString());
   g.server = std::move(*server);
   std::vector<pid_t> server_tids;  // the server's threads (UDP is served on one)
@@ -464,6 +491,7 @@ int RunBench(const Options& opt) {
           pl.name, direct, pl.sides[1].batch_median_us.back(), pl.sides[2].batch_median_us.back());
     }
   }
+  if (peers_refused) Die(std::to_string(peers_refused.load()) + " queries refused by the peer check");
   if (failures > opt.queries / 100) Die(std::to_string(failures) + " lookups failed (timeout or unexpected rcode)");
   const uint64_t served = g.server->queries() - served_before;
 

@@ -338,7 +338,8 @@ TEST_F(NameEgress, AnAnswerForOneSandboxAllowsNothingInAnother) {
 // Only the sandbox is answered. A process outside it (here the test itself,
 // root, in the same network namespace) that writes to the resolver's own
 // address (found in /proc/net/udp: port 53 of 127.53.x.y) gets no answer over
-// UDP and a closed connection over TCP: it can neither grant anything in the
+// UDP and a closed connection over TCP, also when it closes its end at once
+// after sending (TIME_WAIT: no cgroup): it can neither grant anything in the
 // sandbox's map nor write dns.query records into its trail. Controls: the
 // same outside query code is answered by dnsmasq (127.0.0.1:53), and the
 // sandbox, asking before and after, is answered.
@@ -358,6 +359,10 @@ def tcp(addr, name):
     try: r = s.recv(4096); return ('rcode %d' % (r[5] & 15)) if len(r) > 5 else 'closed'
     except ConnectionResetError: return 'closed'
     except socket.timeout: return 'timeout'
+def tcp_close(addr, name):
+    s = socket.socket(); s.settimeout(2); s.connect((addr, 53))
+    q = query(name); s.sendall(struct.pack('>H', len(q)) + q); s.close()
+    return 'sent and closed'
 resolvers = []
 for line in open('/proc/net/udp').readlines()[1:]:
     local = line.split()[1]
@@ -367,6 +372,7 @@ for line in open('/proc/net/udp').readlines()[1:]:
 print('resolvers', len(resolvers))
 for ip in resolvers:
     print('udp', udp(ip, 'b.wild.test')); print('tcp', tcp(ip, 'b.wild.test'))
+    print('tcp', tcp_close(ip, 'd.wild.test'))
 print('dnsmasq udp', udp('127.0.0.1', 'allowed.test')); print('dnsmasq tcp', tcp('127.0.0.1', 'allowed.test'))
 )PY";
 
@@ -395,9 +401,16 @@ TEST_F(NameEgress, OnlyTheSandboxIsAnsweredNotAnotherLocalProcess) {
   EXPECT_TRUE(Has(outside.out, "dnsmasq tcp rcode 0")) << outside.out;
   EXPECT_TRUE(Has(run.out, "q a.wild.test rcode 0 93.184.216.35")) << run.out << run.err;
   EXPECT_TRUE(Has(run.out, "qt a.wild.test rcode 0 93.184.216.35")) << run.out << run.err;
+  EXPECT_TRUE(Has(outside.out, "tcp sent and closed")) << outside.out;
+  // A TCP client that closed at once (its socket is then TIME_WAIT, which
+  // sock_diag reports without a cgroup) is not served either.
   EXPECT_FALSE(dnsmasq_.Saw("b.wild.test")) << dnsmasq_.Log();
+  EXPECT_FALSE(dnsmasq_.Saw("d.wild.test")) << dnsmasq_.Log();
   const auto events = AuditFileEvents(audit_);
-  for (const auto& e : events) EXPECT_NE(e.dns().name(), "b.wild.test") << e.ShortDebugString();
+  for (const auto& e : events) {
+    EXPECT_NE(e.dns().name(), "b.wild.test") << e.ShortDebugString();
+    EXPECT_NE(e.dns().name(), "d.wild.test") << e.ShortDebugString();
+  }
 }
 
 // A `cordon update` of the run's sandbox puts another policy in force while

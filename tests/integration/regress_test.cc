@@ -513,6 +513,70 @@ TEST_F(Regress, BindSocketAndSeccompProbesPassAndFailUnderAPolicyAllowingThem) {
   EXPECT_NE(r.err.find("0 denied as expected, 4 not"), std::string::npos) << r.err;
 }
 
+// The net.sockopt probe: a real cordon run records SO_MARK and IP_FREEBIND
+// refused by the sandbox's setsockopt program (EPERM; no policy allows
+// them, so the control is the probe unconfined, which sets both); each case
+// passes, naming the option, and a case of an option the program does not
+// refuse is skipped with the reason, never passed.
+TEST_F(Regress, SockoptProbesPassWhereRefusedAndSetTheOptionUnconfined) {
+  const std::string audit = *dir_ + "/sockopt-audit.jsonl";
+  const std::string script =
+      "import socket\n"
+      "res = []\n"
+      "for name, level, option in (('mark', socket.SOL_SOCKET, 36), ('freebind', socket.IPPROTO_IP, 15)):\n"
+      "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+      "    try:\n"
+      "        s.setsockopt(level, option, 1)\n"
+      "        res.append(name + '=ok')\n"
+      "    except OSError as e:\n"
+      "        res.append('%s=%d' % (name, e.errno))\n"
+      "    s.close()\n"
+      "print(' '.join(res))\n";
+  auto recorded = Cordon(
+      {"run", "-q", "--policy", policy_, "--audit", audit, "--cwd", out_, "--", "/usr/bin/python3", "-c", script});
+  ASSERT_EQ(recorded.status, 0) << recorded.err;
+  ASSERT_EQ(recorded.out, "mark=1 freebind=1\n") << recorded.err;
+  const std::string cases = *dir_ + "/sockopt-cases";
+  auto captured = Cordon({"regress", "capture", "--audit", audit, "--policy", policy_, "--out", cases});
+  ASSERT_EQ(captured.status, 0) << captured.err;
+  std::map<uint32_t, std::string> by_option;
+  for (const auto& f : CaseFiles(cases)) {
+    auto c = ReadCase(f);
+    EXPECT_EQ(c.probe.kind, "net.sockopt") << f;
+    EXPECT_EQ(c.enforcement, "kernel-cgroup") << f;
+    by_option[c.probe.option] = f;
+  }
+  ASSERT_EQ(by_option.size(), 2u) << captured.out;
+  ASSERT_TRUE(by_option.count(36) && by_option.count(15)) << captured.out;
+  EXPECT_EQ(ReadCase(by_option[36]).probe.level, 1u);
+  EXPECT_EQ(ReadCase(by_option[15]).probe.level, 0u);
+
+  auto r = Cordon({"regress", "run", cases});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("2 denied as expected, 0 not, 0 skipped"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pass " + by_option[36] + ": denied: setsockopt"), std::string::npos) << r.err;
+
+  // Controls, unconfined: the probe sets both options.
+  for (const char* option : {"36", "15"}) {
+    auto probe =
+        Cordon({"regress", "probe", "net.sockopt", "--level", option[0] == '3' ? "1" : "0", "--option", option});
+    EXPECT_NE(probe.out.find("\"result\":\"ok\""), std::string::npos) << option << probe.out << probe.err;
+  }
+  // An option the program does not refuse (SO_KEEPALIVE): skipped, with the reason.
+  std::string text = Slurp(by_option[36]);
+  const size_t at = text.find("  option: 36\n");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 13, "  option: 9\n");
+  const std::string odd = *dir_ + "/sockopt-odd";
+  ASSERT_EQ(::mkdir(odd.c_str(), 0700), 0);
+  const std::string policy_file = ReadCase(by_option[36]).policy_file;
+  Spit(odd + "/keepalive.yaml", text);
+  Spit(odd + "/" + policy_file, Slurp(cases + "/" + policy_file));
+  r = Cordon({"regress", "run", odd});
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find("no probe for net.sockopt of level 1 option 9"), std::string::npos) << r.err;
+}
+
 // The file.create probe: a real cordon run records a regular file made
 // (mknod) in a directory the policy gives no create right (Landlock refuses
 // it on the host and, before BPF LSM, in the VMs); the case passes under its

@@ -246,8 +246,21 @@ TEST(Ocsf, ASyslogMessageTooLargeForTheCopyDropsItAndStaysJson) {
   EXPECT_EQ(Text(o, "file.path"), e.file().path());
   EXPECT_TRUE(At(o, "unmapped.cordon_omitted").bool_value());
   EXPECT_EQ(At(o, "unmapped.cordon").kind_case(), Value::KIND_NOT_SET);
+  // A path too long for the message even without the copy (4,096 bytes the
+  // decoder escaped, 16 KiB): the strings are cut, the JSON stays whole.
+  e.mutable_file()->set_path("/" + std::string(4095, 'x'));
+  for (int i = 0; i < 4000; i += 4) e.mutable_file()->mutable_path()->replace(1 + i, 4, "\\x1b");
+  e.set_reason("refused: " + e.file().path());
+  const std::string huge = ocsf->Format(e);
+  EXPECT_LE(huge.size(), SyslogSink::kMaxMessage);
+  const Struct cut = Parse(huge.substr(huge.find("] {") + 2));
+  EXPECT_TRUE(At(cut, "unmapped.cut").bool_value());
+  EXPECT_EQ(Text(cut, "file.path").substr(0, 512), e.file().path().substr(0, 512));
+  EXPECT_EQ(Number(cut, "class_uid"), 1001) << "the mapped fields stay";
+  EXPECT_EQ(Number(cut, "time"), 1700000000123.0);
   // Control: a small event keeps the copy.
   e.mutable_file()->set_path("/a");
+  e.set_reason("not allowed");
   const std::string small = ocsf->Format(e);
   EXPECT_EQ(Text(Parse(small.substr(small.find("] {") + 2)), "unmapped.cordon.file.path"), "/a");
 }

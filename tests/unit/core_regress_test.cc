@@ -236,6 +236,53 @@ TEST(RegressCase, NewProbeFieldsReadBackStrictly) {
   EXPECT_NE(NoProbeReason(p).find("signal another process"), std::string::npos) << NoProbeReason(p);
 }
 
+// The net.sockopt probe: level and option from the event's target, read
+// back strictly, matched by both, and only for options the sandbox's
+// setsockopt program refuses.
+TEST(RegressCase, SockoptCasesReadBackMatchAndNameTheirOption) {
+  v1::AuditEvent e;
+  e.set_kind("net.sockopt");
+  e.set_verdict("denied");
+  e.set_enforcement("kernel-cgroup");
+  e.set_policy("p");
+  e.mutable_target()->set_arg(1);    // SOL_SOCKET
+  e.mutable_target()->set_arg2(36);  // SO_MARK
+  const RegressCase c = CaseOf(e);
+  EXPECT_EQ(c.probe.level, 1u);
+  EXPECT_EQ(c.probe.option, 36u);
+  EXPECT_EQ(c.probe.Target(), "level 1 option 36");
+  EXPECT_EQ(NoProbeReason(c.probe), "");
+  const std::string yaml = CaseYaml(c);
+  EXPECT_NE(yaml.find("  level: 1\n  option: 36\n"), std::string::npos) << yaml;
+  std::string error;
+  auto back = ParseCaseYaml(yaml, "x.case.yaml", &error);
+  ASSERT_TRUE(back) << error << "\n" << yaml;
+  EXPECT_TRUE(back->probe == c.probe);
+  // Judged by the event of that level and option.
+  ProbeResult refused;
+  refused.error = EPERM;
+  refused.step = "setsockopt";
+  EXPECT_EQ(JudgeCase(c, refused, {e}).kind, CaseOutcome::Kind::kPassed);
+  v1::AuditEvent other = e;
+  other.mutable_target()->set_arg2(15);
+  EXPECT_EQ(JudgeCase(c, refused, {other}).kind, CaseOutcome::Kind::kFailed);
+  other = e;
+  other.mutable_target()->set_arg(0);
+  EXPECT_EQ(JudgeCase(c, refused, {other}).kind, CaseOutcome::Kind::kFailed);
+  ExpectRefused(yaml, "  option: 36\n", "", "probe.option: missing (required for net.sockopt)");
+  ExpectRefused(yaml, "  level: 1\n", "", "probe.level: missing (required for net.sockopt)");
+  ExpectRefused(yaml, "  option: 36", "  option: 36\n  path: \"/x\"", "probe.path: not a field of a net.sockopt probe");
+  ExpectRefused(yaml, "  option: 36", "  option: 36\n  port: 1", "probe.port: not a field of a net.sockopt probe");
+  // level and option belong to net.sockopt only.
+  const std::string connect = CaseYaml(Captured());
+  ExpectRefused(connect, "  port: 9", "  port: 9\n  level: 1", "probe.level: not a field of a net.connect probe");
+  // An option that program does not refuse (SO_KEEPALIVE): no probe, with the reason.
+  RegressProbe keepalive = c.probe;
+  keepalive.option = 9;
+  EXPECT_NE(NoProbeReason(keepalive).find("not an option the sandbox's setsockopt program refuses"), std::string::npos)
+      << NoProbeReason(keepalive);
+}
+
 v1::AuditEvent FileEvent(const std::string& kind, const std::string& enforcement, const std::string& path) {
   v1::AuditEvent e = Read(path);
   e.set_kind(kind);

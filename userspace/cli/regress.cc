@@ -540,7 +540,9 @@ int Probe(const Args& args) {
                   {"--arg", "", true},
                   {"--type", "", true},
                   {"--syscall", "", true},
-                  {"--argument", "", true}},
+                  {"--argument", "", true},
+                  {"--level", "", true},
+                  {"--option", "", true}},
                  &parsed, &error) ||
       parsed.positionals.size() != 1)
     return PrintError(error.empty() ? "probe KIND [options]" : error), 2;
@@ -556,6 +558,8 @@ int Probe(const Args& args) {
   p.type = parsed.Get("--type").value_or("");
   p.syscall = static_cast<uint32_t>(std::strtoul(parsed.Get("--syscall").value_or("0").c_str(), nullptr, 10));
   p.argument = static_cast<uint32_t>(std::strtoul(parsed.Get("--argument").value_or("0").c_str(), nullptr, 10));
+  p.level = static_cast<uint32_t>(std::strtoul(parsed.Get("--level").value_or("0").c_str(), nullptr, 10));
+  p.option = static_cast<uint32_t>(std::strtoul(parsed.Get("--option").value_or("0").c_str(), nullptr, 10));
   auto r = ops::RunProbe(p);
   if (!r) return PrintError(ops::NoProbeReason(p)), 2;
   std::printf("%s\n", ops::ProbeResultJson(*r).c_str());

@@ -130,7 +130,29 @@ void PutFile(Struct* file, const std::string& path) {
 
 }  // namespace
 
-std::string ToOcsfJson(const v1::AuditEvent& e, const std::string& hostname, bool with_original) {
+std::string ToOcsfJson(const v1::AuditEvent& event, const std::string& hostname, bool with_original, size_t max_field) {
+  v1::AuditEvent cut_event;
+  bool cut = false;
+  if (max_field > 0) {
+    cut_event = event;
+    auto cap = [&](std::string* text) {
+      if (text->size() <= max_field) return;
+      size_t n = max_field;
+      while (n > 0 && (static_cast<unsigned char>((*text)[n]) & 0xC0) == 0x80) --n;  // a whole UTF-8 character
+      text->resize(n);
+      *text += "...[cut]";
+      cut = true;
+    };
+    cap(cut_event.mutable_comm());
+    cap(cut_event.mutable_exe());
+    cap(cut_event.mutable_reason());
+    cap(cut_event.mutable_sandbox());
+    cap(cut_event.mutable_policy());
+    cap(cut_event.mutable_file()->mutable_path());
+    cap(cut_event.mutable_net()->mutable_host());
+    cap(cut_event.mutable_dns()->mutable_name());
+  }
+  const v1::AuditEvent& e = max_field > 0 ? cut_event : event;
   const Mapping m = MapKind(e);
   const Outcome o = OutcomeOf(e);
   Struct root;
@@ -223,6 +245,7 @@ std::string ToOcsfJson(const v1::AuditEvent& e, const std::string& hostname, boo
   }
 
   // Everything, as the audit file has it.
+  if (cut) Put(Obj(&root, "unmapped"), "cut", Bool(true));
   Struct cordon_event;
   if (!with_original)
     Put(Obj(&root, "unmapped"), "cordon_omitted", Bool(true));
@@ -230,7 +253,9 @@ std::string ToOcsfJson(const v1::AuditEvent& e, const std::string& hostname, boo
     *Obj(Obj(&root, "unmapped"), "cordon") = std::move(cordon_event);
 
   std::string out;
-  if (!google::protobuf::util::MessageToJsonString(root, &out).ok()) return "{}";
+  // Cannot fail for strings that are valid UTF-8 (every event's are: the
+  // decoder escapes the workload's bytes); should it, the event's own line.
+  if (!google::protobuf::util::MessageToJsonString(root, &out).ok()) return ToJsonLine(event);
   return out;
 }
 

@@ -19,9 +19,13 @@ namespace cordon {
 
 constexpr const char* kOcsfVersion = "1.3.0";
 
-// `hostname`: device.hostname ("" leaves it out). `with_original` false:
-// no unmapped.cordon (unmapped.cordon_omitted true instead), for a message
-// that must fit a size (syslog's 8 KiB).
-std::string ToOcsfJson(const cordon::v1::AuditEvent& event, const std::string& hostname, bool with_original = true);
+// `hostname`: device.hostname ("" leaves it out). For a message that must
+// fit a size (syslog's 8 KiB): `with_original` false leaves unmapped.cordon
+// out (unmapped.cordon_omitted true instead), and `max_field` > 0 cuts every
+// string the workload chose (paths, comm, exe, reason, names) to that many
+// bytes with a "...[cut]" mark (unmapped.cut true), so the object stays whole
+// JSON however long they were.
+std::string ToOcsfJson(const cordon::v1::AuditEvent& event, const std::string& hostname, bool with_original = true,
+                       size_t max_field = 0);
 
 }  // namespace cordon

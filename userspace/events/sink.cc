@@ -419,6 +419,9 @@ std::string SyslogSink::Format(const cordon::v1::AuditEvent& event) const {
     const std::string host = hostname_ == "-" ? "" : hostname_;
     std::string body = ToOcsfJson(event, host);
     if (msg.size() + body.size() > kMaxMessage) body = ToOcsfJson(event, host, false);
+    // Still too long (a path of 4,096 escaped bytes is 16 KiB): the
+    // workload's strings cut, never the JSON.
+    if (msg.size() + body.size() > kMaxMessage) body = ToOcsfJson(event, host, false, 512);
     msg += body;
   } else {
     msg += ToJsonLine(event);

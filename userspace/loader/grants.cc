@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -12,7 +13,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <mutex>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "sys/bpffs.h"
 
@@ -85,20 +89,44 @@ Result<UniqueFd> NameTable(const std::string& dir, bool create) {
   }
   LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
   fd = UniqueFd(bpf_map_create(BPF_MAP_TYPE_HASH, "cordon_names", sizeof(uint32_t), sizeof(cordon_grant_name),
-                               kGrantNamesMax, &opts));
+                               kGrantNamesMax + 1, &opts));  // + the salt
   if (!fd.valid()) return SysError("create the name table");
   if (bpf_obj_pin(fd.get(), path.c_str())) return SysError("pin " + path);
   return fd;
 }
 
-// The name's id in the table, added if new: its FNV-1a hash, the next free
-// one on a collision (never 0: "no name"). *full: the table had no room.
+// The table's key (never a name's id) whose value holds the random key of
+// its ids: a name's id is not something the workload can compute, so it
+// cannot choose a name whose id lands on one a pending record names after
+// that name was removed (PruneNames), making the record name another host.
+constexpr uint32_t kSaltId = 0xffffffffu;
+
+// The table's salt, made (getrandom) on first use. 0 if unreadable.
+uint64_t Salt(int table) {
+  cordon_grant_name entry = {};
+  uint64_t salt = 0;
+  if (bpf_map_lookup_elem(table, &kSaltId, &entry) == 0) {
+    std::memcpy(&salt, entry.name, sizeof salt);
+    return salt;
+  }
+  if (::getrandom(&salt, sizeof salt, 0) != static_cast<ssize_t>(sizeof salt)) return 0;
+  std::memcpy(entry.name, &salt, sizeof salt);
+  if (bpf_map_update_elem(table, &kSaltId, &entry, BPF_NOEXIST) == 0) return salt;
+  if (bpf_map_lookup_elem(table, &kSaltId, &entry) == 0) std::memcpy(&salt, entry.name, sizeof salt);  // raced
+  return salt;
+}
+
+// The name's id in the table, added if new: its FNV-1a hash keyed by the
+// table's salt, the next free one on a collision (never 0: "no name", nor
+// kSaltId). *full: the table had no room.
 Result<uint32_t> NameId(int table, const std::string& name, bool* full) {
   *full = false;
+  const uint64_t salt = Salt(table);
   uint32_t id = 2166136261u;
+  for (size_t i = 0; i < sizeof salt; ++i) id = (id ^ static_cast<uint8_t>(salt >> (8 * i))) * 16777619u;
   for (unsigned char c : name) id = (id ^ c) * 16777619u;
   for (uint32_t probe = 0; probe < kGrantNamesMax; ++probe, ++id) {
-    if (id == 0) continue;
+    if (id == 0 || id == kSaltId) continue;
     cordon_grant_name entry = {};
     if (bpf_map_lookup_elem(table, &id, &entry) == 0) {
       if (std::strncmp(entry.name, name.c_str(), sizeof entry.name) == 0) return id;
@@ -119,9 +147,9 @@ Result<uint32_t> NameId(int table, const std::string& name, bool* full) {
 // its rule's latest answer's name; an expired address leaves its names
 // behind), so that answers for ever new names (a wildcard rule over a zone
 // with wildcard records) cannot fill the table for good. Under the lock, with
-// expired slots removed first. A record already read with a removed name's id
-// shows no net.host: records are read as they come, a removal follows a
-// table of kGrantNamesMax names, and an id is the name's hash.
+// expired slots removed first. A record read after its name was removed shows
+// no net.host (records are read as they come; a removal follows a table of
+// kGrantNamesMax names); with the salt, another name taking its id is chance.
 size_t PruneNames(int table, int grants) {
   std::vector<uint32_t> used;
   for (const auto& k : MapKeys<cordon_grant_key>(grants, 4 * CORDON_GRANTS_MAX)) {
@@ -134,8 +162,28 @@ size_t PruneNames(int table, int grants) {
   const std::vector<uint32_t> ids = MapKeys<uint32_t>(table, 4 * kGrantNamesMax);
   size_t removed = 0;
   for (uint32_t id : ids)
-    if (!std::binary_search(used.begin(), used.end(), id) && bpf_map_delete_elem(table, &id) == 0) ++removed;
+    if (id != kSaltId && !std::binary_search(used.begin(), used.end(), id) && bpf_map_delete_elem(table, &id) == 0)
+      ++removed;
   return removed;
+}
+
+// A prune that removed nothing (a table full of names live grants name) is
+// not tried again for a second for that sandbox: each costs a walk of both
+// maps under the pin root's lock, which every sandbox's grants share.
+std::mutex prune_mu;
+std::vector<std::pair<uint64_t, uint64_t>> fruitless;  // sandbox id, boot ns of its last fruitless prune
+
+bool PruneDue(uint64_t sandbox_id, uint64_t now) {
+  std::lock_guard<std::mutex> lock(prune_mu);
+  for (const auto& [id, at] : fruitless)
+    if (id == sandbox_id) return now - at >= 1'000'000'000ull;
+  return true;
+}
+
+void PruneDone(uint64_t sandbox_id, uint64_t now, size_t removed) {
+  std::lock_guard<std::mutex> lock(prune_mu);
+  std::erase_if(fruitless, [&](const auto& f) { return f.first == sandbox_id || now - f.second >= 1'000'000'000ull; });
+  if (!removed) fruitless.emplace_back(sandbox_id, now);
 }
 
 struct Locked {
@@ -219,9 +267,11 @@ Status GrantAddress(uint64_t sandbox_id, const NameGrant& grant) {
   const uint64_t now = BootNs();
   bool full = false;
   auto name_id = NameId(table->get(), grant.name, &full);
-  if (!name_id && full) {
+  if (!name_id && full && PruneDue(sandbox_id, now)) {
     Expire(grants->get(), now);
-    if (PruneNames(table->get(), grants->get())) name_id = NameId(table->get(), grant.name, &full);
+    const size_t removed = PruneNames(table->get(), grants->get());
+    PruneDone(sandbox_id, now, removed);
+    if (removed) name_id = NameId(table->get(), grant.name, &full);
   }
   if (!name_id) return name_id.error();
 

@@ -41,6 +41,24 @@ void SetRepeats(cordon::v1::AuditEvent* e, uint64_t count, int64_t first_ns, int
   SetTimestamp(last_ns, r->mutable_last());
 }
 
+// Whether sock_diag reports a socket's cgroup (INET_DIAG_CGROUP_ID, Linux
+// 5.9+): the lookup of a UDP socket of our own says so.
+bool KernelReportsSocketCgroups() {
+  UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_storage mine{}, self{};
+  auto* in = reinterpret_cast<sockaddr_in*>(&mine);
+  in->sin_family = AF_INET;
+  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof mine;
+  if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&mine), sizeof(sockaddr_in)) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&mine), &len) != 0)
+    return true;  // cannot tell: judged per query (a socket without a cgroup is refused)
+  self = mine;
+  reinterpret_cast<sockaddr_in*>(&self)->sin_port = htons(53);
+  auto found = FindLoopbackPeer(mine, self, IPPROTO_UDP);
+  return !found || found->cgroup_id != 0;
+}
+
 }  // namespace
 
 std::optional<cordon::v1::AuditEvent> WithGrantHost(const cordon::v1::AuditEvent& event) {
@@ -146,6 +164,11 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
   if (s->sandbox_path_.empty())
     return Error{"DNS resolver: no cgroup has id " + std::to_string(sandbox_id) + " (the sandbox is gone)"};
   s->member_ids_.push_back(sandbox_id);
+  s->cgroups_reported_ = KernelReportsSocketCgroups();
+  if (!s->cgroups_reported_)
+    s->notes_.push_back(
+        "this kernel does not report a socket's cgroup to sock_diag: cordon's resolver cannot tell the "
+        "sandbox's queries from other local processes' (any local process may ask it for this sandbox's names)");
   auto accept_peer = [p = s.get()](const sockaddr_storage& peer, const sockaddr_storage& self, int protocol) {
     return p->FromSandbox(peer, self, protocol);
   };
@@ -237,20 +260,29 @@ uint64_t NameService::queries() const {
 // sock_diag) must have been made in the sandbox's cgroup or below it. Another
 // local process (or another sandbox allowed loopback) that writes to the
 // resolver's address is not answered, so it can neither grant anything in
-// this sandbox's map nor write dns.query records into its trail. A kernel
-// that does not report a socket's cgroup (before 5.9) lets every local
-// process ask, as before; a socket gone before the lookup (a query sent and
-// the socket closed at once) is not answered.
+// this sandbox's map nor write dns.query records into its trail. A socket the
+// kernel reports without a cgroup (a TCP client that closed at once: its
+// TIME_WAIT socket) is refused, unless this kernel reports no socket's cgroup
+// (before 5.9: every local process may ask, with a note); a socket gone before
+// the lookup (a query sent and the socket closed at once) is not answered.
+// Outside cgroups are remembered too (ids are never reused), so a flood from
+// one costs a lookup per query, not a path resolution. UDP: the lookup finds
+// the socket a reply to the datagram's source would reach, which a local
+// process that chooses its source address (IP_PKTINFO) and holds the port of
+// a sandbox's connected socket on another loopback address can point at that
+// socket (README "Egress by name": residual risks).
 bool NameService::FromSandbox(const sockaddr_storage& peer, const sockaddr_storage& self, int protocol) {
   auto found = FindLoopbackPeer(peer, self, static_cast<uint8_t>(protocol));
   if (!found) return false;
-  if (found->cgroup_id == 0) return true;
+  if (found->cgroup_id == 0) return !cgroups_reported_;
   std::lock_guard<std::mutex> lock(peers_mu_);
   if (std::find(member_ids_.begin(), member_ids_.end(), found->cgroup_id) != member_ids_.end()) return true;
+  if (std::find(outside_ids_.begin(), outside_ids_.end(), found->cgroup_id) != outside_ids_.end()) return false;
   const std::string path = CgroupPathFromId(cgroup_mount_, found->cgroup_id);
-  if (path.empty() || path.compare(0, sandbox_path_.size() + 1, sandbox_path_ + "/") != 0) return false;
-  if (member_ids_.size() < 1024) member_ids_.push_back(found->cgroup_id);
-  return true;
+  const bool member = !path.empty() && path.compare(0, sandbox_path_.size() + 1, sandbox_path_ + "/") == 0;
+  auto& ids = member ? member_ids_ : outside_ids_;
+  if (!path.empty() && ids.size() < 1024) ids.push_back(found->cgroup_id);
+  return member;
 }
 
 bool NameService::Grant(const std::vector<dns::Grant>& grants) {

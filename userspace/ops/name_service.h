@@ -113,7 +113,9 @@ class NameService {
   std::string policy_digest_;  // grants are refused once it is no longer in force
   std::string cgroup_mount_, sandbox_path_;  // the sandbox's cgroup below the cgroup2 mount
   std::mutex peers_mu_;
-  std::vector<uint64_t> member_ids_;  // cgroups found below the sandbox's (it, and its descendants)
+  std::vector<uint64_t> member_ids_;   // cgroups found below the sandbox's (it, and its descendants)
+  std::vector<uint64_t> outside_ids_;  // cgroups found outside it
+  bool cgroups_reported_ = true;       // sock_diag reports a socket's cgroup
   std::string listen4_;
   std::vector<std::string> notes_;
   std::vector<policy::DnsUpstream> upstreams_;

@@ -156,9 +156,9 @@ struct CaseReader {
   }
 };
 
-const std::vector<std::string> kProbeKinds = {"net.connect",  "net.sendmsg",    "net.bind",  "net.socket",
-                                              "net.unix",     "file.open",      "file.exec", "file.create",
-                                              "file.setattr", "file.mmap_exec", "tamper.bpf"};
+const std::vector<std::string> kProbeKinds = {"net.connect",  "net.sendmsg",    "net.bind",   "net.socket",
+                                              "net.unix",     "file.open",      "file.exec",  "file.create",
+                                              "file.setattr", "file.mmap_exec", "tamper.bpf", "net.sockopt"};
 
 // Why a kind has no probe: each would act outside the probe's sandbox where
 // the policy now allows it, or its event does not say what to repeat.
@@ -171,7 +171,6 @@ const struct {
     {"file.link", "the event names one side of the link; making it would add a name where the policy allows it"},
     {"file.ioctl", "an ioctl on the recorded device would act on it where the policy allows it"},
     {"file.memfd", "recorded by a layer other than cordon run's seccomp filter: the event does not say what to repeat"},
-    {"net.sockopt", "the event does not record the option's value: setting another value is not the same operation"},
     {"tamper.signal", "it would signal another process where the policy allows it"},
     {"tamper.ptrace", "it would attach to another process where the policy allows it"},
     {"tamper.cgroup", "it would move a process between cgroups where the policy allows it"},
@@ -188,6 +187,7 @@ bool SameTarget(const RegressCase& c, const v1::AuditEvent& e) {
     return seen.address == c.probe.address && seen.port == c.probe.port && seen.protocol == c.probe.protocol;
   if (c.probe.kind == "net.socket")
     return seen.family == c.probe.family && seen.type == c.probe.type && seen.protocol == c.probe.protocol;
+  if (c.probe.kind == "net.sockopt") return seen.level == c.probe.level && seen.option == c.probe.option;
   if (IsSeccompProbe(c.probe)) {
     // The call as the probe made it: where the filter judged an argument the
     // probe passed the recorded one; a pid was 1, not the recorded pid.
@@ -207,6 +207,7 @@ std::string RegressProbe::Target() const {
     return protocol + " " + addr + ":" + std::to_string(port);
   }
   if (kind == "net.socket") return family + " " + type + " " + protocol;
+  if (kind == "net.sockopt") return "level " + std::to_string(level) + " option " + std::to_string(option);
   if (kind == "file.open") return access + " " + path;
   if (IsSeccompProbe(*this)) {
     char hex[16];
@@ -220,7 +221,7 @@ std::string RegressProbe::Target() const {
 bool RegressProbe::operator==(const RegressProbe& o) const {
   return kind == o.kind && family == o.family && protocol == o.protocol && address == o.address && port == o.port &&
          type == o.type && path == o.path && access == o.access && arg == o.arg && syscall == o.syscall &&
-         argument == o.argument;
+         argument == o.argument && level == o.level && option == o.option;
 }
 
 bool RegressProbeOf(const v1::AuditEvent& e, RegressProbe* probe) {
@@ -236,6 +237,9 @@ bool RegressProbeOf(const v1::AuditEvent& e, RegressProbe* probe) {
     p.type = e.net().sock_type();
     p.protocol = e.net().protocol();
     if (p.family.empty()) return false;
+  } else if (e.kind() == "net.sockopt") {
+    p.level = e.target().arg();
+    p.option = e.target().arg2();
   } else if (IsNetProbe(e.kind())) {
     p.family = e.net().family();
     p.protocol = e.net().protocol();
@@ -328,6 +332,9 @@ std::string NoProbeReason(const RegressProbe& probe) {
       return "no probe for net.socket of family " + f + ", protocol " + proto +
              ": socket() could make the kernel load a module on this host";
   }
+  if (kind == "net.sockopt" && !SockoptProbeKnows(probe.level, probe.option))
+    return "no probe for net.sockopt of level " + std::to_string(probe.level) + " option " +
+           std::to_string(probe.option) + ": not an option the sandbox's setsockopt program refuses";
   if (kind.rfind("tamper.", 0) == 0 && !probe.path.empty())
     return "no probe for " + kind + " on a file (" + probe.path +
            "): writing cordon's own state or the sandbox's cgroup files is not probed";
@@ -395,6 +402,10 @@ std::string CaseYaml(const RegressCase& c) {
     y += "  type: " + Q(c.probe.type) + "\n";
     y += "  protocol: " + Q(c.probe.protocol) + "\n";
   }
+  if (c.probe.kind == "net.sockopt") {
+    y += "  level: " + std::to_string(c.probe.level) + "\n";
+    y += "  option: " + std::to_string(c.probe.option) + "\n";
+  }
   if (!c.probe.path.empty()) y += "  path: " + Q(c.probe.path) + "\n";
   if (!c.probe.access.empty()) y += "  access: " + Q(c.probe.access) + "\n";
   if (IsSeccompProbe(c.probe)) {
@@ -447,25 +458,28 @@ std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::str
         !r.Number(source, "source", "occurrences", UINT64_MAX, &c.occurrences))
       return fail();
   }
-  if (!r.Fields(
-          top["probe"], "probe",
-          {"kind", "family", "protocol", "address", "port", "type", "path", "access", "arg", "syscall", "argument"},
-          {"kind"}, &probe) ||
+  if (!r.Fields(top["probe"], "probe",
+                {"kind", "family", "protocol", "address", "port", "type", "path", "access", "arg", "syscall",
+                 "argument", "level", "option"},
+                {"kind"}, &probe) ||
       !r.String(probe, "probe", "kind", &c.probe.kind))
     return fail();
   const std::string& kind = c.probe.kind;
   const bool known_family = kind.rfind("net.", 0) == 0 || kind.rfind("file.", 0) == 0 || kind.rfind("tamper.", 0) == 0;
   if (!known_family || kind.size() > 64)
     return r.Fail(probe["kind"], "probe.kind", "not an event kind a case is made of (net.*, file.*, tamper.*)"), fail();
-  uint64_t port = 0, arg = 0, syscall = 0, argument = 0;
+  uint64_t port = 0, arg = 0, syscall = 0, argument = 0, level = 0, option = 0;
   if (!r.String(probe, "probe", "type", &c.probe.type) || !r.Number(probe, "probe", "syscall", UINT32_MAX, &syscall) ||
       !r.Number(probe, "probe", "argument", UINT32_MAX, &argument) ||
       !r.String(probe, "probe", "family", &c.probe.family) ||
       !r.String(probe, "probe", "protocol", &c.probe.protocol) ||
       !r.String(probe, "probe", "address", &c.probe.address) || !r.Number(probe, "probe", "port", 65535, &port) ||
       !r.String(probe, "probe", "path", &c.probe.path) || !r.String(probe, "probe", "access", &c.probe.access) ||
-      !r.Number(probe, "probe", "arg", UINT32_MAX, &arg))
+      !r.Number(probe, "probe", "arg", UINT32_MAX, &arg) || !r.Number(probe, "probe", "level", UINT32_MAX, &level) ||
+      !r.Number(probe, "probe", "option", UINT32_MAX, &option))
     return fail();
+  c.probe.level = static_cast<uint32_t>(level);
+  c.probe.option = static_cast<uint32_t>(option);
   c.probe.port = static_cast<uint32_t>(port);
   c.probe.arg = static_cast<uint32_t>(arg);
   c.probe.syscall = static_cast<uint32_t>(syscall);
@@ -482,6 +496,8 @@ std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::str
       return fail();
     if (c.probe.address.empty() || c.probe.address.size() > 64)
       return r.Fail(probe["address"], "probe.address", "expected an IP address"), fail();
+  } else if (kind == "net.sockopt") {
+    if (!need("level") || !need("option")) return fail();
   } else if (kind == "net.socket") {
     if (!need("family") || !need("type") || !need("protocol")) return fail();
     for (const char* key : {"family", "type", "protocol"}) {
@@ -515,9 +531,11 @@ std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::str
     }
   }
   const bool socket = kind == "net.socket";
-  for (const char* key : {"family", "protocol", "address", "port", "type", "path", "syscall", "argument", "arg"}) {
+  for (const char* key :
+       {"family", "protocol", "address", "port", "type", "path", "syscall", "argument", "arg", "level", "option"}) {
     const std::string k = key;
-    const bool takes = k == "path"                        ? !IsNetProbe(kind) && !socket
+    const bool takes = k == "level" || k == "option"      ? kind == "net.sockopt"
+                       : k == "path"                      ? !IsNetProbe(kind) && !socket && kind != "net.sockopt"
                        : k == "arg"                       ? kind.rfind("tamper.", 0) == 0 && !probe.count("syscall")
                        : k == "type"                      ? socket
                        : k == "syscall"                   ? SeccompKind(kind)
@@ -693,6 +711,8 @@ std::vector<std::string> ProbeArgs(const RegressProbe& p) {
   if (!p.path.empty()) a.insert(a.end(), {"--path", p.path});
   if (!p.access.empty()) a.insert(a.end(), {"--access", p.access});
   if (p.kind == "net.socket") a.insert(a.end(), {"--family", p.family, "--type", p.type, "--protocol", p.protocol});
+  if (p.kind == "net.sockopt")
+    a.insert(a.end(), {"--level", std::to_string(p.level), "--option", std::to_string(p.option)});
   if (IsSeccompProbe(p)) {
     a.insert(a.end(), {"--syscall", std::to_string(p.syscall), "--argument", std::to_string(p.argument)});
   } else if (p.kind.rfind("tamper.", 0) == 0) {

@@ -36,6 +36,9 @@ struct RegressProbe {
   // the filter judged (TaskTarget.arg2). syscall 0 (read) is never refused.
   uint32_t syscall = 0;
   uint32_t argument = 0;
+  // net.sockopt: the option's level and name (TaskTarget.arg, arg2).
+  uint32_t level = 0;
+  uint32_t option = 0;
 
   // The target for matching and naming: "tcp 127.0.0.1:9", "read /etc/x", ...
   std::string Target() const;
@@ -65,6 +68,11 @@ struct SocketCall {
   int family, type, protocol;
 };
 std::optional<SocketCall> SocketOf(const RegressProbe& probe);
+
+// Whether the net.sockopt probe knows the option (level, name): one the
+// sandbox's setsockopt program refuses (bpf/net/host.bpf.c), which it sets
+// to a value that program refuses.
+bool SockoptProbeKnows(uint32_t level, uint32_t option);
 
 // Whether an event is a violation a case is made of: verdict denied, not
 // quiet (an expected denial of spec.quiet), of a kind a probe describes
