@@ -42,8 +42,9 @@ void SetRepeats(cordon::v1::AuditEvent* e, uint64_t count, int64_t first_ns, int
 }
 
 // Whether sock_diag reports a socket's cgroup (INET_DIAG_CGROUP_ID, Linux
-// 5.9+): the lookup of a UDP socket of our own says so.
-bool KernelReportsSocketCgroups() {
+// 5.9+), found by looking up a UDP socket of our own: 1 yes, 0 no, -1 the
+// lookup itself fails (no udp_diag: then no query can be attributed).
+int KernelReportsSocketCgroups() {
   UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   sockaddr_storage mine{}, self{};
   auto* in = reinterpret_cast<sockaddr_in*>(&mine);
@@ -52,11 +53,12 @@ bool KernelReportsSocketCgroups() {
   socklen_t len = sizeof mine;
   if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&mine), sizeof(sockaddr_in)) != 0 ||
       ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&mine), &len) != 0)
-    return true;  // cannot tell: judged per query (a socket without a cgroup is refused)
+    return -1;
   self = mine;
   reinterpret_cast<sockaddr_in*>(&self)->sin_port = htons(53);
   auto found = FindLoopbackPeer(mine, self, IPPROTO_UDP);
-  return !found || found->cgroup_id != 0;
+  if (!found) return -1;
+  return found->cgroup_id != 0 ? 1 : 0;
 }
 
 }  // namespace
@@ -164,11 +166,16 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
   if (s->sandbox_path_.empty())
     return Error{"DNS resolver: no cgroup has id " + std::to_string(sandbox_id) + " (the sandbox is gone)"};
   s->member_ids_.push_back(sandbox_id);
-  s->cgroups_reported_ = KernelReportsSocketCgroups();
-  if (!s->cgroups_reported_)
+  const int reported = KernelReportsSocketCgroups();
+  s->cgroups_reported_ = reported != 0;
+  if (reported == 0)
     s->notes_.push_back(
         "this kernel does not report a socket's cgroup to sock_diag: cordon's resolver cannot tell the "
         "sandbox's queries from other local processes' (any local process may ask it for this sandbox's names)");
+  if (reported < 0)
+    s->notes_.push_back(
+        "sock_diag cannot look up UDP sockets here (no udp_diag?): cordon's resolver cannot tell who asks and "
+        "answers nobody, so the sandbox's names do not resolve");
   auto accept_peer = [p = s.get()](const sockaddr_storage& peer, const sockaddr_storage& self, int protocol) {
     return p->FromSandbox(peer, self, protocol);
   };
