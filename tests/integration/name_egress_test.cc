@@ -12,12 +12,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -193,6 +197,30 @@ class NameEgress : public ::testing::Test {
     const auto* denied = Connect(events, address, port);
     ASSERT_NE(denied, nullptr) << address << ":" << port;
     EXPECT_EQ(denied->verdict(), "denied");
+  }
+  // The pid of our child `cordon run` whose arguments name `policy` (0: none).
+  static pid_t ChildRunning(const std::string& policy) {
+    DIR* d = ::opendir("/proc");
+    pid_t found = 0;
+    while (dirent* e = d ? ::readdir(d) : nullptr) {
+      const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+      if (pid <= 0) continue;
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      const size_t close = text.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(text.substr(close + 2));
+      std::string state;
+      pid_t ppid = 0;
+      rest >> state >> ppid;
+      if (ppid != ::getpid()) continue;
+      std::ifstream cmd("/proc/" + std::to_string(pid) + "/cmdline");
+      std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+      if (args.find(std::string("run") + '\0') != std::string::npos && args.find(policy) != std::string::npos)
+        found = pid;
+    }
+    if (d) ::closedir(d);
+    return found;
   }
   static bool Has(const std::string& out, const std::string& line) {
     std::istringstream in(out);
@@ -370,10 +398,14 @@ for line in open('/proc/net/udp').readlines()[1:]:
     ip = socket.inet_ntoa(bytes.fromhex(a)[::-1])
     if port == '0035' and ip.startswith('127.53.'): resolvers.append(ip)
 print('resolvers', len(resolvers))
+import sys
 for ip in resolvers:
-    print('udp', udp(ip, 'b.wild.test')); print('tcp', tcp(ip, 'b.wild.test'))
-    print('tcp', tcp_close(ip, 'd.wild.test'))
-print('dnsmasq udp', udp('127.0.0.1', 'allowed.test')); print('dnsmasq tcp', tcp('127.0.0.1', 'allowed.test'))
+    if sys.argv[1:] == ['close']:
+        print('tcp', tcp_close(ip, 'd.wild.test'))
+    else:
+        print('udp', udp(ip, 'b.wild.test')); print('tcp', tcp(ip, 'b.wild.test'))
+if sys.argv[1:] != ['close']:
+    print('dnsmasq udp', udp('127.0.0.1', 'allowed.test')); print('dnsmasq tcp', tcp('127.0.0.1', 'allowed.test'))
 )PY";
 
 TEST_F(NameEgress, OnlyTheSandboxIsAnsweredNotAnotherLocalProcess) {
@@ -387,9 +419,21 @@ TEST_F(NameEgress, OnlyTheSandboxIsAnsweredNotAnotherLocalProcess) {
   std::thread sandbox([&] {
     run = Probe(policy, {"q:a.wild.test", "touch:" + asked, "wait:" + outside_done, "qt:a.wild.test"});
   });
-  CommandResult outside;
+  CommandResult outside, closing;
   for (int i = 0; i < 200 && ::access(asked.c_str(), F_OK) != 0; ++i) ::usleep(50'000);
-  if (::access(asked.c_str(), F_OK) == 0) outside = test::Run({"/usr/bin/python3", "-c", kOutsider});
+  if (::access(asked.c_str(), F_OK) == 0) {
+    outside = test::Run({"/usr/bin/python3", "-c", kOutsider});
+    // The TCP client that sends and closes at once, while our `cordon run`
+    // (the resolver's process) is stopped: the connection waits in the
+    // listen queue and the client's socket is TIME_WAIT when the resolver
+    // accepts it.
+    const pid_t run_pid = ChildRunning(policy_);
+    ASSERT_GT(run_pid, 0) << "our cordon run";
+    ASSERT_EQ(::kill(run_pid, SIGSTOP), 0);
+    closing = test::Run({"/usr/bin/python3", "-c", kOutsider, "close"});
+    ::usleep(300'000);
+    ::kill(run_pid, SIGCONT);
+  }
   ::close(::open(outside_done.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
   sandbox.join();
   test::Run({"rm", "-rf", shared});
@@ -401,7 +445,7 @@ TEST_F(NameEgress, OnlyTheSandboxIsAnsweredNotAnotherLocalProcess) {
   EXPECT_TRUE(Has(outside.out, "dnsmasq tcp rcode 0")) << outside.out;
   EXPECT_TRUE(Has(run.out, "q a.wild.test rcode 0 93.184.216.35")) << run.out << run.err;
   EXPECT_TRUE(Has(run.out, "qt a.wild.test rcode 0 93.184.216.35")) << run.out << run.err;
-  EXPECT_TRUE(Has(outside.out, "tcp sent and closed")) << outside.out;
+  EXPECT_TRUE(Has(closing.out, "tcp sent and closed")) << closing.out << closing.err;
   // A TCP client that closed at once (its socket is then TIME_WAIT, which
   // sock_diag reports without a cgroup) is not served either.
   EXPECT_FALSE(dnsmasq_.Saw("b.wild.test")) << dnsmasq_.Log();

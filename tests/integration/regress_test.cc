@@ -570,7 +570,7 @@ TEST_F(Regress, SockoptProbesPassWhereRefusedAndSetTheOptionUnconfined) {
   const std::string odd = *dir_ + "/sockopt-odd";
   ASSERT_EQ(::mkdir(odd.c_str(), 0700), 0);
   const std::string policy_file = ReadCase(by_option[36]).policy_file;
-  Spit(odd + "/keepalive.yaml", text);
+  Spit(odd + "/keepalive.case.yaml", text);
   Spit(odd + "/" + policy_file, Slurp(cases + "/" + policy_file));
   r = Cordon({"regress", "run", odd});
   EXPECT_EQ(r.status, 3) << r.err;

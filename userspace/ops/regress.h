@@ -69,10 +69,14 @@ struct SocketCall {
 };
 std::optional<SocketCall> SocketOf(const RegressProbe& probe);
 
-// Whether the net.sockopt probe knows the option (level, name): one the
-// sandbox's setsockopt program refuses (bpf/net/host.bpf.c), which it sets
-// to a value that program refuses.
-bool SockoptProbeKnows(uint32_t level, uint32_t option);
+// The call of the net.sockopt probe for an option (level, name) the
+// sandbox's setsockopt program refuses (bpf/net/host.bpf.c): the socket it is
+// set on and a value that program refuses; nullopt for any other option.
+struct SockoptCall {
+  int family, type;
+  enum Value { kInt1, kInt7, kInt65536, kDevice, kGarbage } value;
+};
+std::optional<SockoptCall> SockoptOf(uint32_t level, uint32_t option);
 
 // Whether an event is a violation a case is made of: verdict denied, not
 // quiet (an expected denial of spec.quiet), of a kind a probe describes

@@ -312,48 +312,12 @@ ProbeResult SeccompProbe(const RegressProbe& p) {
   return Failed("syscall", EPERM);
 }
 
-// The options the sandbox's setsockopt program refuses (bpf/net/host.bpf.c),
-// each with a value it refuses: for those refused only for some values
-// (SO_REUSEPORT, SO_PRIORITY, the *_TRANSPARENT and *_FREEBIND, TCP_REPAIR) the
-// recorded refusal had one of them, and the probe sets one of them too. The
-// value is set on a fresh socket that is closed at once: where a policy (or a
+// An option the sandbox's setsockopt program refuses, set to a value it
+// refuses (SockoptOf) on a fresh socket closed at once: where a policy (or a
 // cordon that lost the rule) lets it through, it acts on nothing else (a mark,
-// a device, a buffer size, a reuseport group of a socket never bound). A
-// filter or policy the kernel would have to parse is given as bytes it
-// rejects (EINVAL: the call reached the kernel).
-struct SockoptCase {
-  int level, option, family, type;
-  enum Value { kInt1, kInt7, kInt65536, kDevice, kGarbage } value;
-};
-constexpr SockoptCase kSockopts[] = {
-    {SOL_SOCKET, SO_REUSEPORT, AF_INET, SOCK_STREAM, SockoptCase::kInt1},
-    {SOL_SOCKET, SO_PRIORITY, AF_INET, SOCK_DGRAM, SockoptCase::kInt7},
-    {SOL_SOCKET, SO_MARK, AF_INET, SOCK_DGRAM, SockoptCase::kInt1},
-    {SOL_SOCKET, SO_BINDTODEVICE, AF_INET, SOCK_DGRAM, SockoptCase::kDevice},
-    {SOL_SOCKET, SO_BINDTOIFINDEX, AF_INET, SOCK_DGRAM, SockoptCase::kInt1},
-    {SOL_SOCKET, SO_SNDBUFFORCE, AF_INET, SOCK_DGRAM, SockoptCase::kInt65536},
-    {SOL_SOCKET, SO_RCVBUFFORCE, AF_INET, SOCK_DGRAM, SockoptCase::kInt65536},
-    {SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, AF_INET, SOCK_DGRAM, SockoptCase::kGarbage},
-    {SOL_SOCKET, SO_ATTACH_REUSEPORT_EBPF, AF_INET, SOCK_DGRAM, SockoptCase::kGarbage},
-    {IPPROTO_IP, IP_TRANSPARENT, AF_INET, SOCK_DGRAM, SockoptCase::kInt1},
-    {IPPROTO_IP, IP_FREEBIND, AF_INET, SOCK_DGRAM, SockoptCase::kInt1},
-    {IPPROTO_IP, IP_IPSEC_POLICY, AF_INET, SOCK_DGRAM, SockoptCase::kGarbage},
-    {IPPROTO_IP, IP_XFRM_POLICY, AF_INET, SOCK_DGRAM, SockoptCase::kGarbage},
-    {IPPROTO_IPV6, IPV6_TRANSPARENT, AF_INET6, SOCK_DGRAM, SockoptCase::kInt1},
-    {IPPROTO_IPV6, IPV6_FREEBIND, AF_INET6, SOCK_DGRAM, SockoptCase::kInt1},
-    {IPPROTO_IPV6, IPV6_IPSEC_POLICY, AF_INET6, SOCK_DGRAM, SockoptCase::kGarbage},
-    {IPPROTO_IPV6, IPV6_XFRM_POLICY, AF_INET6, SOCK_DGRAM, SockoptCase::kGarbage},
-    {IPPROTO_TCP, TCP_REPAIR, AF_INET, SOCK_STREAM, SockoptCase::kInt1},
-};
-
-const SockoptCase* FindSockopt(uint32_t level, uint32_t option) {
-  for (const auto& c : kSockopts)
-    if (static_cast<uint32_t>(c.level) == level && static_cast<uint32_t>(c.option) == option) return &c;
-  return nullptr;
-}
-
+// a device, a buffer size, a reuseport group of a socket never bound).
 ProbeResult SockoptProbe(uint32_t level, uint32_t option) {
-  const SockoptCase* c = FindSockopt(level, option);
+  auto c = SockoptOf(level, option);
   if (!c) return Failed("setsockopt", EINVAL, "not an option the probe knows");
   UniqueFd fd(::socket(c->family, c->type | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Failed("socket", errno);
@@ -363,13 +327,13 @@ ProbeResult SockoptProbe(uint32_t level, uint32_t option) {
   const void* value = &number;
   socklen_t size = sizeof number;
   switch (c->value) {
-    case SockoptCase::kInt1: number = 1; break;
-    case SockoptCase::kInt7: number = 7; break;
-    case SockoptCase::kInt65536: number = 65536; break;
-    case SockoptCase::kDevice: value = device, size = sizeof device; break;
-    case SockoptCase::kGarbage: value = garbage, size = sizeof garbage; break;
+    case SockoptCall::kInt1: number = 1; break;
+    case SockoptCall::kInt7: number = 7; break;
+    case SockoptCall::kInt65536: number = 65536; break;
+    case SockoptCall::kDevice: value = device, size = sizeof device; break;
+    case SockoptCall::kGarbage: value = garbage, size = sizeof garbage; break;
   }
-  if (::setsockopt(fd.get(), c->level, c->option, value, size) == 0)
+  if (::setsockopt(fd.get(), static_cast<int>(level), static_cast<int>(option), value, size) == 0)
     return Succeeded("option set (on a socket closed at once)");
   // The sandbox's refusal is EPERM; the kernel's own checks give EPERM too
   // where a capability is missing (TCP_REPAIR, IP_TRANSPARENT): only the
@@ -412,8 +376,6 @@ std::optional<SocketCall> SocketOf(const RegressProbe& p) {
   if (!family || !type || !protocol) return std::nullopt;
   return SocketCall{*family, *type, *protocol};
 }
-
-bool SockoptProbeKnows(uint32_t level, uint32_t option) { return FindSockopt(level, option) != nullptr; }
 
 std::string ProbePrecondition(const RegressProbe& p) {
   if (p.kind != "file.create" && p.kind != "file.setattr") return "";
