@@ -372,11 +372,18 @@ void JsonlFileSink::DropSyncedPages() {
 
 // ---- SyslogSink -------------------------------------------------------------
 
-SyslogSink::SyslogSink(std::string socket_path, std::string app_name, int facility, Body body)
-    : socket_path_(std::move(socket_path)), app_name_(HeaderField(app_name, 48)), facility_(facility), body_(body) {
+namespace {
+// This host's name ("" if it cannot be read).
+std::string LocalHostName() {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  hostname_ = HeaderField(host, 255);
+  return host;
+}
+}  // namespace
+
+SyslogSink::SyslogSink(std::string socket_path, std::string app_name, int facility, Body body)
+    : socket_path_(std::move(socket_path)), app_name_(HeaderField(app_name, 48)), facility_(facility), body_(body) {
+  hostname_ = HeaderField(LocalHostName(), 255);
 }
 
 Result<std::unique_ptr<SyslogSink>> SyslogSink::Open(const std::string& socket_path, const std::string& app_name,
@@ -462,12 +469,11 @@ size_t StreamSink::WriteLines(std::string_view lines, size_t count, Status* stat
   return status->ok() ? count : CountLines(lines.substr(0, written));
 }
 
+StreamSink::StreamSink(int fd, Format format, bool colour)
+    : fd_(fd), format_(format), colour_(colour), hostname_(format == Format::kOcsf ? LocalHostName() : "") {}
+
 Status StreamSink::Write(const cordon::v1::AuditEvent& event) {
-  if (format_ == Format::kOcsf) {
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-    return WriteAll(fd_, ToOcsfJson(event, host) + "\n");
-  }
+  if (format_ == Format::kOcsf) return WriteAll(fd_, ToOcsfJson(event, hostname_) + "\n");
   return WriteAll(fd_, (format_ == Format::kJson ? ToJsonLine(event) : ToCompactLine(event, colour_)) + "\n");
 }
 

@@ -159,7 +159,7 @@ class StreamSink : public AuditSink {
   // kOcsf: one OCSF object a line (events/ocsf.h).
   enum class Format { kJson, kCompact, kOcsf };
   // `colour`: compact lines coloured (a terminal; see util/colour.h).
-  StreamSink(int fd, Format format, bool colour = false) : fd_(fd), format_(format), colour_(colour) {}
+  StreamSink(int fd, Format format, bool colour = false);
   Status Write(const cordon::v1::AuditEvent& event) override;
   bool TakesJsonLines() const override { return format_ == Format::kJson; }
   size_t WriteLines(std::string_view lines, size_t count, Status* status) override;
@@ -168,6 +168,7 @@ class StreamSink : public AuditSink {
   int fd_;
   Format format_;
   bool colour_;
+  std::string hostname_;  // kOcsf: device.hostname, read once
 };
 
 // Writes the whole buffer, retrying on EINTR and short writes.
