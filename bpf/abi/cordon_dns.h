@@ -76,12 +76,26 @@ CORDON_ABI_SIZE(struct cordon_grant_name, 256);
 #define CORDON_RESOLVER_F_V4 1u /* ip4/port4 set: IPv4 (and mapped) DNS is redirected */
 #define CORDON_RESOLVER_F_V6 2u /* ip6/port6 set: IPv6 DNS is redirected */
 
+/* The mark the sandbox's cgroup_skb/egress program puts on its UDP datagrams
+ * to its resolver (struct cordon_resolver.mark), which the resolver reads
+ * with SO_RCVMARK: proof that a datagram left a socket of the sandbox, which
+ * its source address is not (a local process may send from another's
+ * address and port with IP_PKTINFO). Nobody without CAP_NET_ADMIN in the
+ * host's network namespace can set a mark, and a sandbox cannot at all (its
+ * setsockopt program refuses SO_MARK). Bits that common host firewalls do
+ * not drop on (kube-proxy's 0x8000, 0x4000; wg-quick's 0xca6c). */
+#define CORDON_RESOLVER_MARK 0x0c0d0000u
+
 struct cordon_resolver {
 	__u32 flags; /* CORDON_RESOLVER_F_*; 0: no redirection */
 	__u32 ip4;   /* network order */
 	__u16 port4; /* network order */
 	__u16 port6; /* network order */
-	__u32 _pad;
+	/* Put on the sandbox's UDP datagrams to the resolver (0: none). Was
+	 * padding: a sandbox whose programs predate it marks nothing, and its
+	 * resolver then answers its UDP queries truncated (the client asks
+	 * again over TCP, where the peer is checked exactly). */
+	__u32 mark;
 	__u32 ip6[4]; /* network order */
 };
 CORDON_ABI_SIZE(struct cordon_resolver, 32);

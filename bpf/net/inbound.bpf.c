@@ -208,15 +208,14 @@ static __always_inline int cordon_report_once(__u64 *reported, __u64 to)
  * (the reader of the max record destroys its sockets, README). The budget
  * is the policy's (egress_budget): a replacement applies its own to the
  * running total, and a larger one lets traffic flow again. */
-static __always_inline int cordon_egress_account(struct __sk_buff *skb)
+static __always_inline int cordon_egress_account(struct __sk_buff *skb, const struct cordon_egress_dest_key *dest,
+						 int parsed)
 {
 	__u32 zero = 0;
 	struct cordon_egress_usage *u = bpf_map_lookup_elem(&egress_usage, &zero);
 	const struct cordon_egress_budget *b = bpf_map_lookup_elem(&egress_budget, &zero);
 	if (!u || !b)
 		return 1;
-	struct cordon_egress_dest_key dest = {};
-	int parsed = cordon_skb_dest(skb, &dest) == 0;
 	__u64 len = skb->len;
 	__u64 limit = b->limit, warn = b->warn;
 	if (limit && (*(volatile __u64 *)&u->max_reported == limit || *(volatile __u64 *)&u->bytes + len > limit)) {
@@ -230,26 +229,49 @@ static __always_inline int cordon_egress_account(struct __sk_buff *skb)
 		/* A full ring buffer (a flood at the crossing) gives the
 		 * threshold back: the next dropped packet writes the record. */
 		if (cordon_report_once(&u->max_reported, limit) &&
-		    cordon_egress_report(skb, &dest, CORDON_RES_MAX, limit, *(volatile __u64 *)&u->bytes))
+		    cordon_egress_report(skb, dest, CORDON_RES_MAX, limit, *(volatile __u64 *)&u->bytes))
 			__sync_val_compare_and_swap(&u->max_reported, limit, 0);
 		return 0;
 	}
 	__u64 total = __sync_fetch_and_add(&u->bytes, len) + len;
 	__sync_fetch_and_add(&u->packets, 1);
 	if (parsed) {
-		__u64 *per = bpf_map_lookup_elem(&egress_dests, &dest);
+		__u64 *per = bpf_map_lookup_elem(&egress_dests, dest);
 		if (per)
 			__sync_fetch_and_add(per, len);
-		else if (bpf_map_update_elem(&egress_dests, &dest, &len, BPF_NOEXIST)) {
-			per = bpf_map_lookup_elem(&egress_dests, &dest); /* another CPU added it */
+		else if (bpf_map_update_elem(&egress_dests, dest, &len, BPF_NOEXIST)) {
+			per = bpf_map_lookup_elem(&egress_dests, dest); /* another CPU added it */
 			if (per)
 				__sync_fetch_and_add(per, len);
 		}
 	}
 	if (warn && total >= warn && cordon_report_once(&u->warn_reported, warn) &&
-	    cordon_egress_report(skb, &dest, CORDON_RES_WARN, limit, total))
+	    cordon_egress_report(skb, dest, CORDON_RES_WARN, limit, total))
 		__sync_val_compare_and_swap(&u->warn_reported, warn, 0);
 	return 1;
+}
+
+/* A UDP datagram to the sandbox's own resolver gets the resolver's mark
+ * (bpf/abi/cordon_dns.h CORDON_RESOLVER_MARK), whatever mark it had: the
+ * resolver serves UDP queries that carry it. Set after the host's output
+ * hooks ran (routing and netfilter's OUTPUT and POSTROUTING saw the
+ * datagram without it). */
+static __always_inline void cordon_mark_resolver_query(struct __sk_buff *skb, const struct cordon_egress_dest_key *d)
+{
+	if (d->protocol != IPPROTO_UDP)
+		return;
+	__u32 zero = 0;
+	const struct cordon_resolver *r = bpf_map_lookup_elem(&resolver, &zero);
+	if (!r || !r->mark)
+		return;
+	__u32 w[4];
+	__builtin_memcpy(w, d->addr, 16);
+	int to_v4 = (r->flags & CORDON_RESOLVER_F_V4) && d->family == AF_INET && w[3] == r->ip4 &&
+		    d->port == bpf_ntohs(r->port4);
+	int to_v6 = (r->flags & CORDON_RESOLVER_F_V6) && d->family == AF_INET6 && w[0] == r->ip6[0] &&
+		    w[1] == r->ip6[1] && w[2] == r->ip6[2] && w[3] == r->ip6[3] && d->port == bpf_ntohs(r->port6);
+	if (to_v4 || to_v6)
+		skb->mark = r->mark;
 }
 
 /* cgroup_skb/egress: a contained sandbox sends nothing, in the kernel and
@@ -262,13 +284,18 @@ static __always_inline int cordon_egress_account(struct __sk_buff *skb)
  * learn of it (the workload cannot write a TCP header: raw sockets are
  * refused). No event: every packet would be one. Judged by the socket's
  * cgroup, so a socket of the sandbox handed to a process outside is cut too.
- * Otherwise the packet is counted against spec.resources.egressBytes. */
+ * Otherwise the packet is counted against spec.resources.egressBytes, and a
+ * UDP datagram to the sandbox's resolver marked (above). */
 SEC("cgroup_skb/egress")
 int cordon_egress(struct __sk_buff *skb)
 {
 	if (cordon_contained())
 		return cordon_is_tcp_reset(skb);
-	return cordon_egress_account(skb);
+	struct cordon_egress_dest_key dest = {};
+	int parsed = cordon_skb_dest(skb, &dest) == 0;
+	if (parsed)
+		cordon_mark_resolver_query(skb, &dest);
+	return cordon_egress_account(skb, &dest, parsed);
 }
 
 SEC("cgroup_skb/ingress")

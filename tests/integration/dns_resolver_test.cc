@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -89,16 +90,21 @@ sockaddr_in Loopback(uint16_t port) {
   return sin;
 }
 
-// Sends each message in order on one UDP socket; returns the first reply.
-std::vector<uint8_t> Udp(uint16_t port, const std::vector<std::vector<uint8_t>>& messages) {
+// Sends each message in order on one UDP socket (with SO_MARK `mark` if
+// non-zero); returns the first reply within `timeout_ms`.
+std::vector<uint8_t> Udp(uint16_t port, const std::vector<std::vector<uint8_t>>& messages, uint32_t mark = 0,
+                         int timeout_ms = 10000) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (mark) {
+    EXPECT_EQ(::setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark), 0) << std::strerror(errno);
+  }
   const sockaddr_in to = Loopback(port);
   EXPECT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to), 0);
   for (const auto& m : messages) EXPECT_EQ(::send(fd, m.data(), m.size(), 0), static_cast<ssize_t>(m.size()));
   std::vector<uint8_t> buf(65535);
   pollfd p{fd, POLLIN, 0};
   ssize_t n = -1;
-  if (::poll(&p, 1, 10000) == 1) n = ::recv(fd, buf.data(), buf.size(), 0);
+  if (::poll(&p, 1, timeout_ms) == 1) n = ::recv(fd, buf.data(), buf.size(), 0);
   ::close(fd);
   buf.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return buf;
@@ -427,6 +433,73 @@ TEST_F(DnsResolver, MalformedAndOddMessagesAreAnsweredOrDroppedNeverCrash) {
   EXPECT_EQ(Decode(Tcp(port_, Query("allowed.test", LDNS_RR_TYPE_A, 6, false))).addresses,
             std::vector<std::string>{"93.184.216.34"});
   EXPECT_FALSE(UpstreamSaw("unlisted.test"));
+}
+
+// A server told the mark its clients' kernel side puts on their UDP queries
+// (NameService: the sandbox's egress program) serves a query with that mark
+// without asking accept_peer; one without it (or with another) that
+// accept_peer accepts gets an empty truncated answer with its ID and question
+// (the client asks again over TCP), is not forwarded and grants nothing; one
+// accept_peer refuses gets nothing. TCP is served after accept_peer, as
+// before. The test sets SO_MARK itself (root).
+TEST_F(DnsResolver, AMarkedQueryIsServedAndAnUnmarkedOneAnsweredTruncated) {
+  constexpr uint32_t kMark = 0x0c0d0000;
+  std::atomic<int> asked{0};
+  std::atomic<bool> accept{true};
+  std::string error;
+  auto upstream = policy::ParseDnsUpstream("127.0.0.1:53", &error);
+  ASSERT_TRUE(upstream) << error;
+  policy::DnsUpstream listen = *upstream;
+  listen.port = 0;
+  auto server = dns::Server::Start(
+      listen, resolver_.get(),
+      [this](const std::vector<dns::Grant>& grants) {
+        std::lock_guard<std::mutex> lock(mu_);
+        grants_.insert(grants_.end(), grants.begin(), grants.end());
+        return true;
+      },
+      nullptr,
+      [&](const sockaddr_storage&, const sockaddr_storage&, int) {
+        asked.fetch_add(1);
+        return accept.load();
+      },
+      kMark);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  const uint16_t port = (*server)->port();
+  ASSERT_TRUE((*server)->reads_marks()) << "this kernel has SO_RCVMARK (5.19+)";
+
+  const Reply unmarked = Decode(Udp(port, {Query("a.wild.test", LDNS_RR_TYPE_A, 0x5151, false)}));
+  ASSERT_TRUE(unmarked.got);
+  EXPECT_EQ(unmarked.id, 0x5151);
+  EXPECT_TRUE(unmarked.tc);
+  EXPECT_EQ(unmarked.rcode, LDNS_RCODE_NOERROR);
+  EXPECT_EQ(unmarked.question, "a.wild.test.");
+  EXPECT_TRUE(unmarked.addresses.empty());
+  const Reply other = Decode(Udp(port, {Query("a.wild.test", LDNS_RR_TYPE_A, 0x5252, false)}, 0x1));
+  EXPECT_TRUE(other.tc);
+  EXPECT_TRUE(other.addresses.empty());
+  EXPECT_EQ(asked.load(), 2);
+  EXPECT_EQ((*server)->truncated(), 2u);
+  EXPECT_TRUE(TakeGrants().empty());
+  EXPECT_FALSE(UpstreamSaw("a.wild.test")) << dnsmasq_.Log();
+
+  // Marked: served in full, accept_peer not asked.
+  const Reply marked = Decode(Udp(port, {Query("a.wild.test", LDNS_RR_TYPE_A, 0x5353, false)}, kMark));
+  EXPECT_FALSE(marked.tc);
+  EXPECT_EQ(marked.addresses, std::vector<std::string>{"93.184.216.35"});
+  EXPECT_EQ(asked.load(), 2);
+  EXPECT_EQ(TakeGrants().size(), 1u);
+  EXPECT_TRUE(UpstreamSaw("a.wild.test")) << dnsmasq_.Log();
+
+  // Refused by accept_peer and unmarked: no answer at all.
+  accept = false;
+  EXPECT_TRUE(Udp(port, {Query("b.a.wild.test", LDNS_RR_TYPE_A, 0x5454, false)}, 0, 500).empty());
+  EXPECT_EQ((*server)->dropped(), 1u);
+  // TCP: judged by accept_peer alone.
+  EXPECT_TRUE(Decode(Tcp(port, Query("b.a.wild.test", LDNS_RR_TYPE_A, 0x5555, false))).addresses.empty());
+  accept = true;
+  EXPECT_EQ(Decode(Tcp(port, Query("b.a.wild.test", LDNS_RR_TYPE_A, 0x5656, false))).addresses,
+            std::vector<std::string>{"93.184.216.36"});
 }
 
 // Name rules are put in force by cordon run (it runs cordon's resolver for

@@ -41,6 +41,11 @@ namespace {
 //   c:ADDR:PORT                  TCP connect: "c ADDR PORT ok" or "c ADDR PORT errno N"
 //   flood:PREFIX:N               N A queries for PREFIX<i>.test, one at a time:
 //                                "flood answered N"
+//   hold:NAME:PATH               A over a connected UDP socket that stays open:
+//                                "held NAME rcode N tc T ADDR,ADDR"; its local
+//                                "ADDRESS PORT" written to PATH
+//   stray:SECONDS                a datagram on the held socket within SECONDS:
+//                                "stray rcode N tc T an A" or "stray none"
 //   sleep:SECONDS, touch:PATH, wait:PATH (until PATH exists, 20 s at most)
 const char kProbe[] = R"PY(
 import os, random, socket, struct, sys, time
@@ -77,9 +82,31 @@ def ask(name, qtype, family, tcp):
         if t == 28: addrs.append(socket.inet_ntop(socket.AF_INET6, r[i:i + 16]))
         i += l
     return rcode, addrs
+def parse(r):
+    rcode, an = r[3] & 15, struct.unpack('>H', r[6:8])[0]
+    return rcode, (r[2] >> 1) & 1, an
+held = None
 for step in sys.argv[1:]:
     op, _, arg = step.partition(':')
-    if op in ('q', 'qt', 'q6'):
+    if op == 'hold':
+        name, _, path = arg.partition(':')
+        held = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        held.settimeout(5)
+        held.connect(('192.0.2.53', 53))
+        q = struct.pack('>HHHHHH', 7, 0x0100, 1, 0, 0, 0) + name_wire(name) + struct.pack('>HH', 1, 1)
+        held.send(q)
+        r = held.recv(4096)
+        rcode, tc, an = parse(r)
+        addrs = [socket.inet_ntop(socket.AF_INET, r[-4:])] if an else []
+        print('held', name, 'rcode', rcode, 'tc', tc, ','.join(addrs), flush=True)
+        with open(path, 'w') as f: f.write('%s %d' % held.getsockname())
+    elif op == 'stray':
+        held.settimeout(float(arg))
+        try:
+            rcode, tc, an = parse(held.recv(4096)); print('stray rcode', rcode, 'tc', tc, 'an', an, flush=True)
+        except socket.timeout:
+            print('stray none', flush=True)
+    elif op in ('q', 'qt', 'q6'):
         try:
             rcode, addrs = ask(arg, 28 if op == 'q6' else 1, socket.AF_INET6 if op == 'q6' else socket.AF_INET, op == 'qt')
             print(op, arg, 'rcode', rcode, ','.join(addrs), flush=True)
@@ -455,6 +482,61 @@ TEST_F(NameEgress, OnlyTheSandboxIsAnsweredNotAnotherLocalProcess) {
     EXPECT_NE(e.dns().name(), "b.wild.test") << e.ShortDebugString();
     EXPECT_NE(e.dns().name(), "d.wild.test") << e.ShortDebugString();
   }
+}
+
+// A local process cannot make its UDP queries pass for the sandbox's. It
+// takes the port of the sandbox's connected UDP socket on another loopback
+// address and sends from the sandbox's address with IP_PKTINFO, so that the
+// resolver's peer lookup (sock_diag, by the datagram's source) finds the
+// sandbox's socket. The datagram lacks the mark the sandbox's egress program
+// puts on the sandbox's own queries, so it gets an empty truncated answer
+// (which reaches the sandbox's socket: that shows the spoof did point the
+// lookup at it), is not forwarded, grants nothing and writes no record.
+// Control: the sandbox's own query on that socket is answered in full over
+// UDP (its mark arrives).
+const char kSpoofer[] = R"PY(
+import socket, struct, sys
+address, port = open(sys.argv[1]).read().split()
+resolver = None
+for line in open('/proc/net/udp').readlines()[1:]:
+    a, p = line.split()[1].split(':')
+    ip = socket.inet_ntoa(bytes.fromhex(a)[::-1])
+    if p == '0035' and ip.startswith('127.53.'): resolver = ip
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(('127.0.0.2' if address != '127.0.0.2' else '127.0.0.3', int(port)))
+q = struct.pack('>HHHHHH', 9, 0x0100, 1, 0, 0, 0) + b'\x01c\x04wild\x04test\x00' + struct.pack('>HH', 1, 1)
+pktinfo = struct.pack('=i4s4s', 0, socket.inet_aton(address), socket.inet_aton('0.0.0.0'))
+s.sendmsg([q], [(socket.IPPROTO_IP, 8, pktinfo)], 0, (resolver, 53))  # IP_PKTINFO
+print('spoofed', address, port, 'to', resolver is not None, flush=True)
+)PY";
+
+TEST_F(NameEgress, AQuerySentFromTheSandboxsAddressByAnotherProcessIsNotServed) {
+  const std::string shared = "/tmp/cordon-names-spoof-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);  // the run's user (dynamic) writes there
+  const std::string policy =
+      NamePolicy("spoofed") + "  files:\n    include: [runtime-minimal, python3]\n" + "    write: [" + shared + "]\n";
+  const std::string held = shared + "/held", spoofed = shared + "/spoofed";
+  CommandResult run;
+  std::thread sandbox([&] { run = Probe(policy, {"hold:a.wild.test:" + held, "wait:" + spoofed, "stray:3"}); });
+  CommandResult spoof;
+  for (int i = 0; i < 200 && ::access(held.c_str(), F_OK) != 0; ++i) ::usleep(50'000);
+  ::usleep(100'000);  // the address is written
+  if (::access(held.c_str(), F_OK) == 0) spoof = test::Run({"/usr/bin/python3", "-c", kSpoofer, held});
+  ::close(::open(spoofed.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+  sandbox.join();
+  test::Run({"rm", "-rf", shared});
+
+  EXPECT_EQ(spoof.out.rfind("spoofed 127.", 0), 0u) << spoof.out << spoof.err;
+  EXPECT_NE(spoof.out.find(" to True"), std::string::npos) << spoof.out;
+  // The sandbox's own query: answered in full over UDP.
+  EXPECT_TRUE(Has(run.out, "held a.wild.test rcode 0 tc 0 93.184.216.35")) << run.out << run.err;
+  // The spoofed one: taken for the sandbox's socket (its answer arrives
+  // there), answered empty and truncated.
+  EXPECT_TRUE(Has(run.out, "stray rcode 0 tc 1 an 0")) << run.out << run.err;
+  EXPECT_NE(run.err.find("without cordon's mark"), std::string::npos) << run.err;
+  EXPECT_FALSE(dnsmasq_.Saw("c.wild.test")) << dnsmasq_.Log();
+  for (const auto& e : AuditFileEvents(audit_)) EXPECT_NE(e.dns().name(), "c.wild.test") << e.ShortDebugString();
 }
 
 // A `cordon update` of the run's sandbox puts another policy in force while

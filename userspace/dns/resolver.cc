@@ -169,6 +169,14 @@ std::vector<uint8_t> Resolver::ServerFailure(std::span<const uint8_t> query) {
   return Wire(reply.get());
 }
 
+std::vector<uint8_t> Resolver::Truncated(std::span<const uint8_t> query) {
+  Pkt parsed = Parse(query);
+  if (!parsed || ldns_pkt_qr(parsed.get()) || !Question(parsed.get())) return {};
+  Pkt reply = ReplyTo(parsed.get(), LDNS_RCODE_NOERROR);
+  ldns_pkt_set_tc(reply.get(), true);
+  return Wire(reply.get());
+}
+
 std::string QueryTypeName(uint16_t qtype) {
   const ldns_rr_descriptor* d = ldns_rr_descript(qtype);
   if (d && d->_name && qtype != 0) return d->_name;

@@ -125,6 +125,10 @@ class Resolver {
   // SERVFAIL to `query` (empty if it does not parse): what a client gets
   // when the addresses of its answer could not be granted.
   static std::vector<uint8_t> ServerFailure(std::span<const uint8_t> query);
+  // An empty truncated reply to `query` (NOERROR, TC set, the question and
+  // an OPT record if it had one; empty if it does not parse as a query): a
+  // client asks again over TCP.
+  static std::vector<uint8_t> Truncated(std::span<const uint8_t> query);
 
  private:
   std::vector<policy::CompiledRule> rules_;

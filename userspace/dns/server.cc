@@ -45,8 +45,10 @@ bool Ready(int fd, short events, int stop_fd, std::chrono::steady_clock::time_po
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(const policy::DnsUpstream& listen, const Resolver* resolver,
-                                              OnGrants on_grants, OnDecision on_decision, AcceptPeer accept_peer) {
+                                              OnGrants on_grants, OnDecision on_decision, AcceptPeer accept_peer,
+                                              uint32_t udp_mark) {
   std::unique_ptr<Server> server(new Server());
+  server->udp_mark_ = udp_mark;
   server->accept_peer_ = std::move(accept_peer);
   server->resolver_ = resolver;
   server->on_grants_ = std::move(on_grants);
@@ -55,6 +57,10 @@ Result<std::unique_ptr<Server>> Server::Start(const policy::DnsUpstream& listen,
   socklen_t len = ListenAddr(listen, listen.port, &ss);
   server->udp_ = UniqueFd(::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!server->udp_.valid()) return SysError("DNS listener: socket");
+  if (udp_mark) {
+    const int on = 1;
+    server->reads_marks_ = ::setsockopt(server->udp_.get(), SOL_SOCKET, SO_RCVMARK, &on, sizeof on) == 0;
+  }
   if (::bind(server->udp_.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0)
     return SysError("DNS listener: bind UDP " + listen.ToString());
   sockaddr_storage bound{};
@@ -117,17 +123,41 @@ void Server::Loop() {
     if (p[2].revents & POLLIN) return;
     if (p[0].revents & POLLIN) {
       sockaddr_storage from{};
-      socklen_t from_len = sizeof from;
-      const ssize_t n =
-          ::recvfrom(udp_.get(), buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &from_len);
-      if (n >= 0 && accept_peer_ && !accept_peer_(from, self_, IPPROTO_UDP)) {
-        dropped_.fetch_add(1);
-      } else if (n >= 0) {
-        const Answer answer = Answer1(std::span<const uint8_t>(buf.data(), static_cast<size_t>(n)), Transport::kUdp);
-        if (!answer.reply.empty())
-          (void)::sendto(udp_.get(), answer.reply.data(), answer.reply.size(), MSG_DONTWAIT,
-                         reinterpret_cast<sockaddr*>(&from), from_len);
+      iovec iov{buf.data(), buf.size()};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(uint32_t))];
+      msghdr msg{};
+      msg.msg_name = &from;
+      msg.msg_namelen = sizeof from;
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      const ssize_t n = ::recvmsg(udp_.get(), &msg, 0);
+      if (n < 0) continue;
+      const socklen_t from_len = msg.msg_namelen;
+      bool marked = false;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        uint32_t mark = 0;
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_MARK && c->cmsg_len >= CMSG_LEN(sizeof mark)) {
+          std::memcpy(&mark, CMSG_DATA(c), sizeof mark);
+          marked = udp_mark_ != 0 && mark == udp_mark_;
+        }
       }
+      const std::span<const uint8_t> message(buf.data(), static_cast<size_t>(n));
+      std::vector<uint8_t> reply;
+      if (udp_mark_ != 0 && marked) {
+        reply = Answer1(message, Transport::kUdp).reply;
+      } else if (accept_peer_ && !accept_peer_(from, self_, IPPROTO_UDP)) {
+        dropped_.fetch_add(1);
+      } else if (udp_mark_ != 0) {
+        truncated_.fetch_add(1);
+        reply = Resolver::Truncated(message);
+      } else {
+        reply = Answer1(message, Transport::kUdp).reply;
+      }
+      if (!reply.empty())
+        (void)::sendto(udp_.get(), reply.data(), reply.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from),
+                       from_len);
     }
     if (p[1].revents & POLLIN) {
       UniqueFd conn(::accept4(tcp_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));

@@ -44,9 +44,19 @@ class Server {
   // Binds UDP and TCP on `listen` (port 0: the kernel picks one port for
   // both) and starts serving. `resolver` outlives the server. The callbacks
   // run on the server's threads.
+  //
+  // `udp_mark` (non-zero): the mark the client's kernel side puts on its UDP
+  // queries (read with SO_RCVMARK). A datagram that carries it is served
+  // without asking accept_peer: only the client can have sent it. One
+  // without it that accept_peer accepts is answered with an empty truncated
+  // reply (TC set, the question echoed: a resolver library asks again over
+  // TCP, whose peer accept_peer checks exactly), since its source address
+  // proves nothing: a local process may send from another socket's address
+  // and port (IP_PKTINFO). A kernel without SO_RCVMARK (before 5.19)
+  // reports no mark: every UDP query is answered so (reads_marks() false).
   static Result<std::unique_ptr<Server>> Start(const policy::DnsUpstream& listen, const Resolver* resolver,
                                                OnGrants on_grants, OnDecision on_decision,
-                                               AcceptPeer accept_peer = nullptr);
+                                               AcceptPeer accept_peer = nullptr, uint32_t udp_mark = 0);
   ~Server();  // stops and joins every thread
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -56,6 +66,10 @@ class Server {
   uint64_t queries() const { return queries_.load(); }
   // Queries (TCP: connections) that accept_peer dropped.
   uint64_t dropped() const { return dropped_.load(); }
+  // UDP queries without udp_mark answered truncated.
+  uint64_t truncated() const { return truncated_.load(); }
+  // Whether this kernel reports a UDP datagram's mark (SO_RCVMARK).
+  bool reads_marks() const { return reads_marks_; }
 
  private:
   Server() = default;
@@ -70,7 +84,9 @@ class Server {
   sockaddr_storage self_{};
   UniqueFd udp_, tcp_, stop_;
   uint16_t port_ = 0;
-  std::atomic<uint64_t> queries_{0}, dropped_{0};
+  uint32_t udp_mark_ = 0;
+  bool reads_marks_ = false;
+  std::atomic<uint64_t> queries_{0}, dropped_{0}, truncated_{0};
   std::thread loop_;
   std::mutex clients_mu_;
   struct Client {

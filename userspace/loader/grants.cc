@@ -372,8 +372,9 @@ Result<std::string> GrantName(uint64_t sandbox_id, uint32_t name_id) {
 }
 
 Status SetResolver(uint64_t sandbox_id, const std::optional<ResolverAddress>& v4,
-                   const std::optional<ResolverAddress>& v6) {
+                   const std::optional<ResolverAddress>& v6, uint32_t mark) {
   cordon_resolver r = {};
+  r.mark = mark;
   if (v4) {
     if (!v4->port) return Error{"resolver: IPv4 port 0"};
     r.flags |= CORDON_RESOLVER_F_V4;

@@ -76,11 +76,13 @@ Result<std::string> GrantName(uint64_t sandbox_id, uint32_t name_id);
 // Where the sandbox's DNS goes: every TCP or UDP connect/sendmsg to port 53
 // of that family is sent there instead (nullopt: that family's DNS is judged
 // by the egress rules, as without a resolver). Addresses in network order.
+// `mark` (non-zero): the sandbox's UDP datagrams to the resolver carry it
+// (bpf/abi/cordon_dns.h CORDON_RESOLVER_MARK), for the resolver to check.
 struct ResolverAddress {
   std::array<uint8_t, 16> ip{};  // IPv4: ip[0..3]
   uint16_t port = 0;             // host order
 };
 Status SetResolver(uint64_t sandbox_id, const std::optional<ResolverAddress>& v4,
-                   const std::optional<ResolverAddress>& v6);
+                   const std::optional<ResolverAddress>& v6, uint32_t mark = 0);
 
 }  // namespace cordon

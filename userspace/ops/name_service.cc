@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "abi/cordon_dns.h"
 #include "events/decoder.h"
 #include "loader/grants.h"
 #include "sys/cgroup.h"
@@ -196,7 +197,8 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
     v4->addr[14] = r[0];
     v4->addr[15] = static_cast<uint8_t>(r[1] ? r[1] : 1);
     v4->port = 53;
-    if (auto server = dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision, accept_peer))
+    if (auto server =
+            dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision, accept_peer, CORDON_RESOLVER_MARK))
       s->server4_ = std::move(*server);
   }
   if (!s->server4_) {
@@ -208,7 +210,8 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
         "take that port and hear the sandbox's queries");
     // Port 0 for both UDP and TCP: the TCP port may be taken; a few tries.
     for (int attempt = 0; attempt < 8 && !s->server4_; ++attempt) {
-      auto server = dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision, accept_peer);
+      auto server =
+          dns::Server::Start(*v4, s->resolver_.get(), on_grants, on_decision, accept_peer, CORDON_RESOLVER_MARK);
       if (server)
         s->server4_ = std::move(*server);
       else if (attempt == 7)
@@ -221,7 +224,8 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
   // IPv6 loopback may be disabled: the sandbox's IPv6 DNS is then judged by
   // its egress rules, as without a resolver.
   for (int attempt = 0; attempt < 8 && !s->server6_; ++attempt)
-    if (auto server = dns::Server::Start(*v6, s->resolver_.get(), on_grants, on_decision, accept_peer))
+    if (auto server =
+            dns::Server::Start(*v6, s->resolver_.get(), on_grants, on_decision, accept_peer, CORDON_RESOLVER_MARK))
       s->server6_ = std::move(*server);
   if (!s->server6_)
     s->notes_.push_back(
@@ -238,7 +242,12 @@ Result<std::unique_ptr<NameService>> NameService::Start(uint64_t sandbox_id, con
     ::inet_pton(AF_INET6, "::1", a6->ip.data());
     a6->port = s->server6_->port();
   }
-  if (Status set = SetResolver(sandbox_id, a4, a6); !set.ok())
+  if (!s->server4_->reads_marks())
+    s->notes_.push_back(
+        "this kernel does not report a datagram's mark (SO_RCVMARK, Linux 5.19+): cordon's resolver cannot "
+        "tell the sandbox's UDP queries from another local process's sent from the sandbox's address and port, "
+        "and answers them truncated (empty): the sandbox's resolver library asks again over TCP");
+  if (Status set = SetResolver(sandbox_id, a4, a6, CORDON_RESOLVER_MARK); !set.ok())
     return Error("the sandbox's DNS cannot be redirected to cordon's resolver: " + set.error().ToString());
   s->ticker_ = std::thread([p = s.get()] { p->Tick(); });
   return s;
@@ -254,6 +263,7 @@ void NameService::Stop() {
   }
   cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
+  NoteUnmarked();
   server4_.reset();  // joins its threads: no decision after this
   server6_.reset();
   Queue(limiter_.Flush(RealNs(), INT64_MAX));
@@ -277,7 +287,10 @@ uint64_t NameService::queries() const {
 // the socket a reply to the datagram's source would reach, which a local
 // process that chooses its source address (IP_PKTINFO) and holds the port of
 // a sandbox's connected socket on another loopback address can point at that
-// socket (README "Egress by name": residual risks).
+// socket. So a UDP query is served only with the mark the sandbox's egress
+// program puts on it (dns::Server's udp_mark, which does not ask this then);
+// one accepted here without the mark is answered truncated, and the client
+// asks again over TCP.
 bool NameService::FromSandbox(const sockaddr_storage& peer, const sockaddr_storage& self, int protocol) {
   auto found = FindLoopbackPeer(peer, self, static_cast<uint8_t>(protocol));
   if (!found) return false;
@@ -338,6 +351,24 @@ std::vector<cordon::v1::AuditEvent> NameService::TakeEvents() {
   return out;
 }
 
+// Once per resolver, on stderr (cordon run's, the agent's log): UDP queries
+// from the sandbox's sockets came without the mark its egress program puts on
+// them, and were answered truncated.
+void NameService::NoteUnmarked() {
+  if (unmarked_noted_ || !server4_ || !server4_->reads_marks()) return;
+  const uint64_t truncated = server4_->truncated() + (server6_ ? server6_->truncated() : 0);
+  if (truncated == 0) return;
+  unmarked_noted_ = true;
+  std::fprintf(stderr,
+               "cordon: DNS resolver of sandbox %llu: %llu UDP quer%s from the sandbox's address and port came "
+               "without cordon's mark and got an empty truncated answer (its client asks again over TCP). "
+               "Another local process may have sent %s from the sandbox's address (IP_PKTINFO), or a host "
+               "firewall rule rewrites marks on loopback (e.g. CONNMARK --restore-mark in PREROUTING), or the "
+               "sandbox was attached by an earlier cordon (a policy update loads its current programs)\n",
+               static_cast<unsigned long long>(sandbox_id_), static_cast<unsigned long long>(truncated),
+               truncated == 1 ? "y" : "ies", truncated == 1 ? "it" : "them");
+}
+
 void NameService::Tick() {
   int64_t last_expiry = MonoNs();
   std::unique_lock<std::mutex> lock(mu_);
@@ -346,6 +377,7 @@ void NameService::Tick() {
     if (stop_) break;
     lock.unlock();
     Queue(limiter_.Flush(RealNs(), MonoNs()));
+    NoteUnmarked();
     if (MonoNs() - last_expiry >= std::chrono::duration_cast<std::chrono::nanoseconds>(kGrantExpiryInterval).count()) {
       last_expiry = MonoNs();
       (void)ExpireGrants(sandbox_id_, static_cast<uint64_t>(NowNs(CLOCK_BOOTTIME)));

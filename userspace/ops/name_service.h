@@ -108,6 +108,7 @@ class NameService {
   void Decided(const dns::QueryDecision& d);
   void Queue(std::vector<cordon::v1::AuditEvent> events);
   void Tick();
+  void NoteUnmarked();
 
   uint64_t sandbox_id_ = 0;
   std::string policy_digest_;  // grants are refused once it is no longer in force
@@ -116,6 +117,7 @@ class NameService {
   std::vector<uint64_t> member_ids_;   // cgroups found below the sandbox's (it, and its descendants)
   std::vector<uint64_t> outside_ids_;  // cgroups found outside it
   bool cgroups_reported_ = true;       // sock_diag reports a socket's cgroup
+  bool unmarked_noted_ = false;        // NoteUnmarked() wrote its line (ticker thread only)
   std::string listen4_;
   std::vector<std::string> notes_;
   std::vector<policy::DnsUpstream> upstreams_;
