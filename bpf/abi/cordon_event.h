@@ -86,35 +86,41 @@ enum cordon_verdict {
 };
 
 enum cordon_reason {
-	CORDON_REASON_NO_RULE = 1,           /* destination matches no egress rule */
-	CORDON_REASON_PORT = 2,              /* address matches, port/protocol does not */
-	CORDON_REASON_FAMILY = 3,            /* socket family not in spec.network.families */
-	CORDON_REASON_SOCK_KIND = 4,         /* raw or non-TCP/UDP protocol not allowed */
-	CORDON_REASON_FILE_RULE = 5,         /* no files rule grants the access */
+	CORDON_REASON_NO_RULE = 1,	     /* destination matches no egress rule */
+	CORDON_REASON_PORT = 2,		     /* address matches, port/protocol does not */
+	CORDON_REASON_FAMILY = 3,	     /* socket family not in spec.network.families */
+	CORDON_REASON_SOCK_KIND = 4,	     /* raw or non-TCP/UDP protocol not allowed */
+	CORDON_REASON_FILE_RULE = 5,	     /* no files rule grants the access */
 	CORDON_REASON_PATH_TOO_DEEP = 6,     /* ancestry deeper than CORDON_WALK_MAX */
-	CORDON_REASON_LINK_GAIN = 7,         /* link/rename would grant more rights */
-	CORDON_REASON_DEVICE_NODE = 8,       /* mknod of a char/block device */
-	CORDON_REASON_MEMFD_EXEC = 9,        /* exec/mmap of an anonymous file */
+	CORDON_REASON_LINK_GAIN = 7,	     /* link/rename would grant more rights */
+	CORDON_REASON_DEVICE_NODE = 8,	     /* mknod of a char/block device */
+	CORDON_REASON_MEMFD_EXEC = 9,	     /* exec/mmap of an anonymous file */
 	CORDON_REASON_ABSTRACT_UNIX = 10,    /* abstract unix socket */
 	CORDON_REASON_OUTSIDE_SANDBOX = 11,  /* target task/cgroup outside the sandbox */
-	CORDON_REASON_FORBIDDEN = 12,        /* operation never allowed in a sandbox */
-	CORDON_REASON_SECCOMP = 13,          /* refused by cordon run's seccomp filter (arg: syscall nr) */
-	CORDON_REASON_UNIX_PATH = 14,        /* unix socket path, as written, under no rule granting write */
+	CORDON_REASON_FORBIDDEN = 12,	     /* operation never allowed in a sandbox */
+	CORDON_REASON_SECCOMP = 13,	     /* refused by cordon run's seccomp filter (arg: syscall nr) */
+	CORDON_REASON_UNIX_PATH = 14,	     /* unix socket path, as written, under no rule granting write */
 	CORDON_REASON_UNIX_UNCHECKABLE = 15, /* relative unix socket path, or one with a ".." component */
-	CORDON_REASON_LANDLOCK = 16,         /* refused by cordon run's Landlock ruleset (seen as EACCES/EXDEV at syscall exit) */
-	CORDON_REASON_NO_LISTEN_RULE = 17,   /* bind address/port matches no spec.network.listen rule */
-	CORDON_REASON_CAPABILITY = 18,       /* capability not in spec.capabilities (arg: capability number) */
-	CORDON_REASON_DETACHED_MOUNT = 19,   /* object reached through a detached mount or another mount namespace */
-	CORDON_REASON_NOT_SAFE = 20,         /* device, sysctl, ioctl or option outside the documented safe set */
-	CORDON_REASON_FOREIGN_SOCKET = 21,   /* socket created outside the sandbox: its destination is not allowed, or its kind (raw ...) never is (BPF LSM) */
-	CORDON_REASON_COREDUMP = 22,         /* a core dump began (observed, not a denial) */
-	CORDON_REASON_READ_ONLY_MOUNT = 23,  /* a write on a read-only mount (cordon run's /sys, /proc/sysrq-trigger ...), seen as EROFS at syscall exit */
-	CORDON_REASON_CONTAINED = 24,        /* the sandbox is contained: every operation is refused (cordon contain, onViolation: contain) */
-	CORDON_REASON_EGRESS_BUDGET = 25,    /* spec.resources.egressBytes: the warn share or the budget was reached */
-	CORDON_REASON_CORDON_STATE = 26,     /* cordon's own state (/var/lib/cordon): refused to every sandbox whatever its policy */
-	CORDON_REASON_MAX = 26,
+	CORDON_REASON_LANDLOCK =
+		16, /* refused by cordon run's Landlock ruleset (seen as EACCES/EXDEV at syscall exit) */
+	CORDON_REASON_NO_LISTEN_RULE = 17, /* bind address/port matches no spec.network.listen rule */
+	CORDON_REASON_CAPABILITY = 18,	   /* capability not in spec.capabilities (arg: capability number) */
+	CORDON_REASON_DETACHED_MOUNT = 19, /* object reached through a detached mount or another mount namespace */
+	CORDON_REASON_NOT_SAFE = 20,	   /* device, sysctl, ioctl or option outside the documented safe set */
+	CORDON_REASON_FOREIGN_SOCKET = 21, /* socket created outside the sandbox: its destination is not allowed, or its
+					      kind (raw ...) never is (BPF LSM) */
+	CORDON_REASON_COREDUMP = 22,	   /* a core dump began (observed, not a denial) */
+	CORDON_REASON_READ_ONLY_MOUNT = 23, /* a write on a read-only mount (cordon run's /sys, /proc/sysrq-trigger
+					       ...), seen as EROFS at syscall exit */
+	CORDON_REASON_CONTAINED =
+		24, /* the sandbox is contained: every operation is refused (cordon contain, onViolation: contain) */
+	CORDON_REASON_EGRESS_BUDGET = 25, /* spec.resources.egressBytes: the warn share or the budget was reached */
+	CORDON_REASON_CORDON_STATE =
+		26, /* cordon's own state (/var/lib/cordon): refused to every sandbox whatever its policy */
+	CORDON_REASON_DNS_DIVERTED =
+		27, /* UDP to a destination no rule allows, sent to the sandbox's DNS resolver instead */
+	CORDON_REASON_MAX = 27,
 };
-
 
 /* Every record is a header naming its layout, then that layout's payload.
  * The layout is never guessed from the kind or the size: a record whose

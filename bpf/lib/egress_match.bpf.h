@@ -248,6 +248,18 @@ static __always_inline int cordon_sock_addr_decide(struct bpf_sock_addr *ctx, co
 	cordon_count(audit ? audited_counter : denied_counter);
 	if (!audit)
 		cordon_violation(cfg, kind);
+	/* UDP to a destination the policy denies goes to the sandbox's resolver
+	 * instead, where it has one (a refusal all the same: recorded and
+	 * counted as one). So DNS aimed at any address and port is answered by
+	 * the name rules; cgroup_skb/egress drops a diverted datagram that is
+	 * not a DNS query, and its send() fails with EPERM as a refused one
+	 * does. TCP is not diverted: a connect carries no payload to tell DNS
+	 * by. */
+	int diverted = 0;
+	if (!audit && protocol == IPPROTO_UDP && cordon_dns_redirect(ctx, addr, family, proto)) {
+		diverted = 1;
+		reason = CORDON_REASON_DNS_DIVERTED;
+	}
 	struct cordon_net_event ev;
 	struct cordon_net_event *e = cordon_event_begin(
 		&ev, cfg, kind, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED, reason);
@@ -261,7 +273,7 @@ static __always_inline int cordon_sock_addr_decide(struct bpf_sock_addr *ctx, co
 		e->hdr.name_id = name_id;
 		cordon_event_submit(e);
 	}
-	return audit ? 1 : 0;
+	return audit || diverted ? 1 : 0;
 }
 
 #endif

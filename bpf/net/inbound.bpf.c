@@ -251,27 +251,61 @@ static __always_inline int cordon_egress_account(struct __sk_buff *skb, const st
 	return 1;
 }
 
-/* A UDP datagram to the sandbox's own resolver gets the resolver's mark
- * (bpf/abi/cordon_dns.h CORDON_RESOLVER_MARK), whatever mark it had: the
- * resolver serves UDP queries that carry it. Set after the host's output
- * hooks ran (routing and netfilter's OUTPUT and POSTROUTING saw the
- * datagram without it). */
-static __always_inline void cordon_mark_resolver_query(struct __sk_buff *skb, const struct cordon_egress_dest_key *d)
+/* Whether the UDP payload at `off` (cgroup_skb: data starts at the IP
+ * header) looks like a DNS query: a header with QR clear, opcode QUERY, one
+ * question, no answer or authority records, at most one additional (EDNS),
+ * and room for a question. */
+static __always_inline int cordon_skb_dns_query(struct __sk_buff *skb, __u32 off)
+{
+	__u8 h[12];
+	if (bpf_skb_load_bytes(skb, off + 8, h, sizeof(h)))
+		return 0;
+	if ((h[2] & 0xf8) != 0 || h[4] != 0 || h[5] != 1 || h[6] || h[7] || h[8] || h[9] || h[10] || h[11] > 1)
+		return 0;
+	return skb->len >= off + 8 + 12 + 5;
+}
+
+/* A UDP datagram to the sandbox's own resolver: it gets the resolver's mark
+ * (bpf/abi/cordon_dns.h CORDON_RESOLVER_MARK), whatever mark it had, and the
+ * resolver serves UDP queries that carry it. The mark is set after the
+ * host's output hooks ran (routing and netfilter's OUTPUT and POSTROUTING
+ * saw the datagram without it). One diverted there from a denied destination
+ * (its socket's named destination is not port 53: lib/egress_match.bpf.h)
+ * must be a DNS query, else it is dropped (0). */
+static __always_inline int cordon_resolver_query(struct __sk_buff *skb, const struct cordon_egress_dest_key *d)
 {
 	if (d->protocol != IPPROTO_UDP)
-		return;
+		return 1;
 	__u32 zero = 0;
 	const struct cordon_resolver *r = bpf_map_lookup_elem(&resolver, &zero);
-	if (!r || !r->mark)
-		return;
+	if (!r)
+		return 1;
 	__u32 w[4];
 	__builtin_memcpy(w, d->addr, 16);
 	int to_v4 = (r->flags & CORDON_RESOLVER_F_V4) && d->family == AF_INET && w[3] == r->ip4 &&
 		    d->port == bpf_ntohs(r->port4);
 	int to_v6 = (r->flags & CORDON_RESOLVER_F_V6) && d->family == AF_INET6 && w[0] == r->ip6[0] &&
 		    w[1] == r->ip6[1] && w[2] == r->ip6[2] && w[3] == r->ip6[3] && d->port == bpf_ntohs(r->port6);
-	if (to_v4 || to_v6)
+	if (!to_v4 && !to_v6)
+		return 1;
+	struct bpf_sock *sk = skb->sk;
+	if (sk)
+		sk = bpf_sk_fullsock(sk);
+	if (sk) {
+		const struct cordon_dns_origin *o = bpf_sk_storage_get(&dns_origin, sk, 0, 0);
+		__u32 off = 40;
+		if (d->family == AF_INET) {
+			__u8 vihl = 0;
+			if (bpf_skb_load_bytes(skb, 0, &vihl, 1))
+				return 0;
+			off = (vihl & 0xf) * 4;
+		}
+		if (o && o->port != bpf_htons(CORDON_DNS_PORT) && !cordon_skb_dns_query(skb, off))
+			return 0;
+	}
+	if (r->mark)
 		skb->mark = r->mark;
+	return 1;
 }
 
 /* cgroup_skb/egress: a contained sandbox sends nothing, in the kernel and
@@ -284,8 +318,9 @@ static __always_inline void cordon_mark_resolver_query(struct __sk_buff *skb, co
  * learn of it (the workload cannot write a TCP header: raw sockets are
  * refused). No event: every packet would be one. Judged by the socket's
  * cgroup, so a socket of the sandbox handed to a process outside is cut too.
- * Otherwise the packet is counted against spec.resources.egressBytes, and a
- * UDP datagram to the sandbox's resolver marked (above). */
+ * Otherwise a UDP datagram to the sandbox's resolver is marked (a diverted
+ * one that is not DNS dropped: above), and the packet is counted against
+ * spec.resources.egressBytes. */
 SEC("cgroup_skb/egress")
 int cordon_egress(struct __sk_buff *skb)
 {
@@ -293,8 +328,8 @@ int cordon_egress(struct __sk_buff *skb)
 		return cordon_is_tcp_reset(skb);
 	struct cordon_egress_dest_key dest = {};
 	int parsed = cordon_skb_dest(skb, &dest) == 0;
-	if (parsed)
-		cordon_mark_resolver_query(skb, &dest);
+	if (parsed && !cordon_resolver_query(skb, &dest))
+		return 0;
 	return cordon_egress_account(skb, &dest, parsed);
 }
 

@@ -38,6 +38,9 @@ namespace {
 //   q:NAME / qt:NAME / q6:NAME   A over UDP, A over TCP (to 192.0.2.53:53),
 //                                AAAA over UDP6 (to [2001:db8::53]:53):
 //                                "q NAME rcode N ADDR,ADDR" or "q NAME error E"
+//   qp:NAME:PORT                 A over UDP to 192.0.2.53:PORT: "qp NAME PORT rcode N ADDR"
+//   u:ADDR:PORT / uc:ADDR:PORT   a datagram that is not DNS, sent to / connected:
+//                                "u ADDR PORT ok" or "u ADDR PORT errno N"
 //   c:ADDR:PORT                  TCP connect: "c ADDR PORT ok" or "c ADDR PORT errno N"
 //   flood:PREFIX:N               N A queries for PREFIX<i>.test, one at a time:
 //                                "flood answered N"
@@ -51,10 +54,10 @@ const char kProbe[] = R"PY(
 import os, random, socket, struct, sys, time
 def name_wire(name):
     return b''.join(bytes([len(l)]) + l.encode() for l in name.split('.')) + b'\0'
-def ask(name, qtype, family, tcp):
+def ask(name, qtype, family, tcp, port=53):
     qid = random.randrange(65536)
     q = struct.pack('>HHHHHH', qid, 0x0100, 1, 0, 0, 0) + name_wire(name) + struct.pack('>HH', qtype, 1)
-    server = ('192.0.2.53', 53) if family == socket.AF_INET else ('2001:db8::53', 53)
+    server = ('192.0.2.53', port) if family == socket.AF_INET else ('2001:db8::53', port)
     s = socket.socket(family, socket.SOCK_STREAM if tcp else socket.SOCK_DGRAM)
     s.settimeout(5)
     if tcp:
@@ -106,6 +109,25 @@ for step in sys.argv[1:]:
             rcode, tc, an = parse(held.recv(4096)); print('stray rcode', rcode, 'tc', tc, 'an', an, flush=True)
         except socket.timeout:
             print('stray none', flush=True)
+    elif op == 'qp':
+        name, _, port = arg.partition(':')
+        try:
+            rcode, addrs = ask(name, 1, socket.AF_INET, False, int(port))
+            print(op, name, port, 'rcode', rcode, ','.join(addrs), flush=True)
+        except Exception as e:
+            print(op, name, port, 'error', type(e).__name__, flush=True)
+    elif op in ('u', 'uc'):
+        addr, _, port = arg.rpartition(':')
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            if op == 'uc':
+                s.connect((addr, int(port))); s.send(b'not a DNS message, just data')
+            else:
+                s.sendto(b'not a DNS message, just data', (addr, int(port)))
+            print(op, addr, port, 'ok', flush=True)
+        except OSError as e:
+            print(op, addr, port, 'errno', e.errno, flush=True)
+        s.close()
     elif op in ('q', 'qt', 'q6'):
         try:
             rcode, addrs = ask(arg, 28 if op == 'q6' else 1, socket.AF_INET6 if op == 'q6' else socket.AF_INET, op == 'qt')
@@ -537,6 +559,52 @@ TEST_F(NameEgress, AQuerySentFromTheSandboxsAddressByAnotherProcessIsNotServed) 
   EXPECT_NE(run.err.find("without cordon's mark"), std::string::npos) << run.err;
   EXPECT_FALSE(dnsmasq_.Saw("c.wild.test")) << dnsmasq_.Log();
   for (const auto& e : AuditFileEvents(audit_)) EXPECT_NE(e.dns().name(), "c.wild.test") << e.ShortDebugString();
+}
+
+// DNS aimed at any port: a UDP destination the policy denies goes to the
+// sandbox's resolver instead, so a query to 192.0.2.53:5353 is answered by
+// the name rules (and grants as any answer does); the send is recorded as
+// a denial of that destination, with the diversion as its reason. A datagram
+// that is not a DNS query, sent or connected, still fails with EPERM (the
+// egress program drops it). TCP to a port other than 53 is not diverted.
+// Controls: unconfined, nothing answers at 192.0.2.53:5353 and the same
+// datagrams do not fail with EPERM.
+TEST_F(NameEgress, UdpDnsToAnyPortIsAnsweredByTheResolverAndOtherDatagramsAreRefused) {
+  CommandResult r =
+      Probe(NamePolicy("anyport"), {"qp:allowed.test:5353", "c:93.184.216.34:8443", "qp:unlisted.test:5353",
+                                    "u:192.0.2.99:5353", "uc:192.0.2.99:9999", "c:192.0.2.53:5353"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 6u) << r.out << r.err;
+  EXPECT_EQ(lines[0], "qp allowed.test 5353 rcode 0 93.184.216.34");
+  EXPECT_EQ(lines[1], "c 93.184.216.34 8443 ok");
+  EXPECT_EQ(lines[2], "qp unlisted.test 5353 rcode 5 ");
+  EXPECT_EQ(lines[3], "u 192.0.2.99 5353 errno 1");
+  EXPECT_EQ(lines[4], "uc 192.0.2.99 9999 errno 1");
+  EXPECT_EQ(lines[5], "c 192.0.2.53 5353 errno 1");
+  EXPECT_TRUE(dnsmasq_.Saw("allowed.test")) << dnsmasq_.Log();
+  EXPECT_FALSE(dnsmasq_.Saw("unlisted.test")) << dnsmasq_.Log();
+
+  const auto events = AuditFileEvents(audit_);
+  const cordon::v1::AuditEvent* diverted = nullptr;
+  for (const auto& e : events)
+    if (e.kind() == "net.sendmsg" && e.net().address() == "192.0.2.53" && e.net().port() == 5353) diverted = &e;
+  ASSERT_NE(diverted, nullptr);
+  EXPECT_EQ(diverted->verdict(), "denied");
+  EXPECT_NE(diverted->reason().find("cordon's DNS resolver"), std::string::npos) << diverted->reason();
+  EXPECT_NE(Query(events, "allowed.test", "noted"), nullptr);
+  EXPECT_NE(Query(events, "unlisted.test", "denied"), nullptr);
+  const auto* tcp = Connect(events, "192.0.2.53", 5353);
+  ASSERT_NE(tcp, nullptr);
+  EXPECT_EQ(tcp->reason().find("cordon's DNS resolver"), std::string::npos) << tcp->reason();
+
+  CommandResult unconfined =
+      test::Run({"/usr/bin/python3", "-c", kProbe, "qp:allowed.test:5353", "u:192.0.2.99:5353", "uc:192.0.2.99:9999"});
+  const std::vector<std::string> control = Lines(unconfined.out);
+  ASSERT_EQ(control.size(), 3u) << unconfined.out << unconfined.err;
+  EXPECT_EQ(control[0].rfind("qp allowed.test 5353 error ", 0), 0u) << control[0];
+  EXPECT_NE(control[1], "u 192.0.2.99 5353 errno 1");
+  EXPECT_NE(control[2], "uc 192.0.2.99 9999 errno 1");
 }
 
 // A `cordon update` of the run's sandbox puts another policy in force while
