@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "abi/cordon_dns.h"
 #include "bench_util.h"
 #include "dns/ldns_include.h"
 #include "dns/resolver.h"
@@ -203,11 +204,14 @@ sockaddr_in Loopback(uint16_t port) {
   return sin;
 }
 
-// A client UDP socket connected to 127.0.0.1:port.
+// A client UDP socket connected to 127.0.0.1:port; its datagrams carry
+// `mark` if non-zero (SO_MARK: what the sandbox's egress program sets on its
+// queries to its resolver).
 class Client {
  public:
-  explicit Client(uint16_t port) : fd_(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+  explicit Client(uint16_t port, uint32_t mark = 0) : fd_(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
     if (fd_ < 0) Die("socket");
+    if (mark && setsockopt(fd_, SOL_SOCKET, SO_MARK, &mark, sizeof mark) != 0) Die("SO_MARK");
     const sockaddr_in to = Loopback(port);
     if (connect(fd_, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0)
       Die("connect to port " + std::to_string(port));
@@ -309,8 +313,8 @@ struct Side {
   std::vector<double> batch_median_us;
   int64_t resolver_ns = 0, dnsmasq_ns = 0, client_ns = 0, wall_ns = 0;
   int64_t lookups = 0;
-  void Set(const char* n, uint16_t port, const char* qname, int rcode) {
-    name = n, client = std::make_unique<Client>(port), query = AQuery(qname), expect_rcode = rcode;
+  void Set(const char* n, uint16_t port, const char* qname, int rcode, uint32_t mark = 0) {
+    name = n, client = std::make_unique<Client>(port, mark), query = AQuery(qname), expect_rcode = rcode;
   }
 };
 
@@ -356,9 +360,12 @@ int RunBench(const Options& opt) {
   policy::DnsUpstream listen = *upstream;
   listen.port = 0;
   const std::set<pid_t> before = Tasks();
-  // Who asks is checked as cordon's NameService checks it (a sock_diag
-  // lookup of the peer's socket per query, its cgroup compared): here the
-  // benchmark's own cgroup stands for the sandbox's.
+  // Who asks is checked as cordon's NameService checks it: a UDP query with
+  // the sandbox's mark (CORDON_RESOLVER_MARK, set by its egress program; here
+  // by the client's SO_MARK) is served without more; one without it would be
+  // looked up with sock_diag (its cgroup compared: here the benchmark's own
+  // stands for the sandbox's) and answered truncated. The benchmark's queries
+  // are marked, as the sandbox's are; a truncated answer stops it.
   auto mount = FindCgroup2Mount();
   if (!mount) Die("cgroup2: " + mount.error().ToString());
   std::string own_path;
@@ -386,7 +393,8 @@ int RunBench(const Options& opt) {
         const bool ok = found && (found->cgroup_id == 0 || found->cgroup_id == own_cgroup);
         if (!ok) ++peers_refused;
         return ok;
-      });
+      },
+      CORDON_RESOLVER_MARK);
   if (!server.ok()) Die("dns::Server::Start: " + server.error().ToString());
   g.server = std::move(*server);
   std::vector<pid_t> server_tids;  // the server's threads (UDP is served on one)
@@ -428,8 +436,8 @@ int RunBench(const Options& opt) {
   const int nplacements = ncpu >= 2 ? 2 : 1;  // one CPU: no split
   for (Placement& pl : placements) {
     pl.sides[0].Set("direct", 53, kAllowed, LDNS_RCODE_NOERROR);
-    pl.sides[1].Set("resolver", port, kAllowed, LDNS_RCODE_NOERROR);
-    pl.sides[2].Set("refused", port, kRefused, LDNS_RCODE_REFUSED);
+    pl.sides[1].Set("resolver", port, kAllowed, LDNS_RCODE_NOERROR, CORDON_RESOLVER_MARK);
+    pl.sides[2].Set("refused", port, kRefused, LDNS_RCODE_REFUSED, CORDON_RESOLVER_MARK);
   }
   // Warm-up, and the answers' check: the allowed name has its one A record
   // on both paths; the unlisted one is refused.
@@ -492,6 +500,9 @@ int RunBench(const Options& opt) {
     }
   }
   if (peers_refused) Die(std::to_string(peers_refused.load()) + " queries refused by the peer check");
+  if (g.server->truncated())
+    Die(std::to_string(g.server->truncated()) + " queries answered truncated (their mark did not arrive)");
+  if (!g.server->reads_marks()) Die("this kernel does not report marks (SO_RCVMARK)");
   if (failures > opt.queries / 100) Die(std::to_string(failures) + " lookups failed (timeout or unexpected rcode)");
   const uint64_t served = g.server->queries() - served_before;
 

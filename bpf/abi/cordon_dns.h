@@ -78,12 +78,16 @@ CORDON_ABI_SIZE(struct cordon_grant_name, 256);
 
 /* The mark the sandbox's cgroup_skb/egress program puts on its UDP datagrams
  * to its resolver (struct cordon_resolver.mark), which the resolver reads
- * with SO_RCVMARK: proof that a datagram left a socket of the sandbox, which
+ * with SO_RCVMARK: proof that a datagram left a socket of a sandbox, which
  * its source address is not (a local process may send from another's
- * address and port with IP_PKTINFO). Nobody without CAP_NET_ADMIN in the
- * host's network namespace can set a mark, and a sandbox cannot at all (its
- * setsockopt program refuses SO_MARK). Bits that common host firewalls do
- * not drop on (kube-proxy's 0x8000, 0x4000; wg-quick's 0xca6c). */
+ * address and port with IP_PKTINFO). The resolver also checks that the
+ * socket at the source address is its sandbox's (sock_diag). Setting a mark
+ * takes CAP_NET_ADMIN, or CAP_NET_RAW since 5.17, in the host's network
+ * namespace; a sandbox cannot set SO_MARK (its setsockopt program refuses
+ * it), and one granted CAP_NET_RAW that marks a message (an SO_MARK control
+ * message) still fails the socket check of another sandbox's resolver. Bits
+ * that common host firewalls do not drop on (kube-proxy's 0x8000, 0x4000;
+ * wg-quick's 0xca6c). */
 #define CORDON_RESOLVER_MARK 0x0c0d0000u
 
 struct cordon_resolver {

@@ -111,7 +111,8 @@ static __always_inline int cordon_grant_allowed(const __u8 addr[16], __u16 port,
  * when the destination was rewritten (the caller then allows it). The
  * destination the workload named is kept in the socket's storage for the
  * recvmsg and getpeername programs. `family` is a constant at each call. */
-static __always_inline int cordon_dns_redirect(struct bpf_sock_addr *ctx, const __u8 addr[16], __u16 family, __u8 proto)
+static __always_inline int cordon_dns_redirect(struct bpf_sock_addr *ctx, const __u8 addr[16], __u16 family, __u8 proto,
+					       int need_origin)
 {
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
 		return 0;
@@ -127,6 +128,10 @@ static __always_inline int cordon_dns_redirect(struct bpf_sock_addr *ctx, const 
 	if (!(r->flags & (v4 ? CORDON_RESOLVER_F_V4 : CORDON_RESOLVER_F_V6)))
 		return 0;
 	struct cordon_dns_origin *o = bpf_sk_storage_get(&dns_origin, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	/* A diversion (need_origin) is judged again by cgroup_skb/egress through
+	 * the origin: without room for it (the socket's option memory full), none. */
+	if (!o && need_origin)
+		return 0;
 	if (o) {
 		o->family = family;
 		o->port = (__u16)ctx->user_port;
@@ -215,7 +220,7 @@ static __always_inline int cordon_sock_addr_decide(struct bpf_sock_addr *ctx, co
 		return cordon_refuse_contained_net(cfg, kind, denied_counter, addr, port, family, ctx->type, protocol);
 	/* DNS goes to the sandbox's resolver whatever the rules say (one
 	 * compare on every other destination's path). */
-	if (port == CORDON_DNS_PORT && cordon_dns_redirect(ctx, addr, family, proto))
+	if (port == CORDON_DNS_PORT && cordon_dns_redirect(ctx, addr, family, proto, 0))
 		return 1;
 	__u64 *cached = NULL;
 	__u64 word = 0;
@@ -256,7 +261,7 @@ static __always_inline int cordon_sock_addr_decide(struct bpf_sock_addr *ctx, co
 	 * does. TCP is not diverted: a connect carries no payload to tell DNS
 	 * by. */
 	int diverted = 0;
-	if (!audit && protocol == IPPROTO_UDP && cordon_dns_redirect(ctx, addr, family, proto)) {
+	if (!audit && protocol == IPPROTO_UDP && cordon_dns_redirect(ctx, addr, family, proto, 1)) {
 		diverted = 1;
 		reason = CORDON_REASON_DNS_DIVERTED;
 	}

@@ -11,11 +11,14 @@
  *  SO_SNDBUFFORCE, SO_RCVBUFFORCE     exceed net.core.[rw]mem_max: pin host memory
  *  SO_PRIORITY (value < 0 or > 6)     the privileged qdisc bands (TC_PRIO_CONTROL ...): starve host traffic
  *  IP_TRANSPARENT, IPV6_TRANSPARENT (value != 0)  bind/receive foreign addresses: intercept (TPROXY) traffic
- *  IP_FREEBIND, IPV6_FREEBIND (value != 0)        bind addresses the host does not have yet (claim a VIP before its service)
- *  IP_IPSEC_POLICY, IP_XFRM_POLICY, IPV6_IPSEC_POLICY, IPV6_XFRM_POLICY  per-socket IPsec policy: bypass the host's (send in clear)
- *  TCP_REPAIR (value != 0)     forge connection state (sequence numbers, any 4-tuple) without a handshake
- * Judged by the socket's cgroup (like every cgroup socket hook): a socket made
- * outside the sandbox and passed in is the outside cgroup's business.
+ *  IP_FREEBIND, IPV6_FREEBIND (value != 0)        bind addresses the host does not have yet (claim a VIP before its
+ * service) IP_IPSEC_POLICY, IP_XFRM_POLICY, IPV6_IPSEC_POLICY, IPV6_XFRM_POLICY  per-socket IPsec policy: bypass the
+ * host's (send in clear) TCP_REPAIR (value != 0)     forge connection state (sequence numbers, any 4-tuple) without a
+ * handshake IP_OPTIONS, IPV6_RTHDR, IPV6_HOPOPTS, IPV6_DSTOPTS, IPV6_RTHDRDSTOPTS and the RFC 2292 forms a source route
+ * sends the packet to its first hop, not to the destination the egress rules judged (the other options carry nothing a
+ * sandbox needs); the same options given per message (IP_RETOPTS, IPV6_RTHDR control messages) never pass this hook:
+ * cgroup_skb/egress drops such packets (bpf/net/inbound.bpf.c) Judged by the socket's cgroup (like every cgroup socket
+ * hook): a socket made outside the sandbox and passed in is the outside cgroup's business.
  *
  * cgroup/dev (tamper.device, arg = major << 20 | minor, arg2 = BPF_DEVCG_ACC_*):
  * open() and mknod() of device nodes are refused except the safe set
@@ -47,11 +50,20 @@
 #define SO_ATTACH_REUSEPORT_CBPF 51
 #define SO_ATTACH_REUSEPORT_EBPF 52
 #define SO_BINDTOIFINDEX 62
+#define IP_OPTIONS 4
 #define IP_FREEBIND 15
 #define IP_IPSEC_POLICY 16
 #define IP_XFRM_POLICY 17
 #define IP_TRANSPARENT 19
+#define IPV6_2292HOPOPTS 3
+#define IPV6_2292DSTOPTS 4
+#define IPV6_2292RTHDR 5
+#define IPV6_2292PKTOPTIONS 6
 #define IPV6_IPSEC_POLICY 34
+#define IPV6_HOPOPTS 54
+#define IPV6_RTHDRDSTOPTS 55
+#define IPV6_RTHDR 57
+#define IPV6_DSTOPTS 59
 #define IPV6_XFRM_POLICY 35
 #define IPV6_TRANSPARENT 75
 #define IPV6_FREEBIND 78
@@ -103,6 +115,7 @@ static __always_inline int cordon_sockopt_refused(struct bpf_sockopt *ctx)
 			return cordon_opt_value(ctx) != 0;
 		case IP_IPSEC_POLICY:
 		case IP_XFRM_POLICY:
+		case IP_OPTIONS:
 			return 1;
 		}
 		return 0;
@@ -114,6 +127,14 @@ static __always_inline int cordon_sockopt_refused(struct bpf_sockopt *ctx)
 			return cordon_opt_value(ctx) != 0;
 		case IPV6_IPSEC_POLICY:
 		case IPV6_XFRM_POLICY:
+		case IPV6_2292HOPOPTS:
+		case IPV6_2292DSTOPTS:
+		case IPV6_2292RTHDR:
+		case IPV6_2292PKTOPTIONS:
+		case IPV6_HOPOPTS:
+		case IPV6_RTHDRDSTOPTS:
+		case IPV6_RTHDR:
+		case IPV6_DSTOPTS:
 			return 1;
 		}
 		return 0;

@@ -288,6 +288,10 @@ static __always_inline int cordon_resolver_query(struct __sk_buff *skb, const st
 		    w[1] == r->ip6[1] && w[2] == r->ip6[2] && w[3] == r->ip6[3] && d->port == bpf_ntohs(r->port6);
 	if (!to_v4 && !to_v6)
 		return 1;
+	/* No DNS query needs UDP segmentation offload (UDP_SEGMENT): only the
+	 * first segment's header would be checked below. */
+	if (skb->gso_segs > 1)
+		return 0;
 	struct bpf_sock *sk = skb->sk;
 	if (sk)
 		sk = bpf_sk_fullsock(sk);
@@ -308,6 +312,36 @@ static __always_inline int cordon_resolver_query(struct __sk_buff *skb, const st
 	return 1;
 }
 
+/* Whether a packet carries IPv4 options or an IPv6 routing header (behind at
+ * most two hop-by-hop or destination options headers): a source route sends
+ * it to its first hop, not to the destination the egress rules judged. The
+ * socket options that set them are refused (bpf/net/host.bpf.c); given per
+ * message (IP_RETOPTS, IPV6_RTHDR control messages) they never pass a hook
+ * but this one. */
+static __always_inline int cordon_source_routed(struct __sk_buff *skb)
+{
+	__u32 protocol = skb->protocol;
+	asm volatile("" : "+r"(protocol)); /* one load: no pointer arithmetic on the context */
+	if (protocol == bpf_htons(CORDON_ETH_P_IP)) {
+		__u8 vihl = 0;
+		return bpf_skb_load_bytes(skb, 0, &vihl, 1) == 0 && (vihl & 0xf) > 5;
+	}
+	if (protocol != bpf_htons(CORDON_ETH_P_IPV6))
+		return 0;
+	__u8 next = 0;
+	if (bpf_skb_load_bytes(skb, 6, &next, 1))
+		return 0;
+	__u32 off = 40;
+	for (int i = 0; i < 2 && (next == 0 || next == 60); i++) {
+		__u8 h[2];
+		if (bpf_skb_load_bytes(skb, off, h, 2))
+			return 0;
+		next = h[0];
+		off += ((__u32)h[1] + 1) * 8;
+	}
+	return next == 43;
+}
+
 /* cgroup_skb/egress: a contained sandbox sends nothing, in the kernel and
  * at once. New connections and datagrams are refused by the sock_addr hooks;
  * this cuts what was open before: an established TCP connection's segments
@@ -318,14 +352,16 @@ static __always_inline int cordon_resolver_query(struct __sk_buff *skb, const st
  * learn of it (the workload cannot write a TCP header: raw sockets are
  * refused). No event: every packet would be one. Judged by the socket's
  * cgroup, so a socket of the sandbox handed to a process outside is cut too.
- * Otherwise a UDP datagram to the sandbox's resolver is marked (a diverted
- * one that is not DNS dropped: above), and the packet is counted against
- * spec.resources.egressBytes. */
+ * Otherwise a source-routed packet is dropped (above), a UDP datagram to the
+ * sandbox's resolver is marked (a diverted one that is not DNS dropped:
+ * above), and the packet is counted against spec.resources.egressBytes. */
 SEC("cgroup_skb/egress")
 int cordon_egress(struct __sk_buff *skb)
 {
 	if (cordon_contained())
 		return cordon_is_tcp_reset(skb);
+	if (cordon_source_routed(skb))
+		return 0;
 	struct cordon_egress_dest_key dest = {};
 	int parsed = cordon_skb_dest(skb, &dest) == 0;
 	if (parsed && !cordon_resolver_query(skb, &dest))

@@ -253,9 +253,32 @@ TEST_F(DnsRedirect, Port53GoesToTheResolverAndTheReplyComesFromTheAddressTargete
   auto events = TakeEvents(cg.path());
   EXPECT_EQ(OfKind(events, "net.connect").size() + OfKind(events, "net.sendmsg").size(), 0u);
 
-  // Another port of the same address is judged by the rules as before.
+  // Another port of the same address, denied by the rules: over UDP it goes
+  // to the resolver instead, recorded as the denial it is. A datagram that is
+  // not a DNS query is dropped on its way (EPERM); a DNS query gets through,
+  // over IPv4 and IPv6, and its reply comes from the address targeted. TCP
+  // is refused (EPERM) and not diverted.
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return UdpSendto(V4("192.0.2.1", 54)); }), EPERM);
-  EXPECT_NE(FindNet(TakeEvents(cg.path()), "net.sendmsg", "192.0.2.1", 54), nullptr);
+  auto diverted = TakeEvents(cg.path());
+  const auto* at54 = FindNet(diverted, "net.sendmsg", "192.0.2.1", 54);
+  ASSERT_NE(at54, nullptr);
+  EXPECT_EQ(at54->verdict(), "denied");
+  EXPECT_NE(at54->reason().find("cordon's DNS resolver"), std::string::npos) << at54->reason();
+  auto dns_query = [](char id) {  // header (one question) and the question "q" A IN
+    return std::string("\x12") + id +
+           std::string("\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x01q\x00\x00\x01\x00\x01", 17);
+  };
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return DnsSendto(V4("192.0.2.1", 5353), dns_query('4')); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return DnsSendto(V6("2001:db8::1", 5353), dns_query('6')); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return DnsConnectedUdp(V4("192.0.2.1", 5353), dns_query('c')); }), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return DnsTcp(V4("192.0.2.1", 5353), "q-tcp-5353"); }), EPERM);
+  queries = resolver.queries();
+  for (char id : {'4', '6', 'c'})
+    EXPECT_NE(std::find(queries.begin(), queries.end(), dns_query(id)), queries.end()) << id;
+  EXPECT_EQ(std::find(queries.begin(), queries.end(), "q-tcp-5353"), queries.end());
+  diverted = TakeEvents(cg.path());
+  EXPECT_NE(FindNet(diverted, "net.sendmsg", "2001:db8::1", 5353), nullptr);
+  EXPECT_NE(FindNet(diverted, "net.connect", "192.0.2.1", 5353), nullptr);
 
   // Negative control: without a resolver, port 53 is judged by the rules: denied, with the event.
   ASSERT_TRUE(SetResolver(cg.id(), std::nullopt, std::nullopt).ok());

@@ -437,11 +437,11 @@ TEST_F(DnsResolver, MalformedAndOddMessagesAreAnsweredOrDroppedNeverCrash) {
 
 // A server told the mark its clients' kernel side puts on their UDP queries
 // (NameService: the sandbox's egress program) serves a query with that mark
-// without asking accept_peer; one without it (or with another) that
+// that accept_peer accepts; one without it (or with another) that
 // accept_peer accepts gets an empty truncated answer with its ID and question
 // (the client asks again over TCP), is not forwarded and grants nothing; one
-// accept_peer refuses gets nothing. TCP is served after accept_peer, as
-// before. The test sets SO_MARK itself (root).
+// accept_peer refuses gets nothing, marked or not. TCP is served after
+// accept_peer, as before. The test sets SO_MARK itself (root).
 TEST_F(DnsResolver, AMarkedQueryIsServedAndAnUnmarkedOneAnsweredTruncated) {
   constexpr uint32_t kMark = 0x0c0d0000;
   std::atomic<int> asked{0};
@@ -483,18 +483,20 @@ TEST_F(DnsResolver, AMarkedQueryIsServedAndAnUnmarkedOneAnsweredTruncated) {
   EXPECT_TRUE(TakeGrants().empty());
   EXPECT_FALSE(UpstreamSaw("a.wild.test")) << dnsmasq_.Log();
 
-  // Marked: served in full, accept_peer not asked.
+  // Marked and accepted: served in full.
   const Reply marked = Decode(Udp(port, {Query("a.wild.test", LDNS_RR_TYPE_A, 0x5353, false)}, kMark));
   EXPECT_FALSE(marked.tc);
   EXPECT_EQ(marked.addresses, std::vector<std::string>{"93.184.216.35"});
-  EXPECT_EQ(asked.load(), 2);
+  EXPECT_EQ(asked.load(), 3);
   EXPECT_EQ(TakeGrants().size(), 1u);
   EXPECT_TRUE(UpstreamSaw("a.wild.test")) << dnsmasq_.Log();
 
-  // Refused by accept_peer and unmarked: no answer at all.
+  // Refused by accept_peer, unmarked or marked: no answer at all.
   accept = false;
   EXPECT_TRUE(Udp(port, {Query("b.a.wild.test", LDNS_RR_TYPE_A, 0x5454, false)}, 0, 500).empty());
-  EXPECT_EQ((*server)->dropped(), 1u);
+  EXPECT_TRUE(Udp(port, {Query("b.a.wild.test", LDNS_RR_TYPE_A, 0x5455, false)}, kMark, 500).empty());
+  EXPECT_EQ((*server)->dropped(), 2u);
+  EXPECT_FALSE(UpstreamSaw("b.a.wild.test")) << dnsmasq_.Log();
   // TCP: judged by accept_peer alone.
   EXPECT_TRUE(Decode(Tcp(port, Query("b.a.wild.test", LDNS_RR_TYPE_A, 0x5555, false))).addresses.empty());
   accept = true;

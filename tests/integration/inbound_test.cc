@@ -381,6 +381,72 @@ TEST_F(Inbound, HostTrafficSocketOptionsRefusedOrdinaryOnesWork) {
   EXPECT_EQ(count(IPPROTO_TCP, TCP_NODELAY), 0);
 }
 
+// A source route sends a packet to its first hop, not to the destination
+// the egress rules judged: the socket options that set one (IP_OPTIONS,
+// IPV6_RTHDR and the other IPv6 option headers) are refused with an event,
+// and a datagram given a loose source route per message (an IP_RETOPTS
+// control message, which no hook sees) is dropped by the egress program, its
+// send failing with EPERM, also to a destination the rules allow. Controls:
+// the same datagram without the route is sent from the sandbox, and root
+// outside it sets the options and sends the routed datagram.
+TEST_F(Inbound, SourceRoutesAreRefusedAsOptionsAndDroppedPerMessage) {
+  TestCgroup cg("srcroute");
+  const uint16_t port = FreePort();
+  Attach(cg, Policy("srcroute-test", "    egress:\n      - cidr: 127.0.0.1/32\n        ports: [" +
+                                         std::to_string(port) + "]\n        protocols: [udp]\n"));
+  // LSRR via 127.0.0.2 (type 0x83, length 7, pointer 4, the hop), then a NOP.
+  const uint8_t lsrr[8] = {0x83, 7, 4, 127, 0, 0, 2, 1};
+  // An IPv6 segment routing header (type 4) with one segment, ::1.
+  uint8_t srh[24] = {IPPROTO_UDP, 2, 4, 0, 0, 0, 0, 0};
+  srh[23] = 1;
+  EXPECT_EQ(SetOpt(AF_INET, SOCK_DGRAM, SOL_IP, IP_OPTIONS, lsrr, sizeof lsrr), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return SetOpt(AF_INET, SOCK_DGRAM, SOL_IP, IP_OPTIONS, lsrr, sizeof lsrr); }),
+            EPERM);
+  EXPECT_EQ(SetOpt(AF_INET6, SOCK_DGRAM, SOL_IPV6, IPV6_RTHDR, srh, sizeof srh), 0);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return SetOpt(AF_INET6, SOCK_DGRAM, SOL_IPV6, IPV6_RTHDR, srh, sizeof srh); }),
+            EPERM);
+
+  auto send_routed = [&](bool routed) {
+    int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 1000 + errno;
+    sockaddr_storage to = V4("127.0.0.1", port);
+    char payload[] = "routed";
+    iovec iov{payload, sizeof payload};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof lsrr)] = {};
+    msghdr msg{};
+    msg.msg_name = &to;
+    msg.msg_namelen = sizeof(sockaddr_in);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (routed) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_IP;
+      c->cmsg_type = IP_RETOPTS;
+      c->cmsg_len = CMSG_LEN(sizeof lsrr);
+      std::memcpy(CMSG_DATA(c), lsrr, sizeof lsrr);
+    }
+    int r = ::sendmsg(fd, &msg, 0) >= 0 ? 0 : errno;
+    ::close(fd);
+    return r;
+  };
+  EXPECT_EQ(send_routed(true), 0) << "root outside the sandbox sends the routed datagram";
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return send_routed(false); }), 0) << "the destination is allowed";
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return send_routed(true); }), EPERM);
+
+  auto events = TakeEvents(cg.path());
+  auto refused = [&](int level, int name) {
+    for (const auto& e : events)
+      if (e.kind() == "net.sockopt" && e.target().arg() == static_cast<uint32_t>(level) &&
+          e.target().arg2() == static_cast<uint32_t>(name) && e.verdict() == "denied")
+        return true;
+    return false;
+  };
+  EXPECT_TRUE(refused(SOL_IP, IP_OPTIONS));
+  EXPECT_TRUE(refused(SOL_IPV6, IPV6_RTHDR));
+}
+
 int OpenDev(const char* path, int flags) {
   int fd = ::open(path, flags | O_CLOEXEC);
   if (fd < 0) return errno;

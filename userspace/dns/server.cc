@@ -145,11 +145,9 @@ void Server::Loop() {
       }
       const std::span<const uint8_t> message(buf.data(), static_cast<size_t>(n));
       std::vector<uint8_t> reply;
-      if (udp_mark_ != 0 && marked) {
-        reply = Answer1(message, Transport::kUdp).reply;
-      } else if (accept_peer_ && !accept_peer_(from, self_, IPPROTO_UDP)) {
+      if (accept_peer_ && !accept_peer_(from, self_, IPPROTO_UDP)) {
         dropped_.fetch_add(1);
-      } else if (udp_mark_ != 0) {
+      } else if (udp_mark_ != 0 && !marked) {
         truncated_.fetch_add(1);
         reply = Resolver::Truncated(message);
       } else {

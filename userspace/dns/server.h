@@ -46,14 +46,17 @@ class Server {
   // run on the server's threads.
   //
   // `udp_mark` (non-zero): the mark the client's kernel side puts on its UDP
-  // queries (read with SO_RCVMARK). A datagram that carries it is served
-  // without asking accept_peer: only the client can have sent it. One
-  // without it that accept_peer accepts is answered with an empty truncated
-  // reply (TC set, the question echoed: a resolver library asks again over
-  // TCP, whose peer accept_peer checks exactly), since its source address
-  // proves nothing: a local process may send from another socket's address
-  // and port (IP_PKTINFO). A kernel without SO_RCVMARK (before 5.19)
-  // reports no mark: every UDP query is answered so (reads_marks() false).
+  // queries (read with SO_RCVMARK). A UDP query is served only when
+  // accept_peer accepts its source and it carries the mark. One accept_peer
+  // accepts without the mark is answered with an empty truncated reply (TC
+  // set, the question echoed: a resolver library asks again over TCP, whose
+  // peer accept_peer checks exactly), since a source address proves nothing
+  // by itself: a local process may send from another socket's address and
+  // port (IP_PKTINFO). Both are needed: the mark says the datagram left the
+  // client's side, the source check that the reply goes back there (the
+  // client, too, may choose its source address). A kernel without
+  // SO_RCVMARK (before 5.19) reports no mark: every UDP query is answered
+  // truncated (reads_marks() false).
   static Result<std::unique_ptr<Server>> Start(const policy::DnsUpstream& listen, const Resolver* resolver,
                                                OnGrants on_grants, OnDecision on_decision,
                                                AcceptPeer accept_peer = nullptr, uint32_t udp_mark = 0);

@@ -287,10 +287,14 @@ uint64_t NameService::queries() const {
 // the socket a reply to the datagram's source would reach, which a local
 // process that chooses its source address (IP_PKTINFO) and holds the port of
 // a sandbox's connected socket on another loopback address can point at that
-// socket. So a UDP query is served only with the mark the sandbox's egress
-// program puts on it (dns::Server's udp_mark, which does not ask this then);
-// one accepted here without the mark is answered truncated, and the client
-// asks again over TCP.
+// socket. So a UDP query is served only with this check passed and the mark
+// the sandbox's egress program puts on it (dns::Server's udp_mark); one
+// accepted here without the mark is answered truncated, and the client asks
+// again over TCP. The check is still needed for marked queries: the sandbox
+// chooses its datagrams' source address too (IP_PKTINFO), and the reply
+// goes there (to another local service's socket, which this refuses), and a
+// sandbox whose resolver went (cordon run killed) marks its queries to a
+// port another sandbox's resolver may hold later.
 bool NameService::FromSandbox(const sockaddr_storage& peer, const sockaddr_storage& self, int protocol) {
   auto found = FindLoopbackPeer(peer, self, static_cast<uint8_t>(protocol));
   if (!found) return false;
