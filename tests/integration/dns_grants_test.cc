@@ -232,6 +232,19 @@ class DnsRedirect : public ::testing::Test {
   }
 };
 
+// doctor says whether redirection works on this kernel: its probe sends a
+// real UDP query to 192.0.2.1:53 from a scratch sandbox with a resolver on
+// loopback, and reads the reply as from 192.0.2.1:53 (the same mechanism
+// Port53GoesToTheResolver... shows working here).
+TEST_F(DnsRedirect, DoctorSaysRedirectionWorksHere) {
+  CommandResult doctor = Cordon({"doctor", "--json"});
+  const size_t at = doctor.out.find("\"dns_redirect\":{");
+  ASSERT_NE(at, std::string::npos) << doctor.out;
+  const std::string probe = doctor.out.substr(at, doctor.out.find('}', at) - at);
+  EXPECT_NE(probe.find("\"ok\":true"), std::string::npos) << probe;
+  EXPECT_NE(probe.find("reply read as from 192.0.2.1:53"), std::string::npos) << probe;
+}
+
 TEST_F(DnsRedirect, Port53GoesToTheResolverAndTheReplyComesFromTheAddressTargeted) {
   TestCgroup cg("dns");
   EchoResolver resolver;
