@@ -360,12 +360,12 @@ int RunBench(const Options& opt) {
   policy::DnsUpstream listen = *upstream;
   listen.port = 0;
   const std::set<pid_t> before = Tasks();
-  // Who asks is checked as cordon's NameService checks it: a UDP query with
-  // the sandbox's mark (CORDON_RESOLVER_MARK, set by its egress program; here
-  // by the client's SO_MARK) is served without more; one without it would be
-  // looked up with sock_diag (its cgroup compared: here the benchmark's own
-  // stands for the sandbox's) and answered truncated. The benchmark's queries
-  // are marked, as the sandbox's are; a truncated answer stops it.
+  // Who asks is checked as cordon's NameService checks it: a UDP query must
+  // carry the sandbox's mark (CORDON_RESOLVER_MARK, set by its egress
+  // program; here by the client's SO_MARK) and come from a socket of the
+  // sandbox's cgroup (a sock_diag lookup per query: here the benchmark's own
+  // cgroup stands for the sandbox's). The benchmark's queries are marked, as
+  // the sandbox's are; a truncated answer (an unmarked query's) stops it.
   auto mount = FindCgroup2Mount();
   if (!mount) Die("cgroup2: " + mount.error().ToString());
   std::string own_path;

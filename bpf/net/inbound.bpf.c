@@ -123,27 +123,57 @@ static __always_inline int cordon_is_tcp_reset(struct __sk_buff *skb)
 	return (flags & CORDON_TCP_RST) != 0 && ip_len == off + (doff >> 4) * 4;
 }
 
+/* Whether an IPv6 packet whose first next header is `next` carries a routing
+ * header (behind at most two hop-by-hop or destination options headers). */
+static __always_inline int cordon_ipv6_routed(struct __sk_buff *skb, __u8 next)
+{
+	__u32 off = 40;
+	for (int i = 0; i < 2 && (next == 0 || next == 60); i++) {
+		__u8 h[2];
+		if (bpf_skb_load_bytes(skb, off, h, 2))
+			return 0;
+		next = h[0];
+		off += ((__u32)h[1] + 1) * 8;
+	}
+	return next == 43;
+}
+
 /* The destination of an egress packet (cgroup_skb: its data starts at the IP
  * header): address as IPv6 (IPv4 as ::ffff:a.b.c.d), port of TCP/UDP/UDP-Lite
- * (0 for others; IPv6 extension headers are not followed). 0 when parsed. */
-static __always_inline int cordon_skb_dest(struct __sk_buff *skb, struct cordon_egress_dest_key *k)
+ * (0 for others; IPv6 extension headers are not followed). 0 when parsed.
+ * *routed: whether it carries IPv4 options or an IPv6 routing header (a
+ * source route sends it to its first hop, not to the destination the egress
+ * rules judged: the socket options that set them are refused, bpf/net/
+ * host.bpf.c, but given per message, as IP_RETOPTS or IPV6_RTHDR control
+ * messages, they pass no hook but this one). One load of the IP header: the
+ * program runs for every packet the sandbox sends. */
+static __always_inline int cordon_skb_dest(struct __sk_buff *skb, struct cordon_egress_dest_key *k, int *routed)
 {
 	__u32 off;
-	__u8 proto = 0;
-	if (skb->protocol == bpf_htons(CORDON_ETH_P_IP)) {
-		__u8 vihl = 0;
-		if (bpf_skb_load_bytes(skb, 0, &vihl, 1) || bpf_skb_load_bytes(skb, 9, &proto, 1) ||
-		    bpf_skb_load_bytes(skb, 16, k->addr + 12, 4))
+	__u8 proto;
+	__u32 protocol = skb->protocol;
+	asm volatile("" : "+r"(protocol)); /* one load: no pointer arithmetic on the context */
+	if (protocol == bpf_htons(CORDON_ETH_P_IP)) {
+		__u8 h[20];
+		if (bpf_skb_load_bytes(skb, 0, h, sizeof(h)))
 			return -1;
+		proto = h[9];
+		__builtin_memcpy(k->addr + 12, h + 16, 4);
 		k->addr[10] = 0xff;
 		k->addr[11] = 0xff;
 		k->family = AF_INET;
-		off = (vihl & 0xf) * 4;
-	} else if (skb->protocol == bpf_htons(CORDON_ETH_P_IPV6)) {
-		if (bpf_skb_load_bytes(skb, 6, &proto, 1) || bpf_skb_load_bytes(skb, 24, k->addr, 16))
+		off = (h[0] & 0xf) * 4;
+		*routed = (h[0] & 0xf) > 5;
+	} else if (protocol == bpf_htons(CORDON_ETH_P_IPV6)) {
+		__u8 h[40];
+		if (bpf_skb_load_bytes(skb, 0, h, sizeof(h)))
 			return -1;
+		proto = h[6];
+		__builtin_memcpy(k->addr, h + 24, 16);
 		k->family = AF_INET6;
 		off = 40;
+		if (proto == 0 || proto == 60 || proto == 43)
+			*routed = cordon_ipv6_routed(skb, proto);
 	} else {
 		return -1;
 	}
@@ -276,12 +306,16 @@ static __always_inline int cordon_resolver_query(struct __sk_buff *skb, const st
 {
 	if (d->protocol != IPPROTO_UDP)
 		return 1;
+	__u32 w[4];
+	__builtin_memcpy(w, d->addr, 16);
+	/* The resolver listens on loopback (127.0.0.0/8, ::1): nothing else is
+	 * looked at further. */
+	if (d->family == AF_INET ? d->addr[12] != 127 : (w[0] || w[1] || w[2] || w[3] != bpf_htonl(1)))
+		return 1;
 	__u32 zero = 0;
 	const struct cordon_resolver *r = bpf_map_lookup_elem(&resolver, &zero);
 	if (!r)
 		return 1;
-	__u32 w[4];
-	__builtin_memcpy(w, d->addr, 16);
 	int to_v4 = (r->flags & CORDON_RESOLVER_F_V4) && d->family == AF_INET && w[3] == r->ip4 &&
 		    d->port == bpf_ntohs(r->port4);
 	int to_v6 = (r->flags & CORDON_RESOLVER_F_V6) && d->family == AF_INET6 && w[0] == r->ip6[0] &&
@@ -312,36 +346,6 @@ static __always_inline int cordon_resolver_query(struct __sk_buff *skb, const st
 	return 1;
 }
 
-/* Whether a packet carries IPv4 options or an IPv6 routing header (behind at
- * most two hop-by-hop or destination options headers): a source route sends
- * it to its first hop, not to the destination the egress rules judged. The
- * socket options that set them are refused (bpf/net/host.bpf.c); given per
- * message (IP_RETOPTS, IPV6_RTHDR control messages) they never pass a hook
- * but this one. */
-static __always_inline int cordon_source_routed(struct __sk_buff *skb)
-{
-	__u32 protocol = skb->protocol;
-	asm volatile("" : "+r"(protocol)); /* one load: no pointer arithmetic on the context */
-	if (protocol == bpf_htons(CORDON_ETH_P_IP)) {
-		__u8 vihl = 0;
-		return bpf_skb_load_bytes(skb, 0, &vihl, 1) == 0 && (vihl & 0xf) > 5;
-	}
-	if (protocol != bpf_htons(CORDON_ETH_P_IPV6))
-		return 0;
-	__u8 next = 0;
-	if (bpf_skb_load_bytes(skb, 6, &next, 1))
-		return 0;
-	__u32 off = 40;
-	for (int i = 0; i < 2 && (next == 0 || next == 60); i++) {
-		__u8 h[2];
-		if (bpf_skb_load_bytes(skb, off, h, 2))
-			return 0;
-		next = h[0];
-		off += ((__u32)h[1] + 1) * 8;
-	}
-	return next == 43;
-}
-
 /* cgroup_skb/egress: a contained sandbox sends nothing, in the kernel and
  * at once. New connections and datagrams are refused by the sock_addr hooks;
  * this cuts what was open before: an established TCP connection's segments
@@ -352,7 +356,7 @@ static __always_inline int cordon_source_routed(struct __sk_buff *skb)
  * learn of it (the workload cannot write a TCP header: raw sockets are
  * refused). No event: every packet would be one. Judged by the socket's
  * cgroup, so a socket of the sandbox handed to a process outside is cut too.
- * Otherwise a source-routed packet is dropped (above), a UDP datagram to the
+ * Otherwise a source-routed packet is dropped (cordon_skb_dest), a UDP datagram to the
  * sandbox's resolver is marked (a diverted one that is not DNS dropped:
  * above), and the packet is counted against spec.resources.egressBytes. */
 SEC("cgroup_skb/egress")
@@ -360,10 +364,11 @@ int cordon_egress(struct __sk_buff *skb)
 {
 	if (cordon_contained())
 		return cordon_is_tcp_reset(skb);
-	if (cordon_source_routed(skb))
-		return 0;
 	struct cordon_egress_dest_key dest = {};
-	int parsed = cordon_skb_dest(skb, &dest) == 0;
+	int routed = 0;
+	int parsed = cordon_skb_dest(skb, &dest, &routed) == 0;
+	if (routed)
+		return 0;
 	if (parsed && !cordon_resolver_query(skb, &dest))
 		return 0;
 	return cordon_egress_account(skb, &dest, parsed);

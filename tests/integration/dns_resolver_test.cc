@@ -190,9 +190,20 @@ class DnsResolver : public ::testing::Test {
     auto upstream = policy::ParseDnsUpstream("127.0.0.1:53", &error);
     ASSERT_TRUE(upstream) << error;
     resolver_ = std::make_unique<dns::Resolver>(compiled_.rules, std::vector<policy::DnsUpstream>{*upstream}, &client_);
-    policy::DnsUpstream listen = *upstream;
+    upstream_ = *upstream;
+    auto server = StartServer();
+    ASSERT_TRUE(server.ok()) << server.error().ToString();
+    server_ = std::move(*server);
+    port_ = server_->port();
+  }
+
+  // A server of resolver_ on a loopback port the kernel picks; its grants
+  // and decisions are collected.
+  Result<std::unique_ptr<dns::Server>> StartServer(dns::Server::AcceptPeer accept_peer = nullptr,
+                                                   uint32_t udp_mark = 0) {
+    policy::DnsUpstream listen = upstream_;
     listen.port = 0;
-    auto server = dns::Server::Start(
+    return dns::Server::Start(
         listen, resolver_.get(),
         [this](const std::vector<dns::Grant>& grants) {
           std::lock_guard<std::mutex> lock(mu_);
@@ -202,10 +213,8 @@ class DnsResolver : public ::testing::Test {
         [this](const dns::QueryDecision& d) {
           std::lock_guard<std::mutex> lock(mu_);
           decisions_.push_back(d);
-        });
-    ASSERT_TRUE(server.ok()) << server.error().ToString();
-    server_ = std::move(*server);
-    port_ = server_->port();
+        },
+        std::move(accept_peer), udp_mark);
   }
 
   void TearDown() override {
@@ -231,6 +240,7 @@ class DnsResolver : public ::testing::Test {
   DnsmasqNetns dnsmasq_;
   std::string hosts_;
   policy::CompiledPolicy compiled_;
+  policy::DnsUpstream upstream_;
   dns::SocketUpstreamClient client_;
   std::unique_ptr<dns::Resolver> resolver_;
   std::unique_ptr<dns::Server> server_;
@@ -446,19 +456,7 @@ TEST_F(DnsResolver, AMarkedQueryIsServedAndAnUnmarkedOneAnsweredTruncated) {
   constexpr uint32_t kMark = 0x0c0d0000;
   std::atomic<int> asked{0};
   std::atomic<bool> accept{true};
-  std::string error;
-  auto upstream = policy::ParseDnsUpstream("127.0.0.1:53", &error);
-  ASSERT_TRUE(upstream) << error;
-  policy::DnsUpstream listen = *upstream;
-  listen.port = 0;
-  auto server = dns::Server::Start(
-      listen, resolver_.get(),
-      [this](const std::vector<dns::Grant>& grants) {
-        std::lock_guard<std::mutex> lock(mu_);
-        grants_.insert(grants_.end(), grants.begin(), grants.end());
-        return true;
-      },
-      nullptr,
+  auto server = StartServer(
       [&](const sockaddr_storage&, const sockaddr_storage&, int) {
         asked.fetch_add(1);
         return accept.load();

@@ -247,6 +247,18 @@ class NameEgress : public ::testing::Test {
     ASSERT_NE(denied, nullptr) << address << ":" << port;
     EXPECT_EQ(denied->verdict(), "denied");
   }
+  // A directory the runs' users (dynamic) may write, outside the test's own
+  // (mode 0700); the caller removes it.
+  static std::string SharedDir(const std::string& tag) {
+    const std::string dir = "/tmp/cordon-names-" + tag + "-" + std::to_string(::getpid());
+    EXPECT_EQ(::mkdir(dir.c_str(), 0777), 0) << dir;
+    EXPECT_EQ(::chmod(dir.c_str(), 0777), 0) << dir;
+    return dir;
+  }
+  // NamePolicy(name) with the probe's files and `shared` writable.
+  static std::string WritingPolicy(const std::string& name, const std::string& shared) {
+    return NamePolicy(name) + "  files:\n    include: [runtime-minimal, python3]\n    write: [" + shared + "]\n";
+  }
   // The pid of our child `cordon run` whose arguments name `policy` (0: none).
   static pid_t ChildRunning(const std::string& policy) {
     DIR* d = ::opendir("/proc");
@@ -458,11 +470,8 @@ if sys.argv[1:] != ['close']:
 )PY";
 
 TEST_F(NameEgress, OnlyTheSandboxIsAnsweredNotAnotherLocalProcess) {
-  const std::string shared = "/tmp/cordon-names-outsider-" + std::to_string(::getpid());
-  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
-  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);  // the run's user (dynamic) writes there
-  const std::string policy =
-      NamePolicy("outsider") + "  files:\n    include: [runtime-minimal, python3]\n" + "    write: [" + shared + "]\n";
+  const std::string shared = SharedDir("outsider");
+  const std::string policy = WritingPolicy("outsider", shared);
   const std::string asked = shared + "/asked", outside_done = shared + "/outside-done";
   CommandResult run;
   std::thread sandbox([&] {
@@ -533,11 +542,8 @@ print('spoofed', address, port, 'to', resolver is not None, flush=True)
 )PY";
 
 TEST_F(NameEgress, AQuerySentFromTheSandboxsAddressByAnotherProcessIsNotServed) {
-  const std::string shared = "/tmp/cordon-names-spoof-" + std::to_string(::getpid());
-  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
-  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);  // the run's user (dynamic) writes there
-  const std::string policy =
-      NamePolicy("spoofed") + "  files:\n    include: [runtime-minimal, python3]\n" + "    write: [" + shared + "]\n";
+  const std::string shared = SharedDir("spoof");
+  const std::string policy = WritingPolicy("spoofed", shared);
   const std::string held = shared + "/held", spoofed = shared + "/spoofed";
   CommandResult run;
   std::thread sandbox([&] { run = Probe(policy, {"hold:a.wild.test:" + held, "wait:" + spoofed, "stray:3"}); });
