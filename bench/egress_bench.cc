@@ -871,6 +871,11 @@ int Run(const Options& opt) {
       p.fd = ProgOfPinnedLink(dir + "/link_" + h, &p.id);
       progs.push_back(p);
     }
+    // cordon's cgroup_skb/egress program (containment, egressBytes, the
+    // resolver's mark): not a decision, but run for every packet sent.
+    ProgRef p{c->name, c->rules, "egress", -1, 0};
+    p.fd = ProgOfPinnedLink(dir + "/link_egress", &p.id);
+    progs.push_back(p);
   }
   g.stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
   if (g.stats_fd < 0) Die(std::string("BPF_ENABLE_STATS: ") + std::strerror(-g.stats_fd));

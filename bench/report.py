@@ -173,9 +173,14 @@ def b1_section(d, out_dir):
         "column *kernel ns/decision* is run_time_ns / run_cnt of that configuration's program over one burst, "
         "median over the bursts (IQR in brackets) "
         "(cordon's programs are found through the sandbox's pinned links, "
-        "`/sys/fs/bpf/cordon/v4/sandboxes/<cgroup id>/link_*`). This includes the cost of the accounting "
+        "`/sys/fs/bpf/cordon/v6/sandboxes/<cgroup id>/link_*`). This includes the cost of the accounting "
         "itself (two clock reads), which is why even the trivial program shows tens of ns; the difference "
-        "to the trivial program is the program's own work."
+        "to the trivial program is the program's own work. For cordon the cell also gives what its "
+        "`cgroup_skb/egress` program costs per operation (ns per packet times the packets an operation sends: "
+        "a datagram, or a TCP connection's handshake and close): no decision, but it runs for every packet a "
+        "sandbox sends (containment, the `egressBytes` count per destination, the resolver's mark), and it is "
+        "most of what separates cordon from the trivial program in the wall-clock columns of the datagram and "
+        "TCP operations."
     )
     L.append("")
 
@@ -198,6 +203,9 @@ def b1_section(d, out_dir):
                 ks = kns(r["config"], op, "sock_create")
                 if ks is not None:
                     kcell += f" + {ks:.0f} (sock_create)"
+            ke = kern.get((r["config"], op, "egress"))
+            if ke is not None and r["kind"] == "cordon":
+                kcell += f"; per op also {ke['ns_per_run'] * ke['runs_per_op']:.0f} (egress, {ke['runs_per_op']:.1f} packets)"
             L.append(
                 f"| {label(r)} | {r['ns_per_op']['median']:.0f} | {q['median']:.3f} | "
                 f"{q['q1']:.3f} to {q['q3']:.3f} | {'' if over is None else f'{over:+.0f}'} | {kcell} |"
