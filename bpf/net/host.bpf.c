@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* clang-format off */
 /*
  * Host-facing controls that need no BPF LSM: socket options, device nodes,
  * sysctls. Each refusal is EPERM and an event; audit mode allows and reports.
@@ -11,14 +12,17 @@
  *  SO_SNDBUFFORCE, SO_RCVBUFFORCE     exceed net.core.[rw]mem_max: pin host memory
  *  SO_PRIORITY (value < 0 or > 6)     the privileged qdisc bands (TC_PRIO_CONTROL ...): starve host traffic
  *  IP_TRANSPARENT, IPV6_TRANSPARENT (value != 0)  bind/receive foreign addresses: intercept (TPROXY) traffic
- *  IP_FREEBIND, IPV6_FREEBIND (value != 0)        bind addresses the host does not have yet (claim a VIP before its
- * service) IP_IPSEC_POLICY, IP_XFRM_POLICY, IPV6_IPSEC_POLICY, IPV6_XFRM_POLICY  per-socket IPsec policy: bypass the
- * host's (send in clear) TCP_REPAIR (value != 0)     forge connection state (sequence numbers, any 4-tuple) without a
- * handshake IP_OPTIONS, IPV6_RTHDR, IPV6_HOPOPTS, IPV6_DSTOPTS, IPV6_RTHDRDSTOPTS and the RFC 2292 forms a source route
- * sends the packet to its first hop, not to the destination the egress rules judged (the other options carry nothing a
- * sandbox needs); the same options given per message (IP_RETOPTS, IPV6_RTHDR control messages) never pass this hook:
- * cgroup_skb/egress drops such packets (bpf/net/inbound.bpf.c) Judged by the socket's cgroup (like every cgroup socket
- * hook): a socket made outside the sandbox and passed in is the outside cgroup's business.
+ *  IP_FREEBIND, IPV6_FREEBIND (value != 0)        bind addresses the host does not have yet (claim a VIP before its service)
+ *  IP_IPSEC_POLICY, IP_XFRM_POLICY, IPV6_IPSEC_POLICY, IPV6_XFRM_POLICY  per-socket IPsec policy: bypass the host's (send in clear)
+ *  TCP_REPAIR (value != 0)     forge connection state (sequence numbers, any 4-tuple) without a handshake
+ *  IP_OPTIONS, IPV6_RTHDR, IPV6_HOPOPTS, IPV6_DSTOPTS, IPV6_RTHDRDSTOPTS and their RFC 2292 forms
+ *                              a source route sends the packet to its first hop, not to the destination
+ *                              the egress rules judged (the other option headers carry nothing a sandbox
+ *                              needs); a source route given per message (IP_RETOPTS, IPV6_RTHDR control
+ *                              messages) never passes this hook: cgroup_skb/egress drops such packets
+ *                              (bpf/net/inbound.bpf.c)
+ * Judged by the socket's cgroup (like every cgroup socket hook): a socket made
+ * outside the sandbox and passed in is the outside cgroup's business.
  *
  * cgroup/dev (tamper.device, arg = major << 20 | minor, arg2 = BPF_DEVCG_ACC_*):
  * open() and mknod() of device nodes are refused except the safe set
@@ -34,6 +38,7 @@
  * /proc/sys at all, and reads only of the names in sysctl_safe (the loader's
  * constant set, userspace/loader/sandbox.cc kSafeSysctls).
  */
+/* clang-format on */
 #include "lib/file_event.bpf.h"
 
 #define SOL_SOCKET 1

@@ -123,8 +123,50 @@ static __always_inline int cordon_is_tcp_reset(struct __sk_buff *skb)
 	return (flags & CORDON_TCP_RST) != 0 && ip_len == off + (doff >> 4) * 4;
 }
 
+/* Whether IPv4 options (a header of `ihl` words, > 5) hold a loose or
+ * strict source route (LSRR 0x83, SSRR 0x89). Other options pass: the
+ * host's own (a CIPSO label NetLabel adds, a router alert) change no
+ * destination. Options that cannot be read or parsed count as a route. */
+static __always_inline int cordon_ipv4_routed(struct __sk_buff *skb, __u32 ihl)
+{
+	/* 64 bytes: the verifier bounds len by its mask (60), not by ihl (40);
+	 * indexes are masked to 63 for it too. Packets with options are rare:
+	 * the room is zeroed. */
+	__u8 o[64];
+	__builtin_memset(o, 0, sizeof(o));
+	__u32 len = (ihl * 4 - 20) & 63;
+	if (len == 0)
+		return 0;
+	if (bpf_skb_load_bytes(skb, 20, o, len))
+		return 1;
+	__u32 i = 0;
+	for (int n = 0; n < 40; n++) {
+		if (i >= len)
+			return 0;
+		__u8 type = o[i & 63];
+		if (type == 0) /* end of the list */
+			return 0;
+		if (type == 1) { /* no-op */
+			i++;
+			continue;
+		}
+		if (type == 0x83 || type == 0x89)
+			return 1;
+		__u8 optlen = o[(i + 1) & 63];
+		if (i + 1 >= len || optlen < 2)
+			return 1;
+		i += optlen;
+	}
+	return 0;
+}
+
 /* Whether an IPv6 packet whose first next header is `next` carries a routing
- * header (behind at most two hop-by-hop or destination options headers). */
+ * header (behind at most two hop-by-hop or destination options headers) of
+ * a type other than segment routing (4): type 2 (Mobile IPv6) is the one a
+ * process can give per message, and it sends the packet to the address it
+ * holds. An SRH (type 4) is what the host's own SRv6 encapsulation adds (a
+ * sandbox cannot set one: IPV6_RTHDR is refused, and the kernel takes no
+ * type 4 per message). */
 static __always_inline int cordon_ipv6_routed(struct __sk_buff *skb, __u8 next)
 {
 	__u32 off = 40;
@@ -135,18 +177,24 @@ static __always_inline int cordon_ipv6_routed(struct __sk_buff *skb, __u8 next)
 		next = h[0];
 		off += ((__u32)h[1] + 1) * 8;
 	}
-	return next == 43;
+	if (next != 43)
+		return 0;
+	__u8 rh[4];
+	if (bpf_skb_load_bytes(skb, off, rh, sizeof(rh)))
+		return 1;
+	return rh[2] != 4;
 }
 
 /* The destination of an egress packet (cgroup_skb: its data starts at the IP
  * header): address as IPv6 (IPv4 as ::ffff:a.b.c.d), port of TCP/UDP/UDP-Lite
  * (0 for others; IPv6 extension headers are not followed). 0 when parsed.
- * *routed: whether it carries IPv4 options or an IPv6 routing header (a
- * source route sends it to its first hop, not to the destination the egress
- * rules judged: the socket options that set them are refused, bpf/net/
- * host.bpf.c, but given per message, as IP_RETOPTS or IPV6_RTHDR control
- * messages, they pass no hook but this one). One load of the IP header: the
- * program runs for every packet the sandbox sends. */
+ * *routed: whether it carries a source route (IPv4 options LSRR/SSRR, an
+ * IPv6 routing header other than SRv6's), which sends it to its first hop,
+ * not to the destination the egress rules judged: the socket options that
+ * set them are refused (bpf/net/host.bpf.c), but given per message, as
+ * IP_RETOPTS or IPV6_RTHDR control messages, they pass no hook but this
+ * one. One load of the IP header: the program runs for every packet the
+ * sandbox sends. */
 static __always_inline int cordon_skb_dest(struct __sk_buff *skb, struct cordon_egress_dest_key *k, int *routed)
 {
 	__u32 off;
@@ -163,7 +211,8 @@ static __always_inline int cordon_skb_dest(struct __sk_buff *skb, struct cordon_
 		k->addr[11] = 0xff;
 		k->family = AF_INET;
 		off = (h[0] & 0xf) * 4;
-		*routed = (h[0] & 0xf) > 5;
+		if ((h[0] & 0xf) > 5)
+			*routed = cordon_ipv4_routed(skb, h[0] & 0xf);
 	} else if (protocol == bpf_htons(CORDON_ETH_P_IPV6)) {
 		__u8 h[40];
 		if (bpf_skb_load_bytes(skb, 0, h, sizeof(h)))

@@ -406,7 +406,10 @@ TEST_F(Inbound, SourceRoutesAreRefusedAsOptionsAndDroppedPerMessage) {
   EXPECT_EQ(RunInCgroup(cg.path(), [&] { return SetOpt(AF_INET6, SOCK_DGRAM, SOL_IPV6, IPV6_RTHDR, srh, sizeof srh); }),
             EPERM);
 
-  auto send_routed = [&](bool routed) {
+  // Options that route nothing (no-ops, as a host's CIPSO label would be
+  // another kind): they pass.
+  const uint8_t nops[8] = {1, 1, 1, 1, 1, 1, 1, 0};
+  auto send_routed = [&](const uint8_t* options) {  // 8 bytes of IP options, or none
     int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return 1000 + errno;
     sockaddr_storage to = V4("127.0.0.1", port);
@@ -418,22 +421,23 @@ TEST_F(Inbound, SourceRoutesAreRefusedAsOptionsAndDroppedPerMessage) {
     msg.msg_namelen = sizeof(sockaddr_in);
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    if (routed) {
+    if (options) {
       msg.msg_control = control;
       msg.msg_controllen = sizeof control;
       cmsghdr* c = CMSG_FIRSTHDR(&msg);
       c->cmsg_level = SOL_IP;
       c->cmsg_type = IP_RETOPTS;
       c->cmsg_len = CMSG_LEN(sizeof lsrr);
-      std::memcpy(CMSG_DATA(c), lsrr, sizeof lsrr);
+      std::memcpy(CMSG_DATA(c), options, sizeof lsrr);
     }
     int r = ::sendmsg(fd, &msg, 0) >= 0 ? 0 : errno;
     ::close(fd);
     return r;
   };
-  EXPECT_EQ(send_routed(true), 0) << "root outside the sandbox sends the routed datagram";
-  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return send_routed(false); }), 0) << "the destination is allowed";
-  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return send_routed(true); }), EPERM);
+  EXPECT_EQ(send_routed(lsrr), 0) << "root outside the sandbox sends the routed datagram";
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return send_routed(nullptr); }), 0) << "the destination is allowed";
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return send_routed(lsrr); }), EPERM);
+  EXPECT_EQ(RunInCgroup(cg.path(), [&] { return send_routed(nops); }), 0) << "options that route nothing";
 
   auto events = TakeEvents(cg.path());
   auto refused = [&](int level, int name) {

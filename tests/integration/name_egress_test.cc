@@ -40,7 +40,9 @@ namespace {
 //                                "q NAME rcode N ADDR,ADDR" or "q NAME error E"
 //   qp:NAME:PORT                 A over UDP to 192.0.2.53:PORT: "qp NAME PORT rcode N ADDR"
 //   u:ADDR:PORT / uc:ADDR:PORT   a datagram that is not DNS, sent to / connected:
-//                                "u ADDR PORT ok" or "u ADDR PORT errno N"
+//                                "u ADDR PORT ok" or "u ADDR PORT errno N";
+//                                "uc ADDR PORT connect ok errno N" when the
+//                                connect succeeded and the send failed
 //   c:ADDR:PORT                  TCP connect: "c ADDR PORT ok" or "c ADDR PORT errno N"
 //   flood:PREFIX:N               N A queries for PREFIX<i>.test, one at a time:
 //                                "flood answered N"
@@ -119,14 +121,16 @@ for step in sys.argv[1:]:
     elif op in ('u', 'uc'):
         addr, _, port = arg.rpartition(':')
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        head = [op, addr, port]
         try:
             if op == 'uc':
-                s.connect((addr, int(port))); s.send(b'not a DNS message, just data')
+                s.connect((addr, int(port))); head.append('connect ok')
+                s.send(b'not a DNS message, just data')
             else:
                 s.sendto(b'not a DNS message, just data', (addr, int(port)))
-            print(op, addr, port, 'ok', flush=True)
+            print(*head, 'ok', flush=True)
         except OSError as e:
-            print(op, addr, port, 'errno', e.errno, flush=True)
+            print(*head, 'errno', e.errno, flush=True)
         s.close()
     elif op in ('q', 'qt', 'q6'):
         try:
@@ -586,7 +590,7 @@ TEST_F(NameEgress, UdpDnsToAnyPortIsAnsweredByTheResolverAndOtherDatagramsAreRef
   EXPECT_EQ(lines[1], "c 93.184.216.34 8443 ok");
   EXPECT_EQ(lines[2], "qp unlisted.test 5353 rcode 5 ");
   EXPECT_EQ(lines[3], "u 192.0.2.99 5353 errno 1");
-  EXPECT_EQ(lines[4], "uc 192.0.2.99 9999 errno 1");
+  EXPECT_EQ(lines[4], "uc 192.0.2.99 9999 connect ok errno 1");  // diverted, then dropped on its way
   EXPECT_EQ(lines[5], "c 192.0.2.53 5353 errno 1");
   EXPECT_TRUE(dnsmasq_.Saw("allowed.test")) << dnsmasq_.Log();
   EXPECT_FALSE(dnsmasq_.Saw("unlisted.test")) << dnsmasq_.Log();
@@ -600,6 +604,15 @@ TEST_F(NameEgress, UdpDnsToAnyPortIsAnsweredByTheResolverAndOtherDatagramsAreRef
   EXPECT_NE(diverted->reason().find("cordon's DNS resolver"), std::string::npos) << diverted->reason();
   EXPECT_NE(Query(events, "allowed.test", "noted"), nullptr);
   EXPECT_NE(Query(events, "unlisted.test", "denied"), nullptr);
+  // The datagrams that are not DNS were diverted too (not refused at the
+  // send): the egress program dropped them.
+  for (const auto& [kind, port] : {std::pair<std::string, uint32_t>{"net.sendmsg", 5353}, {"net.connect", 9999}}) {
+    const cordon::v1::AuditEvent* e = nullptr;
+    for (const auto& ev : events)
+      if (ev.kind() == kind && ev.net().address() == "192.0.2.99" && ev.net().port() == port) e = &ev;
+    ASSERT_NE(e, nullptr) << kind;
+    EXPECT_NE(e->reason().find("cordon's DNS resolver"), std::string::npos) << e->reason();
+  }
   const auto* tcp = Connect(events, "192.0.2.53", 5353);
   ASSERT_NE(tcp, nullptr);
   EXPECT_EQ(tcp->reason().find("cordon's DNS resolver"), std::string::npos) << tcp->reason();
@@ -610,6 +623,7 @@ TEST_F(NameEgress, UdpDnsToAnyPortIsAnsweredByTheResolverAndOtherDatagramsAreRef
   ASSERT_EQ(control.size(), 3u) << unconfined.out << unconfined.err;
   EXPECT_EQ(control[0].rfind("qp allowed.test 5353 error ", 0), 0u) << control[0];
   EXPECT_NE(control[1], "u 192.0.2.99 5353 errno 1");
+  EXPECT_NE(control[2], "uc 192.0.2.99 9999 connect ok errno 1");
   EXPECT_NE(control[2], "uc 192.0.2.99 9999 errno 1");
 }
 

@@ -44,7 +44,9 @@ std::string ReasonText(const cordon_net_event& e, const std::string& target) {
     case CORDON_REASON_NO_RULE:
       return "no egress rule allows " + target;
     case CORDON_REASON_DNS_DIVERTED:
-      return "no egress rule allows " + target +
+      return (e.hdr.rule ? "egress rule #" + std::to_string(e.hdr.rule) + " matches the address but not " +
+                               std::to_string(e.port) + "/" + ProtocolName(e.protocol)
+                         : "no egress rule allows " + target) +
              ": the datagram went to cordon's DNS resolver instead (a DNS query is answered there by the name rules; "
              "anything else is dropped)";
     case CORDON_REASON_PORT:

@@ -117,7 +117,7 @@ class NameService {
   std::vector<uint64_t> member_ids_;   // cgroups found below the sandbox's (it, and its descendants)
   std::vector<uint64_t> outside_ids_;  // cgroups found outside it
   bool cgroups_reported_ = true;       // sock_diag reports a socket's cgroup
-  bool unmarked_noted_ = false;        // NoteUnmarked() wrote its line (ticker thread only)
+  bool unmarked_noted_ = false;        // NoteUnmarked() wrote its line (the ticker; Stop() after joining it)
   std::string listen4_;
   std::vector<std::string> notes_;
   std::vector<policy::DnsUpstream> upstreams_;
