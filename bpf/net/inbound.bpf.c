@@ -129,14 +129,21 @@ static __always_inline int cordon_is_tcp_reset(struct __sk_buff *skb)
  * destination. Options that cannot be read or parsed count as a route. */
 static __always_inline int cordon_ipv4_routed(struct __sk_buff *skb, __u32 ihl)
 {
-	/* 64 bytes: the verifier bounds len by its mask (60), not by ihl (40);
-	 * indexes are masked to 63 for it too. Packets with options are rare:
-	 * the room is zeroed. */
+	/* Indexes are masked to 63 for the verifier. Packets with options are
+	 * rare: the room is zeroed. */
 	__u8 o[64];
 	__builtin_memset(o, 0, sizeof(o));
-	__u32 len = (ihl * 4 - 20) & 63;
-	if (len == 0)
+	/* The bounds are checked on the header length itself, in 64 bits (clang
+	 * would check a copy, or drop the checks it proves from the 4-bit field,
+	 * whose bound the verifier does not carry through), and the options'
+	 * length is derived from it: 4 to 40 bytes. */
+	__u64 words = ihl;
+	asm volatile("" : "+r"(words));
+	if (words <= 5)
 		return 0;
+	if (words > 15)
+		return 1;
+	__u64 len = words * 4 - 20;
 	if (bpf_skb_load_bytes(skb, 20, o, len))
 		return 1;
 	__u32 i = 0;
