@@ -1325,10 +1325,13 @@ TEST_F(Agent, ContainmentEndsTheCredentialsItHolds) {
 // (the file replaced atomically: the owner's process in the sandbox, reading
 // it in a loop, sees one whole value, then another, never a mix or no file)
 // and at detach removes it and revokes every value. No output holds a value.
+// Refreshed 2 s after issue with 6 s to spare before it would expire: the
+// agent's loop also finishes the attach (its retroactive check), which took
+// over 2 s in a loaded CI run (ttl 4 s, refresh at 2 s: it expired first).
 TEST_F(Agent, HoldsAnAttachedSandboxsCredentialRefreshesItAndRevokesItAtDetach) {
   TestAgent agent;
   ASSERT_TRUE(agent.Start()) << agent.Log(0);
-  AgentCredentials creds(agent.dir(), "ttl: 4s, refreshBefore: 2s");
+  AgentCredentials creds(agent.dir(), "ttl: 8s, refreshBefore: 6s");
   TestCgroup cg("cred");
   const std::string name = NamePrefix() + "cred";
   const std::string path = "/run/cordon/credentials/" + name + "/TOKEN";

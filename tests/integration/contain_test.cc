@@ -1320,6 +1320,10 @@ TEST_F(Contain, ARunsCredentialsAreRevokedAtContainmentAndNeverInTheEvidence) {
                     name);
   const std::string cg = run.Cgroup();
   ASSERT_FALSE(cg.empty()) << "the run's sandbox did not appear";
+  // The sandbox is there before its credential is issued (the issue program
+  // runs after the attach): wait for the minted line (a 6.12 VM under load
+  // read the file empty once).
+  WaitFor([&] { return Slurp(tokens).find('\n') != std::string::npos; }, 20000);
   const std::string token = Slurp(tokens).substr(0, Slurp(tokens).find('\n'));
   ASSERT_EQ(token.rfind("contain-secret-", 0), 0u) << "no credential was issued";
   // Both commands started (on a loaded machine the containment came before
