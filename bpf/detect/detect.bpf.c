@@ -87,7 +87,13 @@ static __always_inline __u16 cordon_seccomp_kind(struct pt_regs *regs, long nr, 
 	case 175: case 176: case 313: case 246: case 320: return CORDON_EV_TAMPER_MODULE;
 	case 101: case 310: case 311: case 438: case 440: case 312:   /* ptrace, process_vm_*, pidfd_getfd, process_madvise, kcmp */
 		return CORDON_EV_TAMPER_PTRACE;
-	case 56: case 272: case 308: case 435: return CORDON_EV_TAMPER_USERNS; /* clone, unshare, setns, clone3 */
+	case 56:
+	case 272: /* clone, unshare: the flags */
+		*shown = a0;
+		return CORDON_EV_TAMPER_USERNS;
+	case 308:
+	case 435:
+		return CORDON_EV_TAMPER_USERNS; /* setns, clone3 */
 	case 159: case 164: case 227: case 305: return CORDON_EV_TAMPER_CLOCK;
 	case 169: return CORDON_EV_TAMPER_REBOOT;
 	case 298: return CORDON_EV_TAMPER_CAPABILITY;                   /* perf_event_open */

@@ -196,7 +196,7 @@ int cordon_dev(struct bpf_cgroup_dev_ctx *ctx)
 		if (!cfg)
 			return 0;
 		return cordon_refuse_contained_object(cfg, CORDON_EV_TAMPER_DEVICE, major << 20 | (minor & 0xfffff),
-						      access);
+						      access | type << 16);
 	}
 	if (type == BPF_DEVCG_DEV_CHAR_) {
 		if (major == 1 && (minor == 3 || minor == 5 || minor == 7 || minor == 8 || minor == 9))
@@ -220,7 +220,8 @@ int cordon_dev(struct bpf_cgroup_dev_ctx *ctx)
 	if (!audit)
 		cordon_violation(cfg, CORDON_EV_TAMPER_DEVICE);
 	cordon_object_event_emit(cfg, CORDON_EV_TAMPER_DEVICE, audit ? CORDON_VERDICT_AUDITED : CORDON_VERDICT_DENIED,
-				 CORDON_REASON_NOT_SAFE, 0, major << 20 | (minor & 0xfffff), access, NULL, 0, 0, 0);
+				 CORDON_REASON_NOT_SAFE, 0, major << 20 | (minor & 0xfffff), access | type << 16, NULL,
+				 0, 0, 0);
 	return audit;
 }
 

@@ -8,7 +8,11 @@
 // and field. A case recorded at kernel-lsm runs only where BPF LSM does
 // (the 6.12 VM) and is reported skipped, never passed, elsewhere.
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,6 +21,7 @@
 #include <sstream>
 
 #include "ops/regress.h"
+#include "sys/cgroup.h"
 #include "tests/integration/harness.h"
 #include "util/fs.h"
 
@@ -442,12 +447,13 @@ TEST_F(Regress, TheExecProbeNeverRunsTheProgramItExecutes) {
 }
 
 // The probes of net.bind, net.socket and of refusals of cordon run's seccomp
-// filter (file.memfd, tamper.keyring): a real cordon run records a bind to a
-// port no listen rule allows, a netlink socket (a family the policy does not
-// name), memfd_create without MFD_NOEXEC_SEAL and keyctl(); each becomes a
-// case that passes under its policy and fails, naming the case, under a
-// policy that allows all four (listen rule, families, allowMemfdExec,
-// allowKeyrings), which shows each probe really makes its call.
+// filter (file.memfd, tamper.keyring, tamper.userns): a real cordon run
+// records a bind to a port no listen rule allows, a netlink socket (a family
+// the policy does not name), memfd_create without MFD_NOEXEC_SEAL, keyctl()
+// and unshare(CLONE_NEWUSER) (the flags recorded); each becomes a case that
+// passes under its policy and fails, naming the case, under a policy that
+// allows all five (listen rule, families, allowMemfdExec, allowKeyrings,
+// allowUserNamespaces), which shows each probe really makes its call.
 TEST_F(Regress, BindSocketAndSeccompProbesPassAndFailUnderAPolicyAllowingThem) {
   int port = 0;
   {
@@ -470,11 +476,13 @@ TEST_F(Regress, BindSocketAndSeccompProbesPassAndFailUnderAPolicyAllowingThem) {
       "libc = ctypes.CDLL(None, use_errno=True)\n"
       "r = libc.syscall(ctypes.c_long(250), ctypes.c_long(-1), ctypes.c_long(-1), ctypes.c_long(-1))\n"
       "res.append('keyctl=%d' % (ctypes.get_errno() if r < 0 else 0))\n"
+      "r = libc.syscall(ctypes.c_long(272), ctypes.c_long(0x10000000))\n"  // unshare(CLONE_NEWUSER)
+      "res.append('unshare=%d' % (ctypes.get_errno() if r < 0 else 0))\n"
       "print(' '.join(res))\n";
   auto recorded = Cordon({"run", "-q", "--policy", policy_, "--audit", audit, "--cwd", out_, "--", "/usr/bin/python3",
                           "-c", script, std::to_string(port)});
   ASSERT_EQ(recorded.status, 0) << recorded.err;
-  ASSERT_EQ(recorded.out, "bind=1 netlink=1 memfd=1 keyctl=1\n") << recorded.err;
+  ASSERT_EQ(recorded.out, "bind=1 netlink=1 memfd=1 keyctl=1 unshare=1\n") << recorded.err;
   const std::string cases = *dir_ + "/more-cases";
   auto captured = Cordon({"regress", "capture", "--audit", audit, "--policy", policy_, "--out", cases});
   ASSERT_EQ(captured.status, 0) << captured.err;
@@ -483,7 +491,7 @@ TEST_F(Regress, BindSocketAndSeccompProbesPassAndFailUnderAPolicyAllowingThem) {
     auto c = ReadCase(f);
     by_kind[c.probe.kind] = c;
   }
-  ASSERT_EQ(by_kind.size(), 4u) << captured.out;
+  ASSERT_EQ(by_kind.size(), 5u) << captured.out;
   EXPECT_EQ(by_kind["net.bind"].probe.port, static_cast<uint32_t>(port));
   EXPECT_EQ(by_kind["net.socket"].probe.family, "netlink");
   EXPECT_EQ(by_kind["net.socket"].probe.type, "raw");
@@ -491,15 +499,17 @@ TEST_F(Regress, BindSocketAndSeccompProbesPassAndFailUnderAPolicyAllowingThem) {
   EXPECT_EQ(by_kind["file.memfd"].probe.argument, 1u);  // MFD_CLOEXEC, without MFD_NOEXEC_SEAL
   EXPECT_EQ(by_kind["tamper.keyring"].probe.syscall, 250u);
   EXPECT_EQ(by_kind["tamper.keyring"].enforcement, "seccomp");
+  EXPECT_EQ(by_kind["tamper.userns"].probe.syscall, 272u);
+  EXPECT_EQ(by_kind["tamper.userns"].probe.argument, 0x10000000u);  // the namespace flags asked for
 
   auto r = Cordon({"regress", "run", cases});
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.err.find("4 denied as expected, 0 not, 0 skipped"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("5 denied as expected, 0 not, 0 skipped"), std::string::npos) << r.err;
 
   const std::string allowing = *dir_ + "/allowing-more.yaml";
   Spit(allowing,
        "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: regress-test}\nspec:\n"
-       "  allowKeyrings: true\n"
+       "  allowKeyrings: true\n  allowUserNamespaces: true\n"
        "  network:\n    egress: []\n    families: [unix, inet, inet6, netlink]\n"
        "    listen:\n      - {address: 127.0.0.1, ports: [" +
            std::to_string(port) +
@@ -510,7 +520,7 @@ TEST_F(Regress, BindSocketAndSeccompProbesPassAndFailUnderAPolicyAllowingThem) {
   EXPECT_EQ(r.status, 1) << r.err;
   for (const auto& f : CaseFiles(cases))
     EXPECT_NE(r.err.find("FAIL " + f + ": not denied"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("0 denied as expected, 4 not"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("0 denied as expected, 5 not"), std::string::npos) << r.err;
 }
 
 // The net.sockopt probe: a real cordon run records SO_MARK and IP_FREEBIND
@@ -804,6 +814,287 @@ TEST_F(Regress, AKernelLsmCaseRunsWhereBpfLsmDoesAndIsSkippedElsewhere) {
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.err.find("cordon: regress: skipped file.open-"), std::string::npos) << r.err;
   }
+}
+
+// The unlink, rename and link probes: the rule that refused them is the
+// directory's, so the probe acts on a fresh name the runner made beside the
+// recorded path (removes it, renames it to a second fresh name, links it
+// there), never on the recorded file. A real cordon run records the three
+// refusals (Landlock on the host, BPF LSM in the VMs); their cases pass
+// under that policy and fail, each named, under one that grants writes
+// there; the recorded file and its directory are as they were either way.
+TEST_F(Regress, UnlinkRenameAndLinkProbesActBesideTheRecordedFileNeverOnIt) {
+  const std::string keep = *dir_ + "/keep", file = keep + "/f";
+  ::mkdir(keep.c_str(), 0777);
+  ::chmod(keep.c_str(), 0777);  // file modes allow all three: only the policy refuses
+  Spit(file, "stays\n");
+  ::chmod(file.c_str(), 0666);
+  auto untouched = [&] {
+    auto names = ListDir(keep);
+    return names && *names == std::vector<std::string>{"f"} && Slurp(file) == "stays\n";
+  };
+  const std::string audit = *dir_ + "/beside-audit.jsonl";
+  auto recorded =
+      Cordon({"run", "-q", "--policy", policy_, "--audit", audit, "--cwd", out_, "--", "/usr/bin/python3", "-c",
+              "import os, sys\nf = sys.argv[1]\nres = []\n"
+              "for name, op in [('unlink', lambda: os.unlink(f)), ('rename', lambda: os.rename(f, f + '.moved')),\n"
+              "                 ('link', lambda: os.link(f, f + '.linked'))]:\n"
+              "    try:\n        op()\n        res.append(name + '=ok')\n"
+              "    except OSError as e:\n        res.append('%s=%d' % (name, e.errno))\n"
+              "print(' '.join(res))\n",
+              file});
+  ASSERT_EQ(recorded.status, 0) << recorded.err;
+  ASSERT_TRUE(recorded.out == "unlink=13 rename=13 link=13\n" || recorded.out == "unlink=1 rename=1 link=1\n")
+      << recorded.out;
+  ASSERT_TRUE(untouched());
+  const std::string cases = *dir_ + "/beside-cases";
+  auto captured = Cordon({"regress", "capture", "--audit", audit, "--policy", policy_, "--out", cases});
+  ASSERT_EQ(captured.status, 0) << captured.err;
+  std::map<std::string, std::string> by_kind;
+  for (const auto& f : CaseFiles(cases)) {
+    auto c = ReadCase(f);
+    by_kind[c.probe.kind] = f;
+    EXPECT_EQ(c.probe.path, file) << f;
+    EXPECT_EQ(c.probe.access, c.probe.kind == "file.unlink" ? "" : "directory") << f;
+  }
+  ASSERT_EQ(by_kind.size(), 3u) << captured.out;
+
+  auto r = Cordon({"regress", "run", cases});
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const char* step : {"unlink", "rename", "link"})
+    EXPECT_NE(r.err.find("pass " + by_kind[std::string("file.") + step] + ": denied: " + step + " E"),
+              std::string::npos)
+        << step << "\n"
+        << r.err;
+  EXPECT_TRUE(untouched()) << "the probes left a name in, or changed, " << keep;
+
+  // The negative control: allowed, each fresh name is removed, renamed or
+  // linked (the case fails, named); the runner removes what is left.
+  const std::string allowing = *dir_ + "/beside-allowing.yaml";
+  Spit(allowing, TestPolicy("    write: [" + out_ + ", " + keep + "]\n"));
+  r = Cordon({"regress", "run", cases, "--policy", allowing});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("FAIL " + by_kind["file.unlink"] + ": not denied: file.unlink " + file +
+                       " succeeded (removed the runner's fresh name beside it)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("FAIL " + by_kind["file.rename"] + ": not denied: file.rename " + file +
+                       " succeeded (renamed the runner's fresh name beside it to a second fresh name)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("FAIL " + by_kind["file.link"] + ": not denied: file.link " + file +
+                       " succeeded (linked the runner's fresh name beside it as a second fresh name)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(untouched()) << "the probes left a name in, or changed, " << keep;
+
+  // The probe unconfined does what it says, on the name it is given only.
+  const std::string fresh = keep + "/.fresh";
+  Spit(fresh, "");
+  auto probe = Cordon({"regress", "probe", "file.unlink", "--path", file, "--scratch", fresh});
+  EXPECT_NE(probe.out.find("\"result\":\"ok\""), std::string::npos) << probe.out << probe.err;
+  EXPECT_TRUE(untouched());
+}
+
+// The device and sysctl probes ask the kernel's checks and act on nothing:
+// access(2) of the runner's node of the recorded device (the device program
+// is asked as at open; no driver code runs) and a sysctl write of nothing. A
+// root command without spec.files records a read of /dev/kmsg and a write of
+// kernel.domainname, both refused by the sandbox's cgroup programs; their
+// cases pass; a policy granting the device makes its case fail, named; no
+// policy grants a sysctl write, so the control is the probe unconfined. The
+// domain name never changes, and the runner leaves nothing in /run.
+TEST_F(Regress, DeviceAndSysctlProbesAskTheKernelsChecksAndActOnNothing) {
+  auto domainname = [] { return Slurp("/proc/sys/kernel/domainname"); };
+  const std::string before = domainname();
+  auto run_leftovers = [] {
+    std::vector<std::string> left;
+    if (auto names = ListDir("/run"))
+      for (const auto& n : *names)
+        if (n.rfind("cordon-regress-", 0) == 0) left.push_back(n);
+    return left;
+  };
+  const auto run_before = run_leftovers();
+  const std::string spec =
+      "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: regress-test}\nspec:\n"
+      "  runAs: root\n  network:\n    egress: []\n";
+  const std::string recording = *dir_ + "/kernel-checks.yaml", allowing = *dir_ + "/kernel-checks-allowing.yaml";
+  Spit(recording, spec);
+  Spit(allowing, spec + "  devices: [\"c 1:11 r\"]\n");
+  const std::string audit = *dir_ + "/kernel-checks-audit.jsonl";
+  auto recorded =
+      Cordon({"run", "-q", "--policy", recording, "--audit", audit, "--", "/usr/bin/python3", "-c",
+              "import os\nres = []\ntry:\n    open('/dev/kmsg', 'rb').close()\n    res.append('kmsg=ok')\n"
+              "except OSError as e:\n    res.append('kmsg=%d' % e.errno)\n"
+              "try:\n    os.write(os.open('/proc/sys/kernel/domainname', os.O_WRONLY), b'cordon-was-here')\n"
+              "    res.append('sysctl=ok')\nexcept OSError as e:\n    res.append('sysctl=%d' % e.errno)\n"
+              "print(' '.join(res))\n"});
+  ASSERT_EQ(recorded.status, 0) << recorded.err;
+  ASSERT_EQ(recorded.out, "kmsg=1 sysctl=1\n") << recorded.err;
+  ASSERT_EQ(domainname(), before);
+  const std::string cases = *dir_ + "/kernel-checks-cases";
+  auto captured = Cordon({"regress", "capture", "--audit", audit, "--policy", recording, "--out", cases});
+  ASSERT_EQ(captured.status, 0) << captured.err;
+  std::map<std::string, ops::RegressCase> by_kind;
+  std::map<std::string, std::string> file_of;
+  for (const auto& f : CaseFiles(cases)) {
+    auto c = ReadCase(f);
+    by_kind[c.probe.kind] = c;
+    file_of[c.probe.kind] = f;
+  }
+  ASSERT_EQ(by_kind.size(), 2u) << captured.out;
+  EXPECT_EQ(by_kind["tamper.device"].probe.Target(), "char device 1:11 read");
+  EXPECT_EQ(by_kind["tamper.sysctl"].probe.Target(), "write kernel/domainname");
+
+  auto r = Cordon({"regress", "run", cases});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("pass " + file_of["tamper.device"] + ": denied: access EPERM, event tamper.device"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("pass " + file_of["tamper.sysctl"] + ": denied: write EPERM, event tamper.sysctl"),
+            std::string::npos)
+      << r.err;
+  r = Cordon({"regress", "run", cases, "--policy", allowing});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("FAIL " + file_of["tamper.device"] +
+                       ": not denied: tamper.device char device 1:11 read succeeded (the device check allowed read "
+                       "(asked with access(2): the device was not opened))"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("pass " + file_of["tamper.sysctl"]), std::string::npos) << r.err;
+  auto probe = Cordon({"regress", "probe", "tamper.sysctl", "--path", "kernel/domainname", "--arg", "1"});
+  EXPECT_NE(probe.out.find("\"result\":\"ok\""), std::string::npos) << probe.out << probe.err;
+  EXPECT_NE(probe.out.find("wrote nothing"), std::string::npos) << probe.out;
+  EXPECT_EQ(domainname(), before);
+  EXPECT_EQ(run_leftovers(), run_before) << "the runner left a device node's directory in /run";
+}
+
+// The signal, ptrace and cgroup probes act on stand-ins the runner makes
+// outside the sandbox (a process of the run's uid, an empty cgroup), never on
+// what the workload targeted. Their refusals are BPF LSM's: in the VMs with
+// it, a root command's kill(PID, 0) and readlink of /proc/PID/exe of a
+// process of the test's, and its open of the root cgroup's cgroup.procs for
+// writing, are recorded, captured, and pass;
+// under a policy of a dynamic uid the signal and ptrace cases are skipped
+// with the reason (no process outside has that uid); the probes unconfined
+// succeed on stand-ins of the test's own. Elsewhere the cases are skipped,
+// never passed.
+TEST_F(Regress, SignalPtraceAndCgroupProbesActOnStandInsTheRunnerMakes) {
+  const std::string root_policy = *dir_ + "/standins.yaml", dynamic_policy = *dir_ + "/standins-dynamic.yaml";
+  // Without spec.files: Landlock (which cordon run applies for file rules)
+  // scopes ptrace itself and would refuse it first, without an event.
+  const std::string body = "  network:\n    egress: []\n";
+  const std::string head = "apiVersion: cordon/v1\nkind: SandboxPolicy\nmetadata: {name: regress-test}\nspec:\n";
+  Spit(root_policy, head + "  runAs: root\n" + body);
+  Spit(dynamic_policy, head + body);
+  auto scratch_cgroups = [] {
+    std::vector<std::string> left;
+    auto root = FindCgroup2Mount();
+    if (auto names = root ? ListDir(*root) : Result<std::vector<std::string>>(Error{"no cgroup2"}))
+      for (const auto& n : *names)
+        if (n.rfind("cordon-regress-", 0) == 0) left.push_back(n);
+    return left;
+  };
+  const std::string cases = *dir_ + "/standins-cases";
+  if (!LsmUsableHere()) {
+    ::mkdir(cases.c_str(), 0755);
+    auto sum = test::Run({"sha256sum", root_policy});
+    ASSERT_EQ(sum.status, 0);
+    test::Run({"cp", root_policy, cases + "/policy-standins.yaml"});
+    for (const char* kind : {"tamper.signal", "tamper.ptrace", "tamper.cgroup"}) {
+      ops::RegressCase c;
+      c.probe.kind = kind;
+      c.probe.arg = 1;
+      c.enforcement = "kernel-lsm";
+      c.errno_name = "EPERM";
+      c.policy_file = "policy-standins.yaml";
+      c.policy_digest = "sha256:" + sum.out.substr(0, 64);
+      Spit(cases + "/" + ops::CaseFileStem(c) + ".case.yaml", ops::CaseYaml(c));
+    }
+    auto r = Cordon({"regress", "run", cases});
+    EXPECT_EQ(r.status, 3) << r.err;
+    EXPECT_NE(r.err.find("0 denied as expected, 0 not, 3 skipped"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("needs BPF LSM (recorded at kernel-lsm), unusable here"), std::string::npos) << r.err;
+    EXPECT_EQ(scratch_cgroups(), std::vector<std::string>{});
+    GTEST_SKIP() << "BPF LSM unusable here: signals, ptrace and cgroup writes outside a sandbox are refused by BPF LSM "
+                    "(their cases are skipped, as checked)";
+  }
+
+  // The workload's target: a root process of the test's without
+  // capabilities (a tracer must hold every capability of its tracee: the
+  // kernel's own check would refuse first, as for pid 1).
+  pid_t target = ::fork();
+  ASSERT_GE(target, 0);
+  if (target == 0) {
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct none[2]{};
+    if (::syscall(SYS_capset, &header, none) != 0) _exit(1);
+    for (;;) ::pause();
+  }
+  const std::string audit = *dir_ + "/standins-audit.jsonl";
+  auto recorded = Cordon(
+      {"run", "-q", "--policy", root_policy, "--audit", audit, "--", "/usr/bin/python3", "-c",
+       "import os, sys\npid = int(sys.argv[1])\nres = []\n"
+       "for name, op in [('kill', lambda: os.kill(pid, 0)), ('ptrace', lambda: os.readlink('/proc/%d/exe' % pid)),\n"
+       "                 ('cgroup', lambda: open('/sys/fs/cgroup/cgroup.procs', 'w').close())]:\n"
+       "    try:\n        op()\n        res.append(name + '=ok')\n"
+       "    except OSError as e:\n        res.append('%s=%d' % (name, e.errno))\n"
+       "print(' '.join(res))\n",
+       std::to_string(target)});
+  ::kill(target, SIGKILL);
+  ::waitpid(target, nullptr, 0);
+  ASSERT_EQ(recorded.status, 0) << recorded.err;
+  ASSERT_EQ(recorded.out, "kill=1 ptrace=13 cgroup=1\n") << recorded.err;
+  auto captured = Cordon({"regress", "capture", "--audit", audit, "--policy", root_policy, "--out", cases});
+  ASSERT_EQ(captured.status, 0) << captured.err;
+  std::map<std::string, std::string> by_kind;
+  for (const auto& f : CaseFiles(cases)) by_kind[ReadCase(f).probe.kind] = f;
+  ASSERT_TRUE(by_kind.count("tamper.signal") && by_kind.count("tamper.ptrace") && by_kind.count("tamper.cgroup"))
+      << captured.out;
+
+  auto r = Cordon({"regress", "run", cases});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("pass " + by_kind["tamper.signal"] + ": denied: kill EPERM, event tamper.signal"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(
+      r.err.find("pass " + by_kind["tamper.ptrace"] + ": denied: readlink /proc/PID/exe EACCES, event tamper.ptrace"),
+      std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("pass " + by_kind["tamper.cgroup"] + ": denied: open cgroup.procs EPERM, event tamper.cgroup"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(scratch_cgroups(), std::vector<std::string>{}) << "the runner left its scratch cgroup";
+
+  r = Cordon({"regress", "run", cases, "--policy", dynamic_policy});
+  EXPECT_EQ(r.status, 3) << r.err;
+  for (const char* kind : {"tamper.signal", "tamper.ptrace"})
+    EXPECT_NE(r.err.find("skipped " + by_kind[kind] + ": the policy runs its command as a dynamic uid"),
+              std::string::npos)
+        << kind << "\n"
+        << r.err;
+  EXPECT_NE(r.err.find("pass " + by_kind["tamper.cgroup"]), std::string::npos) << r.err;
+
+  // The probes unconfined, on stand-ins of the test's own: each succeeds.
+  pid_t standin = ::fork();
+  ASSERT_GE(standin, 0);
+  if (standin == 0) {
+    for (;;) ::pause();
+  }
+  const std::string pid = std::to_string(standin);
+  auto signal = Cordon({"regress", "probe", "tamper.signal", "--arg", "0", "--target-pid", pid});
+  auto ptrace = Cordon({"regress", "probe", "tamper.ptrace", "--arg", "1", "--target-pid", pid});
+  ::kill(standin, SIGKILL);
+  ::waitpid(standin, nullptr, 0);
+  EXPECT_NE(signal.out.find("\"result\":\"ok\""), std::string::npos) << signal.out << signal.err;
+  EXPECT_NE(ptrace.out.find("\"result\":\"ok\""), std::string::npos) << ptrace.out << ptrace.err;
+  auto root = FindCgroup2Mount();
+  ASSERT_TRUE(root);
+  const std::string cgroup = *root + "/cordon-regress-test-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(cgroup.c_str(), 0755), 0);
+  auto opened = Cordon({"regress", "probe", "tamper.cgroup", "--arg", "1", "--scratch", cgroup});
+  ::rmdir(cgroup.c_str());
+  EXPECT_NE(opened.out.find("\"result\":\"ok\""), std::string::npos) << opened.out << opened.err;
 }
 
 }  // namespace

@@ -1118,7 +1118,11 @@ TEST_F(RunEscapes, EverySeccompRefusalIsReportedOnce) {
     expect_one("openat_mode3", arg(SYS_openat, O_ACCMODE));
     expect_one("open_by_handle_at_mode3", arg(SYS_open_by_handle_at, O_ACCMODE));
     EXPECT_EQ(seccomp(events, arg(SYS_unshare)), 8) << w << ": one per namespace flag\n" << Dump(events);
-    expect_one("clone_NEWUTS", arg(SYS_clone));
+    for (const auto& [name, flag] :  // each with the flags it asked for (regress probes them again)
+         std::vector<std::pair<std::string, uint32_t>>{
+             {"NEWNS", CLONE_NEWNS}, {"NEWNET", CLONE_NEWNET}, {"NEWTIME", 0x80u}, {"NEWUSER", CLONE_NEWUSER}})
+      expect_one("unshare_" + name, arg(SYS_unshare, flag));
+    expect_one("clone_NEWUTS", arg(SYS_clone, CLONE_NEWUTS | SIGCHLD));
     EXPECT_EQ(seccomp(events, [](const cordon::v1::AuditEvent& e) { return e.kind() == "net.socket"; }), 2)
         << w << ": netlink and packet\n"
         << Dump(events);

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "events/decoder.h"
 #include "ops/regress.h"
 
 namespace cordon::ops {
@@ -226,14 +227,16 @@ TEST(RegressCase, NewProbeFieldsReadBackStrictly) {
   for (const auto& b : bads) ExpectRefused(*b.text, b.from, b.to, b.says);
   // No probe, with the reason.
   RegressProbe p;
-  p.kind = "file.unlink";
-  EXPECT_NE(NoProbeReason(p).find("would destroy a file"), std::string::npos) << NoProbeReason(p);
+  p.kind = "file.unlink";  // captured before it had a probe
+  EXPECT_NE(NoProbeReason(p).find("names no path"), std::string::npos) << NoProbeReason(p);
   p.kind = "tamper.userns";
   p.syscall = 272;
   EXPECT_NE(NoProbeReason(p).find("namespace flags"), std::string::npos) << NoProbeReason(p);
-  p.kind = "tamper.signal";
+  p.kind = "tamper.capability";
   p.syscall = 0;
-  EXPECT_NE(NoProbeReason(p).find("signal another process"), std::string::npos) << NoProbeReason(p);
+  EXPECT_NE(NoProbeReason(p).find("a capability is asked for by many calls"), std::string::npos) << NoProbeReason(p);
+  p.kind = "tamper.signal";  // BPF LSM's refusal: a signal to the runner's stand-in
+  EXPECT_EQ(NoProbeReason(p), "");
 }
 
 // The net.sockopt probe: level and option from the event's target, read
@@ -432,6 +435,128 @@ TEST(RegressCase, JunitSaysFailuresAndSkipsEscaped) {
   EXPECT_NE(x.find("a&lt;b&gt;.case.yaml"), std::string::npos) << x;
   EXPECT_NE(x.find("<failure message=\"not denied: &quot;x&quot; &amp; y\""), std::string::npos) << x;
   EXPECT_NE(x.find("<skipped message=\"needs BPF LSM\"/>"), std::string::npos) << x;
+}
+
+// The probes that act beside the recorded path (unlink, rename, link): the
+// path captured, and for rename and link which rule refused it (a gain of
+// rights elsewhere is not probed: the event does not name where); matched by
+// either of the runner's two fresh names, never by the recorded path.
+TEST(RegressCase, UnlinkRenameAndLinkCasesSayWhichRuleAndMatchTheFreshNames) {
+  for (const char* kind : {"file.unlink", "file.rename", "file.link"}) {
+    const RegressCase c = CaseOf(FileEvent(kind, "landlock", "/srv/data/x"));
+    EXPECT_EQ(c.probe.path, "/srv/data/x") << kind;
+    EXPECT_EQ(c.probe.access, std::string(kind) == "file.unlink" ? "" : "directory") << kind;
+    EXPECT_EQ(NoProbeReason(c.probe), "") << kind;
+    std::string error;
+    auto back = ParseCaseYaml(CaseYaml(c), "x.case.yaml", &error);
+    ASSERT_TRUE(back) << error << "\n" << CaseYaml(c);
+    EXPECT_TRUE(back->probe == c.probe) << CaseYaml(c);
+    ProbeResult refused;
+    refused.error = EACCES;
+    refused.step = "unlink";
+    RegressCase run = c;
+    run.probe.scratch = "/srv/data/.cordon-regress-1-1";
+    for (const std::string& name : {run.probe.scratch, ScratchSecondName(run.probe.scratch)})
+      EXPECT_EQ(JudgeCase(run, refused, {FileEvent(kind, "landlock", name)}).kind, CaseOutcome::Kind::kPassed)
+          << kind << " " << name;
+    // The recorded path's own event is not the probe's: the probe never acts on it.
+    EXPECT_EQ(JudgeCase(run, refused, {FileEvent(kind, "landlock", "/srv/data/x")}).kind, CaseOutcome::Kind::kFailed);
+    EXPECT_EQ(JudgeCase(c, refused, {FileEvent(kind, "landlock", "/srv/data/x")}).kind, CaseOutcome::Kind::kFailed)
+        << "without a fresh name nothing matches";
+  }
+  v1::AuditEvent gain = FileEvent("file.link", "kernel-lsm", "/srv/data/x");
+  gain.set_reason(std::string(cordon::kLinkGainReason) + " (/srv/data/x)");
+  const RegressCase g = CaseOf(gain);
+  EXPECT_EQ(g.probe.access, "gain");
+  EXPECT_NE(NoProbeReason(g.probe).find("would gain rights where it went"), std::string::npos)
+      << NoProbeReason(g.probe);
+  ExpectRefused(CaseYaml(g), "  access: \"gain\"", "  access: \"elsewhere\"",
+                "probe.access: unknown value 'elsewhere'");
+  RegressProbe old = g.probe;
+  old.access.clear();
+  EXPECT_NE(NoProbeReason(old).find("capture it again"), std::string::npos) << NoProbeReason(old);
+}
+
+v1::AuditEvent Tamper(const std::string& kind, uint32_t arg, uint32_t arg2 = 0, const std::string& path = "") {
+  v1::AuditEvent e;
+  e.set_kind(kind);
+  e.set_verdict("denied");
+  e.set_enforcement(kind == "tamper.device" || kind == "tamper.sysctl" ? "kernel-cgroup" : "kernel-lsm");
+  e.mutable_target()->set_arg(arg);
+  e.mutable_target()->set_arg2(arg2);
+  if (!path.empty()) e.mutable_file()->set_path(path);
+  return e;
+}
+
+// The probes on stand-ins and the kernel's checks: a device's type and
+// access, a sysctl's name and direction, a signal's number; matched on the
+// stand-in the runner made (its pid, its cgroup's id), read back strictly.
+TEST(RegressCase, StandInAndKernelCheckCasesReadBackAndMatch) {
+  const RegressCase device = CaseOf(Tamper("tamper.device", 1u << 20 | 11, 2 | 2 << 16));
+  EXPECT_EQ(device.probe.type, "char");
+  EXPECT_EQ(device.probe.access, "read");
+  EXPECT_EQ(device.probe.Target(), "char device 1:11 read");
+  EXPECT_EQ(NoProbeReason(device.probe), "");
+  EXPECT_EQ(CaseOf(Tamper("tamper.device", 8u << 20, 6 | 1 << 16)).probe.Target(), "block device 8:0 read,write");
+  EXPECT_NE(NoProbeReason(CaseOf(Tamper("tamper.device", 1u << 20 | 11, 1 | 2 << 16)).probe).find("of a mknod"),
+            std::string::npos);
+  EXPECT_NE(NoProbeReason(CaseOf(Tamper("tamper.device", 1u << 20 | 11, 2)).probe).find("capture it again"),
+            std::string::npos)
+      << "recorded by a cordon that did not say the type";
+  const RegressCase sysctl = CaseOf(Tamper("tamper.sysctl", 1, 0, "kernel/domainname"));
+  EXPECT_EQ(sysctl.probe.Target(), "write kernel/domainname");
+  EXPECT_EQ(NoProbeReason(sysctl.probe), "") << "a sysctl's name is not a file";
+  const RegressCase signal = CaseOf(Tamper("tamper.signal", 9));
+  const RegressCase cgroup = CaseOf(Tamper("tamper.cgroup", 4242));
+  EXPECT_NE(NoProbeReason(CaseOf(Tamper("tamper.ptrace", 0)).probe).find("PTRACE_TRACEME"), std::string::npos);
+  for (const RegressCase* c : {&device, &sysctl, &signal, &cgroup}) {
+    std::string error;
+    auto back = ParseCaseYaml(CaseYaml(*c), "t.case.yaml", &error);
+    ASSERT_TRUE(back) << error << "\n" << CaseYaml(*c);
+    EXPECT_TRUE(back->probe == c->probe) << CaseYaml(*c);
+  }
+  ExpectRefused(CaseYaml(device), "  type: \"char\"", "  type: \"pipe\"", "probe.type: unknown value 'pipe'");
+  ExpectRefused(CaseYaml(device), "  access: \"read\"", "  access: \"read,exec\"", "probe.access: unknown value");
+  ExpectRefused(CaseYaml(sysctl), "  path: \"kernel/domainname\"", "  path: \"../../etc/shadow\"",
+                "probe.path: expected a sysctl name");
+
+  ProbeResult refused;
+  refused.error = EPERM;
+  refused.step = "access";
+  EXPECT_EQ(JudgeCase(device, refused, {Tamper("tamper.device", 1u << 20 | 11, 2 | 2 << 16)}).kind,
+            CaseOutcome::Kind::kPassed);
+  EXPECT_EQ(JudgeCase(device, refused, {Tamper("tamper.device", 1u << 20 | 11, 2 | 1 << 16)}).kind,
+            CaseOutcome::Kind::kFailed)
+      << "a block device of the same numbers is another device";
+  EXPECT_EQ(JudgeCase(sysctl, refused, {Tamper("tamper.sysctl", 0, 0, "kernel/domainname")}).kind,
+            CaseOutcome::Kind::kFailed)
+      << "a read is not the write";
+  RegressCase on = signal;
+  on.probe.target_pid = 4321;
+  v1::AuditEvent sent = Tamper("tamper.signal", 9);
+  sent.mutable_target()->set_pid(4321);
+  EXPECT_EQ(JudgeCase(on, refused, {sent}).kind, CaseOutcome::Kind::kPassed);
+  sent.mutable_target()->set_pid(1);
+  EXPECT_EQ(JudgeCase(on, refused, {sent}).kind, CaseOutcome::Kind::kFailed) << "not the stand-in";
+  // /proc's ptrace checks answer EACCES: the probe says so, the layer's EPERM is not expected.
+  RegressCase ptrace = CaseOf(Tamper("tamper.ptrace", 1));
+  ptrace.probe.target_pid = 4321;
+  v1::AuditEvent read = Tamper("tamper.ptrace", 1);
+  read.mutable_target()->set_pid(4321);
+  ProbeResult proc;
+  proc.error = EACCES;
+  proc.step = "readlink /proc/PID/exe";
+  EXPECT_EQ(JudgeCase(ptrace, proc, {read}).kind, CaseOutcome::Kind::kFailed);
+  proc.refused_as = "EACCES";
+  EXPECT_EQ(JudgeCase(ptrace, proc, {read}).kind, CaseOutcome::Kind::kPassed);
+  auto result = ParseProbeResult(ProbeResultJson(proc));
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->refused_as, "EACCES");
+  RegressCase scratch_cgroup = cgroup;
+  scratch_cgroup.probe.scratch = "/sys/fs/cgroup/cordon-regress-1-1";
+  scratch_cgroup.probe.arg = 777;
+  EXPECT_EQ(JudgeCase(scratch_cgroup, refused, {Tamper("tamper.cgroup", 777)}).kind, CaseOutcome::Kind::kPassed);
+  EXPECT_EQ(JudgeCase(scratch_cgroup, refused, {Tamper("tamper.cgroup", 4242)}).kind, CaseOutcome::Kind::kFailed);
 }
 
 }  // namespace

@@ -397,8 +397,21 @@ std::string LastLine(const std::string& text) {
 }
 
 ops::CaseOutcome RunCase(const LoadedCase& lc, int index, const std::string& self) {
-  const ops::RegressCase& c = lc.c;
+  ops::RegressCase c = lc.c;  // with the stand-ins of this run (ProbeScratch)
   ops::CaseOutcome outcome;
+  policy::ParsedPolicy parsed;
+  {
+    auto text = ReadFile(lc.policy_path, 16u << 20);
+    policy::Diagnostics diags;
+    if (!text || !policy::ParsePolicyText(*text, lc.policy_path, &parsed, &diags)) {
+      outcome.message = "the case's policy " + lc.policy_path + " cannot be read now";
+      return outcome;
+    }
+  }
+  // Made before the sandbox, removed (and a stand-in process ended) after it.
+  ops::ProbeScratch scratch;
+  if (std::string why = scratch.Prepare(&c.probe, parsed.proto.spec().run_as()); !why.empty())
+    return {ops::CaseOutcome::Kind::kSkipped, why};
   char tmpl[] = "/tmp/cordon-regress-XXXXXX";
   if (!::mkdtemp(tmpl)) {
     outcome.message = std::string("a directory for the case's audit file: ") + std::strerror(errno);
@@ -409,13 +422,7 @@ ops::CaseOutcome RunCase(const LoadedCase& lc, int index, const std::string& sel
   Args run_args = {"--policy", lc.policy_path, "--audit", audit, "--name", "regress-" + std::to_string(index),
                    "--quiet"};
   // The probe is cordon itself: a policy that restricts files must let it run.
-  {
-    auto text = ReadFile(lc.policy_path, 16u << 20);
-    policy::ParsedPolicy parsed;
-    policy::Diagnostics diags;
-    if (text && policy::ParsePolicyText(*text, lc.policy_path, &parsed, &diags) && parsed.proto.spec().has_files())
-      run_args.insert(run_args.end(), {"--exec", self});
-  }
+  if (parsed.proto.spec().has_files()) run_args.insert(run_args.end(), {"--exec", self});
   run_args.insert(run_args.end(), {"--", self, "regress", "probe"});
   for (auto& a : ops::ProbeArgs(c.probe)) run_args.push_back(std::move(a));
   RunHooks hooks;
@@ -542,7 +549,9 @@ int Probe(const Args& args) {
                   {"--syscall", "", true},
                   {"--argument", "", true},
                   {"--level", "", true},
-                  {"--option", "", true}},
+                  {"--option", "", true},
+                  {"--scratch", "", true},
+                  {"--target-pid", "", true}},
                  &parsed, &error) ||
       parsed.positionals.size() != 1)
     return PrintError(error.empty() ? "probe KIND [options]" : error), 2;
@@ -560,6 +569,8 @@ int Probe(const Args& args) {
   p.argument = static_cast<uint32_t>(std::strtoul(parsed.Get("--argument").value_or("0").c_str(), nullptr, 10));
   p.level = static_cast<uint32_t>(std::strtoul(parsed.Get("--level").value_or("0").c_str(), nullptr, 10));
   p.option = static_cast<uint32_t>(std::strtoul(parsed.Get("--option").value_or("0").c_str(), nullptr, 10));
+  p.scratch = parsed.Get("--scratch").value_or("");
+  p.target_pid = static_cast<uint32_t>(std::strtoul(parsed.Get("--target-pid").value_or("0").c_str(), nullptr, 10));
   auto r = ops::RunProbe(p);
   if (!r) return PrintError(ops::NoProbeReason(p)), 2;
   std::printf("%s\n", ops::ProbeResultJson(*r).c_str());

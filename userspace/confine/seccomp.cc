@@ -4,6 +4,7 @@
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -266,11 +267,26 @@ std::optional<SeccompCall> SeccompCallFor(uint32_t nr, uint32_t argument, std::s
       call.args[0] = reinterpret_cast<long>(kMemfdName);
       call.args[1] = static_cast<long>(argument);
       return call;
+    case kNrUnshare:
+    case kNrClone: {
+      // The namespace flags the filter judges, nothing else (a recorded
+      // CLONE_VM or CLONE_SETTLS would make the probe's child share or
+      // corrupt its memory); clone's child is a copy that exits at once.
+      const uint32_t ns =
+          argument & (nr == kNrClone ? kNamespaceFlags & ~static_cast<uint32_t>(CSIGNAL) : kNamespaceFlags);
+      if (!ns) break;
+      call.judged_argument = false;  // the event shows the flags made, not the ones recorded
+      call.args[0] = nr == kNrClone ? static_cast<long>(ns | SIGCHLD) : static_cast<long>(ns);
+      for (int i = 1; i < 6; ++i) call.args[i] = 0;
+      return call;
+    }
   }
   if (nr == 435 || nr == kNrOpenat2)
     *why = "refused with ENOSYS (its arguments are in memory, out of seccomp's reach)";
-  else if (nr == 56 || nr == 272)
-    *why = "the event does not record which namespace flags were asked for";
+  else if (nr == kNrClone || nr == kNrUnshare)
+    *why =
+        "the event does not record which namespace flags were asked for (recorded by a cordon before 2026-12: "
+        "capture it again)";
   else if (nr == 41 || nr == 53)
     *why = "a socket family: probed as net.socket";
   else if (nr == kNrOpen || nr == kNrOpenat || nr == kNrOpenByHandleAt)

@@ -89,8 +89,11 @@ SeccompRefusals SeccompRefusalTable();
 // the ioctl command, fcntl's command (F_SETOWN: the owner), personality's
 // persona, memfd_create's flags; ignored for the others. nullopt, with *why,
 // for a call no such making exists for: clone3 and openat2 (refused with
-// ENOSYS, their arguments are in memory), unshare and clone (the namespace
-// flags asked for are not in the event), socket and socketpair (net.socket:
+// ENOSYS, their arguments are in memory), unshare and clone recorded
+// without namespace flags (events before 2026-12 did not record them; the
+// call is made with the recorded namespace flags only, clone's with SIGCHLD
+// and no stack, so that a child it makes is a copy that exits at once),
+// socket and socketpair (net.socket:
 // the family), open, openat and open_by_handle_at (file.open: the path), and
 // calls the filter does not refuse.
 struct SeccompCall {

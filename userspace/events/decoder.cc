@@ -61,8 +61,7 @@ std::string ReasonText(const cordon_net_event& e, const std::string& target) {
       return "no files rule grants " + target;
     case CORDON_REASON_PATH_TOO_DEEP:
       return "path deeper than " + std::to_string(CORDON_WALK_MAX) + " levels: denied";
-    case CORDON_REASON_LINK_GAIN:
-      return "the new name would have more rights than the old (" + target + ")";
+    case CORDON_REASON_LINK_GAIN: return std::string(kLinkGainReason) + " (" + target + ")";
     case CORDON_REASON_DEVICE_NODE:
       return "device nodes may not be created in a sandbox";
     case CORDON_REASON_MEMFD_EXEC:
@@ -445,7 +444,10 @@ Status EventDecoder::DecodeInto(const void* data, size_t size, const SandboxCont
       if (h.kind == CORDON_EV_NET_SOCKOPT)
         target = "setsockopt level " + std::to_string(fe.arg) + " option " + std::to_string(fe.arg2);
       if (h.kind == CORDON_EV_TAMPER_DEVICE)
-        target = "device " + std::to_string(fe.arg >> 20) + ":" + std::to_string(fe.arg & 0xfffff);
+        target = std::string((fe.arg2 >> 16) == 1   ? "block "
+                             : (fe.arg2 >> 16) == 2 ? "char "
+                                                    : "") +
+                 "device " + std::to_string(fe.arg >> 20) + ":" + std::to_string(fe.arg & 0xfffff);
       if (h.kind == CORDON_EV_TAMPER_SYSCTL) target = (fe.arg ? "write " : "read ") + EscapeWorkloadBytes(path);
       if (h.reason == CORDON_REASON_CAPABILITY) target = "capability " + std::to_string(fe.arg);
       if ((h.kind == CORDON_EV_FILE_IOCTL || h.kind == CORDON_EV_TAMPER_TERMINAL) && h.reason != CORDON_REASON_SECCOMP) {

@@ -100,6 +100,10 @@ class EventDecoder {
 
 // Names used in events.
 std::string KindName(uint32_t kind);
+// How the reason of a link or rename refused because the new name would
+// gain rights begins (CORDON_REASON_LINK_GAIN; cordon regress tells it from
+// a directory's refusal by it).
+inline constexpr char kLinkGainReason[] = "the new name would have more rights than the old";
 std::string ProtocolName(uint32_t protocol);
 std::string SocketFamilyName(uint32_t family);
 std::string SocketTypeName(uint32_t type);

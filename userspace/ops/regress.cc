@@ -30,10 +30,15 @@ bool IsNetProbe(const std::string& kind) {
   return kind == "net.connect" || kind == "net.sendmsg" || kind == "net.bind";
 }
 bool IsSeccompProbe(const RegressProbe& p) { return p.syscall != 0; }
-// The probes that take a path only (file.open takes an access too).
+// The probes that act on a fresh name beside the recorded path (ProbeScratch).
+bool IsBesideProbe(const std::string& kind) {
+  return kind == "file.unlink" || kind == "file.rename" || kind == "file.link";
+}
+// The probes that take a path only (file.open takes an access too; rename
+// and link say which side refused).
 bool IsPathProbe(const std::string& kind) {
   return kind == "net.unix" || kind == "file.exec" || kind == "file.create" || kind == "file.setattr" ||
-         kind == "file.mmap_exec";
+         kind == "file.mmap_exec" || IsBesideProbe(kind);
 }
 // The probes only BPF LSM judges: Landlock mediates neither chmod nor
 // executable mappings.
@@ -159,9 +164,10 @@ struct CaseReader {
   }
 };
 
-const std::vector<std::string> kProbeKinds = {"net.connect",  "net.sendmsg",    "net.bind",   "net.socket",
-                                              "net.unix",     "file.open",      "file.exec",  "file.create",
-                                              "file.setattr", "file.mmap_exec", "tamper.bpf", "net.sockopt"};
+const std::vector<std::string> kProbeKinds = {
+    "net.connect", "net.sendmsg",   "net.bind",       "net.socket",    "net.unix",      "file.open",    "file.exec",
+    "file.create", "file.setattr",  "file.mmap_exec", "file.unlink",   "file.rename",   "file.link",    "tamper.bpf",
+    "net.sockopt", "tamper.signal", "tamper.ptrace",  "tamper.cgroup", "tamper.device", "tamper.sysctl"};
 
 // Why a kind has no probe: each would act outside the probe's sandbox where
 // the policy now allows it, or its event does not say what to repeat.
@@ -169,17 +175,13 @@ const struct {
   const char* kind;
   const char* why;
 } kNoProbe[] = {
-    {"file.unlink", "removing the recorded path would destroy a file where the policy now allows it"},
-    {"file.rename", "the event names one side of the rename; renaming it would move a file where the policy allows it"},
-    {"file.link", "the event names one side of the link; making it would add a name where the policy allows it"},
-    {"file.ioctl", "an ioctl on the recorded device would act on it where the policy allows it"},
+    {"file.ioctl",
+     "an ioctl's effect is its command's and its driver's (a command without a pointer argument, such as "
+     "FIFREEZE, acts at once): no call both reaches the check and is harmless where the policy allows it"},
     {"file.memfd", "recorded by a layer other than cordon run's seccomp filter: the event does not say what to repeat"},
-    {"tamper.signal", "it would signal another process where the policy allows it"},
-    {"tamper.ptrace", "it would attach to another process where the policy allows it"},
-    {"tamper.cgroup", "it would move a process between cgroups where the policy allows it"},
-    {"tamper.device", "it would open the recorded device where the policy allows it"},
-    {"tamper.sysctl", "it would read or write a host sysctl where the policy allows it"},
-    {"tamper.capability", "using the capability would act on the host where the policy allows it"},
+    {"tamper.capability",
+     "a capability is asked for by many calls, each with its own effect where the policy grants it: the event "
+     "names the capability, not a call that is harmless to repeat"},
 };
 
 // The options the sandbox's setsockopt program refuses (bpf/net/host.bpf.c),
@@ -239,6 +241,16 @@ bool SameTarget(const RegressCase& c, const v1::AuditEvent& e) {
     return seen.syscall == c.probe.syscall && (!call || !call->judged_argument || seen.argument == c.probe.argument);
   }
   if (c.probe.kind == "tamper.bpf") return seen.path == c.probe.path;  // the bpf() call, or a file's protection
+  // The probes that act on a stand-in (ProbeScratch): the event names it.
+  if (IsBesideProbe(c.probe.kind))  // a rename or link is named by either of its two names
+    return !c.probe.scratch.empty() &&
+           (seen.path == c.probe.scratch || seen.path == ScratchSecondName(c.probe.scratch));
+  if (c.probe.kind == "tamper.signal" || c.probe.kind == "tamper.ptrace")
+    return c.probe.target_pid && e.target().pid() == c.probe.target_pid &&
+           (c.probe.kind == "tamper.ptrace" || seen.arg == c.probe.arg);
+  if (c.probe.kind == "tamper.cgroup") return !c.probe.scratch.empty() && seen.arg == c.probe.arg;
+  if (c.probe.kind == "tamper.device") return seen.arg == c.probe.arg && seen.type == c.probe.type;
+  if (c.probe.kind == "tamper.sysctl") return seen.path == c.probe.path && seen.arg == c.probe.arg;
   return seen.path == c.probe.path;
 }
 
@@ -257,6 +269,10 @@ std::string RegressProbe::Target() const {
     std::snprintf(hex, sizeof hex, "0x%x", argument);
     return "syscall " + std::to_string(syscall) + (argument ? std::string(" argument ") + hex : "");
   }
+  if (kind == "tamper.device")
+    return (type.empty() ? "" : type + " ") + "device " + std::to_string(arg >> 20) + ":" +
+           std::to_string(arg & 0xfffff) + (access.empty() ? "" : " " + access);
+  if (kind == "tamper.sysctl") return (arg ? "write " : "read ") + path;
   if (kind.rfind("tamper.", 0) == 0) return kind.substr(7) + (arg ? " " + std::to_string(arg) : "");
   return path;
 }
@@ -292,6 +308,10 @@ bool RegressProbeOf(const v1::AuditEvent& e, RegressProbe* probe) {
   } else if (IsPathProbe(e.kind())) {
     p.path = e.file().path();
     if (p.path.empty() || e.file().truncated()) return false;
+    // Which rule refused a rename or link: the directory's (a name made or
+    // removed there), or that the name would gain rights where it goes.
+    if (e.kind() == "file.rename" || e.kind() == "file.link")
+      p.access = e.reason().rfind(kLinkGainReason, 0) == 0 ? "gain" : "directory";
   } else if (e.kind() == "file.open") {
     p.path = e.file().path();
     p.access = e.file().access();
@@ -299,6 +319,15 @@ bool RegressProbeOf(const v1::AuditEvent& e, RegressProbe* probe) {
     if (p.access.empty()) p.access = "read";
   } else if (e.kind().rfind("tamper.", 0) == 0) {
     p.arg = e.target().arg();
+    if (e.kind() == "tamper.device") {
+      const uint32_t a = e.target().arg2();  // 1 mknod, 2 read, 4 write; the type above (1 block, 2 char)
+      p.type = (a >> 16) == 1 ? "block" : (a >> 16) == 2 ? "char" : "";
+      std::vector<std::string> words;
+      if (a & 2) words.push_back("read");
+      if (a & 4) words.push_back("write");
+      if (a & 1) words.push_back("mknod");
+      p.access = JoinStrings(words, ",");
+    }
     // A tamper refusal on a file (BPF LSM's protection of cordon's state
     // directory, the sandbox's cgroup files): a write of that path, not the
     // call the kind otherwise names (no probe makes it: NoProbeReason).
@@ -384,16 +413,36 @@ std::string NoProbeReason(const RegressProbe& probe) {
   if (kind == "net.sockopt" && !SockoptOf(probe.level, probe.option))
     return "no probe for net.sockopt of level " + std::to_string(probe.level) + " option " +
            std::to_string(probe.option) + ": not an option the sandbox's setsockopt program refuses";
-  if (kind.rfind("tamper.", 0) == 0 && !probe.path.empty())
+  if (kind == "tamper.sysctl" && probe.path.empty())
+    return "no probe for tamper.sysctl of a case that names no sysctl: capture it again";
+  if (kind == "tamper.device" && (probe.access.empty() || probe.type.empty()))
+    return "no probe for tamper.device of a case that names no access or type (captured before cordon had this "
+           "probe): "
+           "capture it again";
+  if (kind == "tamper.device" && probe.access.find("mknod") != std::string::npos)
+    return "no probe for tamper.device of a mknod: a device node made in the sandbox is refused by cordon's file "
+           "rules before the device check; reads and writes are probed";
+  if (kind == "tamper.ptrace" && probe.arg == 0)
+    return "no probe for tamper.ptrace by PTRACE_TRACEME: the probe's parent is cordon's runner";
+  if ((kind == "file.rename" || kind == "file.link") && probe.access.empty())
+    return "no probe for " + kind +
+           " of a case that does not say which rule refused it (captured before cordon had this probe): capture "
+           "it again";
+  if ((kind == "file.rename" || kind == "file.link") && probe.access == "gain")
+    return "no probe for " + kind +
+           " refused because the name would gain rights where it went: the event names the object, not the "
+           "directory it was going to";
+  if (kind.rfind("tamper.", 0) == 0 && kind != "tamper.sysctl" && !probe.path.empty())
     return "no probe for " + kind + " on a file (" + probe.path +
            "): writing cordon's own state or the sandbox's cgroup files is not probed";
-  if ((kind == "file.create" || OnlyBpfLsmJudges(kind)) && probe.path.empty())
+  if ((kind == "file.create" || OnlyBpfLsmJudges(kind) || IsBesideProbe(kind)) && probe.path.empty())
     return "no probe for " + kind +
            " of a case that names no path (captured before cordon had this probe): "
            "capture it again";
   // A path as the workload wrote it (Landlock's refusals) may be relative:
   // the probe's working directory is not the workload's.
-  if ((kind == "file.create" || OnlyBpfLsmJudges(kind)) && !probe.path.empty() && probe.path[0] != '/')
+  if ((kind == "file.create" || OnlyBpfLsmJudges(kind) || IsBesideProbe(kind)) && !probe.path.empty() &&
+      probe.path[0] != '/')
     return "no probe for " + kind + " of a relative path (" + probe.path +
            ", as the workload wrote it): the probe's working directory is not the workload's";
   for (const auto& k : kProbeKinds)
@@ -404,6 +453,8 @@ std::string NoProbeReason(const RegressProbe& probe) {
     return "no probe for " + kind + " where cordon run's seccomp filter did not refuse it (recorded at another layer)";
   return "no probe for " + kind;
 }
+
+std::string ScratchSecondName(const std::string& scratch) { return scratch + ".2"; }
 
 std::string CaseFileStem(const RegressCase& c) {
   std::string stem = c.probe.kind + "-" + c.probe.Target();
@@ -451,6 +502,7 @@ std::string CaseYaml(const RegressCase& c) {
     y += "  type: " + Q(c.probe.type) + "\n";
     y += "  protocol: " + Q(c.probe.protocol) + "\n";
   }
+  if (c.probe.kind == "tamper.device" && !c.probe.type.empty()) y += "  type: " + Q(c.probe.type) + "\n";
   if (c.probe.kind == "net.sockopt") {
     y += "  level: " + std::to_string(c.probe.level) + "\n";
     y += "  option: " + std::to_string(c.probe.option) + "\n";
@@ -560,9 +612,9 @@ std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::str
     if (c.probe.syscall == 0) return r.Fail(probe["syscall"], "probe.syscall", "expected a system call number"), fail();
     if (probe.count("arg")) return r.Fail(probe["arg"], "probe.arg", "not a field of a probe with a syscall"), fail();
   } else if (IsPathProbe(kind) || kind == "file.open") {
-    // file.create, setattr and mmap_exec cases captured before they had a
-    // probe name no path: read (and skipped, NoProbeReason), not refused.
-    const bool path_optional = kind == "file.create" || OnlyBpfLsmJudges(kind);
+    // file.create, setattr, mmap_exec, unlink, rename and link cases captured
+    // before they had a probe name no path: read (and skipped, NoProbeReason), not refused.
+    const bool path_optional = kind == "file.create" || OnlyBpfLsmJudges(kind) || IsBesideProbe(kind);
     if (!path_optional && !need("path")) return fail();
     if (probe.count("path") && (c.probe.path.empty() || !UnescapeWorkloadBytes(c.probe.path)))
       return r.Fail(probe["path"], "probe.path", "expected a path (in the escaped form of events)"), fail();
@@ -578,6 +630,27 @@ std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::str
            }())
         if (!r.OneOf(probe["access"], "probe.access", a, {"read", "write", "create"})) return fail();
     }
+    if ((kind == "file.rename" || kind == "file.link") && probe.count("access") &&
+        !r.OneOf(probe["access"], "probe.access", c.probe.access, {"directory", "gain"}))
+      return fail();
+  } else if (kind == "tamper.sysctl" && probe.count("path") &&
+             (c.probe.path.empty() || c.probe.path.size() > 256 ||
+              c.probe.path.find_first_of(std::string("\0\n", 2) + "\\") != std::string::npos ||
+              c.probe.path.find("..") != std::string::npos || c.probe.path[0] == '/')) {
+    return r.Fail(probe["path"], "probe.path", "expected a sysctl name as events write it (kernel/hostname)"), fail();
+  }
+  if (kind == "tamper.device" && probe.count("type") &&
+      !r.OneOf(probe["type"], "probe.type", c.probe.type, {"char", "block"}))
+    return fail();
+  if (kind == "tamper.device" && probe.count("access")) {
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = c.probe.access.find(',', start);
+      const std::string word = c.probe.access.substr(start, comma == std::string::npos ? comma : comma - start);
+      if (!r.OneOf(probe["access"], "probe.access", word, {"read", "write", "mknod"})) return fail();
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
   }
   const bool socket = kind == "net.socket";
   for (const char* key :
@@ -586,7 +659,7 @@ std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::str
     const bool takes = k == "level" || k == "option"      ? kind == "net.sockopt"
                        : k == "path"                      ? !IsNetProbe(kind) && !socket && kind != "net.sockopt"
                        : k == "arg"                       ? kind.rfind("tamper.", 0) == 0 && !probe.count("syscall")
-                       : k == "type"                      ? socket
+                       : k == "type"                      ? socket || kind == "tamper.device"
                        : k == "syscall"                   ? SeccompKind(kind)
                        : k == "argument"                  ? probe.count("syscall") > 0
                        : k == "family" || k == "protocol" ? IsNetProbe(kind) || socket
@@ -639,7 +712,8 @@ std::string ProbeResultJson(const ProbeResult& r) {
   };
   if (r.ok) return "{\"result\":\"ok\",\"detail\":" + str(r.detail) + "}";
   return "{\"result\":\"error\",\"step\":" + str(r.step) + ",\"errno\":" + std::to_string(r.error) +
-         ",\"errnoName\":" + str(ErrnoName(r.error)) + ",\"detail\":" + str(r.detail) + "}";
+         ",\"errnoName\":" + str(ErrnoName(r.error)) + ",\"detail\":" + str(r.detail) +
+         (r.refused_as.empty() ? "" : ",\"refusedAs\":" + str(r.refused_as)) + "}";
 }
 
 std::optional<ProbeResult> ParseProbeResult(const std::string& line) {
@@ -655,6 +729,7 @@ std::optional<ProbeResult> ParseProbeResult(const std::string& line) {
     r.error = static_cast<int>(f.at("errno").number_value());
     r.errno_name = str("errnoName");
     r.step = str("step");
+    r.refused_as = str("refusedAs");
   } else {
     return std::nullopt;
   }
@@ -688,8 +763,9 @@ CaseOutcome JudgeCase(const RegressCase& c, const std::optional<ProbeResult>& re
     return out;
   }
   // The layer that refused it now says which errno it returns (a kernel with
-  // BPF LSM refuses a file with EPERM where Landlock says EACCES).
-  std::string want = ExpectedErrno(match->enforcement());
+  // BPF LSM refuses a file with EPERM where Landlock says EACCES), unless the
+  // call says another for any refusal (/proc's ptrace checks: EACCES).
+  std::string want = result->refused_as.empty() ? ExpectedErrno(match->enforcement()) : result->refused_as;
   if (want.empty()) want = c.errno_name;
   if (!want.empty() && got != want) {
     out.message = "the " + result->step + " failed with " + got + ", but the " + match->enforcement() +
@@ -760,6 +836,7 @@ std::vector<std::string> ProbeArgs(const RegressProbe& p) {
   if (!p.path.empty()) a.insert(a.end(), {"--path", p.path});
   if (!p.access.empty()) a.insert(a.end(), {"--access", p.access});
   if (p.kind == "net.socket") a.insert(a.end(), {"--family", p.family, "--type", p.type, "--protocol", p.protocol});
+  if (p.kind == "tamper.device") a.insert(a.end(), {"--type", p.type});
   if (p.kind == "net.sockopt")
     a.insert(a.end(), {"--level", std::to_string(p.level), "--option", std::to_string(p.option)});
   if (IsSeccompProbe(p)) {
@@ -767,6 +844,8 @@ std::vector<std::string> ProbeArgs(const RegressProbe& p) {
   } else if (p.kind.rfind("tamper.", 0) == 0) {
     a.insert(a.end(), {"--arg", std::to_string(p.arg)});
   }
+  if (!p.scratch.empty()) a.insert(a.end(), {"--scratch", p.scratch});
+  if (p.target_pid) a.insert(a.end(), {"--target-pid", std::to_string(p.target_pid)});
   return a;
 }
 

@@ -39,6 +39,12 @@ struct RegressProbe {
   // net.sockopt: the option's level and name (TaskTarget.arg, arg2).
   uint32_t level = 0;
   uint32_t option = 0;
+  // Set by `regress run` for one run of the probe, never in a case file
+  // (ProbeScratch): what it made outside the probe's sandbox for the probe to
+  // act on instead of the recorded target, which it must not touch.
+  std::string scratch;      // file.unlink/rename/link: a name beside the recorded path; tamper.device: a
+                            // device node; tamper.cgroup: a cgroup directory
+  uint32_t target_pid = 0;  // tamper.signal / tamper.ptrace: a process of the run's own uid
 
   // The target for matching and naming: "tcp 127.0.0.1:9", "read /etc/x", ...
   std::string Target() const;
@@ -112,6 +118,44 @@ std::string NoProbeReason(const RegressProbe& probe);
 // system (regress_probe.cc); the probe checks again where it runs.
 std::string ProbePrecondition(const RegressProbe& probe);
 
+// What `regress run` makes outside the probe's sandbox for the probes that
+// act on something there (README "Regression tests from violations"), and
+// removes when destroyed (a process it started is killed and reaped):
+// - file.unlink, file.rename, file.link: the recorded operation's rule is
+//   the directory's (BPF LSM's CREATE right on it, Landlock's REMOVE/MAKE
+//   rights), so the probe acts on a fresh name the runner made in the
+//   recorded path's directory (an empty file, or an empty directory where the
+//   recorded path is one now): unlink (rmdir) it, rename it to a second fresh
+//   name, or link it there. The recorded file is never touched.
+// - tamper.signal, tamper.ptrace: a process outside the sandbox with the
+//   run's uid and gid (the kernel's own credential check must pass for the
+//   sandbox's rule to be asked), which ignores every signal it can.
+// - tamper.cgroup: an empty cgroup beside the sandbox's tree whose
+//   cgroup.procs any uid may open (only the sandbox's rule refuses).
+// - tamper.device: a node of the recorded device (mode 0666) in a fresh
+//   directory below /run: the probe asks the kernel's device check with
+//   access(2), which never opens it (no driver code runs).
+// `run_as` is the identity the probe runs as (spec.runAs: "" or dynamic,
+// root, a user, UID[:GID]).
+class ProbeScratch {
+ public:
+  ProbeScratch() = default;
+  ~ProbeScratch();
+  ProbeScratch(const ProbeScratch&) = delete;
+  ProbeScratch& operator=(const ProbeScratch&) = delete;
+  // Fills probe->scratch / target_pid. "" when ready (or when the kind needs
+  // nothing), else why it cannot be made (the case is skipped with that).
+  std::string Prepare(RegressProbe* probe, const std::string& run_as);
+
+ private:
+  std::vector<std::string> files_;  // removed (unlink, or rmdir for a directory), last first
+  std::vector<std::string> dirs_;
+  int pid_ = 0;
+};
+
+// The second fresh name of a rename or link probe (beside `scratch`).
+std::string ScratchSecondName(const std::string& scratch);
+
 // A file name for the case: <kind>-<target>, letters, digits, '.', '-', '_' only.
 std::string CaseFileStem(const RegressCase& c);
 
@@ -131,6 +175,9 @@ struct ProbeResult {
   std::string errno_name;  // EPERM, ...
   std::string step;        // which call failed: socket, connect, sendto, open, execve, bpf
   std::string detail;      // anything else said (a connect that timed out, ...)
+  // The errno this call returns when any layer refuses it, where that is not
+  // the layer's own (the ptrace checks of /proc files say EACCES); "" the layer's.
+  std::string refused_as;
 };
 std::string ProbeResultJson(const ProbeResult& r);
 std::optional<ProbeResult> ParseProbeResult(const std::string& line);

@@ -2,8 +2,11 @@
 // runs inside the case's fresh sandbox and attempts exactly one operation.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
 #include <linux/audit.h>
 #include <linux/bpf.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
@@ -16,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,9 +30,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "confine/child.h"
 #include "confine/seccomp.h"
 #include "events/decoder.h"
 #include "ops/regress.h"
+#include "sys/cgroup.h"
 #include "util/fd.h"
 #include "util/text.h"
 
@@ -364,7 +370,233 @@ ProbeResult BpfProbe(uint32_t cmd) {
   return Failed("bpf", errno);
 }
 
+// file.unlink, file.rename, file.link on the fresh name the runner made
+// beside the recorded path (ProbeScratch): the recorded file is not touched.
+ProbeResult BesideProbe(const RegressProbe& p) {
+  auto name = UnescapeWorkloadBytes(p.scratch);
+  if (p.scratch.empty() || !name) return Failed("scratch", EINVAL, "no fresh name to act on (regress run makes one)");
+  const std::string second = *UnescapeWorkloadBytes(ScratchSecondName(p.scratch));
+  if (p.kind == "file.unlink") {
+    struct stat st;
+    if (::lstat(name->c_str(), &st) != 0) return Failed("lstat", errno);
+    const bool dir = S_ISDIR(st.st_mode);
+    if (::unlinkat(AT_FDCWD, name->c_str(), dir ? AT_REMOVEDIR : 0) != 0)
+      return Failed(dir ? "rmdir" : "unlink", errno);
+    return Succeeded(std::string(dir ? "removed the runner's fresh directory" : "removed the runner's fresh name") +
+                     " beside it");
+  }
+  if (p.kind == "file.rename") {
+    if (::renameat2(AT_FDCWD, name->c_str(), AT_FDCWD, second.c_str(), RENAME_NOREPLACE) != 0)
+      return Failed("rename", errno);
+    return Succeeded("renamed the runner's fresh name beside it to a second fresh name");
+  }
+  if (::linkat(AT_FDCWD, name->c_str(), AT_FDCWD, second.c_str(), 0) != 0) return Failed("link", errno);
+  return Succeeded("linked the runner's fresh name beside it as a second fresh name");
+}
+
+// A signal to the runner's stand-in outside the sandbox (same uid: only
+// cordon's rule can refuse it). It ignores what it can; KILL and STOP act on
+// it alone.
+ProbeResult SignalProbe(const RegressProbe& p) {
+  if (!p.target_pid) return Failed("scratch", EINVAL, "no stand-in process (regress run starts one)");
+  const int sig = p.arg <= 64 ? static_cast<int>(p.arg) : 0;
+  if (::kill(static_cast<pid_t>(p.target_pid), sig) != 0) return Failed("kill", errno);
+  return Succeeded("signal " + std::to_string(sig) + " sent to the runner's stand-in outside the sandbox");
+}
+
+// A ptrace read check of the stand-in (the link /proc/PID/exe asks
+// ptrace_may_access(PTRACE_MODE_READ_FSCREDS)): cordon's rule refuses every
+// mode alike, and a read changes nothing. /proc answers a refusal with EACCES.
+ProbeResult PtraceProbe(const RegressProbe& p) {
+  if (!p.target_pid) return Failed("scratch", EINVAL, "no stand-in process (regress run starts one)");
+  char buf[PATH_MAX];
+  const std::string link = "/proc/" + std::to_string(p.target_pid) + "/exe";
+  if (::readlink(link.c_str(), buf, sizeof buf) < 0) {
+    ProbeResult r = Failed("readlink /proc/PID/exe", errno);
+    r.refused_as = "EACCES";
+    return r;
+  }
+  return Succeeded("read the stand-in's /proc/PID/exe (a ptrace read check) outside the sandbox");
+}
+
+// The runner's scratch cgroup's cgroup.procs opened for writing (the write
+// check is made at open); nothing is written.
+ProbeResult CgroupProbe(const RegressProbe& p) {
+  auto dir = UnescapeWorkloadBytes(p.scratch);
+  if (p.scratch.empty() || !dir) return Failed("scratch", EINVAL, "no scratch cgroup (regress run makes one)");
+  UniqueFd fd(::open((*dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return Failed("open cgroup.procs", errno);
+  return Succeeded("opened a cgroup's cgroup.procs outside the sandbox for writing (nothing written)");
+}
+
+// access(2) of the runner's node of the recorded device with the recorded
+// access: the kernel's device check (the sandbox's device program) is asked
+// as at open, but no driver code runs.
+ProbeResult DeviceProbe(const RegressProbe& p) {
+  auto node = UnescapeWorkloadBytes(p.scratch);
+  if (p.scratch.empty() || !node) return Failed("scratch", EINVAL, "no device node (regress run makes one)");
+  int mode = 0;
+  if (p.access.find("read") != std::string::npos) mode |= R_OK;
+  if (p.access.find("write") != std::string::npos) mode |= W_OK;
+  if (!mode) return Failed("access", EINVAL, "no read or write access to probe");
+  if (::faccessat(AT_FDCWD, node->c_str(), mode, 0) != 0) return Failed("access", errno);
+  return Succeeded("the device check allowed " + p.access + " (asked with access(2): the device was not opened)");
+}
+
+// A sysctl read (one byte) or a write of nothing (the sandbox's sysctl
+// program is asked before the handler; a handler given nothing changes
+// nothing).
+ProbeResult SysctlProbe(const RegressProbe& p) {
+  auto name = UnescapeWorkloadBytes(p.path);
+  if (!name || name->empty() || name->find("..") != std::string::npos || (*name)[0] == '/')
+    return Failed("path", EINVAL, "not a sysctl name");
+  const std::string file = "/proc/sys/" + *name;
+  const bool write = p.arg != 0;
+  UniqueFd fd(::open(file.c_str(), (write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return Failed("open", errno);
+  char byte;
+  if ((write ? ::write(fd.get(), "", 0) : ::read(fd.get(), &byte, 1)) < 0)
+    return Failed(write ? "write" : "read", errno);
+  return Succeeded(write ? "wrote nothing to " + file + " (its value is unchanged)" : "read " + file);
+}
+
 }  // namespace
+
+ProbeScratch::~ProbeScratch() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  for (auto it = files_.rbegin(); it != files_.rend(); ++it)
+    if (::unlink(it->c_str()) != 0 && (errno == EISDIR || errno == EPERM)) ::rmdir(it->c_str());
+  for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) ::rmdir(it->c_str());
+}
+
+std::string ProbeScratch::Prepare(RegressProbe* p, const std::string& run_as) {
+  static unsigned counter = 0;
+  const std::string tag = "cordon-regress-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+  const std::string& kind = p->kind;
+  const bool beside = kind == "file.unlink" || kind == "file.rename" || kind == "file.link";
+  if (beside) {
+    auto raw = UnescapeWorkloadBytes(p->path);
+    if (!raw || raw->empty() || (*raw)[0] != '/') return "";  // NoProbeReason or the probe says so
+    const size_t slash = raw->rfind('/');
+    const std::string dir = slash == 0 ? "/" : raw->substr(0, slash);
+    for (const char* own : {"/var/lib/cordon", "/run/cordon"})
+      if (dir == own || dir.rfind(std::string(own) + "/", 0) == 0)
+        return "the recorded path " + p->path + " is in cordon's own state (" + own + "): no fresh name is made there";
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return "the recorded path's directory " + EscapeWorkloadBytes(dir) + " cannot be examined now (" +
+             ErrnoName(errno ? errno : ENOTDIR) + "): no fresh name can be made beside the recorded path";
+    const std::string name = (dir == "/" ? "" : dir) + "/." + tag;
+    const bool as_dir = kind == "file.unlink" && ::lstat(raw->c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    const int made = as_dir ? ::mkdir(name.c_str(), 0700)
+                            : ::mknodat(AT_FDCWD, name.c_str(), S_IFREG | 0600, 0);  // never follows, never reuses
+    if (made != 0)
+      return "a fresh name beside the recorded path (" + EscapeWorkloadBytes(name) + "): " + ErrnoName(errno);
+    files_.push_back(name);
+    files_.push_back(ScratchSecondName(name));
+    // Anyone may read and write it: a link of it needs that where
+    // fs.protected_hardlinks is on (the run's uid does not own it).
+    if (!as_dir && ::chmod(name.c_str(), 0666) != 0)
+      return "a fresh name beside the recorded path (" + EscapeWorkloadBytes(name) + "): " + ErrnoName(errno);
+    p->scratch = EscapeWorkloadBytes(name);
+    return "";
+  }
+  if (kind == "tamper.signal" || kind == "tamper.ptrace" || (kind == "tamper.sysctl" && p->arg)) {
+    if (run_as.empty() || run_as == "dynamic")
+      return kind == "tamper.sysctl"
+                 ? "the policy runs its command as a dynamic uid (spec.runAs): only root may open a sysctl for "
+                   "writing, so the file mode would refuse the probe before cordon's rule"
+                 : "the policy runs its command as a dynamic uid (spec.runAs): no process outside the sandbox has "
+                   "it, so the kernel's own credential check would refuse the probe before cordon's rule";
+    auto id = ResolveIdentity(run_as);
+    if (!id) return "spec.runAs " + run_as + ": " + id.error().ToString();
+    if (kind == "tamper.sysctl") {
+      return id->id().uid == 0 ? ""
+                               : "the policy runs its command as uid " + std::to_string(id->id().uid) +
+                                     ": only root may open a sysctl for writing, so the file mode would refuse "
+                                     "the probe before cordon's rule";
+    }
+    const uid_t uid = id->id().uid;
+    const gid_t gid = id->id().gid;
+    int ready[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0) return std::string("a stand-in process: pipe: ") + ErrnoName(errno);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(ready[0]);
+      ::close(ready[1]);
+      return std::string("a stand-in process: fork: ") + ErrnoName(errno);
+    }
+    if (pid == 0) {
+      // Only async-signal-safe calls: the runner may have threads.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      const int null = ::open("/dev/null", O_RDWR);
+      if (null >= 0) {
+        ::dup2(null, 0);
+        ::dup2(null, 1);
+        ::dup2(null, 2);
+      }
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      for (int sig = 1; sig < 65; ++sig)
+        if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &ignore, nullptr);
+      if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) ::_exit(1);
+      // No capabilities (a root stand-in keeps the runner's otherwise): a
+      // tracer must hold every capability its tracee has, so the kernel's
+      // own check would refuse a sandboxed root before cordon's rule.
+      __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+      __user_cap_data_struct none[2]{};
+      if (::syscall(SYS_capset, &header, none) != 0) ::_exit(1);
+      ::prctl(PR_SET_DUMPABLE, 1);  // a uid change cleared it: ptrace's checks would refuse before cordon's
+      (void)!::write(ready[1], "r", 1);
+      for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    pid_ = pid;
+    char c = 0;
+    ssize_t n;
+    do n = ::read(ready[0], &c, 1);
+    while (n < 0 && errno == EINTR);
+    ::close(ready[0]);
+    if (n != 1) return "a stand-in process as " + run_as + " did not start";
+    p->target_pid = static_cast<uint32_t>(pid);
+    return "";
+  }
+  if (kind == "tamper.cgroup") {
+    auto root = FindCgroup2Mount();
+    if (!root) return "a scratch cgroup: " + root.error().ToString();
+    const std::string dir = *root + "/" + tag;
+    if (::mkdir(dir.c_str(), 0755) != 0) return "a scratch cgroup " + dir + ": " + ErrnoName(errno);
+    dirs_.push_back(dir);
+    struct stat st;
+    // Any uid may open it: only cordon's rule refuses.
+    if (::chmod((dir + "/cgroup.procs").c_str(), 0666) != 0 || ::stat(dir.c_str(), &st) != 0)
+      return "a scratch cgroup " + dir + ": " + ErrnoName(errno);
+    p->scratch = dir;
+    p->arg = static_cast<uint32_t>(st.st_ino);  // the cgroup's id, as the event gives it (low 32 bits)
+    return "";
+  }
+  if (kind == "tamper.device") {
+    char tmpl[] = "/run/cordon-regress-XXXXXX";
+    if (!::mkdtemp(tmpl)) return std::string("a directory for a device node: ") + ErrnoName(errno);
+    dirs_.push_back(tmpl);
+    ::chmod(tmpl, 0755);
+    const std::string node = std::string(tmpl) + "/device";
+    const mode_t type = p->type == "block" ? S_IFBLK : S_IFCHR;
+    if (::mknod(node.c_str(), type | 0600, makedev(p->arg >> 20, p->arg & 0xfffff)) != 0)
+      return "a node of " + p->Target() + ": " + ErrnoName(errno);
+    files_.push_back(node);
+    if (::chmod(node.c_str(), 0666) != 0) return "a node of " + p->Target() + ": " + ErrnoName(errno);
+    p->scratch = node;
+    return "";
+  }
+  return "";
+}
 
 std::optional<SocketCall> SocketOf(const RegressProbe& p) {
   // The number whose name the decoder writes (or the number it writes).
@@ -411,6 +643,11 @@ std::optional<ProbeResult> RunProbe(const RegressProbe& p) {
   if (p.kind == "net.socket") return SocketProbe(p);
   if (p.kind == "tamper.bpf") return BpfProbe(p.arg);
   if (p.kind == "net.sockopt") return SockoptProbe(p.level, p.option);
+  if (p.kind == "tamper.signal") return SignalProbe(p);
+  if (p.kind == "tamper.ptrace") return PtraceProbe(p);
+  if (p.kind == "tamper.cgroup") return CgroupProbe(p);
+  if (p.kind == "tamper.device") return DeviceProbe(p);
+  if (p.kind == "tamper.sysctl") return SysctlProbe(p);
   auto raw = UnescapeWorkloadBytes(p.path);
   if (!raw) return Failed("path", EINVAL, "not in the escaped form of events");
   if (p.kind == "net.unix") return UnixProbe(*raw);
@@ -419,6 +656,7 @@ std::optional<ProbeResult> RunProbe(const RegressProbe& p) {
   if (p.kind == "file.create") return CreateProbe(*raw);
   if (p.kind == "file.setattr") return SetattrProbe(*raw);
   if (p.kind == "file.mmap_exec") return MmapExecProbe(*raw);
+  if (p.kind == "file.unlink" || p.kind == "file.rename" || p.kind == "file.link") return BesideProbe(p);
   return std::nullopt;
 }
 
