@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/run_events.h"
+#include "confine/landlock.h"
 #include "events/audit_file.h"
 #include "loader/lsm.h"
 #include "ops/policy_store.h"
@@ -407,6 +408,18 @@ ops::CaseOutcome RunCase(const LoadedCase& lc, int index, const std::string& sel
       outcome.message = "the case's policy " + lc.policy_path + " cannot be read now";
       return outcome;
     }
+  }
+  // Landlock refuses a ptrace of a process outside its domain before BPF LSM
+  // is asked, and reports nothing: where cordon run applies a Landlock
+  // domain (file rules, or ABI 6 scoping), BPF LSM's refusal cannot be shown.
+  if (c.probe.kind == "tamper.ptrace") {
+    const int abi = ProbeLandlock().abi;
+    if (abi >= 6 || (abi >= 1 && parsed.proto.spec().has_files()))
+      return {ops::CaseOutcome::Kind::kSkipped,
+              "cordon run's Landlock domain (ABI " + std::to_string(abi) +
+                  (abi >= 6 ? ": signal scoping" : ": file rules") +
+                  ") refuses a ptrace of a process outside it before BPF LSM is asked, and without an event: the "
+                  "recorded refusal cannot be shown in regress's sandbox here"};
   }
   // Made before the sandbox, removed (and a stand-in process ended) after it.
   ops::ProbeScratch scratch;

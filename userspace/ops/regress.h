@@ -42,8 +42,8 @@ struct RegressProbe {
   // Set by `regress run` for one run of the probe, never in a case file
   // (ProbeScratch): what it made outside the probe's sandbox for the probe to
   // act on instead of the recorded target, which it must not touch.
-  std::string scratch;      // file.unlink/rename/link: a name beside the recorded path; tamper.device: a
-                            // device node; tamper.cgroup: a cgroup directory
+  std::string scratch;      // file.unlink/rename/link: a name beside the recorded path; tamper.device: the
+                            // device's node in /dev; tamper.cgroup: a cgroup directory
   uint32_t target_pid = 0;  // tamper.signal / tamper.ptrace: a process of the run's own uid
 
   // The target for matching and naming: "tcp 127.0.0.1:9", "read /etc/x", ...
@@ -132,9 +132,11 @@ std::string ProbePrecondition(const RegressProbe& probe);
 //   sandbox's rule to be asked), which ignores every signal it can.
 // - tamper.cgroup: an empty cgroup beside the sandbox's tree whose
 //   cgroup.procs any uid may open (only the sandbox's rule refuses).
-// - tamper.device: a node of the recorded device (mode 0666) in a fresh
-//   directory below /run: the probe asks the kernel's device check with
-//   access(2), which never opens it (no driver code runs).
+// - tamper.device: nothing is made: the device's own node in /dev is found
+//   (a node made for the probe would let other users open the raw device
+//   while it exists), and the probe asks the kernel's device check with
+//   access(2), which never opens it (no driver code runs). A node whose file
+//   mode the run's identity fails is skipped (that check comes first).
 // `run_as` is the identity the probe runs as (spec.runAs: "" or dynamic,
 // root, a user, UID[:GID]).
 class ProbeScratch {

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -36,6 +37,7 @@
 #include "ops/regress.h"
 #include "sys/cgroup.h"
 #include "util/fd.h"
+#include "util/fs.h"
 #include "util/text.h"
 
 namespace cordon::ops {
@@ -429,12 +431,12 @@ ProbeResult CgroupProbe(const RegressProbe& p) {
   return Succeeded("opened a cgroup's cgroup.procs outside the sandbox for writing (nothing written)");
 }
 
-// access(2) of the runner's node of the recorded device with the recorded
-// access: the kernel's device check (the sandbox's device program) is asked
-// as at open, but no driver code runs.
+// access(2) of the device's node in /dev (found by the runner) with the
+// recorded access: the kernel's device check (the sandbox's device program)
+// is asked as at open, but no driver code runs.
 ProbeResult DeviceProbe(const RegressProbe& p) {
   auto node = UnescapeWorkloadBytes(p.scratch);
-  if (p.scratch.empty() || !node) return Failed("scratch", EINVAL, "no device node (regress run makes one)");
+  if (p.scratch.empty() || !node) return Failed("scratch", EINVAL, "no device node (regress run finds one)");
   int mode = 0;
   if (p.access.find("read") != std::string::npos) mode |= R_OK;
   if (p.access.find("write") != std::string::npos) mode |= W_OK;
@@ -458,6 +460,26 @@ ProbeResult SysctlProbe(const RegressProbe& p) {
   if ((write ? ::write(fd.get(), "", 0) : ::read(fd.get(), &byte, 1)) < 0)
     return Failed(write ? "write" : "read", errno);
   return Succeeded(write ? "wrote nothing to " + file + " (its value is unchanged)" : "read " + file);
+}
+
+// The first node of `dev` (of `type`) below `dir`, /dev's own entries
+// first, then its directories (a few levels; no symlink followed).
+std::string DeviceNode(const std::string& dir, mode_t type, dev_t dev, int depth) {
+  std::vector<std::string> subdirs;
+  if (auto names = ListDir(dir)) {
+    std::vector<std::string> sorted = *names;
+    std::sort(sorted.begin(), sorted.end());
+    for (const auto& n : sorted) {
+      const std::string path = dir + "/" + n;
+      struct stat st;
+      if (::lstat(path.c_str(), &st) != 0) continue;
+      if ((st.st_mode & S_IFMT) == type && st.st_rdev == dev) return path;
+      if (S_ISDIR(st.st_mode) && depth < 3 && n != "shm" && n != "mqueue" && n != "pts") subdirs.push_back(path);
+    }
+  }
+  for (const auto& d : subdirs)
+    if (auto found = DeviceNode(d, type, dev, depth + 1); !found.empty()) return found;
+  return "";
 }
 
 }  // namespace
@@ -582,17 +604,34 @@ std::string ProbeScratch::Prepare(RegressProbe* p, const std::string& run_as) {
     return "";
   }
   if (kind == "tamper.device") {
-    char tmpl[] = "/run/cordon-regress-XXXXXX";
-    if (!::mkdtemp(tmpl)) return std::string("a directory for a device node: ") + ErrnoName(errno);
-    dirs_.push_back(tmpl);
-    ::chmod(tmpl, 0755);
-    const std::string node = std::string(tmpl) + "/device";
+    // The device's own node in /dev (never one made for the probe: a node of
+    // a raw device that other users could open, however briefly, would hand
+    // them the device). access(2) opens nothing.
     const mode_t type = p->type == "block" ? S_IFBLK : S_IFCHR;
-    if (::mknod(node.c_str(), type | 0600, makedev(p->arg >> 20, p->arg & 0xfffff)) != 0)
-      return "a node of " + p->Target() + ": " + ErrnoName(errno);
-    files_.push_back(node);
-    if (::chmod(node.c_str(), 0666) != 0) return "a node of " + p->Target() + ": " + ErrnoName(errno);
-    p->scratch = node;
+    const dev_t dev = makedev(p->arg >> 20, p->arg & 0xfffff);
+    std::string node = DeviceNode("/dev", type, dev, 0);
+    if (node.empty()) return "no node of " + p->Target() + " in /dev to ask the device check with";
+    // The kernel's file-mode check comes before the device check: a mode the
+    // run's identity fails would refuse the probe before cordon's rule.
+    if (run_as != "root") {
+      std::optional<RunIdentity> who;  // none: a dynamic uid, which owns nothing
+      if (!run_as.empty() && run_as != "dynamic") {
+        auto id = ResolveIdentity(run_as);
+        if (!id) return "spec.runAs " + run_as + ": " + id.error().ToString();
+        who = id->id();
+      }
+      struct stat st;
+      if ((!who || who->uid != 0) && ::stat(node.c_str(), &st) == 0) {
+        const bool owner = who && st.st_uid == who->uid, group = who && st.st_gid == who->gid;
+        const mode_t r = owner ? S_IRUSR : group ? S_IRGRP : S_IROTH, w = owner ? S_IWUSR : group ? S_IWGRP : S_IWOTH;
+        if ((p->access.find("read") != std::string::npos && !(st.st_mode & r)) ||
+            (p->access.find("write") != std::string::npos && !(st.st_mode & w)))
+          return "the device's node " + node + " does not let the policy's identity (" +
+                 (run_as.empty() ? "dynamic" : run_as) + ") " + p->access +
+                 " it: the file mode would refuse the probe before the device check";
+      }
+    }
+    p->scratch = EscapeWorkloadBytes(node);
     return "";
   }
   return "";
