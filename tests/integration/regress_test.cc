@@ -1128,5 +1128,41 @@ TEST_F(Regress, SignalPtraceAndCgroupProbesActOnStandInsTheRunnerMakes) {
   EXPECT_NE(opened.out.find("\"result\":\"ok\""), std::string::npos) << opened.out << opened.err;
 }
 
+// A BPF LSM refusal recorded in an attached sandbox (enforcement kernel-lsm)
+// of an operation that is one system call cordon run's seccomp filter also
+// refuses (a mount, a reboot) is probed with that call: it passes, saying
+// which layer refused it here, with or without BPF LSM; the probe unconfined
+// reaches the kernel (which rejects its arguments), so it is really made.
+TEST_F(Regress, ABpfLsmTamperRefusalIsProbedWithTheCallTheSeccompFilterRefuses) {
+  const std::string cases = *dir_ + "/lsm-tamper-cases";
+  ::mkdir(cases.c_str(), 0755);
+  auto sum = test::Run({"sha256sum", policy_});
+  ASSERT_EQ(sum.status, 0);
+  test::Run({"cp", policy_, cases + "/policy-regress.yaml"});
+  std::map<std::string, std::string> file_of;
+  for (const char* kind : {"tamper.mount", "tamper.reboot"}) {
+    ops::RegressCase c;
+    c.probe.kind = kind;
+    c.enforcement = "kernel-lsm";
+    c.errno_name = "EPERM";
+    c.policy_file = "policy-regress.yaml";
+    c.policy_digest = "sha256:" + sum.out.substr(0, 64);
+    file_of[kind] = cases + "/" + ops::CaseFileStem(c) + ".case.yaml";
+    Spit(file_of[kind], ops::CaseYaml(c));
+  }
+  auto r = Cordon({"regress", "run", cases});
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const char* kind : {"tamper.mount", "tamper.reboot"})
+    EXPECT_NE(r.err.find("pass " + file_of[kind] + ": denied: syscall EPERM, event " + kind +
+                         " (seccomp); recorded at kernel-lsm, refused here by seccomp"),
+              std::string::npos)
+        << kind << "\n"
+        << r.err;
+  for (const char* kind : {"tamper.mount", "tamper.reboot"}) {
+    auto probe = Cordon({"regress", "probe", kind, "--arg", "0"});
+    EXPECT_NE(probe.out.find("reached the kernel"), std::string::npos) << kind << ": " << probe.out << probe.err;
+  }
+}
+
 }  // namespace
 }  // namespace cordon::test

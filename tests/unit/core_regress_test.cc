@@ -552,6 +552,23 @@ TEST(RegressCase, StandInAndKernelCheckCasesReadBackAndMatch) {
   auto result = ParseProbeResult(ProbeResultJson(proc));
   ASSERT_TRUE(result);
   EXPECT_EQ(result->refused_as, "EACCES");
+  // A BPF LSM refusal whose operation is one call cordon run's seccomp
+  // filter refuses as the same kind is probed with that call, and matched by
+  // the filter's event of it.
+  const RegressCase mount = CaseOf(Tamper("tamper.mount", 0));
+  EXPECT_EQ(NoProbeReason(mount.probe), "");
+  EXPECT_EQ(SeccompFormOf(mount.probe).syscall, 165u);
+  EXPECT_EQ(SeccompFormOf(CaseOf(Tamper("tamper.userns", 0)).probe).argument, 0x10000000u);
+  ProbeResult seccomp_refused;
+  seccomp_refused.error = EPERM;
+  seccomp_refused.step = "syscall";
+  auto o = JudgeCase(mount, seccomp_refused, {SeccompRefusal("tamper.mount", 165, 0)});
+  EXPECT_EQ(o.kind, CaseOutcome::Kind::kPassed) << o.message;
+  EXPECT_NE(o.message.find("recorded at kernel-lsm, refused here by seccomp"), std::string::npos) << o.message;
+  EXPECT_EQ(JudgeCase(mount, seccomp_refused, {SeccompRefusal("tamper.module", 175, 0)}).kind,
+            CaseOutcome::Kind::kFailed);
+  EXPECT_NE(NoProbeReason(CaseOf(Tamper("tamper.notify", 0)).probe).find("did not refuse it"), std::string::npos)
+      << "inotify marks outside the allowed files: no call the filter refuses";
   RegressCase scratch_cgroup = cgroup;
   scratch_cgroup.probe.scratch = "/sys/fs/cgroup/cordon-regress-1-1";
   scratch_cgroup.probe.arg = 777;

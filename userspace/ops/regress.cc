@@ -184,6 +184,21 @@ const struct {
      "names the capability, not a call that is harmless to repeat"},
 };
 
+// The tamper kinds BPF LSM refuses whose operation is one system call that
+// cordon run's seccomp filter refuses as the same kind whatever the policy
+// (or, for user namespaces, as the policy says): a case recorded in an
+// attached sandbox (enforcement kernel-lsm, no system call in the event) is
+// probed with that call, as the filter's own refusals are (SeccompCallFor).
+const struct {
+  const char* kind;
+  uint32_t nr, argument;
+} kLsmTamperCalls[] = {
+    {"tamper.mount", 165, 0},    {"tamper.module", 175, 0},
+    {"tamper.clock", 227, 0},    {"tamper.reboot", 169, 0},
+    {"tamper.io_uring", 425, 0}, {"tamper.syslog", 103, 0},
+    {"tamper.acct", 163, 0},     {"tamper.userns", 272, 0x10000000 /* CLONE_NEWUSER */},
+};
+
 // The options the sandbox's setsockopt program refuses (bpf/net/host.bpf.c),
 // each with a value it refuses: for those refused only for some values
 // (SO_REUSEPORT, SO_PRIORITY, the *_TRANSPARENT and *_FREEBIND, TCP_REPAIR) the
@@ -377,6 +392,9 @@ std::string ExpectedErrno(const std::string& enforcement) {
 }
 
 std::string NeedsBpfLsm(const RegressCase& c) {
+  // Probed with a call cordon run's seccomp filter refuses (SeccompFormOf):
+  // shown refused in regress's sandbox with or without BPF LSM.
+  if (c.enforcement == "kernel-lsm" && !c.probe.syscall && SeccompFormOf(c.probe).syscall) return "";
   if (c.enforcement == "kernel-lsm") return "recorded at kernel-lsm";
   if (OnlyBpfLsmJudges(c.probe.kind))
     return std::string("Landlock does not judge ") + (c.probe.kind == "file.setattr" ? "chmod" : "executable mappings");
@@ -449,12 +467,22 @@ std::string NoProbeReason(const RegressProbe& probe) {
     if (k == kind) return "";
   for (const auto& n : kNoProbe)
     if (kind == n.kind) return "no probe for " + kind + ": " + n.why;
+  for (const auto& t : kLsmTamperCalls)
+    if (kind == t.kind) return "";
   if (kind.rfind("tamper.", 0) == 0)
     return "no probe for " + kind + " where cordon run's seccomp filter did not refuse it (recorded at another layer)";
   return "no probe for " + kind;
 }
 
 std::string ScratchSecondName(const std::string& scratch) { return scratch + ".2"; }
+
+RegressProbe SeccompFormOf(const RegressProbe& probe) {
+  RegressProbe p = probe;
+  if (!p.syscall && p.path.empty())
+    for (const auto& t : kLsmTamperCalls)
+      if (p.kind == t.kind) p.syscall = t.nr, p.argument = t.argument;
+  return p;
+}
 
 std::string CaseFileStem(const RegressCase& c) {
   std::string stem = c.probe.kind + "-" + c.probe.Target();

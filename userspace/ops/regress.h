@@ -155,6 +155,12 @@ class ProbeScratch {
   int pid_ = 0;
 };
 
+// A tamper case recorded by BPF LSM whose operation is one system call
+// cordon run's seccomp filter refuses as the same kind (mount, module, clock,
+// reboot, io_uring, syslog, acct, userns): the probe of that call
+// (syscall and argument set); any other probe as it is.
+RegressProbe SeccompFormOf(const RegressProbe& probe);
+
 // The second fresh name of a rename or link probe (beside `scratch`).
 std::string ScratchSecondName(const std::string& scratch);
 

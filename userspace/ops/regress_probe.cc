@@ -678,6 +678,7 @@ std::string ProbePrecondition(const RegressProbe& p) {
 std::optional<ProbeResult> RunProbe(const RegressProbe& p) {
   if (!NoProbeReason(p).empty()) return std::nullopt;
   if (p.syscall) return SeccompProbe(p);
+  if (const RegressProbe call = SeccompFormOf(p); call.syscall) return SeccompProbe(call);
   if (p.kind == "net.connect" || p.kind == "net.sendmsg" || p.kind == "net.bind") return NetProbe(p);
   if (p.kind == "net.socket") return SocketProbe(p);
   if (p.kind == "tamper.bpf") return BpfProbe(p.arg);
