@@ -872,7 +872,22 @@ TEST_F(Regress, UnlinkRenameAndLinkProbesActBesideTheRecordedFileNeverOnIt) {
   }
   ASSERT_EQ(by_kind.size(), 3u) << captured.out;
 
+  // The recorded policy runs its command as a dynamic uid, which cannot own
+  // the fresh name: where fs.protected_hardlinks is on, only its owner may
+  // link it, so the link case is skipped with the reason.
+  const bool protected_links = Slurp("/proc/sys/fs/protected_hardlinks") != "0\n";
   auto r = Cordon({"regress", "run", cases});
+  EXPECT_EQ(r.status, protected_links ? 3 : 0) << r.err;
+  if (protected_links) {
+    EXPECT_NE(r.err.find("skipped " + by_kind["file.link"] + ": fs.protected_hardlinks lets only a file's owner"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_TRUE(untouched()) << "the probes left a name in, or changed, " << keep;
+  // The same policy with a fixed uid (nobody): the fresh name is its own.
+  const std::string as_nobody = *dir_ + "/beside-nobody.yaml";
+  Spit(as_nobody, TestPolicy("    write: [" + out_ + "]\n", "runtime-minimal, python3", "  runAs: \"65534\"\n"));
+  r = Cordon({"regress", "run", cases, "--policy", as_nobody});
   EXPECT_EQ(r.status, 0) << r.err;
   for (const char* step : {"unlink", "rename", "link"})
     EXPECT_NE(r.err.find("pass " + by_kind[std::string("file.") + step] + ": denied: " + step + " E"),
@@ -884,7 +899,8 @@ TEST_F(Regress, UnlinkRenameAndLinkProbesActBesideTheRecordedFileNeverOnIt) {
   // The negative control: allowed, each fresh name is removed, renamed or
   // linked (the case fails, named); the runner removes what is left.
   const std::string allowing = *dir_ + "/beside-allowing.yaml";
-  Spit(allowing, TestPolicy("    write: [" + out_ + ", " + keep + "]\n"));
+  Spit(allowing,
+       TestPolicy("    write: [" + out_ + ", " + keep + "]\n", "runtime-minimal, python3", "  runAs: \"65534\"\n"));
   r = Cordon({"regress", "run", cases, "--policy", allowing});
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("FAIL " + by_kind["file.unlink"] + ": not denied: file.unlink " + file +
@@ -900,6 +916,18 @@ TEST_F(Regress, UnlinkRenameAndLinkProbesActBesideTheRecordedFileNeverOnIt) {
             std::string::npos)
       << r.err;
   EXPECT_TRUE(untouched()) << "the probes left a name in, or changed, " << keep;
+
+  // A directory whose file mode refuses the run's identity is not probed:
+  // that refusal (EACCES) could not be told from Landlock's.
+  ::chmod(keep.c_str(), 0755);
+  r = Cordon({"regress", "run", cases, "--policy", as_nobody});
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find("skipped " + by_kind["file.unlink"] + ": the recorded path's directory " + keep +
+                       " does not let the policy's identity (65534) write there"),
+            std::string::npos)
+      << r.err;
+  ::chmod(keep.c_str(), 0777);
+  EXPECT_TRUE(untouched());
 
   // The probe unconfined does what it says, on the name it is given only.
   const std::string fresh = keep + "/.fresh";
@@ -1162,6 +1190,46 @@ TEST_F(Regress, ABpfLsmTamperRefusalIsProbedWithTheCallTheSeccompFilterRefuses) 
     auto probe = Cordon({"regress", "probe", kind, "--arg", "0"});
     EXPECT_NE(probe.out.find("reached the kernel"), std::string::npos) << kind << ": " << probe.out << probe.err;
   }
+}
+
+// Two refusals of cordon run's seccomp filter whose event names no path or
+// no flags: an open with access mode 3 (refused whatever the path: the probe
+// opens /dev/null so) and clone3 (refused with ENOSYS, which the case then
+// expects). A real cordon run records both; captured, they pass; the probe
+// unconfined reaches the kernel.
+TEST_F(Regress, AnOpenWithAccessMode3AndClone3AreProbedAsTheFilterRefusesThem) {
+  const std::string audit = *dir_ + "/mode3-audit.jsonl";
+  auto recorded =
+      Cordon({"run", "-q", "--policy", policy_, "--audit", audit, "--cwd", out_, "--", "/usr/bin/python3", "-c",
+              "import ctypes, os\nres = []\ntry:\n    os.close(os.open('/dev/null', 3))\n    res.append('open=ok')\n"
+              "except OSError as e:\n    res.append('open=%d' % e.errno)\n"
+              "libc = ctypes.CDLL(None, use_errno=True)\n"
+              "r = libc.syscall(ctypes.c_long(435), ctypes.c_void_p(0), ctypes.c_long(0))\n"
+              "res.append('clone3=%d' % (ctypes.get_errno() if r < 0 else 0))\n"
+              "print(' '.join(res))\n"});
+  ASSERT_EQ(recorded.status, 0) << recorded.err;
+  ASSERT_EQ(recorded.out, "open=1 clone3=38\n") << recorded.err;
+  const std::string cases = *dir_ + "/mode3-cases";
+  auto captured = Cordon({"regress", "capture", "--audit", audit, "--policy", policy_, "--out", cases});
+  ASSERT_EQ(captured.status, 0) << captured.err;
+  std::map<std::string, std::string> file_of;
+  for (const auto& f : CaseFiles(cases)) {
+    auto c = ReadCase(f);
+    file_of[c.probe.kind + " " + std::to_string(c.probe.syscall)] = f;
+  }
+  ASSERT_TRUE(file_of.count("file.open 257") && file_of.count("tamper.userns 435")) << captured.out;
+  auto r = Cordon({"regress", "run", cases});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("pass " + file_of["file.open 257"] + ": denied: syscall EPERM, event file.open (seccomp)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("pass " + file_of["tamper.userns 435"] + ": denied: syscall ENOSYS, event tamper.userns"),
+            std::string::npos)
+      << r.err;
+  auto open = Cordon({"regress", "probe", "file.open", "--syscall", "257", "--argument", "3"});
+  EXPECT_NE(open.out.find("\"result\":\"ok\""), std::string::npos) << open.out << open.err;
+  auto clone3 = Cordon({"regress", "probe", "tamper.userns", "--syscall", "435", "--argument", "0"});
+  EXPECT_NE(clone3.out.find("reached the kernel: EFAULT"), std::string::npos) << clone3.out << clone3.err;
 }
 
 }  // namespace

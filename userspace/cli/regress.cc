@@ -5,10 +5,14 @@
 // files and the options.
 #include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -409,6 +413,30 @@ ops::CaseOutcome RunCase(const LoadedCase& lc, int index, const std::string& sel
       return outcome;
     }
   }
+  // A policy in audit mode refuses nothing: the case is not denied, and its
+  // probe is not made (it would act where nothing refuses it).
+  if (parsed.proto.spec().mode() == "audit") {
+    outcome.message = "not denied: the policy " + lc.policy_path +
+                      " is in audit mode (spec.mode: audit), which "
+                      "refuses nothing; the probe was not made";
+    return outcome;
+  }
+  // Namespace flags without CLONE_NEWUSER need CAP_SYS_ADMIN: without it the
+  // kernel refuses them too, with the same EPERM, which cannot be told from
+  // the filter's refusal.
+  if ((c.probe.syscall == 56 || c.probe.syscall == 272) && !(c.probe.argument & CLONE_NEWUSER)) {
+    bool sys_admin = false;
+    for (const auto& cap : parsed.proto.spec().capabilities()) {
+      std::string name = cap;
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (name.rfind("cap_", 0) == 0) name = name.substr(4);
+      sys_admin = sys_admin || name == "sys_admin";
+    }
+    if (!sys_admin)
+      return {ops::CaseOutcome::Kind::kSkipped,
+              "these namespace flags need CAP_SYS_ADMIN, which the policy does not grant: the kernel would refuse "
+              "them too, with the same EPERM as cordon's filter"};
+  }
   // Landlock refuses a ptrace of a process outside its domain before BPF LSM
   // is asked, and reports nothing: where cordon run applies a Landlock
   // domain (file rules, or ABI 6 scoping), BPF LSM's refusal cannot be shown.
@@ -423,7 +451,7 @@ ops::CaseOutcome RunCase(const LoadedCase& lc, int index, const std::string& sel
   }
   // Made before the sandbox, removed (and a stand-in process ended) after it.
   ops::ProbeScratch scratch;
-  if (std::string why = scratch.Prepare(&c.probe, parsed.proto.spec().run_as()); !why.empty())
+  if (std::string why = scratch.Prepare(&c.probe, parsed.proto.spec().run_as(), self); !why.empty())
     return {ops::CaseOutcome::Kind::kSkipped, why};
   char tmpl[] = "/tmp/cordon-regress-XXXXXX";
   if (!::mkdtemp(tmpl)) {
@@ -546,6 +574,21 @@ int RunCases(const Args& args) {
   return 3;
 }
 
+// The hidden stand-in mode of ProbeScratch (`cordon regress stand-in`): a
+// process outside the sandbox for a signal or ptrace probe to act on. It
+// ignores every signal it can, says it is ready on descriptor 3, and waits
+// to be killed.
+int StandIn() {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  for (int sig = 1; sig < 65; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &ignore, nullptr);
+  ::prctl(PR_SET_DUMPABLE, 1);  // ptrace's own checks refuse a process that is not
+  if (::write(3, "r", 1) != 1) return 1;
+  ::close(3);
+  for (;;) ::pause();
+}
+
 // The hidden probe mode: `cordon regress probe KIND [options]`, one JSON line.
 int Probe(const Args& args) {
   ParsedArgs parsed;
@@ -597,6 +640,7 @@ int RegressCommand(const Args& args) {
   if (WantsHelp({args[0]})) return std::fputs(kRegressHelp, stdout), 0;
   const Args rest(args.begin() + 1, args.end());
   if (args[0] == "probe") return Probe(rest);
+  if (args[0] == "stand-in") return StandIn();
   if (WantsHelp(rest)) return std::fputs(kRegressHelp, stdout), 0;
   if (args[0] == "capture") return Capture(rest);
   if (args[0] == "run") return RunCases(rest);

@@ -267,6 +267,25 @@ std::optional<SeccompCall> SeccompCallFor(uint32_t nr, uint32_t argument, std::s
       call.args[0] = reinterpret_cast<long>(kMemfdName);
       call.args[1] = static_cast<long>(argument);
       return call;
+    case kNrOpen:
+    case kNrOpenat:
+    case kNrOpenByHandleAt: {
+      // Access mode 3 is refused whatever the path: /dev/null, which an open
+      // let through changes nothing on (open_by_handle_at: a bad descriptor).
+      static const char kNull[] = "/dev/null";
+      if ((argument & O_ACCMODE) != O_ACCMODE) break;
+      call.args[nr == kNrOpen ? 0 : 1] = nr == kNrOpenByHandleAt ? 0 : reinterpret_cast<long>(kNull);
+      if (nr == kNrOpenat) call.args[0] = AT_FDCWD;
+      call.args[nr == kNrOpen ? 1 : 2] = O_ACCMODE | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+      call.judged_argument = false;  // the flags made carry O_CLOEXEC and the rest beside the mode
+      return call;
+    }
+    case kNrClone3:
+      // Refused with ENOSYS (its flags are in memory): the probe expects that.
+      call.args[0] = -1, call.args[1] = 64;
+      call.judged_argument = false;
+      call.refusal = ENOSYS;
+      return call;
     case kNrUnshare:
     case kNrClone: {
       // The namespace flags the filter judges, nothing else (a recorded
@@ -281,8 +300,8 @@ std::optional<SeccompCall> SeccompCallFor(uint32_t nr, uint32_t argument, std::s
       return call;
     }
   }
-  if (nr == 435 || nr == kNrOpenat2)
-    *why = "refused with ENOSYS (its arguments are in memory, out of seccomp's reach)";
+  if (nr == kNrOpenat2)
+    *why = "refused with ENOSYS (its arguments are in memory, out of seccomp's reach), and not reported";
   else if (nr == kNrClone || nr == kNrUnshare)
     *why =
         "the event does not record which namespace flags were asked for (recorded by a cordon before 2026-12: "
@@ -290,7 +309,7 @@ std::optional<SeccompCall> SeccompCallFor(uint32_t nr, uint32_t argument, std::s
   else if (nr == 41 || nr == 53)
     *why = "a socket family: probed as net.socket";
   else if (nr == kNrOpen || nr == kNrOpenat || nr == kNrOpenByHandleAt)
-    *why = "an open with access mode 3: the event does not record the path";
+    *why = "an open recorded without access mode 3: not a refusal of the filter";
   else
     *why = "not a call cordon run's seccomp filter refuses";
   return std::nullopt;

@@ -87,19 +87,20 @@ SeccompRefusals SeccompRefusalTable();
 // and `cordon regress`'s probe of a recorded refusal (ops/regress_probe.cc)
 // make these. `argument` is what an event of the refusal shows as target.arg2:
 // the ioctl command, fcntl's command (F_SETOWN: the owner), personality's
-// persona, memfd_create's flags; ignored for the others. nullopt, with *why,
-// for a call no such making exists for: clone3 and openat2 (refused with
-// ENOSYS, their arguments are in memory), unshare and clone recorded
-// without namespace flags (events before 2026-12 did not record them; the
-// call is made with the recorded namespace flags only, clone's with SIGCHLD
-// and no stack, so that a child it makes is a copy that exits at once),
-// socket and socketpair (net.socket:
-// the family), open, openat and open_by_handle_at (file.open: the path), and
-// calls the filter does not refuse.
+// persona, memfd_create's flags, unshare's and clone's flags (made with the
+// namespace flags only, clone's with SIGCHLD and no stack, so that a child
+// it makes is a copy that exits at once), an open's flags (access mode 3 is
+// refused whatever the path: made on /dev/null); ignored for the others.
+// clone3 is refused with ENOSYS (`refusal`). nullopt, with *why, for a call
+// no such making exists for: openat2 (refused with ENOSYS and not
+// reported), unshare and clone recorded without namespace flags (events
+// before 2026-12 did not record them), socket and socketpair (net.socket: the
+// family), and calls the filter does not refuse.
 struct SeccompCall {
   long nr = 0;
   long args[6] = {-1, -1, -1, -1, -1, -1};
   bool judged_argument = false;  // args carry `argument` where the filter judges it (events show it again)
+  int refusal = 1;               // the errno of the filter's refusal: EPERM, or ENOSYS (clone3)
 };
 std::optional<SeccompCall> SeccompCallFor(uint32_t nr, uint32_t argument, std::string* why);
 

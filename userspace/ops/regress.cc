@@ -46,7 +46,7 @@ bool OnlyBpfLsmJudges(const std::string& kind) { return kind == "file.setattr" |
 // The kinds a refusal of cordon run's seccomp filter is reported as, besides
 // net.socket (its own probe) and file.open (the path is not in the event).
 bool SeccompKind(const std::string& kind) {
-  return kind.rfind("tamper.", 0) == 0 || kind == "file.memfd" || kind == "file.ioctl";
+  return kind.rfind("tamper.", 0) == 0 || kind == "file.memfd" || kind == "file.ioctl" || kind == "file.open";
 }
 
 // A YAML double-quoted scalar (JSON's escapes are YAML's).
@@ -370,7 +370,7 @@ std::vector<RegressCase> DistinctCases(const std::vector<std::pair<v1::AuditEven
     RegressCase c;
     c.probe = std::move(p);
     c.enforcement = e.enforcement();
-    c.errno_name = ExpectedErrno(e.enforcement());
+    c.errno_name = ExpectedErrno(e.enforcement(), e.kind());
     c.policy_name = e.policy();
     c.policy_in_force = e.policy_digest();
     c.audit = source.audit;
@@ -384,7 +384,8 @@ std::vector<RegressCase> DistinctCases(const std::vector<std::pair<v1::AuditEven
   return out;
 }
 
-std::string ExpectedErrno(const std::string& enforcement) {
+std::string ExpectedErrno(const std::string& enforcement, const std::string& kind) {
+  if (enforcement == "landlock" && (kind == "tamper.signal" || kind == "net.unix")) return "EPERM";
   if (enforcement == "kernel-cgroup" || enforcement == "kernel-lsm" || enforcement == "seccomp") return "EPERM";
   if (enforcement == "landlock") return "EACCES";
   if (enforcement == "mount") return "EROFS";
@@ -646,6 +647,8 @@ std::optional<RegressCase> ParseCaseYaml(const std::string& text, const std::str
     if (!path_optional && !need("path")) return fail();
     if (probe.count("path") && (c.probe.path.empty() || !UnescapeWorkloadBytes(c.probe.path)))
       return r.Fail(probe["path"], "probe.path", "expected a path (in the escaped form of events)"), fail();
+    if (probe.count("path") && UnescapeWorkloadBytes(c.probe.path)->find('\0') != std::string::npos)
+      return r.Fail(probe["path"], "probe.path", "a path cannot hold a NUL byte"), fail();
     if (kind == "file.open") {
       if (!need("access")) return fail();
       for (const auto& a : [&] {
@@ -793,7 +796,8 @@ CaseOutcome JudgeCase(const RegressCase& c, const std::optional<ProbeResult>& re
   // The layer that refused it now says which errno it returns (a kernel with
   // BPF LSM refuses a file with EPERM where Landlock says EACCES), unless the
   // call says another for any refusal (/proc's ptrace checks: EACCES).
-  std::string want = result->refused_as.empty() ? ExpectedErrno(match->enforcement()) : result->refused_as;
+  std::string want =
+      result->refused_as.empty() ? ExpectedErrno(match->enforcement(), match->kind()) : result->refused_as;
   if (want.empty()) want = c.errno_name;
   if (!want.empty() && got != want) {
     out.message = "the " + result->step + " failed with " + got + ", but the " + match->enforcement() +

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "event.pb.h"
+#include "util/fd.h"
 
 namespace cordon::ops {
 
@@ -99,7 +100,9 @@ std::vector<RegressCase> DistinctCases(const std::vector<std::pair<cordon::v1::A
 
 // The errno a layer returns when it refuses: EPERM for kernel-cgroup,
 // kernel-lsm and seccomp, EACCES for landlock, EROFS for mount; "" unknown.
-std::string ExpectedErrno(const std::string& enforcement);
+// Landlock's scoping refusals (a signal, an abstract unix socket outside its
+// domain) are EPERM: `kind` says which.
+std::string ExpectedErrno(const std::string& enforcement, const std::string& kind = "");
 
 // Why the case needs BPF LSM ("" when it does not): recorded at enforcement
 // kernel-lsm, or a kind only BPF LSM judges (file.setattr's chmod,
@@ -123,10 +126,15 @@ std::string ProbePrecondition(const RegressProbe& probe);
 // removes when destroyed (a process it started is killed and reaped):
 // - file.unlink, file.rename, file.link: the recorded operation's rule is
 //   the directory's (BPF LSM's CREATE right on it, Landlock's REMOVE/MAKE
-//   rights), so the probe acts on a fresh name the runner made in the
-//   recorded path's directory (an empty file, or an empty directory where the
-//   recorded path is one now): unlink (rmdir) it, rename it to a second fresh
-//   name, or link it there. The recorded file is never touched.
+//   rights), so the probe acts on a fresh name (random, mode 0600, owned by
+//   the run's identity) the runner made in the recorded path's directory
+//   (resolved, opened without following symlinks; an empty file, or an empty
+//   directory where the recorded path is one now): unlink (rmdir) it, rename
+//   it to a second fresh name, or link it there. The recorded file is never
+//   touched; only the runner's own inode is removed afterwards. Not made in
+//   cordon's own state, on kernel file systems, or where the directory's file
+//   mode would refuse the run's identity (that refusal, EACCES, cannot be
+//   told from Landlock's).
 // - tamper.signal, tamper.ptrace: a process outside the sandbox with the
 //   run's uid and gid (the kernel's own credential check must pass for the
 //   sandbox's rule to be asked), which ignores every signal it can.
@@ -147,11 +155,15 @@ class ProbeScratch {
   ProbeScratch& operator=(const ProbeScratch&) = delete;
   // Fills probe->scratch / target_pid. "" when ready (or when the kind needs
   // nothing), else why it cannot be made (the case is skipped with that).
-  std::string Prepare(RegressProbe* probe, const std::string& run_as);
+  // `self` is cordon's executable (the stand-in process runs its hidden
+  // `regress stand-in` mode).
+  std::string Prepare(RegressProbe* probe, const std::string& run_as, const std::string& self);
 
  private:
-  std::vector<std::string> files_;  // removed (unlink, or rmdir for a directory), last first
-  std::vector<std::string> dirs_;
+  UniqueFd dir_;                    // beside: the recorded path's directory
+  std::vector<std::string> names_;  // beside: the fresh name and its second name, removed only while they are
+  uint64_t ino_ = 0, dev_ = 0;      // ... the runner's own object (this inode)
+  std::vector<std::string> dirs_;   // scratch cgroups, removed
   int pid_ = 0;
 };
 

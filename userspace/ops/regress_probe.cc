@@ -8,6 +8,7 @@
 #include <linux/bpf.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,9 +16,11 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
@@ -324,8 +327,10 @@ ProbeResult SeccompProbe(const RegressProbe& p) {
   const int error = WEXITSTATUS(status);
   const std::string what = "syscall " + std::to_string(p.syscall);
   if (error == 0) return Succeeded(what + " succeeded");
-  if (error != EPERM) return Succeeded(what + " reached the kernel: " + ErrnoName(error));
-  return Failed("syscall", EPERM);
+  if (error != call->refusal) return Succeeded(what + " reached the kernel: " + ErrnoName(error));
+  ProbeResult refused = Failed("syscall", error);
+  if (call->refusal != EPERM) refused.refused_as = ErrnoName(call->refusal);  // clone3's ENOSYS
+  return refused;
 }
 
 // An option the sandbox's setsockopt program refuses, set to a value it
@@ -462,6 +467,12 @@ ProbeResult SysctlProbe(const RegressProbe& p) {
   return Succeeded(write ? "wrote nothing to " + file + " (its value is unchanged)" : "read " + file);
 }
 
+// fs.protected_hardlinks (on unless it says 0).
+bool ProtectedHardlinks() {
+  auto text = ReadFile("/proc/sys/fs/protected_hardlinks", 16);
+  return !text || text->empty() || (*text)[0] != '0';
+}
+
 // The first node of `dev` (of `type`) below `dir`, /dev's own entries
 // first, then its directories (a few levels; no symlink followed).
 std::string DeviceNode(const std::string& dir, mode_t type, dev_t dev, int depth) {
@@ -484,69 +495,181 @@ std::string DeviceNode(const std::string& dir, mode_t type, dev_t dev, int depth
 
 }  // namespace
 
+namespace {
+
+// The identity the probe runs as: nullopt for a dynamic uid (fresh for the
+// run: it owns nothing and nothing outside has it).
+Result<std::optional<RunIdentity>> IdentityOf(const std::string& run_as) {
+  if (run_as.empty() || run_as == "dynamic") return std::optional<RunIdentity>();
+  auto id = ResolveIdentity(run_as);
+  if (!id) return Error{"spec.runAs " + run_as + ": " + id.error().ToString()};
+  return std::optional<RunIdentity>(id->id());
+}
+
+// Whether the file mode of `st` gives `who` (nullopt: a dynamic uid, "other")
+// the `want` bits (4 read, 2 write, 1 search), as the kernel checks them for
+// a task without capabilities (cordon run grants none unless the policy does).
+bool ModeAllows(const struct stat& st, const std::optional<RunIdentity>& who, unsigned want) {
+  const unsigned bits = who && st.st_uid == who->uid   ? (st.st_mode >> 6) & 7
+                        : who && st.st_gid == who->gid ? (st.st_mode >> 3) & 7
+                                                       : st.st_mode & 7;
+  return (bits & want) == want;
+}
+
+std::string IdentityName(const std::string& run_as) { return run_as.empty() ? "dynamic" : run_as; }
+
+// File systems whose directories are kernel objects (mkdir makes a cgroup, a
+// tracefs instance, a configfs item ...) or cordon's and the kernel's state.
+bool PseudoFileSystem(long type) {
+  switch (static_cast<unsigned long>(type)) {
+    case 0x9fa0:      // proc
+    case 0x62656572:  // sysfs
+    case 0x27e0eb:    // cgroup
+    case 0x63677270:  // cgroup2
+    case 0xcafe4a11:  // bpf
+    case 0x74726163:  // tracefs
+    case 0x64626720:  // debugfs
+    case 0x62656570:  // configfs
+    case 0x73636673:  // securityfs
+    case 0x7655821:   // resctrl
+    case 0x42494e4d:  // binfmt_misc
+    case 0x6e736673:  // nsfs
+      return true;
+  }
+  return false;
+}
+
+std::string RandomHex() {
+  uint64_t r = 0;
+  if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) r = static_cast<uint64_t>(::getpid()) << 32;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(r));
+  return hex;
+}
+
+}  // namespace
+
 ProbeScratch::~ProbeScratch() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
     }
   }
-  for (auto it = files_.rbegin(); it != files_.rend(); ++it)
-    if (::unlink(it->c_str()) != 0 && (errno == EISDIR || errno == EPERM)) ::rmdir(it->c_str());
+  // Only names that are still the runner's own object (the fresh name, or
+  // the second name it was renamed or linked to): never what another
+  // process put there.
+  if (dir_.valid())
+    for (const std::string& name : names_) {
+      struct stat st;
+      if (::fstatat(dir_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == ino_ && st.st_dev == dev_)
+        ::unlinkat(dir_.get(), name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+    }
   for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) ::rmdir(it->c_str());
 }
 
-std::string ProbeScratch::Prepare(RegressProbe* p, const std::string& run_as) {
-  static unsigned counter = 0;
-  const std::string tag = "cordon-regress-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+std::string ProbeScratch::Prepare(RegressProbe* p, const std::string& run_as, const std::string& self) {
+  const std::string tag = "cordon-regress-" + std::to_string(::getpid()) + "-" + RandomHex();
   const std::string& kind = p->kind;
   const bool beside = kind == "file.unlink" || kind == "file.rename" || kind == "file.link";
+  auto who = IdentityOf(run_as);
+  if (!who) return who.error().ToString();
   if (beside) {
     auto raw = UnescapeWorkloadBytes(p->path);
-    if (!raw || raw->empty() || (*raw)[0] != '/') return "";  // NoProbeReason or the probe says so
+    if (!raw || raw->empty() || (*raw)[0] != '/' || raw->find('\0') != std::string::npos)
+      return "";  // NoProbeReason or the probe says so
     const size_t slash = raw->rfind('/');
-    const std::string dir = slash == 0 ? "/" : raw->substr(0, slash);
-    for (const char* own : {"/var/lib/cordon", "/run/cordon"})
+    char resolved[PATH_MAX];
+    if (!::realpath(slash == 0 ? "/" : raw->substr(0, slash).c_str(), resolved))
+      return "the recorded path's directory cannot be examined now (" + ErrnoName(errno) +
+             "): no fresh name can be made beside the recorded path";
+    const std::string dir = resolved;
+    for (const char* own : {"/var/lib/cordon", "/run/cordon", "/var/log/cordon", "/etc/cordon"})
       if (dir == own || dir.rfind(std::string(own) + "/", 0) == 0)
         return "the recorded path " + p->path + " is in cordon's own state (" + own + "): no fresh name is made there";
+    // The directory as resolved, with no symlink on the way (a component
+    // swapped for one since is refused), kept for every later step.
+    open_how how{};
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    dir_ = UniqueFd(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, dir.c_str(), &how, sizeof how)));
+    if (!dir_.valid())
+      return "the recorded path's directory " + EscapeWorkloadBytes(dir) + " cannot be opened now (" +
+             ErrnoName(errno) + "): no fresh name can be made beside the recorded path";
+    struct statfs fs;
     struct stat st;
-    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      return "the recorded path's directory " + EscapeWorkloadBytes(dir) + " cannot be examined now (" +
-             ErrnoName(errno ? errno : ENOTDIR) + "): no fresh name can be made beside the recorded path";
-    const std::string name = (dir == "/" ? "" : dir) + "/." + tag;
+    if (::fstatfs(dir_.get(), &fs) != 0 || ::fstat(dir_.get(), &st) != 0)
+      return "the recorded path's directory " + EscapeWorkloadBytes(dir) + ": " + ErrnoName(errno);
+    if (PseudoFileSystem(fs.f_type))
+      return "the recorded path's directory " + EscapeWorkloadBytes(dir) +
+             " is on a kernel file system (proc, sysfs, cgroup, bpf, tracefs, configfs, ...), where a name made is a "
+             "kernel object: not probed";
+    // The kernel's file-mode checks come after the LSMs' path hooks but
+    // would refuse a name made, moved or linked where the policy now allows
+    // it, and a layer cannot be told from them (Landlock's refusals are
+    // EACCES too): the directory must let the run's identity write there.
+    const bool root = who->has_value() && (*who)->uid == 0;
+    if (!ModeAllows(st, *who, 3) && !(root && st.st_uid == 0 && (st.st_mode & S_IWUSR)))
+      return "the recorded path's directory " + EscapeWorkloadBytes(dir) + " does not let the policy's identity (" +
+             IdentityName(run_as) +
+             ") write there: the file mode would refuse the probe as Landlock does, and the two cannot be told apart";
+    const bool sticky = st.st_mode & S_ISVTX;
+    if ((sticky || kind == "file.link") && !who->has_value() && (sticky || ProtectedHardlinks()))
+      return sticky ? "the recorded path's directory is sticky and the policy runs its command as a dynamic uid, "
+                      "which cannot own the fresh name: the file mode would refuse the probe before cordon's rule"
+                    : "fs.protected_hardlinks lets only a file's owner link it, and the policy runs its command as "
+                      "a dynamic uid, which cannot own the fresh name: the probe could not make the link";
+    const std::string name = "." + tag;
     const bool as_dir = kind == "file.unlink" && ::lstat(raw->c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-    const int made = as_dir ? ::mkdir(name.c_str(), 0700)
-                            : ::mknodat(AT_FDCWD, name.c_str(), S_IFREG | 0600, 0);  // never follows, never reuses
-    if (made != 0)
-      return "a fresh name beside the recorded path (" + EscapeWorkloadBytes(name) + "): " + ErrnoName(errno);
-    files_.push_back(name);
-    files_.push_back(ScratchSecondName(name));
-    // Anyone may read and write it: a link of it needs that where
-    // fs.protected_hardlinks is on (the run's uid does not own it).
-    if (!as_dir && ::chmod(name.c_str(), 0666) != 0)
-      return "a fresh name beside the recorded path (" + EscapeWorkloadBytes(name) + "): " + ErrnoName(errno);
-    p->scratch = EscapeWorkloadBytes(name);
+    if (as_dir) {
+      if (::mkdirat(dir_.get(), name.c_str(), 0700) != 0)
+        return "a fresh directory beside the recorded path: " + ErrnoName(errno);
+    } else {
+      UniqueFd made(::openat(dir_.get(), name.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0600));
+      if (!made.valid()) return "a fresh name beside the recorded path: " + ErrnoName(errno);
+    }
+    if (::fstatat(dir_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return "a fresh name beside the recorded path: " + ErrnoName(errno);
+    ino_ = st.st_ino;
+    dev_ = st.st_dev;
+    names_ = {name, name + ".2"};  // ScratchSecondName
+    // Owned by the run's identity (mode 0600): it may remove, move or link it,
+    // and nobody else may write it or link it.
+    if (who->has_value() && ::fchownat(dir_.get(), name.c_str(), (*who)->uid, (*who)->gid, AT_SYMLINK_NOFOLLOW) != 0)
+      return "a fresh name beside the recorded path: chown: " + ErrnoName(errno);
+    p->scratch = EscapeWorkloadBytes((dir == "/" ? "" : dir) + "/" + name);
     return "";
   }
-  if (kind == "tamper.signal" || kind == "tamper.ptrace" || (kind == "tamper.sysctl" && p->arg)) {
-    if (run_as.empty() || run_as == "dynamic")
-      return kind == "tamper.sysctl"
-                 ? "the policy runs its command as a dynamic uid (spec.runAs): only root may open a sysctl for "
-                   "writing, so the file mode would refuse the probe before cordon's rule"
-                 : "the policy runs its command as a dynamic uid (spec.runAs): no process outside the sandbox has "
-                   "it, so the kernel's own credential check would refuse the probe before cordon's rule";
-    auto id = ResolveIdentity(run_as);
-    if (!id) return "spec.runAs " + run_as + ": " + id.error().ToString();
-    if (kind == "tamper.sysctl") {
-      return id->id().uid == 0 ? ""
-                               : "the policy runs its command as uid " + std::to_string(id->id().uid) +
-                                     ": only root may open a sysctl for writing, so the file mode would refuse "
-                                     "the probe before cordon's rule";
-    }
-    const uid_t uid = id->id().uid;
-    const gid_t gid = id->id().gid;
+  if (kind == "tamper.sysctl" && p->arg) {
+    // A write of nothing still runs the handler, and some act on any write
+    // (vm/drop_caches, vm/compact_memory, route/flush, conf/all/*): only the
+    // sysctls of the namespaces cordon run gives each command its own of
+    // (UTS, IPC) are written, and as root (only root may open one to write).
+    bool namespaced = false;
+    for (const char* prefix :
+         {"kernel/hostname", "kernel/domainname", "kernel/msg", "kernel/sem", "kernel/shm", "fs/mqueue/"})
+      namespaced = namespaced || p->path.rfind(prefix, 0) == 0;
+    if (!namespaced)
+      return "a write of " + p->path +
+             " would act on the host where cordon let it through (its handler runs even for a write of nothing): "
+             "only the sysctls of the UTS and IPC namespaces cordon run gives the command are written";
+    if (!who->has_value() || (*who)->uid != 0)
+      return "the policy runs its command as " + IdentityName(run_as) +
+             ": only root may open a sysctl for writing, so the file mode would refuse the probe before cordon's "
+             "rule";
+    return "";
+  }
+  if (kind == "tamper.signal" || kind == "tamper.ptrace") {
+    if (!who->has_value())
+      return "the policy runs its command as a dynamic uid (spec.runAs): no process outside the sandbox has it, so "
+             "the kernel's own credential check would refuse the probe before cordon's rule";
+    if (self.empty()) return "cordon's own executable is unknown: no stand-in process";
+    const uid_t uid = (*who)->uid;
+    const gid_t gid = (*who)->gid;
     int ready[2];
     if (::pipe2(ready, O_CLOEXEC) != 0) return std::string("a stand-in process: pipe: ") + ErrnoName(errno);
     const pid_t parent = ::getpid();
+    const char* argv[] = {self.c_str(), "regress", "stand-in", nullptr};
+    const char* envp[] = {nullptr};
     const pid_t pid = ::fork();
     if (pid < 0) {
       ::close(ready[0]);
@@ -554,29 +677,23 @@ std::string ProbeScratch::Prepare(RegressProbe* p, const std::string& run_as) {
       return std::string("a stand-in process: fork: ") + ErrnoName(errno);
     }
     if (pid == 0) {
-      // Only async-signal-safe calls: the runner may have threads.
+      // Only async-signal-safe calls: the runner may have threads. Then an
+      // exec of cordon's stand-in mode: nothing of the runner (its memory,
+      // environment, descriptors) is left in a process that other processes
+      // of the run's uid may read.
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
-      const int null = ::open("/dev/null", O_RDWR);
-      if (null >= 0) {
-        ::dup2(null, 0);
-        ::dup2(null, 1);
-        ::dup2(null, 2);
-      }
-      struct sigaction ignore {};
-      ignore.sa_handler = SIG_IGN;
-      for (int sig = 1; sig < 65; ++sig)
-        if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &ignore, nullptr);
+      const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+      if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(null, 2) < 0 || ::dup2(ready[1], 3) < 0)
+        ::_exit(1);
+      ::syscall(SYS_close_range, 4u, ~0u, 0u);
+      // No capabilities after the exec (a root stand-in would get every one
+      // back): a tracer must hold every capability its tracee has, so the
+      // kernel's own check would refuse a sandboxed root before cordon's rule.
+      for (int cap = 0; cap < 64; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
       if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) ::_exit(1);
-      // No capabilities (a root stand-in keeps the runner's otherwise): a
-      // tracer must hold every capability its tracee has, so the kernel's
-      // own check would refuse a sandboxed root before cordon's rule.
-      __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-      __user_cap_data_struct none[2]{};
-      if (::syscall(SYS_capset, &header, none) != 0) ::_exit(1);
-      ::prctl(PR_SET_DUMPABLE, 1);  // a uid change cleared it: ptrace's checks would refuse before cordon's
-      (void)!::write(ready[1], "r", 1);
-      for (;;) ::pause();
+      ::execve(argv[0], const_cast<char* const*>(argv), const_cast<char* const*>(envp));
+      ::_exit(127);
     }
     ::close(ready[1]);
     pid_ = pid;
@@ -585,7 +702,7 @@ std::string ProbeScratch::Prepare(RegressProbe* p, const std::string& run_as) {
     do n = ::read(ready[0], &c, 1);
     while (n < 0 && errno == EINTR);
     ::close(ready[0]);
-    if (n != 1) return "a stand-in process as " + run_as + " did not start";
+    if (n != 1) return "a stand-in process as " + IdentityName(run_as) + " did not start";
     p->target_pid = static_cast<uint32_t>(pid);
     return "";
   }
@@ -596,7 +713,8 @@ std::string ProbeScratch::Prepare(RegressProbe* p, const std::string& run_as) {
     if (::mkdir(dir.c_str(), 0755) != 0) return "a scratch cgroup " + dir + ": " + ErrnoName(errno);
     dirs_.push_back(dir);
     struct stat st;
-    // Any uid may open it: only cordon's rule refuses.
+    // Any uid may open it: only cordon's rule refuses (a move needs write
+    // access to the common ancestor's cgroup.procs too: the root's, 0644).
     if (::chmod((dir + "/cgroup.procs").c_str(), 0666) != 0 || ::stat(dir.c_str(), &st) != 0)
       return "a scratch cgroup " + dir + ": " + ErrnoName(errno);
     p->scratch = dir;
@@ -613,24 +731,13 @@ std::string ProbeScratch::Prepare(RegressProbe* p, const std::string& run_as) {
     if (node.empty()) return "no node of " + p->Target() + " in /dev to ask the device check with";
     // The kernel's file-mode check comes before the device check: a mode the
     // run's identity fails would refuse the probe before cordon's rule.
-    if (run_as != "root") {
-      std::optional<RunIdentity> who;  // none: a dynamic uid, which owns nothing
-      if (!run_as.empty() && run_as != "dynamic") {
-        auto id = ResolveIdentity(run_as);
-        if (!id) return "spec.runAs " + run_as + ": " + id.error().ToString();
-        who = id->id();
-      }
-      struct stat st;
-      if ((!who || who->uid != 0) && ::stat(node.c_str(), &st) == 0) {
-        const bool owner = who && st.st_uid == who->uid, group = who && st.st_gid == who->gid;
-        const mode_t r = owner ? S_IRUSR : group ? S_IRGRP : S_IROTH, w = owner ? S_IWUSR : group ? S_IWGRP : S_IWOTH;
-        if ((p->access.find("read") != std::string::npos && !(st.st_mode & r)) ||
-            (p->access.find("write") != std::string::npos && !(st.st_mode & w)))
-          return "the device's node " + node + " does not let the policy's identity (" +
-                 (run_as.empty() ? "dynamic" : run_as) + ") " + p->access +
-                 " it: the file mode would refuse the probe before the device check";
-      }
-    }
+    struct stat st;
+    const unsigned want =
+        (p->access.find("read") != std::string::npos ? 4 : 0) | (p->access.find("write") != std::string::npos ? 2 : 0);
+    const bool root = who->has_value() && (*who)->uid == 0;
+    if (::stat(node.c_str(), &st) == 0 && !ModeAllows(st, *who, want) && !(root && st.st_uid == 0))
+      return "the device's node " + node + " does not let the policy's identity (" + IdentityName(run_as) + ") " +
+             p->access + " it: the file mode would refuse the probe before the device check";
     p->scratch = EscapeWorkloadBytes(node);
     return "";
   }
