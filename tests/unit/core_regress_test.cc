@@ -472,6 +472,9 @@ TEST(RegressCase, UnlinkRenameAndLinkCasesSayWhichRuleAndMatchTheFreshNames) {
       << NoProbeReason(g.probe);
   ExpectRefused(CaseYaml(g), "  access: \"gain\"", "  access: \"elsewhere\"",
                 "probe.access: unknown value 'elsewhere'");
+  // A NUL byte would cut the path short for the system calls.
+  ExpectRefused(CaseYaml(g), "  path: \"/srv/data/x\"", "  path: \"/srv/data\\\\x00/x\"",
+                "probe.path: a path cannot hold a NUL byte");
   RegressProbe old = g.probe;
   old.access.clear();
   EXPECT_NE(NoProbeReason(old).find("capture it again"), std::string::npos) << NoProbeReason(old);
