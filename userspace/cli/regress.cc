@@ -460,11 +460,21 @@ ops::CaseOutcome RunCase(const LoadedCase& lc, int index, const std::string& sel
   }
   const std::string dir = tmpl;
   const std::string audit = dir + "/audit.jsonl";
+  // The probe is cordon itself, run through a descriptor of its executable:
+  // what the sandbox's mounts hide (its private /tmp, where a build may be)
+  // cannot hide the probe.
+  UniqueFd exe(::open(self.c_str(), O_PATH | O_CLOEXEC));
+  if (!exe.valid()) {
+    outcome.message = "cordon's own executable " + self + ": " + std::strerror(errno);
+    ::rmdir(dir.c_str());
+    return outcome;
+  }
+  const std::string exe_fd = std::to_string(exe.get());
   Args run_args = {"--policy", lc.policy_path, "--audit", audit, "--name", "regress-" + std::to_string(index),
-                   "--quiet"};
+                   "--quiet",  "--keep-fd",    exe_fd};
   // The probe is cordon itself: a policy that restricts files must let it run.
   if (parsed.proto.spec().has_files()) run_args.insert(run_args.end(), {"--exec", self});
-  run_args.insert(run_args.end(), {"--", self, "regress", "probe"});
+  run_args.insert(run_args.end(), {"--", "/proc/self/fd/" + exe_fd, "regress", "probe"});
   for (auto& a : ops::ProbeArgs(c.probe)) run_args.push_back(std::move(a));
   RunHooks hooks;
   hooks.events_directly = true;
@@ -496,7 +506,10 @@ ops::CaseOutcome RunCase(const LoadedCase& lc, int index, const std::string& sel
     outcome.message = "the probe's sandbox did not start: " + LastLine(err);
     return outcome;
   }
-  return ops::JudgeCase(c, ResultIn(out), events);
+  auto result = ResultIn(out);
+  ops::CaseOutcome judged = ops::JudgeCase(c, result, events);
+  if (!result && !LastLine(err).empty()) judged.message += " (the run said: " + LastLine(err) + ")";
+  return judged;
 }
 
 std::string SelfExe() {
